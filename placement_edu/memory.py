@@ -1,0 +1,109 @@
+"""Per-device memory derived from the placement (SPEC §2, §3).
+
+Persistent bytes: each model state's size divided by the degree of every axis it is split on
+(S, SG, OFF), on the device unless offloaded. Transient bytes are named terms per phase -- the
+gather window, the gradient reduce bucket, offload staging, activations -- never folded silently
+into the model-state figure the ZeRO tables print. Peak = persistent + the largest phase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from placement_edu.mesh import Mesh
+from placement_edu.models import Model, Number
+from placement_edu.placement import HOST_MODES, MODEL_STATES, SPLIT_MODES, Mode, State
+from placement_edu.precision import Precision
+from placement_edu.schedule import layers_on_stage, split_axes, validate
+
+PHASES = ("forward", "backward", "step")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes on one device. ``device``/``host``: persistent bytes per state. ``transient``: per
+    phase, named terms in bytes. ``padding``: elements of padding the sharding rule adds."""
+
+    device: dict[State, Number]
+    host: dict[State, Number]
+    transient: dict[str, dict[str, Number]]
+    padding: int = 0
+
+    @property
+    def model_state(self) -> Number:
+        """Persistent P + G + O on the device: the figure ZeRO's Table 1 prints."""
+        return sum((self.device[s] for s in MODEL_STATES), 0)
+
+    @property
+    def host_total(self) -> Number:
+        return sum(self.host.values(), 0)
+
+    def phase_total(self, phase: str) -> Number:
+        return sum(self.transient.get(phase, {}).values(), 0)
+
+    @property
+    def peak_phase(self) -> str:
+        return max(PHASES, key=self.phase_total)
+
+    @property
+    def peak(self) -> Number:
+        """Persistent device bytes plus the largest phase's transient bytes."""
+        return self.model_state + max(self.phase_total(p) for p in PHASES)
+
+    def transient_peak(self, term: str) -> Number:
+        return max((self.transient.get(p, {}).get(term, 0) for p in PHASES), default=0)
+
+
+def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0) -> Memory:
+    """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3)."""
+    validate(strategy, mesh)
+    pl = strategy.placement
+    coords = mesh.coords(rank)
+    d, t, p = mesh.degree("data"), mesh.degree("tensor"), mesh.degree("pipeline")
+    device: dict[State, Number] = {}
+    host: dict[State, Number] = {}
+    for state in MODEL_STATES:
+        size = model.local_elements(split_axes(pl, state, mesh), coords) * precision.bytes_per(state)
+        offloaded = any(pl.mode(state, axis) in HOST_MODES for axis, _ in mesh) or \
+            pl.mode(state, "data") in HOST_MODES
+        device[state], host[state] = (0, size) if offloaded else (size, 0)
+
+    transient: dict[str, dict[str, Number]] = {phase: {} for phase in PHASES}
+    P, G = pl.mode(State.PARAMS, "data"), pl.mode(State.GRADS, "data")
+    units = model.gather_units
+
+    def full_local(state: State) -> Number:
+        """The state's size on this device's data group, padded as its collectives move it."""
+        return model.traffic_elements(split_axes(pl, state, mesh, exclude="data"), d, coords)
+
+    if d > 1 and P in (Mode.SG, Mode.OFF):
+        unit = Fraction(full_local(State.PARAMS) * precision.params, units)
+        whole = full_local(State.PARAMS) * precision.params
+        # Resharded after forward: one unit live at a time. Kept (SHARD_GRAD_OP): all units by the
+        # end of forward and through backward.
+        window = unit if strategy.reshard_after_forward else whole
+        transient["forward"]["gather_window"] = window
+        transient["backward"]["gather_window"] = window
+    if d > 1 and G in SPLIT_MODES:
+        # Backward produces each unit's whole, unreduced (partial) gradient before it is
+        # reduce-scattered to its owners: one unit's bucket is live.
+        transient["backward"]["reduce_bucket"] = Fraction(full_local(State.GRADS) * precision.grads, units)
+    for state in MODEL_STATES:
+        if host[state] and state is not State.OPTIMIZER:
+            phase = "forward" if state is State.PARAMS else "backward"
+            transient[phase]["offload_staging"] = transient[phase].get("offload_staging", 0) + host[state]
+
+    stage = coords["pipeline"]
+    m = strategy.micro_batches
+    if p > 1:
+        in_flight = m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
+    else:
+        in_flight = 1
+    activations = model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage))) * in_flight
+    if activations:
+        transient["forward"]["activations"] = activations
+        transient["backward"]["activations"] = activations
+
+    padding = model.padding(d) if any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES) else 0
+    return Memory(device, host, {k: v for k, v in transient.items()}, padding)

@@ -1,0 +1,83 @@
+"""A device mesh: named axes (data, tensor, pipeline) with degrees that multiply to the world size."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from placement_edu.errors import PlacementError, positive_int
+from placement_edu.placement import AXES
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Degrees per named axis, in the fixed order data, tensor, pipeline.
+
+    Rank layout: data is the outermost axis and pipeline the innermost, so
+    rank = (d_index * t + t_index) * p + p_index.
+    """
+
+    degrees: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, **degrees: int) -> "Mesh":
+        """``Mesh.of(data=2, tensor=2)``."""
+        for axis, degree in degrees.items():
+            if axis not in AXES:
+                raise PlacementError(f"unknown mesh axis {axis!r}; known axes: {', '.join(AXES)}")
+            positive_int(f"degree of mesh axis {axis!r}", degree)
+        return cls(tuple((a, int(degrees[a])) for a in AXES if a in degrees))
+
+    @classmethod
+    def parse(cls, text: str) -> "Mesh":
+        """Read ``"data=2,tensor=2"``."""
+        degrees: dict[str, int] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            axis, sep, value = part.partition("=")
+            if not sep:
+                raise PlacementError(f"mesh entry {part!r} is not AXIS=DEGREE (e.g. data=2,tensor=2)")
+            try:
+                degrees[axis.strip()] = int(value)
+            except ValueError:
+                raise PlacementError(f"mesh degree {value!r} for axis {axis!r} is not a whole number")
+        if not degrees:
+            raise PlacementError(f"mesh {text!r} names no axis; expected e.g. data=2,tensor=2")
+        return cls.of(**degrees)
+
+    def degree(self, axis: str) -> int:
+        """The degree of ``axis`` (1 when the mesh does not have it)."""
+        return dict(self.degrees).get(axis, 1)
+
+    @property
+    def world_size(self) -> int:
+        return math.prod(d for _, d in self.degrees)
+
+    def coords(self, rank: int) -> dict[str, int]:
+        """The index of ``rank`` along each axis."""
+        if not 0 <= rank < self.world_size:
+            raise PlacementError(f"rank {rank} is outside a mesh of {self.world_size} devices")
+        out: dict[str, int] = {}
+        for axis in reversed(AXES):
+            out[axis] = rank % self.degree(axis)
+            rank //= self.degree(axis)
+        return {axis: out[axis] for axis in AXES}
+
+    def group(self, rank: int, axis: str) -> list[int]:
+        """The ranks that share every coordinate with ``rank`` except along ``axis``."""
+        return [r for r in range(self.world_size)
+                if all(self.coords(r)[a] == self.coords(rank)[a] for a in AXES if a != axis)]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self.degrees)
+
+    def __str__(self) -> str:
+        return ",".join(f"{a}={d}" for a, d in self.degrees)
+
+
+def as_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:
+    if isinstance(mesh, Mesh):
+        return mesh
+    if isinstance(mesh, str):
+        return Mesh.parse(mesh)
+    return Mesh.of(**mesh)

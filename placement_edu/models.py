@@ -1,0 +1,288 @@
+"""Model specifications: how big each state is before any placement divides it.
+
+Three kinds, simplest first:
+- ``ModelSpec``: abstract, Ψ parameters (what the ZeRO paper's tables use); ideal slices Ψ/N.
+- ``TransformerSpec``: layers, hidden, heads, ffn, sequence, vocab, micro-batch; parameter count
+  and the activation terms of Korthikanti et al. 2022 (SPEC §3).
+- ``ConcreteModel``: the exact tensors of a torch ``nn.Module``; slices follow a real sharding
+  rule (ZeRO's flat padded buffer, or FSDP2's per-tensor dim-0 chunks) and report their padding.
+
+All sizes are in *elements*; the precision preset turns them into bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Mapping, Union
+
+from placement_edu.errors import PlacementError, expect, positive_int
+
+if TYPE_CHECKING:  # torch is only needed to read a real module
+    import torch
+
+Number = Union[int, Fraction]
+SHARDING_RULES = ("zero", "fsdp2")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An abstract model of ``psi`` parameters.
+
+    ``layers``: units the parameters are split into (pipeline stages take whole layers).
+    ``gather_units``: how many equal units an SG state is gathered in (1 = the whole model at once,
+    the worst case; FSDP wrapping each of L layers gives L). The live gather window is one unit.
+    ``boundary_elements``: elements of one activation crossing a block or stage boundary for one
+    micro-batch (b·s·h for a transformer); drives tensor- and pipeline-parallel traffic.
+    ``activation_bytes``: activation bytes one device keeps for one micro-batch without parallelism.
+    ``tp_blocks_per_layer``: column-then-row-parallel pairs per layer (2 for attention + MLP).
+    """
+
+    psi: int
+    layers: int = 1
+    gather_units: int = 1
+    boundary_elements: int = 0
+    activation_bytes: int = 0
+    tp_blocks_per_layer: int = 2
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "psi", positive_int("number of parameters (psi)", self.psi))
+        for name in ("layers", "gather_units", "tp_blocks_per_layer"):
+            positive_int(name, getattr(self, name))
+        for name in ("boundary_elements", "activation_bytes"):
+            expect(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+    # --- what the derivations ask of a model -------------------------------------------------
+    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> Number:
+        """Elements of a state on one device after dividing by each split axis' degree (ideal)."""
+        return Fraction(self.psi, math.prod(split.values()))
+
+    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
+                         coords: Mapping[str, int] | None = None) -> Number:
+        """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits."""
+        return Fraction(self.psi, math.prod(split_other.values()))
+
+    def padding(self, n: int) -> int:
+        """Elements of padding a sharding over ``n`` adds: none for the ideal Ψ/N formula."""
+        return 0
+
+    def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
+        """Activation bytes one device keeps for one micro-batch (ideal split over t and stages)."""
+        return Fraction(self.activation_bytes, tensor) * layers_here / self.layers
+
+    @property
+    def description(self) -> str:
+        return self.name or f"Ψ = {self.psi:,} parameters"
+
+
+@dataclass(frozen=True)
+class TransformerSpec:
+    """A GPT-style decoder: ``layers`` blocks of attention + MLP, learned positions, tied embeddings.
+
+    Parameter count per layer: 4h² + 4h (QKV and output projections with biases) + 2hf + f + h
+    (MLP with biases) + 4h (two layernorms); plus embeddings V·h + s·h and a final layernorm 2h.
+    With f = 4h this is Megatron's 12h² + 13h per layer (Narayanan et al. 2021, §5.1).
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+    micro_batch: int = 1
+    ffn: int = 0                 # 0 means 4 * hidden
+    sequence_parallel: bool = False
+    recompute: bool = False      # full activation recomputation: 2·s·b·h bytes kept per layer
+    gather_units: int = 0        # 0 means one unit per layer (FSDP's usual wrapping)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch"):
+            positive_int(name, getattr(self, name))
+        if self.ffn == 0:
+            object.__setattr__(self, "ffn", 4 * self.hidden)
+        if self.gather_units == 0:
+            object.__setattr__(self, "gather_units", self.layers)
+        expect(self.hidden % self.heads == 0,
+               f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+    @property
+    def psi(self) -> int:
+        h, f = self.hidden, self.ffn
+        per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
+
+    @property
+    def boundary_elements(self) -> int:
+        """b·s·h: one activation at a block or stage boundary, for one micro-batch."""
+        return self.micro_batch * self.seq * self.hidden
+
+    tp_blocks_per_layer: int = field(default=2, init=False)
+
+    def activation_bytes_per_layer(self, tensor: int = 1) -> Fraction:
+        """Korthikanti et al. 2022, Table 2 (16-bit; the coefficients are already bytes)."""
+        s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, tensor
+        sbh = s * b * h
+        if self.recompute:
+            return Fraction(2 * sbh)
+        if self.sequence_parallel:
+            return sbh * (Fraction(34, t) + Fraction(5 * a * s, h * t))
+        if t == 1:
+            return sbh * (34 + Fraction(5 * a * s, h))
+        return sbh * (10 + Fraction(24, t) + Fraction(5 * a * s, h * t))
+
+    def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
+        return self.activation_bytes_per_layer(tensor) * layers_here
+
+    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> Number:
+        return Fraction(self.psi, math.prod(split.values()))
+
+    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
+                         coords: Mapping[str, int] | None = None) -> Number:
+        return Fraction(self.psi, math.prod(split_other.values()))
+
+    def padding(self, n: int) -> int:
+        return 0
+
+    @property
+    def description(self) -> str:
+        return self.name or (f"transformer L={self.layers} h={self.hidden} a={self.heads} "
+                             f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,})")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One parameter tensor: name, shape, the layer it belongs to, and its tensor-parallel split.
+
+    ``tp``: "col" (column-parallel: rows, dim 0, split over the tensor axis), "row" (row-parallel:
+    dim 1 split) or None (replicated across tensor ranks, e.g. norms and row-parallel biases).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    layer: int = 0
+    tp: str | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class ConcreteModel:
+    """The exact parameter tensors of a model, and the sharding rule its data axis follows.
+
+    ``rule="zero"``: all local tensors flattened into one buffer padded to a multiple of N, equal
+    slices (DeepSpeed ZeRO). ``rule="fsdp2"``: each tensor split along dim 0 into chunks of
+    ceil(rows/N) rows; the last ranks may hold fewer rows or none, collectives move padded chunks.
+    """
+
+    tensors: tuple[TensorSpec, ...]
+    rule: str = "zero"
+    gather_units: int = 1
+    boundary_elements: int = 0
+    activation_bytes: int = 0
+    tp_blocks_per_layer: int = 1
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        expect(len(self.tensors) > 0, "a concrete model needs at least one parameter tensor")
+        expect(self.rule in SHARDING_RULES,
+               f"unknown sharding rule {self.rule!r}; known rules: {', '.join(SHARDING_RULES)}")
+
+    @classmethod
+    def from_module(cls, module: "torch.nn.Module", *, rule: str = "zero",
+                    tp_plan: Mapping[str, str] | None = None, **fields: object) -> "ConcreteModel":
+        """Read every parameter of ``module``. A tensor's layer is the first integer in its name
+        ("3.weight" and "layers.3.mlp.weight" are layer 3; names without one are layer 0)."""
+        tp_plan = dict(tp_plan or {})
+        tensors = []
+        for name, param in module.named_parameters():
+            digits = [part for part in name.split(".") if part.isdigit()]
+            tensors.append(TensorSpec(name, tuple(param.shape), int(digits[0]) if digits else 0,
+                                      tp_plan.get(name)))
+        return cls(tuple(tensors), rule=rule, **fields)  # type: ignore[arg-type]
+
+    @property
+    def psi(self) -> int:
+        return sum(t.numel for t in self.tensors)
+
+    @property
+    def layers(self) -> int:
+        return max(t.layer for t in self.tensors) + 1
+
+    # --- slicing --------------------------------------------------------------------------
+    def stage_layers(self, stages: int, stage: int) -> range:
+        """Contiguous layers of pipeline ``stage`` (earlier stages take the extra layers)."""
+        expect(self.layers >= stages,
+               f"{self.layers} layers cannot fill {stages} pipeline stages (one layer at least each)")
+        base, extra = divmod(self.layers, stages)
+        start = stage * base + min(stage, extra)
+        return range(start, start + base + (1 if stage < extra else 0))
+
+    def local_tensors(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
+                      ) -> list[tuple[str, tuple[int, ...]]]:
+        """The (name, shape) of each tensor this device holds after the pipeline and tensor axes."""
+        coords = coords or {}
+        out = []
+        for t in self.tensors:
+            if "pipeline" in split and t.layer not in self.stage_layers(split["pipeline"], coords.get("pipeline", 0)):
+                continue
+            shape = t.shape
+            degree = split.get("tensor", 1)
+            if degree > 1 and t.tp is not None:
+                dim = {"col": 0, "row": 1}.get(t.tp)
+                expect(dim is not None and dim < len(shape),
+                       f"tensor {t.name}: tp split {t.tp!r} does not fit shape {shape}; use 'col' or 'row'")
+                expect(shape[dim] % degree == 0,
+                       f"tensor {t.name}: dim {dim} of size {shape[dim]} is not divisible by tensor degree {degree}")
+                shape = shape[:dim] + (shape[dim] // degree,) + shape[dim + 1:]
+            out.append((t.name, shape))
+        return out
+
+    def data_shard(self, local: list[tuple[str, tuple[int, ...]]], n: int, index: int) -> tuple[int, int]:
+        """(elements held by data rank ``index``, elements a collective moves) under the rule."""
+        if self.rule == "zero":
+            flat = sum(math.prod(s) for _, s in local)
+            padded = -(-flat // n) * n
+            return padded // n, padded
+        held = moved = 0
+        for _, shape in local:
+            rows, per_row = shape[0], math.prod(shape[1:])
+            chunk = -(-rows // n)
+            held += max(0, min(chunk, rows - index * chunk)) * per_row
+            moved += n * chunk * per_row
+        return held, moved
+
+    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> int:
+        """Exact elements on the device at ``coords``, padding included where the rule stores it."""
+        coords = coords or {}
+        local = self.local_tensors(split, coords)
+        if split.get("data", 1) > 1:
+            return self.data_shard(local, split["data"], coords.get("data", 0))[0]
+        return sum(math.prod(s) for _, s in local)
+
+    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
+                         coords: Mapping[str, int] | None = None) -> int:
+        """Elements a data-axis collective over ``padded_for`` ranks moves (padded when > 1 and
+        the collective works on equal slices)."""
+        local = self.local_tensors(split_other, coords)
+        if padded_for > 1:
+            return self.data_shard(local, padded_for, 0)[1]
+        return sum(math.prod(s) for _, s in local)
+
+    def padding(self, n: int) -> int:
+        """Elements of padding the rule adds when sharding the whole model over ``n`` ranks."""
+        return self.data_shard([(t.name, t.shape) for t in self.tensors], n, 0)[1] - self.psi
+
+    def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
+        return Fraction(self.activation_bytes, tensor) * layers_here / self.layers
+
+    @property
+    def description(self) -> str:
+        return self.name or f"{len(self.tensors)} tensors, Ψ = {self.psi:,} ({self.rule} rule)"
+
+
+Model = Union[ModelSpec, TransformerSpec, ConcreteModel]

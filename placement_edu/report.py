@@ -1,0 +1,163 @@
+"""Reports: one strategy's derived memory and schedule, and tables comparing strategies with dp.
+
+Presentation only: every number comes from ``derive_memory`` and ``derive_schedule``. A report
+prints as a text table, renders as HTML in a notebook and serialises to JSON (bytes, exact).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Sequence
+
+from placement_edu.memory import Memory, derive_memory
+from placement_edu.mesh import Mesh, as_mesh
+from placement_edu.models import Model, ModelSpec
+from placement_edu.placement import State
+from placement_edu.precision import Precision, get_precision
+from placement_edu.schedule import Schedule, derive_schedule
+from placement_edu.strategies import STRATEGIES, Strategy, get_strategy
+from placement_edu.units import fmt_bytes, fmt_gb, plain
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``strategy`` costs one device (``rank``) of ``mesh`` for ``model`` under ``precision``."""
+
+    strategy: Strategy
+    model: Model
+    mesh: Mesh
+    precision: Precision
+    memory: Memory
+    schedule: Schedule
+    rank: int = 0
+
+    @property
+    def volume_psi(self) -> Fraction:
+        return Fraction(self.schedule.volume_psi(self.model.psi))
+
+    @property
+    def ring_bytes(self) -> Fraction:
+        return Fraction(self.schedule.ring_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "strategy": self.strategy.name,
+            "placement": str(self.strategy.placement),
+            "devices": self.mesh.world_size,
+            "mesh": dict(self.mesh.degrees),
+            "rank": self.rank,
+            "precision": self.precision.name,
+            "psi": self.model.psi,
+            "units": "bytes (GB = 1e9 bytes, GiB = 2^30 bytes)",
+            "memory": {
+                "params": plain(m.device[State.PARAMS]),
+                "grads": plain(m.device[State.GRADS]),
+                "optimizer": plain(m.device[State.OPTIMIZER]),
+                "model_state": plain(m.model_state),
+                "transient": {ph: {k: plain(v) for k, v in terms.items()} for ph, terms in m.transient.items()},
+                "peak": plain(m.peak),
+                "peak_phase": m.peak_phase,
+                "host": plain(m.host_total),
+                "host_by_state": {s.value: plain(v) for s, v in m.host.items()},
+                "padding_elements": m.padding,
+            },
+            "comm": {
+                "volume_psi": plain(self.volume_psi),
+                "ring_bytes": plain(self.ring_bytes),
+                "ring_bytes_by_axis": {a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()},
+                "schedule": [{"op": o.op, "state": o.state.value, "axis": o.axis, "phase": o.phase,
+                              "payload_bytes": plain(o.payload_bytes), "ring_bytes": plain(o.ring_bytes),
+                              "group": o.group, "why": o.why}
+                             for o in self.schedule.ops],
+            },
+            "warnings": list(self.schedule.warnings),
+        }
+
+
+def analyze(strategy: str | Strategy, model: Model | int | float, devices: int | None = None,
+            precision: str | Precision = "mixed_adam", mesh: Mesh | str | None = None,
+            rank: int = 0) -> Report:
+    """Derive memory and schedule. ``model`` may be Ψ (a number) for an abstract model; give
+    ``devices`` (all on the strategy's axis) or a ``mesh``."""
+    from placement_edu.errors import PlacementError  # local: keeps the import list short
+    strategy = get_strategy(strategy)
+    if not isinstance(model, (ModelSpec,)) and isinstance(model, (int, float)):
+        model = ModelSpec(psi=model)  # type: ignore[arg-type]
+    precision = get_precision(precision)
+    if mesh is not None:
+        mesh = as_mesh(mesh)
+        if devices is not None and mesh.world_size != devices:
+            raise PlacementError(f"mesh {mesh} has {mesh.world_size} devices, but devices = {devices}")
+    elif devices is not None:
+        mesh = strategy.default_mesh(devices)
+    else:
+        raise PlacementError("give devices (a number) or a mesh (e.g. data=2,tensor=2)")
+    return Report(strategy, model, mesh, precision,
+                  derive_memory(strategy, model, mesh, precision, rank),
+                  derive_schedule(strategy, model, mesh, precision, rank), rank)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Several strategies on the same model and device count, each against dp."""
+
+    reports: tuple[Report, ...]
+    baseline: Report
+
+    def vs_dp(self, report: Report) -> dict[str, float | None]:
+        base = self.baseline
+        memory = Fraction(report.memory.model_state) / Fraction(base.memory.model_state)
+        comm = report.volume_psi / base.volume_psi if base.volume_psi else None
+        return {"memory": float(memory), "comm": None if comm is None else float(comm)}
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [{**r.to_dict(), "vs_dp": self.vs_dp(r)} for r in self.reports]
+
+    def rows(self) -> list[list[str]]:
+        out = []
+        for r in self.reports:
+            m, ratio = r.memory, self.vs_dp(r)
+            out.append([r.strategy.name, str(r.strategy.placement), fmt_gb(m.device[State.PARAMS]),
+                        fmt_gb(m.device[State.GRADS]), fmt_gb(m.device[State.OPTIMIZER]),
+                        fmt_bytes(m.model_state), fmt_gb(m.peak), fmt_gb(m.host_total),
+                        f"{float(r.volume_psi):g} Ψ", fmt_bytes(r.ring_bytes),
+                        f"{ratio['memory']:.6g}×", "n/a" if ratio["comm"] is None else f"{ratio['comm']:.6g}×"])
+        return out
+
+    HEADER = ["strategy", "placement P G O A", "params", "grads", "optimizer", "model state",
+              "peak", "host", "comm (ZeRO conv.)", "ring bytes / step", "mem vs dp", "comm vs dp"]
+
+    def caption(self) -> str:
+        b = self.baseline
+        return (f"{b.model.description}, {b.mesh.world_size} devices, precision {b.precision.name} "
+                f"(P/G/O = {b.precision.params}/{b.precision.grads}/{b.precision.optimizer} B per "
+                f"parameter). Per device; GB = 10^9 bytes, GiB = 2^30 bytes; communication per "
+                f"optimizer step, ZeRO convention in Ψ elements (all-reduce = 2Ψ) and exact ring bytes.")
+
+    def __str__(self) -> str:
+        rows = [self.HEADER] + self.rows()
+        widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        warnings = [f"warning ({r.strategy.name}): {w}" for r in self.reports for w in r.schedule.warnings]
+        return "\n".join([self.caption(), ""] + lines + warnings)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in self.rows())
+        return (f"<table><caption>{html.escape(self.caption())}</caption>"
+                f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def compare(strategies: Sequence[str | Strategy] = ("dp", "zero1", "zero2", "zero3"),
+            model: Model | int | float = 7.5e9, devices: int = 64,
+            precision: str | Precision = "mixed_adam", mesh: Mesh | str | None = None) -> Comparison:
+    """Derive each strategy on the same model and device count, with dp as the baseline."""
+    reports = tuple(analyze(s, model, devices, precision, mesh if get_strategy(s).axes != ("data",) or mesh
+                            and len(as_mesh(mesh).degrees) > 1 else None) for s in strategies)
+    baseline = analyze(STRATEGIES["dp"], reports[0].model, devices, precision)
+    return Comparison(reports, baseline)

@@ -1,0 +1,100 @@
+"""Named strategies, as data: a name, a placement, and the few schedule choices a placement leaves
+open (SPEC §3, §4). Nothing downstream looks at the name: a user-defined strategy with the same
+placement gets the same memory and the same schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from placement_edu.errors import PlacementError, positive_int
+from placement_edu.mesh import Mesh
+from placement_edu.placement import Placement
+
+PIPELINE_SCHEDULES = ("1f1b", "gpipe")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A placement plus schedule choices.
+
+    ``reshard_after_forward``: an SG parameter is freed after forward and gathered again before
+    backward (FSDP FULL_SHARD, ZeRO-3); False keeps it through backward (FSDP SHARD_GRAD_OP).
+    ``micro_batches``: m micro-batches per optimizer step (pipeline or gradient accumulation).
+    ``pipeline_schedule``: "1f1b" or "gpipe" when a pipeline axis is present.
+    """
+
+    name: str
+    placement: Placement
+    reshard_after_forward: bool = True
+    micro_batches: int = 1
+    pipeline_schedule: str = "1f1b"
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        positive_int("micro_batches", self.micro_batches)
+        if self.pipeline_schedule not in PIPELINE_SCHEDULES:
+            raise PlacementError(f"unknown pipeline schedule {self.pipeline_schedule!r}; "
+                                 f"known: {', '.join(PIPELINE_SCHEDULES)}")
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The mesh axes the placement names; a strategy naming none lives on the data axis."""
+        return self.placement.axes() or ("data",)
+
+    def default_mesh(self, devices: int) -> Mesh:
+        """All devices on the strategy's one axis; a strategy on several axes needs a mesh."""
+        devices = positive_int("devices", devices)
+        if len(self.axes) > 1:
+            raise PlacementError(
+                f"strategy {self.name!r} places states on axes {', '.join(self.axes)}: "
+                f"give a mesh whose degrees multiply to {devices}, e.g. --mesh "
+                + ",".join(f"{a}=..." for a in self.axes))
+        return Mesh.of(**{self.axes[0]: devices})
+
+    def with_(self, **changes: object) -> "Strategy":
+        """A copy with some fields changed, e.g. ``zero3.with_(micro_batches=8)``."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _s(name: str, summary: str, **kwargs: object) -> Strategy:
+    options = {k: kwargs.pop(k) for k in ("reshard_after_forward", "micro_batches",
+                                           "pipeline_schedule") if k in kwargs}
+    return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
+
+
+STRATEGIES: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
+    _s("dp", "data parallel: everything replicated, gradients all-reduced",
+       params="R", grads="R", optimizer="R"),
+    _s("zero1", "ZeRO stage 1: optimizer state sharded",
+       params="R", grads="R", optimizer="S"),
+    _s("zero2", "ZeRO stage 2: gradients and optimizer state sharded",
+       params="R", grads="S", optimizer="S"),
+    _s("zero3", "ZeRO stage 3: parameters gathered per use, everything sharded",
+       params="SG", grads="S", optimizer="S"),
+    _s("fsdp", "FSDP FULL_SHARD: the same placement as ZeRO-3",
+       params="SG", grads="S", optimizer="S"),
+    _s("fsdp_grad_op", "FSDP SHARD_GRAD_OP: parameters gathered once, kept through backward",
+       params="SG", grads="S", optimizer="S", reshard_after_forward=False),
+    _s("zero2_offload", "ZeRO-Offload: gradient and optimizer slices in host memory, step on the CPU",
+       params="R", grads="OFF", optimizer="OFF"),
+    _s("zero3_offload", "ZeRO-Infinity style: every model state's slice in host memory",
+       params="OFF", grads="OFF", optimizer="OFF"),
+    _s("tp", "Megatron tensor parallel: weight matrices split over the tensor axis",
+       params={"tensor": "S"}, grads={"tensor": "S"}, optimizer={"tensor": "S"}),
+    _s("pp", "pipeline parallel: layers split into stages, micro-batches flow through",
+       params={"pipeline": "S"}, grads={"pipeline": "S"}, optimizer={"pipeline": "S"},
+       micro_batches=4),
+)})
+
+
+def get_strategy(strategy: str | Strategy) -> Strategy:
+    """A named strategy, or a user-defined Strategy passed through."""
+    if isinstance(strategy, Strategy):
+        return strategy
+    if strategy not in STRATEGIES:
+        raise PlacementError(f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}")
+    return STRATEGIES[strategy]
+

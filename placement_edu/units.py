@@ -1,0 +1,42 @@
+"""Byte units, always labelled: GB = 10^9 bytes (the ZeRO paper's tables), GiB = 2^30 bytes
+(what `nvidia-smi` and DeepSpeed's estimators print -- DeepSpeed labels GiB as "GB")."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Union
+
+GB = 10**9
+GiB = 2**30
+
+Number = Union[int, float, Fraction]
+
+
+def to_gb(n_bytes: Number) -> float:
+    return float(Fraction(n_bytes) / GB) if not isinstance(n_bytes, float) else n_bytes / GB
+
+
+def to_gib(n_bytes: Number) -> float:
+    return float(Fraction(n_bytes) / GiB) if not isinstance(n_bytes, float) else n_bytes / GiB
+
+
+def plain(value: Number) -> int | float:
+    """An exact number for JSON: an int when it is whole, else a float."""
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) else float(value)
+
+
+def fmt_gb(n_bytes: Number, digits: int = 6) -> str:
+    """``"31.40625 GB"`` -- trailing zeros trimmed, at most ``digits`` decimals."""
+    text = f"{to_gb(n_bytes):.{digits}f}".rstrip("0").rstrip(".")
+    return f"{text} GB"
+
+
+def fmt_bytes(n_bytes: Number) -> str:
+    """Both conventions, labelled: ``"120 GB (111.759 GiB)"``; small values in bytes."""
+    if abs(Fraction(n_bytes)) < 10**6:
+        return f"{plain(Fraction(n_bytes)):,} B"
+    return f"{fmt_gb(n_bytes)} ({to_gib(n_bytes):,.3f} GiB)"
