@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
+from placement_edu.errors import PlacementError
 from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelSpec
@@ -82,9 +83,8 @@ def analyze(strategy: str | Strategy, model: Model | int | float, devices: int |
             rank: int = 0) -> Report:
     """Derive memory and schedule. ``model`` may be Ψ (a number) for an abstract model; give
     ``devices`` (all on the strategy's axis) or a ``mesh``."""
-    from placement_edu.errors import PlacementError  # local: keeps the import list short
     strategy = get_strategy(strategy)
-    if not isinstance(model, (ModelSpec,)) and isinstance(model, (int, float)):
+    if isinstance(model, (int, float)):
         model = ModelSpec(psi=model)  # type: ignore[arg-type]
     precision = get_precision(precision)
     if mesh is not None:
@@ -156,8 +156,11 @@ class Comparison:
 def compare(strategies: Sequence[str | Strategy] = ("dp", "zero1", "zero2", "zero3"),
             model: Model | int | float = 7.5e9, devices: int = 64,
             precision: str | Precision = "mixed_adam", mesh: Mesh | str | None = None) -> Comparison:
-    """Derive each strategy on the same model and device count, with dp as the baseline."""
-    reports = tuple(analyze(s, model, devices, precision, mesh if get_strategy(s).axes != ("data",) or mesh
-                            and len(as_mesh(mesh).degrees) > 1 else None) for s in strategies)
+    """Derive each strategy on the same model and device count, with dp (all devices on the data
+    axis) as the baseline. A ``mesh``, when given, is used for every strategy."""
+    if mesh is not None and as_mesh(mesh).world_size != devices:
+        raise PlacementError(f"mesh {as_mesh(mesh)} has {as_mesh(mesh).world_size} devices, "
+                             f"but devices = {devices}; the degrees must multiply to the device count")
+    reports = tuple(analyze(s, model, devices, precision, mesh) for s in strategies)
     baseline = analyze(STRATEGIES["dp"], reports[0].model, devices, precision)
     return Comparison(reports, baseline)
