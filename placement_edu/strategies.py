@@ -90,11 +90,34 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
 )})
 
 
+#: Compositions on a mesh of named axes (SPEC §6). Each names a mode per state per axis.
+COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
+    _s("dp×tp", "data parallel across tensor-parallel groups",
+       params={"data": "R", "tensor": "S"}, grads={"data": "R", "tensor": "S"},
+       optimizer={"data": "R", "tensor": "S"}),
+    _s("dp×pp", "data parallel across pipelines",
+       params={"data": "R", "pipeline": "S"}, grads={"data": "R", "pipeline": "S"},
+       optimizer={"data": "R", "pipeline": "S"}, micro_batches=4),
+    _s("zero1×tp×pp", "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
+       params={"data": "R", "tensor": "S", "pipeline": "S"},
+       grads={"data": "R", "tensor": "S", "pipeline": "S"},
+       optimizer={"data": "S", "tensor": "S", "pipeline": "S"}, micro_batches=4),
+    _s("zero3×tp", "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
+       params={"data": "SG", "tensor": "S"}, grads={"data": "S", "tensor": "S"},
+       optimizer={"data": "S", "tensor": "S"}),
+)})
+
+
 def get_strategy(strategy: str | Strategy) -> Strategy:
-    """A named strategy, or a user-defined Strategy passed through."""
+    """A named strategy or composition ("dp×tp" may be typed "dpxtp" or "dp*tp"), or a
+    user-defined Strategy passed through."""
     if isinstance(strategy, Strategy):
         return strategy
-    if strategy not in STRATEGIES:
-        raise PlacementError(f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}")
-    return STRATEGIES[strategy]
+    key = str(strategy).strip().lower().replace("*", "×").replace("x", "×")
+    key = key.replace("×", "x") if key.replace("×", "x") in STRATEGIES else key
+    named = {**STRATEGIES, **COMPOSITIONS}
+    if key not in named:
+        raise PlacementError(f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}; "
+                             f"compositions: {', '.join(COMPOSITIONS)}")
+    return named[key]
 
