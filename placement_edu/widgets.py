@@ -1,0 +1,60 @@
+"""ipywidgets front-ends. They read sliders, ask the core for a Comparison, and redraw; they never
+compute a cost themselves."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from placement_edu.models import ModelSpec
+from placement_edu.plots import comm_chart, memory_chart
+from placement_edu.precision import PRESETS
+from placement_edu.report import Comparison, compare
+
+DEVICE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class ZeroExplorer:
+    """Sliders for Ψ and N and a precision choice, driving the memory and communication charts.
+
+    ``ZeroExplorer().widget`` is what a notebook displays; ``update()`` recomputes and redraws
+    (the benchmark times it).
+    """
+
+    def __init__(self, psi: float = 7.5e9, devices: int = 64, precision: str = "mixed_adam",
+                 strategies: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3")) -> None:
+        import ipywidgets as w
+
+        self.strategies = strategies
+        self.psi = w.FloatLogSlider(value=psi, base=10, min=6, max=12, step=0.01,
+                                    description="Ψ (params)", readout_format=".3g",
+                                    continuous_update=False)
+        self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
+                                         continuous_update=False)
+        self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
+        self.table = w.HTML()
+        self.plot = w.Output()
+        self.figure, self.axes = plt.subplots(1, 2, figsize=(11, 4.6))
+        plt.close(self.figure)  # shown through the Output widget only
+        for control in (self.psi, self.devices, self.precision):
+            control.observe(lambda _change: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([self.psi, self.devices, self.precision]), self.plot, self.table])
+        self.update()
+
+    def comparison(self) -> Comparison:
+        return compare(self.strategies, ModelSpec(psi=round(self.psi.value)), self.devices.value,
+                       self.precision.value)
+
+    def update(self) -> Comparison:
+        from IPython.display import display
+
+        comparison = self.comparison()
+        for ax in self.axes:
+            ax.clear()
+        memory_chart(comparison, self.axes[0])
+        comm_chart(comparison, self.axes[1])
+        self.figure.tight_layout()
+        self.table.value = comparison._repr_html_()
+        with self.plot:
+            self.plot.clear_output(wait=True)
+            display(self.figure)
+        return comparison
