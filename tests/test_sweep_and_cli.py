@@ -1,0 +1,81 @@
+"""The vectorised sweep agrees with the scalar core; the command line prints the core's numbers
+and refuses bad input with exit status 2 and one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from placement_edu import analyze
+from placement_edu.cli import main
+from placement_edu.sweep import sweep
+
+STRATEGIES = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
+
+
+@pytest.mark.parametrize("precision", ["mixed_adam", "mixed_adam_fp32_grads", "fp64_adam"])
+def test_sweep_matches_scalar_derivation_point_by_point(precision: str) -> None:
+    rng = np.random.default_rng(0)
+    psi = rng.integers(10**6, 10**12, size=40).astype(np.float64)
+    n = rng.integers(1, 2048, size=40).astype(np.float64)
+    got = sweep(STRATEGIES, psi, n, precision)
+    for name in STRATEGIES:
+        for i in range(len(psi)):
+            r = analyze(name, int(psi[i]), int(n[i]), precision)
+            assert got[name]["model_state"][i] == pytest.approx(float(r.memory.model_state), rel=1e-12)
+            assert got[name]["ring_bytes"][i] == pytest.approx(float(r.ring_bytes), rel=1e-12)
+            assert got[name]["volume_psi"][i] == float(r.volume_psi)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "placement_edu.cli", *args], capture_output=True, text=True)
+
+
+def test_table_json_reproduces_zero_table_1_at_n_64(capsys: pytest.CaptureFixture) -> None:
+    assert main(["table", "--params", "7.5e9", "--devices", "64", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["strategy"] for r in rows] == ["dp", "zero1", "zero2", "zero3"]
+    # ZeRO Table 1, N = 64: 120, 31.4, 16.6, 1.88 GB (exact: 31.40625, 16.640625, 1.875)
+    assert [Fraction(r["memory"]["model_state"]) / 10**9 for r in rows] == [
+        120, Fraction("31.40625"), Fraction("16.640625"), Fraction("1.875")]
+    assert [r["comm"]["volume_psi"] for r in rows] == [2, 2, 2, 3]
+    for r in rows:
+        assert set(r["memory"]) >= {"params", "grads", "optimizer", "model_state", "peak", "host"}
+        assert set(r["comm"]) >= {"volume_psi", "ring_bytes"}
+        assert r["devices"] == 64
+
+
+def test_table_json_70b_on_8_devices(capsys: pytest.CaptureFixture) -> None:
+    assert main(["table", "--params", "70e9", "--devices", "8", "--json"]) == 0
+    zero3 = json.loads(capsys.readouterr().out)[3]
+    assert zero3["memory"]["model_state"] == 140 * 10**9  # arXiv 2601.02311: 1120 GB -> 140 GB
+    assert zero3["vs_dp"] == {"memory": 0.125, "comm": 1.5}
+
+
+def test_table_prints_a_labelled_text_table(capsys: pytest.CaptureFixture) -> None:
+    assert main(["table", "--params", "7.5e9", "--devices", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "GB = 10^9 bytes, GiB = 2^30 bytes" in out
+    assert "1.875 GB (1.746 GiB)" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--params", "0", "--devices", "8"], "--params must be a whole number of parameters > 0, got 0"),
+    (["--params", "-5", "--devices", "8"], "got -5"),
+    (["--params", "1e9", "--devices", "0"], "--devices must be a whole number >= 1, got 0"),
+    (["--params", "1e9", "--devices", "8", "--strategies", "zero4"], "unknown strategy 'zero4'; known strategies: dp, zero1"),
+    (["--params", "1e9", "--devices", "8", "--precision", "fp8"], "unknown precision 'fp8'; known presets: mixed_adam"),
+    (["--params", "1e9", "--devices", "8", "--mesh", "data=4"], "mesh data=4 has 4 devices, but devices = 8"),
+    (["--params", "lots", "--devices", "8"], "'lots' is not a number"),
+])
+def test_bad_table_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    result = run_cli("table", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
