@@ -42,6 +42,38 @@ class Report:
     def ring_bytes(self) -> Fraction:
         return Fraction(self.schedule.ring_bytes)
 
+    def lines(self) -> list[tuple[str, str]]:
+        """(label, value) rows: persistent bytes per state, transient terms, then the schedule."""
+        m = self.memory
+        rows = [(f"{s.value} (persistent, device)", fmt_bytes(m.device[s])) for s in m.device]
+        rows += [(f"{s.value} (host)", fmt_bytes(v)) for s, v in m.host.items() if v]
+        rows.append(("model state (P+G+O)", fmt_bytes(m.model_state)))
+        for phase, terms in m.transient.items():
+            rows += [(f"{phase}: {term} (transient)", fmt_bytes(v)) for term, v in terms.items()]
+        rows.append((f"peak (in {m.peak_phase})", fmt_bytes(m.peak)))
+        if m.padding:
+            rows.append(("padding added by sharding", f"{m.padding:,} elements"))
+        for o in self.schedule.ops:
+            if o.is_collective or o.op in ("h2d", "d2h"):
+                cost = "once, not per step" if o.phase == "startup" else f"{fmt_bytes(o.ring_bytes)} ring"
+                rows.append((f"{o.phase} {o.op} {o.state.value} on {o.axis}",
+                             f"{fmt_bytes(o.payload_bytes)} payload, {cost} -- {o.why}"))
+        rows.append(("communication per step", f"{float(self.volume_psi):g} Ψ (ZeRO convention), "
+                                               f"{fmt_bytes(self.ring_bytes)} ring bytes"))
+        rows += [("warning", w) for w in self.schedule.warnings]
+        return rows
+
+    def __str__(self) -> str:
+        head = (f"{self.strategy.name} [{self.strategy.placement}] on {self.mesh} (rank {self.rank}), "
+                f"{self.model.description}, precision {self.precision.name}")
+        width = max(len(label) for label, _ in self.lines())
+        return "\n".join([head] + [f"  {label.ljust(width)}  {value}" for label, value in self.lines()])
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in self.lines())
+        return (f"<table><caption>{html.escape(str(self).splitlines()[0])}</caption>"
+                f"<tbody>{rows}</tbody></table>")
+
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
         return {

@@ -195,3 +195,13 @@ def test_mesh_rank_layout() -> None:
     assert mesh.coords(5) == {"data": 1, "tensor": 0, "pipeline": 1}
     assert mesh.group(5, "data") == [1, 5]
     assert mesh.group(5, "tensor") == [5, 7]
+
+
+def test_a_report_prints_text_html_and_json_with_the_same_numbers() -> None:
+    report = analyze("zero3", 7.5e9, 64)
+    text = str(report)
+    assert "model state (P+G+O)                    1.875 GB (1.746 GiB)" in text
+    assert "3 Ψ (ZeRO convention), 44.296875 GB (41.255 GiB) ring bytes" in text
+    assert "<td>1.875 GB (1.746 GiB)</td>" in report._repr_html_()
+    assert report.to_dict()["memory"]["model_state"] == 1_875_000_000
+    assert report.to_dict()["comm"]["ring_bytes"] == 44_296_875_000  # 3 · (63/64) · 2 B · 7.5e9
