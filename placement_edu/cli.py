@@ -11,10 +11,10 @@ import sys
 from typing import Callable, Sequence
 
 from placement_edu.errors import PlacementError
-from placement_edu.models import ModelSpec
+from placement_edu.models import Model, ModelSpec, TransformerSpec
 from placement_edu.precision import PRESETS
 from placement_edu.report import compare
-from placement_edu.strategies import STRATEGIES
+from placement_edu.strategies import STRATEGIES, get_strategy
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,7 +39,12 @@ def _table_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("table", help="per-device memory and per-step communication of strategies",
                        description="Derive per-device memory (bytes) and per-step communication "
                                    "for each strategy on an abstract model of PARAMS parameters.")
-    p.add_argument("--params", type=_number, required=True, help="Ψ, the number of parameters (e.g. 7.5e9)")
+    p.add_argument("--params", type=_number, help="Ψ, the number of parameters (e.g. 7.5e9)")
+    t = p.add_argument_group("transformer (instead of --params; needed to price tp and pp)")
+    for flag, what in (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V")):
+        t.add_argument(f"--{flag}", type=int, help=what)
+    t.add_argument("--micro-batch", type=int, default=1, help="b, sequences per micro-batch per device")
+    p.add_argument("--micro-batches", type=int, default=None, help="m, micro-batches per step")
     p.add_argument("--devices", type=_number, required=True, help="N, the number of devices")
     p.add_argument("--strategies", default="dp,zero1,zero2,zero3",
                    help=f"comma-separated, from: {', '.join(STRATEGIES)}")
@@ -49,16 +54,34 @@ def _table_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_table)
 
 
+def _model(args: argparse.Namespace) -> Model:
+    """--params for an abstract model, or the transformer flags for a TransformerSpec."""
+    shape = {k: getattr(args, k) for k in ("layers", "hidden", "heads", "seq", "vocab")}
+    if args.params is not None:
+        if any(v is not None for v in shape.values()):
+            raise PlacementError("give either --params or the transformer flags (--layers ...), not both")
+        if args.params <= 0 or args.params != int(args.params):
+            raise PlacementError(f"--params must be a whole number of parameters > 0, got {args.params:g}")
+        return ModelSpec(psi=int(args.params))
+    missing = [f"--{k}" for k, v in shape.items() if v is None]
+    if len(missing) == len(shape):
+        raise PlacementError("give --params (e.g. 7.5e9) or a transformer (--layers --hidden --heads --seq --vocab)")
+    if missing:
+        raise PlacementError(f"a transformer needs {', '.join(missing)} too")
+    return TransformerSpec(micro_batch=args.micro_batch, **shape)
+
+
 def _table(args: argparse.Namespace) -> int:
-    psi, devices = args.params, args.devices
-    if psi <= 0 or psi != int(psi):
-        raise PlacementError(f"--params must be a whole number of parameters > 0, got {args.params:g}")
+    devices = args.devices
     if devices <= 0 or devices != int(devices):
         raise PlacementError(f"--devices must be a whole number >= 1, got {args.devices:g}")
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     if not names:
         raise PlacementError(f"--strategies is empty; choose from: {', '.join(STRATEGIES)}")
-    comparison = compare(names, ModelSpec(psi=int(psi)), int(devices), args.precision, args.mesh)
+    strategies = [get_strategy(n) for n in names]
+    if args.micro_batches is not None:
+        strategies = [s.with_(micro_batches=args.micro_batches) for s in strategies]
+    comparison = compare(strategies, _model(args), int(devices), args.precision, args.mesh)
     if args.json:
         print(json.dumps(comparison.to_list(), indent=2))
     else:

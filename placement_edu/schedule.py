@@ -147,8 +147,8 @@ def pipeline_order(schedule: str, stages: int, stage: int, micro_batches: int) -
 def validate(strategy, mesh: Mesh) -> None:
     """Refuse placements that cannot run, with the reason (einops-style teaching errors)."""
     pl = strategy.placement
-    for axis in pl.axes():
-        expect(axis in dict(mesh.degrees) or mesh.degree(axis) == 1,
+    for axis in strategy.axes:
+        expect(axis in dict(mesh.degrees),
                f"strategy {strategy.name!r} places states on the {axis} axis, "
                f"but the mesh ({mesh}) has no {axis} axis")
     for axis, _ in mesh:

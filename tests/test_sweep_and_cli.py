@@ -79,3 +79,20 @@ def test_bad_table_input_exits_2_with_one_line(args: list[str], message: str) ->
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
+
+
+def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(capsys: pytest.CaptureFixture) -> None:
+    args = ["table", "--layers", "8", "--hidden", "1024", "--heads", "16", "--seq", "1024", "--vocab", "50000",
+            "--micro-batch", "2", "--devices", "8", "--strategies", "tp", "--json"]
+    assert main(args) == 0
+    tp = json.loads(capsys.readouterr().out)[0]
+    # 8 layers x 4 all-reduces of b·s·h = 2·1024·1024 two-byte activations, ring factor 2·7/8
+    assert tp["comm"]["ring_bytes"] == 8 * 4 * Fraction(14, 8) * 2 * 1024 * 1024 * 2
+    assert tp["vs_dp"]["memory"] == 1 / 8
+
+
+def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
+    result = run_cli("table", "--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
+                     "--devices", "8", "--strategies", "pp", "--mesh", "tensor=8")
+    assert result.returncode == 2
+    assert "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) has no pipeline axis" in result.stderr
