@@ -26,8 +26,28 @@ Number = Union[int, Fraction]
 SHARDING_RULES = ("zero", "fsdp2")
 
 
+class IdealSlices:
+    """What the derivations ask of a model, for the Ψ-level formula: a state split over axes of
+    degrees d1, d2, ... holds exactly Ψ/(d1·d2·...) elements per device, with no padding."""
+
+    psi: int
+
+    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> Number:
+        """Elements of a state on one device after dividing by each split axis' degree."""
+        return Fraction(self.psi, math.prod(split.values()))
+
+    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
+                         coords: Mapping[str, int] | None = None) -> Number:
+        """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits."""
+        return Fraction(self.psi, math.prod(split_other.values()))
+
+    def padding(self, n: int) -> int:
+        """Elements of padding a sharding over ``n`` adds: none for the ideal formula."""
+        return 0
+
+
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(IdealSlices):
     """An abstract model of ``psi`` parameters.
 
     ``layers``: units the parameters are split into (pipeline stages take whole layers).
@@ -54,20 +74,6 @@ class ModelSpec:
         for name in ("boundary_elements", "activation_bytes"):
             expect(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)!r}")
 
-    # --- what the derivations ask of a model -------------------------------------------------
-    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> Number:
-        """Elements of a state on one device after dividing by each split axis' degree (ideal)."""
-        return Fraction(self.psi, math.prod(split.values()))
-
-    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
-                         coords: Mapping[str, int] | None = None) -> Number:
-        """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits."""
-        return Fraction(self.psi, math.prod(split_other.values()))
-
-    def padding(self, n: int) -> int:
-        """Elements of padding a sharding over ``n`` adds: none for the ideal Ψ/N formula."""
-        return 0
-
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         """Activation bytes one device keeps for one micro-batch (ideal split over t and stages)."""
         return Fraction(self.activation_bytes, tensor) * layers_here / self.layers
@@ -78,7 +84,7 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class TransformerSpec:
+class TransformerSpec(IdealSlices):
     """A GPT-style decoder: ``layers`` blocks of attention + MLP, learned positions, tied embeddings.
 
     Parameter count per layer: 4h² + 4h (QKV and output projections with biases) + 2hf + f + h
@@ -135,16 +141,6 @@ class TransformerSpec:
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         return self.activation_bytes_per_layer(tensor) * layers_here
-
-    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> Number:
-        return Fraction(self.psi, math.prod(split.values()))
-
-    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
-                         coords: Mapping[str, int] | None = None) -> Number:
-        return Fraction(self.psi, math.prod(split_other.values()))
-
-    def padding(self, n: int) -> int:
-        return 0
 
     @property
     def description(self) -> str:
