@@ -55,4 +55,7 @@ def comm_chart(comparison: "Comparison", ax: "Axes") -> None:
     ax.set_ylabel("volume per step (Ψ elements, ZeRO convention)")
     ax.set_ylim(0, max(bottoms + [1.0]) * 1.3)
     ax.set_title("Communication per device per step", fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4)
+    if any(bottoms):
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4)
+    else:
+        ax.text(0.5, 0.5, "one device: nothing to communicate", transform=ax.transAxes, ha="center")
