@@ -1,4 +1,5 @@
-"""A device mesh: named axes (data, tensor, pipeline) with degrees that multiply to the world size."""
+"""A device mesh: named axes (data, tensor, pipeline, and replica for hybrid sharding) with degrees
+that multiply to the world size."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from placement_edu.placement import AXES
 
 @dataclass(frozen=True)
 class Mesh:
-    """Degrees per named axis, in the fixed order data, tensor, pipeline.
+    """Degrees per named axis, in the fixed order replica, data, tensor, pipeline.
 
-    Rank layout: data is the outermost axis and pipeline the innermost, so
-    rank = (d_index * t + t_index) * p + p_index.
+    Rank layout: replica (when present) is the outermost axis and pipeline the innermost, so
+    rank = ((r_index * d + d_index) * t + t_index) * p + p_index.
     """
 
     degrees: tuple[tuple[str, int], ...]
@@ -54,19 +55,20 @@ class Mesh:
         return math.prod(d for _, d in self.degrees)
 
     def coords(self, rank: int) -> dict[str, int]:
-        """The index of ``rank`` along each axis."""
+        """The index of ``rank`` along data, tensor and pipeline (and replica when the mesh has it)."""
         if not 0 <= rank < self.world_size:
             raise PlacementError(f"rank {rank} is outside a mesh of {self.world_size} devices")
         out: dict[str, int] = {}
         for axis in reversed(AXES):
             out[axis] = rank % self.degree(axis)
             rank //= self.degree(axis)
-        return {axis: out[axis] for axis in AXES}
+        return {axis: out[axis] for axis in AXES if axis != "replica" or "replica" in dict(self.degrees)}
 
     def group(self, rank: int, axis: str) -> list[int]:
         """The ranks that share every coordinate with ``rank`` except along ``axis``."""
+        mine = self.coords(rank)
         return [r for r in range(self.world_size)
-                if all(self.coords(r)[a] == self.coords(rank)[a] for a in AXES if a != axis)]
+                if all(c == mine[a] for a, c in self.coords(r).items() if a != axis)]
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         return iter(self.degrees)

@@ -61,9 +61,18 @@ class GradStatus(str, Enum):
     SCALED = "scaled"        # reduced and divided once by the number of contributions
 
 
-#: The mesh axes the specification names, and what each one splits.
-AXES: tuple[str, ...] = ("data", "tensor", "pipeline")
-AXIS_SPLITS = {"data": "the batch", "tensor": "each layer's weight matrices", "pipeline": "the layers"}
+#: The mesh axes, outermost first, and what each one splits. ``data``, ``tensor`` and ``pipeline``
+#: are the specification's three; ``replica`` is a second batch-splitting axis for hybrid sharding
+#: (FSDP HYBRID_SHARD, "hsdp"): states are sharded within a data group and replicated across groups.
+AXES: tuple[str, ...] = ("replica", "data", "tensor", "pipeline")
+AXIS_SPLITS = {"replica": "the batch, across groups that each hold a whole (sharded) copy",
+               "data": "the batch", "tensor": "each layer's weight matrices", "pipeline": "the layers"}
+#: Axes that split the batch: a gradient leaves backward partial along each of them (SPEC §5).
+#: Listed innermost first, the order in which gradients are reduced.
+BATCH_AXES: tuple[str, ...] = ("data", "replica")
+#: The tensor dimension each axis shards by default (SPEC §6 rule 1): data and replica shard the
+#: flattened parameters, tensor the hidden dimension of weight matrices, pipeline the layer index.
+DEFAULT_SHARD_DIMS = {"replica": "flat", "data": "flat", "tensor": "hidden", "pipeline": "layer"}
 
 ModeSpec = Union[Mode, str, Mapping[str, Union[Mode, str]]]
 

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from placement_edu.errors import PlacementError, positive_int
 from placement_edu.mesh import Mesh
-from placement_edu.placement import Placement
+from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement
 
 PIPELINE_SCHEDULES = ("1f1b", "gpipe")
 
@@ -24,6 +24,11 @@ class Strategy:
     backward (FSDP FULL_SHARD, ZeRO-3); False keeps it through backward (FSDP SHARD_GRAD_OP).
     ``micro_batches``: m micro-batches per optimizer step (pipeline or gradient accumulation).
     ``pipeline_schedule``: "1f1b" or "gpipe" when a pipeline axis is present.
+    ``sequence_parallel``: the tensor axis also splits each sequence (Megatron sequence
+    parallelism), so parameters replicated across tensor ranks (norms) get partial gradients there.
+    ``shard_dims``: which tensor dimension each axis shards (SPEC §6 rule 1), e.g.
+    ``{"tensor": "hidden"}``; axes not named use DEFAULT_SHARD_DIMS (data: flat, tensor: hidden,
+    pipeline: layer).
     """
 
     name: str
@@ -32,12 +37,23 @@ class Strategy:
     micro_batches: int = 1
     pipeline_schedule: str = "1f1b"
     summary: str = ""
+    sequence_parallel: bool = False
+    shard_dims: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         positive_int("micro_batches", self.micro_batches)
         if self.pipeline_schedule not in PIPELINE_SCHEDULES:
             raise PlacementError(f"unknown pipeline schedule {self.pipeline_schedule!r}; "
                                  f"known: {', '.join(PIPELINE_SCHEDULES)}")
+        dims = dict(self.shard_dims)  # accept a mapping; store sorted pairs so strategies stay hashable
+        for axis in dims:
+            if axis not in AXES:
+                raise PlacementError(f"shard_dims names axis {axis!r}; known axes: {', '.join(AXES)}")
+        object.__setattr__(self, "shard_dims", tuple(sorted(dims.items(), key=lambda p: AXES.index(p[0]))))
+
+    def shard_dim(self, axis: str) -> str:
+        """The tensor dimension ``axis`` shards (SPEC §6 rule 1: one axis per dimension)."""
+        return dict(self.shard_dims).get(axis, DEFAULT_SHARD_DIMS[axis])
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -60,8 +76,8 @@ class Strategy:
 
 
 def _s(name: str, summary: str, **kwargs: object) -> Strategy:
-    options = {k: kwargs.pop(k) for k in ("reshard_after_forward", "micro_batches",
-                                           "pipeline_schedule") if k in kwargs}
+    options = {k: kwargs.pop(k) for k in ("reshard_after_forward", "micro_batches", "pipeline_schedule",
+                                           "sequence_parallel", "shard_dims") if k in kwargs}
     return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
 
 
@@ -105,7 +121,18 @@ COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
     _s("zero3×tp", "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
        params={"data": "SG", "tensor": "S"}, grads={"data": "S", "tensor": "S"},
        optimizer={"data": "S", "tensor": "S"}),
+    _s("hsdp", "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
+       params={"replica": "R", "data": "SG"}, grads={"replica": "R", "data": "S"},
+       optimizer={"replica": "R", "data": "S"}),
 )})
+
+
+def example_mesh(strategy: Strategy, devices: int = 4, per_axis: int = 2) -> Mesh:
+    """The small mesh the checker uses when none is given: ``devices`` on a one-axis strategy's
+    axis (data=4 for zero3), ``per_axis`` devices on each axis of a composition (data=2,tensor=2)."""
+    if len(strategy.axes) == 1:
+        return strategy.default_mesh(devices)
+    return Mesh.of(**{axis: per_axis for axis in strategy.axes})
 
 
 def get_strategy(strategy: str | Strategy) -> Strategy:
