@@ -48,9 +48,14 @@ def _v(rule: int, state: str, axes: tuple[str, ...], explanation: str) -> RuleVi
     return RuleViolation(rule, RULES[rule], state, axes, explanation + f" (SPEC §6 rule {rule})")
 
 
+def _is(state: State) -> str:
+    """'params are', 'grads are', 'optimizer state is': the subject of a learner-facing sentence."""
+    return {State.PARAMS: "params are", State.GRADS: "grads are"}.get(state, "optimizer state is")
+
+
 def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
     """Rule 1: one mesh axis shards one dimension of a tensor; two axes never shard the same one."""
-    out = []
+    clashes: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for state in MODEL_STATES:
         by_dim: dict[str, list[str]] = {}
         for axis, degree in mesh:
@@ -58,12 +63,13 @@ def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
                 by_dim.setdefault(strategy.shard_dim(axis), []).append(axis)
         for dim, axes in by_dim.items():
             if len(axes) > 1:
-                out.append(_v(1, str(state), tuple(axes),
-                              f"{state} is split on the {' and '.join(axes)} axes, and both shard its "
-                              f"'{dim}' dimension: the slices overlap or leave gaps, and each axis' "
-                              "collectives assume they own that dimension; let each axis shard a "
-                              "different dimension (shard_dims) or split the state on one of them only"))
-    return out
+                clashes.setdefault((dim, tuple(axes)), []).append(str(state))
+    return [_v(1, ", ".join(states), axes,
+               f"{' and '.join(states)} {'is' if len(states) == 1 else 'are'} split on the "
+               f"{' and '.join(axes)} axes, and both shard the '{dim}' dimension: the slices overlap or "
+               "leave gaps, and each axis' collectives assume they own that dimension; let each axis "
+               "shard a different dimension (Strategy.shard_dims) or split on one of them only")
+            for (dim, axes), states in clashes.items()]
 
 
 def integrity_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
@@ -94,8 +100,8 @@ def consistency_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
         for state, source in ((State.PARAMS, State.OPTIMIZER), (State.OPTIMIZER, State.GRADS)):
             if pl.mode(state, axis) in WHOLE and pl.mode(source, axis) in SPLIT_MODES:
                 out.append(_v(3, str(state), (axis,),
-                              f"{state} is {pl.mode(state, axis)} (a whole copy per rank) on the "
-                              f"{axis} axis but {source} is {pl.mode(source, axis)} there: each of the "
+                              f"{_is(state)} {pl.mode(state, axis)} (a whole copy per rank) on the "
+                              f"{axis} axis but {_is(source)} {pl.mode(source, axis)} there: each of the "
                               f"{n} {axis} ranks updates only its own slice of its {state} copy and "
                               f"nothing re-gathers it along {axis}, so the copies drift apart; split "
                               f"{state} on {axis} too, or keep {source} whole there"))
@@ -112,7 +118,7 @@ def gather_scope(strategy, mesh: Mesh) -> list[RuleViolation]:
         for state in MODEL_STATES:
             if pl.mode(state, axis) is Mode.SG:
                 out.append(_v(4, str(state), (axis,),
-                              f"{state} is SG on the {axis} axis: a gather along {axis} hands every "
+                              f"{_is(state)} SG on the {axis} axis: a gather along {axis} hands every "
                               f"rank the whole tensor, but {axis}-parallel compute uses only its own "
                               f"slice, so the gathered tensor is not the one any rank computes with; "
                               f"gather only along the batch-splitting axis (SG on data) and keep "

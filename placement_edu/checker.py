@@ -1,0 +1,301 @@
+"""The static checker: does a strategy train like a single device? (SPEC §5, §6)
+
+It reads a strategy's placements and walks its derived schedule (optionally with a named fault
+edited in), and reports the two correctness conditions separately:
+
+- gradient integrity: a gradient leaves backward *partial* on every batch-splitting axis; the
+  walk follows each micro-batch's gradient through the reductions and scales (``GradStatus``)
+  and proves that none reaches ``optimizer_step`` partial and that each is scaled exactly once;
+- state consistency: replicated parameters start identical (start-up broadcast) and are re-
+  gathered after an owner-only update; every gather of sliced parameters reads the current step.
+
+State consistency is judged on the structure of the schedule, taking each rank's gradient as
+given: a gradient fault shows up once, under gradient integrity, even though it also makes
+replicas drift. The safety rules of SPEC §6 (``composition.py``) are reported alongside, each
+under the condition it protects. Nothing here looks at a strategy's name.
+
+Defaults: when no mesh is given, a one-axis strategy gets 4 devices on its axis (zero3: data=4)
+and a composition 2 devices per axis (zero1×tp×pp: data=2,tensor=2,pipeline=2); the model is a
+small abstract one (Ψ = 1,000,000, 8 layers, a boundary activation of 4,096 elements).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
+from placement_edu.faults import REDUCTIONS, apply_fault
+from placement_edu.mesh import Mesh, as_mesh
+from placement_edu.models import Model, ModelSpec
+from placement_edu.placement import BATCH_AXES, SPLIT_MODES, GradStatus, Mode, State
+from placement_edu.precision import Precision, get_precision
+from placement_edu.schedule import Schedule, derive_schedule, validate
+from placement_edu.strategies import Strategy, example_mesh, get_strategy
+
+WHOLE = (Mode.R, Mode.OFF_R)
+GATHERED = (Mode.SG, Mode.OFF)
+CONDITIONS = ("gradient_integrity", "state_consistency")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One correctness condition: whether it holds, and a sentence saying why (or what to fix)."""
+
+    holds: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"holds": self.holds, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What the checker found for ``strategy`` on ``mesh``, with ``fault`` edited in (or None)."""
+
+    strategy: str
+    mesh: Mesh
+    fault: str | None
+    gradient_integrity: Condition
+    state_consistency: Condition
+    warnings: tuple[str, ...] = ()
+    rule_violations: tuple[RuleViolation, ...] = ()
+
+    @property
+    def broken(self) -> list[str]:
+        """The names of the conditions that fail."""
+        return [name for name in CONDITIONS if not getattr(self, name).holds]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "mesh": dict(self.mesh.degrees), "fault": self.fault,
+                "gradient_integrity": self.gradient_integrity.to_dict(),
+                "state_consistency": self.state_consistency.to_dict(),
+                "broken": self.broken,
+                "rule_violations": [v.to_dict() for v in self.rule_violations],
+                "warnings": list(self.warnings)}
+
+    def __str__(self) -> str:
+        head = f"check {self.strategy} on {self.mesh}" + (f" with fault {self.fault}" if self.fault else "")
+        lines = [head]
+        for name in CONDITIONS:
+            c = getattr(self, name)
+            lines.append(f"{name.replace('_', ' ')}: {'holds' if c.holds else 'BROKEN'}. {c.reason}")
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+# --- gradient integrity ---------------------------------------------------------------------
+def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
+                       violations: tuple[RuleViolation, ...] = ()) -> Condition:
+    """Follow each micro-batch's gradient through ``schedule`` and say whether the optimizer
+    reads it summed along every batch-splitting axis and divided exactly once by the split."""
+    pl, m = strategy.placement, strategy.micro_batches
+    batch = [a for a in BATCH_AXES if mesh.degree(a) > 1]
+    partial_on = list(batch)
+    if mesh.degree("tensor") > 1 and strategy.sequence_parallel and pl.mode(State.PARAMS, "tensor") in WHOLE:
+        partial_on.append("tensor")  # norms see only their slice of the sequence (SPEC §6 rule 3)
+    need = math.prod(mesh.degree(a) for a in batch)
+
+    # status[k][axis]: where micro-batch k's gradient stands along each axis that splits its batch.
+    status = {k: {a: GradStatus.PARTIAL for a in partial_on} for k in range(m)}
+    scales: dict[int, list[int]] = {k: [] for k in range(m)}
+    problems: list[str] = []
+    at_step = None
+    for op in schedule.ops:
+        if op.op == "optimizer_step" and at_step is None:
+            at_step = ({k: dict(v) for k, v in status.items()}, {k: list(v) for k, v in scales.items()})
+        if op.state is not State.GRADS:
+            continue
+        ks = op.micro_batches or tuple(range(m))
+        if op.op in REDUCTIONS:
+            if op.phase in ("startup", "forward"):
+                problems.append(f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
+                                "produced the gradient it should sum; move it into backward.")
+            for k in ks:
+                if status[k].get(op.axis) is GradStatus.PARTIAL:
+                    status[k][op.axis] = GradStatus.REDUCED
+                else:
+                    n = op.group
+                    problems.append(f"grads are summed on the {op.axis} axis where they are not partial (an extra "
+                                    f"{op.op}): the step uses {n}× the summed gradient; reduce each gradient "
+                                    f"exactly once per batch-splitting axis.")
+                    break
+        elif op.op == "scale":
+            for k in ks:
+                scales[k].append(op.group)
+    if at_step is None:
+        return Condition(False, "the schedule has no optimizer_step, so no gradient is ever applied.")
+    status_at, scales_at = at_step
+
+    for axis in partial_on:
+        late = [k for k in range(m) if status_at[k][axis] is GradStatus.PARTIAL]
+        if not late:
+            continue
+        n = mesh.degree(axis)
+        which = "" if len(late) == m else f" for micro-batch{'es' if len(late) > 1 else ''} {', '.join(map(str, late))}"
+        if axis == "tensor":
+            fix = ("all-reduce the gradients of parameters replicated across tensor ranks (e.g. norms) on "
+                   "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
+                   "(SPEC §6 rule 3)")
+        else:
+            op = "all_reduce" if pl.mode(State.OPTIMIZER, axis) in WHOLE else "reduce_scatter"
+            fix = f"sum them with {'an' if op == 'all_reduce' else 'a'} {op} of grads on {axis} in backward, before optimizer_step"
+        problems.append(f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
+                        f"rank would apply only the gradient of its own slice of the batch, so the ranks "
+                        f"drift apart; {fix}.")
+    for signature in sorted({tuple(scales_at[k]) for k in range(m)}):
+        if list(signature) == ([need] if need > 1 else []) or signature == (1,):
+            continue
+        ways = " × ".join(f"{a} {mesh.degree(a)}" for a in batch) or "1"
+        if not signature:
+            problems.append(f"the summed gradient is never divided by {need} ({ways}): the optimizer steps with "
+                            f"{need}× the batch-mean gradient; scale it once by {need} after the reduction.")
+        elif len(signature) > 1:
+            total = math.prod(signature)
+            problems.append(f"the summed gradient is divided {len(signature)} times ({' then '.join(map(str, signature))}, "
+                            f"{total} in all) instead of once by {need}: every step is {total // need}× too small "
+                            "(the double-scale fault); scale exactly once, after the reduction.")
+        else:
+            problems.append(f"the summed gradient is divided by {signature[0]}, but the batch is split {need} ways "
+                            f"({ways}): divide it once by {need}.")
+    problems += [str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "gradient_integrity"]
+    if problems:
+        return Condition(False, " ".join(_cap(p) for p in problems))
+
+    if not batch:
+        reason = (f"No axis of this mesh ({mesh}) splits the batch, so each gradient is whole when backward "
+                  "ends" + (f" and the {m} micro-batches' gradients accumulate locally" if m > 1 else "")
+                  + "; none reaches optimizer_step partial and none needs scaling.")
+        if "tensor" in partial_on:
+            reason = reason[:-1] + "; the gradients of tensor-replicated params are all-reduced on tensor."
+        return Condition(True, reason)
+    ways = " and ".join(batch) + f" ({' × '.join(str(mesh.degree(a)) for a in batch)} ranks)"
+    ops = " then ".join(f"the {_reduction(schedule, a)} on {a}" for a in batch)
+    when = ""
+    if m > 1:
+        per = any(o.micro_batches for o in schedule.ops if o.state is State.GRADS)
+        when = (f", once for each of the {m} micro-batches as it is produced (×{m} traffic, SPEC §6 rule 5)"
+                if per else f", after local accumulation over the {m} micro-batches")
+    return Condition(True, f"Each gradient leaves backward partial on {ways}; {ops} sum{'s' if len(batch) == 1 else ''} "
+                           f"it before optimizer_step{when}, and it is divided by {need} exactly once.")
+
+
+def _reduction(schedule: Schedule, axis: str) -> str:
+    return next(o.op for o in schedule.ops if o.state is State.GRADS and o.op in REDUCTIONS and o.axis == axis)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# --- state consistency -----------------------------------------------------------------------
+def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
+                      violations: tuple[RuleViolation, ...] = ()) -> Condition:
+    """Say whether replicated parameters start identical and stay identical, and whether every
+    gather of sliced parameters rebuilds the current step's version."""
+    pl, ops = strategy.placement, schedule.ops
+    step = next((i for i, o in enumerate(ops) if o.op == "optimizer_step"), len(ops))
+    problems: list[str] = []
+    good: list[str] = []
+
+    def params_ops(kind: str, axis: str, phases: tuple[str, ...]) -> list:
+        return [o for o in ops if o.op == kind and o.state is State.PARAMS and o.axis == axis and o.phase in phases]
+
+    for axis, n in mesh:
+        if n == 1:
+            continue
+        P, O = pl.mode(State.PARAMS, axis), pl.mode(State.OPTIMIZER, axis)
+        if P in WHOLE:
+            if params_ops("broadcast", axis, ("startup",)):
+                good.append(f"replicated params start identical (start-up broadcast on {axis})")
+            else:
+                problems.append(f"params are replicated on the {axis} axis ({n} ranks) but no start-up broadcast "
+                                f"makes the copies identical: each rank keeps its own initialisation (e.g. its "
+                                f"own seed), so there is no single model to match; broadcast params on {axis} "
+                                "once at start-up (SPEC §4 rule 4).")
+            if axis in BATCH_AXES and O in SPLIT_MODES:
+                if any(o.op == "all_gather" and o.state is State.PARAMS and o.axis == axis for o in ops[step + 1:]):
+                    good.append(f"after the owner-only optimizer step the params are all-gathered on {axis}")
+                else:
+                    problems.append(f"optimizer state is {O} on the {axis} axis, so each of the {n} ranks updates "
+                                    f"only its own slice of the replicated params, and no all-gather of params on "
+                                    f"{axis} follows optimizer_step: the copies drift apart from the first step; "
+                                    f"all-gather params on {axis} after the step (SPEC §4 rule 2).")
+        if P in GATHERED and axis in BATCH_AXES:
+            forward = params_ops("all_gather", axis, ("forward",))
+            backward = params_ops("all_gather", axis, ("backward",))
+            stale = [o for o in forward + backward if o.stale]
+            if not forward:
+                problems.append(f"params are {P} on the {axis} axis but nothing all-gathers them before forward: "
+                                f"each rank holds only a 1/{n} slice; all-gather params on {axis} before forward "
+                                "(SPEC §4 rule 3).")
+            elif strategy.reshard_after_forward and not backward:
+                problems.append(f"params are freed after forward but no all-gather on {axis} rebuilds them before "
+                                f"backward; gather them again on {axis} (SPEC §4 rule 3).")
+            if stale:
+                phases = " and ".join(sorted({o.phase for o in stale}, key=("forward", "backward").index))
+                problems.append(f"the all-gather of params on {axis} before {phases} returns the previous step's "
+                                f"slices (a stale gather): forward and backward use parameters one update behind "
+                                f"the ones the optimizer holds, so the gradients belong to an old model; every "
+                                f"gather on {axis} must read the slices written by the latest optimizer_step.")
+            elif forward:
+                good.append(f"params are stored as disjoint 1/{n} slices on {axis} and every all-gather rebuilds "
+                            "the current step's version")
+    for o in ops:  # a gather that has no slices to rebuild on its axis is misplaced
+        if o.op != "all_gather" or o.state is not State.PARAMS or o.axis is None:
+            continue
+        P, O = pl.mode(State.PARAMS, o.axis), pl.mode(State.OPTIMIZER, o.axis)
+        regather = o.phase == "step" and P in WHOLE and O in SPLIT_MODES
+        if not (regather or (o.phase in ("forward", "backward") and P in GATHERED)):
+            problems.append(f"an all-gather of params on {o.axis} in {o.phase} has no slices to rebuild there "
+                            f"(params are {P} on {o.axis}); gather params only along the axis they are SG on, "
+                            "or after an owner-only step.")
+            break
+    problems += [str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "state_consistency"]
+    if problems:
+        return Condition(False, " ".join(_cap(p) for p in problems))
+    if any(pl.mode(s, a) in WHOLE for s in (State.PARAMS, State.OPTIMIZER) for a in BATCH_AXES if mesh.degree(a) > 1):
+        good.append("replicated states receive the same update on every rank, from the same summed gradient")
+    if any(pl.mode(s, a) in SPLIT_MODES for s in (State.PARAMS, State.GRADS, State.OPTIMIZER) for a, n in mesh if n > 1):
+        good.append("each sharded state is split along one axis per dimension, so its slices are disjoint and "
+                    "cover it")
+    if not good:
+        return Condition(True, "No state is replicated or sharded along any axis of this mesh, so there are no "
+                               "copies to keep identical.")
+    return Condition(True, _cap("; ".join(good)) + ".")
+
+
+# --- the checker ------------------------------------------------------------------------------
+def default_model(mesh: Mesh) -> ModelSpec:
+    """A small abstract model that every mesh can derive (tensor and pipeline need boundary_elements)."""
+    return ModelSpec(psi=1_000_000, layers=max(8, mesh.degree("pipeline")), boundary_elements=4096,
+                     name="the checker's small abstract model (Ψ = 1,000,000)")
+
+
+def check(strategy: str | Strategy, mesh: Mesh | str | None = None, fault: str | None = None,
+          model: Model | None = None, precision: str | Precision = "mixed_adam") -> CheckResult:
+    """Check both correctness conditions and the safety rules for ``strategy`` on ``mesh``, with
+    ``fault`` (a name in ``faults.FAULTS``) edited into its schedule. Every pipeline stage's
+    schedule is walked; the first broken reason found is reported."""
+    strategy = get_strategy(strategy)
+    mesh = example_mesh(strategy) if mesh is None else as_mesh(mesh)
+    model = model or default_model(mesh)
+    precision = get_precision(precision)
+    validate(strategy, mesh, strict=False)  # what cannot run at all is still refused, with its reason
+    violations = safety_violations(strategy, mesh)
+    integrity: Condition | None = None
+    consistency: Condition | None = None
+    warnings: list[str] = []
+    for rank in mesh.group(0, "pipeline"):  # one rank per pipeline stage: they differ only in sends
+        schedule = derive_schedule(strategy, model, mesh, precision, rank, strict=False)
+        if fault is not None:
+            schedule = apply_fault(schedule, fault, strategy, mesh)
+        gi = gradient_integrity(schedule, strategy, mesh, violations)
+        sc = state_consistency(schedule, strategy, mesh, violations)
+        integrity = gi if integrity is None or (integrity.holds and not gi.holds) else integrity
+        consistency = sc if consistency is None or (consistency.holds and not sc.holds) else consistency
+        warnings += [f"SPEC §6 rule 5 (a cost, not an error): {w}" for w in schedule.warnings
+                     if f"SPEC §6 rule 5 (a cost, not an error): {w}" not in warnings]
+    assert integrity is not None and consistency is not None
+    return CheckResult(strategy.name, mesh, fault, integrity, consistency, tuple(warnings), violations)

@@ -1,0 +1,130 @@
+"""The five named faults of SPEC §5, as edits of a derived schedule.
+
+Each fault removes, repeats or spoils one operation and so breaks exactly one correctness
+condition. The static checker analyses the edited schedule; the runtime executes the same edit
+for real and watches the run diverge. Whether a fault applies is decided from the placement (not
+the strategy's name): skip-param-sync needs an owner-only update of replicated parameters, so it
+applies to zero1 and zero2 but not to dp, whose update is already everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from placement_edu.errors import PlacementError
+from placement_edu.mesh import Mesh
+from placement_edu.placement import BATCH_AXES, SPLIT_MODES, Mode, State
+from placement_edu.schedule import Op, Schedule
+
+REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
+WHOLE = (Mode.R, Mode.OFF_R)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A named fault: the condition it breaks, what happens, and what a strategy needs for it to apply."""
+
+    name: str
+    condition: str  # "gradient_integrity" or "state_consistency"
+    what: str
+    needs: str
+
+
+FAULTS: Mapping[str, Fault] = MappingProxyType({f.name: f for f in (
+    Fault("skip-grad-reduce", "gradient_integrity",
+          "the data-axis gradient reduction is left out, so each rank steps on its own partial gradient",
+          "a data axis of degree > 1"),
+    Fault("double-scale", "gradient_integrity",
+          "the reduced gradient is divided by N twice, so every step is N times too small",
+          "a data axis of degree > 1"),
+    Fault("skip-param-sync", "state_consistency",
+          "owners update their slice of the replicated parameters and the all-gather after the step is skipped",
+          "params replicated (R) on the data axis with the optimizer state split there (S, SG or OFF)"),
+    Fault("unsynced-init", "state_consistency",
+          "ranks initialise from different seeds and no start-up broadcast follows",
+          "params replicated (R) along a batch-splitting axis of degree > 1, made identical by a start-up broadcast"),
+    Fault("stale-gather", "state_consistency",
+          "an SG gather returns the previous step's slices",
+          "params sharded-with-gather (SG) or offloaded (OFF) on the data axis"),
+)})
+
+
+def _applies(name: str, strategy, mesh: Mesh) -> bool:
+    """Whether fault ``name`` has an operation to break in ``strategy`` on ``mesh`` (from placements)."""
+    mode = strategy.placement.mode
+    d = mesh.degree("data")
+    if name in ("skip-grad-reduce", "double-scale"):
+        return d > 1
+    if name == "skip-param-sync":
+        return d > 1 and mode(State.PARAMS, "data") in WHOLE and mode(State.OPTIMIZER, "data") in SPLIT_MODES
+    if name == "unsynced-init":
+        return any(mesh.degree(a) > 1 and mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES)
+    if name == "stale-gather":
+        return d > 1 and mode(State.PARAMS, "data") in (Mode.SG, Mode.OFF)
+    raise KeyError(name)
+
+
+def _fault(name: str) -> Fault:
+    if name not in FAULTS:
+        raise PlacementError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
+    return FAULTS[name]
+
+
+def applicable_faults(strategy, mesh: Mesh) -> tuple[str, ...]:
+    """The names of the faults that apply to ``strategy`` on ``mesh``."""
+    return tuple(name for name in FAULTS if _applies(name, strategy, mesh))
+
+
+def strategies_for(name: str) -> tuple[str, ...]:
+    """The named strategies and compositions fault ``name`` applies to, each on its example mesh."""
+    from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh
+    _fault(name)
+    return tuple(s.name for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
+                 if _applies(name, s, example_mesh(s)))
+
+
+# --- the edits ----------------------------------------------------------------------------------
+def _skip_grad_reduce(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    return tuple(o for o in ops if not (o.state is State.GRADS and o.op in REDUCTIONS and o.axis == "data"))
+
+
+def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    out: list[Op] = []
+    for o in ops:
+        out.append(o)
+        if o.op == "scale":
+            out.append(replace(o, why=f"fault double-scale: divide by {o.group} again"))
+    return tuple(out)
+
+
+def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    return tuple(o for o in ops if not (o.op == "all_gather" and o.state is State.PARAMS
+                                        and o.axis == "data" and o.phase == "step"))
+
+
+def _unsynced_init(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    return tuple(o for o in ops if not (o.op == "broadcast" and o.phase == "startup" and o.axis in BATCH_AXES))
+
+
+def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    return tuple(replace(o, stale=True, why="fault stale-gather: returns the previous step's slices")
+                 if o.op == "all_gather" and o.state is State.PARAMS and o.axis == "data"
+                 and o.phase in ("forward", "backward") else o for o in ops)
+
+
+EDITS: Mapping[str, Callable[[tuple[Op, ...]], tuple[Op, ...]]] = MappingProxyType({
+    "skip-grad-reduce": _skip_grad_reduce, "double-scale": _double_scale,
+    "skip-param-sync": _skip_param_sync, "unsynced-init": _unsynced_init, "stale-gather": _stale_gather,
+})
+
+
+def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Schedule:
+    """``schedule`` with fault ``fault_name`` edited in; refused (PlacementError) where it does not apply."""
+    fault = _fault(fault_name)
+    if not _applies(fault.name, strategy, mesh):
+        raise PlacementError(
+            f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on {mesh}: "
+            f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}")
+    return Schedule(EDITS[fault.name](schedule.ops), schedule.warnings)
