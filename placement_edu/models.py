@@ -182,6 +182,9 @@ class ConcreteModel:
     activation_bytes: int = 0
     tp_blocks_per_layer: int = 1
     name: str = ""
+    #: Bytes of ``activation_bytes`` that tensor parallelism does not split (block inputs kept
+    #: whole on every tensor rank). 0, the default, divides all activations by t (the ideal).
+    activation_bytes_replicated: int = 0
 
     def __post_init__(self) -> None:
         expect(len(self.tensors) > 0, "a concrete model needs at least one parameter tensor")
@@ -274,7 +277,8 @@ class ConcreteModel:
         return self.data_shard([(t.name, t.shape) for t in self.tensors], n, 0)[1] - self.psi
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
-        return Fraction(self.activation_bytes, tensor) * layers_here / self.layers
+        rep = self.activation_bytes_replicated
+        return (Fraction(self.activation_bytes - rep, tensor) + rep) * layers_here / self.layers
 
     @property
     def description(self) -> str:

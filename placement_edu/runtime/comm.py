@@ -1,0 +1,132 @@
+"""The communication ledger: every collective the runtime issues goes through here (SPEC §7).
+
+Each wrapper does the real ``torch.distributed`` call and records one ``Entry``: the op, the training
+state it moves, the mesh axis, the payload S in SPEC §4's sense (all-gather: the full output;
+reduce-scatter: the full input; all-reduce: the tensor; send/recv: the message) read from the
+tensor actually passed, and the ring bytes this rank sends for it (SPEC §4's exact ring formula on
+that payload). Host transfers of offloaded state (h2d, d2h) are recorded the same way.
+
+A collective that does not complete within the process group's timeout raises
+``CollectiveTimeout`` naming the op, so a hung run ends with a message, not silence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+
+import torch
+import torch.distributed as dist
+
+from placement_edu.schedule import ring_factor
+
+# torch >= 2.7 names the tensor-in, tensor-out collectives *_single; older versions *_tensor.
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class CollectiveTimeout(RuntimeError):
+    """A collective waited longer than the run's timeout: some rank never joined it."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One measured operation on one rank. Bytes are exact integers."""
+
+    step: int            # -1 for start-up
+    phase: str
+    op: str
+    state: str
+    axis: str | None
+    group: int           # ranks in the group (1 for host transfers)
+    payload_bytes: int
+    ring_bytes: int
+
+    def key(self) -> tuple:
+        """What is compared with the predicted schedule."""
+        return (self.op, self.state, self.axis, self.payload_bytes, self.ring_bytes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Comm:
+    """Collectives with a ledger. ``groups`` maps a mesh axis to (process group, group ranks)."""
+
+    def __init__(self, groups: dict[str, tuple[object, list[int]]], timeout_s: float) -> None:
+        self.groups = groups
+        self.timeout_s = timeout_s
+        self.entries: list[Entry] = []
+        self.step, self.phase = -1, "startup"
+        self._pending_sends: list = []
+
+    def at(self, step: int, phase: str) -> None:
+        """Label the entries that follow with ``step`` and ``phase``."""
+        self.step, self.phase = step, phase
+
+    def _record(self, op: str, state: str, axis: str | None, n: int, tensor: torch.Tensor) -> None:
+        payload = tensor.numel() * tensor.element_size()
+        ring = 0 if self.phase == "startup" else ring_factor(op, n) * payload
+        assert Fraction(ring).denominator == 1, "ring bytes of an equal-chunk collective are whole"
+        self.entries.append(Entry(self.step, self.phase, op, state, axis, n, payload, int(ring)))
+
+    def _run(self, op: str, axis: str | None, call, *args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except RuntimeError as error:
+            text = str(error).lower()
+            if "timed out" in text or "timeout" in text or "connection closed" in text or "reset by peer" in text:
+                raise CollectiveTimeout(
+                    f"{op} on the {axis} axis did not complete within {self.timeout_s:g} s "
+                    f"(step {self.step}, {self.phase}): another rank never joined it -- it hung, "
+                    f"died or skipped the call. Underlying error: {str(error).splitlines()[0]}") from error
+            raise
+
+    def _group(self, axis: str):
+        return self.groups[axis]
+
+    # --- collectives ------------------------------------------------------------------------
+    def all_reduce(self, tensor: torch.Tensor, state: str, axis: str) -> None:
+        group, ranks = self._group(axis)
+        self._record("all_reduce", state, axis, len(ranks), tensor)
+        self._run("all_reduce", axis, dist.all_reduce, tensor, group=group)
+
+    def reduce_scatter(self, out: torch.Tensor, full: torch.Tensor, state: str, axis: str) -> None:
+        group, ranks = self._group(axis)
+        self._record("reduce_scatter", state, axis, len(ranks), full)
+        self._run("reduce_scatter", axis, _reduce_scatter, out, full, group=group)
+
+    def all_gather(self, full: torch.Tensor, mine: torch.Tensor, state: str, axis: str) -> None:
+        group, ranks = self._group(axis)
+        self._record("all_gather", state, axis, len(ranks), full)
+        self._run("all_gather", axis, _all_gather, full, mine, group=group)
+
+    def broadcast(self, tensor: torch.Tensor, state: str, axis: str) -> None:
+        group, ranks = self._group(axis)
+        self._record("broadcast", state, axis, len(ranks), tensor)
+        self._run("broadcast", axis, dist.broadcast, tensor, src=ranks[0], group=group)
+
+    def send(self, tensor: torch.Tensor, dst: int, state: str, axis: str) -> None:
+        """Non-blocking: a pipeline stage sends and moves on (blocking sends deadlock 1F1B, where
+        neighbours send to each other at the same time); ``wait_sends`` completes them."""
+        self._record("send", state, axis, len(self._group(axis)[1]), tensor)
+        self._pending_sends.append(self._run("send", axis, dist.isend, tensor.contiguous(), dst))
+
+    def recv(self, tensor: torch.Tensor, src: int, state: str, axis: str) -> None:
+        self._record("recv", state, axis, len(self._group(axis)[1]), tensor)
+        work = self._run("recv", axis, dist.irecv, tensor, src)
+        self._run("recv", axis, work.wait)
+
+    def wait_sends(self) -> None:
+        for work in self._pending_sends:
+            self._run("send", "pipeline", work.wait)
+        self._pending_sends.clear()
+
+    # --- host transfers of offloaded state ------------------------------------------------
+    def d2h(self, dst: torch.Tensor, src: torch.Tensor, state: str) -> None:
+        self._record("d2h", state, "data", 1, src)
+        dst.copy_(src)
+
+    def h2d(self, dst: torch.Tensor, src: torch.Tensor, state: str) -> None:
+        self._record("h2d", state, "data", 1, src)
+        dst.copy_(src)

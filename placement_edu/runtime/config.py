@@ -1,0 +1,133 @@
+"""What to run: a ``RunConfig`` (plain data, sent to every worker) and what follows from it --
+the strategy and mesh, the tiny model, and the core's ``ConcreteModel`` used for the predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.mesh import Mesh
+from placement_edu.models import ConcreteModel
+from placement_edu.precision import Precision, get_precision
+from placement_edu.strategies import Strategy, get_strategy
+from placement_edu.runtime.toy import TinyMLP, TinyTransformer
+
+DTYPES = {"float64": (torch.float64, "fp64_adam", 1e-10), "float32": (torch.float32, "fp32_adam", 1e-4)}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run. ``mesh`` like "data=2,tensor=2" (default: every rank on the strategy's one axis;
+    a composition puts 2 ranks on each model axis and the rest on data)."""
+
+    strategy: str
+    world_size: int
+    steps: int = 3
+    fault: str | None = None
+    mesh: str | None = None
+    dtype: str = "float64"
+    micro_batches: int | None = None
+    pipeline_schedule: str | None = None
+    global_batch: int = 16
+    width: int = 12
+    layers: int = 4
+    seed: int = 0
+
+    def with_(self, **changes: object) -> "RunConfig":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    # --- what follows from it -------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        extra = f" [{self.fault}]" if self.fault else ""
+        return f"{self.strategy} on {self.resolved_mesh()}{extra}"
+
+    def resolved_strategy(self) -> Strategy:
+        strategy = get_strategy(self.strategy)
+        changes: dict[str, object] = {}
+        if self.micro_batches is not None:
+            changes["micro_batches"] = positive_int("--micro-batches", self.micro_batches)
+        if self.pipeline_schedule is not None:
+            changes["pipeline_schedule"] = self.pipeline_schedule
+        return strategy.with_(**changes) if changes else strategy
+
+    def resolved_mesh(self) -> Mesh:
+        strategy = self.resolved_strategy()
+        n = positive_int("--world-size", self.world_size)
+        if self.mesh:
+            mesh = Mesh.parse(self.mesh)
+        elif len(strategy.axes) == 1:
+            mesh = strategy.default_mesh(n)
+        else:
+            others = [a for a in strategy.axes if a != "data"]
+            expect(n % 2 ** len(others) == 0 and n >= 2 ** len(strategy.axes),
+                   f"{strategy.name} needs a mesh with {', '.join(strategy.axes)} axes; "
+                   f"--world-size {n} is too small or odd; give --mesh, e.g. "
+                   + ",".join(f"{a}=2" for a in strategy.axes))
+            mesh = Mesh.of(data=n // 2 ** len(others), **{a: 2 for a in others})
+        expect(mesh.world_size == n, f"mesh {mesh} has {mesh.world_size} devices, but --world-size is {n}")
+        return mesh
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return self._dtype()[0]
+
+    @property
+    def precision(self) -> Precision:
+        return get_precision(self._dtype()[1])
+
+    @property
+    def tolerance(self) -> float:
+        """Largest deviation from one process that still counts as rounding."""
+        return self._dtype()[2]
+
+    def _dtype(self):
+        if self.dtype not in DTYPES:
+            raise PlacementError(f"unknown --dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
+        return DTYPES[self.dtype]
+
+    def module(self) -> torch.nn.Module:
+        """The architecture: a transformer block when a tensor axis splits weights, else the MLP."""
+        if self.resolved_mesh().degree("tensor") > 1:
+            return TinyTransformer()
+        return TinyMLP(width=self.width, layers=self.layers)
+
+    def micro_rows(self) -> int:
+        """Samples in one micro-batch on one rank: global batch / (data degree x micro-batches)."""
+        d, m = self.resolved_mesh().degree("data"), self.resolved_strategy().micro_batches
+        expect(self.global_batch % (d * m) == 0,
+               f"global batch {self.global_batch} does not split into {d} data ranks x {m} micro-batches")
+        return self.global_batch // (d * m)
+
+    def concrete_model(self) -> ConcreteModel:
+        """The core's view of the model, set up to describe exactly what the engines do: ZeRO's
+        flat padded rule, one gather unit, and the activation and boundary sizes of a micro-batch."""
+        module, rows = self.module(), self.micro_rows()
+        act = self.precision.activations
+        if isinstance(module, TinyTransformer):
+            rep, split = module.activation_elements(rows, 1)
+            return ConcreteModel.from_module(
+                module, rule="zero", tp_plan=TinyTransformer.TP_PLAN, gather_units=1,
+                boundary_elements=rows * module.seq * module.hidden, tp_blocks_per_layer=2,
+                activation_bytes=(rep + split) * act, activation_bytes_replicated=rep * act,
+                name="tiny transformer block")
+        return ConcreteModel.from_module(
+            module, rule="zero", gather_units=1, boundary_elements=rows * module.width,
+            activation_bytes=module.activation_elements(rows) * act, name="tiny MLP")
+
+    def validate(self) -> None:
+        """Refuse what cannot run, before any process starts."""
+        from placement_edu.runtime.engines import engine_for
+        from placement_edu.runtime.verdict import refuse_inapplicable
+        from placement_edu.schedule import validate as validate_placement
+        positive_int("--steps", self.steps)
+        strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
+        validate_placement(strategy, mesh)
+        engine_for(strategy.name)
+        self.torch_dtype
+        self.concrete_model().local_tensors({a: d for a, d in mesh if a != "data"}, mesh.coords(0))
+        self.micro_rows()
+        refuse_inapplicable(strategy, mesh, self.fault)

@@ -1,0 +1,51 @@
+"""Data parallel (``dp``): P, G, O replicated on the data axis (SPEC §3: 16Ψ bytes per device).
+
+Every rank holds the whole model, runs it on its own slice of the batch, and so ends backward with
+a *partial* gradient. One all-reduce sums the partial gradients; dividing by N once makes the
+batch mean; every rank then takes the identical Adam step on its identical copy.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from placement_edu.runtime import flat
+from placement_edu.runtime.engine import Context, Engine
+
+
+class DataParallel(Engine):
+    name = "dp"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()
+        self.params.grad = torch.zeros_like(self.params)              # G: whole, on every rank
+        self.m, self.v = torch.zeros_like(self.params), torch.zeros_like(self.params)  # O: whole
+        self.mem.parameters_live_in(self.params)
+        if self.d > 1 and not self.fault("unsynced-init"):
+            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
+            self.comm.broadcast(self.params.data, "params", "data")
+
+    def step(self, step: int) -> None:
+        self.comm.at(step, "forward")
+        x, y = self.local_batch(step)
+        self.params.grad.zero_()
+        self.forward_backward(self.params, x, y, step)
+        self.boundary()
+        grad = self.params.grad
+        if self.d > 1:
+            if not self.fault("skip-grad-reduce"):
+                # The optimizer state is whole on every rank, so every rank needs the whole summed
+                # gradient: all-reduce (rule 1).
+                self.comm.all_reduce(grad, "grads", "data")
+            self.scale(grad)
+        self.comm.at(step, "step")
+        with torch.no_grad():
+            self.params -= self.ctx.adam.delta(grad, self.m, self.v, step + 1)
+        self.boundary()
+
+    def states(self):
+        return {"params": [self.params], "grads": [self.params.grad], "optimizer": [self.m, self.v]}, {}
+
+    def held(self):
+        return self.params, slice(0, self.params.numel())

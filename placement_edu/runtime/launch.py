@@ -1,0 +1,126 @@
+"""Starting the ranks: torch's elastic launcher (``torch.distributed.launcher.api.elastic_launch``)
+on this machine, from Python or a notebook. The workers are package code (``worker.main``), a free
+port is picked by the rendezvous ("localhost:0"), and every launch has its own run id, so runs
+started at the same time do not collide.
+
+Failures end the whole run: a rank that raises makes the launcher stop every other rank, and its
+traceback is re-raised here as ``RunFailed``; a rank that hangs makes the others' collectives time
+out (``timeout_s``, default 60 s), which then fail the same way. No worker outlives ``launch``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+
+from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime.result import RunResult
+
+
+class RunFailed(RuntimeError):
+    """A distributed run ended because a rank failed; the message carries its traceback."""
+
+
+def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, progress: bool = True,
+           failure: dict | None = None) -> list[list[dict]]:
+    """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
+    rank's raw measurements."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from placement_edu.runtime import worker
+    for job in jobs:
+        job.validate()
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size,
+                          run_id=f"placement-edu-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
+                          rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
+                          start_method="spawn")
+    with tempfile.TemporaryDirectory(prefix="placement-edu-") as tmp:
+        progress_file = os.path.join(tmp, "progress") if progress else None
+        stop = threading.Event()
+        if progress_file:
+            threading.Thread(target=_show_progress, args=(progress_file, stop, world_size),
+                             daemon=True).start()
+        try:
+            with warnings.catch_warnings(), _quiet_launcher():
+                warnings.simplefilter("ignore")
+                per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, progress_file, failure)
+        except ChildFailedError as error:
+            raise RunFailed(_explain(error)) from None
+        finally:
+            stop.set()
+    return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
+
+
+def run(config: RunConfig, timeout_s: float = 60.0, progress: bool = True) -> RunResult:
+    """Run one configuration and compare it with the prediction and the single-process run."""
+    return run_many([config], timeout_s, progress)[0]
+
+
+def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool = True) -> list[RunResult]:
+    """Several configurations of one world size in one launch (processes start once: 4 ranks take
+    several seconds to start on a small machine)."""
+    sizes = {c.world_size for c in configs}
+    if len(sizes) != 1:
+        raise ValueError(f"run_many needs one world size per launch, got {sorted(sizes)}")
+    raw = launch(list(configs), sizes.pop(), timeout_s, progress)
+    return [RunResult.build(c, r) for c, r in zip(configs, raw)]
+
+
+def _explain(error) -> str:
+    """The failed ranks and their tracebacks, root cause first."""
+    lines = []
+    failures = sorted(error.failures.items(), key=lambda kv: kv[1].timestamp)
+    for rank, failure in failures:
+        data = failure.error_file_data or {}
+        message = data.get("message", {}) if isinstance(data, dict) else {}
+        trace = message.get("extraInfo", {}).get("py_callstack", "") if isinstance(message, dict) else ""
+        text = message.get("message", "") if isinstance(message, dict) else str(message)
+        lines.append(f"rank {rank} failed (exit code {failure.exitcode}): {text or failure.message}")
+        if trace:
+            lines.append(trace.rstrip())
+    return "\n".join(lines) or str(error)
+
+
+def _show_progress(path: str, stop: threading.Event, world_size: int) -> None:
+    """After 3 s, show what rank 0 is doing (on stderr), refreshed a few times a second."""
+    start = time.monotonic()
+    shown = False
+    while not stop.wait(0.25):
+        elapsed = time.monotonic() - start
+        if elapsed < 3:
+            continue
+        try:
+            with open(path) as f:
+                what = f.read().strip()
+        except OSError:
+            what = f"starting {world_size} ranks"
+        sys.stderr.write(f"\r[{elapsed:5.1f} s] {what or f'starting {world_size} ranks'}".ljust(78))
+        sys.stderr.flush()
+        shown = True
+    if shown:
+        sys.stderr.write("\r" + " " * 78 + "\r")
+        sys.stderr.flush()
+
+
+class _quiet_launcher:
+    """Silence the elastic agent's INFO/WARNING logs (its errors still reach RunFailed)."""
+
+    def __enter__(self):
+        import logging
+        self.loggers = [logging.getLogger(n) for n in ("torch.distributed.elastic",
+                                                       "torch.distributed.launcher")]
+        self.levels = [lg.level for lg in self.loggers]
+        for lg in self.loggers:
+            lg.setLevel(logging.ERROR)
+        return self
+
+    def __exit__(self, *exc):
+        for lg, level in zip(self.loggers, self.levels):
+            lg.setLevel(level)
+        return False

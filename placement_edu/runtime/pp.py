@@ -1,0 +1,2 @@
+"""placeholder"""
+Pipeline = None

@@ -1,0 +1,2 @@
+"""placeholder"""
+TensorParallel = None

@@ -1,0 +1,149 @@
+"""The code each rank runs: set up torch.distributed, run the jobs one after another, and return
+what was measured. Started by ``launch.py`` through torch's elastic launcher, or by ``torchrun``:
+
+    torchrun --nproc-per-node 4 -m placement_edu.runtime.worker zero3 --steps 5 [--json]
+
+gloo on CPU; NCCL (one GPU per rank) when CUDA is present. The same code runs across nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from placement_edu.mesh import Mesh
+from placement_edu.runtime.adam import Adam
+from placement_edu.runtime.comm import Comm
+from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime.engine import Context
+from placement_edu.runtime.engines import engine_for
+from placement_edu.runtime.memtrack import MemoryLedger
+from placement_edu.runtime.reference import reference_run
+
+_GROUPS: dict[tuple[int, ...], object] = {}
+
+
+def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[object, list[int]]]:
+    """The process group of each mesh axis this rank belongs to. Every rank creates every group,
+    in the same order (torch.distributed requires it); groups are reused across jobs."""
+    out = {}
+    for axis, _ in mesh:
+        for r in range(mesh.world_size):               # all groups of this axis, in a fixed order
+            ranks = mesh.group(r, axis)
+            if r != ranks[0]:
+                continue
+            key = tuple(ranks)
+            if key not in _GROUPS:
+                _GROUPS[key] = (dist.new_group(ranks, timeout=timedelta(seconds=timeout_s))
+                                if len(ranks) < mesh.world_size else dist.group.WORLD)
+            if rank in ranks:
+                out[axis] = (_GROUPS[key], ranks)
+    return out
+
+
+def _device() -> tuple[torch.device, torch.device]:
+    """(device, host): a GPU per rank when CUDA is present, else both are the CPU."""
+    if torch.cuda.is_available() and dist.get_backend() == "nccl":
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local), torch.device("cpu")
+    return torch.device("cpu"), torch.device("cpu")
+
+
+def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
+            references: dict | None = None) -> dict:
+    """Run one configuration on this rank; return its ledger, memory and per-step deviation."""
+    rank = dist.get_rank()
+    strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
+    device, host = _device()
+    comm = Comm(_axis_groups(mesh, rank, timeout_s), timeout_s)
+    module = config.module()
+    adam = Adam()
+    ctx = Context(rank, mesh, comm, MemoryLedger(), module, config.torch_dtype, device, host,
+                  config.seed, config.global_batch, strategy.micro_batches, strategy.pipeline_schedule,
+                  config.fault, adam)
+    key = (type(module).__name__, config.steps, config.global_batch, config.seed, config.dtype,
+           config.width, config.layers)
+    references = {} if references is None else references
+    if key not in references:                          # the single-process run, once per model
+        references[key] = reference_run(module, config.steps, config.global_batch, config.seed,
+                                        config.torch_dtype, adam)
+    reference = references[key]
+    start = time.perf_counter()
+    engine = engine_for(strategy.name)(ctx)
+    deviation = []
+    for step in range(config.steps):
+        engine.step(step)
+        comm.wait_sends()
+        deviation.append(engine.deviation(reference[step]))
+        if progress and rank == 0:
+            with open(progress, "w") as f:
+                f.write(f"{config.label}: step {step + 1}/{config.steps}")
+    dist.barrier()                                     # no rank starts the next job early
+    return {"rank": rank, "ledger": [e.to_dict() for e in comm.entries],
+            "memory": ctx.mem.to_dict(), "deviation": deviation, "device": str(device),
+            "host": str(host), "wall_s": time.perf_counter() - start}
+
+
+def _inject_failure(failure: dict | None, timeout_s: float) -> None:
+    """For the failure-handling tests: one rank raises, or hangs past the collective timeout."""
+    if not failure or dist.get_rank() != failure.get("rank", 1):
+        return
+    if failure["kind"] == "raise":
+        raise RuntimeError("injected failure: this rank raised on purpose")
+    if failure["kind"] == "hang":
+        time.sleep(10 * timeout_s)                     # the others wait in a collective and time out
+
+
+@record
+def main(jobs: list[RunConfig], timeout_s: float = 60.0, progress: str | None = None,
+         failure: dict | None = None) -> list[dict]:
+    """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...)."""
+    torch.set_num_threads(1)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    try:
+        _inject_failure(failure, timeout_s)
+        references: dict = {}
+        results = [run_job(job, timeout_s, progress, references) for job in jobs]
+        if failure and failure["kind"] == "hang":      # a hang test must not pass silently
+            raise AssertionError("the injected hang did not end the run")
+        return results
+    finally:
+        _GROUPS.clear()
+        dist.destroy_process_group()
+
+
+def _torchrun(argv: list[str]) -> int:
+    """``torchrun ... -m placement_edu.runtime.worker STRATEGY [options]``: rank 0 prints the report."""
+    import json
+
+    from placement_edu.cli_run import config_from_args, parser
+    from placement_edu.runtime.result import RunResult
+    args = parser().parse_args(argv)
+    config = config_from_args(args, int(os.environ["WORLD_SIZE"]))
+    config.validate()
+    torch.set_num_threads(1)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))
+    try:
+        mine = run_job(config, args.timeout)
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)         # (outside the ledger: reporting only)
+    finally:
+        _GROUPS.clear()
+        dist.destroy_process_group()
+    if int(os.environ["RANK"]) == 0:
+        result = RunResult.build(config, everyone)
+        print(json.dumps(result.to_dict(), indent=2) if args.json else result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_torchrun(sys.argv[1:]))

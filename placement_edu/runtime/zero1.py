@@ -1,0 +1,81 @@
+"""ZeRO stage 1 (``zero1``): optimizer state sharded (S), parameters and gradients replicated (R).
+
+Each rank owns the Adam state of one 1/N slice of the flat, padded parameter buffer. Because only
+owners can update their slice, two collectives replace dp's one all-reduce -- and cost the same:
+  1. reduce-scatter the gradient: each owner receives the sum for its slice only (rule 1 keys on
+     O's placement: the naive "G is replicated, so all-reduce" would cost 3Ψ, not ZeRO's 2Ψ);
+  2. all-gather the updated parameter slices so every replica is whole again (rule 2).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from placement_edu.runtime import flat
+from placement_edu.runtime.engine import Context, Engine
+
+
+class Zero1(Engine):
+    name = "zero1"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.psi = flat.numel(self.shapes)
+        self.padded = flat.padded(self.psi, self.d)
+        self.mine = flat.owned(self.psi, self.d, self.di)             # this rank's slice
+        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()
+        self.params.grad = torch.zeros_like(self.params)              # G: whole (R)
+        k = self.padded // self.d
+        self.m = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)   # O: this rank's slice (S)
+        self.v = torch.zeros_like(self.m)
+        self.mem.parameters_live_in(self.params)
+        if self.d > 1 and not self.fault("unsynced-init"):
+            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
+            self.comm.broadcast(self.params.data, "params", "data")
+
+    def step(self, step: int) -> None:
+        self.comm.at(step, "forward")
+        x, y = self.local_batch(step)
+        self.params.grad.zero_()
+        self.forward_backward(self.params, x, y, step)
+        self.boundary()
+
+        bucket = flat.pad(self.params.grad, self.padded)    # the collective moves equal, padded chunks
+        if bucket is not self.params.grad:
+            self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
+        grad = torch.empty_like(self.m)
+        if self.fault("skip-grad-reduce"):
+            grad.copy_(bucket[self.mine])              # FAULT: the partial gradient reaches Adam
+        else:
+            # Only this rank's optimizer slice needs the summed gradient: reduce-scatter (rule 1).
+            self.comm.reduce_scatter(grad, bucket, "grads", "data")
+        self.scale(grad)
+
+        self.comm.at(step, "step")
+        with torch.no_grad():
+            mine = flat.take(self.params.data, self.mine)
+            mine -= self.ctx.adam.delta(grad, self.m, self.v, step + 1)
+            if self.fault("skip-param-sync"):
+                flat.put(self.params.data, self.mine, mine)  # FAULT: other slices stay stale
+            else:
+                # Only the owner updated each slice: all-gather them so every replica is whole (rule 2).
+                gather_params(self, mine)
+        self.boundary()
+
+    def states(self):
+        return {"params": [self.params], "grads": [self.params.grad], "optimizer": [self.m, self.v]}, {}
+
+    def held(self):
+        return self.params, slice(0, self.psi)
+
+
+def gather_params(engine: Engine, mine: torch.Tensor) -> None:
+    """All-gather the owners' updated slices into the replicated flat parameters (straight into
+    them when there is no padding; through a padded buffer otherwise)."""
+    params = engine.params.data                                        # type: ignore[attr-defined]
+    padded = engine.padded                                             # type: ignore[attr-defined]
+    full = params if params.numel() == padded else torch.empty(padded, dtype=params.dtype,
+                                                                device=params.device)
+    engine.comm.all_gather(full, mine, "params", "data")
+    if full is not params:
+        params.copy_(full[:params.numel()])

@@ -1,0 +1,66 @@
+"""ZeRO stage 2 (``zero2``): gradients and optimizer state sharded (S), parameters replicated (R).
+
+The same two collectives as ZeRO-1 (reduce-scatter, then all-gather), but after the reduce-scatter
+a rank keeps only its slice of the gradient: the whole gradient exists only transiently, in the
+*reduce bucket* backward fills (here: one bucket for the whole model, padded to a multiple of N).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from placement_edu.runtime import flat
+from placement_edu.runtime.engine import Context, Engine
+from placement_edu.runtime.zero1 import gather_params
+
+
+class Zero2(Engine):
+    name = "zero2"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.psi = flat.numel(self.shapes)
+        self.padded = flat.padded(self.psi, self.d)
+        self.mine = flat.owned(self.psi, self.d, self.di)
+        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()  # P: R
+        k = self.padded // self.d
+        self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)   # G: this rank's slice (S)
+        self.m, self.v = torch.zeros_like(self.grad), torch.zeros_like(self.grad)  # O: slice (S)
+        self.mem.parameters_live_in(self.params)
+        if self.d > 1 and not self.fault("unsynced-init"):
+            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
+            self.comm.broadcast(self.params.data, "params", "data")
+
+    def step(self, step: int) -> None:
+        self.comm.at(step, "forward")
+        x, y = self.local_batch(step)
+        bucket = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
+        self.params.grad = bucket[:self.psi]           # backward writes the partial gradient here
+        self.forward_backward(self.params, x, y, step)
+        self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
+        if self.fault("skip-grad-reduce"):
+            self.grad.copy_(bucket[self.mine])         # FAULT: the partial gradient reaches Adam
+        else:
+            # Each rank keeps only its slice of the summed gradient: reduce-scatter (rule 1).
+            self.comm.reduce_scatter(self.grad, bucket, "grads", "data")
+        self.params.grad = None                        # free the bucket: G is sharded from here on
+        del bucket
+        self.scale(self.grad)
+        self.boundary()
+
+        self.comm.at(step, "step")
+        with torch.no_grad():
+            mine = flat.take(self.params.data, self.mine)
+            mine -= self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)
+            if self.fault("skip-param-sync"):
+                flat.put(self.params.data, self.mine, mine)  # FAULT: other slices stay stale
+            else:
+                # Only the owner updated each slice: all-gather them so every replica is whole (rule 2).
+                gather_params(self, mine)
+        self.boundary()
+
+    def states(self):
+        return {"params": [self.params], "grads": [self.grad], "optimizer": [self.m, self.v]}, {}
+
+    def held(self):
+        return self.params, slice(0, self.psi)
