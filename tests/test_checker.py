@@ -1,0 +1,217 @@
+"""The static checker (SPEC §5): gradient integrity and state consistency, and the five named faults."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import FrozenInstanceError, replace
+
+import pytest
+
+from placement_edu import Mesh, Placement, PlacementError, State, Strategy, get_precision
+from placement_edu.checker import CONDITIONS, check, default_model, gradient_integrity, state_consistency
+from placement_edu.cli import main
+from placement_edu.faults import FAULTS, applicable_faults, apply_fault
+from placement_edu.schedule import Schedule, derive_schedule
+from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh, get_strategy
+
+NAMED = [*STRATEGIES, *COMPOSITIONS]
+FAULTED = [(name, fault) for name in NAMED
+           for fault in applicable_faults(get_strategy(name), example_mesh(get_strategy(name)))]
+
+
+def schedule_of(strategy: Strategy, mesh: Mesh) -> Schedule:
+    return derive_schedule(strategy, default_model(mesh), mesh, get_precision("mixed_adam"))
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_every_named_strategy_and_composition_holds_both_conditions(name: str) -> None:
+    result = check(name)
+    assert result.broken == [], result
+    assert result.rule_violations == ()
+    for condition in CONDITIONS:
+        assert getattr(result, condition).reason.endswith(".")
+
+
+@pytest.mark.parametrize("name,fault", FAULTED)
+def test_each_fault_breaks_exactly_its_own_condition(name: str, fault: str) -> None:
+    # SPEC §5's table: each named fault breaks one condition and leaves the other intact.
+    result = check(name, fault=fault)
+    assert result.broken == [FAULTS[fault].condition]
+
+
+def test_every_fault_applies_somewhere_and_the_pairs_match_the_spec() -> None:
+    assert {f for _, f in FAULTED} == set(FAULTS)
+    assert applicable_faults(get_strategy("dp"), Mesh.of(data=4)) == ("skip-grad-reduce", "double-scale",
+                                                                       "unsynced-init")
+    assert "skip-param-sync" in applicable_faults(get_strategy("zero1"), Mesh.of(data=4))   # zero1, zero2
+    assert "skip-param-sync" in applicable_faults(get_strategy("zero2"), Mesh.of(data=4))
+    assert applicable_faults(get_strategy("zero3"), Mesh.of(data=4)) == ("skip-grad-reduce", "double-scale",
+                                                                          "stale-gather")
+    assert applicable_faults(get_strategy("tp"), Mesh.of(tensor=4)) == ()
+
+
+def test_faults_are_decided_from_placements_not_names() -> None:
+    mine = Strategy("my-zero1", Placement(params="R", grads="R", optimizer="S"))
+    assert applicable_faults(mine, Mesh.of(data=4)) == applicable_faults(get_strategy("zero1"), Mesh.of(data=4))
+    assert check(mine, fault="skip-param-sync").broken == ["state_consistency"]
+
+
+def test_a_fault_that_does_not_apply_is_refused_naming_where_it_does() -> None:
+    with pytest.raises(PlacementError, match="stale-gather.*does not apply to zero1.*applies to: zero3, fsdp"):
+        check("zero1", fault="stale-gather")
+    with pytest.raises(PlacementError, match="skip-param-sync.*does not apply to dp.*applies to: zero1, zero2"):
+        check("dp", fault="skip-param-sync")
+    with pytest.raises(PlacementError, match="unknown fault 'skip-sync'; known faults: skip-grad-reduce"):
+        check("dp", fault="skip-sync")
+
+
+def test_fault_records_are_frozen_and_say_what_they_break() -> None:
+    for name, fault in FAULTS.items():
+        assert fault.name == name and fault.condition in CONDITIONS and fault.what
+    with pytest.raises(FrozenInstanceError):
+        FAULTS["double-scale"].condition = "state_consistency"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        FAULTS["new"] = FAULTS["double-scale"]  # type: ignore[index]
+
+
+def test_reasons_name_the_state_the_axis_and_the_collective() -> None:
+    skip = check("zero3", fault="skip-grad-reduce").gradient_integrity.reason
+    assert "partial on the data axis" in skip and "reduce_scatter of grads on data" in skip
+    double = check("dp", fault="double-scale").gradient_integrity.reason
+    assert "divided 2 times (4 then 4, 16 in all) instead of once by 4" in double
+    sync = check("zero1", fault="skip-param-sync").state_consistency.reason
+    assert "no all-gather of params on data follows optimizer_step" in sync
+    init = check("dp", fault="unsynced-init").state_consistency.reason
+    assert "no start-up broadcast" in init and "broadcast params on data" in init
+    stale = check("zero3", fault="stale-gather").state_consistency.reason
+    assert "previous step's slices" in stale and "all-gather of params on data" in stale
+
+
+def test_hsdp_gradients_are_partial_on_both_batch_axes_and_scaled_once_by_r_times_d() -> None:
+    result = check("hsdp", mesh="replica=2,data=4")
+    assert "partial on data and replica (4 × 2 ranks)" in result.gradient_integrity.reason
+    assert "divided by 8 exactly once" in result.gradient_integrity.reason
+    # unsynced-init on hsdp removes the replica broadcast of the parameter slices
+    assert check("hsdp", fault="unsynced-init").broken == ["state_consistency"]
+
+
+def test_a_reduction_after_the_optimizer_step_leaves_the_gradient_partial() -> None:
+    mesh = Mesh.of(data=4)
+    dp = get_strategy("dp")
+    ops = list(schedule_of(dp, mesh).ops)
+    reduce = next(o for o in ops if o.op == "all_reduce")
+    ops.remove(reduce)
+    ops.append(reduce)  # misplaced: after optimizer_step
+    condition = gradient_integrity(Schedule(tuple(ops)), dp, mesh)
+    assert not condition.holds and "still partial on the data axis" in condition.reason
+
+
+def test_an_extra_reduction_sums_twice_and_a_missing_scale_is_named() -> None:
+    mesh = Mesh.of(data=4)
+    dp = get_strategy("dp")
+    ops = schedule_of(dp, mesh).ops
+    reduce = next(o for o in ops if o.op == "all_reduce")
+    twice = Schedule(ops[:ops.index(reduce)] + (reduce,) + ops[ops.index(reduce):])
+    assert "extra all_reduce" in gradient_integrity(twice, dp, mesh).reason
+    unscaled = Schedule(tuple(o for o in ops if o.op != "scale"))
+    assert "never divided by 4" in gradient_integrity(unscaled, dp, mesh).reason
+
+
+def test_split_gradients_are_tracked_per_micro_batch() -> None:
+    # zero2 under 4 micro-batches reduces each micro-batch's gradient as it is made (SPEC §4 rule 5).
+    z2 = get_strategy("zero2").with_(micro_batches=4)
+    mesh = Mesh.of(data=4)
+    ops = schedule_of(z2, mesh).ops
+    assert [o.micro_batches for o in ops if o.op == "reduce_scatter"] == [(0,), (1,), (2,), (3,)]
+    assert gradient_integrity(Schedule(ops), z2, mesh).holds
+    first = next(o for o in ops if o.op == "reduce_scatter")
+    condition = gradient_integrity(Schedule(tuple(o for o in ops if o is not first)), z2, mesh)
+    assert not condition.holds and "for micro-batch 0:" in condition.reason
+
+
+def test_sequence_parallel_norms_need_their_gradients_all_reduced_on_tensor() -> None:
+    # SPEC §6 rule 3's example: params replicated across tensor ranks under sequence parallelism.
+    sp = Strategy("sp-norms", Placement(params={"tensor": "R"}, grads={"tensor": "R"}, optimizer={"tensor": "R"}),
+                  sequence_parallel=True)
+    mesh = Mesh.of(tensor=2)
+    assert check(sp).broken == []
+    ops = schedule_of(sp, mesh).ops
+    assert [(o.op, o.axis) for o in ops if o.state is State.GRADS] == [("all_reduce", "tensor")]
+    without = Schedule(tuple(o for o in ops if o.state is not State.GRADS))
+    condition = gradient_integrity(without, sp, mesh)
+    assert not condition.holds and "partial on the tensor axis" in condition.reason and "rule 3" in condition.reason
+
+
+def test_a_gather_on_an_axis_with_nothing_to_gather_is_misplaced() -> None:
+    mesh = Mesh.of(data=2, tensor=2)
+    z3tp = get_strategy("zero3×tp")
+    ops = schedule_of(z3tp, mesh).ops
+    gather = next(o for o in ops if o.op == "all_gather")
+    wrong = Schedule(tuple(replace(o, axis="tensor") if o == gather else o for o in ops))
+    assert "all-gather of params on tensor in forward has no slices to rebuild" in \
+        state_consistency(wrong, z3tp, mesh).reason
+
+
+def test_the_default_mesh_is_small_and_documented() -> None:
+    assert str(check("zero3").mesh) == "data=4"
+    assert str(check("zero1×tp×pp").mesh) == "data=2,tensor=2,pipeline=2"
+    assert str(check("hsdp").mesh) == "replica=2,data=2"
+
+
+def test_check_result_serialises_and_is_frozen() -> None:
+    result = check("zero3", fault="skip-grad-reduce")
+    out = result.to_dict()
+    assert out["gradient_integrity"]["holds"] is False and out["state_consistency"]["holds"] is True
+    assert out["broken"] == ["gradient_integrity"] and out["warnings"] == []
+    with pytest.raises(FrozenInstanceError):
+        result.fault = None  # type: ignore[misc]
+
+
+# --- command line -----------------------------------------------------------------------------
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["check", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_zero3_holds_both_conditions(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "zero3")
+    assert out["gradient_integrity"]["holds"] and out["state_consistency"]["holds"]
+    assert out["warnings"] == []
+
+
+def test_cli_skip_grad_reduce_breaks_gradient_integrity_only(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "zero3", "--fault", "skip-grad-reduce")
+    assert not out["gradient_integrity"]["holds"] and out["state_consistency"]["holds"]
+
+
+def test_cli_zero1_skip_param_sync_breaks_state_consistency_only(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "zero1", "--fault", "skip-param-sync")
+    assert out["gradient_integrity"]["holds"] and not out["state_consistency"]["holds"]
+
+
+def test_cli_composition_on_a_given_mesh(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "zero3xtp", "--mesh", "data=4,tensor=2")
+    assert out["mesh"] == {"data": 4, "tensor": 2} and out["broken"] == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["zero1", "--fault", "stale-gather"], "applies to: zero3, fsdp, fsdp_grad_op, zero3_offload, zero3×tp, hsdp"),
+    (["zero9"], "unknown strategy 'zero9'"),
+    (["dp", "--fault", "nope"], "unknown fault 'nope'"),
+    (["dp", "--mesh", "data=two"], "mesh degree 'two' for axis 'data' is not a whole number"),
+    (["dp", "--mesh", "tensor=2"], "the mesh (tensor=2) has no data axis"),
+])
+def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "placement_edu.cli", "check", *args],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""
+
+
+def test_cli_text_output_says_holds_or_broken(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "dp", "--fault", "double-scale"]) == 0
+    text = capsys.readouterr().out
+    assert "gradient integrity: BROKEN" in text and "state consistency: holds" in text
