@@ -67,6 +67,22 @@ def test_a_fault_that_does_not_apply_is_refused_naming_where_it_does() -> None:
         check("dp", fault="skip-sync")
 
 
+def test_faults_are_small_edits_of_the_schedule() -> None:
+    mesh = Mesh.of(data=4)
+    zero1, zero3 = get_strategy("zero1"), get_strategy("zero3")
+    s1, s3 = schedule_of(zero1, mesh), schedule_of(zero3, mesh)
+    removed = [o for o in s1.ops if o not in apply_fault(s1, "skip-param-sync", zero1, mesh).ops]
+    assert [(o.op, o.state, o.axis, o.phase) for o in removed] == [("all_gather", State.PARAMS, "data", "step")]
+    removed = [o for o in s1.ops if o not in apply_fault(s1, "unsynced-init", zero1, mesh).ops]
+    assert [(o.op, o.phase) for o in removed] == [("broadcast", "startup")]
+    removed = [o for o in s3.ops if o not in apply_fault(s3, "skip-grad-reduce", zero3, mesh).ops]
+    assert [(o.op, o.state) for o in removed] == [("reduce_scatter", State.GRADS)]
+    doubled = apply_fault(s3, "double-scale", zero3, mesh)
+    assert [o.group for o in doubled.ops if o.op == "scale"] == [4, 4]
+    stale = apply_fault(s3, "stale-gather", zero3, mesh)
+    assert len(stale.ops) == len(s3.ops) and all(o.stale for o in stale.ops if o.op == "all_gather")
+
+
 def test_fault_records_are_frozen_and_say_what_they_break() -> None:
     for name, fault in FAULTS.items():
         assert fault.name == name and fault.condition in CONDITIONS and fault.what
