@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterator, Mapping
 
+from placement_edu.composition import safety_violations
 from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number
@@ -190,7 +191,6 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
                    f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): the "
                    "optimizer would read a gradient it does not have; shard the optimizer state too")
     if strict:
-        from placement_edu.composition import safety_violations  # composition imports this module's peers
         broken = safety_violations(strategy, mesh)
         expect(not broken, f"strategy {strategy.name!r} on {mesh}: "
                + (str(broken[0]) if broken else "") + "; `placement-edu check` explains every rule")
@@ -233,7 +233,7 @@ def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
     # Rule 3: parameters stored as slices are gathered along each axis they are SG (or OFF) on.
     gather_axes = [axis for axis, n in mesh if n > 1 and P[axis] in (Mode.SG, Mode.OFF)]
 
-    def gather_params(phase: str, why: str, k: int) -> Iterator[Op]:
+    def gather_params(phase: str, why: str) -> Iterator[Op]:
         units = model.gather_units
         for axis in gather_axes:
             n = mesh.degree(axis)
@@ -312,7 +312,7 @@ def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
                               act_bytes, p, f"micro-batch {k}: receive the boundary activation"))
             if k == 0 or strategy.reshard_after_forward:
                 ops.extend(gather_params("forward", "parameters are stored as slices: gather them "
-                                         "just before forward uses them (rule 3)", k))
+                                         "just before forward uses them (rule 3)"))
             for _ in range(tp_blocks):
                 ops.append(Op("all_reduce", State.ACTIVATIONS, "tensor", "forward", model.boundary_elements,
                               act_bytes, t, "row-parallel output is a partial sum: all-reduce it"))
@@ -325,7 +325,7 @@ def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
                               act_bytes, p, f"micro-batch {k}: receive the boundary gradient"))
             if strategy.reshard_after_forward:
                 ops.extend(gather_params("backward", "parameters were freed after forward: gather "
-                                         "them again for backward (rule 3)", k))
+                                         "them again for backward (rule 3)"))
             for _ in range(tp_blocks):
                 ops.append(Op("all_reduce", State.ACTIVATIONS, "tensor", "backward", model.boundary_elements,
                               act_bytes, t, "column-parallel input gradient is a partial sum: all-reduce it"))
