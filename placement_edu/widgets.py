@@ -58,3 +58,34 @@ class ZeroExplorer:
             self.plot.clear_output(wait=True)
             display(self.figure)
         return comparison
+
+
+class CheckExplorer:
+    """Pick a strategy (named or composed) and a fault; read what the static checker finds."""
+
+    def __init__(self, strategy: str = "zero3", fault: str = "none") -> None:
+        import ipywidgets as w
+
+        from placement_edu.faults import FAULTS
+        from placement_edu.strategies import COMPOSITIONS, STRATEGIES
+
+        self.strategy = w.Dropdown(options=[*STRATEGIES, *COMPOSITIONS], value=strategy, description="strategy")
+        self.fault = w.Dropdown(options=["none", *FAULTS], value=fault, description="fault")
+        self.output = w.HTML()
+        for control in (self.strategy, self.fault):
+            control.observe(lambda _change: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([self.strategy, self.fault]), self.output])
+        self.update()
+
+    def update(self) -> str:
+        import html
+
+        from placement_edu.checker import check
+        from placement_edu.errors import PlacementError
+
+        try:
+            text = str(check(self.strategy.value, fault=None if self.fault.value == "none" else self.fault.value))
+        except PlacementError as error:
+            text = f"refused: {error}"
+        self.output.value = f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"
+        return text
