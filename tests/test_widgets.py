@@ -33,3 +33,13 @@ def test_precision_choice_changes_the_table(capsys: pytest.CaptureFixture) -> No
     explorer = ZeroExplorer(psi=1e9, devices=1)
     explorer.precision.value = "mixed_adam_fp32_grads"
     assert "18 GB (16.764 GiB)" in explorer.table.value  # Megatron's 18 B per parameter
+
+
+def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_apply() -> None:
+    from placement_edu.widgets import CheckExplorer
+
+    explorer = CheckExplorer(strategy="zero2", fault="skip-param-sync")
+    assert "state consistency: BROKEN" in explorer.output.value
+    assert "gradient integrity: holds" in explorer.output.value
+    explorer.strategy.value = "dp"  # skip-param-sync needs an owner-only update: dp has none
+    assert explorer.update().startswith("refused: fault 'skip-param-sync' does not apply to dp")
