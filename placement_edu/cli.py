@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from placement_edu import cli_check
+from placement_edu import cli_check, cli_run
 from placement_edu.errors import PlacementError
 from placement_edu.models import Model, ModelSpec, TransformerSpec
 from placement_edu.precision import PRESETS
@@ -90,7 +90,7 @@ def _table(args: argparse.Namespace) -> int:
     return 0
 
 
-PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [_table_parser, cli_check.add_parser]
+PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [_table_parser, cli_check.add_parser, cli_run.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -75,11 +75,16 @@ class Comm:
             return call(*args, **kwargs)
         except RuntimeError as error:
             text = str(error).lower()
-            if "timed out" in text or "timeout" in text or "connection closed" in text or "reset by peer" in text:
+            where = f"{op} on the {axis} axis (step {self.step}, {self.phase})"
+            first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            if "timed out" in text or "timeout" in text:
                 raise CollectiveTimeout(
-                    f"{op} on the {axis} axis did not complete within {self.timeout_s:g} s "
-                    f"(step {self.step}, {self.phase}): another rank never joined it -- it hung, "
-                    f"died or skipped the call. Underlying error: {str(error).splitlines()[0]}") from error
+                    f"{where} did not complete within {self.timeout_s:g} s: another rank never "
+                    f"joined it -- it hung or skipped the call. Underlying error: {first}") from error
+            if "connection closed" in text or "reset by peer" in text:
+                raise CollectiveTimeout(
+                    f"{where} lost its peer: another rank exited (its own error comes first in "
+                    f"the report). Underlying error: {first}") from error
             raise
 
     def _group(self, axis: str):
@@ -110,7 +115,8 @@ class Comm:
         """Non-blocking: a pipeline stage sends and moves on (blocking sends deadlock 1F1B, where
         neighbours send to each other at the same time); ``wait_sends`` completes them."""
         self._record("send", state, axis, len(self._group(axis)[1]), tensor)
-        self._pending_sends.append(self._run("send", axis, dist.isend, tensor.contiguous(), dst))
+        tensor = tensor.contiguous()
+        self._pending_sends.append((self._run("send", axis, dist.isend, tensor, dst), tensor))
 
     def recv(self, tensor: torch.Tensor, src: int, state: str, axis: str) -> None:
         self._record("recv", state, axis, len(self._group(axis)[1]), tensor)
@@ -118,7 +124,7 @@ class Comm:
         self._run("recv", axis, work.wait)
 
     def wait_sends(self) -> None:
-        for work in self._pending_sends:
+        for work, _tensor in self._pending_sends:       # the tensor stays alive until sent
             self._run("send", "pipeline", work.wait)
         self._pending_sends.clear()
 

@@ -49,9 +49,14 @@ class Engine:
         self.coords = ctx.mesh.coords(ctx.rank)
         self.d = ctx.mesh.degree("data")
         self.di = self.coords["data"]
-        self.shapes: flat.Shapes = [(n, tuple(p.shape)) for n, p in ctx.module.named_parameters()]
+        self.shapes: flat.Shapes = self.model_shapes()
 
     # --- helpers ------------------------------------------------------------------------------
+    def model_shapes(self) -> flat.Shapes:
+        """(name, shape) of the tensors this rank's replica of the model covers (all of them here;
+        a tensor-parallel rank has slices, a pipeline stage its own layers)."""
+        return [(n, tuple(p.shape)) for n, p in self.ctx.module.named_parameters()]
+
     def fault(self, name: str) -> bool:
         """True when the run injects fault ``name`` (SPEC §5); engines test it where it strikes."""
         return self.ctx.fault == name

@@ -12,7 +12,7 @@ def _registry() -> dict[str, Callable]:
     from placement_edu.runtime.dp import DataParallel
     from placement_edu.runtime.offload import Zero2Offload
     from placement_edu.runtime.pp import Pipeline
-    from placement_edu.runtime.tp import TensorParallel
+    from placement_edu.runtime.tp import TensorParallel, TensorParallelZero3
     from placement_edu.runtime.zero1 import Zero1
     from placement_edu.runtime.zero2 import Zero2
     from placement_edu.runtime.zero3 import Zero3
@@ -20,7 +20,7 @@ def _registry() -> dict[str, Callable]:
         "dp": DataParallel, "zero1": Zero1, "zero2": Zero2, "zero3": Zero3, "fsdp": Zero3,
         "fsdp_grad_op": lambda ctx: Zero3(ctx, reshard_after_forward=False),
         "zero2_offload": Zero2Offload, "tp": TensorParallel, "pp": Pipeline,
-        "dp×tp": TensorParallel, "zero3×tp": TensorParallel, "dp×pp": Pipeline,
+        "dp×tp": TensorParallel, "zero3×tp": TensorParallelZero3, "dp×pp": Pipeline,
     }
 
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 from placement_edu.memory import derive_memory
 from placement_edu.placement import State
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.verdict import broken_conditions
+from placement_edu.runtime.verdict import broken_conditions, edited_schedule
 from placement_edu.schedule import derive_schedule
 from placement_edu.units import plain
 
@@ -30,7 +30,9 @@ def predict(config: RunConfig) -> list[dict]:
                                         config.concrete_model(), config.precision)
     out = []
     for rank in range(mesh.world_size):
-        schedule = derive_schedule(strategy, model, mesh, precision, rank)
+        # A faulted run is compared with the schedule the checker edits the fault into.
+        schedule = edited_schedule(derive_schedule(strategy, model, mesh, precision, rank),
+                                   config.fault, strategy, mesh)
         memory = derive_memory(strategy, model, mesh, precision, rank)
         row = {s: plain(memory.device[State(s)]) for s in STATES}
         row["host"] = {s: plain(memory.host[State(s)]) for s in STATES}
@@ -48,7 +50,7 @@ def _key(op) -> tuple:
     return (op.op, str(op.state), op.axis, plain(Fraction(op.payload_bytes)), plain(Fraction(op.ring_bytes)))
 
 
-def measured(rank_result: dict) -> dict:
+def measured(rank_result: dict, steps: int) -> dict:
     """The same fields as ``predict``, read from one rank's ledgers."""
     mem = rank_result["memory"]
     row = {s: mem["device"][s] for s in STATES}
@@ -56,11 +58,9 @@ def measured(rank_result: dict) -> dict:
     row["activations_peak"] = mem["activations_peak"]
     row.update({t: max(p.get(t, 0) for p in mem["transient"].values()) for t in TRANSIENTS})
     per_step = [e for e in rank_result["ledger"] if e["step"] >= 0]
-    row["comm_ring_bytes"] = plain(Fraction(sum(e["ring_bytes"] for e in per_step),
-                                            max(1, len({e["step"] for e in per_step}))))  # per step
+    row["comm_ring_bytes"] = plain(Fraction(sum(e["ring_bytes"] for e in per_step), steps))  # per step
     row["startup"] = [_entry_key(e) for e in rank_result["ledger"] if e["step"] < 0]
-    steps = sorted({e["step"] for e in per_step})
-    row["steps"] = [[_entry_key(e) for e in per_step if e["step"] == k] for k in steps]
+    row["steps"] = [[_entry_key(e) for e in per_step if e["step"] == k] for k in range(steps)]
     return row
 
 
@@ -77,7 +77,7 @@ class RunResult:
     predicted: list[dict]
     measured: list[dict]
     ledger: list[list[dict]]                 # per rank, every entry in issue order
-    broken: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)   # broken condition -> checker's reason
     device: str = "cpu"
 
     @classmethod
@@ -86,12 +86,17 @@ class RunResult:
         steps = len(per_rank[0]["deviation"])
         deviation = [max(r["deviation"][k] for r in per_rank) for k in range(steps)]
         strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
-        return cls(config, deviation, predict(config), [measured(r) for r in per_rank],
+        return cls(config, deviation, predict(config), [measured(r, config.steps) for r in per_rank],
                    [r["ledger"] for r in per_rank],
                    broken_conditions(strategy, mesh, config.fault, config.concrete_model(), config.precision),
                    per_rank[0].get("device", "cpu"))
 
     # --- verdicts ---------------------------------------------------------------------------
+    @property
+    def broken(self) -> list[str]:
+        """The correctness conditions the checker says this run's fault breaks."""
+        return list(self.reasons)
+
     @property
     def max_abs_deviation(self) -> float:
         return max(self.deviation)
@@ -116,7 +121,6 @@ class RunResult:
     def ledger_matches(self) -> bool:
         """Every rank's ledger equals its predicted schedule entry by entry, every step."""
         return all(p["startup"] == m["startup"] and all(s == p["per_step"] for s in m["steps"])
-                   and len(m["steps"]) == self.config.steps
                    for p, m in zip(self.predicted, self.measured))
 
     def mismatches(self) -> list[str]:
@@ -149,7 +153,7 @@ class RunResult:
             "dtype": self.config.dtype, "model": self.config.concrete_model().description,
             "psi": self.config.concrete_model().psi,
             "max_abs_deviation": self.max_abs_deviation, "deviation_per_step": self.deviation,
-            "equivalent": self.equivalent, "broken_conditions": self.broken,
+            "equivalent": self.equivalent, "broken_conditions": self.broken, "broken_reasons": self.reasons,
             "memory_matches": self.memory_matches(), "ledger_matches": self.ledger_matches(),
             "units": "bytes", "pools": POOLS_NOTE if self.device == "cpu" else f"device pool: {self.device}",
             "predicted": [public(r) for r in self.predicted],
@@ -181,6 +185,7 @@ class RunResult:
                  f"memory measured = predicted: {self.memory_matches()}; "
                  f"ledger measured = predicted: {self.ledger_matches()}",
                  self.table()]
+        lines += [f"{name.replace('_', ' ')} broken: {reason}" for name, reason in self.reasons.items()]
         lines += self.mismatches()[:6]
         if self.device == "cpu" and c.resolved_strategy().name.endswith("offload"):
             lines.append(POOLS_NOTE)

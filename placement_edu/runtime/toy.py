@@ -61,12 +61,13 @@ class TinyTransformer(nn.Module):
         """(replicated, tensor-split) elements autograd keeps per micro-batch of ``rows`` sequences
         on one tensor rank (computed tensors only; see ``TinyMLP.activation_elements``).
 
-        Replicated: the block input e (saved by q, k, v) and the MLP input y (saved by up).
+        Replicated: the block input e (saved by q, k, v), the MLP input y (saved by up) and the
+        block output (saved by the loss).
         Split over tensor ranks (h/t or f/t wide): q and k (copied to batched layout for q·kᵀ),
         the softmax output, v (batched copy), the attention context (copied back for o), and the
         MLP's tanh output (saved by tanh and by down)."""
         b, s, h, f, a = rows, self.seq, self.hidden, self.ffn, self.heads
-        replicated = 2 * b * s * h
+        replicated = 3 * b * s * h
         split = 4 * b * s * h // tensor + b * (a // tensor) * s * s + b * s * f // tensor
         return replicated, split
 

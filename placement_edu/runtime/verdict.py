@@ -33,15 +33,26 @@ def refuse_inapplicable(strategy, mesh: Mesh, fault: str | None) -> None:
             f"{FAULTS[fault].needs}; faults that apply here: {', '.join(ok) or 'none'}")
 
 
-def broken_conditions(strategy, mesh: Mesh, fault: str | None, model=None, precision=None) -> list[str]:
-    """The correctness conditions the checker says ``fault`` breaks (empty for a correct run)."""
+def broken_conditions(strategy, mesh: Mesh, fault: str | None, model=None,
+                      precision=None) -> dict[str, str]:
+    """The correctness conditions the checker says ``fault`` breaks, each with the checker's reason
+    (empty for a correct run)."""
     try:
         from placement_edu.checker import check
     except ImportError:                            # the checker is not installed: SPEC §5's table
-        return [SPEC_FAULTS[fault]] if fault else []
+        return {SPEC_FAULTS[fault]: "SPEC §5"} if fault else {}
     kwargs = {"mesh": mesh, "fault": fault}
     if model is not None:
         kwargs["model"] = model
     if precision is not None:
         kwargs["precision"] = precision
-    return [str(c) for c in check(strategy, **kwargs).broken]
+    result = check(strategy, **kwargs)
+    return {name: getattr(result, name).reason for name in result.broken}
+
+
+def edited_schedule(schedule, fault: str | None, strategy, mesh: Mesh):
+    """The schedule with ``fault`` edited in, as the checker edits it: what a faulted run issues."""
+    if fault is None:
+        return schedule
+    from placement_edu.faults import apply_fault
+    return apply_fault(schedule, fault, strategy, mesh)

@@ -1,5 +1,5 @@
 """The code each rank runs: set up torch.distributed, run the jobs one after another, and return
-what was measured. Started by ``launch.py`` through torch's elastic launcher, or by ``torchrun``:
+what was measured. Started by ``launcher.py`` through torch's elastic launcher, or by ``torchrun``:
 
     torchrun --nproc-per-node 4 -m placement_edu.runtime.worker zero3 --steps 5 [--json]
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from datetime import timedelta
 
 import torch
@@ -92,29 +93,41 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
 
 
 def _inject_failure(failure: dict | None, timeout_s: float) -> None:
-    """For the failure-handling tests: one rank raises, or hangs past the collective timeout."""
+    """For the failure-handling tests: one rank raises, or hangs past the collective timeout;
+    with ``pid_dir``, every rank first writes its process id there (to check none outlives)."""
+    if failure and failure.get("pid_dir"):
+        with open(os.path.join(failure["pid_dir"], str(dist.get_rank())), "w") as f:
+            f.write(str(os.getpid()))
     if not failure or dist.get_rank() != failure.get("rank", 1):
         return
-    if failure["kind"] == "raise":
+    if failure.get("kind") == "raise":
         raise RuntimeError("injected failure: this rank raised on purpose")
-    if failure["kind"] == "hang":
+    if failure.get("kind") == "hang":
         time.sleep(10 * timeout_s)                     # the others wait in a collective and time out
 
 
 @record
-def main(jobs: list[RunConfig], timeout_s: float = 60.0, progress: str | None = None,
+def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = None,
          failure: dict | None = None) -> list[dict]:
-    """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...)."""
+    """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
+    ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
+    (the launcher shows the earliest one first: the root cause)."""
     torch.set_num_threads(1)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     try:
         _inject_failure(failure, timeout_s)
         references: dict = {}
+        progress = os.path.join(run_dir, "progress") if run_dir else None
         results = [run_job(job, timeout_s, progress, references) for job in jobs]
-        if failure and failure["kind"] == "hang":      # a hang test must not pass silently
+        if failure and failure.get("kind") == "hang":  # a hang test must not pass silently
             raise AssertionError("the injected hang did not end the run")
         return results
+    except BaseException:
+        if run_dir:
+            with open(os.path.join(run_dir, f"error-{dist.get_rank()}"), "w") as f:
+                f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        raise
     finally:
         _GROUPS.clear()
         dist.destroy_process_group()

@@ -40,18 +40,17 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
                           run_id=f"placement-edu-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                           rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
                           start_method="spawn")
-    with tempfile.TemporaryDirectory(prefix="placement-edu-") as tmp:
-        progress_file = os.path.join(tmp, "progress") if progress else None
+    with tempfile.TemporaryDirectory(prefix="placement-edu-") as run_dir:
         stop = threading.Event()
-        if progress_file:
-            threading.Thread(target=_show_progress, args=(progress_file, stop, world_size),
-                             daemon=True).start()
+        if progress:
+            threading.Thread(target=_show_progress, args=(os.path.join(run_dir, "progress"), stop,
+                                                          world_size), daemon=True).start()
         try:
             with warnings.catch_warnings(), _quiet_launcher():
                 warnings.simplefilter("ignore")
-                per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, progress_file, failure)
+                per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure)
         except ChildFailedError as error:
-            raise RunFailed(_explain(error)) from None
+            raise RunFailed(_explain(run_dir, error)) from None
         finally:
             stop.set()
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
@@ -72,19 +71,22 @@ def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool =
     return [RunResult.build(c, r) for c, r in zip(configs, raw)]
 
 
-def _explain(error) -> str:
-    """The failed ranks and their tracebacks, root cause first."""
-    lines = []
-    failures = sorted(error.failures.items(), key=lambda kv: kv[1].timestamp)
-    for rank, failure in failures:
-        data = failure.error_file_data or {}
-        message = data.get("message", {}) if isinstance(data, dict) else {}
-        trace = message.get("extraInfo", {}).get("py_callstack", "") if isinstance(message, dict) else ""
-        text = message.get("message", "") if isinstance(message, dict) else str(message)
-        lines.append(f"rank {rank} failed (exit code {failure.exitcode}): {text or failure.message}")
-        if trace:
-            lines.append(trace.rstrip())
-    return "\n".join(lines) or str(error)
+def _explain(run_dir: str, error) -> str:
+    """Every failed rank's traceback, the earliest (the root cause) first."""
+    reports = []
+    for name in os.listdir(run_dir):
+        if name.startswith("error-"):
+            with open(os.path.join(run_dir, name)) as f:
+                when, _, trace = f.read().partition("\n")
+            reports.append((float(when), int(name[6:]), trace.rstrip()))
+    if not reports:                                    # failed before reaching the worker's code
+        return "\n".join(f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
+                         for rank, f in error.failures.items()) or str(error)
+    reports.sort()
+    lines = [f"rank {reports[0][1]} failed first (the root cause):", reports[0][2]]
+    for _, rank, trace in reports[1:]:
+        lines += [f"then rank {rank} failed:", trace.splitlines()[-1]]
+    return "\n".join(lines)
 
 
 def _show_progress(path: str, stop: threading.Event, world_size: int) -> None:
@@ -109,15 +111,15 @@ def _show_progress(path: str, stop: threading.Event, world_size: int) -> None:
 
 
 class _quiet_launcher:
-    """Silence the elastic agent's INFO/WARNING logs (its errors still reach RunFailed)."""
+    """Silence the elastic agent's logs: a failure reaches the caller as RunFailed, root cause first."""
 
     def __enter__(self):
         import logging
         self.loggers = [logging.getLogger(n) for n in ("torch.distributed.elastic",
-                                                       "torch.distributed.launcher")]
+                                                       "torch.distributed.launcher", "torch.multiprocessing")]
         self.levels = [lg.level for lg in self.loggers]
         for lg in self.loggers:
-            lg.setLevel(logging.ERROR)
+            lg.setLevel(logging.CRITICAL)
         return self
 
     def __exit__(self, *exc):

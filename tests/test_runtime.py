@@ -1,0 +1,132 @@
+"""The runtime, measured against the core's predictions and against one process (SPEC §7).
+
+Starting ranks is the slow part (4 ranks take seconds on a small machine), so each world size is
+one launch that runs every strategy and every applicable fault in turn; the tests read its results.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from placement_edu.runtime import RunConfig, run_many
+from placement_edu.runtime.verdict import applicable
+
+DATA = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload"]
+MODEL = ["tp", "pp"]
+COMPOSED = ["dp×tp", "dp×pp", "zero3×tp"]
+
+
+def _with_faults(configs: list[RunConfig]) -> list[RunConfig]:
+    out = []
+    for c in configs:
+        out.append(c)
+        out += [c.with_(fault=f) for f in applicable(c.resolved_strategy(), c.resolved_mesh())]
+    return out
+
+
+def _configs(n: int) -> list[RunConfig]:
+    plain = [RunConfig(s, n) for s in DATA + MODEL + (COMPOSED if n >= 4 else [])]
+    plain.append(RunConfig("pp", n, pipeline_schedule="gpipe"))
+    if n == 4:  # Ψ = 550 is not a multiple of 4: ZeRO's flat buffer is padded to 552
+        plain += [RunConfig(s, n, width=10, layers=5) for s in ("zero1", "zero2", "zero3", "zero2_offload")]
+    return _with_faults(plain)
+
+
+@pytest.fixture(scope="module")
+def world2():
+    return run_many(_configs(2), timeout_s=30, progress=False)
+
+
+@pytest.fixture(scope="module")
+def world4():
+    return run_many(_configs(4), timeout_s=30, progress=False)
+
+
+@pytest.fixture(scope="module")
+def world8():
+    return {r.config.strategy: r for r in run_many([RunConfig("dp", 8), RunConfig("zero3", 8)],
+                                                   timeout_s=60, progress=False)}
+
+
+def _correct(results):
+    return [r for r in results if r.config.fault is None]
+
+
+def _faulted(results):
+    return [r for r in results if r.config.fault is not None]
+
+
+@pytest.mark.parametrize("world", ["world2", "world4"])
+def test_every_strategy_equals_one_process_to_float64_rounding(world, request):
+    results = _correct(request.getfixturevalue(world))
+    assert len(results) >= (9 if world == "world2" else 16)
+    for r in results:
+        assert r.max_abs_deviation <= 1e-10, (r.config.label, r.deviation)
+        assert r.equivalent and r.broken == []
+
+
+@pytest.mark.parametrize("world", ["world2", "world4"])
+def test_measured_state_bytes_equal_predicted_bytes_exactly(world, request):
+    for r in request.getfixturevalue(world):
+        assert r.memory_matches(), (r.config.label, r.mismatches())
+
+
+@pytest.mark.parametrize("world", ["world2", "world4"])
+def test_measured_ledger_equals_predicted_schedule_entry_by_entry(world, request):
+    # Faulted runs are compared with the schedule the checker edits the fault into.
+    for r in request.getfixturevalue(world):
+        assert r.ledger_matches(), (r.config.label, r.mismatches())
+
+
+@pytest.mark.parametrize("world", ["world2", "world4"])
+def test_every_applicable_fault_diverges_and_names_its_broken_condition(world, request):
+    expected = {"skip-grad-reduce": "gradient_integrity", "double-scale": "gradient_integrity",
+                "skip-param-sync": "state_consistency", "unsynced-init": "state_consistency",
+                "stale-gather": "state_consistency"}
+    faulted = _faulted(request.getfixturevalue(world))
+    assert {r.config.fault for r in faulted} == set(expected)
+    for r in faulted:
+        assert r.max_abs_deviation >= 1e-6, (r.config.label, r.deviation)
+        assert not r.equivalent
+        assert r.broken == [expected[r.config.fault]], (r.config.label, r.broken)
+        assert r.reasons[r.broken[0]]                  # the checker's sentence, shown beside it
+
+
+def test_padding_is_stored_in_shards_and_reported(world4):
+    padded = [r for r in world4 if r.config.width == 10 and r.config.fault is None]
+    assert {r.config.strategy for r in padded} == {"zero1", "zero2", "zero3", "zero2_offload"}
+    for r in padded:
+        d = r.to_dict()
+        assert d["psi"] == 550 and d["predicted"][0]["padding_elements"] == 2
+        # ZeRO's rule: 552 / 4 = 138 elements per shard; Adam's m and v are 16 bytes per element.
+        assert d["measured"][0]["optimizer"] + d["measured"][0]["host"]["optimizer"] == 138 * 16
+
+
+def test_gpipe_keeps_m_micro_batches_in_flight_and_1f1b_at_most_p_minus_stage(world4):
+    pp = {r.config.pipeline_schedule or "1f1b": r for r in _correct(world4) if r.config.strategy == "pp"}
+    gpipe, one_f = pp["gpipe"].measured, pp["1f1b"].measured
+    per_micro_batch = gpipe[3]["activations_peak"] // 4          # m = 4, one layer per stage
+    assert [m["activations_peak"] for m in gpipe] == [4 * per_micro_batch] * 4
+    assert [m["activations_peak"] for m in one_f] == [k * per_micro_batch for k in (4, 3, 2, 1)]
+
+
+def test_zero3_holds_exactly_one_eighth_of_dp_and_sends_one_and_a_half_times_as_much(world8):
+    dp, zero3 = world8["dp"], world8["zero3"]
+    for r in (dp, zero3):
+        assert r.equivalent and r.memory_matches() and r.ledger_matches()
+    state = lambda m: m["params"] + m["grads"] + m["optimizer"]  # noqa: E731
+    for m_dp, m_z3 in zip(dp.measured, zero3.measured):
+        assert Fraction(state(m_z3), state(m_dp)) == Fraction(1, 8)        # SPEC §7, ZeRO §5
+        assert Fraction(m_z3["comm_ring_bytes"], m_dp["comm_ring_bytes"]) == Fraction(3, 2)
+
+
+def test_the_report_and_json_carry_what_the_issue_lists(world2):
+    d = world2[0].to_dict()
+    for key in ("strategy", "world_size", "steps", "max_abs_deviation", "equivalent",
+                "broken_conditions", "predicted", "measured", "ledger"):
+        assert key in d
+    for side in ("predicted", "measured"):
+        assert set(d[side][0]) >= {"params", "grads", "optimizer", "activations_peak", "comm_ring_bytes"}
+    assert "predicted" in str(world2[0]) and "measured" in str(world2[0])
