@@ -76,3 +76,18 @@ def test_cli_run_json_reports_equivalence_and_bytes(capsys):
 
 def test_config_defaults_put_compositions_on_a_two_by_two_mesh():
     assert str(RunConfig("dp×tp", 4).resolved_mesh()) == "data=2,tensor=2"
+
+
+def test_world_size_one_is_refused_because_it_is_the_reference(capsys):
+    assert main(["run", "dp", "--world-size", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+
+
+def test_two_runs_started_at_once_do_not_collide():
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "placement_edu.cli", "run", "dp", "--world-size", "2", "--steps", "1", "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
+    assert all(json.loads(o[0])["equivalent"] for o in outs)

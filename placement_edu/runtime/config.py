@@ -57,6 +57,7 @@ class RunConfig:
     def resolved_mesh(self) -> Mesh:
         strategy = self.resolved_strategy()
         n = positive_int("--world-size", self.world_size)
+        expect(n >= 2, "--world-size must be at least 2: a run on one process is the reference itself")
         if self.mesh:
             mesh = Mesh.parse(self.mesh)
         elif len(strategy.axes) == 1:

@@ -48,6 +48,12 @@ def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[obj
     return out
 
 
+def _backend() -> str:
+    """NCCL when every local rank can have its own GPU, else gloo on the CPU."""
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_ranks else "gloo"
+
+
 def _device() -> tuple[torch.device, torch.device]:
     """(device, host): a GPU per rank when CUDA is present, else both are the CPU."""
     if torch.cuda.is_available() and dist.get_backend() == "nccl":
@@ -113,8 +119,7 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause)."""
     torch.set_num_threads(1)
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     try:
         _inject_failure(failure, timeout_s)
         references: dict = {}
@@ -143,8 +148,7 @@ def _torchrun(argv: list[str]) -> int:
     config = config_from_args(args, int(os.environ["WORLD_SIZE"]))
     config.validate()
     torch.set_num_threads(1)
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))
+    dist.init_process_group(_backend(), timeout=timedelta(seconds=args.timeout))
     try:
         mine = run_job(config, args.timeout)
         everyone = [None] * dist.get_world_size()
