@@ -89,6 +89,15 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
         # Backward produces each unit's whole, unreduced (partial) gradient before it is
         # reduce-scattered to its owners: one unit's bucket is live.
         transient["backward"]["reduce_bucket"] = Fraction(full_local(State.GRADS) * precision.grads, units)
+    if d > 1 and pl.mode(State.OPTIMIZER, "data") in SPLIT_MODES:
+        # ZeRO's rule moves equal, padded chunks. A whole (R) state is stored unpadded, so when the
+        # rule pads, the reduce-scatter reads (and the all-gather after the step fills) a padded
+        # copy: a transient the size of the padded buffer. None for the ideal Ψ/N formula.
+        for state, phase, term in ((State.GRADS, "backward", "reduce_bucket"),
+                                   (State.PARAMS, "step", "gather_buffer")):
+            padded = full_local(state)
+            if pl.mode(state, "data") is Mode.R and padded > model.local_elements(split_axes(pl, state, mesh), coords):
+                transient[phase][term] = padded * precision.bytes_per(state)
     for state in MODEL_STATES:
         if host[state] and state is not State.OPTIMIZER:
             phase = "forward" if state is State.PARAMS else "backward"

@@ -78,4 +78,5 @@ def gather_params(engine: Engine, mine: torch.Tensor) -> None:
                                                                 device=params.device)
     engine.comm.all_gather(full, mine, "params", "data")
     if full is not params:
+        engine.mem.peak("gather_buffer", "step", full.numel() * full.element_size())
         params.copy_(full[:params.numel()])
