@@ -170,7 +170,7 @@ class RunResult:
     def table(self) -> str:
         """Measured against predicted, per rank, as a text table (bytes)."""
         cols = ("params", "grads", "optimizer", "activations_peak", "comm_ring_bytes")
-        lines = [f"{'rank':>4}  {'':9}" + "".join(f"{c:>18}" for c in cols)]
+        lines = [f"{'rank':>4}  {'(bytes)':9}" + "".join(f"{c:>18}" for c in cols)]
         for rank, (p, m) in enumerate(zip(self.predicted, self.measured)):
             for label, row in (("predicted", p), ("measured", m)):
                 cells = []
@@ -193,6 +193,10 @@ class RunResult:
                  self.table()]
         lines += [f"{name.replace('_', ' ')} broken: {reason}" for name, reason in self.reasons.items()]
         lines += self.mismatches()[:6]
-        if self.device == "cpu" and c.resolved_strategy().name.endswith("offload"):
+        if self.predicted[0]["padding_elements"]:
+            lines.append(f"padding: ZeRO's flat buffer of Ψ = {c.concrete_model().psi} elements is padded by "
+                         f"{self.predicted[0]['padding_elements']} to a multiple of the data degree; the padding "
+                         "is stored in the shards and moved by every collective (counted above)")
+        if self.device == "cpu" and any(any(r["host"].values()) for r in self.predicted):
             lines.append(POOLS_NOTE)
         return "\n".join(lines)
