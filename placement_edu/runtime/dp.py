@@ -18,13 +18,9 @@ class DataParallel(Engine):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()
+        self.params = self.replicated_params()
         self.params.grad = torch.zeros_like(self.params)              # G: whole, on every rank
         self.m, self.v = torch.zeros_like(self.params), torch.zeros_like(self.params)  # O: whole
-        self.mem.parameters_live_in(self.params)
-        if self.d > 1 and not self.fault("unsynced-init"):
-            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
-            self.comm.broadcast(self.params.data, "params", "data")
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")

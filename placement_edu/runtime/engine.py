@@ -67,6 +67,16 @@ class Engine:
         seed = self.ctx.seed + (1000 * (self.ctx.rank + 1) if self.fault("unsynced-init") else 0)
         return {n: t.to(self.ctx.device) for n, t in init_params(self.ctx.module, seed, self.ctx.dtype).items()}
 
+    def replicated_params(self) -> torch.Tensor:
+        """The whole model as one flat leaf tensor, replicated (R) on the data axis. Replicated
+        parameters must start identical: one broadcast at start-up (SPEC §4 rule 4) -- the
+        ``unsynced-init`` fault skips it, and each rank keeps its own initialisation."""
+        params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()
+        self.mem.parameters_live_in(params)
+        if self.d > 1 and not self.fault("unsynced-init"):
+            self.comm.broadcast(params.data, "params", "data")
+        return params
+
     def local_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """This data rank's equal slice of the global batch of ``step``."""
         x, y = make_batch(step, self.ctx.module, self.ctx.global_batch, self.ctx.seed, self.ctx.dtype)

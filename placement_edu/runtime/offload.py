@@ -27,15 +27,11 @@ class Zero2Offload(Engine):
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
         self.mine = flat.owned(self.psi, self.d, self.di)
-        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()  # P: R, device
+        self.params = self.replicated_params()  # P: R, device
         k = self.padded // self.d
         host = dict(dtype=ctx.dtype, device=ctx.host)
         self.grad = torch.zeros(k, **host)                          # G: slice, host (OFF)
         self.m, self.v = torch.zeros(k, **host), torch.zeros(k, **host)  # O: slice, host (OFF)
-        self.mem.parameters_live_in(self.params)
-        if self.d > 1 and not self.fault("unsynced-init"):
-            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
-            self.comm.broadcast(self.params.data, "params", "data")
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")

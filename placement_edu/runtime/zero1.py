@@ -23,15 +23,11 @@ class Zero1(Engine):
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
         self.mine = flat.owned(self.psi, self.d, self.di)             # this rank's slice
-        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()
+        self.params = self.replicated_params()
         self.params.grad = torch.zeros_like(self.params)              # G: whole (R)
         k = self.padded // self.d
         self.m = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)   # O: this rank's slice (S)
         self.v = torch.zeros_like(self.m)
-        self.mem.parameters_live_in(self.params)
-        if self.d > 1 and not self.fault("unsynced-init"):
-            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
-            self.comm.broadcast(self.params.data, "params", "data")
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
@@ -52,14 +48,8 @@ class Zero1(Engine):
         self.scale(grad)
 
         self.comm.at(step, "step")
-        with torch.no_grad():
-            mine = flat.take(self.params.data, self.mine)
-            mine -= self.ctx.adam.delta(grad, self.m, self.v, step + 1)
-            if self.fault("skip-param-sync"):
-                flat.put(self.params.data, self.mine, mine)  # FAULT: other slices stay stale
-            else:
-                # Only the owner updated each slice: all-gather them so every replica is whole (rule 2).
-                gather_params(self, mine)
+        # Only owners update their slice; then all-gather so every replica is whole (rule 2).
+        update_owned_slice(self, grad, step)
         self.boundary()
 
     def states(self):
@@ -67,6 +57,19 @@ class Zero1(Engine):
 
     def held(self):
         return self.params, slice(0, self.psi)
+
+
+def update_owned_slice(engine: Engine, grad: torch.Tensor, step: int) -> None:
+    """The owner-only step of zero1 and zero2: Adam updates this rank's slice of the replicated
+    parameters, then the slices are all-gathered so every replica is whole again (rule 2)."""
+    params, mine_at = engine.params.data, engine.mine                  # type: ignore[attr-defined]
+    with torch.no_grad():
+        mine = flat.take(params, mine_at)
+        mine -= engine.ctx.adam.delta(grad, engine.m, engine.v, step + 1)  # type: ignore[attr-defined]
+        if engine.fault("skip-param-sync"):
+            flat.put(params, mine_at, mine)          # FAULT: the other ranks' slices stay stale here
+        else:
+            gather_params(engine, mine)
 
 
 def gather_params(engine: Engine, mine: torch.Tensor) -> None:

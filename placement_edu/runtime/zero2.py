@@ -11,7 +11,7 @@ import torch
 
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
-from placement_edu.runtime.zero1 import gather_params
+from placement_edu.runtime.zero1 import update_owned_slice
 
 
 class Zero2(Engine):
@@ -22,14 +22,10 @@ class Zero2(Engine):
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
         self.mine = flat.owned(self.psi, self.d, self.di)
-        self.params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()  # P: R
+        self.params = self.replicated_params()  # P: R
         k = self.padded // self.d
         self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)   # G: this rank's slice (S)
         self.m, self.v = torch.zeros_like(self.grad), torch.zeros_like(self.grad)  # O: slice (S)
-        self.mem.parameters_live_in(self.params)
-        if self.d > 1 and not self.fault("unsynced-init"):
-            # Replicated parameters must start identical: one broadcast at start-up (rule 4).
-            self.comm.broadcast(self.params.data, "params", "data")
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
@@ -49,14 +45,8 @@ class Zero2(Engine):
         self.boundary()
 
         self.comm.at(step, "step")
-        with torch.no_grad():
-            mine = flat.take(self.params.data, self.mine)
-            mine -= self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)
-            if self.fault("skip-param-sync"):
-                flat.put(self.params.data, self.mine, mine)  # FAULT: other slices stay stale
-            else:
-                # Only the owner updated each slice: all-gather them so every replica is whole (rule 2).
-                gather_params(self, mine)
+        # Only owners update their slice; then all-gather so every replica is whole (rule 2).
+        update_owned_slice(self, self.grad, step)
         self.boundary()
 
     def states(self):
