@@ -7,19 +7,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import statistics
 import time
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-
-from placement_edu import analyze  # noqa: E402
-from placement_edu.sweep import sweep  # noqa: E402
+from placement_edu import analyze
+from placement_edu.sweep import sweep
 
 STRATEGIES = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
 
@@ -52,15 +46,15 @@ def bench_scalar(points: int = 2_000) -> float:
 def bench_widget(updates: int = 30) -> float:
     from placement_edu.widgets import ZeroExplorer
 
+    explorer = ZeroExplorer()
     times = []
-    with contextlib.redirect_stdout(io.StringIO()):  # outside Jupyter, display() prints a repr
-        explorer = ZeroExplorer()
-        for i in range(updates):
-            start = time.perf_counter()
-            explorer.psi.value = 1e9 * (1 + i % 10)  # triggers derivation + redraw
-            times.append(time.perf_counter() - start)
+    for i in range(updates):
+        start = time.perf_counter()
+        explorer.psi.value = 1e9 * (1 + i % 10)  # derive, move the bars, re-render the PNG image
+        times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print(f"(b) widget update (derive + redraw), median of {updates}: {median * 1e3:.1f} ms (target < 100 ms)")
+    print(f"(b) widget update (derive + move bars + render PNG), median of {updates}: "
+          f"{median * 1e3:.1f} ms (target < 100 ms)")
     return median
 
 

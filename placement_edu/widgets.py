@@ -3,10 +3,8 @@ compute a cost themselves."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
 from placement_edu.models import ModelSpec
-from placement_edu.plots import comm_chart, memory_chart
+from placement_edu.plots import CostCharts
 from placement_edu.precision import PRESETS
 from placement_edu.report import Comparison, compare
 
@@ -16,8 +14,8 @@ DEVICE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 class ZeroExplorer:
     """Sliders for Ψ and N and a precision choice, driving the memory and communication charts.
 
-    ``ZeroExplorer().widget`` is what a notebook displays; ``update()`` recomputes and redraws
-    (the benchmark times it).
+    ``ZeroExplorer().widget`` is what a notebook displays; ``update()`` derives, moves the bars and
+    re-renders the chart image (the benchmark times it).
     """
 
     def __init__(self, psi: float = 7.5e9, devices: int = 64, precision: str = "mixed_adam",
@@ -31,13 +29,12 @@ class ZeroExplorer:
         self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
                                          continuous_update=False)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
+        self.charts = CostCharts(strategies)
+        self.image = w.Image(format="png")
         self.table = w.HTML()
-        self.plot = w.Output()
-        self.figure, self.axes = plt.subplots(1, 2, figsize=(11, 4.6))
-        plt.close(self.figure)  # shown through the Output widget only
         for control in (self.psi, self.devices, self.precision):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.psi, self.devices, self.precision]), self.plot, self.table])
+        self.widget = w.VBox([w.HBox([self.psi, self.devices, self.precision]), self.image, self.table])
         self.update()
 
     def comparison(self) -> Comparison:
@@ -45,18 +42,10 @@ class ZeroExplorer:
                        self.precision.value)
 
     def update(self) -> Comparison:
-        from IPython.display import display
-
         comparison = self.comparison()
-        for ax in self.axes:
-            ax.clear()
-        memory_chart(comparison, self.axes[0])
-        comm_chart(comparison, self.axes[1])
-        self.figure.tight_layout()
+        self.charts.update(comparison)
+        self.image.value = self.charts.png()
         self.table.value = comparison._repr_html_()
-        with self.plot:
-            self.plot.clear_output(wait=True)
-            display(self.figure)
         return comparison
 
 

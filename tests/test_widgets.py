@@ -2,37 +2,34 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
-
-import pytest  # noqa: E402
-
-from placement_edu import GB, State, analyze  # noqa: E402
-from placement_edu.widgets import ZeroExplorer  # noqa: E402
+from placement_edu import GB, State, analyze
+from placement_edu.widgets import ZeroExplorer
 
 
-def bar_heights(explorer: ZeroExplorer, label: str) -> list[float]:
-    ax = explorer.axes[0]
-    container = next(c for c in ax.containers if c.get_label() == label)
-    return [bar.get_height() for bar in container]
+def bar_heights(explorer: ZeroExplorer, state: State) -> list[float]:
+    return [bar.get_height() for bar in explorer.charts.state_bars[state]]
 
 
-def test_moving_the_device_slider_moves_the_bars_to_the_core_numbers(capsys: pytest.CaptureFixture) -> None:
+def test_moving_the_device_slider_moves_the_bars_to_the_core_numbers() -> None:
     explorer = ZeroExplorer(psi=7.5e9, devices=64)
-    assert bar_heights(explorer, "optimizer") == pytest.approx([90, 1.40625, 1.40625, 1.40625])  # GB
+    assert bar_heights(explorer, State.OPTIMIZER) == pytest.approx([90, 1.40625, 1.40625, 1.40625])  # GB
     explorer.devices.value = 8
     expected = [float(analyze(s, 7.5e9, 8).memory.device[State.OPTIMIZER]) / GB
                 for s in ("dp", "zero1", "zero2", "zero3")]
-    assert bar_heights(explorer, "optimizer") == pytest.approx(expected)
+    assert bar_heights(explorer, State.OPTIMIZER) == pytest.approx(expected)
     assert expected == [90, 11.25, 11.25, 11.25]  # 12 B x 7.5e9 / 8
     assert "15 GB (13.970 GiB)" in explorer.table.value  # zero3 model state at N = 8: 120/8 GB
+    assert [label.get_text() for label in explorer.charts.memory_labels] == ["120 GB", "41.25 GB", "28.12 GB", "15 GB"]
+    assert bytes(explorer.image.value[:4]) == b"\x89PNG"  # what the notebook shows was re-rendered
 
 
-def test_precision_choice_changes_the_table(capsys: pytest.CaptureFixture) -> None:
+def test_precision_choice_changes_the_table() -> None:
     explorer = ZeroExplorer(psi=1e9, devices=1)
     explorer.precision.value = "mixed_adam_fp32_grads"
     assert "18 GB (16.764 GiB)" in explorer.table.value  # Megatron's 18 B per parameter
+    assert explorer.charts.silence.get_visible()  # one device: no communication to draw
 
 
 def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_apply() -> None:
