@@ -12,7 +12,8 @@ DEVICE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 class ZeroExplorer:
-    """Sliders for Ψ and N and a precision choice, driving the memory and communication charts.
+    """Sliders for Ψ, N and the gather unit count, and a precision choice, driving the memory and
+    communication charts.
 
     ``ZeroExplorer().widget`` is what a notebook displays; ``update()`` derives, moves the bars and
     re-renders the chart image (the benchmark times it).
@@ -29,17 +30,22 @@ class ZeroExplorer:
         self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
                                          continuous_update=False)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
+        # How many units an SG state is gathered in (FSDP wraps each layer: units = layers). Only the
+        # transient peak moves: a smaller unit, a smaller gather window and reduce bucket.
+        self.units = w.SelectionSlider(options=(1, 2, 4, 8, 16, 32, 64, 128), value=1,
+                                       description="gather units", continuous_update=False)
         self.charts = CostCharts(strategies)
         self.image = w.Image(format="png")
         self.table = w.HTML()
-        for control in (self.psi, self.devices, self.precision):
+        for control in (self.psi, self.devices, self.precision, self.units):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.psi, self.devices, self.precision]), self.image, self.table])
+        self.widget = w.VBox([w.HBox([self.psi, self.devices]), w.HBox([self.precision, self.units]),
+                              self.image, self.table])
         self.update()
 
     def comparison(self) -> Comparison:
-        return compare(self.strategies, ModelSpec(psi=round(self.psi.value)), self.devices.value,
-                       self.precision.value)
+        model = ModelSpec(psi=round(self.psi.value), gather_units=self.units.value)
+        return compare(self.strategies, model, self.devices.value, self.precision.value)
 
     def update(self) -> Comparison:
         comparison = self.comparison()

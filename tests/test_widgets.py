@@ -40,3 +40,13 @@ def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_app
     assert "gradient integrity: holds" in explorer.output.value
     explorer.strategy.value = "dp"  # skip-param-sync needs an owner-only update: dp has none
     assert explorer.update().startswith("refused: fault 'skip-param-sync' does not apply to dp")
+
+
+def test_smaller_gather_units_shrink_only_the_transient_peak() -> None:
+    explorer = ZeroExplorer(psi=1e9, devices=8)
+    whole = [bar.get_height() for bar in explorer.charts.transient_bars]
+    explorer.units.value = 4
+    quarter = [bar.get_height() for bar in explorer.charts.transient_bars]
+    # zero3: window 2 GB + bucket 2 GB for one unit of the whole model; 0.5 + 0.5 GB in quarters.
+    assert (whole[3], quarter[3]) == pytest.approx((4.0, 1.0))
+    assert [b.get_height() for b in explorer.charts.state_bars[State.PARAMS]] == pytest.approx([2, 2, 2, 0.25])
