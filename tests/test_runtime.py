@@ -13,9 +13,10 @@ import pytest
 from placement_edu.runtime import RunConfig, run_many
 from placement_edu.runtime.verdict import applicable
 
-DATA = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload"]
+DATA = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
 MODEL = ["tp", "pp"]
-COMPOSED = ["dp×tp", "dp×pp", "zero3×tp"]
+COMPOSED = ["dp×tp", "dp×pp", "zero3×tp", "hsdp"]             # hsdp at 4 ranks: replica=2,data=2
+PADDED = ("zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
 
 
 def _with_faults(configs: list[RunConfig]) -> list[RunConfig]:
@@ -30,7 +31,7 @@ def _configs(n: int) -> list[RunConfig]:
     plain = [RunConfig(s, n) for s in DATA + MODEL + (COMPOSED if n >= 4 else [])]
     plain.append(RunConfig("pp", n, pipeline_schedule="gpipe"))
     if n == 4:  # Ψ = 550 is not a multiple of 4: ZeRO's flat buffer is padded to 552
-        plain += [RunConfig(s, n, width=10, layers=5) for s in ("zero1", "zero2", "zero3", "zero2_offload")]
+        plain += [RunConfig(s, n, width=10, layers=5) for s in PADDED]
     return _with_faults(plain)
 
 
@@ -61,7 +62,7 @@ def _faulted(results):
 @pytest.mark.parametrize("world", ["world2", "world4"])
 def test_every_strategy_equals_one_process_to_float64_rounding(world, request):
     results = _correct(request.getfixturevalue(world))
-    assert len(results) >= (9 if world == "world2" else 16)
+    assert len(results) >= (10 if world == "world2" else 19)
     for r in results:
         assert r.max_abs_deviation <= 1e-10, (r.config.label, r.deviation)
         assert r.equivalent and r.broken == []
@@ -96,7 +97,7 @@ def test_every_applicable_fault_diverges_and_names_its_broken_condition(world, r
 
 def test_padding_is_stored_in_shards_and_reported(world4):
     padded = [r for r in world4 if r.config.width == 10 and r.config.fault is None]
-    assert {r.config.strategy for r in padded} == {"zero1", "zero2", "zero3", "zero2_offload"}
+    assert {r.config.strategy for r in padded} == set(PADDED)
     for r in padded:
         d = r.to_dict()
         assert d["psi"] == 550 and d["predicted"][0]["padding_elements"] == 2
@@ -139,3 +140,26 @@ def test_zero1_padded_buffers_are_predicted_and_measured(world4):
     r = next(r for r in world4 if r.config.strategy == "zero1" and r.config.width == 10 and not r.config.fault)
     assert r.measured[0]["reduce_bucket"] == r.predicted[0]["reduce_bucket"] == 552 * 8
     assert r.measured[0]["gather_buffer"] == r.predicted[0]["gather_buffer"] == 552 * 8
+
+
+def test_zero3_offload_keeps_no_model_state_on_the_device_and_16_psi_over_n_on_the_host(world4):
+    # Ψ = 624 float64 elements on 4 ranks: 156 per slice; P and G 8 B, Adam's m and v 16 B each.
+    r = next(r for r in _correct(world4) if r.config.strategy == "zero3_offload" and r.config.width == 12)
+    for m in r.measured:
+        assert (m["params"], m["grads"], m["optimizer"]) == (0, 0, 0)
+        assert m["host"] == {"params": 156 * 8, "grads": 156 * 8, "optimizer": 156 * 16}
+        assert m["offload_staging"] == 156 * 8           # one slice crosses the host link at a time
+    ops = [k[0] for k in r.measured[0]["steps"][0]]
+    assert ops == ["h2d", "all_gather", "h2d", "all_gather", "reduce_scatter", "d2h"]
+
+
+def test_hsdp_reduces_within_the_data_group_then_all_reduces_the_slice_across_replicas(world4):
+    r = next(r for r in _correct(world4) if r.config.strategy == "hsdp")
+    assert str(r.config.resolved_mesh()) == "replica=2,data=2"
+    # The slice (624 / 2 = 312 elements, 2496 B) is broadcast along replica once, at start-up;
+    # each step: zero3's traffic on data, plus an all-reduce of the slice on replica.
+    m = r.measured[0]
+    assert m["startup"] == [("broadcast", "params", "replica", 2496, 0)]
+    assert [(k[0], k[2]) for k in m["steps"][0]] == [
+        ("all_gather", "data"), ("all_gather", "data"), ("reduce_scatter", "data"), ("all_reduce", "replica")]
+    assert (m["params"], m["grads"], m["optimizer"]) == (2496, 2496, 4992)   # 16Ψ/d bytes, d = 2

@@ -54,7 +54,7 @@ def test_a_fault_that_does_not_apply_is_refused_before_any_process_starts(capsys
 
 @pytest.mark.parametrize("argv, says", [
     (["run", "zero9", "--world-size", "2"], "unknown strategy 'zero9'"),
-    (["run", "zero3_offload", "--world-size", "2"], "no engine for 'zero3_offload'"),
+    (["run", "zero1xtpxpp", "--world-size", "8"], "no engine for 'zero1×tp×pp'"),
     (["run", "dp", "--world-size", "3"], "does not split into 3 data ranks"),
     (["run", "dpxtp", "--world-size", "4", "--mesh", "data=4"], "tensor"),
     (["run", "dp", "--world-size", "2", "--fault", "nope"], "unknown fault"),

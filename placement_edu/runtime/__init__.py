@@ -5,7 +5,8 @@ Read in this order:
 - ``toy.py``      the tiny models and synthetic data; ``reference.py`` the single-process run
 - ``comm.py``     every collective, with a ledger; ``memtrack.py`` bytes held per state
 - ``dp.py``, ``zero1.py``, ``zero2.py``, ``zero3.py``, ``offload.py``, ``tp.py``, ``pp.py``:
-  one engine per strategy, each collective where the placement puts it
+  one engine per strategy, each collective where the placement puts it; then two variants of
+  zero3: ``zero3_offload.py`` (every slice on the host) and ``hsdp.py`` (replicated across groups)
 - ``launcher.py``   starting the ranks; ``result.py`` measured against predicted
 
     >>> from placement_edu.runtime import RunConfig, run

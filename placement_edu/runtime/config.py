@@ -97,8 +97,10 @@ class RunConfig:
         return TinyMLP(width=self.width, layers=self.layers)
 
     def micro_rows(self) -> int:
-        """Samples in one micro-batch on one rank: global batch / (data degree x micro-batches)."""
-        d, m = self.resolved_mesh().degree("data"), self.resolved_strategy().micro_batches
+        """Samples in one micro-batch on one rank: global batch / (batch ranks x micro-batches), where
+        the batch ranks are the data degree times the replica degree (hsdp; 1 elsewhere)."""
+        mesh, m = self.resolved_mesh(), self.resolved_strategy().micro_batches
+        d = mesh.degree("data") * mesh.degree("replica")
         expect(self.global_batch % (d * m) == 0,
                f"global batch {self.global_batch} does not split into {d} data ranks x {m} micro-batches")
         return self.global_batch // (d * m)

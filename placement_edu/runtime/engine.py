@@ -49,6 +49,9 @@ class Engine:
         self.coords = ctx.mesh.coords(ctx.rank)
         self.d = ctx.mesh.degree("data")
         self.di = self.coords["data"]
+        # hsdp's replica axis splits the batch too (outermost): the batch goes to r x d ranks.
+        self.r = ctx.mesh.degree("replica")
+        self.ri = self.coords.get("replica", 0)
         self.shapes: flat.Shapes = self.model_shapes()
 
     # --- helpers ------------------------------------------------------------------------------
@@ -78,10 +81,11 @@ class Engine:
         return params
 
     def local_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """This data rank's equal slice of the global batch of ``step``."""
+        """This rank's equal slice of the global batch of ``step``: one of r x d (replica, data)."""
         x, y = make_batch(step, self.ctx.module, self.ctx.global_batch, self.ctx.seed, self.ctx.dtype)
-        rows = self.ctx.global_batch // self.d
-        part = slice(self.di * rows, (self.di + 1) * rows)
+        rows = self.ctx.global_batch // (self.r * self.d)
+        index = self.ri * self.d + self.di
+        part = slice(index * rows, (index + 1) * rows)
         return x[part].to(self.ctx.device), y[part].to(self.ctx.device)
 
     def forward_loss(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -107,10 +111,10 @@ class Engine:
         self.backward(loss)
 
     def scale(self, grad: torch.Tensor) -> None:
-        """Turn the summed gradient into the mean over the d data ranks: divide once."""
-        grad.div_(self.d)
+        """Turn the summed gradient into the mean over the r x d batch ranks: divide once."""
+        grad.div_(self.r * self.d)
         if self.fault("double-scale"):
-            grad.div_(self.d)                      # FAULT double-scale: divided by N a second time
+            grad.div_(self.r * self.d)             # FAULT double-scale: divided by N a second time
 
     # --- what the runner asks of an engine -------------------------------------------------
     def step(self, step: int) -> None:

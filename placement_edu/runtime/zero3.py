@@ -8,6 +8,9 @@ views autograd saved stay valid) and gathered again before backward (rule 3). ``
 (SHARD_GRAD_OP) keeps the window through backward instead: one gather fewer, a longer window.
 Backward fills a whole partial gradient (the reduce bucket), reduce-scattered to the owners.
 Result: 2 all-gathers + 1 reduce-scatter = 3Ψ per step, 1.5x dp (SPEC §4).
+
+Two variants change only three hooks (``initial_shard``, ``slice_to_gather``, ``reduce_gradient``):
+``zero3_offload.py`` keeps every slice on the host, ``hsdp.py`` replicates the slices across groups.
 """
 
 from __future__ import annotations
@@ -27,9 +30,7 @@ class Zero3(Engine):
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
         self.mine = flat.owned(self.psi, self.d, self.di)
-        whole = flat.flatten(self.initial_params(), self.shapes, self.padded)
-        self.shard = whole[self.mine].clone()                            # P: this rank's slice (SG)
-        del whole
+        self.shard = self.initial_shard()                                # P: this rank's slice (SG)
         self.grad = torch.zeros_like(self.shard)                         # G: slice (S)
         self.m, self.v = torch.zeros_like(self.shard), torch.zeros_like(self.shard)  # O: slice (S)
         self.stale = self.shard.clone() if self.fault("stale-gather") else None
@@ -37,12 +38,32 @@ class Zero3(Engine):
         self.window = torch.zeros(self.padded, dtype=ctx.dtype, device=ctx.device, requires_grad=True)
         self._free()
 
+    # --- what the variants (zero3_offload, hsdp) change ---------------------------------------
+    def initial_shard(self) -> torch.Tensor:
+        """This rank's slice of the flat, padded initial parameters."""
+        whole = flat.flatten(self.initial_params(), self.shapes, self.padded)
+        return whole[self.mine].clone()
+
+    def slice_to_gather(self, source: torch.Tensor, phase: str) -> torch.Tensor:
+        """The slice this rank contributes to a gather (here it already lives on the device)."""
+        return source
+
+    def reduce_gradient(self, bucket: torch.Tensor) -> None:
+        """Sum the partial gradient ``bucket`` over the data ranks into this rank's slice ``self.grad``."""
+        if self.fault("skip-grad-reduce"):
+            self.grad.copy_(bucket[self.mine])         # FAULT: the partial gradient reaches Adam
+        else:
+            # Each owner needs only its slice of the summed gradient: reduce-scatter (rule 1).
+            self.comm.reduce_scatter(self.grad, bucket, "grads", "data")
+
+    # --- the step -------------------------------------------------------------------------------
     def _gather(self, phase: str) -> None:
         """Rebuild the whole parameters from the owners' slices, just before use (rule 3)."""
         self.window.untyped_storage().resize_(self.padded * self.window.element_size())
         self.mem.parameters_live_in(self.window)       # its views in autograd are not activations
         source = self.stale if self.stale is not None else self.shard   # FAULT stale-gather: last step's slices
-        self.comm.all_gather(self.window.data, source, "params", "data")
+        mine = self.slice_to_gather(source, phase)
+        self.comm.all_gather(self.window.data, mine, "params", "data")
         self.mem.peak("gather_window", phase, self.window.untyped_storage().nbytes())
 
     def _free(self) -> None:
@@ -67,11 +88,7 @@ class Zero3(Engine):
         self._free()
         bucket = self.window.grad                      # the whole partial gradient
         self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
-        if self.fault("skip-grad-reduce"):
-            self.grad.copy_(bucket[self.mine])         # FAULT: the partial gradient reaches Adam
-        else:
-            # Each owner needs only its slice of the summed gradient: reduce-scatter (rule 1).
-            self.comm.reduce_scatter(self.grad, bucket, "grads", "data")
+        self.reduce_gradient(bucket)
         self.window.grad = None
         del bucket
         self.scale(self.grad)
@@ -80,7 +97,7 @@ class Zero3(Engine):
         self.comm.at(step, "step")
         if self.stale is not None:
             self.stale.copy_(self.shard)
-        with torch.no_grad():                          # each owner updates only its own slice
+        with torch.no_grad():                          # each owner updates only its own slice (where it lives)
             self.shard -= self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)
         self.boundary()
 
