@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Mapping, Union
 
-from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.errors import expect, positive_int
 
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch

@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Mapping
+from typing import Iterator
 
 from placement_edu.composition import safety_violations
-from placement_edu.errors import PlacementError, expect
+from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number
 from placement_edu.placement import BATCH_AXES, HOST_MODES, SPLIT_MODES, Mode, State

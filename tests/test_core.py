@@ -8,8 +8,7 @@ from fractions import Fraction
 import pytest
 
 from placement_edu import (GB, ModelSpec, Mesh, Placement, PlacementError, Precision, State, Strategy,
-                           TransformerSpec, analyze, compare, derive_memory, derive_schedule,
-                           get_precision, get_strategy)
+                           TransformerSpec, analyze, compare, get_precision, get_strategy)
 from placement_edu.units import fmt_bytes
 
 PSI_7_5B = 7_500_000_000

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
 
 

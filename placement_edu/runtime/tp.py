@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime import flat
 from placement_edu.runtime.dp import DataParallel
 from placement_edu.runtime.toy import Params, TinyTransformer, loss_fn, transformer_forward
 from placement_edu.runtime.zero3 import Zero3
