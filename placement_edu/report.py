@@ -17,7 +17,7 @@ from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelSpec
 from placement_edu.placement import State
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import Schedule, derive_schedule
+from placement_edu.schedule import Schedule, derive_schedule, pipeline_bubble
 from placement_edu.strategies import STRATEGIES, Strategy, get_strategy
 from placement_edu.units import fmt_bytes, fmt_gb, plain
 
@@ -60,6 +60,10 @@ class Report:
                              f"{fmt_bytes(o.payload_bytes)} payload, {cost} -- {o.why}"))
         rows.append(("communication per step", f"{float(self.volume_psi):g} Ψ (ZeRO convention), "
                                                f"{fmt_bytes(self.ring_bytes)} ring bytes"))
+        if self.mesh.degree("pipeline") > 1:
+            bubble = pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches)
+            rows.append(("pipeline bubble", f"{bubble['of_ideal']} of ideal time = (p-1)/m; "
+                                            f"{bubble['of_total']} of total time = (p-1)/(m+p-1)"))
         rows += [("warning", w) for w in self.schedule.warnings]
         return rows
 
@@ -106,6 +110,8 @@ class Report:
                               "group": o.group, "why": o.why}
                              for o in self.schedule.ops],
             },
+            "pipeline_bubble": None if self.mesh.degree("pipeline") == 1 else {
+                k: float(v) for k, v in pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches).items()},
             "warnings": list(self.schedule.warnings),
         }
 
@@ -174,8 +180,10 @@ class Comparison:
         widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        notes = [f"pipeline bubble ({r.strategy.name}): {value}" for r in self.reports
+                 for label, value in r.lines() if label == "pipeline bubble"]
         warnings = [f"warning ({r.strategy.name}): {w}" for r in self.reports for w in r.schedule.warnings]
-        return "\n".join([self.caption(), ""] + lines + warnings)
+        return "\n".join([self.caption(), ""] + lines + notes + warnings)
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.HEADER)

@@ -156,6 +156,17 @@ def pipeline_order(schedule: str, stages: int, stage: int, micro_batches: int) -
     return order
 
 
+def pipeline_bubble(stages: int, micro_batches: int) -> dict[str, Fraction]:
+    """The idle fraction of a pipeline of p stages and m micro-batches (GPipe and 1F1B alike).
+
+    Two conventions, both exact -- say which one you quote:
+    ``of_ideal``: bubble time over ideal (bubble-free) time, (p-1)/m (Narayanan et al. 2021, §2.2);
+    ``of_total``: bubble time over total time, (p-1)/(m+p-1) (Huang et al. 2019, GPipe).
+    """
+    p, m = stages, micro_batches
+    return {"of_ideal": Fraction(p - 1, m), "of_total": Fraction(p - 1, m + p - 1)}
+
+
 def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
     """Refuse placements that cannot run, with the reason (einops-style teaching errors).
 

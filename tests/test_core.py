@@ -204,3 +204,15 @@ def test_a_report_prints_text_html_and_json_with_the_same_numbers() -> None:
     assert "<td>1.875 GB (1.746 GiB)</td>" in report._repr_html_()
     assert report.to_dict()["memory"]["model_state"] == 1_875_000_000
     assert report.to_dict()["comm"]["ring_bytes"] == 44_296_875_000  # 3 · (63/64) · 2 B · 7.5e9
+
+
+def test_pipeline_bubble_in_both_conventions() -> None:
+    from placement_edu.schedule import pipeline_bubble
+
+    # Narayanan et al. 2021 §2.2: bubble / ideal time = (p-1)/m; GPipe (Huang et al. 2019): (p-1)/(m+p-1).
+    assert pipeline_bubble(4, 8) == {"of_ideal": Fraction(3, 8), "of_total": Fraction(3, 11)}
+    t = TransformerSpec(layers=4, hidden=64, heads=4, seq=16, vocab=100)
+    report = analyze(get_strategy("pp").with_(micro_batches=8), t, 4)
+    assert report.to_dict()["pipeline_bubble"] == {"of_ideal": 0.375, "of_total": 3 / 11}
+    assert "3/8 of ideal time = (p-1)/m; 3/11 of total time = (p-1)/(m+p-1)" in str(report)
+    assert analyze("dp", 1e9, 4).to_dict()["pipeline_bubble"] is None

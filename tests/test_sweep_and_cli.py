@@ -96,3 +96,10 @@ def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
                      "--devices", "8", "--strategies", "pp", "--mesh", "tensor=8")
     assert result.returncode == 2
     assert "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) has no pipeline axis" in result.stderr
+
+
+def test_table_names_the_pipeline_bubble_convention(capsys: pytest.CaptureFixture) -> None:
+    assert main(["table", "--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
+                 "--devices", "4", "--strategies", "pp"]) == 0
+    # p = 4 stages, m = 4 micro-batches (pp's default): 3/4 of ideal time, 3/7 of total time.
+    assert "pipeline bubble (pp): 3/4 of ideal time = (p-1)/m; 3/7 of total time = (p-1)/(m+p-1)" in capsys.readouterr().out
