@@ -13,7 +13,7 @@ from placement_edu.models import ConcreteModel, ModelSpec, TensorSpec, Transform
 from placement_edu.placement import AXES, MODEL_STATES, GradStatus, Mode, Placement, State
 from placement_edu.precision import PRESETS, Precision, get_precision
 from placement_edu.report import Comparison, Report, analyze, compare
-from placement_edu.schedule import Op, Schedule, derive_schedule, pipeline_order
+from placement_edu.schedule import Op, Schedule, derive_schedule, pipeline_bubble, pipeline_order
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES, Strategy, get_strategy
 from placement_edu.units import GB, GiB
 
@@ -23,5 +23,5 @@ __all__ = [
     "Placement", "PlacementError", "Precision", "Report", "Schedule", "State", "Strategy",
     "TensorSpec", "TransformerSpec",
     "analyze", "check", "compare", "derive_memory", "derive_schedule", "get_precision", "get_strategy",
-    "pipeline_order",
+    "pipeline_bubble", "pipeline_order",
 ]
