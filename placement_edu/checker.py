@@ -29,13 +29,11 @@ from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_viol
 from placement_edu.faults import REDUCTIONS, apply_fault
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelSpec
-from placement_edu.placement import BATCH_AXES, SPLIT_MODES, GradStatus, Mode, State
+from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import Schedule, derive_schedule, validate
+from placement_edu.schedule import Schedule, derive_schedule, grad_reduction, model_axis_degree, validate
 from placement_edu.strategies import Strategy, example_mesh, get_strategy
 
-WHOLE = (Mode.R, Mode.OFF_R)
-GATHERED = (Mode.SG, Mode.OFF)
 CONDITIONS = ("gradient_integrity", "state_consistency")
 
 
@@ -87,13 +85,15 @@ class CheckResult:
 
 # --- gradient integrity ---------------------------------------------------------------------
 def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
-                       violations: tuple[RuleViolation, ...] = ()) -> Condition:
+                       violations: tuple[RuleViolation, ...] = (), model: Model | None = None) -> Condition:
     """Follow each micro-batch's gradient through ``schedule`` and say whether the optimizer
-    reads it summed along every batch-splitting axis and divided exactly once by the split."""
+    reads it summed along every batch-splitting axis and divided exactly once by the split.
+    ``model`` tells whether any parameter is left whole by tensor parallelism (None: assume so)."""
     pl, m = strategy.placement, strategy.micro_batches
     batch = [a for a in BATCH_AXES if mesh.degree(a) > 1]
     partial_on = list(batch)
-    if mesh.degree("tensor") > 1 and strategy.sequence_parallel and pl.mode(State.PARAMS, "tensor") in WHOLE:
+    replicated = model is None or model.tensor_replicated_elements(range(model.layers), True) > 0
+    if model_axis_degree(strategy, mesh, "tensor") > 1 and strategy.sequence_parallel and replicated:
         partial_on.append("tensor")  # norms see only their slice of the sequence (SPEC §6 rule 3)
     need = math.prod(mesh.degree(a) for a in batch)
 
@@ -139,7 +139,7 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
                    "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
                    "(SPEC §6 rule 3)")
         else:
-            op = "all_reduce" if pl.mode(State.OPTIMIZER, axis) in WHOLE else "reduce_scatter"
+            op = grad_reduction(strategy, axis)
             fix = f"sum them with {'an' if op == 'all_reduce' else 'a'} {op} of grads on {axis} in backward, before optimizer_step"
         problems.append(f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
                         f"rank would apply only the gradient of its own slice of the batch, so the ranks "
@@ -215,8 +215,11 @@ def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
                                 f"own seed), so there is no single model to match; broadcast params on {axis} "
                                 "once at start-up (SPEC §4 rule 4).")
             if axis in BATCH_AXES and O in SPLIT_MODES:
-                if any(o.op == "all_gather" and o.state is State.PARAMS and o.axis == axis for o in ops[step + 1:]):
-                    good.append(f"after the owner-only optimizer step the params are all-gathered on {axis}")
+                resync = {o.op for o in ops[step + 1:] if o.op in ("all_gather", "broadcast")
+                          and o.state is State.PARAMS and o.axis == axis}
+                if resync:
+                    how = "all-gathered" if "all_gather" in resync else "broadcast by their owners"
+                    good.append(f"after the owner-only optimizer step the params are {how} on {axis}")
                 else:
                     problems.append(f"optimizer state is {O} on the {axis} axis, so each of the {n} ranks updates "
                                     f"only its own slice of the replicated params, and no all-gather of params on "
@@ -270,7 +273,7 @@ def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
 def default_model(mesh: Mesh) -> ModelSpec:
     """A small abstract model that every mesh can derive (tensor and pipeline need boundary_elements)."""
     return ModelSpec(psi=1_000_000, layers=max(8, mesh.degree("pipeline")), boundary_elements=4096,
-                     name="the checker's small abstract model (Ψ = 1,000,000)")
+                     replicated_elements=8 * 6 * 64, name="the checker's small abstract model (Ψ = 1,000,000)")
 
 
 def check(strategy: str | Strategy, mesh: Mesh | str | None = None, fault: str | None = None,
@@ -291,7 +294,7 @@ def check(strategy: str | Strategy, mesh: Mesh | str | None = None, fault: str |
         schedule = derive_schedule(strategy, model, mesh, precision, rank, strict=False)
         if fault is not None:
             schedule = apply_fault(schedule, fault, strategy, mesh)
-        gi = gradient_integrity(schedule, strategy, mesh, violations)
+        gi = gradient_integrity(schedule, strategy, mesh, violations, model)
         sc = state_consistency(schedule, strategy, mesh, violations)
         integrity = gi if integrity is None or (integrity.holds and not gi.holds) else integrity
         consistency = sc if consistency is None or (consistency.holds and not sc.holds) else consistency

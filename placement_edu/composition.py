@@ -16,14 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement_edu.mesh import Mesh
-from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, Mode, State
+from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, WHOLE, Mode, State
 
 RULES = {1: "orthogonality", 2: "integrity per axis", 3: "consistency per axis", 4: "gather scope",
          5: "costs, not errors"}
 #: Which correctness condition (SPEC §5) each rule protects.
 RULE_CONDITION = {1: "state_consistency", 2: "gradient_integrity", 3: "state_consistency",
                   4: "state_consistency"}
-WHOLE = (Mode.R, Mode.OFF_R)
 
 
 @dataclass(frozen=True)
@@ -54,22 +53,24 @@ def _is(state: State) -> str:
 
 
 def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
-    """Rule 1: one mesh axis shards one dimension of a tensor; two axes never shard the same one."""
-    clashes: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for state in MODEL_STATES:
-        by_dim: dict[str, list[str]] = {}
-        for axis, degree in mesh:
-            if degree > 1 and strategy.placement.mode(state, axis) in SPLIT_MODES:
-                by_dim.setdefault(strategy.shard_dim(axis), []).append(axis)
-        for dim, axes in by_dim.items():
-            if len(axes) > 1:
-                clashes.setdefault((dim, tuple(axes)), []).append(str(state))
-    return [_v(1, ", ".join(states), axes,
-               f"{' and '.join(states)} {'is' if len(states) == 1 else 'are'} split on the "
-               f"{' and '.join(axes)} axes, and both shard the '{dim}' dimension: the slices overlap or "
-               "leave gaps, and each axis' collectives assume they own that dimension; let each axis "
-               "shard a different dimension (Strategy.shard_dims) or split on one of them only")
-            for (dim, axes), states in clashes.items()]
+    """Rule 1: one mesh axis shards at most one dimension of a tensor.
+
+    Two axes MAY shard the same dimension: nested, the second splitting each slice of the first
+    (FSDP2 + TP with ``_StridedShard``, JAX's ``P(('data', 'tensor'))``), so the slices stay
+    disjoint and cover the tensor. What is forbidden is one axis splitting two dimensions: its
+    collectives would have to move a slice that is not contiguous in either."""
+    out = []
+    for axis, degree in mesh:
+        dims = strategy.shard_dim(axis)
+        states = [str(s) for s in MODEL_STATES if strategy.placement.mode(s, axis) in SPLIT_MODES]
+        if degree > 1 and states and len(dims) > 1:
+            out.append(_v(1, ", ".join(states), (axis,),
+                          f"the {axis} axis shards {' and '.join(repr(d) for d in dims)} of "
+                          f"{' and '.join(states)} at once: one axis may split one dimension only, so its "
+                          f"collectives move contiguous slices; give {axis} one dimension "
+                          "(Strategy.shard_dims) and let another axis split the other -- two axes may "
+                          "share a dimension, nested"))
+    return out
 
 
 def integrity_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:

@@ -15,11 +15,10 @@ from typing import Callable, Mapping
 
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
-from placement_edu.placement import BATCH_AXES, SPLIT_MODES, Mode, State
+from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
 from placement_edu.schedule import Op, Schedule
 
 REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
-WHOLE = (Mode.R, Mode.OFF_R)
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def _applies(name: str, strategy, mesh: Mesh) -> bool:
     if name == "unsynced-init":
         return any(mesh.degree(a) > 1 and mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES)
     if name == "stale-gather":
-        return d > 1 and mode(State.PARAMS, "data") in (Mode.SG, Mode.OFF)
+        return d > 1 and mode(State.PARAMS, "data") in GATHERED
     raise KeyError(name)
 
 
@@ -100,7 +99,8 @@ def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 
 def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(o for o in ops if not (o.op == "all_gather" and o.state is State.PARAMS
+    """Drop the re-synchronisation after the owner-only step: the all-gather, or the owners' broadcasts."""
+    return tuple(o for o in ops if not (o.op in ("all_gather", "broadcast") and o.state is State.PARAMS
                                         and o.axis == "data" and o.phase == "step"))
 
 

@@ -13,11 +13,9 @@ from fractions import Fraction
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number
-from placement_edu.placement import HOST_MODES, MODEL_STATES, SPLIT_MODES, Mode, State
+from placement_edu.placement import GATHERED, HOST_MODES, MODEL_STATES, PHASES, SPLIT_MODES, Mode, State
 from placement_edu.precision import Precision
-from placement_edu.schedule import layers_on_stage, split_axes, validate
-
-PHASES = ("forward", "backward", "step")
+from placement_edu.schedule import layers_on_stage, model_axis_degree, split_axes, validate
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,8 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
     validate(strategy, mesh)
     pl = strategy.placement
     coords = mesh.coords(rank)
-    d, t, p = mesh.degree("data"), mesh.degree("tensor"), mesh.degree("pipeline")
+    d = mesh.degree("data")
+    t, p = model_axis_degree(strategy, mesh, "tensor"), model_axis_degree(strategy, mesh, "pipeline")
     device: dict[State, Number] = {}
     host: dict[State, Number] = {}
     for state in MODEL_STATES:
@@ -77,7 +76,7 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
         """The state's size on this device's data group, padded as its collectives move it."""
         return model.traffic_elements(split_axes(pl, state, mesh, exclude="data"), d, coords)
 
-    if d > 1 and P in (Mode.SG, Mode.OFF):
+    if d > 1 and P in GATHERED:
         unit = Fraction(full_local(State.PARAMS) * precision.params, units)
         whole = full_local(State.PARAMS) * precision.params
         # Resharded after forward: one unit live at a time. Kept (SHARD_GRAD_OP): all units by the
@@ -100,8 +99,11 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
                 transient[phase][term] = padded * precision.bytes_per(state)
     for state in MODEL_STATES:
         if host[state] and state is not State.OPTIMIZER:
+            # SPEC §7: a staging buffer is one unit on its way up (params) or down (grads), not the
+            # whole offloaded slice.
             phase = "forward" if state is State.PARAMS else "backward"
-            transient[phase]["offload_staging"] = transient[phase].get("offload_staging", 0) + host[state]
+            transient[phase]["offload_staging"] = (transient[phase].get("offload_staging", 0)
+                                                   + Fraction(host[state], units))
 
     stage = coords["pipeline"]
     m = strategy.micro_batches

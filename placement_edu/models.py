@@ -23,7 +23,29 @@ if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
 
 Number = Union[int, Fraction]
-SHARDING_RULES = ("zero", "fsdp2")
+SHARDING_RULES = ("zero", "fsdp2", "greedy")
+
+
+def greedy_partition(sizes: list[int] | tuple[int, ...], n: int) -> list[int]:
+    """The owner (0..n-1) of each whole tensor under PyTorch ``ZeroRedundancyOptimizer``'s rule:
+    tensors taken largest first (ties in their given order), each to the rank holding the fewest
+    elements so far (ties to the lowest rank). Slices are uneven, and no tensor is split."""
+    owners = [0] * len(sizes)
+    load = [0] * n
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        rank = min(range(n), key=lambda r: (load[r], r))
+        owners[i] = rank
+        load[rank] += sizes[i]
+    return owners
+
+
+def stage_layers(layers: int, stages: int, stage: int) -> range:
+    """The contiguous layers of pipeline ``stage`` of ``stages`` (earlier stages take the extra
+    layers): the one stage split every derivation and the runtime use."""
+    expect(layers >= stages, f"{layers} layers cannot fill {stages} pipeline stages (one layer at least each)")
+    base, extra = divmod(layers, stages)
+    start = stage * base + min(stage, extra)
+    return range(start, start + base + (1 if stage < extra else 0))
 
 
 class IdealSlices:
@@ -57,6 +79,9 @@ class ModelSpec(IdealSlices):
     micro-batch (b·s·h for a transformer); drives tensor- and pipeline-parallel traffic.
     ``activation_bytes``: activation bytes one device keeps for one micro-batch without parallelism.
     ``tp_blocks_per_layer``: column-then-row-parallel pairs per layer (2 for attention + MLP).
+    ``replicated_elements``: parameters tensor parallelism leaves whole on every tensor rank (norms,
+    row-parallel biases). The Ψ-level formula still divides all Ψ by t; this count only prices the
+    all-reduce their gradients need on the tensor axis under sequence parallelism (SPEC §6 rule 3).
     """
 
     psi: int
@@ -66,17 +91,22 @@ class ModelSpec(IdealSlices):
     activation_bytes: int = 0
     tp_blocks_per_layer: int = 2
     name: str = ""
+    replicated_elements: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "psi", positive_int("number of parameters (psi)", self.psi))
         for name in ("layers", "gather_units", "tp_blocks_per_layer"):
             positive_int(name, getattr(self, name))
-        for name in ("boundary_elements", "activation_bytes"):
+        for name in ("boundary_elements", "activation_bytes", "replicated_elements"):
             expect(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)!r}")
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         """Activation bytes one device keeps for one micro-batch (ideal split over t and stages)."""
         return Fraction(self.activation_bytes, tensor) * layers_here / self.layers
+
+    def tensor_replicated_elements(self, layers: range, last_stage: bool) -> Number:
+        """Parameters of ``layers`` left whole on every tensor rank (their share of replicated_elements)."""
+        return Fraction(self.replicated_elements * len(layers), self.layers)
 
     @property
     def description(self) -> str:
@@ -127,6 +157,11 @@ class TransformerSpec(IdealSlices):
 
     tp_blocks_per_layer: int = field(default=2, init=False)
 
+    def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
+        """Parameters Megatron leaves whole on every tensor rank: two layernorms (4h) and the biases
+        of the two row-parallel layers (2h) per layer, and the final layernorm (2h) on the last stage."""
+        return 6 * self.hidden * len(layers) + (2 * self.hidden if last_stage else 0)
+
     def activation_bytes_per_layer(self, tensor: int = 1) -> Fraction:
         """Korthikanti et al. 2022, Table 2 (16-bit; the coefficients are already bytes)."""
         s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, tensor
@@ -173,6 +208,8 @@ class ConcreteModel:
     ``rule="zero"``: all local tensors flattened into one buffer padded to a multiple of N, equal
     slices (DeepSpeed ZeRO). ``rule="fsdp2"``: each tensor split along dim 0 into chunks of
     ceil(rows/N) rows; the last ranks may hold fewer rows or none, collectives move padded chunks.
+    ``rule="greedy"``: whole tensors, largest first, each to the least-loaded rank (PyTorch
+    ``ZeroRedundancyOptimizer``); uneven slices, no padding (``greedy_partition``).
     """
 
     tensors: tuple[TensorSpec, ...]
@@ -214,12 +251,8 @@ class ConcreteModel:
 
     # --- slicing --------------------------------------------------------------------------
     def stage_layers(self, stages: int, stage: int) -> range:
-        """Contiguous layers of pipeline ``stage`` (earlier stages take the extra layers)."""
-        expect(self.layers >= stages,
-               f"{self.layers} layers cannot fill {stages} pipeline stages (one layer at least each)")
-        base, extra = divmod(self.layers, stages)
-        start = stage * base + min(stage, extra)
-        return range(start, start + base + (1 if stage < extra else 0))
+        """Contiguous layers of pipeline ``stage`` (``stage_layers``)."""
+        return stage_layers(self.layers, stages, stage)
 
     def local_tensors(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
                       ) -> list[tuple[str, tuple[int, ...]]]:
@@ -247,6 +280,10 @@ class ConcreteModel:
             flat = sum(math.prod(s) for _, s in local)
             padded = -(-flat // n) * n
             return padded // n, padded
+        if self.rule == "greedy":  # whole tensors, no padding: a collective moves exactly the tensors
+            sizes = [math.prod(s) for _, s in local]
+            owners = greedy_partition(sizes, n)
+            return sum(size for size, o in zip(sizes, owners) if o == index), sum(sizes)
         held = moved = 0
         for _, shape in local:
             rows, per_row = shape[0], math.prod(shape[1:])
@@ -271,6 +308,10 @@ class ConcreteModel:
         if padded_for > 1:
             return self.data_shard(local, padded_for, 0)[1]
         return sum(math.prod(s) for _, s in local)
+
+    def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
+        """Elements of the tensors in ``layers`` that tensor parallelism leaves whole (tp=None)."""
+        return sum(t.numel for t in self.tensors if t.tp is None and t.layer in layers)
 
     def padding(self, n: int) -> int:
         """Elements of padding the rule adds when sharding the whole model over ``n`` ranks."""

@@ -27,6 +27,8 @@ class State(str, Enum):
 
 
 MODEL_STATES: tuple[State, ...] = (State.PARAMS, State.GRADS, State.OPTIMIZER)
+#: The phases of one optimizer step, in order (start-up happens once, before the first step).
+PHASES: tuple[str, ...] = ("forward", "backward", "step")
 
 
 class Mode(str, Enum):
@@ -47,9 +49,14 @@ class Mode(str, Enum):
         return self.value
 
 
-#: Modes whose persistent copy is divided by the axis degree.
+# The mode sets every rule reads, defined once (SPEC §2):
+#: a whole copy per device (on the device or, for OFF-R, on its host);
+WHOLE = frozenset({Mode.R, Mode.OFF_R})
+#: the persistent copy is divided by the axis degree;
 SPLIT_MODES = frozenset({Mode.S, Mode.SG, Mode.OFF})
-#: Modes whose persistent copy lives on the host, not the device.
+#: stored as slices and rebuilt in full by an all-gather just before use;
+GATHERED = frozenset({Mode.SG, Mode.OFF})
+#: the persistent copy lives in host memory, not on the device.
 HOST_MODES = frozenset({Mode.OFF, Mode.OFF_R})
 
 
@@ -88,31 +95,45 @@ def as_mode(value: Mode | str) -> Mode:
     raise PlacementError(f"unknown placement mode {value!r}; known modes: {known}")
 
 
-def _axis_modes(state: State, spec: ModeSpec) -> tuple[tuple[str, Mode], ...]:
-    """Normalise one state's placement to sorted (axis, mode) pairs. A bare mode means the data axis."""
-    pairs = {"data": spec} if isinstance(spec, (Mode, str)) else dict(spec)
-    out = []
-    for axis, mode in pairs.items():
+def default_mode(state: State) -> Mode:
+    """What a placement means where it names no mode: M for activations, R for the others."""
+    return Mode.M if State(state) is State.ACTIVATIONS else Mode.R
+
+
+def _axis_modes(state: State, spec: ModeSpec) -> tuple[Mode, ...]:
+    """One state's mode on every axis of AXES, in order. A bare mode means the data axis; axes
+    not named take the default, so two spellings of one meaning give the same table."""
+    if isinstance(spec, (Mode, str)):
+        pairs = {"data": spec}
+    elif isinstance(spec, Mapping):
+        pairs = dict(spec)
+    elif isinstance(spec, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in spec):
+        pairs = dict(spec)
+    else:
+        raise PlacementError(f"{state} placement {spec!r} is not a mode ('R', 'S', 'SG', 'M', 'OFF', "
+                             "'OFF-R') or a mapping from axis to mode, e.g. {'data': 'SG', 'tensor': 'S'}")
+    for axis in pairs:
         if axis not in AXES:
             raise PlacementError(
                 f"{state} is placed on axis {axis!r}; known axes: {', '.join(AXES)}")
-        out.append((axis, as_mode(mode)))
-    return tuple(sorted(out, key=lambda pair: AXES.index(pair[0])))
+    return tuple(as_mode(pairs[axis]) if axis in pairs else default_mode(state) for axis in AXES)
 
 
 @dataclass(frozen=True)
 class Placement:
-    """A mode per training state, per mesh axis. Axes a state does not name are replicated (R)
-    for parameters, gradients and optimizer state, and materialized (M) for activations.
+    """A mode per training state, per mesh axis: a full table, so values compare and hash by
+    meaning. Axes a state does not name are replicated (R) for parameters, gradients and
+    optimizer state, and materialized (M) for activations: ``Placement()``,
+    ``Placement(params="R")`` and ``Placement(activations="M")`` are one value.
 
     >>> Placement(params="R", grads="S", optimizer="S")          # ZeRO-2 on the data axis
     >>> Placement(params={"data": "SG", "tensor": "S"}, ...)      # FSDP + tensor parallel
     """
 
-    params: tuple[tuple[str, Mode], ...] = ()
-    grads: tuple[tuple[str, Mode], ...] = ()
-    optimizer: tuple[tuple[str, Mode], ...] = ()
-    activations: tuple[tuple[str, Mode], ...] = ()
+    params: tuple[Mode, ...]
+    grads: tuple[Mode, ...]
+    optimizer: tuple[Mode, ...]
+    activations: tuple[Mode, ...]
 
     def __init__(self, params: ModeSpec = (), grads: ModeSpec = (), optimizer: ModeSpec = (),
                  activations: ModeSpec = ()) -> None:
@@ -121,23 +142,34 @@ class Placement:
             object.__setattr__(self, state.value, _axis_modes(state, spec or {}))
 
     def mode(self, state: State, axis: str) -> Mode:
-        """The mode of ``state`` along ``axis`` (the default when the placement does not name it)."""
-        for name, mode in getattr(self, State(state).value):
-            if name == axis:
-                return mode
-        return Mode.M if State(state) is State.ACTIVATIONS else Mode.R
+        """The mode of ``state`` along ``axis``."""
+        return getattr(self, State(state).value)[AXES.index(axis)]
+
+    def named(self, state: State) -> dict[str, Mode]:
+        """The axes on which ``state`` differs from its default, with their modes, in mesh order."""
+        default = default_mode(state)
+        return {axis: mode for axis, mode in zip(AXES, getattr(self, State(state).value)) if mode is not default}
 
     def axes(self) -> tuple[str, ...]:
-        """The axes any state names, in mesh order."""
-        named = {axis for state in State for axis, _ in getattr(self, state.value)}
+        """The axes on which any state differs from its default, in mesh order."""
+        named = {axis for state in State for axis in self.named(state)}
         return tuple(axis for axis in AXES if axis in named)
+
+    def __repr__(self) -> str:
+        def spec(state: State) -> str:
+            named = self.named(state)
+            if list(named) == ["data"]:
+                return repr(named["data"].value)
+            return "{" + ", ".join(f"{axis!r}: {mode.value!r}" for axis, mode in named.items()) + "}"
+        args = ", ".join(f"{s.value}={spec(s)}" for s in State if self.named(s))
+        return f"Placement({args})"
 
     def __str__(self) -> str:
         def one(state: State) -> str:
-            pairs = getattr(self, state.value)
-            if not pairs:
-                return "M" if state is State.ACTIVATIONS else "R"
-            if len(pairs) == 1 and pairs[0][0] == "data":
-                return str(pairs[0][1])
-            return "(" + ", ".join(f"{axis}:{mode}" for axis, mode in pairs) + ")"
+            named = self.named(state)
+            if not named:
+                return str(default_mode(state))
+            if list(named) == ["data"]:
+                return str(named["data"])
+            return "(" + ", ".join(f"{axis}:{mode}" for axis, mode in named.items()) + ")"
         return " ".join(f"{s.name[0]}={one(s)}" for s in State)

@@ -1,51 +1,69 @@
 """The per-step communication schedule, derived from the placement alone (SPEC §4).
 
 Each entry is one operation one device performs, in execution order: a collective (all-reduce,
-reduce-scatter, all-gather, send, recv, broadcast at start-up), a host transfer for offloaded
-state (h2d, d2h), or a local step that matters for correctness (scale, optimizer_step). The
-rules key on modes, never on the strategy's name:
+reduce-scatter, all-gather, send, recv, broadcast), a host transfer of offloaded state (h2d, d2h),
+or a local step that matters for correctness (scale, optimizer_step).
 
-1. Gradients leave backward partial along each batch-splitting axis (data; replica for hybrid
-   sharding). If O is R there they are all-reduced; if O is S, SG or OFF they are reduce-scattered
-   (each owner needs only its slice). Data first, then replica on what is left; scaled once by the
-   product of the batch-splitting degrees.
-2. If P is R but O is split on a batch-splitting axis, only owners update their slice: all-gather
-   P there after the step.
-3. If P is SG (or OFF): all-gather before forward, and again before backward when freed after
-   forward (reshard_after_forward).
-4. Replicated parameters start identical: one broadcast at start-up, not per step.
-5. A reduction is per optimizer step; a gradient that is split on the data axis cannot be
-   accumulated locally, so under m micro-batches it is reduced m times (a priced warning).
+Read top to bottom: SPEC §4's cost table (one table, read by the exact scalar path and by the
+numpy sweep), the ``Op`` and ``Schedule`` values, what a placement leaves open on each axis, then
+one small function per rule, and ``derive_schedule``, which calls them in execution order. Every
+rule keys on the modes along one axis, never on a strategy's name:
+
+- ``startup_broadcasts``     rule 4: replicated parameters start identical
+- ``gather_before_use``      rule 3: sliced (SG, OFF) parameters are all-gathered just before use
+- ``grad_reduction``         rule 1: which collective resolves a partial gradient (keyed on O)
+- ``reduce_partial_grads``   rule 1: one reduction per batch-splitting axis, innermost first
+- ``scale_once``             SPEC §5: the summed gradient is divided once, by the batch split
+- ``offload_grad_slice``     SPEC §7: an offloaded gradient slice goes down to the host
+- ``owner_update_sync``      rule 2: after an owner-only step, the replicas are made whole again
+- ``reduces_per_micro_batch`` rule 5: split gradients are reduced once per micro-batch (×m)
+- ``tensor_parallel_collectives`` Megatron's f and g on the tensor axis (activations, not Ψ)
+- ``sequence_parallel_norms`` SPEC §6 rule 3: tensor-replicated params under sequence parallelism
+- ``pipeline_boundary``      boundary activations and their gradients between stages
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterator
+from typing import Any
 
 from placement_edu.composition import safety_violations
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
-from placement_edu.models import Model, Number
-from placement_edu.placement import BATCH_AXES, HOST_MODES, SPLIT_MODES, Mode, State
+from placement_edu.models import Model, Number, stage_layers
+from placement_edu.placement import (BATCH_AXES, GATHERED, HOST_MODES, SPLIT_MODES, WHOLE, Mode,
+                                     State)
 from placement_edu.precision import Precision
 
-#: Ring bytes each device sends, as a multiple of the op's payload S over a group of N (exact).
-def ring_factor(op: str, n: int) -> Fraction:
-    if op == "all_reduce":
-        return Fraction(2 * (n - 1), n)
-    if op in ("all_gather", "reduce_scatter"):
-        return Fraction(n - 1, n)
-    if op == "send":
-        return Fraction(1)
-    return Fraction(0)  # recv (counted by the sender), broadcast at start-up, local ops
+
+# --- SPEC §4's cost table ------------------------------------------------------------------
+def _over(numerator: Any, n: Any) -> Any:
+    """numerator / n: an exact Fraction for whole numbers, float division for numpy arrays."""
+    return Fraction(numerator, n) if isinstance(n, int) else numerator / n
 
 
-#: ZeRO's convention: all-reduce moves 2S, all-gather and reduce-scatter S, send S.
-ZERO_FACTOR = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "send": 1}
+#: Bytes one device sends for a collective of S bytes over a group of N, as a multiple of S.
+#: The functions take an int N (exact Fractions) or a numpy array of N (floats): the scalar
+#: derivation and the vectorised sweep read this one table.
+RING_FACTOR = {
+    "all_reduce": lambda n: _over(2 * (n - 1), n),       # reduce-scatter + all-gather
+    "all_gather": lambda n: _over(n - 1, n),             # S = the full output
+    "reduce_scatter": lambda n: _over(n - 1, n),         # S = the full input
+    "send": lambda n: 1 + 0 * n,                         # point to point: S by the sender
+    "broadcast": lambda n: n - 1,                        # the root sends S to each of the N-1 others
+}
+#: The ZeRO paper's convention: all-reduce moves 2S, the others S.
+ZERO_FACTOR = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "send": 1, "broadcast": 1}
 COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "send", "recv", "broadcast"})
+HOST_TRANSFERS = frozenset({"h2d", "d2h"})
+
+
+def ring_factor(op: str, n: int) -> Fraction:
+    """Bytes this device sends for ``op`` as a multiple of its payload (recv: counted by the
+    sender; a broadcast: by its root, see ``Op.ring_bytes``; local ops: nothing)."""
+    return Fraction(RING_FACTOR[op](n)) if op in RING_FACTOR else Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -53,13 +71,14 @@ class Op:
     """One scheduled operation on one device.
 
     ``elements``: for a collective, S in SPEC §4's sense (all-gather: the full output; reduce-
-    scatter: the full input; all-reduce: the tensor; send/recv: the message), padding included.
-    ``element_bytes``: bytes per element of that state under the precision preset.
+    scatter: the full input; all-reduce: the tensor; send/recv/broadcast: the message), padding
+    included. ``element_bytes``: bytes per element of that state under the precision preset.
     ``group``: the size of the axis group it runs over (1 for local ops); for ``scale``, the
     divisor (the number of ranks whose contributions were summed).
     ``micro_batches``: for a gradient reduction or scale that runs once per micro-batch, the
     micro-batch whose gradient it acts on; () means the gradient accumulated over the whole step.
     ``stale``: a gather that returns the previous step's slices (the stale-gather fault, SPEC §5).
+    ``root``: for a broadcast, this device is its root (it sends; the others receive).
     """
 
     op: str
@@ -72,6 +91,7 @@ class Op:
     why: str = ""
     micro_batches: tuple[int, ...] = ()
     stale: bool = False
+    root: bool = False
 
     @property
     def is_collective(self) -> bool:
@@ -83,8 +103,8 @@ class Op:
 
     @property
     def ring_bytes(self) -> Number:
-        """Exact bytes this device sends for the op (what a measurement sees)."""
-        if self.phase == "startup":
+        """Exact bytes this device sends for the op per step (what a measurement sees)."""
+        if self.phase == "startup" or (self.op == "broadcast" and not self.root):
             return 0
         return ring_factor(self.op, self.group) * self.payload_bytes
 
@@ -115,6 +135,12 @@ class Schedule:
     def ring_bytes(self) -> Number:
         return sum((o.ring_bytes for o in self.per_step), 0)
 
+    @property
+    def host_link_bytes(self) -> Number:
+        """Bytes moved between this device and its host per step (offloaded state, SPEC §7):
+        their own total, never counted as network ring bytes."""
+        return sum((o.payload_bytes for o in self.per_step if o.op in HOST_TRANSFERS), 0)
+
     def volume_psi(self, psi: int) -> Number:
         """Per-step volume in units of Ψ elements, ZeRO convention (dp: 2, zero3: 3)."""
         return Fraction(sum((o.zero_volume_elements for o in self.per_step), 0), psi)
@@ -127,12 +153,26 @@ class Schedule:
         return out
 
 
+# --- what the placement says along each axis -------------------------------------------------
 def split_axes(strategy_placement, state: State, mesh: Mesh, modes=SPLIT_MODES,
                exclude: str | tuple[str, ...] | None = None) -> dict[str, int]:
     """Degrees of the axes along which ``state`` is divided (S, SG or OFF), degree > 1 only."""
     excluded = (exclude,) if isinstance(exclude, str) else tuple(exclude or ())
     return {axis: degree for axis, degree in mesh
             if degree > 1 and axis not in excluded and strategy_placement.mode(state, axis) in modes}
+
+
+def model_axis_degree(strategy, mesh: Mesh, axis: str) -> int:
+    """The degree by which ``axis`` (tensor or pipeline) splits the model's work: the mesh degree
+    where the placement splits the parameters there, 1 where it splits nothing (SPEC §6: an axis
+    on which nothing is split costs nothing and splits nothing)."""
+    n = mesh.degree(axis)
+    return n if n > 1 and strategy.placement.mode(State.PARAMS, axis) in SPLIT_MODES else 1
+
+
+def layers_on_stage(model: Model, stages: int, stage: int) -> int:
+    """How many layers pipeline ``stage`` holds (``models.stage_layers``)."""
+    return len(stage_layers(model.layers, stages, stage))
 
 
 def pipeline_order(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
@@ -179,7 +219,7 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
         expect(axis in dict(mesh.degrees),
                f"strategy {strategy.name!r} places states on the {axis} axis, "
                f"but the mesh ({mesh}) has no {axis} axis")
-    for axis, _ in mesh:
+    for axis, n in mesh:
         for state in State:
             mode = pl.mode(state, axis)
             if state is State.ACTIVATIONS:
@@ -190,183 +230,313 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
             expect(mode is not Mode.M,
                    f"{state} cannot be M (materialized) on the {axis} axis: only activations are "
                    "produced and freed within a step; use R, S, SG, OFF or OFF-R")
-        if axis in BATCH_AXES:
-            p, g, o = (pl.mode(s, axis) for s in (State.PARAMS, State.GRADS, State.OPTIMIZER))
-            expect(p is not Mode.S,
-                   f"params sharded (S) on the {axis} axis: every {axis} rank runs the whole model on "
-                   "its slice of the batch, so it needs whole parameters; use SG (gather before use) or R")
-            expect(g is not Mode.SG,
-                   f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S (reduce-"
-                   "scattered to owners) or R (all-reduced)")
-            expect(not (o in (Mode.R, Mode.OFF_R) and g in SPLIT_MODES),
-                   f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): the "
-                   "optimizer would read a gradient it does not have; shard the optimizer state too")
+        if axis not in BATCH_AXES:
+            expect(n == 1 or pl.mode(State.PARAMS, axis) in SPLIT_MODES,
+                   f"strategy {strategy.name!r} ({pl}) keeps params whole on the {axis} axis of {mesh}: "
+                   f"nothing is split there, so its {n} {axis} ranks would repeat the same work (SPEC §6: "
+                   f"an axis on which nothing is split costs nothing and splits nothing); put those "
+                   f"devices on the data axis, or split params on {axis}")
+            continue
+        p, g, o = (pl.mode(s, axis) for s in (State.PARAMS, State.GRADS, State.OPTIMIZER))
+        expect(p is not Mode.S,
+               f"params sharded (S) on the {axis} axis: every {axis} rank runs the whole model on "
+               "its slice of the batch, so it needs whole parameters; use SG (gather before use) or R")
+        expect(g is not Mode.SG,
+               f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S (reduce-"
+               "scattered to owners) or R (all-reduced)")
+        expect(not (o in WHOLE and g in SPLIT_MODES),
+               f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): the "
+               "optimizer would read a gradient it does not have; shard the optimizer state too")
     if strict:
         broken = safety_violations(strategy, mesh)
         expect(not broken, f"strategy {strategy.name!r} on {mesh}: "
                + (str(broken[0]) if broken else "") + "; `placement-edu check` explains every rule")
 
 
+# --- what every rule reads -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Device:
+    """One device's view of the step: strategy, model, mesh, precision and its mesh coordinates."""
+
+    strategy: Any
+    model: Model
+    mesh: Mesh
+    precision: Precision
+    rank: int
+    coords: dict[str, int] = field(default_factory=dict)
+
+    def mode(self, state: State, axis: str) -> Mode:
+        return self.strategy.placement.mode(state, axis)
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """Axes that split the batch here (degree > 1), innermost first: gradients are reduced
+        along each in turn."""
+        return tuple(a for a in BATCH_AXES if self.mesh.degree(a) > 1)
+
+    @property
+    def stage(self) -> int:
+        return self.coords.get("pipeline", 0)
+
+    @property
+    def stages(self) -> int:
+        return model_axis_degree(self.strategy, self.mesh, "pipeline")
+
+    @property
+    def tensor(self) -> int:
+        return model_axis_degree(self.strategy, self.mesh, "tensor")
+
+    def size_on(self, state: State, axis: str, padded: bool) -> Number:
+        """S for a collective on ``state`` along ``axis``: its size left after the other axes'
+        splits (SPEC §6: the data-axis reduction moves Ψ/(t·p) elements, not Ψ)."""
+        other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
+        flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)  # batch axes slice the flat buffer
+        if flat == 1:
+            return self.model.traffic_elements(other, self.mesh.degree(axis) if padded else 1, self.coords)
+        return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
+
+    def op(self, op: str, state: State, axis: str | None, phase: str, elements: Number, group: int = 1,
+           why: str = "", **extra: Any) -> Op:
+        element_bytes = self.precision.activations if state is State.ACTIVATIONS else self.precision.bytes_per(state)
+        return Op(op, state, axis, phase, elements, element_bytes, group, why, **extra)
+
+
+# --- the rules ----------------------------------------------------------------------------
+def startup_broadcasts(dev: Device) -> list[Op]:
+    """SPEC §4 rule 4: replicated parameters start identical -- one broadcast at start-up along
+    every axis they are whole on, not per step."""
+    return [dev.op("broadcast", State.PARAMS, axis, "startup", dev.size_on(State.PARAMS, axis, False), n,
+                   "replicated parameters start identical (rule 4)")
+            for axis, n in dev.mesh if n > 1 and axis in BATCH_AXES and dev.mode(State.PARAMS, axis) in WHOLE]
+
+
+def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
+    """SPEC §4 rule 3: parameters stored as slices (SG; OFF, streamed up from the host first) are
+    all-gathered along each axis they are sliced on, unit by unit, just before use."""
+    ops: list[Op] = []
+    units = dev.model.gather_units
+    for axis, n in dev.mesh:
+        if n == 1 or dev.mode(State.PARAMS, axis) not in GATHERED:
+            continue
+        total = dev.size_on(State.PARAMS, axis, True)
+        unit = Fraction(total, units) if units > 1 else total
+        for _ in range(units):
+            if dev.mode(State.PARAMS, axis) is Mode.OFF:
+                ops.append(dev.op("h2d", State.PARAMS, axis, phase, Fraction(unit, n), 1,
+                                  "stream this unit's parameter slice up from host memory before its gather (SPEC §7)"))
+            ops.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
+    return ops
+
+
+def grad_reduction(strategy, axis: str) -> str:
+    """SPEC §4 rule 1: the collective that resolves a partial gradient on a batch-splitting axis.
+
+    Keyed on O: if the optimizer state is whole there, every device needs the whole sum (all-
+    reduce); if it is sliced, each owner needs only its slice (reduce-scatter). The other ZeRO-1
+    schedule, PyTorch's ZeroRedundancyOptimizer, keys on G instead: G whole -> all-reduce, and the
+    owners broadcast their updated slices after the step (``owner_update_sync``)."""
+    pl = strategy.placement
+    if pl.mode(State.OPTIMIZER, axis) in WHOLE:
+        return "all_reduce"
+    if strategy.owner_update == "allreduce_broadcast" and pl.mode(State.GRADS, axis) in WHOLE:
+        return "all_reduce"
+    return "reduce_scatter"
+
+
+def reduce_partial_grads(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §4 rule 1: a gradient leaves backward partial along every batch-splitting axis; it is
+    reduced along each, innermost first, the later axes reducing only what the earlier left."""
+    ops: list[Op] = []
+    size: Number | None = None
+    for axis in dev.batch_axes:
+        n = dev.mesh.degree(axis)
+        if dev.mode(State.GRADS, axis) is Mode.M:
+            continue  # breaks SPEC §6 rule 2; only derived with strict=False, for the checker
+        op = grad_reduction(dev.strategy, axis)
+        whole = op == "all_reduce"
+        if dev.mode(State.OPTIMIZER, axis) in WHOLE:
+            why = "optimizer state is whole on every device, so every device needs the whole summed gradient (rule 1)"
+        elif whole:
+            why = ("grads are replicated, so the whole summed gradient is all-reduced to every device; each "
+                   "owner then updates its slice and broadcasts it (PyTorch's ZeroRedundancyOptimizer, rule 1)")
+        else:
+            why = "optimizer state is sliced, so each owner needs only its slice of the summed gradient (rule 1)"
+        if size is None:  # the first reduction works on the whole local gradient
+            split = split_axes(dev.strategy.placement, State.GRADS, dev.mesh, exclude=BATCH_AXES)
+            size = dev.model.traffic_elements(split, 1 if whole else n, dev.coords)
+        ops.append(dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag))
+        size = size if whole else Fraction(size, n)  # later axes reduce only this rank's slice
+    return ops
+
+
+def scale_once(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §5 (gradient integrity): the summed gradient is divided once, by the product of the
+    batch-splitting degrees, to become the batch mean."""
+    batch = dev.batch_axes
+    if not batch:
+        return []
+    total = math.prod(dev.mesh.degree(a) for a in batch)
+    ways = " × ".join(f"{a} {dev.mesh.degree(a)}" for a in batch)
+    return [dev.op("scale", State.GRADS, batch[0], "backward", 0, total,
+                   f"divide the summed gradient by {total}, once, to get the batch mean"
+                   + (f" (the batch is split {ways} ways)" if len(batch) > 1 else ""), micro_batches=tag)]
+
+
+def offload_grad_slice(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §7: with offloaded gradients, the reduced gradient slice goes down to host memory,
+    where the optimizer runs (ZeRO-Offload: 2Ψ/N bytes per device under mixed_adam)."""
+    d = dev.mesh.degree("data")
+    if d == 1 or dev.mode(State.GRADS, "data") is not Mode.OFF:
+        return []
+    return [dev.op("d2h", State.GRADS, "data", "backward", Fraction(dev.size_on(State.GRADS, "data", True), d), 1,
+                   "move the reduced gradient slice to host memory, where the optimizer runs", micro_batches=tag)]
+
+
+def sequence_parallel_norms(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §6 rule 3: under sequence parallelism, parameters tensor parallelism leaves whole
+    (norms, row-parallel biases) see only their tensor rank's slice of the sequence, so their
+    gradients are partial on tensor and need an all-reduce there. Plain TP needs none."""
+    t = dev.tensor
+    if t == 1 or not dev.strategy.sequence_parallel:
+        return []
+    layers = stage_layers(dev.model.layers, dev.stages, dev.stage)
+    size = dev.model.tensor_replicated_elements(layers, dev.stage == dev.stages - 1)
+    if not size:
+        return []
+    return [dev.op("all_reduce", State.GRADS, "tensor", "backward", size, t,
+                   "parameters replicated across tensor ranks (norms) saw only their slice of the "
+                   "sequence: sum their gradients on tensor (SPEC §6 rule 3)", micro_batches=tag)]
+
+
+def owner_update_sync(dev: Device) -> list[Op]:
+    """SPEC §4 rule 2: when params are whole on a batch axis but the optimizer state is sliced,
+    only owners update their slice; the replicas are made whole again after the step -- by an
+    all-gather (ZeRO §7), or by each owner broadcasting its slice (ZeroRedundancyOptimizer)."""
+    ops: list[Op] = []
+    for axis in dev.batch_axes:
+        n = dev.mesh.degree(axis)
+        if dev.mode(State.PARAMS, axis) not in WHOLE or dev.mode(State.OPTIMIZER, axis) in WHOLE:
+            continue
+        if dev.strategy.owner_update == "allreduce_broadcast":
+            mine = dev.coords.get(axis, 0)
+            split = split_axes(dev.strategy.placement, State.OPTIMIZER, dev.mesh)
+            for owner in range(n):
+                elements = dev.model.local_elements(split, {**dev.coords, axis: owner})
+                if elements:
+                    ops.append(dev.op("broadcast", State.PARAMS, axis, "step", elements, n,
+                                      f"rank {owner} of the {axis} group owns this slice and updated it: it "
+                                      "broadcasts it to every replica (rule 2)", root=owner == mine))
+            continue
+        total = dev.size_on(State.PARAMS, axis, True)
+        if dev.mode(State.OPTIMIZER, axis) in HOST_MODES:
+            ops.append(dev.op("h2d", State.PARAMS, axis, "step", Fraction(total, n), 1,
+                              "bring the updated parameter slice back from host memory"))
+        ops.append(dev.op("all_gather", State.PARAMS, axis, "step", total, n,
+                          "only owners updated their slice of the replicated parameters: all-gather them (rule 2)"))
+    return ops
+
+
+def reduces_per_micro_batch(dev: Device) -> tuple[bool, list[str]]:
+    """SPEC §4 rule 5 / §6 rule 5: a gradient split on a batch axis cannot be accumulated locally
+    over the m micro-batches, so it is reduced once per micro-batch (×m, priced and warned)."""
+    m = dev.strategy.micro_batches
+    split_on = [a for a in dev.batch_axes if dev.mode(State.GRADS, a) in SPLIT_MODES]
+    if not split_on or m == 1:
+        return False, []
+    axis = split_on[0]
+    return True, [f"grads are {dev.mode(State.GRADS, axis)} on the {axis} axis, so they cannot be accumulated "
+                  f"locally over the {m} micro-batches: the gradient reduction runs {m} times per step ({m}x its "
+                  "traffic; DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for this reason)"]
+
+
+def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
+    """Megatron tensor parallelism (SPEC §4), where params are S on tensor: per column-then-row
+    block, g all-reduces the row-parallel partial output in forward and f the column-parallel
+    input gradient in backward; with sequence parallelism each is an all-gather plus a reduce-
+    scatter of the same bytes. Full recomputation replays forward's collectives in backward."""
+    t = dev.tensor
+    if t == 1:
+        return []
+    expect(dev.model.boundary_elements > 0,
+           "tensor parallelism moves activations, not parameters: the model needs "
+           "boundary_elements (b·s·h), e.g. a TransformerSpec")
+    blocks = dev.model.tp_blocks_per_layer * len(stage_layers(dev.model.layers, dev.stages, dev.stage))
+    size = dev.model.boundary_elements
+    passes = ["forward"] if phase == "forward" else ["backward"]
+    if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
+        passes = ["forward (recomputed)", "backward"]
+    ops: list[Op] = []
+    for kind in passes:
+        for _ in range(blocks):
+            if dev.strategy.sequence_parallel:
+                ops.append(dev.op("all_gather", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  f"{kind}: gather the sequence-split block input (sequence parallelism)"))
+                ops.append(dev.op("reduce_scatter", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence"))
+            elif kind == "backward":
+                ops.append(dev.op("all_reduce", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  "column-parallel input gradient is a partial sum: all-reduce it"))
+            else:
+                ops.append(dev.op("all_reduce", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  "row-parallel output is a partial sum: all-reduce it" if kind == "forward" else
+                                  "recomputation replays forward: the row-parallel output is all-reduced again"))
+    return ops
+
+
+def pipeline_boundary(dev: Device, op: str, phase: str, k: int) -> list[Op]:
+    """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
+    activation goes forward, and its gradient back, across each of the p-1 stage boundaries."""
+    p, stage = dev.stages, dev.stage
+    if p == 1:
+        return []
+    expect(dev.model.boundary_elements > 0,
+           "pipeline parallelism sends activations between stages: the model needs "
+           "boundary_elements (b·s·h), e.g. a TransformerSpec")
+    towards_next = (op == "send") == (phase == "forward")   # forward sends on, backward sends back
+    if (towards_next and stage == p - 1) or (not towards_next and stage == 0):
+        return []
+    what = "activation" if phase == "forward" else "gradient"
+    verb = {"send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
+            "recv": "receive the boundary " + what}[op]
+    return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, dev.model.boundary_elements, p,
+                   f"micro-batch {k}: {verb}")]
+
+
+# --- the schedule ----------------------------------------------------------------------------
 def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
                     rank: int = 0, strict: bool = True) -> Schedule:
-    """The operations one device (``rank`` of ``mesh``) performs in one optimizer step.
+    """The operations one device (``rank`` of ``mesh``) performs in one optimizer step, in order:
+    start-up, then each pipeline pass (forward, backward) of each micro-batch, the optimizer step,
+    and the re-synchronisation of replicated parameters.
 
     ``strict=False`` derives compositions that break a safety rule too (for the checker).
     """
     validate(strategy, mesh, strict)
-    pl = strategy.placement
-    coords = mesh.coords(rank)
-    d, t, p = mesh.degree("data"), mesh.degree("tensor"), mesh.degree("pipeline")
+    dev = Device(strategy, model, mesh, precision, rank, mesh.coords(rank))
     m = strategy.micro_batches
-    stage = coords["pipeline"]
-    ops: list[Op] = []
-    warnings: list[str] = []
-    mode = {s: {axis: pl.mode(s, axis) for axis, _ in mesh} for s in (State.PARAMS, State.GRADS, State.OPTIMIZER)}
-    P, G, O = mode[State.PARAMS], mode[State.GRADS], mode[State.OPTIMIZER]
-    #: Axes that split the batch here, innermost first: gradients are reduced along each in turn.
-    batch = [axis for axis in BATCH_AXES if mesh.degree(axis) > 1]
-
-    def size_on(state: State, axis: str, padded: bool) -> Number:
-        """S for a collective on ``state`` along ``axis``: its size left after the other axes'
-        splits (SPEC §6: the data-axis reduction moves Ψ/(t·p) elements, not Ψ)."""
-        other = split_axes(pl, state, mesh, exclude=axis)
-        flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)  # batch axes slice the flat buffer
-        if flat == 1:
-            return model.traffic_elements(other, mesh.degree(axis) if padded else 1, coords)
-        return Fraction(model.traffic_elements(other, flat, coords), flat)
-
-    # Rule 4: replicated parameters start identical.
-    for axis, n in mesh:
-        if n > 1 and P[axis] in (Mode.R, Mode.OFF_R):
-            ops.append(Op("broadcast", State.PARAMS, axis, "startup", size_on(State.PARAMS, axis, False),
-                          precision.params, n, "replicated parameters start identical (rule 4)"))
-
-    # Rule 3: parameters stored as slices are gathered along each axis they are SG (or OFF) on.
-    gather_axes = [axis for axis, n in mesh if n > 1 and P[axis] in (Mode.SG, Mode.OFF)]
-
-    def gather_params(phase: str, why: str) -> Iterator[Op]:
-        units = model.gather_units
-        for axis in gather_axes:
-            n = mesh.degree(axis)
-            total = size_on(State.PARAMS, axis, True)
-            if P[axis] is Mode.OFF:
-                yield Op("h2d", State.PARAMS, axis, phase, Fraction(total, n), precision.params, 1,
-                         "bring this device's parameter slice from host memory")
-            for _ in range(units):
-                yield Op("all_gather", State.PARAMS, axis, phase, Fraction(total, units) if units > 1 else total,
-                         precision.params, n, why)
-
-    # Rule 1, per batch-splitting axis. Split gradients cannot wait for local accumulation: they are
-    # reduced once per micro-batch, and those ops name their micro-batch; the others act on the
-    # gradient accumulated over the whole step (micro_batches=()).
-    split_on = [axis for axis in batch if G[axis] in SPLIT_MODES]
-    per_micro_batch = bool(split_on) and m > 1
-    sp_norms = t > 1 and strategy.sequence_parallel and P.get("tensor") in (Mode.R, Mode.OFF_R)
-
-    def reduce_grads(k: int) -> Iterator[Op]:
-        tag = (k,) if per_micro_batch else ()
-        if sp_norms:
-            yield Op("all_reduce", State.GRADS, "tensor", "backward", size_on(State.GRADS, "tensor", False),
-                     precision.grads, t, "parameters replicated across tensor ranks (e.g. norms) saw only "
-                     "their slice of the sequence: sum their gradients on tensor (SPEC §6 rule 3)", tag)
-        size: Number | None = None
-        for axis in batch:
-            n = mesh.degree(axis)
-            if G[axis] is Mode.M:
-                continue  # breaks SPEC §6 rule 2; only derived with strict=False, for the checker
-            whole = O[axis] in (Mode.R, Mode.OFF_R)
-            op = "all_reduce" if whole else "reduce_scatter"
-            why = ("optimizer state is whole on every device, so every device needs the whole summed "
-                   "gradient (rule 1)" if whole else
-                   "optimizer state is sliced, so each owner needs only its slice of the summed "
-                   "gradient (rule 1)")
-            if size is None:  # the first reduction works on the whole local gradient
-                size = model.traffic_elements(split_axes(pl, State.GRADS, mesh, exclude=BATCH_AXES),
-                                              1 if whole else n, coords)
-            yield Op(op, State.GRADS, axis, "backward", size, precision.grads, n, why, tag)
-            size = size if whole else Fraction(size, n)  # later axes reduce only this rank's slice
-        if batch:
-            total = math.prod(mesh.degree(axis) for axis in batch)
-            ways = " × ".join(f"{axis} {mesh.degree(axis)}" for axis in batch)
-            yield Op("scale", State.GRADS, batch[0], "backward", 0, precision.grads, total,
-                     f"divide the summed gradient by {total}, once, to get the batch mean"
-                     + (f" (the batch is split {ways} ways)" if len(batch) > 1 else ""), tag)
-        if d > 1 and G.get("data") is Mode.OFF:
-            yield Op("d2h", State.GRADS, "data", "backward",
-                     Fraction(size_on(State.GRADS, "data", True), d), precision.grads, 1,
-                     "move the reduced gradient slice to host memory, where the optimizer runs", tag)
-
-    tp_blocks = 0
-    if t > 1:
-        expect(model.boundary_elements > 0,
-               "tensor parallelism moves activations, not parameters: the model needs "
-               "boundary_elements (b·s·h), e.g. a TransformerSpec")
-        layers_here = layers_on_stage(model, p, stage)
-        tp_blocks = model.tp_blocks_per_layer * layers_here
-    if p > 1:
-        expect(model.boundary_elements > 0,
-               "pipeline parallelism sends activations between stages: the model needs "
-               "boundary_elements (b·s·h), e.g. a TransformerSpec")
-    act_bytes = precision.activations
-
-    if per_micro_batch:
-        axis = split_on[0]
-        warnings.append(
-            f"grads are {G[axis]} on the {axis} axis, so they cannot be accumulated locally over the {m} "
-            f"micro-batches: the gradient reduction runs {m} times per step ({m}x its traffic; "
-            "DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for this reason)")
-
-    for kind, k in pipeline_order(strategy.pipeline_schedule, p, stage, m):
+    per_micro_batch, warnings = reduces_per_micro_batch(dev)
+    reshard = strategy.reshard_after_forward
+    ops = startup_broadcasts(dev)
+    for kind, k in pipeline_order(strategy.pipeline_schedule, dev.stages, dev.stage, m):
         if kind == "F":
-            if p > 1 and stage > 0:
-                ops.append(Op("recv", State.ACTIVATIONS, "pipeline", "forward", model.boundary_elements,
-                              act_bytes, p, f"micro-batch {k}: receive the boundary activation"))
-            if k == 0 or strategy.reshard_after_forward:
-                ops.extend(gather_params("forward", "parameters are stored as slices: gather them "
-                                         "just before forward uses them (rule 3)"))
-            for _ in range(tp_blocks):
-                ops.append(Op("all_reduce", State.ACTIVATIONS, "tensor", "forward", model.boundary_elements,
-                              act_bytes, t, "row-parallel output is a partial sum: all-reduce it"))
-            if p > 1 and stage < p - 1:
-                ops.append(Op("send", State.ACTIVATIONS, "pipeline", "forward", model.boundary_elements,
-                              act_bytes, p, f"micro-batch {k}: send the boundary activation on"))
-        else:
-            if p > 1 and stage < p - 1:
-                ops.append(Op("recv", State.ACTIVATIONS, "pipeline", "backward", model.boundary_elements,
-                              act_bytes, p, f"micro-batch {k}: receive the boundary gradient"))
-            if strategy.reshard_after_forward:
-                ops.extend(gather_params("backward", "parameters were freed after forward: gather "
-                                         "them again for backward (rule 3)"))
-            for _ in range(tp_blocks):
-                ops.append(Op("all_reduce", State.ACTIVATIONS, "tensor", "backward", model.boundary_elements,
-                              act_bytes, t, "column-parallel input gradient is a partial sum: all-reduce it"))
-            if p > 1 and stage > 0:
-                ops.append(Op("send", State.ACTIVATIONS, "pipeline", "backward", model.boundary_elements,
-                              act_bytes, p, f"micro-batch {k}: send the boundary gradient back"))
-            if per_micro_batch or k == m - 1:
-                ops.extend(reduce_grads(k))
-
-    ops.append(Op("optimizer_step", State.OPTIMIZER, None, "step", 0, precision.optimizer, 1,
-                  "each device updates the optimizer state and parameters it owns"))
-    for axis in batch:  # Rule 2: after an owner-only update, re-gather the replicated parameters.
-        n = mesh.degree(axis)
-        if P[axis] in (Mode.R, Mode.OFF_R) and O[axis] not in (Mode.R, Mode.OFF_R):
-            total = size_on(State.PARAMS, axis, True)
-            if O[axis] in HOST_MODES:
-                ops.append(Op("h2d", State.PARAMS, axis, "step", Fraction(total, n), precision.params, 1,
-                              "bring the updated parameter slice back from host memory"))
-            ops.append(Op("all_gather", State.PARAMS, axis, "step", total, precision.params, n,
-                          "only owners updated their slice of the replicated parameters: "
-                          "all-gather them (rule 2)"))
+            ops += pipeline_boundary(dev, "recv", "forward", k)
+            if k == 0 or reshard:
+                ops += gather_before_use(dev, "forward", "parameters are stored as slices: gather them "
+                                                         "just before forward uses them (rule 3)")
+            ops += tensor_parallel_collectives(dev, "forward")
+            ops += pipeline_boundary(dev, "send", "forward", k)
+            continue
+        ops += pipeline_boundary(dev, "recv", "backward", k)
+        if reshard:
+            ops += gather_before_use(dev, "backward", "parameters were freed after forward: gather "
+                                                      "them again for backward (rule 3)")
+        ops += tensor_parallel_collectives(dev, "backward")
+        ops += pipeline_boundary(dev, "send", "backward", k)
+        if per_micro_batch or k == m - 1:
+            tag = (k,) if per_micro_batch else ()
+            ops += sequence_parallel_norms(dev, tag) + reduce_partial_grads(dev, tag)
+            ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
+    ops.append(dev.op("optimizer_step", State.OPTIMIZER, None, "step", 0, 1,
+                      "each device updates the optimizer state and parameters it owns"))
+    ops += owner_update_sync(dev)
     return Schedule(tuple(ops), tuple(warnings))
-
-
-def layers_on_stage(model: Model, stages: int, stage: int) -> int:
-    """How many layers pipeline ``stage`` holds (earlier stages take the extra layers)."""
-    if hasattr(model, "stage_layers"):
-        return len(model.stage_layers(stages, stage))  # type: ignore[union-attr]
-    base, extra = divmod(model.layers, stages)
-    expect(model.layers >= stages,
-           f"{model.layers} layers cannot fill {stages} pipeline stages (one layer at least each)")
-    return base + (1 if stage < extra else 0)
-

@@ -14,6 +14,11 @@ from placement_edu.mesh import Mesh
 from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement
 
 PIPELINE_SCHEDULES = ("1f1b", "gpipe")
+#: How owners' updated slices of replicated parameters get back to every replica (SPEC §4 rule 1):
+#: "scatter_gather": reduce-scatter the gradient, all-gather the parameters (ZeRO §7: 2Ψ);
+#: "allreduce_broadcast": all-reduce the gradient, each owner broadcasts its slice (PyTorch's
+#: ZeroRedundancyOptimizer under DDP: 3Ψ).
+OWNER_UPDATES = ("scatter_gather", "allreduce_broadcast")
 
 
 @dataclass(frozen=True)
@@ -26,9 +31,15 @@ class Strategy:
     ``pipeline_schedule``: "1f1b" or "gpipe" when a pipeline axis is present.
     ``sequence_parallel``: the tensor axis also splits each sequence (Megatron sequence
     parallelism), so parameters replicated across tensor ranks (norms) get partial gradients there.
+    ``owner_update``: for replicated params with sliced optimizer state, "scatter_gather" (ZeRO
+    §7, 2Ψ) or "allreduce_broadcast" (PyTorch ``ZeroRedundancyOptimizer``: all-reduce, then each
+    owner broadcasts its updated slice, 3Ψ). See OWNER_UPDATES.
     ``shard_dims``: which tensor dimension each axis shards (SPEC §6 rule 1), e.g.
     ``{"tensor": "hidden"}``; axes not named use DEFAULT_SHARD_DIMS (data: flat, tensor: hidden,
-    pipeline: layer).
+    pipeline: layer). Two axes may name the same dimension (nested sharding, as FSDP2 + TP does);
+    a tuple of two dimensions for one axis is that axis splitting both, which rule 1 forbids.
+    ``mesh_axes``: the axes of the mesh the strategy is meant for, when they are more than the
+    axes its placement splits: dp×tp keeps everything R on data, hsdp everything R on replica.
     """
 
     name: str
@@ -38,10 +49,14 @@ class Strategy:
     pipeline_schedule: str = "1f1b"
     summary: str = ""
     sequence_parallel: bool = False
-    shard_dims: tuple[tuple[str, str], ...] = ()
+    shard_dims: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
+    owner_update: str = "scatter_gather"
+    mesh_axes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         positive_int("micro_batches", self.micro_batches)
+        if self.owner_update not in OWNER_UPDATES:
+            raise PlacementError(f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}")
         if self.pipeline_schedule not in PIPELINE_SCHEDULES:
             raise PlacementError(f"unknown pipeline schedule {self.pipeline_schedule!r}; "
                                  f"known: {', '.join(PIPELINE_SCHEDULES)}")
@@ -50,15 +65,22 @@ class Strategy:
             if axis not in AXES:
                 raise PlacementError(f"shard_dims names axis {axis!r}; known axes: {', '.join(AXES)}")
         object.__setattr__(self, "shard_dims", tuple(sorted(dims.items(), key=lambda p: AXES.index(p[0]))))
+        for axis in self.mesh_axes:
+            if axis not in AXES:
+                raise PlacementError(f"mesh_axes names axis {axis!r}; known axes: {', '.join(AXES)}")
+        object.__setattr__(self, "mesh_axes", tuple(a for a in AXES if a in self.mesh_axes))
 
-    def shard_dim(self, axis: str) -> str:
-        """The tensor dimension ``axis`` shards (SPEC §6 rule 1: one axis per dimension)."""
-        return dict(self.shard_dims).get(axis, DEFAULT_SHARD_DIMS[axis])
+    def shard_dim(self, axis: str) -> tuple[str, ...]:
+        """The tensor dimensions ``axis`` shards (SPEC §6 rule 1: one per axis)."""
+        dims = dict(self.shard_dims).get(axis, DEFAULT_SHARD_DIMS[axis])
+        return (dims,) if isinstance(dims, str) else tuple(dims)
 
     @property
     def axes(self) -> tuple[str, ...]:
-        """The mesh axes the placement names; a strategy naming none lives on the data axis."""
-        return self.placement.axes() or ("data",)
+        """The mesh axes the strategy is meant for: ``mesh_axes`` with the axes its placement
+        splits; a strategy naming none lives on the data axis."""
+        named = set(self.mesh_axes) | set(self.placement.axes())
+        return tuple(a for a in AXES if a in named) or ("data",)
 
     def default_mesh(self, devices: int) -> Mesh:
         """All devices on the strategy's one axis; a strategy on several axes needs a mesh."""
@@ -77,13 +99,17 @@ class Strategy:
 
 def _s(name: str, summary: str, **kwargs: object) -> Strategy:
     options = {k: kwargs.pop(k) for k in ("reshard_after_forward", "micro_batches", "pipeline_schedule",
-                                           "sequence_parallel", "shard_dims") if k in kwargs}
+                                           "sequence_parallel", "shard_dims", "owner_update", "mesh_axes")
+               if k in kwargs}
     return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
 
 
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
     _s("dp", "data parallel: everything replicated, gradients all-reduced",
        params="R", grads="R", optimizer="R"),
+    _s("zero1_allreduce", "ZeRO stage 1 as PyTorch's ZeroRedundancyOptimizer runs it: all-reduce, "
+       "then each owner broadcasts its updated slice (3Ψ)",
+       params="R", grads="R", optimizer="S", owner_update="allreduce_broadcast"),
     _s("zero1", "ZeRO stage 1: optimizer state sharded",
        params="R", grads="R", optimizer="S"),
     _s("zero2", "ZeRO stage 2: gradients and optimizer state sharded",
@@ -110,10 +136,10 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
 COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
     _s("dp×tp", "data parallel across tensor-parallel groups",
        params={"data": "R", "tensor": "S"}, grads={"data": "R", "tensor": "S"},
-       optimizer={"data": "R", "tensor": "S"}),
+       optimizer={"data": "R", "tensor": "S"}, mesh_axes=("data", "tensor")),
     _s("dp×pp", "data parallel across pipelines",
        params={"data": "R", "pipeline": "S"}, grads={"data": "R", "pipeline": "S"},
-       optimizer={"data": "R", "pipeline": "S"}, micro_batches=4),
+       optimizer={"data": "R", "pipeline": "S"}, micro_batches=4, mesh_axes=("data", "pipeline")),
     _s("zero1×tp×pp", "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
        params={"data": "R", "tensor": "S", "pipeline": "S"},
        grads={"data": "R", "tensor": "S", "pipeline": "S"},
@@ -123,7 +149,7 @@ COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
        optimizer={"data": "S", "tensor": "S"}),
     _s("hsdp", "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
        params={"replica": "R", "data": "SG"}, grads={"replica": "R", "data": "S"},
-       optimizer={"replica": "R", "data": "S"}),
+       optimizer={"replica": "R", "data": "S"}, mesh_axes=("replica", "data")),
 )})
 
 

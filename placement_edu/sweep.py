@@ -18,7 +18,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec
 from placement_edu.memory import derive_memory
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import derive_schedule
+from placement_edu.schedule import RING_FACTOR, ZERO_FACTOR, derive_schedule
 from placement_edu.strategies import Strategy, get_strategy
 
 _PROBE_PSI = 2**20  # any Ψ works: the probe reads elements as a fraction of Ψ
@@ -45,14 +45,21 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
     split = Fraction(2 * (at1 - at2), _PROBE_PSI)
     whole = Fraction(at1, _PROBE_PSI) - split
     schedule = derive_schedule(strategy, ModelSpec(_PROBE_PSI), Mesh.of(data=_PROBE_N), precision)
-    collectives = tuple((o.op, Fraction(o.elements) / _PROBE_PSI, o.element_bytes)
-                        for o in schedule.collectives)
-    return Terms(whole, split, collectives)
+    collectives = [(o.op, Fraction(o.elements) / _PROBE_PSI, o.element_bytes)
+                   for o in schedule.collectives if o.op != "broadcast"]
+    # The owners' broadcasts after the step (ZeroRedundancyOptimizer): N of them, Ψ/N each, so Ψ
+    # in all at every N; each device is the root of one and sends it to the N-1 others:
+    # (N-1)/N of Ψ per device, an all-gather's ring bytes.
+    owners = [o for o in schedule.collectives if o.op == "broadcast"]
+    if owners:
+        collectives.append(("broadcast", sum((Fraction(o.elements) for o in owners), Fraction(0)) / _PROBE_PSI,
+                            owners[0].element_bytes))
+    return Terms(whole, split, tuple(collectives))
 
 
-_RING = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-         "reduce_scatter": lambda n: (n - 1) / n, "send": lambda n: np.ones_like(n)}
-_ZERO = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "send": 1}
+def _ring(op: str, n: np.ndarray) -> np.ndarray:
+    """SPEC §4's ring factor from the core's one table (``schedule.RING_FACTOR``), over arrays."""
+    return RING_FACTOR["all_gather" if op == "broadcast" else op](n)
 
 
 def sweep(strategies: Sequence[str | Strategy], psi: np.ndarray, n: np.ndarray,
@@ -66,8 +73,8 @@ def sweep(strategies: Sequence[str | Strategy], psi: np.ndarray, n: np.ndarray,
     for strategy in strategies:
         t = terms(strategy, precision)
         many = n > 1
-        volume = sum(_ZERO[op] * float(e) for op, e, _ in t.collectives) * many
-        ring = sum(_RING[op](n) * float(e) * b for op, e, b in t.collectives) * psi
+        volume = sum(ZERO_FACTOR[op] * float(e) for op, e, _ in t.collectives) * many
+        ring = sum(_ring(op, n) * float(e) * b for op, e, b in t.collectives) * psi
         out[get_strategy(strategy).name] = {
             "model_state": psi * (float(t.whole) + float(t.split) / n),
             "volume_psi": np.broadcast_to(volume, np.broadcast(psi, n).shape),

@@ -83,19 +83,20 @@ def test_the_replica_axis_is_outermost_in_the_rank_layout() -> None:
 
 # --- the safety rules: one composition breaks each, and only it -----------------------------
 BREAKS = {
-    1: (Strategy("tp-on-layers×pp", Placement(params={"tensor": "S", "pipeline": "S"},
-                                              grads={"tensor": "S", "pipeline": "S"},
-                                              optimizer={"tensor": "S", "pipeline": "S"}),
-                 shard_dims={"tensor": "layer"}), "tensor=2,pipeline=2", "state_consistency"),
+    # One axis splitting two dimensions of the same tensors (two axes sharing one is nested: legal).
+    1: (Strategy("tp-on-two-dims", Placement(params={"tensor": "S"}, grads={"tensor": "S"},
+                                             optimizer={"tensor": "S"}),
+                 shard_dims={"tensor": ("hidden", "layer")}), "tensor=2", "state_consistency"),
     2: (Strategy("local-grads", Placement(params="R", grads="M", optimizer="R")), "data=4", "gradient_integrity"),
-    3: (Strategy("zero1-on-tensor", Placement(params={"tensor": "R"}, grads={"tensor": "R"},
-                                              optimizer={"tensor": "S"})), "tensor=4", "state_consistency"),
+    # Optimizer state whole on tensor, updated from a tensor-sliced gradient: the copies drift.
+    3: (Strategy("whole-optimizer-on-tensor", Placement(params={"tensor": "S"}, grads={"tensor": "S"},
+                                                        optimizer={"tensor": "R"})), "tensor=4", "state_consistency"),
     4: (Strategy("sg-on-tensor", Placement(params={"data": "SG", "tensor": "SG"}, grads={"data": "S", "tensor": "S"},
                                            optimizer={"data": "S", "tensor": "S"})), "data=2,tensor=2",
         "state_consistency"),
 }
-OFFENDERS = {1: ("params, grads, optimizer", ("tensor", "pipeline")), 2: ("grads", ("data",)),
-             3: ("params", ("tensor",)), 4: ("params", ("tensor",))}
+OFFENDERS = {1: ("params, grads, optimizer", ("tensor",)), 2: ("grads", ("data",)),
+             3: ("optimizer", ("tensor",)), 4: ("params", ("tensor",))}
 
 
 @pytest.mark.parametrize("rule", sorted(BREAKS))
@@ -119,7 +120,7 @@ def test_a_composition_that_breaks_a_rule_is_not_silently_priced(rule: int) -> N
 
 def test_shard_dims_default_to_flat_hidden_layer() -> None:
     s = get_strategy("zero1×tp×pp")
-    assert [s.shard_dim(a) for a in ("data", "tensor", "pipeline")] == ["flat", "hidden", "layer"]
+    assert [s.shard_dim(a) for a in ("data", "tensor", "pipeline")] == [("flat",), ("hidden",), ("layer",)]
     assert Strategy("x", Placement(), shard_dims={"tensor": "layer"}).shard_dims == (("tensor", "layer"),)
     with pytest.raises(PlacementError, match="shard_dims names axis 'expert'"):
         Strategy("x", Placement(), shard_dims={"expert": "flat"})
@@ -156,3 +157,19 @@ def test_single_axis_results_are_unchanged_by_composition() -> None:
         report = analyze(name, 7.5e9, n)
         assert report.volume_psi == volume and report.memory.model_state == memory * Fraction(7.5e9)
         assert all(o.micro_batches == () and not o.stale for o in report.schedule.ops)
+
+
+def test_fsdp2_with_tp_shards_one_dimension_over_two_axes_nested_and_that_is_legal() -> None:
+    # SPEC §6 rule 1 (corrected): FSDP2 + TP shards dim 0 of a column-parallel weight on tensor and
+    # again on data (_StridedShard); JAX's P(('data', 'tensor')) does the same. Nested, so legal.
+    nested = get_strategy("zero3×tp").with_(name="fsdp2+tp", shard_dims={"data": "dim0", "tensor": "dim0"})
+    result = check(nested, mesh="data=2,tensor=2")
+    assert result.rule_violations == () and result.broken == []
+    assert analyze(nested, MODEL, mesh="data=2,tensor=2").memory.model_state == Fraction(16 * PSI, 4)
+
+
+def test_one_axis_splitting_two_dimensions_breaks_rule_1() -> None:
+    two = get_strategy("zero3×tp").with_(name="two-dims", shard_dims={"tensor": ("dim0", "dim1")})
+    result = check(two, mesh="data=2,tensor=2")
+    assert [(v.rule, v.axes) for v in result.rule_violations] == [(1, ("tensor",))]
+    assert "one axis may split one dimension only" in result.rule_violations[0].explanation
