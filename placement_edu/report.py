@@ -60,6 +60,9 @@ class Report:
                              f"{fmt_bytes(o.payload_bytes)} payload, {cost} -- {o.why}"))
         rows.append(("communication per step", f"{float(self.volume_psi):g} Ψ (ZeRO convention), "
                                                f"{fmt_bytes(self.ring_bytes)} ring bytes"))
+        if self.schedule.host_link_bytes:
+            rows.append(("host link per step", f"{fmt_bytes(self.schedule.host_link_bytes)} between this device "
+                                               "and its host (offloaded state; not network traffic)"))
         if self.mesh.degree("pipeline") > 1:
             bubble = pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches)
             rows.append(("pipeline bubble", f"{bubble['of_ideal']} of ideal time = (p-1)/m; "
@@ -105,9 +108,10 @@ class Report:
                 "volume_psi": plain(self.volume_psi),
                 "ring_bytes": plain(self.ring_bytes),
                 "ring_bytes_by_axis": {a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()},
+                "host_link_bytes": plain(self.schedule.host_link_bytes),
                 "schedule": [{"op": o.op, "state": o.state.value, "axis": o.axis, "phase": o.phase,
                               "payload_bytes": plain(o.payload_bytes), "ring_bytes": plain(o.ring_bytes),
-                              "group": o.group, "why": o.why}
+                              "group": o.group, "why": o.why, **({"root": True} if o.root else {})}
                              for o in self.schedule.ops],
             },
             "pipeline_bubble": None if self.mesh.degree("pipeline") == 1 else {
@@ -146,10 +150,15 @@ class Comparison:
     baseline: Report
 
     def vs_dp(self, report: Report) -> dict[str, float | None]:
+        """Ratios to dp: ``memory`` (device model state), ``memory_with_host`` (device + host
+        model state: an offloaded strategy moves its state, it does not make it vanish), ``comm``
+        (ZeRO-convention volume)."""
         base = self.baseline
         memory = Fraction(report.memory.model_state) / Fraction(base.memory.model_state)
+        with_host = Fraction(report.memory.model_state + report.memory.host_total) / Fraction(base.memory.model_state)
         comm = report.volume_psi / base.volume_psi if base.volume_psi else None
-        return {"memory": float(memory), "comm": None if comm is None else float(comm)}
+        return {"memory": float(memory), "memory_with_host": float(with_host),
+                "comm": None if comm is None else float(comm)}
 
     def to_list(self) -> list[dict[str, Any]]:
         return [{**r.to_dict(), "vs_dp": self.vs_dp(r)} for r in self.reports]
@@ -161,12 +170,14 @@ class Comparison:
             out.append([r.strategy.name, str(r.strategy.placement), fmt_gb(m.device[State.PARAMS]),
                         fmt_gb(m.device[State.GRADS]), fmt_gb(m.device[State.OPTIMIZER]),
                         fmt_bytes(m.model_state), fmt_gb(m.peak), fmt_gb(m.host_total),
-                        f"{float(r.volume_psi):g} Ψ", fmt_bytes(r.ring_bytes),
-                        f"{ratio['memory']:.6g}×", "n/a" if ratio["comm"] is None else f"{ratio['comm']:.6g}×"])
+                        f"{float(r.volume_psi):g} Ψ", fmt_bytes(r.ring_bytes), fmt_gb(r.schedule.host_link_bytes),
+                        f"{ratio['memory']:.6g}×" + (f" (+host: {ratio['memory_with_host']:.6g}×)" if m.host_total else ""),
+                        "n/a" if ratio["comm"] is None else f"{ratio['comm']:.6g}×"])
         return out
 
     HEADER = ["strategy", "placement P G O A", "params", "grads", "optimizer", "model state",
-              "peak", "host", "comm (ZeRO conv.)", "ring bytes / step", "mem vs dp", "comm vs dp"]
+              "peak", "host", "comm (ZeRO conv.)", "ring bytes / step", "host link / step", "mem vs dp",
+              "comm vs dp"]
 
     def caption(self) -> str:
         b = self.baseline

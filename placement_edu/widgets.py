@@ -9,6 +9,9 @@ from placement_edu.precision import PRESETS
 from placement_edu.report import Comparison, compare
 
 DEVICE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: Gather units of an SG state: (label, units). One unit is the whole model at once, the worst case.
+UNIT_CHOICES = (("1 = whole model (worst case)", 1), *((str(n), n) for n in (2, 4, 8, 16)),
+                ("32 = one per layer", 32), ("64", 64), ("128", 128))
 
 
 class ZeroExplorer:
@@ -20,7 +23,7 @@ class ZeroExplorer:
     """
 
     def __init__(self, psi: float = 7.5e9, devices: int = 64, precision: str = "mixed_adam",
-                 strategies: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3")) -> None:
+                 strategies: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3"), units: int = 32) -> None:
         import ipywidgets as w
 
         self.strategies = strategies
@@ -30,10 +33,12 @@ class ZeroExplorer:
         self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
                                          continuous_update=False)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
-        # How many units an SG state is gathered in (FSDP wraps each layer: units = layers). Only the
-        # transient peak moves: a smaller unit, a smaller gather window and reduce bucket.
-        self.units = w.SelectionSlider(options=(1, 2, 4, 8, 16, 32, 64, 128), value=1,
-                                       description="gather units", continuous_update=False)
+        # How many units an SG state is gathered in (FSDP wraps each layer: units = layers; default
+        # 32, one per layer of a 32-layer model). Only the transient peak moves: a smaller unit, a
+        # smaller gather window and reduce bucket. One unit -- the whole model gathered at once --
+        # is the worst case, and labelled so.
+        self.units = w.SelectionSlider(options=UNIT_CHOICES, value=units, description="gather units",
+                                       continuous_update=False, style={"description_width": "initial"})
         self.charts = CostCharts(strategies)
         self.image = w.Image(format="png")
         self.table = w.HTML()

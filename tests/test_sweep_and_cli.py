@@ -15,7 +15,7 @@ from placement_edu import analyze
 from placement_edu.cli import main
 from placement_edu.sweep import sweep
 
-STRATEGIES = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
+STRATEGIES = ["dp", "zero1_allreduce", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
 
 
 @pytest.mark.parametrize("precision", ["mixed_adam", "mixed_adam_fp32_grads", "fp64_adam"])
