@@ -54,7 +54,7 @@ def test_table_json_70b_on_8_devices(capsys: pytest.CaptureFixture) -> None:
     assert main(["table", "--params", "70e9", "--devices", "8", "--json"]) == 0
     zero3 = json.loads(capsys.readouterr().out)[3]
     assert zero3["memory"]["model_state"] == 140 * 10**9  # arXiv 2601.02311: 1120 GB -> 140 GB
-    assert zero3["vs_dp"] == {"memory": 0.125, "comm": 1.5}
+    assert zero3["vs_dp"] == {"memory": 0.125, "memory_with_host": 0.125, "comm": 1.5}
 
 
 def test_table_prints_a_labelled_text_table(capsys: pytest.CaptureFixture) -> None:

@@ -44,6 +44,9 @@ def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_app
 
 def test_smaller_gather_units_shrink_only_the_transient_peak() -> None:
     explorer = ZeroExplorer(psi=1e9, devices=8)
+    assert explorer.units.value == 32 and explorer.units.label == "32 = one per layer"  # the default
+    explorer.units.value = 1
+    assert explorer.units.label == "1 = whole model (worst case)"
     whole = [bar.get_height() for bar in explorer.charts.transient_bars]
     explorer.units.value = 4
     quarter = [bar.get_height() for bar in explorer.charts.transient_bars]
