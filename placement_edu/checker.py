@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from placement_edu.errors import context
 from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
 from placement_edu.faults import REDUCTIONS, apply_fault
 from placement_edu.mesh import Mesh, as_mesh
@@ -285,6 +286,11 @@ def check(strategy: str | Strategy, mesh: Mesh | str | None = None, fault: str |
     mesh = example_mesh(strategy) if mesh is None else as_mesh(mesh)
     model = model or default_model(mesh)
     precision = get_precision(precision)
+    with context(f"checking {strategy.name} ({strategy.placement}) on {mesh}"):
+        return _check(strategy, mesh, fault, model, precision)
+
+
+def _check(strategy: Strategy, mesh: Mesh, fault: str | None, model: Model, precision: Precision) -> CheckResult:
     validate(strategy, mesh, strict=False)  # what cannot run at all is still refused, with its reason
     violations = safety_violations(strategy, mesh)
     integrity: Condition | None = None

@@ -20,3 +20,21 @@ def positive_int(name: str, value: object) -> int:
     if value != int(value) or value < 1:
         raise PlacementError(f"{name} must be a whole number >= 1, got {value!r}")
     return int(value)
+
+
+class context:
+    """Add the outer context -- what was being derived -- to a PlacementError, once, at the API
+    boundary: ``with context(f"deriving {name} ({placement}) on {mesh}"): ...``."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> "context":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if isinstance(error, PlacementError) and not getattr(error, "in_context", False):
+            wrapped = PlacementError(f"{self.what}: {error}")
+            wrapped.in_context = True  # type: ignore[attr-defined]
+            raise wrapped from None
+        return False

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
-from placement_edu.errors import PlacementError
+from placement_edu.errors import PlacementError, context
 from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelSpec
@@ -137,9 +137,10 @@ def analyze(strategy: str | Strategy, model: Model | int | float, devices: int |
         mesh = strategy.default_mesh(devices)
     else:
         raise PlacementError("give devices (a number) or a mesh (e.g. data=2,tensor=2)")
-    return Report(strategy, model, mesh, precision,
-                  derive_memory(strategy, model, mesh, precision, rank),
-                  derive_schedule(strategy, model, mesh, precision, rank), rank)
+    with context(f"deriving {strategy.name} ({strategy.placement}) on {mesh}"):
+        return Report(strategy, model, mesh, precision,
+                      derive_memory(strategy, model, mesh, precision, rank),
+                      derive_schedule(strategy, model, mesh, precision, rank), rank)
 
 
 @dataclass(frozen=True)

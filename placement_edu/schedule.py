@@ -232,8 +232,8 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
                    "produced and freed within a step; use R, S, SG, OFF or OFF-R")
         if axis not in BATCH_AXES:
             expect(n == 1 or pl.mode(State.PARAMS, axis) in SPLIT_MODES,
-                   f"strategy {strategy.name!r} ({pl}) keeps params whole on the {axis} axis of {mesh}: "
-                   f"nothing is split there, so its {n} {axis} ranks would repeat the same work (SPEC §6: "
+                   f"{strategy.name!r} keeps params whole on the {axis} axis ({n} ranks): nothing is "
+                   f"split there, so the {n} {axis} ranks would repeat the same work (SPEC §6: "
                    f"an axis on which nothing is split costs nothing and splits nothing); put those "
                    f"devices on the data axis, or split params on {axis}")
             continue
