@@ -52,6 +52,25 @@ class Memory:
     def transient_peak(self, term: str) -> Number:
         return max((self.transient.get(p, {}).get(term, 0) for p in PHASES), default=0)
 
+    def differences(self, other: "Memory", terms: tuple[str, ...] = ()) -> list[str]:
+        """What differs between this and ``other`` (e.g. predicted and measured), one sentence
+        each: persistent bytes of each state on the device and on the host, and the peak of each
+        transient term in ``terms``. Empty when they agree to the byte."""
+        out = []
+        for where, mine, theirs in (("device", self.device, other.device), ("host", self.host, other.host)):
+            for state in MODEL_STATES:
+                if mine.get(state, 0) != theirs.get(state, 0):
+                    out.append(f"{state} ({where}): {plain_bytes(mine.get(state, 0))} vs {plain_bytes(theirs.get(state, 0))}")
+        for term in terms:
+            if self.transient_peak(term) != other.transient_peak(term):
+                out.append(f"{term} (transient peak): {plain_bytes(self.transient_peak(term))} vs "
+                           f"{plain_bytes(other.transient_peak(term))}")
+        return out
+
+
+def plain_bytes(n: Number) -> str:
+    return f"{n} B" if Fraction(n).denominator == 1 else f"{float(n):.6g} B"
+
 
 def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0) -> Memory:
     """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3)."""

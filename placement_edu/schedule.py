@@ -97,6 +97,14 @@ class Op:
     def is_collective(self) -> bool:
         return self.op in COLLECTIVES
 
+    def key(self) -> tuple:
+        """What a measurement sees of the op, and what "measured = predicted" compares."""
+        return (self.op, str(self.state), self.axis, self.phase, self.payload_bytes, self.ring_bytes, self.group)
+
+    def describe(self) -> str:
+        return (f"{self.phase} {self.op} {self.state} on {self.axis} (group {self.group}): "
+                f"{self.payload_bytes} B payload, {self.ring_bytes} B sent")
+
     @property
     def payload_bytes(self) -> Number:
         return self.elements * self.element_bytes
@@ -144,6 +152,18 @@ class Schedule:
     def volume_psi(self, psi: int) -> Number:
         """Per-step volume in units of Ψ elements, ZeRO convention (dp: 2, zero3: 3)."""
         return Fraction(sum((o.zero_volume_elements for o in self.per_step), 0), psi)
+
+    def differences(self, other: "Schedule") -> list[str]:
+        """The entries where this schedule and ``other`` (e.g. predicted and measured) differ, by
+        ``Op.key``; the first difference is named, then a count. Empty when they agree."""
+        mine, theirs = [o.key() for o in self.ops], [o.key() for o in other.ops]
+        if mine == theirs:
+            return []
+        at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+        left = self.ops[at].describe() if at < len(mine) else "nothing"
+        right = other.ops[at].describe() if at < len(theirs) else "nothing"
+        return [f"entry {at} of {max(len(mine), len(theirs))}: {left} vs {right}"
+                + (f" ({len(mine)} vs {len(theirs)} entries)" if len(mine) != len(theirs) else "")]
 
     def ring_bytes_by_axis(self) -> dict[str, Number]:
         out: dict[str, Number] = {}

@@ -9,23 +9,55 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from placement_edu.memory import derive_memory
-from placement_edu.placement import State
+from placement_edu.memory import Memory, derive_memory
+from placement_edu.placement import MODEL_STATES, State
+from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.verdict import broken_conditions, edited_schedule
-from placement_edu.schedule import derive_schedule
+from placement_edu.schedule import Op, Schedule, derive_schedule
 from placement_edu.units import plain
 
 LEDGER_OPS = frozenset({"all_reduce", "reduce_scatter", "all_gather", "send", "recv", "broadcast",
                         "h2d", "d2h"})
-STATES = ("params", "grads", "optimizer")
+STATES = tuple(s.value for s in MODEL_STATES)
 TRANSIENTS = ("gather_window", "reduce_bucket", "gather_buffer", "offload_staging")
 POOLS_NOTE = ("CPU-only run: 'device' and 'host' pools are both CPU memory; offloaded state is "
               "kept apart by bookkeeping. With CUDA the device pool is GPU memory.")
 
 
-def predict(config: RunConfig) -> list[dict]:
-    """Per rank: the predicted bytes per state, transient peaks, ring bytes and ledger of a step."""
+@dataclass(frozen=True)
+class Side:
+    """One rank's numbers, predicted or measured, in the core's own types: a ``Memory`` and the
+    ``Schedule`` of what crossed a link (start-up, and each step: one predicted step stands for
+    every step; the measured side has one per step). "Measured = predicted" is ``==`` on these."""
+
+    memory: Memory
+    startup: Schedule
+    steps: tuple[Schedule, ...]
+
+    def row(self) -> dict:
+        """The public view (JSON, tables, notebooks): bytes per state, host, transient peaks,
+        ring bytes per step, and each entry as (op, state, axis, payload bytes, ring bytes)."""
+        m = self.memory
+        row: dict = {s: plain(m.device[State(s)]) for s in STATES}
+        row["host"] = {s: plain(m.host[State(s)]) for s in STATES}
+        row["activations_peak"] = plain(m.transient_peak("activations"))
+        row.update({t: plain(m.transient_peak(t)) for t in TRANSIENTS})
+        ring = sum((Fraction(step.ring_bytes) for step in self.steps), Fraction(0)) / len(self.steps)
+        row["comm_ring_bytes"] = plain(ring)                                # per step
+        row["padding_elements"] = m.padding
+        row["startup"] = [_view(o) for o in self.startup.ops]
+        row["steps"] = [[_view(o) for o in step.ops] for step in self.steps]
+        row["per_step"] = row["steps"][0]
+        return row
+
+
+def _view(op: Op) -> tuple:
+    return (op.op, str(op.state), op.axis, plain(Fraction(op.payload_bytes)), plain(Fraction(op.ring_bytes)))
+
+
+def predict(config: RunConfig) -> list[Side]:
+    """Per rank: the core's derivation of the run -- memory, and the ledger of one step."""
     strategy, mesh, model, precision = (config.resolved_strategy(), config.resolved_mesh(),
                                         config.concrete_model(), config.precision)
     out = []
@@ -33,49 +65,38 @@ def predict(config: RunConfig) -> list[dict]:
         # A faulted run is compared with the schedule the checker edits the fault into.
         schedule = edited_schedule(derive_schedule(strategy, model, mesh, precision, rank),
                                    config.fault, strategy, mesh)
-        memory = derive_memory(strategy, model, mesh, precision, rank)
-        row = {s: plain(memory.device[State(s)]) for s in STATES}
-        row["host"] = {s: plain(memory.host[State(s)]) for s in STATES}
-        row["activations_peak"] = plain(memory.transient_peak("activations"))
-        row.update({t: plain(memory.transient_peak(t)) for t in TRANSIENTS})
-        row["comm_ring_bytes"] = plain(Fraction(schedule.ring_bytes))           # per step
-        row["padding_elements"] = memory.padding
-        row["startup"] = [_key(o) for o in schedule.ops if o.phase == "startup" and o.op in LEDGER_OPS]
-        row["per_step"] = [_key(o) for o in schedule.per_step if o.op in LEDGER_OPS]
-        out.append(row)
+        moved = [o for o in schedule.ops if o.op in LEDGER_OPS]
+        out.append(Side(derive_memory(strategy, model, mesh, precision, rank),
+                        Schedule(tuple(o for o in moved if o.phase == "startup")),
+                        (Schedule(tuple(o for o in moved if o.phase != "startup")),)))
     return out
 
 
-def _key(op) -> tuple:
-    return (op.op, str(op.state), op.axis, plain(Fraction(op.payload_bytes)), plain(Fraction(op.ring_bytes)))
-
-
-def measured(rank_result: dict, steps: int) -> dict:
-    """The same fields as ``predict``, read from one rank's ledgers."""
+def measured(rank_result: dict, steps: int, precision: Precision) -> Side:
+    """The same, read from one rank's ledgers and turned into the core's types."""
     mem = rank_result["memory"]
-    row = {s: mem["device"][s] for s in STATES}
-    row["host"] = dict(mem["host"])
-    row["activations_peak"] = mem["activations_peak"]
-    row.update({t: max(p.get(t, 0) for p in mem["transient"].values()) for t in TRANSIENTS})
-    per_step = [e for e in rank_result["ledger"] if e["step"] >= 0]
-    row["comm_ring_bytes"] = plain(Fraction(sum(e["ring_bytes"] for e in per_step), steps))  # per step
-    row["startup"] = [_entry_key(e) for e in rank_result["ledger"] if e["step"] < 0]
-    row["steps"] = [[_entry_key(e) for e in per_step if e["step"] == k] for k in range(steps)]
-    return row
+    memory = Memory({State(s): mem["device"][s] for s in STATES}, {State(s): mem["host"][s] for s in STATES},
+                    {phase: dict(terms) for phase, terms in mem["transient"].items()})
 
+    def op(e: dict) -> Op:
+        state = State(e["state"])
+        width = precision.activations if state is State.ACTIVATIONS else precision.bytes_per(state)
+        return Op(e["op"], state, e["axis"], e["phase"], Fraction(e["payload_bytes"], width), width, e["group"],
+                  "measured", root=e["op"] == "broadcast" and e["ring_bytes"] > 0)
 
-def _entry_key(e: dict) -> tuple:
-    return (e["op"], e["state"], e["axis"], e["payload_bytes"], e["ring_bytes"])
+    ledger = rank_result["ledger"]
+    return Side(memory, Schedule(tuple(op(e) for e in ledger if e["step"] < 0)),
+                tuple(Schedule(tuple(op(e) for e in ledger if e["step"] == k)) for k in range(steps)))
 
 
 @dataclass
 class RunResult:
-    """One run: configuration, verdicts, and predicted / measured per rank."""
+    """One run: configuration, verdicts, and predicted / measured per rank (``Side`` values)."""
 
     config: RunConfig
     deviation: list[float]                   # per step: max over ranks of max |θ − θ_ref|
-    predicted: list[dict]
-    measured: list[dict]
+    predicted_sides: list[Side]
+    measured_sides: list[Side]
     ledger: list[list[dict]]                 # per rank, every entry in issue order
     reasons: dict[str, str] = field(default_factory=dict)   # broken condition -> checker's reason
     device: str = "cpu"
@@ -86,10 +107,18 @@ class RunResult:
         steps = len(per_rank[0]["deviation"])
         deviation = [max(r["deviation"][k] for r in per_rank) for k in range(steps)]
         strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
-        return cls(config, deviation, predict(config), [measured(r, config.steps) for r in per_rank],
+        return cls(config, deviation, predict(config), [measured(r, config.steps, config.precision) for r in per_rank],
                    [r["ledger"] for r in per_rank],
                    broken_conditions(strategy, mesh, config.fault, config.concrete_model(), config.precision),
                    per_rank[0].get("device", "cpu"))
+
+    @property
+    def predicted(self) -> list[dict]:
+        return [side.row() for side in self.predicted_sides]
+
+    @property
+    def measured(self) -> list[dict]:
+        return [side.row() for side in self.measured_sides]
 
     # --- verdicts ---------------------------------------------------------------------------
     @property
@@ -106,45 +135,44 @@ class RunResult:
         """Parameters equal the single-process run's at every step, to rounding."""
         return self.max_abs_deviation <= self.config.tolerance
 
-    def memory_matches(self) -> bool:
-        """Measured state bytes (device and host) and activation peak equal the prediction, and
-        so do the named transient terms (gather window, reduce bucket, gather buffer, staging)."""
-        for p, m in zip(self.predicted, self.measured):
-            if any(p[s] != m[s] for s in STATES) or p["host"] != m["host"]:
-                return False
-            if p["activations_peak"] != m["activations_peak"]:
-                return False
-            if any(p[t] != m[t] for t in self.compared_transients()):
-                return False
-        return True
-
     def compared_transients(self) -> tuple[str, ...]:
-        """The transient terms to compare: all of them, except the buffer of an op a fault removed
-        (skip-param-sync drops the all-gather after the step, and the padded buffer it fills)."""
+        """The transient terms to compare: activations and all the named buffers, except the buffer
+        of an op a fault removed (skip-param-sync drops the all-gather after the step, and the
+        padded buffer it fills)."""
         removed = {"skip-param-sync": ("gather_buffer",)}.get(self.config.fault or "", ())
-        return tuple(t for t in TRANSIENTS if t not in removed)
+        return ("activations",) + tuple(t for t in TRANSIENTS if t not in removed)
+
+    def memory_differences(self) -> list[str]:
+        """Per rank, what differs between predicted and measured memory (``Memory.differences``)."""
+        return [f"rank {rank} {d} (predicted vs measured)"
+                for rank, (p, m) in enumerate(zip(self.predicted_sides, self.measured_sides))
+                for d in p.memory.differences(m.memory, self.compared_transients())]
+
+    def ledger_differences(self) -> list[str]:
+        """Per rank and step, where the measured ledger departs from the predicted schedule
+        (``Schedule.differences``, entry by entry: op, state, axis, phase, bytes, group)."""
+        out = []
+        for rank, (p, m) in enumerate(zip(self.predicted_sides, self.measured_sides)):
+            out += [f"rank {rank} start-up ledger: {d} (predicted vs measured)" for d in p.startup.differences(m.startup)]
+            for k, step in enumerate(m.steps):
+                diff = p.steps[0].differences(step)
+                if diff:
+                    out.append(f"rank {rank} step {k} ledger: {diff[0]} (predicted vs measured)")
+                    break
+        return out
+
+    def memory_matches(self) -> bool:
+        """Measured state bytes (device and host), activation peak and named transient terms
+        equal the prediction to the byte."""
+        return not self.memory_differences()
 
     def ledger_matches(self) -> bool:
         """Every rank's ledger equals its predicted schedule entry by entry, every step."""
-        return all(p["startup"] == m["startup"] and all(s == p["per_step"] for s in m["steps"])
-                   for p, m in zip(self.predicted, self.measured))
+        return not self.ledger_differences()
 
     def mismatches(self) -> list[str]:
         """Human-readable differences between prediction and measurement (empty when none)."""
-        out = []
-        for rank, (p, m) in enumerate(zip(self.predicted, self.measured)):
-            for key in (*STATES, "activations_peak", *self.compared_transients()):
-                if p[key] != m[key]:
-                    out.append(f"rank {rank} {key}: predicted {p[key]} B, measured {m[key]} B")
-            if p["host"] != m["host"]:
-                out.append(f"rank {rank} host: predicted {p['host']}, measured {m['host']}")
-            if p["startup"] != m["startup"]:
-                out.append(f"rank {rank} start-up ledger: predicted {p['startup']}, measured {m['startup']}")
-            for k, step in enumerate(m["steps"]):
-                if step != p["per_step"]:
-                    out.append(f"rank {rank} step {k} ledger: predicted {p['per_step']}, measured {step}")
-                    break
-        return out
+        return self.memory_differences() + self.ledger_differences()
 
     # --- presentation -----------------------------------------------------------------------
     def to_dict(self) -> dict:
