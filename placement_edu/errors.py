@@ -1,10 +1,47 @@
-"""One error type for bad input, so the CLI and notebooks can show a one-line, teaching message."""
+"""One error type for bad input, so the CLI and notebooks can show a one-line, teaching message;
+the limits on what a number may be; and the exact readers of numbers typed as text."""
 
 from __future__ import annotations
 
+import math
+import numbers
+from fractions import Fraction
+
 
 class PlacementError(ValueError):
-    """Bad input to placement_edu: the message names the bad value and what is accepted."""
+    """Bad input to placement_edu: the message names the bad value and what is accepted.
+
+    ``in_context=True`` marks a message that already names what was being derived (strategy,
+    placement, mesh), so ``context`` does not say it twice."""
+
+    def __init__(self, message: str, *, in_context: bool = False) -> None:
+        super().__init__(message)
+        self.in_context = in_context
+
+
+# --- limits ---------------------------------------------------------------------------------
+# What the command line accepts. The derivations are exact (ints and Fractions) and would take far
+# larger numbers; the limits catch typos (a missing "e9", an extra zero run) with a clear line
+# instead of a table of absurd numbers, and keep every figure a float can show.
+
+#: Parameters of a model: 10^15, a thousand times the largest models trained so far.
+MAX_PARAMS = 10**15
+#: Devices in a mesh: 2^40 (about 1.1e12), far beyond any cluster.
+MAX_DEVICES = 2**40
+#: Any other count typed on the command line: layers, hidden, heads, sequence, vocabulary,
+#: micro-batch size.
+MAX_COUNT = 2**40
+#: Micro-batches per optimizer step: a pipeline schedule lists every micro-batch's sends and
+#: compute, so 4096 (a second to derive) is the most a table or a run takes.
+MAX_MICRO_BATCHES = 4096
+#: Processes ``placement-edu run`` starts on this machine (each one is a full Python with torch).
+MAX_LOCAL_WORLD_SIZE = 256
+#: Optimizer steps of a measured run (the tiny models take milliseconds a step).
+MAX_STEPS = 10**6
+#: Seconds a collective may wait before a run is ended: one day.
+MAX_TIMEOUT_S = 86_400
+#: Largest float that still holds every whole number below it exactly (IEEE 754 double: 2^53).
+MAX_EXACT_FLOAT = 2**53
 
 
 def expect(condition: bool, message: str) -> None:
@@ -14,12 +51,86 @@ def expect(condition: bool, message: str) -> None:
 
 
 def positive_int(name: str, value: object) -> int:
-    """Return value as an int if it is a whole number >= 1, else raise a PlacementError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlacementError(f"{name} must be a whole number >= 1, got {value!r}")
-    if value != int(value) or value < 1:
-        raise PlacementError(f"{name} must be a whole number >= 1, got {value!r}")
+    """Return value as an int if it is a whole number >= 1, else raise a PlacementError naming it.
+
+    Accepted: an int (numpy's too), a whole float up to 2^53, a Fraction equal to a whole number.
+    Refused: bool (True is not a count), nan and infinities, fractions of a unit, text, and floats
+    above 2^53, where a float no longer holds every whole number (give an int)."""
+    wanted = f"{name} must be a whole number >= 1"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PlacementError(f"{wanted} (an int), got {value!r} of type {type(value).__name__}")
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise PlacementError(f"{wanted}, got {value!r}")
+        if value != math.floor(value):
+            raise PlacementError(f"{wanted}, got {value!r}: not whole")
+        if abs(value) > MAX_EXACT_FLOAT:
+            raise PlacementError(f"{wanted}, got the float {value!r}: above 2^53 a float is not exact; "
+                                 f"give an int (e.g. {int(value)})")
+        number = int(value)
+    elif isinstance(value, Fraction) and value.denominator == 1:
+        number = int(value)
+    else:
+        raise PlacementError(f"{wanted}, got {value!r}")
+    if number < 1:
+        raise PlacementError(f"{wanted}, got {value!r}")
+    return number
+
+
+# --- numbers typed as text ------------------------------------------------------------------
+def show_limit(n: int) -> str:
+    """10^15, 2^40 or 86,400: a limit the way a reader knows it (powers from 10^6 and 2^20 on)."""
+    for base, smallest in ((10, 6), (2, 20)):
+        exponent = round(math.log(n, base)) if n > 1 else 0
+        if exponent >= smallest and base ** exponent == n:
+            return f"{base}^{exponent}"
+    return f"{n:,}"
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted, shortened when long, so an error stays one readable line."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def _decimal(text: str, accepted: str):
+    """The exact value of ``text`` ("7.5e9", "1_000", "123456789012345678901"): never through a float."""
+    from decimal import Decimal, InvalidOperation
+    try:
+        value = Decimal(text.strip())
+    except (InvalidOperation, ValueError, TypeError):
+        raise PlacementError(f"{_shown(text)} is not a number; {accepted}") from None
+    if not value.is_finite():
+        raise PlacementError(f"{_shown(text)} is not a finite number; {accepted}")
+    return value
+
+
+def read_int(text: str, what: str, maximum: int, example: str = "", minimum: int = 1) -> int:
+    """Read a whole number from ``minimum`` to ``maximum`` exactly: "7.5e9" is 7500000000, "1.5" is
+    refused. ``what`` says what is counted ("parameters"); the error names the value and what is
+    accepted."""
+    accepted = (f"give a whole number of {what}, at least {minimum} and at most {show_limit(maximum)}"
+                + (f" (e.g. {example})" if example else ""))
+    value = _decimal(text, accepted)
+    if value > maximum:                                # before any conversion: 1e400 stays cheap
+        raise PlacementError(f"{_shown(text)} is more than {show_limit(maximum)}; {accepted}")
+    if value != value.to_integral_value():
+        raise PlacementError(f"{_shown(text)} is not a whole number; {accepted}")
+    if value < minimum:
+        raise PlacementError(f"{_shown(text)} is less than {minimum}; {accepted}")
     return int(value)
+
+
+def read_seconds(text: str, maximum: float = MAX_TIMEOUT_S) -> float:
+    """Read a duration in seconds, > 0 and at most ``maximum`` ("60", "0.5", "1e3")."""
+    accepted = f"give seconds > 0, at most {show_limit(int(maximum))}"
+    value = _decimal(text, accepted)
+    if value > maximum:
+        raise PlacementError(f"{_shown(text)} is more than {show_limit(int(maximum))} seconds; {accepted}")
+    if value <= 0 or float(value) <= 0:                # 1e-400 is > 0 but no float holds it
+        raise PlacementError(f"{_shown(text)} is not > 0; {accepted}")
+    return float(value)
 
 
 class context:
@@ -33,8 +144,6 @@ class context:
         return self
 
     def __exit__(self, kind, error, traceback) -> bool:
-        if isinstance(error, PlacementError) and not getattr(error, "in_context", False):
-            wrapped = PlacementError(f"{self.what}: {error}")
-            wrapped.in_context = True  # type: ignore[attr-defined]
-            raise wrapped from None
+        if isinstance(error, PlacementError) and not error.in_context:
+            raise PlacementError(f"{self.what}: {error}", in_context=True) from None
         return False

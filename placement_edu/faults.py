@@ -126,5 +126,6 @@ def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Sc
     if not _applies(fault.name, strategy, mesh):
         raise PlacementError(
             f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on {mesh}: "
-            f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}")
+            f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}",
+            in_context=True)
     return Schedule(EDITS[fault.name](schedule.ops), schedule.warnings)

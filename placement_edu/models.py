@@ -130,15 +130,28 @@ class TransformerSpec(IdealSlices):
     micro_batch: int = 1
     ffn: int = 0                 # 0 means 4 * hidden
     sequence_parallel: bool = False
-    recompute: bool = False      # full activation recomputation: 2·s·b·h bytes kept per layer
+    #: Activation recomputation (Korthikanti et al. 2022): "none"; "selective" (attention's
+    #: softmax and dropout recomputed: the 5as/h term goes); "full" (only the layer input is kept,
+    #: 2·s·b·h bytes per layer). True and False are read as "full" and "none".
+    recompute: str = "none"
     gather_units: int = 0        # 0 means one unit per layer (FSDP's usual wrapping)
     name: str = ""
 
+    RECOMPUTE = ("none", "selective", "full")
+
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch"):
-            positive_int(name, getattr(self, name))
-        if self.ffn == 0:
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        recompute = self.recompute
+        if isinstance(recompute, bool):              # the old flag: True meant full recomputation
+            recompute = "full" if recompute else "none"
+        expect(isinstance(recompute, str) and recompute in self.RECOMPUTE,
+               f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none), "
+               f"got {self.recompute!r}")
+        object.__setattr__(self, "recompute", recompute)
+        if self.ffn == 0 and not isinstance(self.ffn, bool):
             object.__setattr__(self, "ffn", 4 * self.hidden)
+        object.__setattr__(self, "ffn", positive_int("ffn", self.ffn))
         if self.gather_units == 0:
             object.__setattr__(self, "gather_units", self.layers)
         expect(self.hidden % self.heads == 0,
@@ -163,16 +176,29 @@ class TransformerSpec(IdealSlices):
         return 6 * self.hidden * len(layers) + (2 * self.hidden if last_stage else 0)
 
     def activation_bytes_per_layer(self, tensor: int = 1) -> Fraction:
-        """Korthikanti et al. 2022, Table 2 (16-bit; the coefficients are already bytes)."""
-        s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, tensor
+        """Bytes of activations one layer keeps for backward, for one micro-batch on one of ``tensor``
+        tensor-parallel ranks: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+        Transformer Models", Table 2 (16-bit; the coefficients are already bytes, SPEC §3).
+
+        ==================  ==========================  ====================
+        recompute           tensor parallel t           with sequence parallel
+        ==================  ==========================  ====================
+        "none"              sbh(10 + 24/t + 5as/(ht))   sbh(34/t + 5as/(ht))
+        "selective"         sbh(10 + 24/t)              sbh·34/t
+        "full"              2sbh (the layer input)      2sbh/t
+        ==================  ==========================  ====================
+
+        At t = 1 the first column is sbh(34 + 5as/h); selective recomputation drops the 5as/h term
+        (attention's softmax and dropout, recomputed in backward)."""
+        s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, positive_int("tensor", tensor)
         sbh = s * b * h
-        if self.recompute:
-            return Fraction(2 * sbh)
+        attention = Fraction(5 * a * s, h * t)         # 5as/(ht): softmax output, its dropout mask
+        if self.recompute == "full":
+            return Fraction(2 * sbh, t) if self.sequence_parallel else Fraction(2 * sbh)
+        kept = 0 if self.recompute == "selective" else attention
         if self.sequence_parallel:
-            return sbh * (Fraction(34, t) + Fraction(5 * a * s, h * t))
-        if t == 1:
-            return sbh * (34 + Fraction(5 * a * s, h))
-        return sbh * (10 + Fraction(24, t) + Fraction(5 * a * s, h * t))
+            return sbh * (Fraction(34, t) + kept)
+        return sbh * (10 + Fraction(24, t) + kept)
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         return self.activation_bytes_per_layer(tensor) * layers_here

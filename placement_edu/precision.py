@@ -43,6 +43,11 @@ PRESETS: Mapping[str, Precision] = MappingProxyType({
     "fp32_adam": Precision("fp32_adam", 4, 4, 8, 4),
     # Megatron-LM / nanotron: bf16 params, fp32 main grads, fp32 master + m + v: 18 B/param.
     "mixed_adam_fp32_grads": Precision("mixed_adam_fp32_grads", 2, 4, 12, 2),
+    # bf16 gradients plus an fp32 accumulation copy (2 + 4 gradient bytes): the Ultra-Scale
+    # Playbook's 20 B/param (HuggingFace 2025, "Memory usage in Transformers": 2Ψ params, 2Ψ grads,
+    # 4Ψ fp32 grads for accumulation, 12Ψ optimizer), and the 2 + 4 bytes per gradient that
+    # DeepSpeed's ZeRO memory estimators count.
+    "mixed_adam_fp32_accum": Precision("mixed_adam_fp32_accum", 2, 6, 12, 2),
     # What the runtime uses by default, so rounding vanishes next to real faults.
     "fp64_adam": Precision("fp64_adam", 8, 8, 16, 8),
     # SGD with momentum: one buffer (fp32), or fp32 master + momentum under mixed precision.
@@ -52,12 +57,33 @@ PRESETS: Mapping[str, Precision] = MappingProxyType({
 })
 
 
+#: The form of a custom precision typed as text: bytes per element of P, G and O, and optionally A.
+TRIPLE_FORM = "P/G/O or P/G/O/A bytes per element (e.g. 2/6/12; activations default to 2)"
+
+
+def parse_precision(text: str) -> Precision:
+    """Read a custom "P/G/O" (or "P/G/O/A") string of bytes per element: "2/6/12" is
+    Precision("2/6/12", 2, 6, 12, 2). The name is the text itself, so a report shows what was typed."""
+    parts = [part.strip() for part in text.split("/")]
+    if len(parts) not in (3, 4) or not all(part.isascii() and part.isdigit() and len(part) <= 6 for part in parts):
+        raise PlacementError(_unknown(text))
+    numbers = [int(part) for part in parts] + ([2] if len(parts) == 3 else [])
+    return Precision("/".join(parts), *numbers)
+
+
 def get_precision(precision: str | Precision) -> Precision:
-    """A preset by name, or a user-defined Precision passed through."""
+    """A preset by name, a custom "P/G/O[/A]" string, or a user-defined Precision passed through."""
     if isinstance(precision, Precision):
         return precision
-    if precision not in PRESETS:
-        raise PlacementError(
-            f"unknown precision {precision!r}; known presets: {', '.join(PRESETS)} "
-            "(or pass Precision(name, params, grads, optimizer, activations))")
-    return PRESETS[precision]
+    if not isinstance(precision, str):
+        raise PlacementError(_unknown(precision))
+    if precision in PRESETS:
+        return PRESETS[precision]
+    if "/" in precision:
+        return parse_precision(precision)
+    raise PlacementError(_unknown(precision))
+
+
+def _unknown(value: object) -> str:
+    return (f"unknown precision {value!r}; known presets: {', '.join(PRESETS)}; "
+            f"or a custom {TRIPLE_FORM}; or pass Precision(name, params, grads, optimizer, activations)")

@@ -269,8 +269,8 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
                "optimizer would read a gradient it does not have; shard the optimizer state too")
     if strict:
         broken = safety_violations(strategy, mesh)
-        expect(not broken, f"strategy {strategy.name!r} on {mesh}: "
-               + (str(broken[0]) if broken else "") + "; `placement-edu check` explains every rule")
+        expect(not broken, (str(broken[0]) if broken else "")
+               + "; it is not priced: check() lists every rule a strategy breaks")
 
 
 # --- what every rule reads -------------------------------------------------------------------

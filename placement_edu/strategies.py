@@ -88,8 +88,8 @@ class Strategy:
         if len(self.axes) > 1:
             raise PlacementError(
                 f"strategy {self.name!r} places states on axes {', '.join(self.axes)}: "
-                f"give a mesh whose degrees multiply to {devices}, e.g. --mesh "
-                + ",".join(f"{a}=..." for a in self.axes))
+                f"give a mesh whose degrees multiply to {devices}, e.g. mesh=\""
+                + ",".join(f"{a}=..." for a in self.axes) + '"')
         return Mesh.of(**{self.axes[0]: devices})
 
     def with_(self, **changes: object) -> "Strategy":

@@ -65,9 +65,11 @@ def test_table_prints_a_labelled_text_table(capsys: pytest.CaptureFixture) -> No
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--params", "0", "--devices", "8"], "--params must be a whole number of parameters > 0, got 0"),
-    (["--params", "-5", "--devices", "8"], "got -5"),
-    (["--params", "1e9", "--devices", "0"], "--devices must be a whole number >= 1, got 0"),
+    (["--params", "0", "--devices", "8"],
+     "argument --params: '0' is less than 1; give a whole number of parameters, at least 1 and at most 10^15"),
+    (["--params", "-5", "--devices", "8"], "argument --params: '-5' is less than 1"),
+    (["--params", "1e9", "--devices", "0"],
+     "argument --devices: '0' is less than 1; give a whole number of devices, at least 1 and at most 2^40"),
     (["--params", "1e9", "--devices", "8", "--strategies", "zero4"], "unknown strategy 'zero4'; known strategies: dp, zero1"),
     (["--params", "1e9", "--devices", "8", "--precision", "fp8"], "unknown precision 'fp8'; known presets: mixed_adam"),
     (["--params", "1e9", "--devices", "8", "--mesh", "data=4"], "mesh data=4 has 4 devices, but devices = 8"),

@@ -8,14 +8,45 @@ Read in this order:
   one engine per strategy, each collective where the placement puts it; then two variants of
   zero3: ``zero3_offload.py`` (every slice on the host) and ``hsdp.py`` (replicated across groups)
 - ``launcher.py``   starting the ranks; ``result.py`` measured against predicted
+- ``args.py``       the options of a run, shared by ``placement-edu run`` and torchrun (torch-free)
 
     >>> from placement_edu.runtime import RunConfig, run
     >>> print(run(RunConfig("zero3", world_size=4, steps=5)))
 """
 
-from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.engines import RUNNABLE
-from placement_edu.runtime.launcher import RunFailed, launch, run, run_many
-from placement_edu.runtime.result import RunResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+#: Where each public name lives. Imported on first use (PEP 562), so a torch-free module of the
+#: runtime (``args.py``, ``verdict.py``) can be imported without importing torch.
+_EXPORTS = {
+    "RunConfig": "placement_edu.runtime.config",
+    "RUNNABLE": "placement_edu.runtime.engines",
+    "RunFailed": "placement_edu.runtime.launcher",
+    "launch": "placement_edu.runtime.launcher",
+    "run": "placement_edu.runtime.launcher",
+    "run_many": "placement_edu.runtime.launcher",
+    "RunResult": "placement_edu.runtime.result",
+}
 
 __all__ = ["RUNNABLE", "RunConfig", "RunFailed", "RunResult", "launch", "run", "run_many"]
+
+if TYPE_CHECKING:
+    from placement_edu.runtime.config import RunConfig
+    from placement_edu.runtime.engines import RUNNABLE
+    from placement_edu.runtime.launcher import RunFailed, launch, run, run_many
+    from placement_edu.runtime.result import RunResult
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value                            # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

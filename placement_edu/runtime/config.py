@@ -49,15 +49,15 @@ class RunConfig:
         strategy = get_strategy(self.strategy)
         changes: dict[str, object] = {}
         if self.micro_batches is not None:
-            changes["micro_batches"] = positive_int("--micro-batches", self.micro_batches)
+            changes["micro_batches"] = positive_int("micro_batches", self.micro_batches)
         if self.pipeline_schedule is not None:
             changes["pipeline_schedule"] = self.pipeline_schedule
         return strategy.with_(**changes) if changes else strategy
 
     def resolved_mesh(self) -> Mesh:
         strategy = self.resolved_strategy()
-        n = positive_int("--world-size", self.world_size)
-        expect(n >= 2, "--world-size must be at least 2: a run on one process is the reference itself")
+        n = positive_int("world_size", self.world_size)
+        expect(n >= 2, "world_size must be at least 2: a run on one process is the reference itself")
         if self.mesh:
             mesh = Mesh.parse(self.mesh)
         elif len(strategy.axes) == 1:
@@ -66,10 +66,10 @@ class RunConfig:
             others = [a for a in strategy.axes if a != "data"]
             expect(n % 2 ** len(others) == 0 and n >= 2 ** len(strategy.axes),
                    f"{strategy.name} needs a mesh with {', '.join(strategy.axes)} axes; "
-                   f"--world-size {n} is too small or odd; give --mesh, e.g. "
-                   + ",".join(f"{a}=2" for a in strategy.axes))
+                   f"world_size = {n} is too small or odd; give mesh=..., e.g. mesh=\""
+                   + ",".join(f"{a}=2" for a in strategy.axes) + '"')
             mesh = Mesh.of(data=n // 2 ** len(others), **{a: 2 for a in others})
-        expect(mesh.world_size == n, f"mesh {mesh} has {mesh.world_size} devices, but --world-size is {n}")
+        expect(mesh.world_size == n, f"mesh {mesh} has {mesh.world_size} devices, but world_size = {n}")
         return mesh
 
     @property
@@ -87,7 +87,7 @@ class RunConfig:
 
     def _dtype(self):
         if self.dtype not in DTYPES:
-            raise PlacementError(f"unknown --dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
+            raise PlacementError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
         return DTYPES[self.dtype]
 
     def module(self) -> torch.nn.Module:
@@ -126,7 +126,7 @@ class RunConfig:
         from placement_edu.runtime.engines import engine_for
         from placement_edu.runtime.verdict import refuse_inapplicable
         from placement_edu.schedule import validate as validate_placement
-        positive_int("--steps", self.steps)
+        positive_int("steps", self.steps)
         strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
         validate_placement(strategy, mesh)
         engine_for(strategy.name)

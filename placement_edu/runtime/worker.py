@@ -142,7 +142,7 @@ def _torchrun(argv: list[str]) -> int:
     """``torchrun ... -m placement_edu.runtime.worker STRATEGY [options]``: rank 0 prints the report."""
     import json
 
-    from placement_edu.cli_run import config_from_args, parser
+    from placement_edu.runtime.args import config_from_args, parser
     from placement_edu.runtime.result import RunResult
     args = parser().parse_args(argv)
     config = config_from_args(args, int(os.environ["WORLD_SIZE"]))

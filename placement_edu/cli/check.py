@@ -1,7 +1,8 @@
 """``placement-edu check STRATEGY [--fault NAME] [--mesh data=2,tensor=2] [--json]``.
 
 Runs the static checker (SPEC §5, §6) and prints each condition: holds or broken, and why.
-Exit 0 whenever the check ran, whatever it found; 2 on bad input, with one line.
+Exit 0 whenever the check ran, whatever it found; 2 on bad input, with one line. Torch is never
+imported.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from placement_edu.checker import check
 from placement_edu.faults import FAULTS
 from placement_edu.mesh import Mesh
-from placement_edu.precision import PRESETS
+from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 
 
@@ -27,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mesh", default=None,
                    help="e.g. data=2,tensor=2 (default: 4 devices on a one-axis strategy's axis, "
                         "2 per axis for a composition)")
-    p.add_argument("--precision", default="mixed_adam", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--precision", default="mixed_adam",
+                   help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     p.set_defaults(handler=_check)
 

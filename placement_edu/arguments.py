@@ -1,0 +1,45 @@
+"""Command-line plumbing shared by ``placement-edu`` (placement_edu.cli) and the torchrun worker
+(placement_edu.runtime.args): a parser whose errors are one line, and number flags read exactly.
+
+Torch-free and presentation-free, so both the CLI and the runtime may import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Callable, NoReturn, TypeVar
+
+from placement_edu.errors import PlacementError
+
+T = TypeVar("T")
+
+#: What argparse must take as a (negative) value rather than an option: "-5", "-1.5", "-1e400",
+#: "-inf", "-nan". argparse's own pattern knows only "-5" and "-.5", so "--params -inf" would read
+#: as a missing value instead of reaching the number reader and its teaching message.
+NEGATIVE_NUMBER = re.compile(r"^-(?:\d[\d_]*\.?\d*|\.\d+)(?:e[-+]?\d+)?$|^-(?:inf|infinity|nan)$", re.IGNORECASE)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit status 2 -- never a traceback."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        print(f"{self.prog.split()[0]}: error: {' '.join(message.split())}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def flag_type(read: Callable[..., T], *args: object) -> Callable[[str], T]:
+    """An argparse ``type=``: ``read(text, *args)``, its PlacementError shown as argparse's own
+    one-line "argument --flag: ..." error (argparse hides any other message behind "invalid value")."""
+    def parse(text: str) -> T:
+        try:
+            return read(text, *args)
+        except PlacementError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse.__name__ = getattr(read, "__name__", "value")
+    return parse

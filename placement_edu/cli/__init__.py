@@ -1,0 +1,44 @@
+"""Command line: ``placement-edu table|check|run ...``.
+
+One module per subcommand: ``table.py`` (derived memory and communication), ``check.py`` (the
+static checker), ``run.py`` (a measured run). ``table`` and ``check`` never import torch; ``run``
+imports the runtime only inside its handler.
+
+Bad input exits 2 with one line naming the bad value and what is accepted; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from placement_edu.arguments import OneLineParser
+from placement_edu.cli import check, run, table
+from placement_edu.errors import PlacementError
+
+__all__ = ["build_parser", "main"]
+
+#: One ``add_parser(sub)`` per subcommand, in the order ``--help`` lists them.
+PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [table.add_parser, check.add_parser, run.add_parser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="placement-edu", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for add in PARSERS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: sys.argv[1:]), run the subcommand, return the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:                         # --help (0) or a usage error (2)
+        return int(done.code or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except PlacementError as error:
+        print(f"placement-edu: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2

@@ -1,0 +1,199 @@
+"""Layers are enforced, not only described (STYLE.md): data flows specification -> derivation ->
+presentation, and the runtime measures beside the core. Every import of every module under
+placement_edu is read with ``ast`` -- at module level and inside functions -- and checked:
+
+1. the core (the top-level modules except plots.py and widgets.py) imports no presentation
+   (plots, widgets), no command line and no runtime;
+2. the runtime imports no command line and no presentation;
+3. the modules import each other without a cycle;
+4. ``placement-edu table`` and ``placement-edu check`` never import torch.
+
+Imports under ``if TYPE_CHECKING:`` never run and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "placement_edu"
+ROOT = "placement_edu"
+PRESENTATION = ("placement_edu.plots", "placement_edu.widgets")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(module: str) -> list[tuple[str, bool]]:
+    """(imported placement_edu module, at module level?) for every import statement of ``module``
+    that can run. ``from placement_edu.runtime import worker`` imports placement_edu.runtime.worker;
+    ``from placement_edu.errors import expect`` imports placement_edu.errors."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for other in child.orelse:
+                    visit_statement(other, top)
+                continue
+            visit_statement(child, top)
+
+    def visit_statement(node: ast.AST, top: bool) -> None:
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, top) for alias in node.names if alias.name.split(".")[0] == ROOT)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:                             # relative: from . import x, from .args import y
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if base.split(".")[0] == ROOT:
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.append((sub if sub in MODULES else base, top))
+        inside = top and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        visit(node, inside)
+
+    visit(ast.parse(path.read_text(), str(path)), True)
+    return [(name, top) for name, top in found if name in MODULES or name.rpartition(".")[0] in MODULES]
+
+
+def _is_under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+CORE = sorted(m for m in MODULES if m.count(".") == 1 and m not in PRESENTATION
+              and not _is_under(m, "placement_edu.cli") and not _is_under(m, "placement_edu.runtime"))
+RUNTIME = sorted(m for m in MODULES if _is_under(m, "placement_edu.runtime"))
+
+
+def test_the_module_lists_are_what_the_rules_are_about() -> None:
+    # A guard on the guard: if the walk found nothing, every rule below would pass vacuously.
+    assert {"placement_edu.models", "placement_edu.errors", "placement_edu.report"} <= set(CORE)
+    assert {"placement_edu.runtime.worker", "placement_edu.runtime.args"} <= set(RUNTIME)
+    assert ("placement_edu.runtime.args", False) in _imports("placement_edu.runtime.worker")
+    assert ("placement_edu.cli.table", True) in _imports("placement_edu.cli")
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_imports_no_presentation_command_line_or_runtime(module: str) -> None:
+    forbidden = (*PRESENTATION, "placement_edu.cli", "placement_edu.runtime")
+    bad = [name for name, _ in _imports(module) if any(_is_under(name, f) for f in forbidden)]
+    assert bad == [], f"{module} (core) imports {bad}"
+
+
+@pytest.mark.parametrize("module", RUNTIME)
+def test_the_runtime_imports_no_command_line_or_presentation(module: str) -> None:
+    forbidden = (*PRESENTATION, "placement_edu.cli")
+    bad = [name for name, _ in _imports(module) if any(_is_under(name, f) for f in forbidden)]
+    assert bad == [], f"{module} (runtime) imports {bad}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module, or a module importing itself
+    (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def _graph(module_level_only: bool) -> dict[str, set[str]]:
+    # An edge goes to the module named, not to the packages above it: that every submodule runs
+    # placement_edu/__init__.py first is how Python imports, not a cycle between ideas.
+    return {m: {name for name, top in _imports(m) if name != m and (top or not module_level_only)}
+            for m in MODULES}
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_among_the_modules_counting_imports_inside_functions_too() -> None:
+    assert _cycles(_graph(module_level_only=False)) == []
+
+
+def test_no_import_cycle_among_module_level_imports() -> None:
+    assert _cycles(_graph(module_level_only=True)) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["table", "--params", "7.5e9", "--devices", "64", "--json"],
+    ["table", "--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
+     "--devices", "4", "--strategies", "tp,pp", "--recompute", "selective", "--sequence-parallel"],
+    ["check", "zero3"],
+    ["check", "dp×tp", "--json"],
+    ["table", "--params", "nan", "--devices", "8"],       # the error path too
+])
+def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
+    code = textwrap.dedent(f"""
+        import sys
+        from placement_edu.cli import main
+        status = main({argv!r})
+        print("STATUS", status, file=sys.stderr)
+        print("TORCH", "torch" in sys.modules, file=sys.stderr)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "TORCH False" in result.stderr, result.stderr[-2000:]
+    expected = 2 if "nan" in argv else 0
+    assert f"STATUS {expected}" in result.stderr, result.stderr[-2000:]
+
+
+def test_the_torch_check_would_see_torch_if_it_were_imported() -> None:
+    # The run handler imports the runtime: the same probe must report torch there.
+    code = ("import sys\nfrom placement_edu.runtime import RunConfig\n"
+            "print('TORCH', 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "TORCH True" in result.stdout, result.stderr[-2000:]
+
+
+def test_torch_free_runtime_modules_import_without_torch() -> None:
+    # runtime/__init__.py is lazy (PEP 562): the run options come without torch.
+    code = ("import sys\nimport placement_edu.runtime.args, placement_edu.runtime.verdict\n"
+            "print('TORCH', 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "TORCH False" in result.stdout, result.stderr[-2000:]
