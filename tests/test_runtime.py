@@ -10,13 +10,18 @@ from fractions import Fraction
 
 import pytest
 
+from placement_edu import Placement, Strategy
 from placement_edu.runtime import RunConfig, run_many
 from placement_edu.runtime.verdict import applicable
 
-DATA = ["dp", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
+DATA = ["dp", "zero1_allreduce", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
 MODEL = ["tp", "pp"]
 COMPOSED = ["dp×tp", "dp×pp", "zero3×tp", "hsdp"]             # hsdp at 4 ranks: replica=2,data=2
 PADDED = ("zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
+
+
+#: A strategy of the user's own with zero2's placement: the engine is chosen by placement, not name.
+MY_ZERO2 = Strategy("my_zero2", Placement(grads="S", optimizer="S"))
 
 
 def _with_faults(configs: list[RunConfig]) -> list[RunConfig]:
@@ -32,6 +37,8 @@ def _configs(n: int) -> list[RunConfig]:
     plain.append(RunConfig("pp", n, pipeline_schedule="gpipe"))
     if n == 4:  # Ψ = 550 is not a multiple of 4: ZeRO's flat buffer is padded to 552
         plain += [RunConfig(s, n, width=10, layers=5) for s in PADDED]
+        # 3 weights of 144 and 3 biases of 12: whole-tensor owners hold uneven slices.
+        plain += [RunConfig("zero1_allreduce", n, layers=3), RunConfig(MY_ZERO2, n)]
     return _with_faults(plain)
 
 
@@ -62,7 +69,7 @@ def _faulted(results):
 @pytest.mark.parametrize("world", ["world2", "world4"])
 def test_every_strategy_equals_one_process_to_float64_rounding(world, request):
     results = _correct(request.getfixturevalue(world))
-    assert len(results) >= (10 if world == "world2" else 19)
+    assert len(results) >= (11 if world == "world2" else 22)
     for r in results:
         assert r.max_abs_deviation <= 1e-10, (r.config.label, r.deviation)
         assert r.equivalent and r.broken == []
@@ -163,3 +170,37 @@ def test_hsdp_reduces_within_the_data_group_then_all_reduces_the_slice_across_re
     assert [(k[0], k[2]) for k in m["steps"][0]] == [
         ("all_gather", "data"), ("all_gather", "data"), ("reduce_scatter", "data"), ("all_reduce", "replica")]
     assert (m["params"], m["grads"], m["optimizer"]) == (2496, 2496, 4992)   # 16Ψ/d bytes, d = 2
+
+
+def test_zero1_allreduce_owns_whole_tensors_unevenly_and_sends_3_psi(world4):
+    # PyTorch's ZeroRedundancyOptimizer rule (models.greedy_partition): the largest tensors first,
+    # each to the least-loaded rank. A 3-layer MLP of width 12: weights of 144 elements go to
+    # ranks 0, 1, 2; the three biases of 12 all go to rank 3 (12 < 144 after each).
+    r = next(r for r in _correct(world4) if r.config.strategy == "zero1_allreduce" and r.config.layers == 3)
+    assert r.equivalent and r.memory_matches() and r.ledger_matches()
+    psi = 3 * (144 + 12)                                           # 468 float64 elements
+    owned = [144, 144, 144, 36]
+    assert [m["optimizer"] for m in r.measured] == [2 * 8 * e for e in owned]   # Adam's m and v
+    assert [m["params"] for m in r.measured] == [psi * 8] * 4
+    # Per step: DDP's all-reduce, 2(N-1)/N x 8Ψ B on every rank; then each owner broadcasts its
+    # tensors, sending them to the N-1 others. Summed over ranks: 2(N-1)·8Ψ + (N-1)·8Ψ = 3(N-1)·8Ψ,
+    # ZeRO's "3Ψ" against zero1's 2(N-1)·8Ψ ("2Ψ").
+    all_reduce = 2 * 3 * psi * 8 // 4
+    assert [m["comm_ring_bytes"] for m in r.measured] == [all_reduce + 3 * 8 * e for e in owned]
+    assert sum(m["comm_ring_bytes"] for m in r.measured) == 3 * 3 * psi * 8
+    # At equal Ψ (the default 4-layer MLP, 624 elements, no padding on 4 ranks): exactly 1.5x zero1.
+    sent = {name: sum(m["comm_ring_bytes"] for m in next(
+        z for z in _correct(world4) if z.config.strategy == name and z.config.width == 12
+        and z.config.layers == 4).measured) for name in ("zero1_allreduce", "zero1")}
+    assert Fraction(sent["zero1_allreduce"], sent["zero1"]) == Fraction(3, 2)
+    steps = r.measured[3]["steps"][0]
+    assert [k[0] for k in steps] == ["all_reduce", "broadcast", "broadcast", "broadcast", "broadcast"]
+    assert [k[4] for k in steps[1:]] == [0, 0, 0, 3 * 36 * 8]       # rank 3 sends only its own
+
+
+def test_a_user_defined_placement_runs_on_the_engine_of_its_placement(world4):
+    r = next(r for r in world4 if r.config.strategy == MY_ZERO2)
+    zero2 = next(z for z in _correct(world4) if z.config.strategy == "zero2" and z.config.width == 12)
+    assert r.to_dict()["strategy"] == "my_zero2"
+    assert r.equivalent and r.memory_matches() and r.ledger_matches()
+    assert r.measured == zero2.measured                            # the zero2 engine, byte for byte

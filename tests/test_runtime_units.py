@@ -54,10 +54,14 @@ def test_a_fault_that_does_not_apply_is_refused_before_any_process_starts(capsys
 
 @pytest.mark.parametrize("argv, says", [
     (["run", "zero9", "--world-size", "2"], "unknown strategy 'zero9'"),
-    (["run", "zero1xtpxpp", "--world-size", "8"], "no engine for 'zero1×tp×pp'"),
+    (["run", "zero1xtpxpp", "--world-size", "8"], "the runtime cannot execute zero1×tp×pp"),
     (["run", "dp", "--world-size", "3"], "does not split into 3 data ranks"),
     (["run", "dpxtp", "--world-size", "4", "--mesh", "data=4"], "tensor"),
     (["run", "dp", "--world-size", "2", "--fault", "nope"], "unknown fault"),
+    # Nothing is split on tensor: refused by the core before any process starts (once: 4 processes
+    # died on a bare AssertionError).
+    (["run", "dp", "--world-size", "4", "--mesh", "data=2,tensor=2"], "keeps params whole on the tensor axis"),
+    (["run", "dp", "--world-size", "4", "--micro-batches", "2"], "only the pipeline engine splits a step"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
     assert main(argv) == 2
@@ -91,3 +95,42 @@ def test_two_runs_started_at_once_do_not_collide():
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
     assert all(json.loads(o[0])["equivalent"] for o in outs)
+
+
+def test_engines_are_chosen_by_placement_not_by_name():
+    from placement_edu import Mesh, Placement, Strategy, get_strategy
+    from placement_edu.runtime.engines import engine_for
+    from placement_edu.runtime.engines.zero1 import Zero1
+    from placement_edu.runtime.engines.zero1_allreduce import Zero1AllReduce
+    from placement_edu.runtime.engines.zero2 import Zero2
+    from placement_edu.runtime.engines.zero3 import Zero3
+    data4 = Mesh.of(data=4)
+    assert engine_for(Strategy("mine", Placement(grads="S", optimizer="S")), data4) is Zero2
+    assert engine_for(Strategy("mine", Placement(params="SG", grads="S", optimizer="S"),
+                               reshard_after_forward=False), data4) is Zero3
+    zero1 = get_strategy("zero1")
+    assert engine_for(zero1, data4) is Zero1
+    assert engine_for(zero1.with_(owner_update="allreduce_broadcast"), data4) is Zero1AllReduce
+    assert engine_for(get_strategy("zero1_allreduce"), data4) is Zero1AllReduce
+
+
+@pytest.mark.parametrize("strategy, mesh, says", [
+    (("zero3", {"sequence_parallel": True}), "data=4", "sequence parallelism"),
+    (("zero2", {"shard_dims": {"data": "dim0"}}), "data=4", "shard_dims"),
+    (("zero1×tp×pp", {}), "data=2,tensor=2,pipeline=2", "at most one axis besides data"),
+    (("hsdp", {}), "replica=2,data=2,tensor=2", "at most one axis besides data"),
+])
+def test_a_placement_no_engine_executes_is_refused_with_the_reason(strategy, mesh, says):
+    from placement_edu import Mesh, PlacementError, get_strategy
+    from placement_edu.runtime.engines import RUNNABLE, engine_for
+    name, changes = strategy
+    with pytest.raises(PlacementError) as error:
+        engine_for(get_strategy(name).with_(**changes), Mesh.parse(mesh))
+    assert says in str(error.value) and ", ".join(RUNNABLE) in str(error.value)
+
+
+def test_a_run_of_a_user_defined_strategy_is_labelled_with_its_name():
+    from placement_edu import Placement, Strategy
+    config = RunConfig(Strategy("my_zero2", Placement(grads="S", optimizer="S")), 4)
+    config.validate()
+    assert config.label == "my_zero2 on data=4"

@@ -4,11 +4,12 @@ held and sent, and compare every step with one process (SPEC §7).
 Read in this order:
 - ``toy.py``      the tiny models and synthetic data; ``reference.py`` the single-process run
 - ``comm.py``     every collective, with a ledger; ``memtrack.py`` bytes held per state
-- ``dp.py``, ``zero1.py``, ``zero2.py``, ``zero3.py``, ``offload.py``, ``tp.py``, ``pp.py``:
-  one engine per strategy, each collective where the placement puts it; then two variants of
-  zero3: ``zero3_offload.py`` (every slice on the host) and ``hsdp.py`` (replicated across groups)
-- ``launcher.py``   starting the ranks; ``result.py`` measured against predicted
-- ``args.py``       the options of a run, shared by ``placement-edu run`` and torchrun (torch-free)
+- ``engine.py``   what every engine shares; then ``engines/``: one engine per placement, each
+  collective where the placement puts it (``engines/__init__.py`` lists them in reading order and
+  picks one by the strategy's placement, never by its name)
+- ``config.py``, ``worker.py``, ``launcher.py``: what to run, each rank's code, starting the ranks
+- ``result.py``   measured against predicted, in the core's types (``Memory``, ``Schedule``)
+- ``args.py``     the options of a run, shared by ``placement-edu run`` and torchrun (torch-free)
 
     >>> from placement_edu.runtime import RunConfig, run
     >>> print(run(RunConfig("zero3", world_size=4, steps=5)))

@@ -64,9 +64,11 @@ class Comm:
         """Label the entries that follow with ``step`` and ``phase``."""
         self.step, self.phase = step, phase
 
-    def _record(self, op: str, state: str, axis: str | None, n: int, tensor: torch.Tensor) -> None:
+    def _record(self, op: str, state: str, axis: str | None, n: int, tensor: torch.Tensor,
+                sends: bool = True) -> None:
         payload = tensor.numel() * tensor.element_size()
-        ring = 0 if self.phase == "startup" else ring_factor(op, n) * payload
+        # ``sends``: False for a broadcast's receivers (only its root sends: (n - 1) x S).
+        ring = 0 if self.phase == "startup" or not sends else ring_factor(op, n) * payload
         assert Fraction(ring).denominator == 1, "ring bytes of an equal-chunk collective are whole"
         self.entries.append(Entry(self.step, self.phase, op, state, axis, n, payload, int(ring)))
 
@@ -106,10 +108,11 @@ class Comm:
         self._record("all_gather", state, axis, len(ranks), full)
         self._run("all_gather", axis, _all_gather, full, mine, group=group)
 
-    def broadcast(self, tensor: torch.Tensor, state: str, axis: str) -> None:
+    def broadcast(self, tensor: torch.Tensor, state: str, axis: str, root: int = 0) -> None:
+        """Rank ``root`` of the ``axis`` group (0: its first) sends ``tensor`` to the others."""
         group, ranks = self._group(axis)
-        self._record("broadcast", state, axis, len(ranks), tensor)
-        self._run("broadcast", axis, dist.broadcast, tensor, src=ranks[0], group=group)
+        self._record("broadcast", state, axis, len(ranks), tensor, sends=dist.get_rank() == ranks[root])
+        self._run("broadcast", axis, dist.broadcast, tensor, src=ranks[root], group=group)
 
     def send(self, tensor: torch.Tensor, dst: int, state: str, axis: str) -> None:
         """Non-blocking: a pipeline stage sends and moves on (blocking sends deadlock 1F1B, where

@@ -20,10 +20,11 @@ DTYPES = {"float64": (torch.float64, "fp64_adam", 1e-10), "float32": (torch.floa
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One run. ``mesh`` like "data=2,tensor=2" (default: every rank on the strategy's one axis;
+    """One run. ``strategy``: a name, or a ``Strategy`` of your own (the engine is chosen by its
+    placement). ``mesh`` like "data=2,tensor=2" (default: every rank on the strategy's one axis;
     a composition puts 2 ranks on each model axis and the rest on data)."""
 
-    strategy: str
+    strategy: str | Strategy
     world_size: int
     steps: int = 3
     fault: str | None = None
@@ -43,7 +44,7 @@ class RunConfig:
     @property
     def label(self) -> str:
         extra = f" [{self.fault}]" if self.fault else ""
-        return f"{self.strategy} on {self.resolved_mesh()}{extra}"
+        return f"{self.resolved_strategy().name} on {self.resolved_mesh()}{extra}"
 
     def resolved_strategy(self) -> Strategy:
         strategy = get_strategy(self.strategy)
@@ -107,18 +108,21 @@ class RunConfig:
 
     def concrete_model(self) -> ConcreteModel:
         """The core's view of the model, set up to describe exactly what the engines do: ZeRO's
-        flat padded rule, one gather unit, and the activation and boundary sizes of a micro-batch."""
+        flat padded rule (whole tensors, "greedy", where owners broadcast as PyTorch's
+        ZeroRedundancyOptimizer does), one gather unit, and the activation and boundary sizes of a
+        micro-batch."""
         module, rows = self.module(), self.micro_rows()
         act = self.precision.activations
+        rule = "greedy" if self.resolved_strategy().owner_update == "allreduce_broadcast" else "zero"
         if isinstance(module, TinyTransformer):
             rep, split = module.activation_elements(rows, 1)
             return ConcreteModel.from_module(
-                module, rule="zero", tp_plan=TinyTransformer.TP_PLAN, gather_units=1,
+                module, rule=rule, tp_plan=TinyTransformer.TP_PLAN, gather_units=1,
                 boundary_elements=rows * module.seq * module.hidden, tp_blocks_per_layer=2,
                 activation_bytes=(rep + split) * act, activation_bytes_replicated=rep * act,
                 name="tiny transformer block")
         return ConcreteModel.from_module(
-            module, rule="zero", gather_units=1, boundary_elements=rows * module.width,
+            module, rule=rule, gather_units=1, boundary_elements=rows * module.width,
             activation_bytes=module.activation_elements(rows) * act, name="tiny MLP")
 
     def validate(self) -> None:
@@ -129,7 +133,7 @@ class RunConfig:
         positive_int("steps", self.steps)
         strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
         validate_placement(strategy, mesh)
-        engine_for(strategy.name)
+        engine_for(strategy, mesh)
         self.torch_dtype
         self.concrete_model().local_tensors({a: d for a, d in mesh if a != "data"}, mesh.coords(0))
         self.micro_rows()

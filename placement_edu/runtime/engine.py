@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from placement_edu.mesh import Mesh
+from placement_edu.strategies import Strategy
 from placement_edu.runtime import flat
 from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.comm import Comm
@@ -23,6 +24,7 @@ class Context:
     """Everything an engine needs from the outside world, made once per run on each rank."""
 
     rank: int
+    strategy: Strategy               # its placement chose the engine; its options steer it
     mesh: Mesh
     comm: Comm
     mem: MemoryLedger

@@ -72,7 +72,7 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
     comm = Comm(_axis_groups(mesh, rank, timeout_s), timeout_s)
     module = config.module()
     adam = Adam()
-    ctx = Context(rank, mesh, comm, MemoryLedger(), module, config.torch_dtype, device, host,
+    ctx = Context(rank, strategy, mesh, comm, MemoryLedger(), module, config.torch_dtype, device, host,
                   config.seed, config.global_batch, strategy.micro_batches, strategy.pipeline_schedule,
                   config.fault, adam)
     key = (type(module).__name__, config.steps, config.global_batch, config.seed, config.dtype,
@@ -83,7 +83,7 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
                                         config.torch_dtype, adam)
     reference = references[key]
     start = time.perf_counter()
-    engine = engine_for(strategy.name)(ctx)
+    engine = engine_for(strategy, mesh)(ctx)
     deviation = []
     for step in range(config.steps):
         engine.step(step)

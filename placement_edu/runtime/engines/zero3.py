@@ -24,9 +24,9 @@ from placement_edu.runtime.engine import Context, Engine
 class Zero3(Engine):
     name = "zero3"
 
-    def __init__(self, ctx: Context, reshard_after_forward: bool = True) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.reshard = reshard_after_forward
+        self.reshard = ctx.strategy.reshard_after_forward
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
         self.mine = flat.owned(self.psi, self.d, self.di)

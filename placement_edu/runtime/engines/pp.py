@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import torch
 
+from placement_edu.models import stage_layers
 from placement_edu.runtime import flat
-from placement_edu.runtime.dp import DataParallel
+from placement_edu.runtime.engines.dp import DataParallel
 from placement_edu.runtime.toy import loss_fn, mlp_forward
 from placement_edu.schedule import pipeline_order
 
@@ -28,11 +29,9 @@ class Pipeline(DataParallel):
     name = "pp"
 
     def model_shapes(self):
-        p, stage = self.ctx.mesh.degree("pipeline"), self.coords["pipeline"]
-        n = len(self.ctx.module.layers)
-        base, extra = divmod(n, p)                   # earlier stages take the extra layers
-        start = stage * base + min(stage, extra)
-        self.layers = range(start, start + base + (1 if stage < extra else 0))
+        # The core's one stage split: contiguous layers, earlier stages take the extra ones.
+        self.layers = stage_layers(len(self.ctx.module.layers), self.ctx.mesh.degree("pipeline"),
+                                   self.coords["pipeline"])
         return [(name, shape) for name, shape in super().model_shapes()
                 if int(name.split(".")[1]) in self.layers]
 

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime.engine import Context
-from placement_edu.runtime.zero3 import Zero3
+from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class HybridShard(Zero3):
     name = "hsdp"
-
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx, reshard_after_forward=True)
 
     def initial_shard(self) -> torch.Tensor:
         shard = super().initial_shard()

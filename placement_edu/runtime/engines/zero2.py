@@ -11,7 +11,7 @@ import torch
 
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
-from placement_edu.runtime.zero1 import update_owned_slice
+from placement_edu.runtime.engines.zero1 import update_owned_slice
 
 
 class Zero2(Engine):

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime.dp import DataParallel
+from placement_edu.runtime.engines.dp import DataParallel
 from placement_edu.runtime.toy import Params, TinyTransformer, loss_fn, transformer_forward
-from placement_edu.runtime.zero3 import Zero3
+from placement_edu.runtime.engines.zero3 import Zero3
 
 DIM = {"col": 0, "row": 1}
 

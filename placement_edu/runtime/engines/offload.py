@@ -16,7 +16,7 @@ import torch
 
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
-from placement_edu.runtime.zero1 import gather_params
+from placement_edu.runtime.engines.zero1 import gather_params
 
 
 class Zero2Offload(Engine):

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime.engine import Context
-from placement_edu.runtime.zero3 import Zero3
+from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class Zero3Offload(Zero3):
     name = "zero3_offload"
 
-    def __init__(self, ctx: Context) -> None:
-        # zero3's slices (P, G, m, v: made like the shard) are put on the host; the window stays on the device.
-        super().__init__(ctx, reshard_after_forward=True)
+    # zero3's slices (P, G, m, v: made like the shard) are put on the host; the window stays on the device.
 
     def initial_shard(self) -> torch.Tensor:
         return super().initial_shard().to(self.ctx.host)          # P: slice, host (OFF)
