@@ -89,24 +89,29 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
 
     transient: dict[str, dict[str, Number]] = {phase: {} for phase in PHASES}
     P, G = pl.mode(State.PARAMS, "data"), pl.mode(State.GRADS, "data")
-    units = model.gather_units
 
     def full_local(state: State) -> Number:
         """The state's size on this device's data group, padded as its collectives move it."""
         return model.traffic_elements(split_axes(pl, state, mesh, exclude="data"), d, coords)
 
+    def largest_unit(state: State) -> Number:
+        """The largest gather unit of the state on this device's data group (padded, whole)."""
+        return max(model.unit_elements(split_axes(pl, state, mesh, exclude="data"), d, coords))
+
     if d > 1 and P in GATHERED:
-        unit = Fraction(full_local(State.PARAMS) * precision.params, units)
         whole = full_local(State.PARAMS) * precision.params
         # Resharded after forward: one unit live at a time. Kept (SHARD_GRAD_OP): all units by the
         # end of forward and through backward.
-        window = unit if strategy.reshard_after_forward else whole
+        window = largest_unit(State.PARAMS) * precision.params if strategy.reshard_after_forward else whole
         transient["forward"]["gather_window"] = window
         transient["backward"]["gather_window"] = window
     if d > 1 and G in SPLIT_MODES:
         # Backward produces each unit's whole, unreduced (partial) gradient before it is
-        # reduce-scattered to its owners: one unit's bucket is live.
-        transient["backward"]["reduce_bucket"] = Fraction(full_local(State.GRADS) * precision.grads, units)
+        # reduce-scattered to its owners: one unit's bucket is live. (A concrete model whose
+        # parameters are not gathered by unit reduces its whole gradient at once.)
+        by_unit = P in GATHERED or not model.reduces_per_unit
+        bucket = largest_unit(State.GRADS) if by_unit else full_local(State.GRADS)
+        transient["backward"]["reduce_bucket"] = bucket * precision.grads
     if d > 1 and pl.mode(State.OPTIMIZER, "data") in SPLIT_MODES:
         # ZeRO's rule moves equal, padded chunks. A whole (R) state is stored unpadded, so when the
         # rule pads, the reduce-scatter reads (and the all-gather after the step fills) a padded
@@ -121,8 +126,8 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
             # SPEC §7: a staging buffer is one unit on its way up (params) or down (grads), not the
             # whole offloaded slice.
             phase = "forward" if state is State.PARAMS else "backward"
-            transient[phase]["offload_staging"] = (transient[phase].get("offload_staging", 0)
-                                                   + Fraction(host[state], units))
+            unit = Fraction(largest_unit(state) * precision.bytes_per(state), d)   # its slice
+            transient[phase]["offload_staging"] = transient[phase].get("offload_staging", 0) + unit
 
     stage = coords["pipeline"]
     m = strategy.micro_batches

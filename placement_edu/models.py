@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # torch is only needed to read a real module
 
 Number = Union[int, Fraction]
 SHARDING_RULES = ("zero", "fsdp2", "greedy")
+#: How a concrete model's tensors form gather units: "model" (one unit, the whole model -- the
+#: worst case) or "layer" (one unit per layer: FSDP wrapping each block, ``fully_shard`` per layer).
+GATHER_UNITS = ("model", "layer")
 
 
 def greedy_partition(sizes: list[int] | tuple[int, ...], n: int) -> list[int]:
@@ -66,6 +69,17 @@ class IdealSlices:
     def padding(self, n: int) -> int:
         """Elements of padding a sharding over ``n`` adds: none for the ideal formula."""
         return 0
+
+    def unit_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
+                      coords: Mapping[str, int] | None = None) -> list[Number]:
+        """Elements each gather unit's data-axis collective moves, in forward order: Ψ-level
+        units, ``gather_units`` equal parts of ``traffic_elements`` (fractions of an element)."""
+        total = self.traffic_elements(split_other, padded_for, coords)
+        units = self.gather_units  # type: ignore[attr-defined]
+        return [Fraction(total, units)] * units if units > 1 else [total]
+
+    #: An abstract model is reduced in one collective per axis (its units are Ψ-level parts).
+    reduces_per_unit = False
 
 
 @dataclass(frozen=True)
@@ -236,11 +250,16 @@ class ConcreteModel:
     ceil(rows/N) rows; the last ranks may hold fewer rows or none, collectives move padded chunks.
     ``rule="greedy"``: whole tensors, largest first, each to the least-loaded rank (PyTorch
     ``ZeroRedundancyOptimizer``); uneven slices, no padding (``greedy_partition``).
+
+    ``units``: the gather units of sharded-with-gather parameters, real groups of tensors (see
+    GATHER_UNITS). Each unit is gathered, and its gradient reduce-scattered, by its own collective,
+    and under the "zero" rule each unit is its own flat buffer, padded to a multiple of N (FSDP1's
+    FlatParameter per wrapped module); "fsdp2" pads each tensor anyway.
     """
 
     tensors: tuple[TensorSpec, ...]
     rule: str = "zero"
-    gather_units: int = 1
+    units: str = "model"
     boundary_elements: int = 0
     activation_bytes: int = 0
     tp_blocks_per_layer: int = 1
@@ -253,6 +272,10 @@ class ConcreteModel:
         expect(len(self.tensors) > 0, "a concrete model needs at least one parameter tensor")
         expect(self.rule in SHARDING_RULES,
                f"unknown sharding rule {self.rule!r}; known rules: {', '.join(SHARDING_RULES)}")
+        expect(self.units in GATHER_UNITS,
+               f"unknown gather units {self.units!r}; known: {', '.join(GATHER_UNITS)}")
+        expect(self.rule != "greedy" or self.units == "model",
+               "the greedy rule owns whole tensors for an optimizer step; it has no gather units (units='model')")
 
     @classmethod
     def from_module(cls, module: "torch.nn.Module", *, rule: str = "zero",
@@ -274,6 +297,26 @@ class ConcreteModel:
     @property
     def layers(self) -> int:
         return max(t.layer for t in self.tensors) + 1
+
+    @property
+    def gather_units(self) -> int:
+        """How many gather units the whole model has (one per layer that holds tensors, or one)."""
+        return len({t.layer for t in self.tensors}) if self.units == "layer" else 1
+
+    @property
+    def reduces_per_unit(self) -> bool:
+        """A gradient sharded with its gathered parameters is reduce-scattered unit by unit."""
+        return self.gather_units > 1
+
+    def _grouped(self, local: list[tuple[str, tuple[int, ...]]]) -> list[list[tuple[str, tuple[int, ...]]]]:
+        """``local`` (name, shape) pairs grouped into gather units, in forward (model) order."""
+        if self.units == "model":
+            return [local] if local else []
+        layer = {t.name: t.layer for t in self.tensors}
+        groups: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+        for name, shape in local:
+            groups.setdefault(layer[name], []).append((name, shape))
+        return [groups[k] for k in sorted(groups)]
 
     # --- slicing --------------------------------------------------------------------------
     def stage_layers(self, stages: int, stage: int) -> range:
@@ -301,11 +344,11 @@ class ConcreteModel:
         return out
 
     def data_shard(self, local: list[tuple[str, tuple[int, ...]]], n: int, index: int) -> tuple[int, int]:
-        """(elements held by data rank ``index``, elements a collective moves) under the rule."""
-        if self.rule == "zero":
-            flat = sum(math.prod(s) for _, s in local)
-            padded = -(-flat // n) * n
-            return padded // n, padded
+        """(elements held by data rank ``index``, elements its collectives move) under the rule,
+        summed over the gather units."""
+        if self.rule == "zero":  # each unit one flat buffer, padded to a multiple of n
+            padded = [-(-sum(math.prod(s) for _, s in unit) // n) * n for unit in self._grouped(local)]
+            return sum(padded) // n, sum(padded)
         if self.rule == "greedy":  # whole tensors, no padding: a collective moves exactly the tensors
             sizes = [math.prod(s) for _, s in local]
             owners = greedy_partition(sizes, n)
@@ -335,6 +378,15 @@ class ConcreteModel:
             return self.data_shard(local, padded_for, 0)[1]
         return sum(math.prod(s) for _, s in local)
 
+    def unit_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
+                      coords: Mapping[str, int] | None = None) -> list[int]:
+        """Elements each gather unit's data-axis collective moves (whole, exact, padded by the
+        rule when ``padded_for`` > 1), in forward order."""
+        units = self._grouped(self.local_tensors(split_other, coords))
+        if padded_for > 1:
+            return [self.data_shard(unit, padded_for, 0)[1] for unit in units]
+        return [sum(math.prod(s) for _, s in unit) for unit in units]
+
     def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
         """Elements of the tensors in ``layers`` that tensor parallelism leaves whole (tp=None)."""
         return sum(t.numel for t in self.tensors if t.tp is None and t.layer in layers)
@@ -349,7 +401,8 @@ class ConcreteModel:
 
     @property
     def description(self) -> str:
-        return self.name or f"{len(self.tensors)} tensors, Ψ = {self.psi:,} ({self.rule} rule)"
+        units = f", {self.gather_units} gather units" if self.gather_units > 1 else ""
+        return self.name or f"{len(self.tensors)} tensors, Ψ = {self.psi:,} ({self.rule} rule{units})"
 
 
 Model = Union[ModelSpec, TransformerSpec, ConcreteModel]

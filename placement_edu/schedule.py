@@ -315,6 +315,15 @@ class Device:
             return self.model.traffic_elements(other, self.mesh.degree(axis) if padded else 1, self.coords)
         return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
 
+    def units_on(self, state: State, axis: str) -> list[Number]:
+        """S of each gather unit's collective on ``state`` along ``axis``, in forward order: a
+        concrete model's real units (exact, each padded by its rule), or Ψ-level equal parts."""
+        other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
+        flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)
+        if flat == 1:
+            return self.model.unit_elements(other, self.mesh.degree(axis), self.coords)
+        return [Fraction(u, flat) for u in self.model.unit_elements(other, flat, self.coords)]
+
     def op(self, op: str, state: State, axis: str | None, phase: str, elements: Number, group: int = 1,
            why: str = "", **extra: Any) -> Op:
         element_bytes = self.precision.activations if state is State.ACTIVATIONS else self.precision.bytes_per(state)
@@ -334,13 +343,10 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
     """SPEC §4 rule 3: parameters stored as slices (SG; OFF, streamed up from the host first) are
     all-gathered along each axis they are sliced on, unit by unit, just before use."""
     ops: list[Op] = []
-    units = dev.model.gather_units
     for axis, n in dev.mesh:
         if n == 1 or dev.mode(State.PARAMS, axis) not in GATHERED:
             continue
-        total = dev.size_on(State.PARAMS, axis, True)
-        unit = Fraction(total, units) if units > 1 else total
-        for _ in range(units):
+        for unit in dev.units_on(State.PARAMS, axis):
             if dev.mode(State.PARAMS, axis) is Mode.OFF:
                 ops.append(dev.op("h2d", State.PARAMS, axis, phase, Fraction(unit, n), 1,
                                   "stream this unit's parameter slice up from host memory before its gather (SPEC §7)"))
@@ -365,9 +371,11 @@ def grad_reduction(strategy, axis: str) -> str:
 
 def reduce_partial_grads(dev: Device, tag: tuple[int, ...]) -> list[Op]:
     """SPEC §4 rule 1: a gradient leaves backward partial along every batch-splitting axis; it is
-    reduced along each, innermost first, the later axes reducing only what the earlier left."""
+    reduced along each, innermost first, the later axes reducing only what the earlier left.
+    A concrete model whose parameters are gathered unit by unit reduces unit by unit too, in
+    backward order (the last unit's gradient is ready first)."""
     ops: list[Op] = []
-    size: Number | None = None
+    sizes: list[Number] | None = None
     for axis in dev.batch_axes:
         n = dev.mesh.degree(axis)
         if dev.mode(State.GRADS, axis) is Mode.M:
@@ -381,11 +389,14 @@ def reduce_partial_grads(dev: Device, tag: tuple[int, ...]) -> list[Op]:
                    "owner then updates its slice and broadcasts it (PyTorch's ZeroRedundancyOptimizer, rule 1)")
         else:
             why = "optimizer state is sliced, so each owner needs only its slice of the summed gradient (rule 1)"
-        if size is None:  # the first reduction works on the whole local gradient
+        if sizes is None:  # the first reduction works on the whole local gradient
             split = split_axes(dev.strategy.placement, State.GRADS, dev.mesh, exclude=BATCH_AXES)
-            size = dev.model.traffic_elements(split, 1 if whole else n, dev.coords)
-        ops.append(dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag))
-        size = size if whole else Fraction(size, n)  # later axes reduce only this rank's slice
+            if dev.model.reduces_per_unit and dev.mode(State.PARAMS, axis) in GATHERED:
+                sizes = dev.model.unit_elements(split, 1 if whole else n, dev.coords)[::-1]
+            else:
+                sizes = [dev.model.traffic_elements(split, 1 if whole else n, dev.coords)]
+        ops += [dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag) for size in sizes]
+        sizes = sizes if whole else [Fraction(size, n) for size in sizes]  # later axes: this rank's slice
     return ops
 
 

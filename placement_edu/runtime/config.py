@@ -117,12 +117,12 @@ class RunConfig:
         if isinstance(module, TinyTransformer):
             rep, split = module.activation_elements(rows, 1)
             return ConcreteModel.from_module(
-                module, rule=rule, tp_plan=TinyTransformer.TP_PLAN, gather_units=1,
+                module, rule=rule, tp_plan=TinyTransformer.TP_PLAN,
                 boundary_elements=rows * module.seq * module.hidden, tp_blocks_per_layer=2,
                 activation_bytes=(rep + split) * act, activation_bytes_replicated=rep * act,
                 name="tiny transformer block")
         return ConcreteModel.from_module(
-            module, rule=rule, gather_units=1, boundary_elements=rows * module.width,
+            module, rule=rule, boundary_elements=rows * module.width,
             activation_bytes=module.activation_elements(rows) * act, name="tiny MLP")
 
     def validate(self) -> None:
