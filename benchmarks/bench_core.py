@@ -44,7 +44,7 @@ def bench_scalar(points: int = 2_000) -> float:
 
 
 def bench_widget(updates: int = 30) -> float:
-    from placement_edu.widgets import ZeroExplorer
+    from placement_edu.presentation.widgets import ZeroExplorer
 
     explorer = ZeroExplorer()
     times = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement_edu import GB, State, analyze
-from placement_edu.widgets import ZeroExplorer
+from placement_edu.presentation.widgets import ZeroExplorer
 
 
 def bar_heights(explorer: ZeroExplorer, state: State) -> list[float]:
@@ -33,7 +33,7 @@ def test_precision_choice_changes_the_table() -> None:
 
 
 def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_apply() -> None:
-    from placement_edu.widgets import CheckExplorer
+    from placement_edu.presentation.widgets import CheckExplorer
 
     explorer = CheckExplorer(strategy="zero2", fault="skip-param-sync")
     assert "state consistency: BROKEN" in explorer.output.value

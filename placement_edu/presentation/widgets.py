@@ -4,7 +4,7 @@ compute a cost themselves."""
 from __future__ import annotations
 
 from placement_edu.models import ModelSpec
-from placement_edu.plots import CostCharts
+from placement_edu.presentation.plots import CostCharts
 from placement_edu.precision import PRESETS
 from placement_edu.report import Comparison, compare
 
