@@ -79,6 +79,26 @@ def positive_int(name: str, value: object) -> int:
     return number
 
 
+def non_negative_int(name: str, value: object) -> int:
+    """Return value as an int if it is a whole number >= 0 (0 allowed), else a PlacementError naming it."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
+        return 0
+    try:
+        return positive_int(name, value)
+    except PlacementError as error:
+        raise PlacementError(str(error).replace(">= 1", ">= 0", 1)) from None
+
+
+def positive_seconds(name: str, value: object, maximum: float = MAX_TIMEOUT_S) -> float:
+    """Return value as float seconds if it is a finite number > 0 and at most ``maximum``."""
+    wanted = f"{name} must be a number of seconds > 0 and at most {show_limit(int(maximum))}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PlacementError(f"{wanted}, got {value!r} of type {type(value).__name__}")
+    if not math.isfinite(value) or not 0 < value <= maximum:
+        raise PlacementError(f"{wanted}, got {value!r}")
+    return float(value)
+
+
 # --- numbers typed as text ------------------------------------------------------------------
 def show_limit(n: int) -> str:
     """10^15, 2^40 or 86,400: a limit the way a reader knows it (powers from 10^6 and 2^20 on)."""

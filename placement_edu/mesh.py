@@ -33,6 +33,8 @@ class Mesh:
     @classmethod
     def parse(cls, text: str) -> "Mesh":
         """Read ``"data=2,tensor=2"``."""
+        if not isinstance(text, str):
+            raise PlacementError(f"a mesh is text like \"data=2,tensor=2\", got {text!r} of type {type(text).__name__}")
         degrees: dict[str, int] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             axis, sep, value = part.partition("=")
@@ -86,4 +88,7 @@ def as_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:
         return mesh
     if isinstance(mesh, str):
         return Mesh.parse(mesh)
+    if not isinstance(mesh, Mapping) or not all(isinstance(axis, str) for axis in mesh):
+        raise PlacementError(f"mesh must be a Mesh, text like \"data=2,tensor=2\" or a mapping "
+                             f"{{axis: degree}}, got {mesh!r} of type {type(mesh).__name__}")
     return Mesh.of(**mesh)

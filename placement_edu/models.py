@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Mapping, Union
 
-from placement_edu.errors import expect, positive_int
+from placement_edu.errors import expect, non_negative_int, positive_int
 
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
@@ -110,9 +110,9 @@ class ModelSpec(IdealSlices):
     def __post_init__(self) -> None:
         object.__setattr__(self, "psi", positive_int("number of parameters (psi)", self.psi))
         for name in ("layers", "gather_units", "tp_blocks_per_layer"):
-            positive_int(name, getattr(self, name))
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         for name in ("boundary_elements", "activation_bytes", "replicated_elements"):
-            expect(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, non_negative_int(name, getattr(self, name)))
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         """Activation bytes one device keeps for one micro-batch (ideal split over t and stages)."""
@@ -282,6 +282,8 @@ class ConcreteModel:
                     tp_plan: Mapping[str, str] | None = None, **fields: object) -> "ConcreteModel":
         """Read every parameter of ``module``. A tensor's layer is the first integer in its name
         ("3.weight" and "layers.3.mlp.weight" are layer 3; names without one are layer 0)."""
+        expect(hasattr(module, "named_parameters"),
+               f"from_module reads a torch.nn.Module, got {module!r} of type {type(module).__name__}")
         tp_plan = dict(tp_plan or {})
         tensors = []
         for name, param in module.named_parameters():

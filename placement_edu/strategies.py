@@ -54,7 +54,13 @@ class Strategy:
     mesh_axes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        positive_int("micro_batches", self.micro_batches)
+        if not isinstance(self.name, str) or not self.name:
+            raise PlacementError(f"a strategy's name is non-empty text, got {self.name!r}")
+        if not isinstance(self.placement, Placement):
+            raise PlacementError(f"strategy {self.name!r}: placement must be a Placement, e.g. "
+                                 f"Placement(params=\"SG\", grads=\"S\", optimizer=\"S\"), got "
+                                 f"{self.placement!r} of type {type(self.placement).__name__}")
+        object.__setattr__(self, "micro_batches", positive_int("micro_batches", self.micro_batches))
         if self.owner_update not in OWNER_UPDATES:
             raise PlacementError(f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}")
         if self.pipeline_schedule not in PIPELINE_SCHEDULES:

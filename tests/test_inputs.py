@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from placement_edu import Mesh, ModelSpec, PlacementError, Precision, TransformerSpec, analyze, get_precision
+from placement_edu import (Mesh, ModelSpec, Placement, PlacementError, Precision, Strategy, TransformerSpec, analyze,
+                           get_precision)
 from placement_edu.cli import main
 from placement_edu.errors import (MAX_DEVICES, MAX_LOCAL_WORLD_SIZE, MAX_MICRO_BATCHES, MAX_PARAMS,
                                   MAX_TIMEOUT_S, positive_int, read_int, read_seconds, show_limit)
@@ -246,6 +248,39 @@ def test_run_refuses_bad_numbers_before_importing_the_runtime(capsys, argv, says
 def test_the_python_api_refuses_bad_numbers_with_a_placement_error(make) -> None:
     with pytest.raises(PlacementError):           # not ValueError from int(nan), OverflowError, TypeError
         make()
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: ModelSpec(psi=10**6, boundary_elements="x"), "boundary_elements must be a whole number >= 0"),
+    (lambda: ModelSpec(psi=10**6, activation_bytes=-1), "activation_bytes must be a whole number >= 0"),
+    (lambda: analyze("zero3", 10**6, mesh=5), "mesh must be a Mesh"),
+    (lambda: Mesh.parse(None), "a mesh is text like"),
+    (lambda: Strategy("x", "P=R"), "placement must be a Placement"),
+    (lambda: Strategy("", Placement()), "a strategy's name is non-empty text"),
+])
+def test_the_python_api_names_the_argument_of_a_wrong_type(make, says) -> None:
+    with pytest.raises(PlacementError, match=re.escape(says)):   # not a TypeError from deep inside
+        make()
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"global_batch": "x"}, "global_batch must be a whole number >= 1"),
+    ({"width": 0}, "width must be a whole number >= 1"),
+    ({"width": 10**6}, "the toy MLP is small by design"),
+    ({"seed": "x"}, "seed must be an int"),
+])
+def test_a_run_config_is_checked_before_any_process_starts(changes, says) -> None:
+    from placement_edu.runtime import RunConfig
+    with pytest.raises(PlacementError, match=re.escape(says)):
+        RunConfig("zero3", 2, **changes).validate()
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1, 0, "60", 10**6])
+def test_the_python_run_refuses_a_bad_timeout_before_starting_processes(timeout) -> None:
+    # Once: nan reached every rank and each died in int(nan); -1 waited for a socket for -1000 ms.
+    from placement_edu.runtime import RunConfig, run
+    with pytest.raises(PlacementError, match="timeout_s must be a number of seconds > 0"):
+        run(RunConfig("zero3", 2, steps=1), timeout_s=timeout)
 
 
 def test_positive_int_names_the_argument_and_the_value() -> None:

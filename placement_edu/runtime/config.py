@@ -131,6 +131,14 @@ class RunConfig:
         from placement_edu.runtime.verdict import refuse_inapplicable
         from placement_edu.schedule import validate as validate_placement
         positive_int("steps", self.steps)
+        positive_int("global_batch", self.global_batch)
+        expect(positive_int("width", self.width) <= 1024 and positive_int("layers", self.layers) <= 64,
+               f"the toy MLP is small by design: width at most 1024 and layers at most 64, got "
+               f"width={self.width}, layers={self.layers}")
+        expect(isinstance(self.seed, int) and not isinstance(self.seed, bool),
+               f"seed must be an int, got {self.seed!r} of type {type(self.seed).__name__}")
+        expect(self.fault is None or isinstance(self.fault, str),
+               f"fault must be a fault's name or None, got {self.fault!r}")
         strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
         validate_placement(strategy, mesh)
         engine_for(strategy, mesh)

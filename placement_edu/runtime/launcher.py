@@ -18,6 +18,7 @@ import time
 import uuid
 import warnings
 
+from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.result import RunResult
 
@@ -34,6 +35,9 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     from placement_edu.runtime import worker
+    timeout_s = positive_seconds("timeout_s", timeout_s)
+    if not jobs or not all(isinstance(job, RunConfig) for job in jobs):
+        raise PlacementError(f"launch runs a non-empty list of RunConfig, got {jobs!r}")
     for job in jobs:
         job.validate()
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size,
@@ -64,9 +68,11 @@ def run(config: RunConfig, timeout_s: float = 60.0, progress: bool = True) -> Ru
 def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool = True) -> list[RunResult]:
     """Several configurations of one world size in one launch (processes start once: 4 ranks take
     several seconds to start on a small machine)."""
+    if not isinstance(configs, (list, tuple)) or not configs or not all(isinstance(c, RunConfig) for c in configs):
+        raise PlacementError(f"run_many runs a non-empty list of RunConfig, got {configs!r}")
     sizes = {c.world_size for c in configs}
     if len(sizes) != 1:
-        raise ValueError(f"run_many needs one world size per launch, got {sorted(sizes)}")
+        raise PlacementError(f"run_many needs one world size per launch, got {sorted(sizes, key=str)}")
     raw = launch(list(configs), sizes.pop(), timeout_s, progress)
     return [RunResult.build(c, r) for c, r in zip(configs, raw)]
 
