@@ -2,8 +2,13 @@
 
 (a) the wall time of one 4-rank, 5-step zero3 run through the elastic launcher, start-up included
     (target under 15 s on 2 cores), with the time the ranks spent in the 5 steps themselves;
-(b) the wall time of the whole runtime test suite (tests/test_runtime*.py), in a subprocess.
-Pass --no-suite to skip (b).
+(b) a warm pool (``WorkerPool``): the median click-to-result time of a 4-rank, 3-step zero3 run on
+    ranks already started (target under 0.5 s), beside the pool's cold first run;
+(c) the peak memory of the ranks of a 4- and an 8-rank pool during a run: RSS and PSS summed over
+    the ranks (PSS shares the pages the ranks have in common, so it is what they cost together),
+    read from /proc/PID/smaps_rollup every 20 ms;
+(d) the wall time of the whole runtime test suite (tests/test_runtime*.py), in a subprocess.
+Pass --no-suite to skip (d).
 """
 
 from __future__ import annotations
@@ -31,6 +36,67 @@ def bench_zero3(world_size: int = 4, steps: int = 5) -> None:
           f"memory={result.memory_matches()}, ledger={result.ledger_matches()}")
 
 
+def bench_warm(runs: int = 15) -> None:
+    from placement_edu.runtime import WorkerPool
+    config = RunConfig("zero3", 4, steps=3)
+    pool = WorkerPool(4)
+    start = time.perf_counter()
+    pool.run(config, progress=False)
+    cold = time.perf_counter() - start
+    pool.run(config, progress=False)                    # the first gloo connections are made lazily
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = pool.run(config, progress=False)
+        times.append(time.perf_counter() - start)
+    pool.close()
+    times.sort()
+    print(f"warm pool, zero3, 4 ranks, 3 steps: median {times[len(times) // 2]:.3f} s click to result "
+          f"(min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; target < 0.5 s); the pool's first, "
+          f"cold run: {cold:.2f} s; equivalent={result.equivalent}")
+
+
+def _children_memory() -> tuple[int, int]:
+    """(RSS, PSS) in bytes summed over this process's child processes (the ranks)."""
+    me, rss, pss = str(os.getpid()), 0, 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] != me:
+                    continue
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith(("Rss:", "Pss:")):
+                        kib = int(line.split()[1]) * 1024
+                        rss, pss = (rss + kib, pss) if line.startswith("Rss:") else (rss, pss + kib)
+        except (OSError, IndexError):
+            continue
+    return rss, pss
+
+
+def bench_memory(world_size: int) -> None:
+    import threading
+
+    from placement_edu.runtime import WorkerPool
+    pool = WorkerPool(world_size)
+    peak = [0, 0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            rss, pss = _children_memory()
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+
+    threading.Thread(target=sample, daemon=True).start()
+    for name in ("zero3", "dp"):
+        pool.run(RunConfig(name, world_size, steps=3), progress=False)
+    done.set()
+    pool.close()
+    gib = 2 ** 30
+    print(f"{world_size}-rank pool, peak over its ranks: RSS {peak[0] / gib:.2f} GiB, PSS {peak[1] / gib:.2f} GiB "
+          f"({peak[1] / world_size / 2**20:.0f} MiB PSS per rank)")
+
+
 def bench_suite() -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tests = sorted(os.path.join("tests", f) for f in os.listdir(os.path.join(root, "tests"))
@@ -45,5 +111,8 @@ def bench_suite() -> None:
 
 if __name__ == "__main__":
     bench_zero3()
+    bench_warm()
+    for n in (4, 8):
+        bench_memory(n)
     if "--no-suite" not in sys.argv:
         bench_suite()

@@ -134,3 +134,10 @@ def test_a_run_of_a_user_defined_strategy_is_labelled_with_its_name():
     config = RunConfig(Strategy("my_zero2", Placement(grads="S", optimizer="S")), 4)
     config.validate()
     assert config.label == "my_zero2 on data=4"
+
+
+def test_the_runtime_widget_offers_only_world_sizes_the_strategy_runs_on():
+    from placement_edu.runtime.explore import RuntimeExplorer
+    assert RuntimeExplorer.world_sizes("zero3") == [2, 4]
+    assert RuntimeExplorer.world_sizes("dp×tp") == [4]              # data=2 x tensor=2
+    assert RuntimeExplorer.world_sizes("hsdp") == [4]               # replica=2 x data=2

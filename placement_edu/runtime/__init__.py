@@ -7,7 +7,8 @@ Read in this order:
 - ``engine.py``   what every engine shares; then ``engines/``: one engine per placement, each
   collective where the placement puts it (``engines/__init__.py`` lists them in reading order and
   picks one by the strategy's placement, never by its name)
-- ``config.py``, ``worker.py``, ``launcher.py``: what to run, each rank's code, starting the ranks
+- ``config.py``, ``worker.py``, ``launcher.py``: what to run, each rank's code, starting the ranks;
+  ``pool.py``: ranks kept warm between runs (a run in a tenth of a second instead of several)
 - ``result.py``   measured against predicted, in the core's types (``Memory``, ``Schedule``)
 - ``args.py``     the options of a run, shared by ``placement-edu run`` and torchrun (torch-free)
 
@@ -30,14 +31,18 @@ _EXPORTS = {
     "run": "placement_edu.runtime.launcher",
     "run_many": "placement_edu.runtime.launcher",
     "RunResult": "placement_edu.runtime.result",
+    "WorkerPool": "placement_edu.runtime.pool",
+    "shared_pool": "placement_edu.runtime.pool",
 }
 
-__all__ = ["RUNNABLE", "RunConfig", "RunFailed", "RunResult", "launch", "run", "run_many"]
+__all__ = ["RUNNABLE", "RunConfig", "RunFailed", "RunResult", "WorkerPool", "launch", "run", "run_many",
+           "shared_pool"]
 
 if TYPE_CHECKING:
     from placement_edu.runtime.config import RunConfig
     from placement_edu.runtime.engines import RUNNABLE
     from placement_edu.runtime.launcher import RunFailed, launch, run, run_many
+    from placement_edu.runtime.pool import WorkerPool, shared_pool
     from placement_edu.runtime.result import RunResult
 
 

@@ -36,29 +36,51 @@ class RuntimeExplorer:
     """Pick a strategy, a world size and a fault; Run launches real processes and shows the
     deviation curve beside the correct run, and measured against predicted bytes."""
 
+    #: World sizes the widget offers (8 ranks would take about 1.2 GiB: more than a Binder container).
+    WORLD_SIZES = (2, 4)
+
     def __init__(self, strategy: str = "zero3", world_size: int = 4, steps: int = 5) -> None:
         import ipywidgets as w
 
         self.strategy = w.Dropdown(options=list(RUNNABLE), value=strategy, description="strategy")
-        self.world = w.Dropdown(options=[2, 4], value=world_size, description="ranks")
+        self.world = w.Dropdown(options=self.world_sizes(strategy), value=world_size, description="ranks")
         self.fault = w.Dropdown(description="fault")
         self.steps = w.IntSlider(value=steps, min=1, max=10, description="steps")
         self.button = w.Button(description="Run", button_style="primary")
         self.out = w.Output()
-        for control in (self.strategy, self.world):
-            control.observe(lambda _change: self._faults(), names="value")
+        self.strategy.observe(lambda _change: self._world_sizes(), names="value")
+        self.world.observe(lambda _change: self._faults(), names="value")
         self.button.on_click(lambda _b: self.run())
         self._faults()
+        from placement_edu.runtime.pool import shared_pool
+        shared_pool(max(self.WORLD_SIZES)).start()     # warm by the time the learner clicks Run
         self.widget = w.VBox([w.HBox([self.strategy, self.world, self.fault]),
                               w.HBox([self.steps, self.button]), self.out])
 
+    @classmethod
+    def world_sizes(cls, strategy: str) -> list[int]:
+        """The offered world sizes on which ``strategy`` runs (a composition needs 4: 2 x 2)."""
+        from placement_edu.errors import PlacementError
+        out = []
+        for n in cls.WORLD_SIZES:
+            try:
+                RunConfig(strategy, n).validate()
+                out.append(n)
+            except PlacementError:
+                pass
+        return out
+
+    def _world_sizes(self) -> None:
+        sizes = self.world_sizes(self.strategy.value)
+        keep = self.world.value if self.world.value in sizes else sizes[-1]
+        self.world.options = sizes
+        self.world.value = keep
+        self._faults()
+
     def _faults(self) -> None:
         from placement_edu.runtime.verdict import applicable
-        try:
-            config = RunConfig(self.strategy.value, self.world.value)
-            names = applicable(config.resolved_strategy(), config.resolved_mesh())
-        except Exception:                              # e.g. a composition on 2 ranks
-            names = ()
+        config = RunConfig(self.strategy.value, self.world.value)
+        names = applicable(config.resolved_strategy(), config.resolved_mesh())
         self.fault.options = ["(none)", *names]
         self.fault.value = "(none)"
 
@@ -68,11 +90,12 @@ class RuntimeExplorer:
         return [base] + ([base.with_(fault=fault)] if fault else [])
 
     def run(self) -> list[RunResult]:
-        from placement_edu.runtime.launcher import run_many
+        from placement_edu.runtime.pool import shared_pool
         self.out.clear_output()
         with self.out:
             try:
-                results = run_many(self.configs())
+                # The kernel's warm ranks (started when the widget was made): no start-up per click.
+                results = shared_pool(self.world.value).run_many(self.configs(), progress=False)
             except Exception as error:                 # shown, not raised, inside a widget
                 print(f"error: {error}")
                 return []

@@ -8,6 +8,7 @@ gloo on CPU; NCCL (one GPU per rank) when CUDA is present. The same code runs ac
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -40,9 +41,9 @@ def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[obj
             if r != ranks[0]:
                 continue
             key = tuple(ranks)
-            if key not in _GROUPS:
+            if key not in _GROUPS:                     # (a warm pool may hold more ranks than the run)
                 _GROUPS[key] = (dist.new_group(ranks, timeout=timedelta(seconds=timeout_s))
-                                if len(ranks) < mesh.world_size else dist.group.WORLD)
+                                if len(ranks) < dist.get_world_size() else dist.group.WORLD)
             if rank in ranks:
                 out[axis] = (_GROUPS[key], ranks)
     return out
@@ -65,11 +66,17 @@ def _device() -> tuple[torch.device, torch.device]:
 
 def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
             references: dict | None = None) -> dict:
-    """Run one configuration on this rank; return its ledger, memory and per-step deviation."""
+    """Run one configuration on this rank; return its ledger, memory and per-step deviation.
+    A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
+    waits at the closing barrier, and returns None."""
     rank = dist.get_rank()
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
-    comm = Comm(_axis_groups(mesh, rank, timeout_s), timeout_s)
+    groups = _axis_groups(mesh, rank, timeout_s)
+    if rank >= mesh.world_size:
+        dist.barrier()
+        return None
+    comm = Comm(groups, timeout_s)
     module = config.module()
     adam = Adam()
     ctx = Context(rank, strategy, mesh, comm, MemoryLedger(), module, config.torch_dtype, device, host,
@@ -136,6 +143,44 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
     finally:
         _GROUPS.clear()
         dist.destroy_process_group()
+
+
+@record
+def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
+    """Entry point of every rank of a warm ``WorkerPool`` (``pool.py``): set up torch.distributed
+    once, then run job after job. Job k is the key ``job/k`` of the pool's store (a TCPStore the
+    parent holds on ``port``): a pickled (configs, failure) pair, or "stop". Each rank puts its
+    results under ``result/k/RANK``. A rank whose parent died (the kernel was killed) exits."""
+    import pickle
+
+    torch.set_num_threads(1)
+    parent = os.getppid()
+    dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
+    rank = dist.get_rank()
+    references: dict = {}
+    try:
+        for k in itertools.count():
+            while not store.check([f"job/{k}"]):      # wait for the next job, watching the parent
+                if os.getppid() != parent:
+                    return []
+                time.sleep(0.002)
+            job = pickle.loads(store.get(f"job/{k}"))
+            if job == "stop":
+                return []
+            configs, failure = job
+            _inject_failure(failure, timeout_s)
+            progress = os.path.join(run_dir, f"progress-{k}")
+            results = [run_job(c, timeout_s, progress, references) for c in configs]
+            store.set(f"result/{k}/{rank}", pickle.dumps(results))
+    except BaseException:
+        with open(os.path.join(run_dir, f"error-{rank}"), "w") as f:
+            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        raise
+    finally:
+        _GROUPS.clear()
+        dist.destroy_process_group()
+    return []
 
 
 def _torchrun(argv: list[str]) -> int:

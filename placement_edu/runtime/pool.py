@@ -1,0 +1,164 @@
+"""A warm pool of ranks: start N processes once, then run strategy after strategy on them.
+
+A cold ``run`` spends almost all its time starting processes (importing torch, the rendezvous);
+three training steps on ranks already set up take a tenth of a second. A ``WorkerPool`` keeps N
+ranks alive between runs, started by torch's own elastic launcher exactly as ``launcher.py`` does
+(in a background thread of this process), and hands them jobs through a ``TCPStore`` this process
+holds:
+
+    >>> from placement_edu.runtime import RunConfig, WorkerPool
+    >>> pool = WorkerPool(4)
+    >>> print(pool.run(RunConfig("zero3", 4)))       # the same RunResult as run()
+    >>> pool.close()                                  # also done at exit
+
+- Any run of at most N ranks fits: the mesh's groups are formed on the ranks it needs (and kept for
+  the next run); the ranks beyond it wait.
+- A failure ends the run as ``run`` does (a rank that raises, or a collective that times out after
+  ``timeout_s``): the launcher stops every rank, ``RunFailed`` shows the root cause, and the next
+  run starts the pool again.
+- A pool belongs to the process that made it (a notebook kernel): its ranks exit when that process
+  dies, and ``shared_pool`` never hands a pool to another process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+
+from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_int, positive_seconds
+from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, _show_progress
+from placement_edu.runtime.result import RunResult
+
+
+class WorkerPool:
+    """N warm ranks on this machine (gloo on CPU, NCCL where every rank has a GPU)."""
+
+    def __init__(self, world_size: int, timeout_s: float = 60.0) -> None:
+        self.world_size = positive_int("world_size", world_size)
+        if not 2 <= self.world_size <= MAX_LOCAL_WORLD_SIZE:
+            raise PlacementError(f"a pool holds 2 to {MAX_LOCAL_WORLD_SIZE} ranks, got {world_size}")
+        self.timeout_s = positive_seconds("timeout_s", timeout_s)
+        self.owner = os.getpid()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    # --- the life of the ranks -------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> "WorkerPool":
+        """Start the ranks now, in the background (a widget does this when it is shown, so the
+        first click finds them warm); a run starts them anyway when they are not."""
+        with self._lock:
+            if not self.alive:
+                self._start()
+        return self
+
+    def _start(self) -> None:
+        import torch.distributed as dist
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+        from placement_edu.runtime import worker
+        self._dir = tempfile.TemporaryDirectory(prefix="placement-edu-pool-")
+        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        self.jobs, self.failure = 0, None
+        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=self.world_size,
+                              run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
+                              rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
+                              start_method="spawn")
+
+        def serve() -> None:
+            # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
+            try:
+                with warnings.catch_warnings(), _quiet_launcher():
+                    warnings.simplefilter("ignore")
+                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir.name)
+            except ChildFailedError as error:
+                self.failure = RunFailed(_explain(self._dir.name, error))
+            except BaseException as error:             # e.g. the rendezvous failed
+                self.failure = RunFailed(f"the pool's ranks could not start: {error}")
+
+        self._thread = threading.Thread(target=serve, name="placement-edu-pool", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the ranks (they finish the job in hand first) and remove the pool's files."""
+        if os.getpid() != self.owner:
+            return
+        if self.alive:
+            self.store.set(f"job/{self.jobs}", pickle.dumps("stop"))
+            self._thread.join(timeout=self.timeout_s)  # type: ignore[union-attr]
+        if getattr(self, "_dir", None) is not None:
+            self._dir.cleanup()
+            self._dir = None
+        self._thread = None
+
+    # --- runs ------------------------------------------------------------------------------
+    def run(self, config: RunConfig, progress: bool = True) -> RunResult:
+        """One run, compared with the prediction and the single-process run (as ``run``)."""
+        return self.run_many([config], progress)[0]
+
+    def run_many(self, configs: list[RunConfig], progress: bool = True, _failure: dict | None = None
+                 ) -> list[RunResult]:
+        """Several runs one after another on the warm ranks."""
+        if os.getpid() != self.owner:
+            raise PlacementError("this pool belongs to another process; make a WorkerPool of your own")
+        if not isinstance(configs, (list, tuple)) or not configs or not all(isinstance(c, RunConfig) for c in configs):
+            raise PlacementError(f"run_many runs a non-empty list of RunConfig, got {configs!r}")
+        for config in configs:
+            config.validate()
+            if config.world_size > self.world_size:
+                raise PlacementError(f"{config.label} needs {config.world_size} ranks; this pool has "
+                                     f"{self.world_size}")
+        with self._lock:                               # one job at a time: the ranks run in step
+            if not self.alive:
+                self._start()
+            k = self.jobs
+            self.jobs += 1
+            self.store.set(f"job/{k}", pickle.dumps((list(configs), _failure)))
+            raw = self._collect(k, max(c.world_size for c in configs), progress)
+        per_job = [[raw[r][j] for r in range(c.world_size)] for j, c in enumerate(configs)]
+        return [RunResult.build(c, r) for c, r in zip(configs, per_job)]
+
+    def _collect(self, k: int, ranks: int, progress: bool) -> list[list[dict]]:
+        """Each rank's results of job ``k``; RunFailed (and a pool to restart) if the ranks died."""
+        stop = threading.Event()
+        if progress:
+            threading.Thread(target=_show_progress, args=(os.path.join(self._dir.name, f"progress-{k}"),
+                                                          stop, self.world_size), daemon=True).start()
+        keys = [f"result/{k}/{r}" for r in range(ranks)]
+        try:
+            while not self.store.check(keys):
+                if not self.alive:                     # a rank failed: the launcher stopped them all
+                    failure = self.failure or RunFailed("the pool's ranks stopped")
+                    self.close()
+                    raise failure
+                time.sleep(0.002)
+        finally:
+            stop.set()
+        return [pickle.loads(self.store.get(key)) for key in keys]
+
+
+_SHARED: dict[int, WorkerPool] = {}
+
+
+def shared_pool(world_size: int) -> WorkerPool:
+    """This process's pool for runs of ``world_size`` ranks: the one it has when that is large
+    enough (a smaller run uses the first ranks), else a new one -- the old one closed first, so one
+    set of ranks at a time holds memory."""
+    pool = _SHARED.get(os.getpid())
+    if pool is None or pool.world_size < world_size:
+        if pool is not None:
+            pool.close()
+        pool = _SHARED[os.getpid()] = WorkerPool(world_size)
+    return pool
