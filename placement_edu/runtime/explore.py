@@ -92,6 +92,13 @@ class RuntimeExplorer:
     def run(self) -> list[RunResult]:
         from placement_edu.runtime.pool import shared_pool
         self.out.clear_output()
+        self.button.disabled = True                    # one run at a time: a second click waits
+        try:
+            return self._run(shared_pool)
+        finally:
+            self.button.disabled = False
+
+    def _run(self, shared_pool) -> list[RunResult]:
         with self.out:
             try:
                 # The kernel's warm ranks (started when the widget was made): no start-up per click.
