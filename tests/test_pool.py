@@ -34,10 +34,9 @@ def test_a_warm_pool_gives_the_results_of_a_cold_run(pool):
 def test_a_second_run_on_the_warm_pool_starts_no_process(pool):
     pool.run(RunConfig("dp", 4), progress=False)
     thread = pool._thread
-    start = time.perf_counter()
     result = pool.run(RunConfig("zero3", 4), progress=False)
     assert result.equivalent and pool._thread is thread      # the same launch, the same ranks
-    assert time.perf_counter() - start < 5                     # (the figure itself: benchmarks/)
+    # (how fast a warm run is: benchmarks/bench_runtime.py prints it; not a timed unit test)
 
 
 def test_a_rank_that_raises_ends_the_run_and_the_next_run_starts_the_ranks_again(pool):

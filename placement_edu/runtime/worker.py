@@ -136,13 +136,18 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
             raise AssertionError("the injected hang did not end the run")
         return results
     except BaseException:
-        if run_dir:
-            with open(os.path.join(run_dir, f"error-{dist.get_rank()}"), "w") as f:
-                f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        _write_error(run_dir)
         raise
     finally:
         _GROUPS.clear()
         dist.destroy_process_group()
+
+
+def _write_error(run_dir: str | None) -> None:
+    """Leave this rank's traceback, timed, where the launcher reads it (the earliest is the root cause)."""
+    if run_dir:
+        with open(os.path.join(run_dir, f"error-{dist.get_rank()}"), "w") as f:
+            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
 
 
 @record
@@ -174,8 +179,7 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
             results = [run_job(c, timeout_s, progress, references) for c in configs]
             store.set(f"result/{k}/{rank}", pickle.dumps(results))
     except BaseException:
-        with open(os.path.join(run_dir, f"error-{rank}"), "w") as f:
-            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        _write_error(run_dir)
         raise
     finally:
         _GROUPS.clear()
