@@ -71,3 +71,40 @@ def test_closing_the_pool_leaves_no_rank_and_restores_nothing_it_did_not_change(
 def test_a_run_larger_than_the_pool_is_refused_before_it_is_sent(pool):
     with pytest.raises(PlacementError, match="needs 8 ranks; this pool has 4"):
         pool.run(RunConfig("dp", 8))
+
+
+def test_a_fresh_pool_reports_its_ranks_starting_then_every_run_to_the_last_step():
+    seen = []
+    pool = WorkerPool(2, timeout_s=10)
+    try:
+        pool.run_many([RunConfig("dp", 2, steps=3), RunConfig("zero2", 2, steps=3)], progress=seen.append)
+    finally:
+        pool.close()
+    assert seen[0].text.startswith("starting 2 ranks") and seen[0].fraction == 0
+    assert [p.fraction for p in seen] == sorted(p.fraction for p in seen)   # the bar never goes back
+    assert (seen[-1].text, seen[-1].fraction) == ("zero2 on data=2: step 3/3 (run 2 of 2)", 1.0)
+
+
+def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanwhile(pool, monkeypatch):
+    from placement_edu.runtime import explore, pool as pool_module
+    monkeypatch.setattr(pool_module, "shared_pool", lambda world_size: pool)
+    explorer = explore.RuntimeExplorer()
+    explorer.strategy.value, explorer.world.value, explorer.fault.value = "zero3", 4, "stale-gather"
+    seen = []
+    show = explorer._progress
+    explorer._progress = lambda now: (show(now), seen.append((explorer.button.disabled,
+                                                              explorer.bar.layout.visibility,
+                                                              explorer.bar.value, explorer.status.value)))
+    results = explorer.run()
+    assert [r.config.label for r in results] == ["zero3 on data=4", "zero3 on data=4 [stale-gather]"]
+    assert all(disabled and shown == "visible" for disabled, shown, _, _ in seen)
+    assert seen[-1][2] == 1.0 and seen[-1][3].endswith("[stale-gather]: step 5/5 (run 2 of 2)")
+    assert explorer.bar.layout.visibility == "hidden" and not explorer.button.disabled
+    assert explorer.chart.value[:4] == b"\x89PNG" and "stale-gather" in explorer.report.value
+    assert explorer.status.value.startswith("done: 2 runs in ")
+
+    def refused(configs, progress):
+        raise RunFailed("rank 1 failed: boom")
+    monkeypatch.setattr(pool, "run_many", refused)
+    assert explorer.run() == []
+    assert explorer.status.value == "<b>error</b>: rank 1 failed: boom" and explorer.chart.value == b""

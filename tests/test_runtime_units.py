@@ -141,3 +141,17 @@ def test_the_runtime_widget_offers_only_world_sizes_the_strategy_runs_on():
     assert RuntimeExplorer.world_sizes("zero3") == [2, 4]
     assert RuntimeExplorer.world_sizes("dp×tp") == [4]              # data=2 x tensor=2
     assert RuntimeExplorer.world_sizes("hsdp") == [4]               # replica=2 x data=2
+
+
+def test_progress_reads_rank_0s_line_and_treats_a_half_written_file_as_starting(tmp_path):
+    from placement_edu.runtime import progress
+    path = str(tmp_path / "progress")
+    starting = progress.read(path, 1.5, 4, ranks_ready=2)               # no file yet
+    assert (starting.text, starting.fraction) == ("starting 4 ranks: 2 of 4 up", 0.0)
+    (tmp_path / "progress").write_text("1 2 3")                          # half written
+    assert not progress.read(path, 1.6, 4).started
+    progress.write(path, 1, 2, 3, 5, "zero3 on data=4")                  # run 2 of 2, step 3 of 5
+    now = progress.read(path, 1.7, 4, ranks_ready=4)
+    assert now.text == "zero3 on data=4: step 3/5 (run 2 of 2)"
+    assert now.fraction == (1 + 3 / 5) / 2
+

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engines import RUNNABLE
+from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
 
 FLOOR = 1e-18     # a deviation of exactly 0 is drawn here on the log scale
@@ -33,8 +34,13 @@ def deviation_chart(results: Sequence[RunResult], ax=None):
 
 
 class RuntimeExplorer:
-    """Pick a strategy, a world size and a fault; Run launches real processes and shows the
-    deviation curve beside the correct run, and measured against predicted bytes."""
+    """Pick a strategy, a world size and a fault; Run trains on the kernel's warm ranks and shows
+    the deviation curve beside the correct run, and measured against predicted bytes.
+
+    Everything it shows is widget state set from the kernel's main thread -- a progress bar, a
+    chart image, a text block -- never an Output widget fed while the run goes on (a browser drops
+    such output mid-run). Run is disabled while a run is in flight; the result replaces the bar.
+    """
 
     #: World sizes the widget offers (8 ranks would take about 1.2 GiB: more than a Binder container).
     WORLD_SIZES = (2, 4)
@@ -47,7 +53,13 @@ class RuntimeExplorer:
         self.fault = w.Dropdown(description="fault")
         self.steps = w.IntSlider(value=steps, min=1, max=10, description="steps")
         self.button = w.Button(description="Run", button_style="primary")
-        self.out = w.Output()
+        self.bar = w.FloatProgress(value=0, min=0, max=1, layout=w.Layout(visibility="hidden"))
+        self.status = w.HTML("Press <b>Run</b>.")
+        self.chart = w.Image(format="png", layout=w.Layout(max_width="760px"))
+        self.report = w.HTML()
+        for name, widget in (("progress", self.bar), ("status", self.status), ("chart", self.chart),
+                             ("report", self.report)):
+            widget.add_class(f"placement-edu-{name}")  # what the browser test looks for
         self.strategy.observe(lambda _change: self._world_sizes(), names="value")
         self.world.observe(lambda _change: self._faults(), names="value")
         self.button.on_click(lambda _b: self.run())
@@ -55,7 +67,8 @@ class RuntimeExplorer:
         from placement_edu.runtime.pool import shared_pool
         shared_pool(max(self.WORLD_SIZES)).start()     # warm by the time the learner clicks Run
         self.widget = w.VBox([w.HBox([self.strategy, self.world, self.fault]),
-                              w.HBox([self.steps, self.button]), self.out])
+                              w.HBox([self.steps, self.button]), w.HBox([self.bar, self.status]),
+                              self.chart, self.report])
 
     @classmethod
     def world_sizes(cls, strategy: str) -> list[int]:
@@ -90,25 +103,47 @@ class RuntimeExplorer:
         return [base] + ([base.with_(fault=fault)] if fault else [])
 
     def run(self) -> list[RunResult]:
-        from placement_edu.runtime.pool import shared_pool
-        self.out.clear_output()
-        self.button.disabled = True                    # one run at a time: a second click waits
-        try:
-            return self._run(shared_pool)
-        finally:
-            self.button.disabled = False
+        """One click: progress while the ranks start and step, then the chart and the reports."""
+        import html
+        import time
 
-    def _run(self, shared_pool) -> list[RunResult]:
-        with self.out:
-            try:
-                # The kernel's warm ranks (started when the widget was made): no start-up per click.
-                results = shared_pool(self.world.value).run_many(self.configs(), progress=False)
-            except Exception as error:                 # shown, not raised, inside a widget
-                print(f"error: {error}")
-                return []
-            _, ax = plt.subplots(figsize=(7, 3.5))
-            deviation_chart(results, ax)
-            plt.show()
-            for r in results:
-                print(r, end="\n\n")
+        from placement_edu.runtime.pool import shared_pool
+        start = time.monotonic()
+        self.button.disabled = True                    # one run at a time
+        self.bar.value, self.bar.layout.visibility = 0, "visible"
+        self.status.value = "starting…"
+        try:
+            # The kernel's warm ranks (started when the widget was made): no start-up per click.
+            results = shared_pool(self.world.value).run_many(self.configs(), progress=self._progress)
+        except Exception as error:                     # shown in the widget, not raised
+            self.status.value = f"<b>error</b>: {html.escape(str(error))}"
+            self.chart.value, self.report.value = b"", ""
+            return []
+        finally:
+            self.bar.layout.visibility = "hidden"
+            self.button.disabled = False
+        self.chart.value = chart_png(results)
+        self.report.value = "".join(f"<pre style='white-space: pre-wrap'>{html.escape(str(r))}</pre>"
+                                    for r in results)
+        runs = "1 run" if len(results) == 1 else f"{len(results)} runs"
+        self.status.value = f"done: {runs} in {time.monotonic() - start:.2f} s"
         return results
+
+    def _progress(self, now: Progress) -> None:
+        self.bar.value = now.fraction
+        self.status.value = f"[{now.elapsed_s:4.1f} s] {now.text}"
+
+
+def chart_png(results: Sequence[RunResult]) -> bytes:
+    """The deviation chart of ``results`` as PNG bytes (for an ``ipywidgets.Image``)."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    figure = Figure(figsize=(7, 3.5), dpi=90)
+    FigureCanvasAgg(figure)
+    deviation_chart(results, figure.add_subplot())
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

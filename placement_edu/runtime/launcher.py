@@ -11,15 +11,14 @@ out (``timeout_s``, default 60 s), which then fail the same way. No worker outli
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import threading
-import time
 import uuid
 import warnings
 
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime.progress import show_on_stderr
 from placement_edu.runtime.result import RunResult
 
 
@@ -47,7 +46,7 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
     with tempfile.TemporaryDirectory(prefix="placement-edu-") as run_dir:
         stop = threading.Event()
         if progress:
-            threading.Thread(target=_show_progress, args=(os.path.join(run_dir, "progress"), stop,
+            threading.Thread(target=show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
                                                           world_size), daemon=True).start()
         try:
             with warnings.catch_warnings(), _quiet_launcher():
@@ -93,27 +92,6 @@ def _explain(run_dir: str, error) -> str:
     for _, rank, trace in reports[1:]:
         lines += [f"then rank {rank} failed:", trace.splitlines()[-1]]
     return "\n".join(lines)
-
-
-def _show_progress(path: str, stop: threading.Event, world_size: int) -> None:
-    """After 3 s, show what rank 0 is doing (on stderr), refreshed a few times a second."""
-    start = time.monotonic()
-    shown = False
-    while not stop.wait(0.25):
-        elapsed = time.monotonic() - start
-        if elapsed < 3:
-            continue
-        try:
-            with open(path) as f:
-                what = f.read().strip()
-        except OSError:
-            what = f"starting {world_size} ranks"
-        sys.stderr.write(f"\r[{elapsed:5.1f} s] {what or f'starting {world_size} ranks'}".ljust(78))
-        sys.stderr.flush()
-        shown = True
-    if shown:
-        sys.stderr.write("\r" + " " * 78 + "\r")
-        sys.stderr.flush()
 
 
 class _quiet_launcher:

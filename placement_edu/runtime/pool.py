@@ -30,10 +30,13 @@ import threading
 import time
 import uuid
 import warnings
+from typing import Callable
 
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_int, positive_seconds
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, _show_progress
+from placement_edu.runtime import progress as progress_file
+from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher
+from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
 
 
@@ -104,13 +107,15 @@ class WorkerPool:
         self._thread = None
 
     # --- runs ------------------------------------------------------------------------------
-    def run(self, config: RunConfig, progress: bool = True) -> RunResult:
+    def run(self, config: RunConfig, progress: bool | Callable[[Progress], None] = True) -> RunResult:
         """One run, compared with the prediction and the single-process run (as ``run``)."""
         return self.run_many([config], progress)[0]
 
-    def run_many(self, configs: list[RunConfig], progress: bool = True, _failure: dict | None = None
-                 ) -> list[RunResult]:
-        """Several runs one after another on the warm ranks."""
+    def run_many(self, configs: list[RunConfig], progress: bool | Callable[[Progress], None] = True,
+                 _failure: dict | None = None) -> list[RunResult]:
+        """Several runs one after another on the warm ranks. ``progress``: True shows a line on
+        stderr after 3 s; a function is called with a ``Progress`` whenever it changes, from this
+        thread (a widget's bar updates from the kernel's main thread, not from a background one)."""
         if os.getpid() != self.owner:
             raise PlacementError("this pool belongs to another process; make a WorkerPool of your own")
         if not isinstance(configs, (list, tuple)) or not configs or not all(isinstance(c, RunConfig) for c in configs):
@@ -130,20 +135,33 @@ class WorkerPool:
         per_job = [[raw[r][j] for r in range(c.world_size)] for j, c in enumerate(configs)]
         return [RunResult.build(c, r) for c, r in zip(configs, per_job)]
 
-    def _collect(self, k: int, ranks: int, progress: bool) -> list[list[dict]]:
+    def _collect(self, k: int, ranks: int, progress) -> list[list[dict]]:
         """Each rank's results of job ``k``; RunFailed (and a pool to restart) if the ranks died."""
         stop = threading.Event()
-        if progress:
-            threading.Thread(target=_show_progress, args=(os.path.join(self._dir.name, f"progress-{k}"),
-                                                          stop, self.world_size), daemon=True).start()
+        path = os.path.join(self._dir.name, f"progress-{k}")
+        if progress is True:
+            threading.Thread(target=progress_file.show_on_stderr, args=(path, stop, self.world_size),
+                             daemon=True).start()
         keys = [f"result/{k}/{r}" for r in range(ranks)]
+        start, shown = time.monotonic(), [None]
+
+        def report(ready: int) -> None:                # call progress when something moved
+            now = progress_file.read(path, time.monotonic() - start, self.world_size, ready)
+            if callable(progress) and (now.ranks_ready, now.run, now.step) != shown[0]:
+                shown[0] = (now.ranks_ready, now.run, now.step)
+                progress(now)
+
         try:
             while not self.store.check(keys):
                 if not self.alive:                     # a rank failed: the launcher stopped them all
                     failure = self.failure or RunFailed("the pool's ranks stopped")
                     self.close()
                     raise failure
+                if callable(progress):
+                    report(self.store.add("ready", 0))
+                    time.sleep(0.02)
                 time.sleep(0.002)
+            report(self.world_size)                    # the last step, however fast the run was
         finally:
             stop.set()
         return [pickle.loads(self.store.get(key)) for key in keys]

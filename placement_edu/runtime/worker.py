@@ -26,6 +26,7 @@ from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
+from placement_edu.runtime.progress import write as progress_line
 from placement_edu.runtime.reference import reference_run
 
 _GROUPS: dict[tuple[int, ...], object] = {}
@@ -65,10 +66,11 @@ def _device() -> tuple[torch.device, torch.device]:
 
 
 def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
-            references: dict | None = None) -> dict:
+            references: dict | None = None, index: tuple[int, int] = (0, 1)) -> dict:
     """Run one configuration on this rank; return its ledger, memory and per-step deviation.
     A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
-    waits at the closing barrier, and returns None."""
+    waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
+    the progress line."""
     rank = dist.get_rank()
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
@@ -97,8 +99,7 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
         comm.wait_sends()
         deviation.append(engine.deviation(reference[step]))
         if progress and rank == 0:
-            with open(progress, "w") as f:
-                f.write(f"{config.label}: step {step + 1}/{config.steps}")
+            progress_line(progress, *index, step + 1, config.steps, config.label)
     dist.barrier()                                     # no rank starts the next job early
     return {"rank": rank, "ledger": [e.to_dict() for e in comm.entries],
             "memory": ctx.mem.to_dict(), "deviation": deviation, "device": str(device),
@@ -131,7 +132,7 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
         _inject_failure(failure, timeout_s)
         references: dict = {}
         progress = os.path.join(run_dir, "progress") if run_dir else None
-        results = [run_job(job, timeout_s, progress, references) for job in jobs]
+        results = [run_job(job, timeout_s, progress, references, (j, len(jobs))) for j, job in enumerate(jobs)]
         if failure and failure.get("kind") == "hang":  # a hang test must not pass silently
             raise AssertionError("the injected hang did not end the run")
         return results
@@ -163,6 +164,7 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
     rank = dist.get_rank()
+    store.add("ready", 1)                              # for the parent's progress bar
     references: dict = {}
     try:
         for k in itertools.count():
@@ -176,7 +178,8 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
             configs, failure = job
             _inject_failure(failure, timeout_s)
             progress = os.path.join(run_dir, f"progress-{k}")
-            results = [run_job(c, timeout_s, progress, references) for c in configs]
+            results = [run_job(c, timeout_s, progress, references, (j, len(configs)))
+                       for j, c in enumerate(configs)]
             store.set(f"result/{k}/{rank}", pickle.dumps(results))
     except BaseException:
         _write_error(run_dir)
