@@ -86,7 +86,8 @@ def test_a_fresh_pool_reports_its_ranks_starting_then_every_run_to_the_last_step
 
 
 def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanwhile(pool, monkeypatch):
-    from placement_edu.runtime import explore, pool as pool_module
+    from placement_edu.presentation import runtime_explorer as explore
+    from placement_edu.runtime import pool as pool_module
     monkeypatch.setattr(pool_module, "shared_pool", lambda world_size: pool)
     explorer = explore.RuntimeExplorer()
     explorer.strategy.value, explorer.world.value, explorer.fault.value = "zero3", 4, "stale-gather"

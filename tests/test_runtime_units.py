@@ -137,7 +137,7 @@ def test_a_run_of_a_user_defined_strategy_is_labelled_with_its_name():
 
 
 def test_the_runtime_widget_offers_only_world_sizes_the_strategy_runs_on():
-    from placement_edu.runtime.explore import RuntimeExplorer
+    from placement_edu.presentation.runtime_explorer import RuntimeExplorer
     assert RuntimeExplorer.world_sizes("zero3") == [2, 4]
     assert RuntimeExplorer.world_sizes("dp×tp") == [4]              # data=2 x tensor=2
     assert RuntimeExplorer.world_sizes("hsdp") == [4]               # replica=2 x data=2

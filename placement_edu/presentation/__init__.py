@@ -1,3 +1,3 @@
 """Presentation: charts (``plots.py``) and the widgets the notebooks use (``widgets.py``).
 Reads the core's derivations; the core never imports it. Tables and JSON live beside the
-derivations in ``report.py``; the runtime's own widget is ``runtime/explore.py``."""
+derivations in ``report.py``; the runtime's widget is ``runtime_explorer.py``."""

@@ -4,6 +4,7 @@ compute a cost themselves."""
 from __future__ import annotations
 
 from placement_edu.models import ModelSpec
+from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.plots import CostCharts
 from placement_edu.precision import PRESETS
 from placement_edu.report import Comparison, compare
@@ -18,8 +19,9 @@ class ZeroExplorer:
     """Sliders for Ψ, N and the gather unit count, and a precision choice, driving the memory and
     communication charts.
 
-    ``ZeroExplorer().widget`` is what a notebook displays; ``update()`` derives, moves the bars and
-    re-renders the chart image (the benchmark times it).
+    A notebook displays ``ZeroExplorer()`` (the controls, after a still of the chart for a notebook
+    opened without running: ``live.show``); ``update()`` derives, moves the bars and re-renders the
+    chart image (the benchmark times it).
     """
 
     def __init__(self, psi: float = 7.5e9, devices: int = 64, precision: str = "mixed_adam",
@@ -47,6 +49,9 @@ class ZeroExplorer:
         self.widget = w.VBox([w.HBox([self.psi, self.devices]), w.HBox([self.precision, self.units]),
                               self.image, self.table])
         self.update()
+
+    def _ipython_display_(self) -> None:
+        show(self.widget, png_html(self.image.value, "memory and communication per device"))
 
     def comparison(self) -> Comparison:
         model = ModelSpec(psi=round(self.psi.value), gather_units=self.units.value)
@@ -76,6 +81,9 @@ class CheckExplorer:
             control.observe(lambda _change: self.update(), names="value")
         self.widget = w.VBox([w.HBox([self.strategy, self.fault]), self.output])
         self.update()
+
+    def _ipython_display_(self) -> None:
+        show(self.widget, f"<p>strategy {self.strategy.value}, fault {self.fault.value}:</p>{self.output.value}")
 
     def update(self) -> str:
         import html

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 
+from placement_edu.presentation.live import show
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engines import RUNNABLE
 from placement_edu.runtime.progress import Progress
@@ -69,6 +70,9 @@ class RuntimeExplorer:
         self.widget = w.VBox([w.HBox([self.strategy, self.world, self.fault]),
                               w.HBox([self.steps, self.button]), w.HBox([self.bar, self.status]),
                               self.chart, self.report])
+
+    def _ipython_display_(self) -> None:
+        show(self.widget)            # after a line telling a notebook opened without running what to do
 
     @classmethod
     def world_sizes(cls, strategy: str) -> list[int]:

@@ -1,0 +1,208 @@
+"""The notebooks as a learner meets them: in JupyterLab, in a real browser.
+
+The test starts JupyterLab on 127.0.0.1 with a token (in a temporary copy of the notebooks, with
+its own settings) and drives Debian's headless Chromium with Playwright for Python -- no browser
+download. For each notebook: before running, each widget cell says to run the cells (and shows a
+still of its figure); after Run ▸ Run All Cells, no output is an error, the widgets are controls
+(not text, not "Error displaying widget"), and moving one control changes the figure's pixels.
+For the runtime notebook: pressing Run shows progress, then the result, while the kernel is busy;
+shutting its kernel down (it held warm ranks) prints no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None:
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed "
+                               "(pip install playwright; it is in the test extra)")
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+#: Lab settings: every cell in the page (no windowing: a cell off screen is still in the DOM), no
+#: question about Jupyter's news popping over the notebook.
+SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+            "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"}}
+KERNEL = "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status"
+RUNNING = f"{KERNEL} === 'idle' && ![...document.querySelectorAll('.jp-InputPrompt')].some(p => p.innerText.includes('*'))"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a copy of the notebooks; yields (base URL, token, log path)."""
+    root = tmp_path_factory.mktemp("lab")
+    work, home = root / "notebooks", root / "jupyter"
+    shutil.copytree(NOTEBOOKS, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for name, value in SETTINGS.items():
+        path = home / "settings" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    port, token, log = _free_port(), secrets.token_hex(16), root / "lab.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+             "--LabApp.expose_app_in_browser=True"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.3)
+        yield base, token, log
+    finally:
+        server.terminate()                             # shuts its kernels down, then exits
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+def open_notebook(browser, lab, name: str):
+    base, token, _ = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/lab/tree/{name}?token={token}&reset")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(f"{KERNEL} === 'idle'", timeout=60_000)
+    # Outputs render after the cells: wait for the widget cell's line (each notebook has one).
+    page.wait_for_selector(".placement-edu-still", state="attached", timeout=30_000)
+    return page
+
+
+def run_all(page) -> None:
+    """Run ▸ Run All Cells, as a learner does; wait until no cell is running."""
+    page.locator(".lm-MenuBar-item", has_text="Run").click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    page.wait_for_function(f"!({RUNNING})", timeout=10_000)   # it started
+    page.wait_for_function(RUNNING, timeout=180_000, polling=200)
+
+
+def errors_shown(page) -> list[str]:
+    stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    return [stderr.nth(i).inner_text()[:500] for i in range(stderr.count())]
+
+
+def shut_down_kernel(page) -> None:
+    page.evaluate("window.jupyterapp.commands.execute('kernelmenu:shutdown')")
+    page.wait_for_function(f"!['idle', 'busy'].includes({KERNEL})", timeout=30_000)
+    page.close()
+
+
+def assert_pixels_change(element, act) -> None:
+    before = element.screenshot()
+    act()
+    deadline = time.monotonic() + 15
+    while element.screenshot() == before:
+        assert time.monotonic() < deadline, "the figure did not change"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("name, control, figure", [
+    ("01_zero_reproduction.ipynb", ("precision", "fp64_adam"), "img"),
+    ("02_correctness_and_composition.ipynb", ("strategy", "zero3"), ".widget-html"),
+])
+def test_a_notebook_runs_in_the_browser_and_its_figure_follows_a_control(browser, lab, name, control, figure):
+    page = open_notebook(browser, lab, name)
+    still = page.locator(".placement-edu-still")
+    assert still.count() == 1 and still.is_visible() and "Run the cells" in still.inner_text()
+    assert "Error displaying widget" not in page.inner_text("body")
+    if name.startswith("01"):                          # the still of the chart, as last run
+        assert page.eval_on_selector(".placement-edu-still img", "img => img.naturalWidth") > 0
+
+    run_all(page)
+    assert errors_shown(page) == []
+    live = page.locator(".placement-edu-live")
+    assert live.count() == 1 and live.is_visible() and not still.is_visible()
+    assert live.locator("select").count() >= 1, "the widget is not rendered as controls"
+    body = page.inner_text("body")
+    assert "VBox(" not in body and "Error displaying widget" not in body
+
+    label, option = control
+    select = live.locator(".widget-dropdown", has_text=label).locator("select")
+    assert_pixels_change(live.locator(figure).last, lambda: select.select_option(option))
+    shut_down_kernel(page)
+
+
+# What the page shows over a click on Run, recorded by the page itself at every DOM change.
+WATCH = """() => {
+  window.seen = [];
+  const look = () => {
+    const bar = document.querySelector('.placement-edu-progress');
+    const chart = document.querySelector('.placement-edu-chart');
+    window.seen.push({kernel: document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status,
+                      progress: !!bar && getComputedStyle(bar).visibility === 'visible',
+                      status: document.querySelector('.placement-edu-status')?.innerText ?? '',
+                      chart: !!chart && chart.naturalWidth > 0});
+  };
+  new MutationObserver(look).observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                     characterData: true});
+  look();
+}"""
+
+
+def test_the_runtime_notebook_shows_progress_then_the_result_while_the_kernel_is_busy(browser, lab):
+    page = open_notebook(browser, lab, "03_runtime.ipynb")
+    assert "Run the cells" in page.locator(".placement-edu-still").inner_text()
+    run_all(page)
+    assert errors_shown(page) == []
+    live = page.locator(".placement-edu-live")
+    assert live.is_visible() and "Error displaying widget" not in page.inner_text("body")
+
+    live.locator(".widget-dropdown", has_text="fault").locator("select").select_option("stale-gather")
+    page.evaluate(WATCH)
+    live.locator("button", has_text="Run").click()
+    page.wait_for_function("window.seen.some(s => s.status.startsWith('done'))", timeout=60_000)
+    seen = page.evaluate("window.seen")
+    progress = [i for i, s in enumerate(seen) if s["progress"] and "step" in s["status"]]
+    done = next(i for i, s in enumerate(seen) if s["status"].startswith("done"))
+    assert progress and progress[0] < done, f"no progress shown before the result: {seen}"
+    assert any(s["kernel"] == "busy" for s in seen[:done]), "the kernel did not show busy while it ran"
+    assert seen[done]["chart"] and not seen[done]["progress"]   # the result replaces the bar
+    assert "stale-gather" in live.locator(".placement-edu-report").inner_text()
+    assert live.locator("button", has_text="Run").is_enabled()
+
+    # Another run, another strategy: the chart's pixels change.
+    chart = live.locator(".placement-edu-chart")
+    live.locator(".widget-dropdown", has_text="strategy").locator("select").select_option("dp")
+    assert_pixels_change(chart, lambda: live.locator("button", has_text="Run").click())
+    shut_down_kernel(page)               # the kernel held a warm pool: it closes without a traceback
+    time.sleep(2)
+    assert "Traceback" not in lab[2].read_text(), lab[2].read_text()[-4000:]
+
