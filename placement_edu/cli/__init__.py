@@ -42,3 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlacementError as error:
         print(f"placement-edu: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:                          # Ctrl-C before or after a run's ranks exist
+        print("placement-edu: interrupted", file=sys.stderr)
+        return 130

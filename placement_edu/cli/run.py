@@ -25,11 +25,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from placement_edu.runtime.launcher import RunFailed, run
+    from placement_edu.runtime.launcher import RunFailed, RunInterrupted, run
     config = config_from_args(args, args.world_size)
     config.validate()                                  # bad input: one line, exit 2, no processes
     try:
         result = run(config, timeout_s=args.timeout, progress=sys.stderr.isatty())
+    except RunInterrupted as stopped:                  # Ctrl-C or SIGTERM: one line, 130 or 143
+        print(f"placement-edu: {stopped}", file=sys.stderr)
+        return stopped.exit_code
     except RunFailed as error:
         print(f"placement-edu: run failed:\n{error}", file=sys.stderr)
         return 1

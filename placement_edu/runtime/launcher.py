@@ -6,19 +6,24 @@ started at the same time do not collide.
 Failures end the whole run: a rank that raises makes the launcher stop every other rank, and its
 traceback is re-raised here as ``RunFailed``; a rank that hangs makes the others' collectives time
 out (``timeout_s``, default 60 s), which then fail the same way. No worker outlives ``launch``.
+
+Ctrl-C (SIGINT) or SIGTERM during a launch stops every rank and raises ``RunInterrupted`` (one line:
+where the run was); the signal handlers torch's launcher installs are put back as they were. Every
+file of a run lives in one folder (``rundir``), removed however the run ends.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import signal
 import threading
 import uuid
 import warnings
 
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.progress import show_on_stderr
+from placement_edu.runtime import progress as progress_file
+from placement_edu.runtime import rundir
 from placement_edu.runtime.result import RunResult
 
 
@@ -26,10 +31,24 @@ class RunFailed(RuntimeError):
     """A distributed run ended because a rank failed; the message carries its traceback."""
 
 
+class RunInterrupted(RunFailed):
+    """A run stopped by a signal to this process (Ctrl-C, SIGTERM); every rank was stopped."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal (130 for Ctrl-C, 143 for SIGTERM)."""
+        return 128 + self.signum
+
+
 def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, progress: bool = True,
            failure: dict | None = None) -> list[list[dict]]:
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
     rank's raw measurements."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -39,23 +58,27 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
         raise PlacementError(f"launch runs a non-empty list of RunConfig, got {jobs!r}")
     for job in jobs:
         job.validate()
+    run_dir = rundir.make("run")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size,
                           run_id=f"placement-edu-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                           rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                          start_method="spawn")
-    with tempfile.TemporaryDirectory(prefix="placement-edu-") as run_dir:
-        stop = threading.Event()
-        if progress:
-            threading.Thread(target=show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
-                                                          world_size), daemon=True).start()
-        try:
-            with warnings.catch_warnings(), _quiet_launcher():
-                warnings.simplefilter("ignore")
-                per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure)
-        except ChildFailedError as error:
-            raise RunFailed(_explain(run_dir, error)) from None
-        finally:
-            stop.set()
+                          start_method="spawn", logs_specs=rundir.logs(run_dir))
+    stop, handlers = threading.Event(), _handlers()
+    if progress:
+        threading.Thread(target=progress_file.show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
+                                                                    world_size), daemon=True).start()
+    try:
+        with warnings.catch_warnings(), _quiet_launcher():
+            warnings.simplefilter("ignore")
+            per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure)
+    except SignalException as error:                   # torch's handler: the ranks are stopped
+        raise RunInterrupted(error.sigval, interrupted(error.sigval, run_dir, world_size)) from None
+    except ChildFailedError as error:
+        raise RunFailed(_explain(run_dir, error, world_size)) from None
+    finally:
+        stop.set()
+        _restore(handlers)
+        rundir.remove(run_dir)
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
 
 
@@ -76,19 +99,64 @@ def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool =
     return [RunResult.build(c, r) for c, r in zip(configs, raw)]
 
 
-def _explain(run_dir: str, error) -> str:
-    """Every failed rank's traceback, the earliest (the root cause) first."""
+#: The signals torch's launcher takes over in the main thread (TORCHELASTIC_SIGNALS_TO_HANDLE).
+SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
+def _handlers() -> dict | None:
+    """This process's handlers of those signals, to put back after the launch (main thread only:
+    elsewhere torch installs none)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {sig: signal.getsignal(sig) for sig in SIGNALS}
+
+
+def _restore(handlers: dict | None) -> None:
+    for sig, handler in (handlers or {}).items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def interrupted(signum: int, run_dir: str, world_size: int) -> str:
+    """One line: which signal, how many ranks were stopped, and where the run was."""
+    now = progress_file.read(os.path.join(run_dir, "progress"), 0.0, world_size)
+    where = (f"of {now.label} after step {now.step} of {now.steps}" if now.started
+             else "while they were starting")
+    return f"interrupted by {signal.Signals(signum).name}: stopped {world_size} ranks {where}"
+
+
+#: What a rank's error says when it lost a peer rather than failing itself.
+LOST_PEER = ("lost its peer", "Connection closed by peer", "Connection reset by peer", "did not complete within")
+
+
+def _explain(run_dir: str, error, world_size: int) -> str:
+    """Who failed first and how, then every other failed rank. A rank killed by a signal, or
+    frozen, writes no traceback: it is named first (from the exit status torch reports, or as the
+    rank the others lost), before the ranks whose collectives failed because of it."""
     reports = []
     for name in os.listdir(run_dir):
         if name.startswith("error-"):
             with open(os.path.join(run_dir, name)) as f:
                 when, _, trace = f.read().partition("\n")
             reports.append((float(when), int(name[6:]), trace.rstrip()))
-    if not reports:                                    # failed before reaching the worker's code
-        return "\n".join(f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
-                         for rank, f in error.failures.items()) or str(error)
     reports.sort()
-    lines = [f"rank {reports[0][1]} failed first (the root cause):", reports[0][2]]
+    wrote = {rank for _, rank, _ in reports}
+    lines = [f"rank {rank} was killed by {f.signal_name()} first (it wrote no error)"
+             for rank, f in sorted(error.failures.items())
+             if rank not in wrote and f.exitcode is not None and f.exitcode < 0]
+    lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
+    if not lines and lost:                             # the first rank to stop wrote nothing
+        silent = [r for r in range(world_size) if r not in wrote]
+        if silent:                                     # a collective timed out: it hung; else it died
+            hung = any("did not complete within" in trace for _, _, trace in reports)
+            how = ("hung (the others timed out waiting for it)" if hung else
+                   "died without an error, killed (the others lost their connection to it)")
+            lines.append(f"rank {', '.join(map(str, silent))} stopped first: it {how}")
+    if not reports:                                    # failed before reaching the worker's code
+        return "\n".join(lines + [f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
+                                  for rank, f in error.failures.items() if rank in wrote or f.exitcode >= 0]
+                         ) or str(error)
+    lines += [f"then rank {reports[0][1]} failed:" if lines else f"rank {reports[0][1]} failed first (the root cause):",
+              reports[0][2]]
     for _, rank, trace in reports[1:]:
         lines += [f"then rank {rank} failed:", trace.splitlines()[-1]]
     return "\n".join(lines)
@@ -99,8 +167,9 @@ class _quiet_launcher:
 
     def __enter__(self):
         import logging
-        self.loggers = [logging.getLogger(n) for n in ("torch.distributed.elastic",
-                                                       "torch.distributed.launcher", "torch.multiprocessing")]
+        prefixes = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
+        names = [n for n in list(logging.root.manager.loggerDict) if n.startswith(prefixes)]
+        self.loggers = [logging.getLogger(n) for n in {*prefixes, *names}]   # each has its own level
         self.levels = [lg.level for lg in self.loggers]
         for lg in self.loggers:
             lg.setLevel(logging.CRITICAL)

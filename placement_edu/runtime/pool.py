@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import tempfile
 import threading
 import time
 import uuid
@@ -35,6 +34,7 @@ from typing import Callable
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_int, positive_seconds
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime import progress as progress_file
+from placement_edu.runtime import rundir
 from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher
 from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
@@ -72,22 +72,22 @@ class WorkerPool:
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
         from placement_edu.runtime import worker
-        self._dir = tempfile.TemporaryDirectory(prefix="placement-edu-pool-")
+        self._dir = rundir.make("pool")
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.jobs, self.failure = 0, None
         config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=self.world_size,
                               run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                               rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                              start_method="spawn")
+                              start_method="spawn", logs_specs=rundir.logs(self._dir))
 
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
             try:
                 with warnings.catch_warnings(), _quiet_launcher():
                     warnings.simplefilter("ignore")
-                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir.name)
+                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir)
             except ChildFailedError as error:
-                self.failure = RunFailed(_explain(self._dir.name, error))
+                self.failure = RunFailed(_explain(self._dir, error, self.world_size))
             except BaseException as error:             # e.g. the rendezvous failed
                 self.failure = RunFailed(f"the pool's ranks could not start: {error}")
 
@@ -101,9 +101,8 @@ class WorkerPool:
         if self.alive:
             self.store.set(f"job/{self.jobs}", pickle.dumps("stop"))
             self._thread.join(timeout=self.timeout_s)  # type: ignore[union-attr]
-        if getattr(self, "_dir", None) is not None:
-            self._dir.cleanup()
-            self._dir = None
+        rundir.remove(getattr(self, "_dir", None))
+        self._dir = None
         self._thread = None
 
     # --- runs ------------------------------------------------------------------------------
@@ -138,7 +137,7 @@ class WorkerPool:
     def _collect(self, k: int, ranks: int, progress) -> list[list[dict]]:
         """Each rank's results of job ``k``; RunFailed (and a pool to restart) if the ranks died."""
         stop = threading.Event()
-        path = os.path.join(self._dir.name, f"progress-{k}")
+        path = os.path.join(self._dir, f"progress-{k}")
         if progress is True:
             threading.Thread(target=progress_file.show_on_stderr, args=(path, stop, self.world_size),
                              daemon=True).start()

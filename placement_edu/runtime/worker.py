@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -107,7 +109,8 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
 
 
 def _inject_failure(failure: dict | None, timeout_s: float) -> None:
-    """For the failure-handling tests: one rank raises, or hangs past the collective timeout;
+    """For the failure-handling tests: one rank raises, hangs past the collective timeout, or is
+    killed by SIGKILL;
     with ``pid_dir``, every rank first writes its process id there (to check none outlives)."""
     if failure and failure.get("pid_dir"):
         with open(os.path.join(failure["pid_dir"], str(dist.get_rank())), "w") as f:
@@ -118,6 +121,8 @@ def _inject_failure(failure: dict | None, timeout_s: float) -> None:
         raise RuntimeError("injected failure: this rank raised on purpose")
     if failure.get("kind") == "hang":
         time.sleep(10 * timeout_s)                     # the others wait in a collective and time out
+    if failure.get("kind") == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)           # dies at once: no traceback, no error file
 
 
 @record
@@ -126,7 +131,7 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause)."""
-    torch.set_num_threads(1)
+    _start_rank()
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     try:
         _inject_failure(failure, timeout_s)
@@ -137,18 +142,41 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
             raise AssertionError("the injected hang did not end the run")
         return results
     except BaseException:
-        _write_error(run_dir)
-        raise
+        _fail(run_dir)
     finally:
         _GROUPS.clear()
         dist.destroy_process_group()
 
 
-def _write_error(run_dir: str | None) -> None:
-    """Leave this rank's traceback, timed, where the launcher reads it (the earliest is the root cause)."""
-    if run_dir:
-        with open(os.path.join(run_dir, f"error-{dist.get_rank()}"), "w") as f:
-            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+def _start_rank(warm: bool = False) -> None:
+    """Every rank: one thread for torch; a watchdog that ends this rank if the process that started
+    it dies (killed, or a lost torchrun agent); and Ctrl-C without a traceback. A terminal's Ctrl-C
+    or a Jupyter interrupt signals the whole process group: a run's rank exits at once, quietly,
+    even inside a collective (its launcher reports the interruption in one line); a warm pool's
+    rank ignores it, and the pool stays up for the next run. (A Ctrl-C in the first seconds, while
+    a rank still imports torch, comes before this and ends that rank with Python's traceback.)"""
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if warm else signal.SIG_DFL)   # SIG_DFL: the OS ends it
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, name="placement-edu-parent-watch", daemon=True).start()
+
+
+def _fail(run_dir: str | None) -> None:
+    """Leave this rank's traceback, timed, where the launcher reads it (the earliest is the root
+    cause), and exit 1. Launched by the package, the rank exits at once: the traceback is in the
+    run folder, and torch's own error file (a pickle in TMPDIR) is never written. Under torchrun,
+    the exception goes on to torch's ``record``."""
+    if not run_dir:
+        raise
+    with open(os.path.join(run_dir, f"error-{dist.get_rank()}"), "w") as f:
+        f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+    sys.stderr.flush()
+    os._exit(1)
 
 
 @record
@@ -159,8 +187,7 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
     results under ``result/k/RANK``. A rank whose parent died (the kernel was killed) exits."""
     import pickle
 
-    torch.set_num_threads(1)
-    parent = os.getppid()
+    _start_rank(warm=True)
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
     rank = dist.get_rank()
@@ -168,9 +195,7 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
     references: dict = {}
     try:
         for k in itertools.count():
-            while not store.check([f"job/{k}"]):      # wait for the next job, watching the parent
-                if os.getppid() != parent:
-                    return []
+            while not store.check([f"job/{k}"]):      # wait for the next job
                 time.sleep(0.002)
             job = pickle.loads(store.get(f"job/{k}"))
             if job == "stop":
@@ -182,8 +207,7 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
                        for j, c in enumerate(configs)]
             store.set(f"result/{k}/{rank}", pickle.dumps(results))
     except BaseException:
-        _write_error(run_dir)
-        raise
+        _fail(run_dir)
     finally:
         _GROUPS.clear()
         dist.destroy_process_group()

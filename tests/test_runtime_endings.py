@@ -1,0 +1,135 @@
+"""Every way a run ends is clean: success, Ctrl-C, SIGTERM, a rank killed by SIGKILL, a hung rank.
+Each ends with the right exit code and, for a failure, a report that names the rank that stopped
+first; no process is left; the TMPDIR the test sets is as empty afterwards as before."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "placement_edu.cli", "run", "zero3", "--world-size", "4"]
+
+
+def _session(sid: int) -> list[int]:
+    """Processes still in session ``sid`` (the command and everything it started)."""
+    left = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    left.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return left
+
+
+def _all_gone(sid: int, within_s: float = 10) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while _session(sid) and time.monotonic() < deadline:   # (Python's resource tracker exits last)
+        time.sleep(0.2)
+    return _session(sid)
+
+
+def _start(argv: list[str], tmp: Path) -> subprocess.Popen:
+    tmp.mkdir(exist_ok=True)
+    return subprocess.Popen(argv, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for_steps(tmp: Path, within_s: float = 60) -> None:
+    """Until rank 0 has written a step into the run's progress file."""
+    deadline = time.monotonic() + within_s
+    while not any(p.read_text().strip() for p in tmp.glob("placement-edu-*/progress") if p.exists()):
+        assert time.monotonic() < deadline, "the run never reached its first step"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sig, code, group", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)])
+def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves_nothing(tmp_path, sig, code, group):
+    """Ctrl-C goes to the whole process group (as a terminal sends it); SIGTERM to the command."""
+    tmp = tmp_path / "tmp"
+    command = _start(CLI + ["--steps", "2000"], tmp)
+    try:
+        _wait_for_steps(tmp)
+        (os.killpg if group else os.kill)(command.pid, sig)
+        _, err = command.communicate(timeout=30)
+    finally:
+        command.kill()
+    assert command.returncode == code
+    assert err.splitlines() == [err.strip()] and err.startswith(
+        f"placement-edu: interrupted by {sig.name}: stopped 4 ranks of zero3 on data=4 after step "), err
+    assert _all_gone(command.pid) == []
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_successful_run_leaves_nothing_behind(tmp_path):
+    tmp = tmp_path / "tmp"
+    command = _start(CLI + ["--steps", "2"], tmp)
+    out, err = command.communicate(timeout=120)
+    assert command.returncode == 0 and err == "" and "equivalent" in out
+    assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == []
+
+
+FAULTED = """
+import sys
+from placement_edu.runtime import RunConfig, RunFailed
+from placement_edu.runtime.launcher import launch
+try:
+    launch([RunConfig("zero3", 4)], 4, timeout_s=5, progress=False, failure={"kind": sys.argv[1], "rank": 2})
+except RunFailed as error:
+    print(error)
+    sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("kind, first", [
+    ("kill", "rank 2 stopped first: it died without an error, killed (the others lost their connection to it)"),
+    ("hang", "rank 2 stopped first: it hung (the others timed out waiting for it)"),
+])
+def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_path, kind, first):
+    tmp = tmp_path / "tmp"
+    start = time.monotonic()
+    command = _start([sys.executable, "-c", FAULTED, kind], tmp)
+    out, err = command.communicate(timeout=120)
+    assert command.returncode == 1
+    assert out.splitlines()[0] == first, out[:2000]
+    assert "then rank" in out                          # the ranks that lost it come after
+    assert time.monotonic() - start < 5 + 20           # the 5 s timeout plus start-up, not 30 s more
+    assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]
+
+
+def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
+    """torch's launcher installs its own SIGINT/SIGTERM handlers; a notebook kernel gets its back."""
+    from placement_edu.runtime import RunConfig, run
+
+    def mine(*_):
+        pass
+    before = {sig: signal.signal(sig, mine) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert run(RunConfig("dp", 2, steps=1), progress=False).equivalent
+        assert signal.getsignal(signal.SIGINT) is mine and signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_a_stale_run_folder_of_a_dead_process_is_removed_at_the_next_start(tmp_path, monkeypatch):
+    import tempfile
+
+    from placement_edu.runtime import rundir
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"placement-edu-{dead.pid}-run-abc"
+    (stale / "logs").mkdir(parents=True)
+    live = tmp_path / f"placement-edu-{os.getpid()}-run-def"
+    live.mkdir()
+    made = rundir.make("run")
+    assert not stale.exists() and live.exists() and Path(made).parent == tmp_path
+    rundir.remove(made)
