@@ -68,6 +68,23 @@ def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves
     assert list(tmp.iterdir()) == []
 
 
+def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_removes_its_folder(tmp_path):
+    tmp = tmp_path / "tmp"
+    command = _start(CLI + ["--steps", "2000"], tmp)
+    try:
+        _wait_for_steps(tmp)
+        os.kill(command.pid, signal.SIGKILL)
+        command.wait(timeout=10)
+        assert _all_gone(command.pid) == []           # the ranks saw their parent die
+        assert command.stderr.read() == ""            # no "leaked semaphore objects" warning
+        assert [p.name.split("-")[2] for p in tmp.iterdir()] == [str(command.pid)]   # its folder, until...
+        after = _start(CLI + ["--steps", "1"], tmp)
+        assert after.wait(timeout=120) == 0
+        assert list(tmp.iterdir()) == []              # ...the next run starts
+    finally:
+        command.kill()
+
+
 def test_a_successful_run_leaves_nothing_behind(tmp_path):
     tmp = tmp_path / "tmp"
     command = _start(CLI + ["--steps", "2"], tmp)

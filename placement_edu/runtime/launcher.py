@@ -59,6 +59,7 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
     for job in jobs:
         job.validate()
     run_dir = rundir.make("run")
+    rundir.quiet_resource_tracker()
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size,
                           run_id=f"placement-edu-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                           rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,

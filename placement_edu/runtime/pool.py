@@ -73,6 +73,7 @@ class WorkerPool:
 
         from placement_edu.runtime import worker
         self._dir = rundir.make("pool")
+        rundir.quiet_resource_tracker()
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.jobs, self.failure = 0, None
         config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=self.world_size,

@@ -1,6 +1,8 @@
 """One folder per run for every file the run makes -- progress, each failed rank's traceback, and
 torch's own logs and error files -- removed on every ending. A folder whose process died without
 removing it (killed by SIGKILL, say) is removed at the next start: its name carries the process id.
+Such a death prints nothing either (``quiet_resource_tracker``), and the ranks see their parent gone
+and exit (the watchdog in ``worker.py``).
 """
 
 from __future__ import annotations
@@ -47,3 +49,18 @@ def _alive(pid: int) -> bool:
     except PermissionError:                            # another user's process
         return True
     return True
+
+
+def quiet_resource_tracker() -> None:
+    """Start Python's resource tracker with its stderr on /dev/null. It frees the launcher's
+    semaphores if this process is killed, and then warns about "leaked semaphore objects" -- the
+    very ones it cleans up. (Nothing changes if it already runs.)"""
+    from multiprocessing import resource_tracker
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
