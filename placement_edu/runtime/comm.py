@@ -12,6 +12,8 @@ A collective that does not complete within the process group's timeout raises
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
@@ -51,11 +53,16 @@ class Entry:
 
 
 class Comm:
-    """Collectives with a ledger. ``groups`` maps a mesh axis to (process group, group ranks)."""
+    """Collectives with a ledger. ``groups`` maps a mesh axis to (process group, group ranks).
+    ``beacon``: a file this rank keeps saying "in" while it waits in a collective, "out" otherwise:
+    when a run fails, a rank that wrote no error and was not waiting in a collective is the one
+    that stopped first (the launcher's report names it)."""
 
-    def __init__(self, groups: dict[str, tuple[object, list[int]]], timeout_s: float) -> None:
+    def __init__(self, groups: dict[str, tuple[object, list[int]]], timeout_s: float,
+                 beacon: str | None = None) -> None:
         self.groups = groups
         self.timeout_s = timeout_s
+        self._beacon = os.open(beacon, os.O_WRONLY | os.O_CREAT) if beacon else None
         self.entries: list[Entry] = []
         self.step, self.phase = -1, "startup"
         self._pending_sends: list = []
@@ -72,9 +79,16 @@ class Comm:
         assert Fraction(ring).denominator == 1, "ring bytes of an equal-chunk collective are whole"
         self.entries.append(Entry(self.step, self.phase, op, state, axis, n, payload, int(ring)))
 
+    def _mark(self, where: bytes) -> None:
+        if self._beacon is not None:
+            os.pwrite(self._beacon, where, 0)
+
     def _run(self, op: str, axis: str | None, call, *args, **kwargs):
+        self._mark(b"in ")
         try:
-            return call(*args, **kwargs)
+            result = call(*args, **kwargs)
+            self._mark(b"out")
+            return result
         except RuntimeError as error:
             text = str(error).lower()
             where = f"{op} on the {axis} axis (step {self.step}, {self.phase})"

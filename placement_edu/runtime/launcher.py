@@ -65,6 +65,7 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
                           rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
                           start_method="spawn", logs_specs=rundir.logs(run_dir))
     stop, handlers = threading.Event(), _handlers()
+    threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
     if progress:
         threading.Thread(target=progress_file.show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
                                                                     world_size), daemon=True).start()
@@ -129,6 +130,15 @@ def interrupted(signum: int, run_dir: str, world_size: int) -> str:
 LOST_PEER = ("lost its peer", "Connection closed by peer", "Connection reset by peer", "did not complete within")
 
 
+def _beacon(run_dir: str, rank: int) -> str:
+    """"in" if ``rank`` was last waiting in a collective (``Comm``'s beacon), else "out" or ""."""
+    try:
+        with open(os.path.join(run_dir, f"at-{rank}")) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _explain(run_dir: str, error, world_size: int) -> str:
     """Who failed first and how, then every other failed rank. A rank killed by a signal, or
     frozen, writes no traceback: it is named first (from the exit status torch reports, or as the
@@ -147,6 +157,8 @@ def _explain(run_dir: str, error, world_size: int) -> str:
     lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
     if not lines and lost:                             # the first rank to stop wrote nothing
         silent = [r for r in range(world_size) if r not in wrote]
+        # Of those, the ranks stopped while waiting in a collective only lost it too.
+        silent = [r for r in silent if _beacon(run_dir, r) != "in"] or silent
         if silent:                                     # a collective timed out: it hung; else it died
             hung = any("did not complete within" in trace for _, _, trace in reports)
             how = ("hung (the others timed out waiting for it)" if hung else

@@ -83,6 +83,8 @@ class WorkerPool:
 
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
+            stop = threading.Event()
+            threading.Thread(target=rundir.reap, args=(self._dir, stop), daemon=True).start()
             try:
                 with warnings.catch_warnings(), _quiet_launcher():
                     warnings.simplefilter("ignore")
@@ -91,6 +93,8 @@ class WorkerPool:
                 self.failure = RunFailed(_explain(self._dir, error, self.world_size))
             except BaseException as error:             # e.g. the rendezvous failed
                 self.failure = RunFailed(f"the pool's ranks could not start: {error}")
+            finally:
+                stop.set()
 
         self._thread = threading.Thread(target=serve, name="placement-edu-pool", daemon=True)
         self._thread.start()

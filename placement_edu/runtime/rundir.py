@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 
 PREFIX = "placement-edu-"
 
@@ -64,3 +66,22 @@ def quiet_resource_tracker() -> None:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(null)
+
+
+def reap(path: str, stop: threading.Event, grace_s: float = 1.0) -> None:
+    """Once a rank has failed (its traceback is in ``path``), kill every rank still alive
+    ``grace_s`` later. torch's launcher stops the others with SIGTERM and waits 30 s before
+    SIGKILL; a frozen rank ignores SIGTERM, so without this the run would end 30 s late. (A
+    thread of the launching process, until ``stop`` is set.)"""
+    while not stop.wait(0.1):
+        if any(name.startswith("error-") for name in os.listdir(path)):
+            break
+    if stop.wait(grace_s):
+        return
+    for name in os.listdir(path):
+        if name.startswith("pid-"):
+            try:
+                with open(os.path.join(path, name)) as f:
+                    os.kill(int(f.read()), signal.SIGKILL)
+            except (OSError, ValueError):              # gone already, or a half-written file
+                pass

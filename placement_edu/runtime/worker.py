@@ -32,6 +32,7 @@ from placement_edu.runtime.progress import write as progress_line
 from placement_edu.runtime.reference import reference_run
 
 _GROUPS: dict[tuple[int, ...], object] = {}
+_BEACON: str | None = None      # this rank's "in a collective?" file (Comm's beacon)
 
 
 def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[object, list[int]]]:
@@ -80,7 +81,7 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
     if rank >= mesh.world_size:
         dist.barrier()
         return None
-    comm = Comm(groups, timeout_s)
+    comm = Comm(groups, timeout_s, _BEACON)
     module = config.module()
     adam = Adam()
     ctx = Context(rank, strategy, mesh, comm, MemoryLedger(), module, config.torch_dtype, device, host,
@@ -109,8 +110,8 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
 
 
 def _inject_failure(failure: dict | None, timeout_s: float) -> None:
-    """For the failure-handling tests: one rank raises, hangs past the collective timeout, or is
-    killed by SIGKILL;
+    """For the failure-handling tests: one rank raises, hangs past the collective timeout, is
+    killed by SIGKILL, or is frozen by SIGSTOP;
     with ``pid_dir``, every rank first writes its process id there (to check none outlives)."""
     if failure and failure.get("pid_dir"):
         with open(os.path.join(failure["pid_dir"], str(dist.get_rank())), "w") as f:
@@ -123,6 +124,8 @@ def _inject_failure(failure: dict | None, timeout_s: float) -> None:
         time.sleep(10 * timeout_s)                     # the others wait in a collective and time out
     if failure.get("kind") == "kill":
         os.kill(os.getpid(), signal.SIGKILL)           # dies at once: no traceback, no error file
+    if failure.get("kind") == "freeze":
+        os.kill(os.getpid(), signal.SIGSTOP)           # frozen: deaf to SIGTERM until killed
 
 
 @record
@@ -131,7 +134,7 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause)."""
-    _start_rank()
+    _start_rank(run_dir)
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     try:
         _inject_failure(failure, timeout_s)
@@ -148,7 +151,7 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
         dist.destroy_process_group()
 
 
-def _start_rank(warm: bool = False) -> None:
+def _start_rank(run_dir: str | None, warm: bool = False) -> None:
     """Every rank: one thread for torch; a watchdog that ends this rank if the process that started
     it dies (killed, or a lost torchrun agent); and Ctrl-C without a traceback. A terminal's Ctrl-C
     or a Jupyter interrupt signals the whole process group: a run's rank exits at once, quietly,
@@ -157,6 +160,12 @@ def _start_rank(warm: bool = False) -> None:
     a rank still imports torch, comes before this and ends that rank with Python's traceback.)"""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN if warm else signal.SIG_DFL)   # SIG_DFL: the OS ends it
+    if run_dir:                                        # for the launcher's reaper and report
+        global _BEACON
+        rank = os.environ.get("RANK", "0")
+        with open(os.path.join(run_dir, f"pid-{rank}"), "w") as f:
+            f.write(str(os.getpid()))
+        _BEACON = os.path.join(run_dir, f"at-{rank}")
     parent = os.getppid()
 
     def watch() -> None:
@@ -187,7 +196,7 @@ def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
     results under ``result/k/RANK``. A rank whose parent died (the kernel was killed) exits."""
     import pickle
 
-    _start_rank(warm=True)
+    _start_rank(run_dir, warm=True)
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
     rank = dist.get_rank()
