@@ -27,9 +27,9 @@ from typing import Any
 
 from placement_edu.errors import context
 from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
-from placement_edu.faults import REDUCTIONS, apply_fault
+from placement_edu.faults import REDUCTIONS, _fault, apply_fault
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, ModelSpec
+from placement_edu.models import Model, ModelSpec, as_model
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import Schedule, derive_schedule, grad_reduction, model_axis_degree, validate
@@ -284,7 +284,9 @@ def check(strategy: str | Strategy, mesh: Mesh | str | None = None, fault: str |
     schedule is walked; the first broken reason found is reported."""
     strategy = get_strategy(strategy)
     mesh = example_mesh(strategy) if mesh is None else as_mesh(mesh)
-    model = model or default_model(mesh)
+    if fault is not None:
+        _fault(fault)                                  # an unknown fault: refused by name
+    model = default_model(mesh) if model is None else as_model(model)
     precision = get_precision(precision)
     with context(f"checking {strategy.name} ({strategy.placement}) on {mesh}"):
         return _check(strategy, mesh, fault, model, precision)

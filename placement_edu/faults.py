@@ -66,7 +66,7 @@ def _applies(name: str, strategy, mesh: Mesh) -> bool:
 
 
 def _fault(name: str) -> Fault:
-    if name not in FAULTS:
+    if not isinstance(name, str) or name not in FAULTS:
         raise PlacementError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
     return FAULTS[name]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Mapping, Union
 
-from placement_edu.errors import expect, non_negative_int, positive_int
+from placement_edu.errors import PlacementError, expect, non_negative_int, positive_int
 
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
@@ -408,3 +408,13 @@ class ConcreteModel:
 
 
 Model = Union[ModelSpec, TransformerSpec, ConcreteModel]
+
+
+def as_model(model) -> Model:
+    """A model, or Ψ (a number) for an abstract one; anything else is refused by name."""
+    if isinstance(model, (ModelSpec, TransformerSpec, ConcreteModel)):
+        return model
+    if isinstance(model, (int, float)) and not isinstance(model, bool):
+        return ModelSpec(psi=model)  # type: ignore[arg-type]
+    raise PlacementError(f"model must be a number of parameters (Ψ) or a ModelSpec, TransformerSpec or "
+                         f"ConcreteModel, got {model!r}")

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from placement_edu.errors import PlacementError, context
 from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, ModelSpec
+from placement_edu.models import Model, as_model
 from placement_edu.placement import State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import Schedule, derive_schedule, pipeline_bubble
@@ -126,8 +126,7 @@ def analyze(strategy: str | Strategy, model: Model | int | float, devices: int |
     """Derive memory and schedule. ``model`` may be Ψ (a number) for an abstract model; give
     ``devices`` (all on the strategy's axis) or a ``mesh``."""
     strategy = get_strategy(strategy)
-    if isinstance(model, (int, float)):
-        model = ModelSpec(psi=model)  # type: ignore[arg-type]
+    model = as_model(model)
     precision = get_precision(precision)
     if mesh is not None:
         mesh = as_mesh(mesh)
@@ -210,6 +209,9 @@ def compare(strategies: Sequence[str | Strategy] = ("dp", "zero1", "zero2", "zer
             precision: str | Precision = "mixed_adam", mesh: Mesh | str | None = None) -> Comparison:
     """Derive each strategy on the same model and device count, with dp (all devices on the data
     axis) as the baseline. A ``mesh``, when given, is used for every strategy."""
+    if isinstance(strategies, (str, Strategy)) or not isinstance(strategies, Sequence) or not strategies:
+        raise PlacementError(f"strategies must be a non-empty list of strategy names or Strategy values, "
+                             f"got {strategies!r}")
     if mesh is not None and as_mesh(mesh).world_size != devices:
         raise PlacementError(f"mesh {as_mesh(mesh)} has {as_mesh(mesh).world_size} devices, "
                              f"but devices = {devices}; the degrees must multiply to the device count")

@@ -411,3 +411,29 @@ def test_transformer_flags_with_params_are_refused_in_one_line(capsys, flag: lis
 def test_an_unknown_recompute_flag_value_is_one_line(capsys) -> None:
     line = one_line_error(capsys, ["table", *TRANSFORMER, "--devices", "4", "--recompute", "some"])
     assert "argument --recompute: invalid choice: 'some'" in line
+
+
+# --- bounded answers ------------------------------------------------------------------------
+BOUNDED = """
+import resource, sys, time
+from placement_edu.cli import main
+start = time.perf_counter()
+code = main(sys.argv[1:])
+print(code, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    # 10^8 micro-batches used to grow one op per micro-batch (killed by the OOM killer at 23.6 GB)
+    ["table", "--layers", "64", "--hidden", "8192", "--heads", "64", "--seq", "4096", "--vocab", "50000",
+     "--devices", "64", "--strategies", "pp", "--mesh", "pipeline=64", "--micro-batches", "100000000"],
+    # 2^62 ranks used to be listed one by one (never finished)
+    ["check", "zero3", "--mesh", "data=4611686018427387904"],
+])
+def test_an_extreme_input_answers_in_under_2_s_and_300_mb(argv):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", BOUNDED, *argv], capture_output=True, text=True, timeout=60)
+    code, seconds, peak = done.stderr.split()[-3:]
+    assert int(code) in (0, 2), done.stderr
+    assert float(seconds) < 2 and int(peak) < 300 * 10**6, (seconds, peak)   # the interpreter included

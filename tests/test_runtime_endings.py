@@ -151,3 +151,44 @@ def test_a_stale_run_folder_of_a_dead_process_is_removed_at_the_next_start(tmp_p
     made = rundir.make("run")
     assert not stale.exists() and live.exists() and Path(made).parent == tmp_path
     rundir.remove(made)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(entry.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.parent.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def test_torchrun_workers_exit_when_their_agent_is_killed(tmp_path):
+    """A lost node: torchrun's agent dies (SIGKILL); its workers (each in a session of its own) must
+    not run on, re-parented to init."""
+    tmp = tmp_path / "tmp"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    agent = _start([str(torchrun), "--nproc-per-node", "2", "-m", "placement_edu.runtime.worker", "zero3",
+                    "--steps", "100000"], tmp)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2:
+            assert time.monotonic() < deadline and agent.poll() is None, "torchrun did not start 2 workers"
+            time.sleep(0.2)
+            workers = _children(agent.pid)
+        time.sleep(3)                                  # the workers are past their imports
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [w for w in workers if Path(f"/proc/{w}").exists()] == []   # the watchdog in every rank
+    finally:
+        agent.kill()
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

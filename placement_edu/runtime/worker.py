@@ -232,7 +232,7 @@ def _torchrun(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     config = config_from_args(args, int(os.environ["WORLD_SIZE"]))
     config.validate()
-    torch.set_num_threads(1)
+    _start_rank(None)                                  # the watchdog: exit if torchrun's agent dies
     dist.init_process_group(_backend(), timeout=timedelta(seconds=args.timeout))
     try:
         mine = run_job(config, args.timeout)
