@@ -106,9 +106,11 @@ except RunFailed as error:
 
 
 @pytest.mark.parametrize("kind, first", [
-    ("kill", "rank 2 stopped first: it died without an error, killed (the others lost their connection to it)"),
-    ("hang", "rank 2 stopped first: it hung (the others timed out waiting for it)"),
-    ("freeze", "rank 2 stopped first: it hung (the others timed out waiting for it)"),   # SIGSTOP
+    # from the exit status torch reports, or else inferred from what the others saw
+    ("kill", ("rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
+              "rank 2 stopped first: it died without an error, killed (the others lost their connection to it)")),
+    ("hang", ("rank 2 stopped first: it hung (the others timed out waiting for it)",)),
+    ("freeze", ("rank 2 stopped first: it hung (the others timed out waiting for it)",)),   # SIGSTOP
 ])
 def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_path, kind, first):
     tmp = tmp_path / "tmp"
@@ -116,7 +118,7 @@ def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_p
     command = _start([sys.executable, "-c", FAULTED, kind], tmp)
     out, err = command.communicate(timeout=120)
     assert command.returncode == 1
-    assert out.splitlines()[:1] == [first], (out[:2000], err[-2000:])
+    assert out.splitlines()[0] in first, (out[:2000], err[-2000:])
     assert "then rank" in out                          # the ranks that lost it come after
     assert time.monotonic() - start < 5 + 15           # the 5 s timeout plus start-up, not 30 s more
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]

@@ -130,13 +130,29 @@ def interrupted(signum: int, run_dir: str, world_size: int) -> str:
 LOST_PEER = ("lost its peer", "Connection closed by peer", "Connection reset by peer", "did not complete within")
 
 
-def _beacon(run_dir: str, rank: int) -> str:
-    """"in" if ``rank`` was last waiting in a collective (``Comm``'s beacon), else "out" or ""."""
+def _beacon(run_dir: str, rank: int) -> tuple[str, float]:
+    """("in" if ``rank`` was last waiting in a collective, else "out"; when it last wrote): ``Comm``'s
+    beacon. ("", 0) for a rank that never reached a collective."""
+    path = os.path.join(run_dir, f"at-{rank}")
     try:
-        with open(os.path.join(run_dir, f"at-{rank}")) as f:
-            return f.read().strip()
+        with open(path) as f:
+            return f.read().strip(), os.stat(path).st_mtime
     except OSError:
-        return ""
+        return "", 0.0
+
+
+def _stopped_first(run_dir: str, silent: list[int]) -> list[int]:
+    """Of the ranks that wrote no error, the ones that stopped first. A rank the launcher stopped
+    while it still ran leaves a ``stopped-R`` file (its SIGTERM handler); one killed or frozen
+    cannot. A rank waiting in a collective only lost the others. Failing that, the rank whose
+    beacon went quiet first (a rank hung outside any collective)."""
+    beacons = {r: _beacon(run_dir, r) for r in silent}
+    outside = [r for r in silent if beacons[r][0] != "in"]
+    dead = [r for r in outside if not os.path.exists(os.path.join(run_dir, f"stopped-{r}"))]
+    if dead or not outside:
+        return dead or silent
+    quiet = min(beacons[r][1] for r in outside)
+    return [r for r in outside if beacons[r][1] == quiet]
 
 
 def _explain(run_dir: str, error, world_size: int) -> str:
@@ -148,17 +164,18 @@ def _explain(run_dir: str, error, world_size: int) -> str:
         if name.startswith("error-"):
             with open(os.path.join(run_dir, name)) as f:
                 when, _, trace = f.read().partition("\n")
-            reports.append((float(when), int(name[6:]), trace.rstrip()))
+            try:
+                reports.append((float(when), int(name[6:]), trace.rstrip()))
+            except ValueError:                         # not a rank's report: skip it
+                continue
     reports.sort()
     wrote = {rank for _, rank, _ in reports}
-    lines = [f"rank {rank} was killed by {f.signal_name()} first (it wrote no error)"
+    lines = [f"rank {rank} stopped first: it was killed by {f.signal_name()} (it wrote no error)"
              for rank, f in sorted(error.failures.items())
              if rank not in wrote and f.exitcode is not None and f.exitcode < 0]
     lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
     if not lines and lost:                             # the first rank to stop wrote nothing
-        silent = [r for r in range(world_size) if r not in wrote]
-        # Of those, the ranks stopped while waiting in a collective only lost it too.
-        silent = [r for r in silent if _beacon(run_dir, r) != "in"] or silent
+        silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
         if silent:                                     # a collective timed out: it hung; else it died
             hung = any("did not complete within" in trace for _, _, trace in reports)
             how = ("hung (the others timed out waiting for it)" if hung else

@@ -68,7 +68,7 @@ def quiet_resource_tracker() -> None:
         os.close(null)
 
 
-def reap(path: str, stop: threading.Event, grace_s: float = 1.0) -> None:
+def reap(path: str, stop: threading.Event, grace_s: float = 2.0) -> None:
     """Once a rank has failed (its traceback is in ``path``), kill every rank still alive
     ``grace_s`` later. torch's launcher stops the others with SIGTERM and waits 30 s before
     SIGKILL; a frozen rank ignores SIGTERM, so without this the run would end 30 s late. (A

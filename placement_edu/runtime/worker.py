@@ -166,6 +166,12 @@ def _start_rank(run_dir: str | None, warm: bool = False) -> None:
         with open(os.path.join(run_dir, f"pid-{rank}"), "w") as f:
             f.write(str(os.getpid()))
         _BEACON = os.path.join(run_dir, f"at-{rank}")
+        stopped = os.path.join(run_dir, f"stopped-{rank}")
+
+        def on_sigterm(*_) -> None:                    # the launcher stopping a rank that still ran
+            open(stopped, "w").close()
+            os._exit(128 + signal.SIGTERM)
+        signal.signal(signal.SIGTERM, on_sigterm)
     parent = os.getppid()
 
     def watch() -> None:
@@ -182,8 +188,11 @@ def _fail(run_dir: str | None) -> None:
     the exception goes on to torch's ``record``."""
     if not run_dir:
         raise
-    with open(os.path.join(run_dir, f"error-{dist.get_rank()}"), "w") as f:
+    rank = dist.get_rank()
+    partial = os.path.join(run_dir, f".error-{rank}")   # whole or absent: the launcher may read it now
+    with open(partial, "w") as f:
         f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+    os.replace(partial, os.path.join(run_dir, f"error-{rank}"))
     sys.stderr.flush()
     os._exit(1)
 
