@@ -70,7 +70,7 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
         threading.Thread(target=progress_file.show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
                                                                     world_size), daemon=True).start()
     try:
-        with warnings.catch_warnings(), _quiet_launcher():
+        with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
             warnings.simplefilter("ignore")
             per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure)
     except SignalException as error:                   # torch's handler: the ranks are stopped
@@ -103,6 +103,27 @@ def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool =
 
 #: The signals torch's launcher takes over in the main thread (TORCHELASTIC_SIGNALS_TO_HANDLE).
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
+class ranks_start_with_sigint_held:
+    """Start the ranks with SIGINT blocked (a signal mask survives fork and exec), so a Ctrl-C
+    while they still import torch waits until ``worker._start_rank`` has chosen what it does (end
+    the rank quietly, or be ignored by a warm pool's rank) -- never a KeyboardInterrupt traceback
+    from the middle of an import. Only this thread blocks it; in the main thread, a helper thread
+    that does not block it keeps this process receiving Ctrl-C meanwhile (Python runs the
+    handler in the main thread all the same)."""
+
+    def __enter__(self):
+        self.helper = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            threading.Thread(target=self.helper.wait, name="placement-edu-sigint", daemon=True).start()
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        self.helper.set()
+        return False
 
 
 def _handlers() -> dict | None:

@@ -35,7 +35,7 @@ from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime import progress as progress_file
 from placement_edu.runtime import rundir
-from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher
+from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, ranks_start_with_sigint_held
 from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
 
@@ -86,7 +86,7 @@ class WorkerPool:
             stop = threading.Event()
             threading.Thread(target=rundir.reap, args=(self._dir, stop), daemon=True).start()
             try:
-                with warnings.catch_warnings(), _quiet_launcher():
+                with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
                     warnings.simplefilter("ignore")
                     elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir)
             except ChildFailedError as error:

@@ -156,10 +156,11 @@ def _start_rank(run_dir: str | None, warm: bool = False) -> None:
     it dies (killed, or a lost torchrun agent); and Ctrl-C without a traceback. A terminal's Ctrl-C
     or a Jupyter interrupt signals the whole process group: a run's rank exits at once, quietly,
     even inside a collective (its launcher reports the interruption in one line); a warm pool's
-    rank ignores it, and the pool stays up for the next run. (A Ctrl-C in the first seconds, while
-    a rank still imports torch, comes before this and ends that rank with Python's traceback.)"""
+    rank ignores it, and the pool stays up for the next run. (A Ctrl-C that came while the rank
+    still imported torch was held until here: ``launcher.ranks_start_with_sigint_held``.)"""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN if warm else signal.SIG_DFL)   # SIG_DFL: the OS ends it
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # held since the launcher started us
     if run_dir:                                        # for the launcher's reaper and report
         global _BEACON
         rank = os.environ.get("RANK", "0")
