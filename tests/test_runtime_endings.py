@@ -68,6 +68,24 @@ def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves
     assert list(tmp.iterdir()) == []
 
 
+def test_ctrl_c_while_the_ranks_start_is_one_line_too(tmp_path):
+    """While the ranks import torch and meet (torch would swallow its own signal exception there)."""
+    tmp = tmp_path / "tmp"
+    command = _start(CLI + ["--steps", "2000"], tmp)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp.glob("placement-edu-*/pid-*")):   # the first rank exists
+            assert time.monotonic() < deadline and command.poll() is None
+            time.sleep(0.05)
+        os.killpg(command.pid, signal.SIGINT)
+        _, err = command.communicate(timeout=30)
+    finally:
+        command.kill()
+    assert command.returncode == 130
+    assert err.splitlines() == [err.strip()] and err.startswith("placement-edu: interrupted"), err
+    assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == []
+
+
 def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_removes_its_folder(tmp_path):
     tmp = tmp_path / "tmp"
     command = _start(CLI + ["--steps", "2000"], tmp)

@@ -14,6 +14,7 @@ file of a run lives in one folder (``rundir``), removed however the run ends.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
@@ -69,12 +70,17 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
     if progress:
         threading.Thread(target=progress_file.show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
                                                                     world_size), daemon=True).start()
+    before = set(multiprocessing.active_children())
     try:
-        with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
+        with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held(), _stop_on_signals():
             warnings.simplefilter("ignore")
             per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure)
-    except SignalException as error:                   # torch's handler: the ranks are stopped
-        raise RunInterrupted(error.sigval, interrupted(error.sigval, run_dir, world_size)) from None
+    except (_Stop, SignalException) as error:          # Ctrl-C or SIGTERM: stop every rank
+        signum = error.signum if isinstance(error, _Stop) else error.sigval
+        for child in set(multiprocessing.active_children()) - before:   # this launch's ranks
+            child.kill()
+            child.join()
+        raise RunInterrupted(signum, interrupted(signum, run_dir, world_size)) from None
     except ChildFailedError as error:
         raise RunFailed(_explain(run_dir, error, world_size)) from None
     finally:
@@ -103,6 +109,43 @@ def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool =
 
 #: The signals torch's launcher takes over in the main thread (TORCHELASTIC_SIGNALS_TO_HANDLE).
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
+class _Stop(BaseException):
+    """Raised by this module's SIGINT/SIGTERM handler during a launch. Not an ``Exception``: torch
+    catches its own ``SignalException`` (an ``Exception``) in places during the rendezvous and the
+    run would go on as if no Ctrl-C had come."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _stop_on_signals:
+    """In the main thread, during a launch: SIGINT and SIGTERM raise ``_Stop``, and torch's launcher
+    is told to leave them to us (``TORCHELASTIC_SIGNALS_TO_HANDLE``: it keeps SIGHUP and SIGQUIT).
+    Elsewhere a thread cannot take signals: nothing changes."""
+
+    def __enter__(self):
+        self.active = threading.current_thread() is threading.main_thread()
+        if self.active:
+            self.env = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGHUP,SIGQUIT"
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, _raise_stop)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            if self.env is None:
+                os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
+            else:
+                os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = self.env
+        return False                                   # (the handlers: put back by _restore)
+
+
+def _raise_stop(signum: int, _frame) -> None:
+    raise _Stop(signum)
 
 
 class ranks_start_with_sigint_held:
