@@ -3,7 +3,8 @@
 (a) the wall time of one 4-rank, 5-step zero3 run through the elastic launcher, start-up included
     (target under 15 s on 2 cores), with the time the ranks spent in the 5 steps themselves;
 (b) a warm pool (``WorkerPool``): the median click-to-result time of a 4-rank, 3-step zero3 run on
-    ranks already started (target under 0.5 s), beside the pool's cold first run;
+    ranks already started (target under 0.5 s), without and with a progress function (the
+    widget's path), beside the pool's cold first run;
 (c) the peak memory of the ranks of a 4- and an 8-rank pool during a run: RSS and PSS summed over
     the ranks (PSS shares the pages the ranks have in common, so it is what they cost together),
     read from /proc/PID/smaps_rollup every 20 ms;
@@ -44,16 +45,17 @@ def bench_warm(runs: int = 15) -> None:
     pool.run(config, progress=False)
     cold = time.perf_counter() - start
     pool.run(config, progress=False)                    # the first gloo connections are made lazily
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = pool.run(config, progress=False)
-        times.append(time.perf_counter() - start)
+    for how, progress in (("no progress", False), ("a progress function, as the widget", lambda _now: None)):
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            result = pool.run(config, progress=progress)
+            times.append(time.perf_counter() - start)
+        times.sort()
+        print(f"warm pool, zero3, 4 ranks, 3 steps, {how}: median {times[len(times) // 2]:.3f} s click to "
+              f"result (min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; target < 0.5 s); the pool's "
+              f"first, cold run: {cold:.2f} s; equivalent={result.equivalent}")
     pool.close()
-    times.sort()
-    print(f"warm pool, zero3, 4 ranks, 3 steps: median {times[len(times) // 2]:.3f} s click to result "
-          f"(min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; target < 0.5 s); the pool's first, "
-          f"cold run: {cold:.2f} s; equivalent={result.equivalent}")
 
 
 def _children_memory() -> tuple[int, int]:

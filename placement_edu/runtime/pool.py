@@ -163,7 +163,7 @@ class WorkerPool:
                     raise failure
                 if callable(progress):
                     report(self.store.add("ready", 0))
-                    time.sleep(0.02)
+                    time.sleep(0.005)
                 time.sleep(0.002)
             report(self.world_size)                    # the last step, however fast the run was
         finally:
