@@ -142,6 +142,20 @@ def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_p
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]
 
 
+def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_others(tmp_path):
+    """The race the run above can lose under load: torch sees rank 2's SIGKILL and ends the others
+    before any of them notices the lost peer, so no rank writes an error. The report still names
+    rank 2 first and then the ranks the launcher ended."""
+    from types import SimpleNamespace
+
+    from placement_edu.runtime.launcher import _explain
+    killed = SimpleNamespace(exitcode=-9, signal_name=lambda: "SIGKILL", message="")
+    error = SimpleNamespace(failures={2: killed})
+    assert _explain(str(tmp_path), error, 4).splitlines() == [
+        "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
+        "then rank 0, 1, 3 stopped: the launcher ended them (no error of their own)"]
+
+
 def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
     """torch's launcher installs its own SIGINT/SIGTERM handlers; a notebook kernel gets its back."""
     from placement_edu.runtime import RunConfig, run

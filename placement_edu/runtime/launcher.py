@@ -234,9 +234,10 @@ def _explain(run_dir: str, error, world_size: int) -> str:
                 continue
     reports.sort()
     wrote = {rank for _, rank, _ in reports}
-    lines = [f"rank {rank} stopped first: it was killed by {f.signal_name()} (it wrote no error)"
-             for rank, f in sorted(error.failures.items())
-             if rank not in wrote and f.exitcode is not None and f.exitcode < 0]
+    killed = [rank for rank, f in sorted(error.failures.items())
+              if rank not in wrote and f.exitcode is not None and f.exitcode < 0]
+    lines = [f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} (it wrote no error)"
+             for rank in killed]
     lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
     if not lines and lost:                             # the first rank to stop wrote nothing
         silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
@@ -245,10 +246,15 @@ def _explain(run_dir: str, error, world_size: int) -> str:
             how = ("hung (the others timed out waiting for it)" if hung else
                    "died without an error, killed (the others lost their connection to it)")
             lines.append(f"rank {', '.join(map(str, silent))} stopped first: it {how}")
-    if not reports:                                    # failed before reaching the worker's code
-        return "\n".join(lines + [f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
-                                  for rank, f in error.failures.items() if rank in wrote or f.exitcode >= 0]
-                         ) or str(error)
+    if not reports and not lines:                      # failed before reaching the worker's code
+        return "\n".join(f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
+                         for rank, f in error.failures.items() if f.exitcode >= 0) or str(error)
+    if not reports:                                    # the launcher ended the others before they noticed
+        rest = [str(r) for r in range(world_size) if r not in killed]
+        if rest:
+            lines.append(f"then rank {', '.join(rest)} stopped: the launcher ended "
+                         f"{'it' if len(rest) == 1 else 'them'} (no error of their own)")
+        return "\n".join(lines)
     lines += [f"then rank {reports[0][1]} failed:" if lines else f"rank {reports[0][1]} failed first (the root cause):",
               reports[0][2]]
     for _, rank, trace in reports[1:]:
