@@ -7,6 +7,7 @@ moves while they start (the slow part: seconds, against a tenth of a second for 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -47,9 +48,12 @@ class Progress:
 
 
 def write(path: str, run: int, runs: int, step: int, steps: int, label: str) -> None:
-    """Rank 0, after a step: one line, ``run runs step steps label``."""
-    with open(path, "w") as f:
+    """Rank 0, after a step: one line, ``run runs step steps label``, replaced whole (written
+    aside, then renamed over the old one), so a reader never sees it empty or half-written and
+    the bar never goes back."""
+    with open(path + ".new", "w") as f:
         f.write(f"{run} {runs} {step} {steps} {label}")
+    os.replace(path + ".new", path)
 
 
 def read(path: str, elapsed_s: float, world_size: int, ranks_ready: int | None = None) -> Progress:
