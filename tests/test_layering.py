@@ -6,7 +6,7 @@ placement_edu is read with ``ast`` -- at module level and inside functions -- an
    (plots, widgets), no command line and no runtime;
 2. the runtime imports no command line and no presentation;
 3. the modules import each other without a cycle;
-4. ``placement-edu table`` and ``placement-edu check`` never import torch.
+4. ``placement-edu table``, ``check`` and ``estimate`` never import torch.
 
 Imports under ``if TYPE_CHECKING:`` never run and are left out.
 """
@@ -168,6 +168,10 @@ def test_no_import_cycle_among_module_level_imports() -> None:
     ["check", "zero3"],
     ["check", "dp×tp", "--json"],
     ["table", "--params", "nan", "--devices", "8"],       # the error path too
+    ["plan", "--params", "7e9", "--devices", "16", "--json"],
+    ["estimate", "--convention", "deepspeed", "--params", "2.851e9", "--gpus-per-node", "8"],
+    ["estimate", "--convention", "megatron", "--layers", "4", "--hidden", "64", "--heads", "4", "--seq", "16",
+     "--vocab", "100", "--tensor", "2", "--recompute", "selective", "--sequence-parallel"],
 ])
 def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
     code = textwrap.dedent(f"""

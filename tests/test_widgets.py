@@ -53,3 +53,52 @@ def test_smaller_gather_units_shrink_only_the_transient_peak() -> None:
     # zero3: window 2 GB + bucket 2 GB for one unit of the whole model; 0.5 + 0.5 GB in quarters.
     assert (whole[3], quarter[3]) == pytest.approx((4.0, 1.0))
     assert [b.get_height() for b in explorer.charts.state_bars[State.PARAMS]] == pytest.approx([2, 2, 2, 0.25])
+
+
+# --- time (SPEC §9): the explorer and the plan table call the core --------------------------------
+def test_time_explorer_bars_are_the_cores_step_times_and_move_with_the_bandwidth() -> None:
+    from placement_edu import Mesh, ModelSpec
+    from placement_edu.presentation.time_explorer import TimeExplorer
+    from placement_edu.timing import compute_bound_tokens, step_time
+
+    explorer = TimeExplorer(bandwidth_gbs=50, tflops=400, tokens=4096, overlap="none")
+    hw = explorer.hardware()
+    expected = step_time("zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", hw, 4096, "none")
+    z3 = explorer.names.index("zero3")
+    assert explorer.compute_bars[z3].get_height() == pytest.approx(expected.compute_s)
+    assert explorer.exposed_bars[z3].get_height() == pytest.approx(expected.exposed_comm_s)
+    before = [bar.get_height() for bar in explorer.exposed_bars]
+    explorer.bandwidth.value = 500                                   # 10x the bandwidth: a tenth of the bytes' time
+    after = [bar.get_height() for bar in explorer.exposed_bars]
+    moved = step_time("zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", explorer.hardware(), 4096, "none")
+    assert after[z3] == pytest.approx(moved.exposed_comm_s)
+    alpha = 3 * 63 * 5e-6                                            # 3 ring collectives of 63 steps, 5 µs each
+    assert after[z3] - alpha == pytest.approx((before[z3] - alpha) / 10)   # the bytes' time, a tenth
+    assert explorer.thresholds["zero3"] == pytest.approx(
+        compute_bound_tokens("zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", explorer.hardware(), "none"))
+    assert bytes(explorer.image.value[:4]) == b"\x89PNG"
+
+
+def test_time_explorer_per_pass_hides_dp_communication_above_its_threshold() -> None:
+    from placement_edu.presentation.time_explorer import TimeExplorer
+
+    explorer = TimeExplorer(bandwidth_gbs=50, tflops=400, tokens=512, overlap="per_pass")
+    assert explorer.times["dp"].exposed_comm_s > 0                   # 512 < F/W = 8000 tokens
+    explorer.tokens.value = 16384
+    assert explorer.times["dp"].exposed_comm_s == 0.0 and explorer.thresholds["dp"] < 16384
+    assert explorer.times["tp"].compute_s == pytest.approx(explorer.times["dp"].compute_s, rel=1e-9)
+    assert "width h ≥" in explorer.table.value
+
+
+def test_plan_table_lists_the_planners_ranking_and_follows_the_device_slider() -> None:
+    from placement_edu.planner import default_transformer, plan
+    from placement_edu.presentation.time_explorer import PlanTable
+
+    table = PlanTable(psi=7e9, devices=8, memory_gb=80)
+    first = table.update().ranked[0]
+    assert f"<td>{first.strategy.name}</td><td>{first.mesh}</td>" in table.output.value
+    table.devices.value = 64
+    model, _ = default_transformer(7 * 10**9)
+    expected = plan(model, 64, 80 * 10**9, "h100-nvlink-ib").ranked[0]
+    assert f"<td>{expected.strategy.name}</td><td>{expected.mesh}</td>" in table.output.value
+    assert f"{expected.time.total_s:.4g}" in table.output.value

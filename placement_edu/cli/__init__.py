@@ -15,12 +15,17 @@ from typing import Callable, Sequence
 
 from placement_edu.arguments import OneLineParser
 from placement_edu.cli import check, run, table
+from placement_edu.cli import estimate
+from placement_edu.cli import calibrate
+from placement_edu.cli import plan
+from placement_edu.cli import torch_ref
 from placement_edu.errors import PlacementError
 
 __all__ = ["build_parser", "main"]
 
 #: One ``add_parser(sub)`` per subcommand, in the order ``--help`` lists them.
-PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [table.add_parser, check.add_parser, run.add_parser]
+PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [table.add_parser, check.add_parser, run.add_parser, estimate.add_parser, calibrate.add_parser, plan.add_parser,
+                                                          torch_ref.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

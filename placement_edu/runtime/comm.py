@@ -8,12 +8,16 @@ that payload). Host transfers of offloaded state (h2d, d2h) are recorded the sam
 
 A collective that does not complete within the process group's timeout raises
 ``CollectiveTimeout`` naming the op, so a hung run ends with a message, not silence.
+
+Time (SPEC §9): ``seconds[step]`` sums the wall time (``time.perf_counter``) this rank spent inside
+the step's collectives and host copies -- waiting for the other ranks included. Time is measured
+beside the ledger, never in it: an ``Entry``'s key (what "measured = predicted" compares) has no time.
 """
 
 from __future__ import annotations
 
 import os
-
+import time
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
@@ -66,6 +70,7 @@ class Comm:
         self.entries: list[Entry] = []
         self.step, self.phase = -1, "startup"
         self._pending_sends: list = []
+        self.seconds: dict[int, float] = {}           # step -> seconds inside collectives (-1: start-up)
 
     def at(self, step: int, phase: str) -> None:
         """Label the entries that follow with ``step`` and ``phase``."""
@@ -79,14 +84,20 @@ class Comm:
         assert Fraction(ring).denominator == 1, "ring bytes of an equal-chunk collective are whole"
         self.entries.append(Entry(self.step, self.phase, op, state, axis, n, payload, int(ring)))
 
+    def _clock(self, began: float) -> None:
+        """Add the time since ``began`` to this step's seconds in communication."""
+        self.seconds[self.step] = self.seconds.get(self.step, 0.0) + time.perf_counter() - began
+
     def _mark(self, where: bytes) -> None:
         if self._beacon is not None:
             os.pwrite(self._beacon, where, 0)
 
     def _run(self, op: str, axis: str | None, call, *args, **kwargs):
         self._mark(b"in ")
+        began = time.perf_counter()
         try:
             result = call(*args, **kwargs)
+            self._clock(began)
             self._mark(b"out")
             return result
         except RuntimeError as error:
@@ -148,8 +159,12 @@ class Comm:
     # --- host transfers of offloaded state ------------------------------------------------
     def d2h(self, dst: torch.Tensor, src: torch.Tensor, state: str) -> None:
         self._record("d2h", state, "data", 1, src)
+        began = time.perf_counter()
         dst.copy_(src)
+        self._clock(began)
 
     def h2d(self, dst: torch.Tensor, src: torch.Tensor, state: str) -> None:
         self._record("h2d", state, "data", 1, src)
+        began = time.perf_counter()
         dst.copy_(src)
+        self._clock(began)

@@ -22,7 +22,9 @@ import uuid
 import warnings
 
 from placement_edu.errors import PlacementError, positive_seconds
+from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime.probes import Calibration
 from placement_edu.runtime import progress as progress_file
 from placement_edu.runtime import rundir
 from placement_edu.runtime.result import RunResult
@@ -45,7 +47,7 @@ class RunInterrupted(RunFailed):
         return 128 + self.signum
 
 
-def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, progress: bool = True,
+def launch(jobs: list[RunConfig | Calibration], world_size: int, timeout_s: float = 60.0, progress: bool = True,
            failure: dict | None = None) -> list[list[dict]]:
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
     rank's raw measurements."""
@@ -55,8 +57,8 @@ def launch(jobs: list[RunConfig], world_size: int, timeout_s: float = 60.0, prog
 
     from placement_edu.runtime import worker
     timeout_s = positive_seconds("timeout_s", timeout_s)
-    if not jobs or not all(isinstance(job, RunConfig) for job in jobs):
-        raise PlacementError(f"launch runs a non-empty list of RunConfig, got {jobs!r}")
+    if not jobs or not all(isinstance(job, (RunConfig, Calibration, TorchRefConfig)) for job in jobs):
+        raise PlacementError(f"launch runs a non-empty list of RunConfig (or Calibration), got {jobs!r}")
     for job in jobs:
         job.validate()
     run_dir = rundir.make("run")

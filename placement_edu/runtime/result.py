@@ -14,6 +14,7 @@ from placement_edu.placement import MODEL_STATES, State
 from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.verdict import broken_conditions, edited_schedule
+from placement_edu.runtime.walltime import StepWall, predicted_step, time_line, time_view, walls
 from placement_edu.schedule import Op, Schedule, derive_schedule
 from placement_edu.units import plain
 
@@ -100,6 +101,7 @@ class RunResult:
     ledger: list[list[dict]]                 # per rank, every entry in issue order
     reasons: dict[str, str] = field(default_factory=dict)   # broken condition -> checker's reason
     device: str = "cpu"
+    walls: list[list[StepWall]] = field(default_factory=list)   # per rank, per step: wall seconds (SPEC §9)
 
     @classmethod
     def build(cls, config: RunConfig, per_rank: list[dict]) -> "RunResult":
@@ -110,7 +112,7 @@ class RunResult:
         return cls(config, deviation, predict(config), [measured(r, config.steps, config.precision) for r in per_rank],
                    [r["ledger"] for r in per_rank],
                    broken_conditions(strategy, mesh, config.fault, config.concrete_model(), config.precision),
-                   per_rank[0].get("device", "cpu"))
+                   per_rank[0].get("device", "cpu"), [walls(r) for r in per_rank])
 
     @property
     def predicted(self) -> list[dict]:
@@ -174,6 +176,12 @@ class RunResult:
         """Human-readable differences between prediction and measurement (empty when none)."""
         return self.memory_differences() + self.ledger_differences()
 
+    # --- time (SPEC §9): a model, compared but never required equal ---------------------------
+    def time(self) -> dict:
+        """Measured seconds per step beside the core's prediction on ``this_machine``, and the
+        ratio measured / predicted (``walltime.py`` says exactly what each number is)."""
+        return time_view(self.walls, predicted_step(self.config, [side.steps[0] for side in self.predicted_sides]))
+
     # --- presentation -----------------------------------------------------------------------
     def to_dict(self) -> dict:
         mesh = self.config.resolved_mesh()
@@ -193,6 +201,8 @@ class RunResult:
             "predicted": [public(r) for r in self.predicted],
             "measured": [public(r) for r in self.measured],
             "ledger": self.ledger,
+            "timing": [[w.to_dict() for w in rank] for rank in self.walls],   # per rank, per step
+            "time": self.time(),
         }
 
     def table(self) -> str:
@@ -218,7 +228,7 @@ class RunResult:
                  "per step: " + ", ".join(f"{d:.1e}" for d in self.deviation),
                  f"memory measured = predicted: {self.memory_matches()}; "
                  f"ledger measured = predicted: {self.ledger_matches()}",
-                 self.table()]
+                 self.table(), time_line(self.time())]
         lines += [f"{name.replace('_', ' ')} broken: {reason}" for name, reason in self.reasons.items()]
         lines += self.mismatches()[:6]
         if self.predicted[0]["padding_elements"]:

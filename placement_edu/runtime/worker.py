@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from placement_edu.implementations import TorchRefConfig
 from placement_edu.mesh import Mesh
 from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.comm import Comm
@@ -28,6 +29,8 @@ from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
+from placement_edu.runtime.probes import Calibration
+from placement_edu.runtime.probes import run_rank as calibrate_rank
 from placement_edu.runtime.progress import write as progress_line
 from placement_edu.runtime.reference import reference_run
 
@@ -68,13 +71,20 @@ def _device() -> tuple[torch.device, torch.device]:
     return torch.device("cpu"), torch.device("cpu")
 
 
-def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
+def run_job(config: RunConfig | Calibration, timeout_s: float, progress: str | None = None,
             references: dict | None = None, index: tuple[int, int] = (0, 1)) -> dict:
-    """Run one configuration on this rank; return its ledger, memory and per-step deviation.
+    """Run one configuration on this rank; return its ledger, memory, per-step deviation and
+    per-step wall time (``step_s``, and ``comm_s``: the part spent inside collectives).
     A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
     waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
-    the progress line."""
+    the progress line. A ``Calibration`` (probes.py) times collectives instead of training."""
     rank = dist.get_rank()
+    if isinstance(config, TorchRefConfig):            # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
+        from placement_edu.runtime import torch_reference
+        return torch_reference.run_job(config)
+    if isinstance(config, Calibration):
+        group = _axis_groups(config.mesh, rank, timeout_s).get("data")
+        return calibrate_rank(config, *(group or (None, None)))
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
     groups = _axis_groups(mesh, rank, timeout_s)
@@ -96,17 +106,20 @@ def run_job(config: RunConfig, timeout_s: float, progress: str | None = None,
     reference = references[key]
     start = time.perf_counter()
     engine = engine_for(strategy, mesh)(ctx)
-    deviation = []
+    deviation, step_s = [], []
     for step in range(config.steps):
+        began = time.perf_counter()                    # wall time of the step: its compute and its collectives
         engine.step(step)
         comm.wait_sends()
+        step_s.append(time.perf_counter() - began)
         deviation.append(engine.deviation(reference[step]))
         if progress and rank == 0:
             progress_line(progress, *index, step + 1, config.steps, config.label)
     dist.barrier()                                     # no rank starts the next job early
     return {"rank": rank, "ledger": [e.to_dict() for e in comm.entries],
             "memory": ctx.mem.to_dict(), "deviation": deviation, "device": str(device),
-            "host": str(host), "wall_s": time.perf_counter() - start}
+            "host": str(host), "wall_s": time.perf_counter() - start,
+            "step_s": step_s, "comm_s": [comm.seconds.get(k, 0.0) for k in range(config.steps)]}
 
 
 def _inject_failure(failure: dict | None, timeout_s: float) -> None:

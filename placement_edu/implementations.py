@@ -1,0 +1,351 @@
+"""PyTorch's own implementations of the placements, predicted from the core (issue: predict real
+PyTorch byte for byte and op for op).
+
+Each implementation realises one of our placements (DDP: ``dp``; ZeroRedundancyOptimizer under
+DDP: ``zero1_allreduce``; FSDP2: ``zero3`` / ``fsdp_grad_op``), slices tensors by its own rule
+(``models.SHARDING_RULES``: whole tensors greedily, or FSDP2's dim-0 chunks) and gathers by its
+own units (one ``fully_shard``-ed module each). The core derives the ideal schedule of that
+placement on that model; the implementation then makes a few documented choices of its own --
+DDP's gradient buckets, ZeroRedundancyOptimizer's one broadcast per tensor, FSDP2's order of
+gathers with its backward prefetch and its root module. Each choice is one small function below,
+and each says in one sentence how it differs from the ideal schedule.
+
+Torch-free: ``runtime/torch_reference.py`` trains and measures the same runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from placement_edu.errors import MAX_COUNT, expect, positive_int
+from placement_edu.memory import derive_memory
+from placement_edu.mesh import Mesh
+from placement_edu.models import ConcreteModel, TensorSpec, greedy_partition
+from placement_edu.placement import State
+from placement_edu.precision import get_precision
+from placement_edu.schedule import Op, derive_schedule
+from placement_edu.strategies import get_strategy
+
+#: name -> (the placement it implements, sharding rule, gather units, what it is)
+IMPLEMENTATIONS = {
+    "ddp": ("dp", "zero", "model", "torch.nn.parallel.DistributedDataParallel"),
+    "zero_redundancy": ("zero1_allreduce", "greedy", "model",
+                        "torch.distributed.optim.ZeroRedundancyOptimizer under DDP"),
+    "fsdp2": ("zero3", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=True)"),
+    "fsdp2_grad_op": ("fsdp_grad_op", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=False)"),
+    "fsdp2_root_kept": ("zero3", "fsdp2", "layer",
+                        "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded"),
+    "dtensor_tp": ("tp", "zero", "model", "DTensor tensor parallelism: parallelize_module with "
+                   "ColwiseParallel / RowwiseParallel (Megatron's plan)"),
+    "pipelining_gpipe": ("pp", "zero", "model", "torch.distributed.pipelining ScheduleGPipe"),
+    "pipelining_1f1b": ("pp", "zero", "model", "torch.distributed.pipelining Schedule1F1B"),
+}
+
+#: Micro-batches per step of the pipelining runs (1F1B needs at least as many as stages).
+PIPELINE_MICRO_BATCHES = 8
+
+#: The transformer toy ``--model transformer`` builds: one block (attention + MLP, no biases or
+#: norms) on an input projection, hidden h, heads, MLP width f, sequence s. Tensor degrees that
+#: divide the heads (and so h and f) run: 2, 4, 8.
+TRANSFORMER = {"hidden": 16, "heads": 8, "ffn": 32, "seq": 4}
+#: Megatron's split of each weight (``TensorSpec.tp``): column-parallel splits output rows (dim 0),
+#: row-parallel input columns (dim 1); the input projection stays whole on every tensor rank.
+TRANSFORMER_TP_PLAN = {"embed.weight": None, "q.weight": "col", "k.weight": "col", "v.weight": "col",
+                       "o.weight": "row", "up.weight": "col", "down.weight": "row"}
+
+#: The MLP anyone can rebuild: float64 Linear/Tanh, these widths, seed 0.
+DEFAULT_MODEL = "mlp:64,128,128,16"
+
+
+def parse_model(text: str) -> tuple[int, ...]:
+    """``mlp:a,b,c,...`` -> the widths (a, b, c, ...): at least two, each a positive integer;
+    ``transformer`` -> () (the fixed toy of ``TRANSFORMER``)."""
+    if str(text) == "transformer":
+        return ()
+    kind, _, rest = str(text).partition(":")
+    expect(kind == "mlp" and rest, f"model must be transformer or look like mlp:64,128,128,16 (widths of a "
+                                   f"Tanh MLP), got {text!r}")
+    try:
+        widths = tuple(int(w) for w in rest.split(","))
+    except ValueError:
+        widths = ()
+    expect(len(widths) >= 2 and all(0 < w <= MAX_COUNT for w in widths),
+           f"model {text!r}: the widths must be at least two positive integers (at most {MAX_COUNT:,}), "
+           "e.g. mlp:64,128,128,16")
+    expect(sum(a * b + b for a, b in zip(widths, widths[1:])) <= 10**8,
+           f"model {text!r} has more than 10^8 parameters: too large to train here")
+    return widths
+
+
+@dataclass(frozen=True)
+class TorchRefConfig:
+    """One run of a PyTorch implementation: which, on how many ranks, which MLP, how many steps.
+    Each rank trains on ``rows_per_rank`` rows of the global batch of each step."""
+
+    impl: str
+    world_size: int
+    model: str = DEFAULT_MODEL
+    steps: int = 3
+    rows_per_rank: int = 6
+    seed: int = 0
+
+    def validate(self) -> None:
+        expect(self.impl in IMPLEMENTATIONS,
+               f"unknown implementation {self.impl!r}; known: {', '.join(IMPLEMENTATIONS)}")
+        n = positive_int("world_size", self.world_size)
+        expect(n >= 2, f"world_size must be at least 2, got {n}")
+        positive_int("steps", self.steps)
+        tensor_parallel = self.impl == "dtensor_tp"
+        widths = parse_model(self.model)
+        if self.impl.startswith("pipelining"):
+            linears = len(widths) - 1
+            expect(2 <= n <= min(linears, PIPELINE_MICRO_BATCHES),
+                   f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has {linears}; "
+                   f"give an MLP with at least {n} Linears (e.g. mlp:64" + ",128" * (n - 1) + ",16)")
+            expect(len(set(widths[1:-1])) <= 1,
+                   f"{self.impl}: the core prices one activation size at every stage boundary, so the hidden "
+                   f"widths of {self.model} must be equal (e.g. mlp:64,128,128,16)")
+        expect(tensor_parallel == (widths == ()),
+               f"{self.impl} trains " + ("the transformer toy (--model transformer)" if tensor_parallel else
+                                         f"an MLP (--model mlp:...), not {self.model!r}"))
+        expect(not tensor_parallel or TRANSFORMER["heads"] % n == 0,
+               f"dtensor_tp splits the {TRANSFORMER['heads']} heads over the ranks: world_size must divide "
+               f"{TRANSFORMER['heads']} (2, 4 or 8), got {n}")
+        positive_int("rows_per_rank", self.rows_per_rank)
+
+    @property
+    def splits_batch(self) -> bool:
+        """Data parallel implementations split the batch over the ranks; tensor parallel ranks all
+        see all of it, and pipeline stages see it in micro-batches, one after another."""
+        return IMPLEMENTATIONS[self.impl][0] not in ("tp", "pp")
+
+    @property
+    def micro_batches(self) -> int:
+        return PIPELINE_MICRO_BATCHES if self.impl.startswith("pipelining") else 1
+
+    @property
+    def global_batch(self) -> int:
+        """Rows per step: rows_per_rank on each data rank, or in each micro-batch."""
+        return self.rows_per_rank * (self.world_size if self.splits_batch else self.micro_batches)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return parse_model(self.model)
+
+    @property
+    def label(self) -> str:
+        return f"{self.impl} on {self.world_size} ranks, {self.model}"
+
+
+# --- the model, as the core reads it ----------------------------------------------------------
+def mlp_model(widths: tuple[int, ...], rule: str, units: str) -> ConcreteModel:
+    """The MLP's tensors as ``torch.nn.Sequential`` names them (Linear i is module 2i: a Tanh sits
+    between), one layer per Linear, sliced by ``rule`` and gathered by ``units``."""
+    tensors = []
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        tensors += [TensorSpec(f"{2 * i}.weight", (b, a), layer=i), TensorSpec(f"{2 * i}.bias", (b,), layer=i)]
+    return ConcreteModel(tuple(tensors), rule=rule, units=units, name=f"mlp:{','.join(map(str, widths))}")
+
+
+def transformer_model(rows: int) -> ConcreteModel:
+    """The transformer toy's tensors with Megatron's split (``TRANSFORMER_TP_PLAN``); ``rows``
+    sequences per step, so one block boundary activation is rows·s·h elements."""
+    h, f, s = TRANSFORMER["hidden"], TRANSFORMER["ffn"], TRANSFORMER["seq"]
+    shapes = {"embed.weight": (h, h), "q.weight": (h, h), "k.weight": (h, h), "v.weight": (h, h),
+              "o.weight": (h, h), "up.weight": (f, h), "down.weight": (h, f)}
+    return ConcreteModel(tuple(TensorSpec(name, shapes[name], 0, tp) for name, tp in TRANSFORMER_TP_PLAN.items()),
+                         boundary_elements=rows * s * h, tp_blocks_per_layer=2, name="transformer toy")
+
+
+def dtensor_tp_backward(ops: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """DTensor's tensor-parallel step: forward as Megatron (one all-reduce of each row-parallel
+    output); in backward, the gradient of the replicated block input is all-reduced once per
+    column-parallel module that reads it (q, k, v, up: 4 per layer), where Megatron's f adds the
+    three attention inputs' gradients first and all-reduces once per block (2 per layer)."""
+    forward = ops[:len(ops) // 2]
+    columns = sum(tp == "col" for tp in TRANSFORMER_TP_PLAN.values())
+    return forward + [forward[0]] * columns
+
+
+def torch_1f1b_order(stages: int, stage: int, m: int) -> list[tuple[str, str, int]]:
+    """(op, pass, micro-batch) of each send and recv ``Schedule1F1B._step_microbatches`` issues on
+    ``stage``: min(m, p - stage) warm-up forwards (one more than the textbook p - stage - 1: the
+    last warm-up forward's send waits to go out together with the first backward's recv), then
+    backward / forward pairs whose sends and recvs are fired together, then the cool-down."""
+    first, last = stage == 0, stage == stages - 1
+    recv_f = lambda k: [] if first else [("recv", "forward", k)]      # noqa: E731
+    send_f = lambda k: [] if last else [("send", "forward", k)]       # noqa: E731
+    recv_b = lambda k: [] if last else [("recv", "backward", k)]      # noqa: E731
+    send_b = lambda k: [] if first else [("send", "backward", k)]     # noqa: E731
+    warmup = min(m, stages - stage)
+    ops: list[tuple[str, str, int]] = []
+    for k in range(warmup):
+        ops += recv_f(k) + (send_f(k) if k != warmup - 1 else [])
+    f, b, pending = warmup, 0, send_f(warmup - 1)
+    while True:
+        ops += pending + recv_b(b)
+        sends, b = send_b(b), b + 1
+        if f == m:
+            break
+        ops += sends + recv_f(f)
+        pending, f = send_f(f), f + 1
+    ops += sends
+    for k in range(b, m):
+        ops += recv_b(k) + send_b(k)
+    return ops
+
+
+def torch_1f1b(ideal: list[tuple[str, int, int]], stages: int, stage: int, m: int) -> list[tuple[str, int, int]]:
+    """The ideal 1F1B schedule's sends and recvs (each one boundary activation, or its gradient,
+    of the same size) in the order ``Schedule1F1B`` issues them on ``stage``."""
+    size = ideal[0][1]
+    return [(op, size, stages) for op, _, _ in torch_1f1b_order(stages, stage, m)]
+
+
+# --- what each implementation does its own way --------------------------------------------------
+#: DDP's gradient buckets (torch/nn/parallel/distributed.py): the first step uses one bucket for
+#: every parameter; from the second step on, the reducer rebuilds them in the order gradients
+#: became ready (reverse parameter order here), closing a bucket once it holds at least its
+#: limit: 1 MiB for the first (``dist._DEFAULT_FIRST_BUCKET_BYTES``), then 25 MiB (bucket_cap_mb).
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+DDP_BUCKET_BYTES = 25 * 1024 * 1024
+
+
+def ddp_buckets(tensor_bytes: list[int], step: int) -> list[int]:
+    """Bytes of each bucket DDP all-reduces at ``step``, in order; ``tensor_bytes`` in parameter order."""
+    if step == 0:
+        return [sum(tensor_bytes)]
+    buckets, current, limit = [], 0, DDP_FIRST_BUCKET_BYTES
+    for size in reversed(tensor_bytes):
+        current += size
+        if current >= limit:
+            buckets.append(current)
+            current, limit = 0, DDP_BUCKET_BYTES
+    return buckets + [current] * (current > 0)
+
+
+def zero_redundancy_broadcasts(tensor_elements: list[int], n: int) -> list[tuple[int, int]]:
+    """(owner, elements) of each broadcast ``ZeroRedundancyOptimizer._sync_params`` issues after the
+    step: owner by owner, each owner's tensors largest first (its partition keeps the sorted order)."""
+    owners = greedy_partition(tensor_elements, n)
+    order = sorted(range(len(tensor_elements)), key=lambda i: (-tensor_elements[i], i))
+    return [(r, tensor_elements[i]) for r in range(n) for i in order if owners[i] == r]
+
+
+def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[str, int]]:
+    """FSDP2's collectives for an MLP whose Linears 0..L-2 are each ``fully_shard``-ed and whose
+    root owns the last Linear (unit L-1), as ("all_gather" | "reduce_scatter", unit) in order.
+
+    Forward: the root's pre-forward gathers its own unit first, then each child as it runs.
+    Backward, in reverse: a unit resharded after forward is gathered again, and the next one is
+    prefetched before the current one computes; a unit is reduce-scattered when backward reaches
+    its inputs -- except units whose inputs need no gradient (the root, whose input is the batch,
+    and the first Linear), which wait for the final callback, root first. ``reshard``: True
+    reshards every unit, False none, None every unit but the root (FSDP2's default)."""
+    root, last = units - 1, units - 1
+    regathered = [u for u in range(units) if reshard or (reshard is None and u != root)]
+    ops = [("all_gather", root)] + [("all_gather", u) for u in range(units - 1)]
+    backward = [root] + list(range(last - 1, -1, -1))          # the root's Linear runs last, so first back
+    gathered: set[int] = set()
+
+    def gather(u: int) -> None:
+        if u in regathered and u not in gathered:
+            ops.append(("all_gather", u))
+            gathered.add(u)
+    for k, u in enumerate(backward):
+        gather(u)
+        if k + 1 < len(backward):
+            gather(backward[k + 1])                            # backward prefetch of the next unit
+        if u not in (root, 0):
+            ops.append(("reduce_scatter", u))
+    return ops + [("reduce_scatter", root)] + ([("reduce_scatter", 0)] if units > 1 else [])
+
+
+def _differs(impl: str, ideal: list[tuple], mine: list[tuple]) -> str:
+    """One sentence: how the implementation's schedule differs from the placement's ideal one."""
+    if ideal == mine:
+        return "the same operations as the placement's ideal schedule, in the same order"
+    fsdp2 = ("FSDP2 gathers the root's unit (the last Linear) first, prefetches the next unit's gather "
+             "in backward before the current unit's reduce-scatter, and reduce-scatters the units whose "
+             "inputs need no gradient (the root and the first Linear) in its final callback, where the "
+             "ideal schedule runs the units in forward, then backward order")
+    return {
+        "ddp": "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 MiB, then "
+               "25 MiB, in reverse parameter order) so that communication overlaps backward; the ideal "
+               "schedule has one all-reduce of the whole gradient -- the same bytes.",
+        "zero_redundancy": "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, "
+                           "where the ideal schedule has one broadcast per owner -- the same bytes; the "
+                           "gradient all-reduce is DDP's, bucketed.",
+        "fsdp2": fsdp2 + " -- the same collectives and bytes.",
+        "fsdp2_grad_op": fsdp2 + " -- the same collectives and bytes.",
+        "fsdp2_root_kept": fsdp2 + "; and reshard_after_forward=None keeps the root's unit gathered from "
+                           "forward into backward, so it is gathered once, not twice (SPEC §4).",
+        "pipelining_gpipe": "the same sends and receives as the ideal GPipe schedule, in the same order.",
+        "pipelining_1f1b": "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook "
+                           "p - stage - 1 of the ideal schedule, and fires each forward send with the next "
+                           "backward's receive (and each backward send with the next forward's receive): "
+                           "the same messages and bytes in another order.",
+        "dtensor_tp": "DTensor all-reduces the gradient of the replicated block input once per column-"
+                      "parallel module that reads it (q, k, v and up: 4 per layer), where Megatron's f sums "
+                      "them first and all-reduces once per block (2): twice the backward tensor-parallel "
+                      "traffic, 1.5x per step.",
+    }[impl]
+
+
+def predict(config: TorchRefConfig) -> list[dict]:
+    """Per rank: the state bytes the core predicts for ``config`` and, per step (index 0 is
+    start-up), the collectives the implementation issues, each ``{op, payload_bytes, group}``;
+    plus ``ideal``: the placement's own schedule of one step, and ``differs``: one sentence."""
+    config.validate()
+    strategy_name, rule, units, _ = IMPLEMENTATIONS[config.impl]
+    strategy = get_strategy(strategy_name)
+    n = config.world_size
+    if config.impl.startswith("pipelining"):
+        model = replace(mlp_model(config.widths, rule, units), boundary_elements=config.rows_per_rank * config.widths[1])
+        mesh = Mesh.of(pipeline=n)
+        strategy = strategy.with_(micro_batches=config.micro_batches, pipeline_schedule=config.impl.split("_")[1])
+    elif config.splits_batch:
+        model, mesh = mlp_model(config.widths, rule, units), Mesh.of(data=n)
+    else:
+        model, mesh = transformer_model(config.global_batch), Mesh.of(tensor=n)
+    precision = get_precision("fp64_adam")
+    element = precision.params
+    numels = [t.numel for t in model.tensors]
+    out = []
+    for rank in range(n):
+        memory = derive_memory(strategy, model, mesh, precision, rank)
+        schedule = derive_schedule(strategy, model, mesh, precision, rank)
+        ideal = [_entry(o) for o in schedule.collectives]
+        startup = [_entry(o) for o in schedule.ops if o.phase == "startup"]
+        steps = [startup] + [_implemented(config.impl, ideal, schedule.collectives, numels, element, n, step, model,
+                                          rank, config.micro_batches)
+                             for step in range(config.steps)]
+        padded = (model.data_shard(model.local_tensors({}), n, rank)[1] // n if rule == "fsdp2"
+                  else memory.device[State.PARAMS] // element) * element
+        out.append({"params": int(memory.device[State.PARAMS]), "grads": int(memory.device[State.GRADS]),
+                    "optimizer": int(memory.device[State.OPTIMIZER]), "storage_params": int(padded),
+                    "steps": steps, "ideal": ideal, "differs": _differs(config.impl, ideal, steps[-1])})
+    return out
+
+
+def _entry(op: Op) -> tuple[str, int, int]:
+    return (op.op, int(op.payload_bytes), op.group)
+
+
+def _implemented(impl: str, ideal: list[tuple], ops: tuple[Op, ...], numels: list[int], element: int,
+                 n: int, step: int, model: ConcreteModel, rank: int, m: int) -> list[tuple[str, int, int]]:
+    """The collectives ``impl`` issues at ``step``: the ideal ones, reshaped by its own choices."""
+    if impl == "dtensor_tp":
+        return dtensor_tp_backward(ideal)
+    if impl == "pipelining_1f1b":
+        return torch_1f1b(ideal, n, rank, m)
+    if impl == "pipelining_gpipe":
+        return ideal
+    if impl in ("ddp", "zero_redundancy"):
+        grads = [("all_reduce", b, n) for b in ddp_buckets([k * element for k in numels], step)]
+        if impl == "ddp":
+            return grads
+        return grads + [("broadcast", k * element, n) for _, k in zero_redundancy_broadcasts(numels, n)]
+    units = [_entry(o) for o in ops if o.op == "all_gather"][:model.gather_units]   # forward order
+    reshard = {"fsdp2": True, "fsdp2_grad_op": False, "fsdp2_root_kept": None}[impl]
+    return [(op, units[u][1], n) for op, u in fsdp2_order(len(units), reshard)]

@@ -1,0 +1,330 @@
+"""A planner: which placement, on which mesh, trains this model fastest within the memory budget?
+
+It derives nothing new. For every mesh r·d·t·p = devices and every placement the core knows
+(dp, zero1/2/3, fsdp_grad_op and hsdp on the data axes, composed with Megatron tensor parallelism
+and pipeline parallelism) and every recomputation choice, it asks the core for the peak bytes
+(``derive_memory``, SPEC §3) and the step time (``timing``, SPEC §9), drops what does not fit, and
+ranks the rest. Read top to bottom:
+
+- ``SHAPES`` and ``default_transformer``: a documented transformer shape for a bare Ψ
+- ``DATA_PLACEMENTS`` and ``compose``: the placement on the data axis, composed with tp and pp
+- ``meshes``: every r·d·t·p = devices the planner tries
+- ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
+- ``plan``: enumerate, price, split feasible from infeasible, rank, explain
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, Iterator
+
+from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.memory import derive_memory
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.placement import Placement
+from placement_edu.precision import Precision, get_precision
+from placement_edu.schedule import derive_schedule
+from placement_edu.strategies import Strategy
+from placement_edu.timing import (OVERLAPS, Hardware, StepTime, combine, comm_time, compute_time,
+                                  get_hardware)
+from placement_edu.units import GB, plain
+
+# --- a transformer for a bare Ψ ----------------------------------------------------------------
+#: Published shapes (name, layers L, hidden h, heads a, sequence s, vocabulary V, source).
+SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
+    ("GPT-2 small", 12, 768, 12, 1024, 50257, "Radford et al. 2019"),
+    ("GPT-2 XL", 48, 1600, 25, 1024, 50257, "Radford et al. 2019"),
+    ("Llama-2-7B", 32, 4096, 32, 4096, 32000, "Touvron et al. 2023, Table 1 and §2.2"),
+    ("Llama-2-13B", 40, 5120, 40, 4096, 32000, "Touvron et al. 2023"),
+    ("Llama-2-70B", 80, 8192, 64, 4096, 32000, "Touvron et al. 2023"),
+    ("GPT-3 175B", 96, 12288, 96, 2048, 50257, "Brown et al. 2020, Table 2.1"),
+    ("Megatron 1T", 128, 25600, 160, 2048, 51200, "Narayanan et al. 2021, Table 1"),
+)
+
+
+def default_transformer(psi: int, micro_batch: int = 1, seq: int | None = None) -> tuple[TransformerSpec, str]:
+    """A GPT-style TransformerSpec of about ``psi`` parameters, and the sentence that says so.
+
+    The published shape nearest in Ψ (with f = 4h) gives L, h, a, s and V; the MLP width f is then
+    chosen so that Ψ matches ``psi`` as closely as whole units allow. (Llama-2's SwiGLU MLP and
+    grouped-query attention are not GPT-style blocks: with L = 80, h = 8192, a GPT-style block
+    reaches 70e9 with f = 36,789 ≈ 4.5h instead of Llama's 3 × 28,672.) ``seq``: replaces the
+    shape's sequence length."""
+    psi = positive_int("number of parameters (psi)", psi)
+
+    def with_ffn(shape, f: int) -> TransformerSpec:
+        name, layers, h, a, s, v, _ = shape
+        return TransformerSpec(layers=layers, hidden=h, heads=a, seq=s, vocab=v, ffn=f, micro_batch=micro_batch)
+
+    shape = min(SHAPES, key=lambda sh: abs(math.log(with_ffn(sh, 4 * sh[2]).psi / psi)))
+    name, layers, h, a, s, v, source = shape
+    s = s if seq is None else positive_int("seq", seq)
+    shape = (name, layers, h, a, s, v, source)
+    # Ψ = L·(4h² + 9h + (2h + 1)·f) + (V + s)·h + 2h: solve for the whole f nearest to psi.
+    fixed = layers * (4 * h * h + 9 * h) + (v + s) * h + 2 * h
+    f = round((psi - fixed) / (layers * (2 * h + 1)))
+    expect(f >= 1, f"Ψ = {psi:,} is too small for any published shape ({name} without its MLP already has "
+                   f"{fixed:,}); give the transformer flags (--layers --hidden --heads --seq --vocab)")
+    model = with_ffn(shape, f)
+    words = (f"no transformer flags: assumed {name}'s shape ({source}), GPT-style blocks, L={layers} h={h} a={a} "
+             f"s={s} V={v} b={micro_batch}, with MLP width f={f:,} chosen so that Ψ = {model.psi:,} "
+             f"(asked {psi:,})")
+    return model, words
+
+
+# --- placements on the data axes, composed with tp and pp --------------------------------------
+#: (params, grads, optimizer, reshard_after_forward) on the data axis, SPEC §3's table.
+DATA_PLACEMENTS: dict[str, tuple[str, str, str, bool]] = {
+    "dp": ("R", "R", "R", True),
+    "zero1": ("R", "R", "S", True),
+    "zero2": ("R", "S", "S", True),
+    "zero3": ("SG", "S", "S", True),
+    "fsdp_grad_op": ("SG", "S", "S", False),
+}
+RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
+#: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per server).
+MAX_TENSOR = 8
+
+
+def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
+    """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
+    tensor and pipeline axes where the mesh has them. Named like the compositions: zero1×tp×pp."""
+    p, g, o, reshard = DATA_PLACEMENTS[data]
+    axes = [axis for axis, n in mesh if n > 1]
+    modes = {"params": {}, "grads": {}, "optimizer": {}}
+    if "data" in axes:
+        modes = {"params": {"data": p}, "grads": {"data": g}, "optimizer": {"data": o}}
+    for axis in ("tensor", "pipeline"):
+        if axis in axes:
+            for state in modes:
+                modes[state][axis] = "S"
+    parts = ([("hsdp" if data == "zero3" else f"{data}+replica")] if "replica" in axes
+             else [data] if "data" in axes else [])
+    parts += [short for axis, short in (("tensor", "tp"), ("pipeline", "pp")) if axis in axes]
+    return Strategy("×".join(parts) or "single", Placement(**modes), reshard_after_forward=reshard,
+                    micro_batches=micro_batches, mesh_axes=tuple(axes))
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
+
+
+def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -> Iterator[Mesh]:
+    """Every mesh r·d·t·p = ``devices`` the planner tries: t a divisor of the heads up to
+    ``max_tensor`` (one node), p at most the layers, and a replica axis only to split the data
+    devices into hybrid-sharding groups of d·t <= ``max_tensor`` devices (one node each)."""
+    for t in _divisors(devices):
+        if t > max_tensor or model.heads % t:
+            continue
+        for p in _divisors(devices // t):
+            if p > model.layers:
+                continue
+            data = devices // (t * p)
+            yield Mesh.of(**{a: n for a, n in (("data", data), ("tensor", t), ("pipeline", p)) if n > 1}) \
+                if data * t * p > 1 else Mesh.of(data=1)
+            for d in _divisors(data):
+                if 1 < d < data and d * t <= max_tensor:
+                    yield Mesh.of(**{a: n for a, n in (("replica", data // d), ("data", d), ("tensor", t),
+                                                         ("pipeline", p)) if n > 1})
+
+
+# --- seconds of communication, affine in m --------------------------------------------------------
+@lru_cache(maxsize=4096)
+def comm_seconds(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision,
+                 hw: Hardware) -> dict[str, float]:
+    """``timing.comm_time`` of the schedule at ``strategy.micro_batches`` = m, per phase.
+
+    Every per-step operation of a schedule runs once per step (start-up broadcasts, fsdp_grad_op's
+    one gather, the optimizer's all-gather) or once per micro-batch (tensor-parallel collectives,
+    pipeline sends, resharded gathers, and ZeRO-2/3's reductions under SPEC §4 rule 5), so its
+    seconds are affine in m: derived at m = 1 and m = 2, they are exact at any m, without listing
+    m micro-batches' operations (``tests/test_planner.py`` checks this against the full derivation)."""
+    m = strategy.micro_batches
+    one, two = (comm_time(derive_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw)
+                for k in ((1, 2) if m > 2 else (m, m)))
+    return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
+
+
+# --- the plan ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Choice:
+    """One placement on one mesh: its peak bytes on rank 0 and, when it fits, its step time."""
+
+    strategy: Strategy
+    mesh: Mesh
+    recompute: str
+    peak_bytes: int
+    budget_bytes: int
+    time: StepTime | None = None
+
+    @property
+    def over_bytes(self) -> int:
+        """Bytes above the budget (<= 0 when it fits)."""
+        return self.peak_bytes - self.budget_bytes
+
+    def label(self) -> str:
+        return (f"{self.strategy.name} on {self.mesh}, recompute {self.recompute}, "
+                f"m = {self.strategy.micro_batches}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"strategy": self.strategy.name, "placement": str(self.strategy.placement),
+                               "mesh": dict(self.mesh.degrees), "recompute": self.recompute,
+                               "micro_batches": self.strategy.micro_batches, "peak_bytes": self.peak_bytes}
+        if self.time is None:
+            out["over_bytes"] = self.over_bytes
+            return out
+        t = self.time
+        return {**out, "step_time_s": t.total_s, "compute_time_s": t.compute_s, "comm_time_s": t.comm_s,
+                "exposed_comm_s": t.exposed_comm_s, "bubble_s": t.bubble_s}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ranked placements (fastest first), those over the budget, and what the plan assumed."""
+
+    model: TransformerSpec
+    devices: int
+    hardware: Hardware
+    precision: Precision
+    budget_bytes: int
+    global_batch: int
+    overlap: str
+    ranked: tuple[Choice, ...]
+    infeasible: tuple[Choice, ...]
+    skipped: tuple[str, ...] = ()
+    assumption: str = ""
+
+    @property
+    def tokens_per_device(self) -> Fraction:
+        return Fraction(self.global_batch * self.model.seq, self.devices)
+
+    def explain(self, i: int) -> str:
+        """One sentence on why choice ``i`` (0 = fastest) ranks where it does."""
+        c = self.ranked[i]
+        t = c.time
+        assert t is not None
+        parts = [f"compute {t.compute_s:.3g} s"]
+        if t.exposed_comm_s:
+            parts.append(f"exposed communication {t.exposed_comm_s:.3g} s of {t.comm_s:.3g} s")
+        elif t.comm_s:
+            parts.append(f"all {t.comm_s:.3g} s of communication hidden")
+        if t.bubble_s:
+            parts.append(f"pipeline bubble {t.bubble_s:.3g} s")
+        head = f"#{i + 1} {c.label()}: {t.total_s:.3g} s per step = " + " + ".join(parts)
+        room = f"; peak {c.peak_bytes / GB:.1f} GB leaves {-c.over_bytes / GB:.1f} GB of the {self.budget_bytes / GB:g} GB"
+        if i == 0:
+            why = "; the fastest that fits"
+        else:
+            prev = self.ranked[i - 1].time
+            assert prev is not None
+            why = f"; {t.total_s - prev.total_s:.3g} s ({t.total_s / prev.total_s - 1:.2%}) slower than #{i}"
+        return head + room + why + "."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "assumption": self.assumption,
+            "model": self.model.description, "psi": self.model.psi, "devices": self.devices,
+            "hardware": self.hardware.name, "hardware_source": self.hardware.source,
+            "precision": self.precision.name, "budget_bytes": self.budget_bytes,
+            "global_batch_sequences": self.global_batch, "tokens_per_device": plain(self.tokens_per_device),
+            "overlap": self.overlap,
+            "units": "bytes (GB = 1e9 bytes), seconds per optimizer step on rank 0",
+            "ranked": [{"rank": i + 1, **c.to_dict()} for i, c in enumerate(self.ranked)],
+            "explanations": [self.explain(i) for i in range(min(3, len(self.ranked)))],
+            "infeasible": [c.to_dict() for c in self.infeasible],
+            "skipped": list(self.skipped),
+        }
+
+    def lines(self, top: int = 10) -> list[str]:
+        out = [self.assumption] if self.assumption else []
+        out.append(f"{self.model.description} on {self.devices} × {self.hardware.name}, budget "
+                   f"{self.budget_bytes / GB:g} GB per device, {self.global_batch} sequences per step "
+                   f"({float(self.tokens_per_device):g} tokens per device), overlap {self.overlap}")
+        out.append(f"{len(self.ranked)} placements fit, {len(self.infeasible)} do not. Fastest first:")
+        width = max((len(c.label()) for c in self.ranked[:top]), default=0)
+        for i, c in enumerate(self.ranked[:top]):
+            t = c.time
+            assert t is not None
+            out.append(f"  {i + 1:>3}. {c.label().ljust(width)}  {t.total_s:8.3f} s  (compute {t.compute_s:.3f}, "
+                       f"comm {t.comm_s:.3f}, exposed {t.exposed_comm_s:.3f}, bubble {t.bubble_s:.3f})  "
+                       f"peak {c.peak_bytes / GB:.1f} GB")
+        out += ["Why:"] + [f"  {self.explain(i)}" for i in range(min(3, len(self.ranked)))]
+        out.append("Over the budget (smallest excess first):")
+        for c in sorted(self.infeasible, key=lambda c: c.over_bytes)[:top]:
+            out.append(f"  {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over")
+        plain_dp = [c for c in self.infeasible if c.strategy.name == "dp"]
+        if plain_dp:
+            c = min(plain_dp, key=lambda c: c.over_bytes)
+            out.append(f"  plain {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def plan(model: TransformerSpec, devices: int, memory_bytes: int | None = None, hardware: str | Hardware = "h100-nvlink-ib",
+         precision: str | Precision = "mixed_adam", global_batch: int | None = None, overlap: str = "per_pass",
+         recomputes: tuple[str, ...] = RECOMPUTES, assumption: str = "") -> Plan:
+    """Rank every placement of ``model`` on ``devices`` devices that fits ``memory_bytes`` per device
+    (default: the hardware's memory) by predicted step time.
+
+    ``global_batch``: sequences per optimizer step (default 1024: Llama 2's 4M tokens at s = 4096).
+    Each data-parallel replica (r·d of them) takes global_batch/(r·d) sequences in micro-batches of
+    the model's b: m = global_batch/(r·d·b); a mesh that does not divide the batch is skipped.
+    Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B)."""
+    expect(isinstance(model, TransformerSpec), f"the planner needs a TransformerSpec (to price tp, pp and "
+                                               f"activations), got {type(model).__name__}")
+    devices = positive_int("devices", devices)
+    hw, precision = get_hardware(hardware), get_precision(precision)
+    budget = positive_int("memory budget (bytes)", hw.memory_bytes if memory_bytes is None else memory_bytes)
+    batch = positive_int("global batch (sequences)", 1024 if global_batch is None else global_batch)
+    expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
+    for r in recomputes:
+        expect(r in RECOMPUTES, f"unknown recompute choice {r!r}; known: {', '.join(RECOMPUTES)}")
+    tokens = Fraction(batch * model.seq, devices)
+    fits: list[Choice] = []
+    over: list[Choice] = []
+    skipped: list[str] = []
+    for mesh in meshes(devices, model):
+        replicas = mesh.degree("replica") * mesh.degree("data")
+        if batch % (replicas * model.micro_batch):
+            skipped.append(f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
+                           f"of {model.micro_batch}")
+            continue
+        m = batch // (replicas * model.micro_batch)
+        datas = (["zero3"] if mesh.degree("replica") > 1 else list(DATA_PLACEMENTS) if mesh.degree("data") > 1
+                 else ["dp"])
+        for data in datas:
+            strategy = compose(data, mesh, m)
+            for recompute in recomputes:
+                shaped = model if model.recompute == recompute else _with_recompute(model, recompute)
+                try:
+                    peak = int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
+                except PlacementError as error:
+                    skipped.append(f"{strategy.name} on {mesh}: {error}")
+                    break
+                if peak > budget:
+                    over.append(Choice(strategy, mesh, recompute, peak, budget))
+                    continue
+                compute = compute_time(shaped, tokens, hw, recompute)
+                # Only full recomputation changes the schedule: it replays the tensor-parallel
+                # collectives of forward in backward (SPEC §4). Price the others once.
+                replays = recompute == "full" and mesh.degree("tensor") > 1
+                priced = _with_recompute(model, "full" if replays else "none")
+                comm = comm_seconds(strategy, priced, mesh, precision, hw)
+                time = combine(compute, comm, overlap, mesh.degree("pipeline"), m)
+                fits.append(Choice(strategy, mesh, recompute, peak, budget, time))
+    fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
+    over.sort(key=lambda c: c.over_bytes)
+    return Plan(model, devices, hw, precision, budget, batch, overlap, tuple(fits), tuple(over), tuple(skipped),
+                assumption)
+
+
+@lru_cache(maxsize=64)
+def _with_recompute(model: TransformerSpec, recompute: str) -> TransformerSpec:
+    return replace(model, recompute=recompute)

@@ -1,0 +1,356 @@
+"""PyTorch's own implementations, trained and measured: does the theory predict what people run?
+
+Our engines (``engines/``) are written to follow the placement rules, so their agreeing with the
+core proves little about real code. Here the same toy model is trained by PyTorch itself --
+``DistributedDataParallel``; ``ZeroRedundancyOptimizer`` under DDP (its documented use); FSDP2's
+``fully_shard`` with ``reshard_after_forward`` True, False and None (the default) -- and each rank
+measures what it holds and every collective those implementations issue:
+
+- state bytes: parameters, gradients and Adam's moments as this rank holds them (a DTensor's local
+  shard, ``to_local()``), and FSDP2's padded shard storage apart (``storage_params``);
+- a ledger of collectives (op, payload bytes in SPEC §4's sense, group size), recorded by wrapping
+  the ``torch.distributed`` functions these implementations call while the step runs (DDP's own
+  C++ reducer is routed through a Python comm hook that does what its default hook does);
+- deviation: every parameter element this rank holds against a single-process run of the same
+  model, data and seed with ``torch.optim.Adam`` (SPEC §5, §7).
+
+The prediction of the same runs is the core's (``placement_edu.implementations``);
+``torch_ref_result.py`` launches the ranks and puts the two side by side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import time
+from collections import OrderedDict
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed import distributed_c10d as c10d
+from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from placement_edu.models import stage_layers
+from placement_edu.implementations import TRANSFORMER, TRANSFORMER_TP_PLAN, TorchRefConfig
+
+#: Adam as every run here uses it: eps large enough that the update sees the gradient's scale
+#: (SPEC §5: with torch's 1e-8 Adam is nearly scale-invariant and a doubly-scaled gradient hides).
+ADAM = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-3}
+
+
+# --- the models and their data ----------------------------------------------------------------
+def build_mlp(widths: tuple[int, ...], seed: int) -> nn.Sequential:
+    """``--model mlp:a,b,c``: Linear(a,b), Tanh, Linear(b,c) -- no Tanh after the last Linear --
+    in float64, initialised by torch's default rule under ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(widths, widths[1:])):
+            layers.append(nn.Linear(a, b, dtype=torch.float64))
+            if i < len(widths) - 2:
+                layers.append(nn.Tanh())
+        return nn.Sequential(*layers)
+
+
+class Block(nn.Module):
+    """``--model transformer``: an input projection, then attention (q, k, v, o) and an MLP (up,
+    tanh, down) with residual connections; no biases or norms. Heads are read from the width of
+    q's output, so the same code runs on a tensor-parallel rank's local heads."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int, seq: int) -> None:
+        super().__init__()
+        self.head_dim = hidden // heads
+        linear = lambda a, b: nn.Linear(a, b, bias=False, dtype=torch.float64)   # noqa: E731
+        self.embed, self.q, self.k, self.v, self.o = (linear(hidden, hidden) for _ in range(5))
+        self.up, self.down = linear(hidden, ffn), linear(ffn, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        e = self.embed(x)
+        heads = lambda t: t.view(b, s, -1, self.head_dim).transpose(1, 2)      # noqa: E731
+        q, k, v = heads(self.q(e)), heads(self.k(e)), heads(self.v(e))
+        context = torch.softmax(q @ k.transpose(-1, -2) / self.head_dim ** 0.5, dim=-1) @ v
+        y = e + self.o(context.transpose(1, 2).reshape(b, s, -1))
+        return y + self.down(torch.tanh(self.up(y)))
+
+
+def build_model(config: TorchRefConfig) -> nn.Module:
+    if config.widths:
+        return build_mlp(config.widths, config.seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return Block(**TRANSFORMER)
+
+
+def batch(config: TorchRefConfig, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch of ``step``, the same on every rank and in the single-process run."""
+    g = torch.Generator().manual_seed(10_000 * config.seed + step)
+    if config.widths:
+        shape_in, shape_out = (config.global_batch, config.widths[0]), (config.global_batch, config.widths[-1])
+    else:
+        shape_in = shape_out = (config.global_batch, TRANSFORMER["seq"], TRANSFORMER["hidden"])
+    return (torch.randn(shape_in, generator=g, dtype=torch.float64),
+            torch.randn(shape_out, generator=g, dtype=torch.float64))
+
+
+def my_rows(config: TorchRefConfig, rank: int) -> slice:
+    """This rank's rows: an equal slice under data parallelism, all of them under tensor parallelism."""
+    if not config.splits_batch:
+        return slice(None)
+    rows = config.rows_per_rank
+    return slice(rank * rows, (rank + 1) * rows)
+
+
+def single_process(config: TorchRefConfig) -> list[dict[str, torch.Tensor]]:
+    """Parameters after each step of a one-process run on the whole global batch."""
+    model = build_model(config)
+    optimizer = torch.optim.Adam(model.parameters(), **ADAM)
+    history = []
+    for step in range(config.steps):
+        x, y = batch(config, step)
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        history.append({n: p.detach().clone() for n, p in model.named_parameters()})
+    return history
+
+
+# --- the ledger -------------------------------------------------------------------------------
+#: The ``torch.distributed`` functions the implementations call, the op each is in SPEC §4's
+#: table, and the argument that holds the payload S (all-gather: the full output; reduce-scatter:
+#: the full input). torch >= 2.7 names the tensor-in, tensor-out collectives ``*_single``.
+WATCHED = {
+    "all_reduce": ("all_reduce", "tensor"),
+    "broadcast": ("broadcast", "tensor"),
+    "all_gather_single": ("all_gather", "output_tensor"),
+    "all_gather_into_tensor": ("all_gather", "output_tensor"),
+    "reduce_scatter_single": ("reduce_scatter", "input"),
+    "reduce_scatter_tensor": ("reduce_scatter", "input"),
+    "isend": ("send", "tensor"),
+    "irecv": ("recv", "tensor"),
+}
+
+
+#: DTensor's collectives are functional ops dispatched by torch (not ``torch.distributed``
+#: calls): the op each is, and how to read its group's size from the op's arguments.
+FUNCTIONAL = {
+    "_c10d_functional.all_reduce.default": "all_reduce",            # (input, reduce_op, group_name)
+    "_c10d_functional.all_gather_into_tensor.default": "all_gather",  # (input, group_size, group_name)
+    "_c10d_functional.reduce_scatter_tensor.default": "reduce_scatter",
+}
+
+
+class _Functional(TorchDispatchMode):
+    """Sees every op torch dispatches on this thread (forward and, on CPU, backward too) and hands
+    DTensor's functional collectives to the ledger."""
+
+    def __init__(self, ledger: "Ledger") -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        op = FUNCTIONAL.get(str(func))
+        if op is not None:
+            group = _resolve_process_group(args[-1])
+            tensor = args[0]
+            n = dist.get_world_size(group)
+            full = tensor.numel() * tensor.element_size() * (n if op == "all_gather" else 1)
+            self.ledger.ops.append({"op": op, "payload_bytes": full, "group": n})
+        return func(*args, **(kwargs or {}))
+
+
+class Ledger:
+    """Every collective issued while ``recording``: (op, payload bytes, group size), in order."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict] = []
+        self.metadata_bytes = 0        # integer tensors sent or received: objects, not training state
+
+    def add(self, op: str, tensors: list[torch.Tensor], group) -> None:
+        self.ops.append({"op": op, "payload_bytes": sum(t.numel() * t.element_size() for t in tensors),
+                         "group": dist.get_world_size(group)})
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator["Ledger"]:
+        originals = {name: getattr(dist, name) for name in WATCHED if hasattr(dist, name)}
+        coalesced = dist._broadcast_coalesced          # DDP's start-up broadcast (a C++ function)
+
+        def watch(name: str, call):
+            op, argument = WATCHED[name]
+            signature = inspect.signature(call)
+
+            def wrapped(*args, **kwargs):
+                bound = signature.bind(*args, **kwargs).arguments
+                tensor = bound[argument]
+                if tensor.is_floating_point():
+                    self.add(op, [tensor], bound.get("group"))
+                else:                                  # pickled objects: pipelining's shape metadata
+                    self.metadata_bytes += tensor.numel() * tensor.element_size()
+                return call(*args, **kwargs)
+            return wrapped
+
+        def broadcast_coalesced(group, tensors, buffer_size, src=0):
+            self.add("broadcast", list(tensors), group)
+            return coalesced(group, tensors, buffer_size, src)
+
+        # P2POp checks its op against distributed_c10d's own isend/irecv: one wrapper under both names.
+        # (Only those two there: c10d's own functions call each other, and nothing may count twice.)
+        wrappers = {name: watch(name, call) for name, call in originals.items()}
+        for name, wrapper in wrappers.items():
+            setattr(dist, name, wrapper)
+            if name in ("isend", "irecv"):
+                setattr(c10d, name, wrapper)
+        dist._broadcast_coalesced = broadcast_coalesced
+        try:
+            with _Functional(self):
+                yield self
+        finally:
+            for name, call in originals.items():
+                setattr(dist, name, call)
+                if name in ("isend", "irecv"):
+                    setattr(c10d, name, call)
+            dist._broadcast_coalesced = coalesced
+
+    def take(self) -> list[dict]:
+        ops, self.ops = self.ops, []
+        return ops
+
+
+def ddp_allreduce_hook(group, bucket):  # (no annotations: DDP checks them, and they are strings here)
+    """What DDP's default hook does (divide by the group size, all-reduce the bucket), through the
+    Python ``dist.all_reduce`` so the ledger sees it: DDP's reducer otherwise calls C++ directly."""
+    tensor = bucket.buffer().div_(dist.get_world_size(group))
+    return dist.all_reduce(tensor, group=group, async_op=True).get_future().then(lambda f: f.value()[0])
+
+
+# --- the implementations ----------------------------------------------------------------------
+def forward_backward(module: nn.Module):
+    """One step's forward and backward on this rank's rows: the loss is the mean over them."""
+    def run(x: torch.Tensor, y: torch.Tensor) -> None:
+        nn.functional.mse_loss(module(x), y).backward()
+    return run
+
+
+def pipeline(config: TorchRefConfig, model: nn.Sequential):
+    """This rank's stage of ``model`` (its whole Linears, the core's stage split) under
+    ``torch.distributed.pipelining``'s GPipe or 1F1B schedule: (forward-backward, stage, optimizer)."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    rank, stages = dist.get_rank(), config.world_size
+    mine = stage_layers(len(config.widths) - 1, stages, rank)
+    stage_module = nn.Sequential(OrderedDict(
+        (name, child) for name, child in model.named_children() if int(name) // 2 in mine))   # Linear i is child 2i
+    stage = PipelineStage(stage_module, rank, stages, torch.device("cpu"))
+    kind = ScheduleGPipe if config.impl == "pipelining_gpipe" else Schedule1F1B
+    schedule = kind(stage, n_microbatches=config.micro_batches, loss_fn=nn.functional.mse_loss)   # grads / m
+
+    def run(x: torch.Tensor, y: torch.Tensor) -> None:
+        if rank == 0:
+            schedule.step(x)
+        elif rank == stages - 1:
+            schedule.step(target=y)
+        else:
+            schedule.step()
+    return run, stage_module, torch.optim.Adam(stage_module.parameters(), **ADAM)
+
+
+def wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
+    """(forward-backward of one step, the module whose parameters this rank holds, its optimizer):
+    ``model`` as ``config.impl`` trains it."""
+    impl = config.impl
+    if impl.startswith("pipelining"):
+        return pipeline(config, model)
+    module, optimizer = _wrap(config, model, ledger)
+    return forward_backward(module), model, optimizer
+
+
+def _wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
+    impl = config.impl
+    if impl in ("ddp", "zero_redundancy"):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        with ledger.recording():                       # DDP broadcasts rank 0's state at start-up
+            ddp = DDP(model)
+        ddp.register_comm_hook(None, ddp_allreduce_hook)
+        if impl == "ddp":
+            return ddp, torch.optim.Adam(ddp.parameters(), **ADAM)
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, **ADAM)
+    if impl == "dtensor_tp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = init_device_mesh("cpu" if dist.get_backend() == "gloo" else "cuda", (config.world_size,))
+        style = {"col": ColwiseParallel, "row": RowwiseParallel}
+        plan = {name.removesuffix(".weight"): style[tp]() for name, tp in TRANSFORMER_TP_PLAN.items() if tp}
+        return parallelize_module(model, mesh, plan), torch.optim.Adam(model.parameters(), **ADAM)
+    from torch.distributed.fsdp import fully_shard
+    reshard = {"fsdp2": True, "fsdp2_grad_op": False, "fsdp2_root_kept": None}[impl]
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    for layer in linears[:-1]:                         # one unit per Linear; the root owns the last
+        fully_shard(layer, reshard_after_forward=reshard)
+    fully_shard(model, reshard_after_forward=reshard)
+    return model, torch.optim.Adam(model.parameters(), **ADAM)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def held(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """Bytes this rank holds now: parameters, gradients and Adam's two moments (local shards), the
+    padded storage behind FSDP2's shards, and Adam's per-tensor step counters apart."""
+    params = list(model.parameters())
+    size = lambda t: t.numel() * t.element_size()       # noqa: E731
+    moments = counters = 0
+    inner = getattr(optimizer, "optim", optimizer)       # ZeroRedundancyOptimizer's local Adam
+    for state in inner.state.values():
+        for key, value in state.items():
+            if key == "step":
+                counters += size(_local(value))
+            else:
+                moments += size(_local(value))
+    return {"params": sum(size(_local(p)) for p in params),
+            "grads": sum(size(_local(p.grad)) for p in params if p.grad is not None),
+            "optimizer": moments,
+            "storage_params": sum(_local(p).untyped_storage().nbytes() for p in params),
+            "optimizer_step_counters": counters}
+
+
+def deviation(model: nn.Module, reference: dict[str, torch.Tensor], world_size: int, rank: int) -> float:
+    """Max |θ − θ_reference| over the parameter elements this rank holds: a DTensor's shard is
+    compared with the same slice of the reference (chunks of ceil(size/N) along its shard dim)."""
+    worst = 0.0
+    for name, p in model.named_parameters():
+        ref = reference[name.removeprefix("module.")]
+        mine = _local(p.detach())
+        if mine.shape != ref.shape:
+            dim = p.placements[0].dim
+            chunk = math.ceil(ref.shape[dim] / world_size)
+            ref = ref.narrow(dim, rank * chunk, mine.shape[dim])
+        if mine.numel():
+            worst = max(worst, float((mine - ref).abs().max()))
+    return worst
+
+
+def run_job(config: TorchRefConfig) -> dict:
+    """Train ``config`` on this rank (an initialised process group); return what it measured."""
+    start = time.perf_counter()
+    rank = dist.get_rank()
+    reference = single_process(config)
+    ledger = Ledger()
+    step_fn, model, optimizer = wrap(config, build_model(config), ledger)
+    steps: list[dict] = [{"step": -1, "ops": ledger.take()}]   # start-up
+    for step in range(config.steps):
+        x, y = batch(config, step)
+        rows = my_rows(config, rank)
+        optimizer.zero_grad(set_to_none=True)
+        with ledger.recording():
+            step_fn(x[rows], y[rows])
+            optimizer.step()
+        steps.append({"step": step, "ops": ledger.take(), "held": held(model, optimizer),
+                      "deviation": deviation(model, reference[step], config.world_size, rank)})
+    dist.barrier()
+    return {"rank": rank, "steps": steps, "wall_s": time.perf_counter() - start,
+            "metadata_bytes": ledger.metadata_bytes}

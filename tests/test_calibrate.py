@@ -1,0 +1,148 @@
+"""Time, measured here (SPEC §9): the α–β fit recovers known α and W exactly, runs report their
+per-step wall time split into compute and communication beside a prediction, and
+``placement-edu calibrate`` prints a fit. How fast or how noisy this machine is: printed by
+benchmarks/bench_time.py, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from placement_edu.cli import main
+from placement_edu.errors import PlacementError
+from placement_edu.runtime import RunConfig, run_many
+from placement_edu.runtime.calibrate import CalibrationResult
+from placement_edu.timing import HARDWARE, ring_steps
+from placement_edu.timing_fit import (CALIBRATED_OPS, ComputeSample, Sample, fit_calibration, fit_link,
+                                      hardware_line, sample_from, sent_bytes, this_machine)
+
+ALPHA, W = 40e-6, 1.5e9                   # a made-up link: 40 µs per ring step, 1.5 GB/s
+SIZES = [2 ** k for k in range(10, 23)]
+
+
+def _exact(op: str, n: int, size: int, alpha: float = ALPHA, w: float = W) -> float:
+    return alpha * ring_steps(op, n) + float(sent_bytes(op, n, size)) / w
+
+
+def _synthetic(alpha: float = ALPHA, w: float = W, noise: float = 0.0) -> list[Sample]:
+    """Every op at N = 2 and 4, the median exactly on the α–β line (the repeats spread around it)."""
+    return [Sample(op, n, s, (_exact(op, n, s, alpha, w) * (1 - noise), _exact(op, n, s, alpha, w),
+                              _exact(op, n, s, alpha, w) * (1 + noise)))
+            for op in CALIBRATED_OPS for n in (2, 4) for s in SIZES]
+
+
+# --- the fit: a pure function of the core ---------------------------------------------------------
+def test_the_fit_recovers_a_known_alpha_and_bandwidth_exactly_per_op_and_pooled():
+    fit = fit_calibration(_synthetic(noise=0.3))
+    for name, link in [*fit.by_op.items(), ("pooled", fit.pooled), ("host", fit.host)]:
+        assert link.alpha_s == pytest.approx(ALPHA, rel=1e-9), name
+        assert link.bandwidth == pytest.approx(W, rel=1e-9), name
+        assert link.rms_relative_error < 1e-9
+    assert fit.pooled.points == 4 * 2 * len(SIZES)        # every collective, both world sizes
+    # The fitted line reproduces SPEC §9's price of one op: 2(N-1)·α + 2(N-1)/N·S/W for an all-reduce.
+    assert fit.pooled.seconds("all_reduce", 4, 2 ** 20) == pytest.approx(6 * ALPHA + 1.5 * 2 ** 20 / W)
+
+
+def test_the_fit_tells_latency_from_bandwidth_across_three_orders_of_magnitude():
+    # Relative least squares: a tiny α under large payloads is still found (plain least squares
+    # would fit the 4 MiB points and leave α to chance).
+    fit = fit_link([s for s in _synthetic(alpha=1e-6, w=10e9) if s.op == "all_gather"])
+    assert (fit.alpha_s, fit.bandwidth) == (pytest.approx(1e-6, rel=1e-9), pytest.approx(10e9, rel=1e-9))
+
+
+def test_a_negative_alpha_is_noise_and_is_dropped_not_reported():
+    # Times below the bandwidth line at small sizes would fit α < 0; the fit keeps α >= 0.
+    samples = [Sample("send", 2, s, (s / W * (0.5 if s < 2 ** 12 else 1.0),)) for s in SIZES]
+    fit = fit_link(samples)
+    assert fit.alpha_s == 0.0 and fit.bandwidth > 0
+
+
+def test_a_fit_needs_two_sizes_and_says_why():
+    with pytest.raises(PlacementError, match="at least two sizes"):
+        fit_link([Sample("all_reduce", 2, 1024, (1e-4,))])
+
+
+def test_each_repeat_counts_its_slowest_rank_and_the_median_repeat_is_fitted():
+    sample = sample_from("all_reduce", 2, 1024, [[1.0, 5.0, 2.0], [3.0, 1.0, 2.5]])
+    assert sample.seconds == (3.0, 5.0, 2.5)
+    assert sample.spread == (2.5, 3.0, 5.0)
+    assert sample.steps == 2 and sample.sent_bytes == 1024       # 2(N-1)/N · S at N = 2
+
+
+def test_the_fit_becomes_a_hardware_preset_and_a_line_to_paste():
+    hw = this_machine(fit_calibration(_synthetic()), 25e9, 8 * 10**9, "synthetic")
+    assert hw.link("data").alpha_s == pytest.approx(ALPHA) and hw.link("tensor").bandwidth == pytest.approx(W)
+    assert hw.host_link is not None
+    line = hardware_line(hw)
+    assert line.startswith('"this_machine": Hardware("this_machine", 2.5e+10, 8000000000,') and "Link(4e-05, 1.5e+09)" in line
+
+
+def test_the_calibration_report_prints_medians_fits_spread_and_the_hardware_line():
+    from placement_edu.cli.calibrate import as_dict, report
+    compute = (ComputeSample("float64 matmul 256x256 (2·n³ FLOPs)", 2, 2 * 256 ** 3, (1e-3, 2e-3, 3e-3)),)
+    result = CalibrationResult(tuple(_synthetic(noise=0.1)), compute, 3, (2, 4))
+    text = report(result)
+    for needed in ("median", "pooled (link)", "pooled at N = 4", "α =", "W =", "Spread over repeats",
+                   '"this_machine": Hardware(', "GFLOP/s"):
+        assert needed in text, needed
+    d = as_dict(result)
+    assert d["fit"]["pooled"]["alpha_s"] == pytest.approx(ALPHA) and d["noise"]["median"] == pytest.approx(0.2)
+
+
+# --- runs: per-step wall time, compute and communication ---------------------------------------
+@pytest.fixture(scope="module")
+def timed_runs():
+    return run_many([RunConfig("dp", 2, steps=3), RunConfig("zero3", 2, steps=3),
+                     RunConfig("zero3", 2, steps=3, fault="stale-gather")], timeout_s=30, progress=False)
+
+
+def test_a_run_reports_each_step_split_into_compute_and_communication(timed_runs):
+    for r in timed_runs:
+        d = json.loads(json.dumps(r.to_dict()))
+        assert len(d["timing"]) == 2 and all(len(rank) == 3 for rank in d["timing"])
+        for rank in d["timing"]:
+            for step in rank:
+                assert 0 < step["comm_s"] <= step["step_s"]
+                assert step["compute_s"] == step["step_s"] - step["comm_s"]
+        # Timing is measured beside the ledger, never in it: measured = predicted still holds.
+        assert r.ledger_matches() and r.memory_matches()
+
+
+def test_a_run_prints_its_measured_step_beside_the_prediction_on_this_machine(timed_runs):
+    assert "this_machine" in HARDWARE
+    for r in timed_runs:
+        t = r.to_dict()["time"]
+        assert t["steps_counted"] == [1, 2]                        # the first step opens connections
+        assert math.isclose(t["measured_compute_s"] + t["measured_comm_s"], t["measured_step_s"])
+        assert t["predicted_step_s"] > 0 and t["ratio"] == t["measured_step_s"] / t["predicted_step_s"]
+        assert "measured/predicted" in str(r)
+    dp, zero3 = (r.to_dict()["time"] for r in timed_runs[:2])
+    # The model prices zero3's 3Ψ above dp's 2Ψ on the same link (not a measured claim: a model's).
+    assert zero3["predicted_comm_s"] > dp["predicted_comm_s"]
+
+
+# --- the command ------------------------------------------------------------------------------
+def test_calibrate_on_two_ranks_over_a_few_sizes_prints_a_fit(capsys):
+    assert main(["calibrate", "--world-sizes", "2", "--min-size", "10", "--max-size", "13",
+                 "--repeats", "3", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["world_sizes"] == [2] and len(d["samples"]) == len(CALIBRATED_OPS) * 4
+    assert d["fit"]["pooled"]["alpha_s"] >= 0 and d["fit"]["pooled"]["points"] == 16
+    assert all(len(s["seconds"]) == 3 for s in d["samples"])
+    assert {c["what"].split(" (")[0] for c in d["compute"]} >= {"float64 matmul 256x256"}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--world-sizes", "1"], "less than 2"),
+    (["--world-sizes", "two"], "not a number"),
+    (["--world-sizes", ","], "names no world size"),
+    (["--repeats", "0"], "less than 1"),
+    (["--min-size", "14", "--max-size", "12"], "above --max-size"),
+    (["--max-size", "40"], "more than 30"),
+])
+def test_bad_input_exits_2_with_one_line(argv, says, capsys):
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
