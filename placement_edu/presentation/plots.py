@@ -24,9 +24,9 @@ from placement_edu.units import GB
 if TYPE_CHECKING:
     from placement_edu.report import Comparison
 
-STATE_COLORS = {State.PARAMS: "#4C72B0", State.GRADS: "#DD8452", State.OPTIMIZER: "#55A868"}
-OP_COLORS = {"all_reduce": "#8172B3", "reduce_scatter": "#C44E52", "all_gather": "#937860",
-             "send": "#DA8BC3"}
+from placement_edu.presentation.style import OP_COLORS as _OP_COLORS, STATE_COLORS  # one visual language
+
+OP_COLORS = {op: _OP_COLORS[op] for op in ("all_reduce", "reduce_scatter", "all_gather", "send")}
 
 
 class CostCharts:
