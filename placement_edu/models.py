@@ -217,6 +217,31 @@ class TransformerSpec(IdealSlices):
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         return self.activation_bytes_per_layer(tensor) * layers_here
 
+    #: The named terms of ``activation_terms_per_layer``, in drawing order.
+    ACTIVATION_TERMS = ("outside_tp", "inside_tp", "attention_scores", "layer_input")
+
+    def activation_terms_per_layer(self, tensor: int = 1) -> dict[str, Fraction]:
+        """``activation_bytes_per_layer`` split into Korthikanti et al.'s named terms (bytes, one
+        micro-batch, one of ``tensor`` ranks); the values sum to it exactly, every key present:
+
+        - ``outside_tp``: 10·sbh, what tensor parallelism leaves whole on every rank (the two
+          layernorm inputs 4sbh, the attention and MLP block inputs 2sbh each, two dropout masks
+          sbh each); sequence parallelism splits it over t: 10·sbh/t.
+        - ``inside_tp``: 24·sbh/t, the tensors between a column- and a row-parallel layer.
+        - ``attention_scores``: 5as²b/t, softmax output and its dropout mask (0 when recomputed).
+        - ``layer_input``: 2sbh (2sbh/t with sequence parallelism), all full recomputation keeps."""
+        s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, positive_int("tensor", tensor)
+        sbh = s * b * h
+        terms = {name: Fraction(0) for name in self.ACTIVATION_TERMS}
+        if self.recompute == "full":
+            terms["layer_input"] = Fraction(2 * sbh, t if self.sequence_parallel else 1)
+            return terms
+        terms["outside_tp"] = Fraction(10 * sbh, t if self.sequence_parallel else 1)
+        terms["inside_tp"] = Fraction(24 * sbh, t)
+        if self.recompute == "none":
+            terms["attention_scores"] = sbh * Fraction(5 * a * s, h * t)
+        return terms
+
     @property
     def description(self) -> str:
         return self.name or (f"transformer L={self.layers} h={self.hidden} a={self.heads} "

@@ -227,6 +227,37 @@ def pipeline_bubble(stages: int, micro_batches: int) -> dict[str, Fraction]:
     return {"of_ideal": Fraction(p - 1, m), "of_total": Fraction(p - 1, m + p - 1)}
 
 
+def pipeline_timeline(schedule: str, stages: int, micro_batches: int, forward: int = 1,
+                      backward: int = 2) -> list[list[tuple[str, int, int, int]]]:
+    """When each stage runs each pass: per stage, (pass "F" | "B", micro-batch, start, end) in time
+    units, in ``pipeline_order``'s order. A pass starts once its stage is free and its input has
+    arrived: forward k after forward k on the stage before; backward k after backward k on the
+    stage after (on the last stage, after its own forward k). Sends take no time; a forward takes
+    ``forward`` units, a backward ``backward`` (2: twice the FLOPs). The idle share of the picture
+    is ``pipeline_bubble``'s ``of_total``, (p-1)/(m+p-1), for GPipe and 1F1B alike."""
+    p, m = stages, micro_batches
+    orders = [pipeline_order(schedule, p, s, m) for s in range(p)]
+    done: dict[tuple[str, int, int], int] = {}          # (pass, micro-batch, stage) -> end time
+    rows: list[list[tuple[str, int, int, int]]] = [[] for _ in range(p)]
+    free, nxt = [0] * p, [0] * p
+    while any(nxt[s] < len(orders[s]) for s in range(p)):
+        moved = False
+        for s in range(p):
+            if nxt[s] == len(orders[s]):
+                continue
+            kind, k = orders[s][nxt[s]]
+            needs = (("F", k, s - 1) if s > 0 else None) if kind == "F" else \
+                    (("B", k, s + 1) if s < p - 1 else ("F", k, s))
+            if needs is not None and needs not in done:
+                continue
+            start = max(free[s], done[needs] if needs is not None else 0)
+            end = start + (forward if kind == "F" else backward)
+            rows[s].append((kind, k, start, end))
+            done[(kind, k, s)], free[s], nxt[s], moved = end, end, nxt[s] + 1, True
+        expect(moved, f"pipeline schedule {schedule!r} deadlocks at p = {p}, m = {m}")
+    return rows
+
+
 def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
     """Refuse placements that cannot run, with the reason (einops-style teaching errors).
 

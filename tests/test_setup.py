@@ -52,6 +52,6 @@ def test_the_readme_opens_with_the_two_commands_ci_and_a_fresh_machine_use() -> 
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
     main, tests = blocks[0], blocks[1]
-    assert "pip install -r requirements-dev.txt" in main and "jupyter lab --allow-root notebooks/01" in main
+    assert "pip install -r requirements-dev.txt" in main and "jupyter lab --allow-root notebooks/00_start_here.ipynb" in main
     assert tests.endswith(".venv/bin/python -m pytest")
     assert tests in (ROOT / ".ci" / "run").read_text()

@@ -44,3 +44,45 @@ EXERCISES = (
                       "broadcasts): a real implementation, but not ZeRO §7's 2Ψ."),),
         hint="key the gradient reduction on the optimizer state's placement, not the gradients'."),
 )
+
+
+def _extra_gb_with_fp32_grads(strategy: str, psi: float, n: int) -> Fraction:
+    """GB of model state a device gains when gradients go from 2 B (mixed_adam) to 4 B
+    (mixed_adam_fp32_grads, Megatron's 18 B/param)."""
+    return (Fraction(analyze(strategy, psi, n, "mixed_adam_fp32_grads").memory.model_state)
+            - Fraction(analyze(strategy, psi, n, "mixed_adam").memory.model_state)) / GB
+
+
+def _grad_op_extra_peak_gb(psi: int, n: int, units: int) -> Fraction:
+    """GB of peak that fsdp_grad_op (P kept gathered through backward) adds over zero3."""
+    from placement_edu.models import ModelSpec
+    model = ModelSpec(psi, gather_units=units)
+    return (Fraction(analyze("fsdp_grad_op", model, n).memory.peak)
+            - Fraction(analyze("zero3", model, n).memory.peak)) / GB
+
+
+EXERCISES = EXERCISES + (
+    Exercise(
+        "zero-fp32-grads-extra-gb",
+        "Ψ = 7.5e9, N = 64: switch the precision from mixed_adam (2 B gradients) to mixed_adam_fp32_grads "
+        "(4 B gradients, Megatron's 18 B/param). How many GB more model state does one zero2 device hold?",
+        lambda: _extra_gb_with_fp32_grads("zero2", 7.5e9, 64), "GB (1e9 bytes)",
+        "zero2 shards the gradients, so the 2 extra bytes per parameter cost 2Ψ/N = 15/64 = 0.234375 GB per "
+        "device; dp and zero1 keep them whole and pay 2Ψ = 15 GB. zero3's saving stays exactly N×.",
+        mistakes=((15, "that is dp's and zero1's extra (2Ψ): they keep the gradients whole; zero2 shards them."),
+                  (Fraction(15, 32), "that counts 4 extra bytes: the gradient grows from 2 to 4 B, by 2 B.")),
+        hint="only the gradient row changes; ask whether zero2 keeps G whole or divides it by N.", tolerance=1e-3),
+    Exercise(
+        "zero-grad-op-extra-peak-gb",
+        "Ψ = 1e9 parameters in 32 equal gather units, N = 8, mixed_adam. fsdp_grad_op keeps the gathered "
+        "parameters through backward (one all-gather per step instead of two). How many GB higher is its "
+        "peak than zero3's?",
+        lambda: _grad_op_extra_peak_gb(10**9, 8, 32), "GB (1e9 bytes)",
+        "zero3's window is one gathered unit (2Ψ/32 = 0.0625 GB); fsdp_grad_op holds every gathered unit "
+        "until backward frees it, the whole fp16 model (2Ψ = 2 GB): 2 − 0.0625 = 1.9375 GB more, for 1Ψ "
+        "less traffic.",
+        mistakes=((0, "with one gather unit (the whole model) the two windows are the same; at 32 units "
+                      "zero3 gathers one unit at a time."),
+                  (2, "that is fsdp_grad_op's whole window; zero3 already holds one unit of it.")),
+        hint="the window is what is gathered at once: one unit for zero3, all of them for fsdp_grad_op."),
+)

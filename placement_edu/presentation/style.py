@@ -74,27 +74,36 @@ def device_grid(strategy, model: Model | float = 1e9, mesh: Mesh | str | int = 4
     mesh = Mesh.of(data=mesh) if isinstance(mesh, int) else as_mesh(mesh)
     precision = get_precision(precision)
     ranks = list(range(min(mesh.world_size, max_ranks)))
+    axis = grid_axis(strategy)
     memories = [derive_memory(strategy, model, mesh, precision, r) for r in ranks]
     states = [State.PARAMS, State.GRADS, State.OPTIMIZER, State.ACTIVATIONS]
-    figure = new_figure(1.6 + 1.55 * len(ranks), 3.9)
-    ax = figure.add_axes((0.1, 0.2, 0.89, 0.68))
+    width = 1.6 + 1.55 * len(ranks)
+    figure = new_figure(width, 3.9)
+    left = 1.15 / width                                    # room for "(OFF on pipeline)" labels, in inches
+    ax = figure.add_axes((left, 0.2, 0.99 - left, 0.68))
     ax.set_xlim(0, len(ranks))
     ax.set_ylim(-0.2, len(states))
     ax.set_yticks([len(states) - i - 0.5 for i in range(len(states))],
-                  [f"{s.value}\n({strategy.placement.mode(s, 'data').value} on data)" for s in states], fontsize=8)
+                  [f"{s.value}\n({strategy.placement.mode(s, axis).value} on {axis})" for s in states], fontsize=8)
     ax.set_xticks([r + 0.5 for r in ranks], [f"rank {r}" + _coords(mesh, r) for r in ranks], fontsize=8)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
     for column, (rank, memory) in enumerate(zip(ranks, memories)):
         for row, state in enumerate(states):
-            _cell(ax, column, len(states) - row - 1, strategy, mesh, model, precision, memory, state, rank)
+            _cell(ax, column, len(states) - row - 1, strategy, mesh, model, precision, memory, state, rank, axis)
     more = f" (first {len(ranks)} of {mesh.world_size} ranks)" if mesh.world_size > len(ranks) else ""
     ax.set_title(title or f"{strategy.name} on {mesh}: who holds what{more}", fontsize=10)
     figure.text(0.01, 0.02, "filled: kept on the device between steps; dashed: gathered for use; hatched: "
-                "in host memory; dotted: transient. Bytes: persistent per device (activations: at peak).",
+                "in host memory; dotted: transient.\nBytes: persistent per device (activations: at peak).",
                 fontsize=7)
     return figure
+
+
+def grid_axis(strategy) -> str:
+    """The mesh axis a device grid draws: a strategy's one axis (tp: tensor, pp: pipeline), else data."""
+    strategy = get_strategy(strategy)
+    return strategy.axes[0] if len(strategy.axes) == 1 else "data"
 
 
 def _coords(mesh: Mesh, rank: int) -> str:
@@ -105,7 +114,8 @@ def _coords(mesh: Mesh, rank: int) -> str:
     return "\n" + ",".join(f"{a[0]}{coords[a]}" for a, _ in axes)
 
 
-def _cell(ax, column: int, row: int, strategy, mesh: Mesh, model, precision, memory, state: State, rank: int) -> None:
+def _cell(ax, column: int, row: int, strategy, mesh: Mesh, model, precision, memory, state: State, rank: int,
+          axis: str = "data") -> None:
     x0, width, y0, height = column + 0.08, 0.84, row + 0.25, 0.5
     colour = STATE_COLORS[state]
     ax.add_patch(Rectangle((x0, y0), width, height, fill=False, edgecolor="#444444", linewidth=0.6))
@@ -116,12 +126,12 @@ def _cell(ax, column: int, row: int, strategy, mesh: Mesh, model, precision, mem
         ax.text(x0 + width / 2, y0 - 0.12, fmt_bytes(held) if held else "per micro-batch", ha="center",
                 va="center", fontsize=7)
         return
-    mode = strategy.placement.mode(state, "data")
+    mode = strategy.placement.mode(state, axis)
     on_device, on_host = memory.device[state], memory.host[state]
     whole = model.psi * precision.bytes_per(state)
     share = Fraction(on_device or on_host, whole) if whole else Fraction(0)
     share = min(share, Fraction(1))
-    index = mesh.coords(rank).get("data", 0)
+    index = mesh.coords(rank).get(axis, 0)
     start = index * share if mode in SPLIT_MODES or mode in HOST_MODES else 0
     start = min(start, 1 - share)
     if mode in GATHERED and mode is not Mode.OFF:

@@ -1,0 +1,140 @@
+"""The pipeline explorer: stages p, micro-batches m and a schedule (GPipe or 1F1B) move a timeline of
+forward and backward passes per stage, the bubble in both conventions, and the activations each stage
+keeps in flight. Every number is the core's: ``pipeline_timeline`` (the order of ``pipeline_order``,
+laid out in time), ``pipeline_bubble`` and ``derive_memory``; the widget only draws them.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from fractions import Fraction
+
+from matplotlib.patches import Patch
+
+from placement_edu.memory import derive_memory
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.placement import State
+from placement_edu.precision import get_precision
+from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.style import STATE_COLORS, new_figure, png
+from placement_edu.schedule import layers_on_stage, pipeline_bubble, pipeline_timeline
+from placement_edu.strategies import PIPELINE_SCHEDULES, get_strategy
+from placement_edu.units import GB, fmt_bytes
+
+#: The model whose activations the explorer weighs: Llama-2-7B's widths (Touvron et al. 2023) as a
+#: GPT-style block, one sequence of 4,096 tokens per micro-batch, selective recomputation.
+MODEL = TransformerSpec(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, recompute="selective")
+#: Forward passes are drawn in the activations' colour (forward makes them), backward passes in the
+#: gradients' colour (backward makes them).
+PASS_COLORS = {"F": STATE_COLORS[State.ACTIVATIONS], "B": STATE_COLORS[State.GRADS]}
+
+
+@dataclass(frozen=True)
+class PipelineView:
+    """What the explorer shows for one setting, all from the core."""
+
+    stages: int
+    micro_batches: int
+    schedule: str
+    timeline: list[list[tuple[str, int, int, int]]]     # per stage: (pass, micro-batch, start, end)
+    bubble: dict[str, Fraction]                           # of_ideal, of_total
+    activations: list[Fraction]                           # bytes per stage at its peak (derive_memory)
+    per_micro_batch: list[Fraction]                       # bytes one micro-batch leaves on each stage
+
+    @property
+    def in_flight(self) -> list[int]:
+        """Micro-batches whose activations each stage holds at once (GPipe: m; 1F1B: min(p - stage, m))."""
+        return [int(a / one) for a, one in zip(self.activations, self.per_micro_batch)]
+
+    @property
+    def length(self) -> int:
+        """Time units of the whole step (a forward is 1, a backward 2)."""
+        return max(row[-1][3] for row in self.timeline)
+
+
+def pipeline_view(stages: int, micro_batches: int, schedule: str, model: TransformerSpec = MODEL,
+                  precision: str = "mixed_adam") -> PipelineView:
+    """Ask the core for the timeline, the bubble and each stage's activations."""
+    strategy = get_strategy("pp").with_(micro_batches=micro_batches, pipeline_schedule=schedule)
+    mesh, prec = Mesh.of(pipeline=stages), get_precision(precision)
+    memories = [derive_memory(strategy, model, mesh, prec, rank=s) for s in range(stages)]
+    return PipelineView(stages, micro_batches, schedule, pipeline_timeline(schedule, stages, micro_batches),
+                        pipeline_bubble(stages, micro_batches),
+                        [Fraction(m.transient_peak("activations")) for m in memories],
+                        [Fraction(model.activation_bytes_per_microbatch(1, Fraction(layers_on_stage(model, stages, s))))
+                         for s in range(stages)])
+
+
+class PipelineExplorer:
+    """Sliders for p and m and a schedule choice; the timeline, the bubble and activations in flight."""
+
+    def __init__(self, stages: int = 4, micro_batches: int = 8, schedule: str = "1f1b") -> None:
+        import ipywidgets as w
+
+        self.stages = w.IntSlider(value=stages, min=2, max=8, description="p (stages)", continuous_update=False)
+        self.micro_batches = w.IntSlider(value=micro_batches, min=1, max=32, description="m (micro-batches)",
+                                         continuous_update=False, style={"description_width": "initial"})
+        self.schedule = w.Dropdown(options=list(PIPELINE_SCHEDULES), value=schedule, description="schedule")
+        self.figure = new_figure(9.4, 3.8)
+        self.timeline_ax = self.figure.add_axes((0.08, 0.3, 0.6, 0.6))
+        self.memory_ax = self.figure.add_axes((0.77, 0.3, 0.21, 0.6))
+        self.image = w.Image(format="png")
+        self.table = w.HTML()
+        for control in (self.stages, self.micro_batches, self.schedule):
+            control.observe(lambda _change: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([self.stages, self.micro_batches, self.schedule]), self.image, self.table])
+        self.view: PipelineView | None = None
+        self.update()
+
+    def _ipython_display_(self) -> None:
+        show(self.widget, png_html(self.image.value, "pipeline timeline") + self.table.value)
+
+    def update(self) -> PipelineView:
+        view = pipeline_view(self.stages.value, self.micro_batches.value, self.schedule.value)
+        self.view = view
+        self._draw(view)
+        self.image.value = png(self.figure)
+        b = view.bubble
+        self.table.value = (
+            "<table><tbody>"
+            f"<tr><td>bubble, of ideal time (p−1)/m (Narayanan et al. 2021)</td><td>{b['of_ideal']} = "
+            f"{float(b['of_ideal']):.1%}</td></tr>"
+            f"<tr><td>bubble, of total time (p−1)/(m+p−1) (GPipe, Huang et al. 2019)</td><td>{b['of_total']} = "
+            f"{float(b['of_total']):.1%}</td></tr>"
+            f"<tr><td>activations in flight on stage 0</td><td>{view.in_flight[0]} micro-batch"
+            f"{'es' * (view.in_flight[0] != 1)} = {html.escape(fmt_bytes(view.activations[0]))}</td></tr>"
+            "</tbody></table>")
+        return view
+
+    def _draw(self, view: PipelineView) -> None:
+        ax, mem = self.timeline_ax, self.memory_ax
+        ax.clear()
+        mem.clear()
+        p = view.stages
+        self.blocks = []
+        for stage, row in enumerate(view.timeline):
+            y = p - 1 - stage
+            for kind, k, start, end in row:
+                self.blocks.append(ax.barh(y, end - start, left=start, height=0.8, color=PASS_COLORS[kind],
+                                           edgecolor="white", linewidth=0.5)[0])
+                if view.micro_batches <= 16:
+                    ax.text((start + end) / 2, y, f"{kind}{k}", ha="center", va="center", fontsize=6)
+        ax.set_yticks(range(p), [f"stage {p - 1 - y}" for y in range(p)], fontsize=8)
+        ax.set_xlim(0, view.length)
+        ax.set_xlabel("time (units: a forward pass = 1, a backward = 2); white = bubble", fontsize=8)
+        ax.set_title(f"{view.schedule}, p = {p}, m = {view.micro_batches}: bubble {view.bubble['of_total']} of total "
+                     f"= {view.bubble['of_ideal']} of ideal", fontsize=9)
+        ax.legend(handles=[Patch(color=PASS_COLORS["F"], label="forward (makes activations)"),
+                           Patch(color=PASS_COLORS["B"], label="backward (makes gradients)")], fontsize=7,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+        gb = [float(a) / GB for a in view.activations]
+        self.activation_bars = mem.barh([p - 1 - s for s in range(p)], gb, color=STATE_COLORS[State.ACTIVATIONS])
+        for s, (value, n) in enumerate(zip(gb, view.in_flight)):
+            mem.text(value, p - 1 - s, f" {n}×", va="center", fontsize=7)
+        mem.set_yticks(range(p), [f"stage {p - 1 - y}" for y in range(p)], fontsize=7)
+        mem.set_xlim(0, max(gb) * 1.35)
+        mem.set_xlabel("GB (1e9 bytes)", fontsize=8)
+        mem.set_title("activations in flight", fontsize=9)
+        mem.tick_params(labelsize=7)
