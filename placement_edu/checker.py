@@ -90,7 +90,7 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
     """Follow each micro-batch's gradient through ``schedule`` and say whether the optimizer
     reads it summed along every batch-splitting axis and divided exactly once by the split.
     ``model`` tells whether any parameter is left whole by tensor parallelism (None: assume so)."""
-    pl, m = strategy.placement, strategy.micro_batches
+    m = strategy.micro_batches
     batch = [a for a in BATCH_AXES if mesh.degree(a) > 1]
     partial_on = list(batch)
     replicated = model is None or model.tensor_replicated_elements(range(model.layers), True) > 0

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from placement_edu import (Mesh, ModelSpec, Placement, PlacementError, State, Strategy, analyze, check,
+from placement_edu import (ModelSpec, Placement, PlacementError, State, Strategy, analyze, check,
                            get_strategy)
 from placement_edu import schedule as schedule_module
 from placement_edu.cli import main

@@ -14,10 +14,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 from datetime import date
 
 from placement_edu.arguments import flag_type
+from placement_edu.cli.run import launched
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, read_int, read_seconds
 
 MAX_REPEATS = 1000
@@ -55,20 +55,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from placement_edu.runtime.calibrate import calibrate
-    from placement_edu.runtime.launcher import RunFailed, RunInterrupted
     if args.min_size > args.max_size:
         raise PlacementError(f"--min-size {args.min_size} is above --max-size {args.max_size}")
     sizes = tuple(2 ** k for k in range(args.min_size, args.max_size + 1))
-    try:
-        result = calibrate(args.world_sizes, sizes, args.repeats, timeout_s=args.timeout)
-    except RunInterrupted as stopped:
-        print(f"placement-edu: {stopped}", file=sys.stderr)
-        return stopped.exit_code
-    except RunFailed as error:
-        print(f"placement-edu: calibration failed:\n{error}", file=sys.stderr)
-        return 1
-    print(json.dumps(as_dict(result), indent=2, ensure_ascii=False) if args.json else report(result))
-    return 0
+    return launched(lambda: calibrate(args.world_sizes, sizes, args.repeats, timeout_s=args.timeout),
+                    lambda result: json.dumps(as_dict(result), indent=2, ensure_ascii=False) if args.json
+                    else report(result), what="calibration")
 
 
 # --- presentation ------------------------------------------------------------------------------

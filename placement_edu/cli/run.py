@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Callable
 
 from placement_edu.runtime.args import add_arguments, config_from_args
 
@@ -24,17 +25,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from placement_edu.runtime.launcher import RunFailed, RunInterrupted, run
-    config = config_from_args(args, args.world_size)
-    config.validate()                                  # bad input: one line, exit 2, no processes
+def launched(launch: Callable[[], object], show: Callable[[object], str], what: str = "run") -> int:
+    """Run ``launch`` (it starts processes) and print ``show`` of its result; the exit status. Every
+    launching command ends the same way: Ctrl-C or SIGTERM, one line and 130 or 143; a failed rank,
+    the report (root cause first) and 1."""
+    from placement_edu.runtime.launcher import RunFailed, RunInterrupted
     try:
-        result = run(config, timeout_s=args.timeout, progress=sys.stderr.isatty())
-    except RunInterrupted as stopped:                  # Ctrl-C or SIGTERM: one line, 130 or 143
+        result = launch()
+    except RunInterrupted as stopped:
         print(f"placement-edu: {stopped}", file=sys.stderr)
         return stopped.exit_code
     except RunFailed as error:
-        print(f"placement-edu: run failed:\n{error}", file=sys.stderr)
+        print(f"placement-edu: {what} failed:\n{error}", file=sys.stderr)
         return 1
-    print(json.dumps(result.to_dict(), indent=2) if args.json else result)
+    print(show(result))
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from placement_edu.runtime.launcher import run
+    config = config_from_args(args, args.world_size)
+    config.validate()                                  # bad input: one line, exit 2, no processes
+    return launched(lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
+                    lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result))

@@ -12,6 +12,7 @@ import json
 import sys
 
 from placement_edu.arguments import flag_type
+from placement_edu.cli.run import launched
 from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
 from placement_edu.implementations import DEFAULT_MODEL, IMPLEMENTATIONS, TorchRefConfig, parse_model
 
@@ -46,15 +47,6 @@ def _torch_ref(args: argparse.Namespace) -> int:
     model = args.model or ("transformer" if args.impl == "dtensor_tp" else DEFAULT_MODEL)
     config = TorchRefConfig(args.impl, args.world_size, model, args.steps)
     config.validate()                                  # bad input: one line, exit 2, no processes
-    from placement_edu.runtime.launcher import RunFailed, RunInterrupted
     from placement_edu.runtime.torch_ref_result import run
-    try:
-        result = run(config, timeout_s=args.timeout, progress=sys.stderr.isatty())
-    except RunInterrupted as stopped:
-        print(f"placement-edu: {stopped}", file=sys.stderr)
-        return stopped.exit_code
-    except RunFailed as error:
-        print(f"placement-edu: run failed:\n{error}", file=sys.stderr)
-        return 1
-    print(json.dumps(result.to_dict(), indent=2) if args.json else result)
-    return 0
+    return launched(lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
+                    lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result))

@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from placement_edu.placement import MODEL_STATES, State
+from placement_edu.placement import MODEL_STATES
 from placement_edu.units import GB
 
 if TYPE_CHECKING:

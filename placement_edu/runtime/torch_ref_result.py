@@ -94,7 +94,7 @@ class TorchRefResult:
                          "received by rank 0)")
         first = [o for o in self.measured[0]["ops"] if o["step"] == c.steps - 1]
         lines.append(f"rank 0, step {c.steps - 1}: " + ", ".join(_op(o) for o in first))
-        lines.append(f"vs the placement's ideal step: " + ", ".join(_op(o) for o in self.ideal))
+        lines.append("vs the placement's ideal step: " + ", ".join(_op(o) for o in self.ideal))
         lines.append(f"  {self.differs}")
         lines.append(f"ops: {'measured = predicted, entry by entry' if self.ops_match else 'DIFFER'}; "
                      f"state bytes: {'measured = predicted' if self.bytes_match else 'DIFFER'}; "
