@@ -95,9 +95,9 @@ class TorchRefConfig:
         n = positive_int("world_size", self.world_size)
         expect(n >= 2, f"world_size must be at least 2, got {n}")
         positive_int("steps", self.steps)
-        tensor_parallel = self.impl == "dtensor_tp"
+        tensor_parallel = self.axis == "tensor"
         widths = parse_model(self.model)
-        if self.impl.startswith("pipelining"):
+        if self.axis == "pipeline":
             linears = len(widths) - 1
             expect(2 <= n <= min(linears, PIPELINE_MICRO_BATCHES),
                    f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has {linears}; "
@@ -114,14 +114,19 @@ class TorchRefConfig:
         positive_int("rows_per_rank", self.rows_per_rank)
 
     @property
+    def axis(self) -> str:
+        """The one mesh axis the implementation's placement splits states on: data, tensor or pipeline."""
+        return get_strategy(IMPLEMENTATIONS[self.impl][0]).axes[0]
+
+    @property
     def splits_batch(self) -> bool:
         """Data parallel implementations split the batch over the ranks; tensor parallel ranks all
         see all of it, and pipeline stages see it in micro-batches, one after another."""
-        return IMPLEMENTATIONS[self.impl][0] not in ("tp", "pp")
+        return self.axis == "data"
 
     @property
     def micro_batches(self) -> int:
-        return PIPELINE_MICRO_BATCHES if self.impl.startswith("pipelining") else 1
+        return PIPELINE_MICRO_BATCHES if self.axis == "pipeline" else 1
 
     @property
     def global_batch(self) -> int:
@@ -300,7 +305,7 @@ def predict(config: TorchRefConfig) -> list[dict]:
     strategy_name, rule, units, _ = IMPLEMENTATIONS[config.impl]
     strategy = get_strategy(strategy_name)
     n = config.world_size
-    if config.impl.startswith("pipelining"):
+    if config.axis == "pipeline":
         model = replace(mlp_model(config.widths, rule, units), boundary_elements=config.rows_per_rank * config.widths[1])
         mesh = Mesh.of(pipeline=n)
         strategy = strategy.with_(micro_batches=config.micro_batches, pipeline_schedule=config.impl.split("_")[1])

@@ -90,7 +90,7 @@ def test_1f1b_as_torch_runs_it_one_more_warm_up_forward_and_fused_send_recv():
                                              ("send", "forward", 3), ("recv", "backward", 0), ("send", "forward", 4)]
     for stage in range(4):                             # every message once: m forward and m backward
         ops = torch_1f1b_order(4, stage, 8)
-        assert len(ops) == 8 * ((stage > 0) + (stage < 3)) * 2 // 1 and len(set(ops)) == len(ops)
+        assert len(ops) == 2 * 8 * ((stage > 0) + (stage < 3)) and len(set(ops)) == len(ops)
 
 
 def test_a_one_byte_or_one_op_difference_is_named():

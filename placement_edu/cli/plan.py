@@ -8,8 +8,8 @@ import argparse
 import json
 
 from placement_edu.arguments import flag_type
-from placement_edu.cli.table import SHAPE
-from placement_edu.errors import MAX_COUNT, MAX_DEVICES, MAX_PARAMS, PlacementError, read_int, show_limit
+from placement_edu.cli.table import SHAPE, count_flag as _count
+from placement_edu.errors import MAX_DEVICES, MAX_PARAMS, PlacementError, read_int, show_limit
 from placement_edu.models import TransformerSpec
 from placement_edu.planner import default_transformer, plan
 from placement_edu.precision import PRESETS, TRIPLE_FORM
@@ -18,10 +18,6 @@ from placement_edu.units import GB
 
 #: Device memory typed on the command line, in GB (10^9 bytes): up to 10^6 GB, a typo catcher.
 MAX_MEMORY_GB = 10**6
-
-
-def _count(what: str):
-    return flag_type(read_int, what, MAX_COUNT)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -18,8 +18,12 @@ from placement_edu.strategies import STRATEGIES, get_strategy
 SHAPE = (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V"))
 
 
-def _count(what: str):
+def count_flag(what: str):
+    """An argparse type for a whole count (layers, widths, sequences): exact, 1 to MAX_COUNT."""
     return flag_type(read_int, what, MAX_COUNT)
+
+
+_count = count_flag
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
