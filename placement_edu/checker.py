@@ -98,24 +98,29 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
         partial_on.append("tensor")  # norms see only their slice of the sequence (SPEC §6 rule 3)
     need = math.prod(mesh.degree(a) for a in batch)
 
-    # status[k][axis]: where micro-batch k's gradient stands along each axis that splits its batch.
-    status = {k: {a: GradStatus.PARTIAL for a in partial_on} for k in range(m)}
-    scales: dict[int, list[int]] = {k: [] for k in range(m)}
+    # Micro-batches that every op treats alike form one class [a, b): a repeated pass stands for a
+    # range of them, so the walk's cost depends on the schedule's entries, not on m.
+    classes = _micro_batch_classes(schedule, m)
+    # status[c][axis]: where class c's gradients stand along each axis that splits their batch.
+    status = {c: {a: GradStatus.PARTIAL for a in partial_on} for c in classes}
+    scales: dict[tuple[int, int], list[int]] = {c: [] for c in classes}
     problems: list[str] = []
     at_step = None
-    for op in schedule.ops:
+    for op, times in schedule.counted():
         if op.op == "optimizer_step" and at_step is None:
-            at_step = ({k: dict(v) for k, v in status.items()}, {k: list(v) for k, v in scales.items()})
+            at_step = ({c: dict(v) for c, v in status.items()}, {c: list(v) for c, v in scales.items()})
         if op.state is not State.GRADS:
             continue
-        ks = op.micro_batches or tuple(range(m))
+        ks = op.micro_batches
+        hit = [c for c in classes if not ks or c[0] in ks]
+        runs = 1 if isinstance(ks, range) else times    # a range: once per micro-batch of it
         if op.op in REDUCTIONS:
             if op.phase in ("startup", "forward"):
                 problems.append(f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
                                 "produced the gradient it should sum; move it into backward.")
-            for k in ks:
-                if status[k].get(op.axis) is GradStatus.PARTIAL:
-                    status[k][op.axis] = GradStatus.REDUCED
+            for c in hit:
+                if status[c].get(op.axis) is GradStatus.PARTIAL and runs == 1:
+                    status[c][op.axis] = GradStatus.REDUCED
                 else:
                     n = op.group
                     problems.append(f"grads are summed on the {op.axis} axis where they are not partial (an extra "
@@ -123,18 +128,25 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
                                     f"exactly once per batch-splitting axis.")
                     break
         elif op.op == "scale":
-            for k in ks:
-                scales[k].append(op.group)
+            for c in hit:
+                scales[c] += [op.group] * runs
     if at_step is None:
         return Condition(False, "the schedule has no optimizer_step, so no gradient is ever applied.")
     status_at, scales_at = at_step
 
     for axis in partial_on:
-        late = [k for k in range(m) if status_at[k][axis] is GradStatus.PARTIAL]
+        late = [c for c in classes if status_at[c][axis] is GradStatus.PARTIAL]
         if not late:
             continue
-        n = mesh.degree(axis)
-        which = "" if len(late) == m else f" for micro-batch{'es' if len(late) > 1 else ''} {', '.join(map(str, late))}"
+        spans: list[list[int]] = []                      # adjacent classes joined: 0..3, 7
+        for a, b in late:
+            if spans and spans[-1][1] == a:
+                spans[-1][1] = b
+            else:
+                spans.append([a, b])
+        n, count = mesh.degree(axis), sum(b - a for a, b in late)
+        which = "" if count == m else (f" for micro-batch{'es' if count > 1 else ''} "
+                                       + ", ".join(str(a) if b - a == 1 else f"{a}..{b - 1}" for a, b in spans))
         if axis == "tensor":
             fix = ("all-reduce the gradients of parameters replicated across tensor ranks (e.g. norms) on "
                    "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
@@ -145,7 +157,7 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
         problems.append(f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
                         f"rank would apply only the gradient of its own slice of the batch, so the ranks "
                         f"drift apart; {fix}.")
-    for signature in sorted({tuple(scales_at[k]) for k in range(m)}):
+    for signature in sorted({tuple(scales_at[c]) for c in classes}):
         if list(signature) == ([need] if need > 1 else []) or signature == (1,):
             continue
         ways = " × ".join(f"{a} {mesh.degree(a)}" for a in batch) or "1"
@@ -175,7 +187,7 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
     ops = " then ".join(f"the {_reduction(schedule, a)} on {a}" for a in batch)
     when = ""
     if m > 1:
-        per = any(o.micro_batches for o in schedule.ops if o.state is State.GRADS)
+        per = any(o.micro_batches for o, _ in schedule.counted() if o.state is State.GRADS)
         when = (f", once for each of the {m} micro-batches as it is produced (×{m} traffic, SPEC §6 rule 5)"
                 if per else f", after local accumulation over the {m} micro-batches")
     return Condition(True, f"Each gradient leaves backward partial on {ways}; {ops} sum{'s' if len(batch) == 1 else ''} "
@@ -183,7 +195,23 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
 
 
 def _reduction(schedule: Schedule, axis: str) -> str:
-    return next(o.op for o in schedule.ops if o.state is State.GRADS and o.op in REDUCTIONS and o.axis == axis)
+    return next(o.op for o, _ in schedule.counted()
+                if o.state is State.GRADS and o.op in REDUCTIONS and o.axis == axis)
+
+
+def _micro_batch_classes(schedule: Schedule, m: int) -> list[tuple[int, int]]:
+    """Micro-batches 0..m-1 cut into intervals [a, b) that every op of ``schedule`` treats alike:
+    each op's ``micro_batches`` (one k, or the range a repeated op stands for) covers a whole
+    interval or none of it."""
+    cuts = {0, m}
+    for op, _ in schedule.counted():
+        ks = op.micro_batches
+        if isinstance(ks, range) and ks:
+            cuts |= {min(ks[0], ks[-1]), max(ks[0], ks[-1]) + 1}
+        else:
+            cuts |= {e for k in ks for e in (k, k + 1)}
+    cuts = sorted(c for c in cuts if 0 <= c <= m)
+    return list(zip(cuts, cuts[1:]))
 
 
 def _cap(text: str) -> str:
@@ -195,7 +223,7 @@ def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
                       violations: tuple[RuleViolation, ...] = ()) -> Condition:
     """Say whether replicated parameters start identical and stay identical, and whether every
     gather of sliced parameters rebuilds the current step's version."""
-    pl, ops = strategy.placement, schedule.ops
+    pl, ops = strategy.placement, [o for o, _ in schedule.counted()]   # each repeated op once
     step = next((i for i, o in enumerate(ops) if o.op == "optimizer_step"), len(ops))
     problems: list[str] = []
     good: list[str] = []

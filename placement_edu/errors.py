@@ -31,9 +31,13 @@ MAX_DEVICES = 2**40
 #: Any other count typed on the command line: layers, hidden, heads, sequence, vocabulary,
 #: micro-batch size.
 MAX_COUNT = 2**40
-#: Micro-batches per optimizer step: a pipeline schedule lists every micro-batch's sends and
-#: compute, so 4096 (a second to derive) is the most a table or a run takes.
-MAX_MICRO_BATCHES = 4096
+#: Micro-batches per optimizer step in a derivation (table, check, estimate, the Python API): the
+#: schedule holds a run of identical micro-batch passes once, with its count, so its cost does not
+#: grow with m; 2^40, like the other counts.
+MAX_MICRO_BATCHES = 2**40
+#: Micro-batches per step of a measured run (``placement-edu run``): each one is real compute on
+#: every rank, so 4096 is the most a run takes.
+MAX_RUN_MICRO_BATCHES = 4096
 #: Processes ``placement-edu run`` starts on this machine (each one is a full Python with torch).
 MAX_LOCAL_WORLD_SIZE = 256
 #: Optimizer steps of a measured run (the tiny models take milliseconds a step).

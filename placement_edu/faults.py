@@ -128,4 +128,4 @@ def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Sc
             f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on {mesh}: "
             f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}",
             in_context=True)
-    return Schedule(EDITS[fault.name](schedule.ops), schedule.warnings)
+    return schedule.edited(EDITS[fault.name])

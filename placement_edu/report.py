@@ -53,11 +53,12 @@ class Report:
         rows.append((f"peak (in {m.peak_phase})", fmt_bytes(m.peak)))
         if m.padding:
             rows.append(("padding added by sharding", f"{m.padding:,} elements"))
-        for o in self.schedule.ops:
+        for o, times in self.schedule.counted():     # a repeated micro-batch pass: once, with its count
             if o.is_collective or o.op in ("h2d", "d2h"):
                 cost = "once, not per step" if o.phase == "startup" else f"{fmt_bytes(o.ring_bytes)} ring"
-                rows.append((f"{o.phase} {o.op} {o.state.value} on {o.axis}",
-                             f"{fmt_bytes(o.payload_bytes)} payload, {cost} -- {o.why}"))
+                count = f" (×{times:,}, one per micro-batch)" if times > 1 else ""
+                rows.append((f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
+                             f"{fmt_bytes(o.payload_bytes)} payload, {cost}{count} -- {o.why}"))
         rows.append(("communication per step", f"{float(self.volume_psi):g} Ψ (ZeRO convention), "
                                                f"{fmt_bytes(self.ring_bytes)} ring bytes"))
         if self.schedule.host_link_bytes:
@@ -109,10 +110,14 @@ class Report:
                 "ring_bytes": plain(self.ring_bytes),
                 "ring_bytes_by_axis": {a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()},
                 "host_link_bytes": plain(self.schedule.host_link_bytes),
+                # each op once, with how many times in a row it runs ("times"; a repeated micro-batch
+                # pass) and the micro-batches it runs for ("micro_batches": first and last)
                 "schedule": [{"op": o.op, "state": o.state.value, "axis": o.axis, "phase": o.phase,
                               "payload_bytes": plain(o.payload_bytes), "ring_bytes": plain(o.ring_bytes),
-                              "group": o.group, "why": o.why, **({"root": True} if o.root else {})}
-                             for o in self.schedule.ops],
+                              "group": o.group, "times": times, "why": o.why,
+                              **({"micro_batches": [o.micro_batches[0], o.micro_batches[-1]]} if o.micro_batches else {}),
+                              **({"root": True} if o.root else {})}
+                             for o, times in self.schedule.counted()],
             },
             "pipeline_bubble": None if self.mesh.degree("pipeline") == 1 else {
                 k: float(v) for k, v in pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches).items()},

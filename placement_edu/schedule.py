@@ -25,12 +25,13 @@ rule keys on the modes along one axis, never on a strategy's name:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
 from placement_edu.composition import safety_violations
-from placement_edu.errors import expect
+from placement_edu.errors import expect, positive_int
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, stage_layers
 from placement_edu.placement import (BATCH_AXES, GATHERED, HOST_MODES, SPLIT_MODES, WHOLE, Mode,
@@ -75,8 +76,10 @@ class Op:
     included. ``element_bytes``: bytes per element of that state under the precision preset.
     ``group``: the size of the axis group it runs over (1 for local ops); for ``scale``, the
     divisor (the number of ranks whose contributions were summed).
-    ``micro_batches``: for a gradient reduction or scale that runs once per micro-batch, the
-    micro-batch whose gradient it acts on; () means the gradient accumulated over the whole step.
+    ``micro_batches``: for an op that belongs to one micro-batch (a pipeline send or recv; a
+    gradient reduction or scale that runs once per micro-batch), that micro-batch, ``(k,)``; ()
+    means the step as a whole (e.g. the gradient accumulated over every micro-batch). In a
+    ``Repeat`` it is the ``range`` of micro-batches, one per repetition.
     ``stale``: a gather that returns the previous step's slices (the stale-gather fault, SPEC §5).
     ``root``: for a broadcast, this device is its root (it sends; the others receive).
     """
@@ -89,7 +92,7 @@ class Op:
     element_bytes: int
     group: int = 1
     why: str = ""
-    micro_batches: tuple[int, ...] = ()
+    micro_batches: tuple[int, ...] | range = ()
     stale: bool = False
     root: bool = False
 
@@ -102,8 +105,17 @@ class Op:
         return (self.op, str(self.state), self.axis, self.phase, self.payload_bytes, self.ring_bytes, self.group)
 
     def describe(self) -> str:
-        return (f"{self.phase} {self.op} {self.state} on {self.axis} (group {self.group}): "
+        return (f"{self.phase} {self.op} {self.state} on {self.axis} (group {self.group}){self.for_micro_batches}: "
                 f"{self.payload_bytes} B payload, {self.ring_bytes} B sent")
+
+    @property
+    def for_micro_batches(self) -> str:
+        """" for micro-batch 3", " for micro-batches 0..99" (a repeated op), or ""."""
+        ks = self.micro_batches
+        if not ks:
+            return ""
+        one = ks[0] == ks[-1]                      # (a range: no len() beyond 2^63)
+        return f" for micro-batch {ks[0]}" if one else f" for micro-batches {ks[0]}..{ks[-1]}"
 
     @property
     def payload_bytes(self) -> Number:
@@ -124,12 +136,76 @@ class Op:
         return ZERO_FACTOR.get(self.op, 0) * self.elements
 
 
+#: The most operations ``Schedule.ops`` lists one by one (a display's list, a runtime's comparison).
+#: The totals never need the list: they read each repeated op once, times its count.
+MAX_LISTED_OPS = 100_000
+
+
 @dataclass(frozen=True)
-class Schedule:
-    """The ordered operations of one optimizer step on one device, plus start-up and warnings."""
+class Repeat:
+    """A run of identical micro-batch passes, held once: ``ops`` run ``times`` times in a row.
+
+    An op of the run that belongs to a micro-batch holds the ``range`` of them, one per
+    repetition (``Schedule.ops`` gives repetition i the micro-batch ``range[i]``). A pipeline of
+    m micro-batches is then a handful of entries, not a list that grows with m."""
 
     ops: tuple[Op, ...]
+    times: int
+
+    def expand(self) -> Iterator[Op]:
+        for i in range(self.times):
+            for o in self.ops:
+                yield replace(o, micro_batches=(o.micro_batches[i],)) if isinstance(o.micro_batches, range) else o
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The ordered operations of one optimizer step on one device, plus start-up and warnings.
+
+    ``entries``: operations, and runs of identical micro-batch passes held once (``Repeat``).
+    ``ops`` lists them one by one (up to ``MAX_LISTED_OPS``); the totals read each entry once."""
+
+    entries: tuple[Op | Repeat, ...]
     warnings: tuple[str, ...] = ()
+
+    def counted(self) -> Iterator[tuple[Op, int]]:
+        """Each operation once, with how many times it runs in a row: (op, 1), or (op, times)
+        for an op of a ``Repeat`` (its ``micro_batches`` the range it stands for)."""
+        for e in self.entries:
+            if isinstance(e, Repeat):
+                yield from ((o, e.times) for o in e.ops)
+            else:
+                yield e, 1
+
+    @property
+    def length(self) -> int:
+        """How many operations the step runs, repeats counted (``len(ops)`` without listing them)."""
+        return sum(times for _, times in self.counted())
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """Every operation, one by one, in execution order; refused above ``MAX_LISTED_OPS``."""
+        n = self.length
+        expect(n <= MAX_LISTED_OPS,
+               f"this step runs {n:,} operations (repeated once per micro-batch); listing them one by one "
+               f"stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, volume_psi) or "
+               "counted(), which holds each repeated operation once with its count")
+        return tuple(o for e in self.entries for o in (e.expand() if isinstance(e, Repeat) else (e,)))
+
+    def edited(self, edit: Callable[[tuple[Op, ...]], tuple[Op, ...]]) -> "Schedule":
+        """The schedule with ``edit`` (ops -> ops, op by op, e.g. a fault) applied to every stretch of
+        single ops and to the body of every repeated run."""
+        out: list[Op | Repeat] = []
+        single: list[Op] = []
+        for e in self.entries + (None,):
+            if isinstance(e, Op):
+                single.append(e)
+                continue
+            out += edit(tuple(single))
+            single = []
+            if isinstance(e, Repeat):
+                out.append(Repeat(edit(e.ops), e.times))
+        return Schedule(tuple(out), self.warnings)
 
     @property
     def per_step(self) -> tuple[Op, ...]:
@@ -141,17 +217,18 @@ class Schedule:
 
     @property
     def ring_bytes(self) -> Number:
-        return sum((o.ring_bytes for o in self.per_step), 0)
+        return sum((o.ring_bytes * n for o, n in self.counted() if o.phase != "startup"), 0)
 
     @property
     def host_link_bytes(self) -> Number:
         """Bytes moved between this device and its host per step (offloaded state, SPEC §7):
         their own total, never counted as network ring bytes."""
-        return sum((o.payload_bytes for o in self.per_step if o.op in HOST_TRANSFERS), 0)
+        return sum((o.payload_bytes * n for o, n in self.counted()
+                    if o.phase != "startup" and o.op in HOST_TRANSFERS), 0)
 
     def volume_psi(self, psi: int) -> Number:
         """Per-step volume in units of Ψ elements, ZeRO convention (dp: 2, zero3: 3)."""
-        return Fraction(sum((o.zero_volume_elements for o in self.per_step), 0), psi)
+        return Fraction(sum((o.zero_volume_elements * n for o, n in self.counted()), 0), psi)
 
     def differences(self, other: "Schedule") -> list[str]:
         """The entries where this schedule and ``other`` (e.g. predicted and measured) differ, by
@@ -167,9 +244,9 @@ class Schedule:
 
     def ring_bytes_by_axis(self) -> dict[str, Number]:
         out: dict[str, Number] = {}
-        for o in self.per_step:
-            if o.axis is not None and o.is_collective:
-                out[o.axis] = out.get(o.axis, 0) + o.ring_bytes
+        for o, n in self.counted():
+            if o.phase != "startup" and o.axis is not None and o.is_collective:
+                out[o.axis] = out.get(o.axis, 0) + o.ring_bytes * n
         return out
 
 
@@ -195,25 +272,33 @@ def layers_on_stage(model: Model, stages: int, stage: int) -> int:
     return len(stage_layers(model.layers, stages, stage))
 
 
+def pipeline_runs(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple[tuple[tuple[str, int], ...], int]]:
+    """``pipeline_order`` held compactly: (pattern, times) runs, in order. Repetition i of a run
+    runs the pattern's passes, each ("F" | "B", k) with micro-batch k + i.
+
+    GPipe: [F 0] × m, then [B 0] × m. 1F1B, with w = min(p - stage - 1, m) warm-up forwards:
+    [F 0] × w, then [F w, B 0] × (m - w), then [B m-w] × w. A few runs, whatever m is."""
+    m = micro_batches
+    if schedule == "gpipe" or stages == 1:
+        runs = [((("F", 0),), m), ((("B", 0),), m)]
+    else:
+        w = min(stages - stage - 1, m)
+        runs = [((("F", 0),), w), ((("F", w), ("B", 0)), m - w), ((("B", m - w),), w)]
+    return [(pattern, times) for pattern, times in runs if times > 0]
+
+
 def pipeline_order(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
     """The order in which pipeline ``stage`` runs forward ("F", k) and backward ("B", k) passes.
 
     GPipe: all m forwards, then all m backwards. 1F1B: min(p - stage - 1, m) warm-up forwards,
-    then one forward / one backward alternating, then the remaining backwards.
+    then one forward / one backward alternating, then the remaining backwards. A list of 2m
+    passes: refused above ``MAX_LISTED_OPS`` (``pipeline_runs`` holds any m in a few runs).
     """
-    m = micro_batches
-    if schedule == "gpipe" or stages == 1:
-        return [("F", k) for k in range(m)] + [("B", k) for k in range(m)]
-    warmup = min(stages - stage - 1, m)
-    order = [("F", k) for k in range(warmup)]
-    f, b = warmup, 0
-    while b < m:
-        if f < m:
-            order.append(("F", f))
-            f += 1
-        order.append(("B", b))
-        b += 1
-    return order
+    expect(2 * micro_batches <= MAX_LISTED_OPS,
+           f"listing the {2 * micro_batches:,} passes of m = {micro_batches:,} micro-batches one by one stops at "
+           f"{MAX_LISTED_OPS:,}; pipeline_runs holds them in a few runs")
+    return [(kind, k + i) for pattern, times in pipeline_runs(schedule, stages, stage, micro_batches)
+            for i in range(times) for kind, k in pattern]
 
 
 def pipeline_bubble(stages: int, micro_batches: int) -> dict[str, Fraction]:
@@ -235,7 +320,9 @@ def pipeline_timeline(schedule: str, stages: int, micro_batches: int, forward: i
     stage after (on the last stage, after its own forward k). Sends take no time; a forward takes
     ``forward`` units, a backward ``backward`` (2: twice the FLOPs). The idle share of the picture
     is ``pipeline_bubble``'s ``of_total``, (p-1)/(m+p-1), for GPipe and 1F1B alike."""
-    p, m = stages, micro_batches
+    p, m = positive_int("stages", stages), positive_int("micro_batches", micro_batches)
+    expect(2 * p * m <= MAX_LISTED_OPS, f"a timeline of p = {p:,} stages and m = {m:,} micro-batches has "
+           f"{2 * p * m:,} passes; it draws at most {MAX_LISTED_OPS:,}")
     orders = [pipeline_order(schedule, p, s, m) for s in range(p)]
     done: dict[tuple[str, int, int], int] = {}          # (pass, micro-batch, stage) -> end time
     rows: list[list[tuple[str, int, int, int]]] = [[] for _ in range(p)]
@@ -545,9 +632,10 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
     return ops
 
 
-def pipeline_boundary(dev: Device, op: str, phase: str, k: int) -> list[Op]:
+def pipeline_boundary(dev: Device, op: str, phase: str, tag: tuple[int, ...] | range) -> list[Op]:
     """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
-    activation goes forward, and its gradient back, across each of the p-1 stage boundaries."""
+    activation goes forward, and its gradient back, across each of the p-1 stage boundaries.
+    ``tag``: the micro-batch, (k,), or in a repeated run the range of them."""
     p, stage = dev.stages, dev.stage
     if p == 1:
         return []
@@ -560,45 +648,70 @@ def pipeline_boundary(dev: Device, op: str, phase: str, k: int) -> list[Op]:
     what = "activation" if phase == "forward" else "gradient"
     verb = {"send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
             "recv": "receive the boundary " + what}[op]
-    return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, dev.model.boundary_elements, p,
-                   f"micro-batch {k}: {verb}")]
+    return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, dev.model.boundary_elements, p, verb,
+                   micro_batches=tag)]
 
 
 # --- the schedule ----------------------------------------------------------------------------
+def passes_held_once(runs: list[tuple[tuple[tuple[str, int], ...], int]], m: int,
+                     one_pass: Callable[[str, int, tuple[int, ...] | range], list[Op]],
+                     differs: Callable[[str, int], bool]) -> list[Op | Repeat]:
+    """The ops of every pass of ``runs`` (``pipeline_runs``), in order. ``one_pass(kind, k, tag)``:
+    the ops of pass (kind, k), its own ops tagged ``tag``; ``differs(kind, k)``: whether that pass
+    runs ops the other passes of its kind do not (k is 0 or m - 1). Those passes are listed one by
+    one; each stretch of identical repetitions between them is held once, as a ``Repeat``."""
+    entries: list[Op | Repeat] = []
+    for pattern, times in runs:
+        odd = {k - k0 for kind, k0 in pattern for k in (0, m - 1) if 0 <= k - k0 < times and differs(kind, k)}
+        cuts = sorted({0, times} | odd | {i + 1 for i in odd})
+        for i0, i1 in zip(cuts, cuts[1:]):
+            if i1 - i0 == 1:                       # one repetition: its ops, one by one
+                entries += [o for kind, k0 in pattern for o in one_pass(kind, k0 + i0, (k0 + i0,))]
+                continue
+            body = tuple(o for kind, k0 in pattern for o in one_pass(kind, k0 + i0, range(k0 + i0, k0 + i1)))
+            if body:
+                entries.append(Repeat(body, i1 - i0))
+    return entries
+
+
 def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
                     rank: int = 0, strict: bool = True) -> Schedule:
     """The operations one device (``rank`` of ``mesh``) performs in one optimizer step, in order:
     start-up, then each pipeline pass (forward, backward) of each micro-batch, the optimizer step,
-    and the re-synchronisation of replicated parameters.
-
-    ``strict=False`` derives compositions that break a safety rule too (for the checker).
-    """
+    and the re-synchronisation of replicated parameters. Passes that repeat identically (all but
+    the first forward, which gathers parameters kept after it, and the last backward, which reduces
+    the accumulated gradient) are held once with their count: the cost does not grow with m.
+    ``strict=False`` derives compositions that break a safety rule too (for the checker)."""
     validate(strategy, mesh, strict)
     dev = Device(strategy, model, mesh, precision, rank, mesh.coords(rank))
-    m = strategy.micro_batches
+    m, reshard = strategy.micro_batches, strategy.reshard_after_forward
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
-    reshard = strategy.reshard_after_forward
-    ops = startup_broadcasts(dev)
-    for kind, k in pipeline_order(strategy.pipeline_schedule, dev.stages, dev.stage, m):
+    entries: list[Op | Repeat] = list(startup_broadcasts(dev))
+
+    def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op]:
         if kind == "F":
-            ops += pipeline_boundary(dev, "recv", "forward", k)
+            ops = pipeline_boundary(dev, "recv", "forward", tag)
             if k == 0 or reshard:
                 ops += gather_before_use(dev, "forward", "parameters are stored as slices: gather them "
                                                          "just before forward uses them (rule 3)")
-            ops += tensor_parallel_collectives(dev, "forward")
-            ops += pipeline_boundary(dev, "send", "forward", k)
-            continue
-        ops += pipeline_boundary(dev, "recv", "backward", k)
+            return ops + tensor_parallel_collectives(dev, "forward") + pipeline_boundary(dev, "send", "forward", tag)
+        ops = pipeline_boundary(dev, "recv", "backward", tag)
         if reshard:
             ops += gather_before_use(dev, "backward", "parameters were freed after forward: gather "
                                                       "them again for backward (rule 3)")
-        ops += tensor_parallel_collectives(dev, "backward")
-        ops += pipeline_boundary(dev, "send", "backward", k)
+        ops += tensor_parallel_collectives(dev, "backward") + pipeline_boundary(dev, "send", "backward", tag)
         if per_micro_batch or k == m - 1:
-            tag = (k,) if per_micro_batch else ()
+            tag = tag if per_micro_batch else ()
             ops += sequence_parallel_norms(dev, tag) + reduce_partial_grads(dev, tag)
             ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
-    ops.append(dev.op("optimizer_step", State.OPTIMIZER, None, "step", 0, 1,
-                      "each device updates the optimizer state and parameters it owns"))
-    ops += owner_update_sync(dev)
-    return Schedule(tuple(ops), tuple(warnings))
+        return ops
+
+    def differs(kind: str, k: int) -> bool:
+        return (kind == "F" and k == 0 and not reshard) or (kind == "B" and k == m - 1 and not per_micro_batch)
+
+    runs = pipeline_runs(strategy.pipeline_schedule, dev.stages, dev.stage, m)
+    entries += passes_held_once(runs, m, one_pass, differs)
+    entries.append(dev.op("optimizer_step", State.OPTIMIZER, None, "step", 0, 1,
+                          "each device updates the optimizer state and parameters it owns"))
+    entries += owner_update_sync(dev)
+    return Schedule(tuple(entries), tuple(warnings))

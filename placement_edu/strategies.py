@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
-from placement_edu.errors import PlacementError, positive_int
+from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
 from placement_edu.mesh import Mesh
 from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement
 
@@ -61,6 +61,9 @@ class Strategy:
                                  f"Placement(params=\"SG\", grads=\"S\", optimizer=\"S\"), got "
                                  f"{self.placement!r} of type {type(self.placement).__name__}")
         object.__setattr__(self, "micro_batches", positive_int("micro_batches", self.micro_batches))
+        expect(self.micro_batches <= MAX_MICRO_BATCHES,
+               f"micro_batches must be at most {show_limit(MAX_MICRO_BATCHES)}, far beyond any real step, "
+               f"got {self.micro_batches:,}")
         if self.owner_update not in OWNER_UPDATES:
             raise PlacementError(f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}")
         if self.pipeline_schedule not in PIPELINE_SCHEDULES:

@@ -204,15 +204,18 @@ def comm_time(schedule: Schedule, hw: Hardware) -> dict[str, float]:
     one device: the sum of ``op_time`` over the schedule's per-step operations, in that phase.
 
     A step repeats the same operation many times (each layer, each micro-batch): identical
-    operations (same op, axis, phase, group and bytes) are priced once and counted."""
+    operations (same op, axis, phase, group and bytes) are priced once and counted -- an operation
+    of a repeated micro-batch pass (``Schedule.counted``) with its count."""
     counts: dict[tuple, list] = {}
-    for op in schedule.per_step:
+    for op, times in schedule.counted():
+        if op.phase == "startup":
+            continue
         size = op.elements   # an int or a Fraction: both have numerator and denominator
         key = (op.op, op.axis, op.phase, op.group, size.numerator, size.denominator, op.element_bytes, op.root)
         if key in counts:
-            counts[key][1] += 1
+            counts[key][1] += times
         else:
-            counts[key] = [op, 1]
+            counts[key] = [op, times]
     out = {phase: 0.0 for phase in PASSES}
     for op, count in counts.values():
         link = op_link(op, hw)

@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--sequence-parallel", action="store_true",
                    help="Megatron sequence parallelism on the tensor axis (model and strategies)")
     p.add_argument("--micro-batches", type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES), default=None,
-                   help=f"m, micro-batches per step (at most {MAX_MICRO_BATCHES})")
+                   help=f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})")
     p.add_argument("--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True,
                    help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})")
     p.add_argument("--strategies", default="dp,zero1,zero2,zero3",

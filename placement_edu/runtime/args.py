@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from placement_edu.arguments import OneLineParser, flag_type
-from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, MAX_MICRO_BATCHES, MAX_STEPS, read_int, read_seconds
+from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, MAX_RUN_MICRO_BATCHES, MAX_STEPS, read_int, read_seconds
 from placement_edu.faults import FAULTS
 from placement_edu.strategies import PIPELINE_SCHEDULES
 
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
                    help="optimizer steps (default 3)")
     p.add_argument("--fault", default=None, help=f"inject a fault of SPEC §5: {', '.join(FAULTS)}")
     p.add_argument("--mesh", default=None, help="e.g. data=2,tensor=2 (degrees multiply to the world size)")
-    p.add_argument("--micro-batches", type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES), default=None,
+    p.add_argument("--micro-batches", type=flag_type(read_int, "micro-batches", MAX_RUN_MICRO_BATCHES), default=None,
                    help="m, for pipeline strategies (default 4)")
     p.add_argument("--schedule", default=None, choices=PIPELINE_SCHEDULES, help="pipeline schedule (default 1f1b)")
     p.add_argument("--dtype", default="float64", choices=DTYPE_NAMES, help="default float64")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.errors import MAX_RUN_MICRO_BATCHES, PlacementError, expect, positive_int
 from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel
 from placement_edu.precision import Precision, get_precision
@@ -50,7 +50,9 @@ class RunConfig:
         strategy = get_strategy(self.strategy)
         changes: dict[str, object] = {}
         if self.micro_batches is not None:
-            changes["micro_batches"] = positive_int("micro_batches", self.micro_batches)
+            m = changes["micro_batches"] = positive_int("micro_batches", self.micro_batches)
+            expect(m <= MAX_RUN_MICRO_BATCHES, f"micro_batches of a run must be at most {MAX_RUN_MICRO_BATCHES} "
+                   f"(each one is real compute on every rank), got {m:,}")
         if self.pipeline_schedule is not None:
             changes["pipeline_schedule"] = self.pipeline_schedule
         return strategy.with_(**changes) if changes else strategy
