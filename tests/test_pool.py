@@ -54,6 +54,21 @@ def test_a_hung_rank_ends_the_run_near_the_timeout_and_leaves_the_pool_usable(po
     assert pool.run(RunConfig("dp", 4), progress=False).equivalent
 
 
+@pytest.mark.parametrize("kind, first", [
+    ("freeze", "rank 2 stopped first: it hung (the others timed out waiting for it)"),       # SIGSTOP
+    ("kill", "rank 2 stopped first: it "),     # SIGKILL: from torch's exit status, or what the others saw
+])
+def test_a_frozen_or_killed_rank_is_named_first_and_the_run_ends_within_the_timeout_plus_5_s(pool, kind, first):
+    pool.run(RunConfig("dp", 4), progress=False)            # warm: the clock below counts no start-up
+    start = time.perf_counter()
+    with pytest.raises(RunFailed) as caught:
+        pool.run_many([RunConfig("zero3", 4)], progress=False, _failure={"kind": kind, "rank": 2})
+    seconds = time.perf_counter() - start
+    assert str(caught.value).splitlines()[0].startswith(first), str(caught.value)[:2000]
+    assert seconds < 10 + 5, seconds                        # the pool's timeout_s is 10
+    assert pool.run(RunConfig("dp", 4), progress=False).equivalent
+
+
 def test_closing_the_pool_leaves_no_rank_and_restores_nothing_it_did_not_change(tmp_path):
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     pool = WorkerPool(2, timeout_s=10)
