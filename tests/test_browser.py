@@ -5,7 +5,8 @@ its own settings) and drives Debian's headless Chromium with Playwright for Pyth
 download. For every notebook of the course: before running, each widget cell says to run the cells (and
 shows a still of its figure); after Run ▸ Run All Cells, no output is an error, the widgets are
 controls (not text, not "Error displaying widget"), and moving one control changes what the widget
-shows (its pixels). For the runtime notebook: pressing Run shows progress, then the result, while the kernel is busy;
+shows (its pixels). For the runtime notebook, on each click of Run: progress shows, then the result
+in its place (no progress line left beside it), while the kernel shows busy and Run is disabled;
 shutting its kernel down (it held warm ranks) prints no traceback.
 """
 
@@ -177,21 +178,49 @@ def test_a_notebook_runs_in_the_browser_and_its_figure_follows_a_control(browser
     shut_down_kernel(page)
 
 
-# What the page shows over a click on Run, recorded by the page itself at every DOM change.
-WATCH = """() => {
-  window.seen = [];
-  const look = () => {
-    const bar = document.querySelector('.placement-edu-progress');
-    const chart = document.querySelector('.placement-edu-chart');
-    window.seen.push({kernel: document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status,
-                      progress: !!bar && getComputedStyle(bar).visibility === 'visible',
-                      status: document.querySelector('.placement-edu-status')?.innerText ?? '',
-                      chart: !!chart && chart.naturalWidth > 0});
+# What the learner sees in the runtime widget over a click on Run, recorded by the page itself at every
+# DOM change: the kernel indicator, whether Run is disabled, the text shown outside the controls (a
+# visible text node, not a label, option or readout), progress (a visible bar, or a line of
+# "starting"/"step i/n"), and whether the run's report (``result``, e.g. "dp on data=4: 5 steps") is shown.
+WATCH = r"""(widget, result) => {
+  const controls = 'select, option, button, label, input, .widget-readout';
+  window.look = () => {
+    const walk = document.createTreeWalker(widget, NodeFilter.SHOW_TEXT);
+    let text = '';
+    while (walk.nextNode()) {
+      const parent = walk.currentNode.parentElement;
+      if (!parent.closest(controls) && parent.checkVisibility({visibilityProperty: true}))
+        text += walk.currentNode.data + ' ';
+    }
+    text = text.replace(/\s+/g, ' ').trim();
+    const bar = [...widget.querySelectorAll('.widget-progress')].some(
+      b => b.checkVisibility({visibilityProperty: true}));
+    return {kernel: document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status, text,
+            run_disabled: [...widget.querySelectorAll('button')].find(b => b.innerText.trim() === 'Run').disabled,
+            progress: bar || /starting|step \d+\/\d+/.test(text), result: text.includes(result)};
   };
-  new MutationObserver(look).observe(document.body, {subtree: true, childList: true, attributes: true,
-                                                     characterData: true});
-  look();
+  window.seen = [look()];
+  new MutationObserver(() => window.seen.push(look())).observe(
+    document.body, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
+
+
+def run_and_watch(page, widget, result: str) -> None:
+    """Click Run and check what the learner sees until the run's report ``result`` is shown:
+    progress first, the kernel busy and Run disabled meanwhile, and once it is over (Run enabled,
+    the kernel idle, a second later) the report in place of the progress."""
+    widget.evaluate(WATCH, result)
+    widget.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_function("look().result && !look().run_disabled && look().kernel === 'idle'",
+                           timeout=60_000, polling=100)
+    time.sleep(1)
+    seen, last = page.evaluate("window.seen"), page.evaluate("look()")
+    done = next(i for i, s in enumerate(seen) if s["result"])
+    shown = [s["text"][:100] for i, s in enumerate(seen[:done]) if i == 0 or s["text"] != seen[i - 1]["text"]]
+    assert any(s["progress"] for s in seen[:done]), f"no progress shown before the result: {shown}"
+    assert any(s["kernel"] == "busy" for s in seen[:done]), "the kernel did not show busy while it ran"
+    assert any(s["run_disabled"] for s in seen[:done]), "Run was not disabled while it ran"
+    assert not last["progress"], f"the progress stayed beside the result: {last['text'][:300]}"
 
 
 def test_the_runtime_notebook_shows_progress_then_the_result_while_the_kernel_is_busy(browser, lab):
@@ -199,29 +228,20 @@ def test_the_runtime_notebook_shows_progress_then_the_result_while_the_kernel_is
     assert "Run the cells" in page.locator(".placement-edu-still").first.inner_text()
     run_all(page)
     assert errors_shown(page) == []
-    live = page.locator(".placement-edu-live", has=page.locator(".placement-edu-progress"))
-    assert live.is_visible() and "Error displaying widget" not in page.inner_text("body")
+    widget = page.locator(".placement-edu-live").filter(has=page.get_by_role("button", name="Run", exact=True))
+    widget.wait_for(timeout=30_000)                 # (shown once its output renders)
+    assert "Error displaying widget" not in page.inner_text("body")
 
-    live.locator(".widget-dropdown", has_text="fault").locator("select").select_option("stale-gather")
-    page.evaluate(WATCH)
-    live.locator("button", has_text="Run").click()
-    page.wait_for_function("window.seen.some(s => s.status.startsWith('done'))", timeout=60_000)
-    seen = page.evaluate("window.seen")
-    progress = [i for i, s in enumerate(seen) if s["progress"] and "step" in s["status"]]
-    done = next(i for i, s in enumerate(seen) if s["status"].startswith("done"))
-    assert progress and progress[0] < done, f"no progress shown before the result: {seen}"
-    assert any(s["kernel"] == "busy" for s in seen[:done]), "the kernel did not show busy while it ran"
-    assert not any(s["progress"] for s in seen[done:]), seen   # the result replaces the bar
-    page.wait_for_function("document.querySelector('.placement-edu-chart').naturalWidth > 0",
+    widget.locator(".widget-dropdown", has_text="fault").locator("select").select_option("stale-gather")
+    run_and_watch(page, widget, "[stale-gather]: 5 steps")
+    chart = widget.locator("img")
+    page.wait_for_function("img => img.naturalWidth > 0", arg=chart.element_handle(),
                            timeout=10_000)                      # (an image decodes after it arrives)
-    assert "stale-gather" in live.locator(".placement-edu-report").inner_text()
-    assert live.locator("button", has_text="Run").is_enabled()
 
-    # Another run, another strategy: the chart's pixels change.
-    chart = live.locator(".placement-edu-chart")
-    live.locator(".widget-dropdown", has_text="strategy").locator("select").select_option("dp")
-    assert_pixels_change(chart, lambda: live.locator("button", has_text="Run").click())
+    # Another click, another strategy: progress again (not a blank until the result), and the
+    # chart's pixels change.
+    widget.locator(".widget-dropdown", has_text="strategy").locator("select").select_option("dp")
+    assert_pixels_change(chart, lambda: run_and_watch(page, widget, "dp on data=4: 5 steps"))
     shut_down_kernel(page)               # the kernel held a warm pool: it closes without a traceback
     time.sleep(2)
     assert "Traceback" not in lab[2].read_text(), lab[2].read_text()[-4000:]
-

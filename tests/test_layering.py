@@ -7,6 +7,8 @@ placement_edu is read with ``ast`` -- at module level and inside functions -- an
 2. the runtime imports no command line and no presentation;
 3. the modules import each other without a cycle;
 4. ``placement-edu table``, ``check`` and ``estimate`` never import torch.
+5. a rank's entry module (``runtime/worker.py``) imports no presentation, command line, checker
+   or report (nor matplotlib, ipywidgets, IPython).
 
 Imports under ``if TYPE_CHECKING:`` never run and are left out.
 """
@@ -201,3 +203,20 @@ def test_torch_free_runtime_modules_import_without_torch() -> None:
             "print('TORCH', 'torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "TORCH False" in result.stdout, result.stderr[-2000:]
+
+
+def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None:
+    # Every rank imports its entry module (worker.py) with torch: nothing else it never calls.
+    # (placement_edu/__init__.py is lazy, PEP 562, so the package brings no core module along.)
+    code = ("import sys\nimport placement_edu.runtime.worker\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('matplotlib', 'ipywidgets', 'IPython', 'placement_edu')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = next((s for s in result.stdout.splitlines() if s.startswith("LOADED")), None)
+    assert line is not None, result.stderr[-2000:]
+    loaded = ast.literal_eval(line.removeprefix("LOADED "))
+    assert "placement_edu.runtime.worker" in loaded      # the probe sees what the import brought
+    forbidden = ("matplotlib", "ipywidgets", "IPython", *PRESENTATION, "placement_edu.cli",
+                 "placement_edu.checker", "placement_edu.report", "placement_edu.runtime.launcher")
+    bad = [m for m in loaded if any(_is_under(m, f) for f in forbidden)]
+    assert bad == [], f"a rank's entry module imports {bad}"

@@ -16,12 +16,12 @@ import threading
 import time
 import traceback
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from placement_edu.implementations import TorchRefConfig
 from placement_edu.mesh import Mesh
 from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.comm import Comm
@@ -29,10 +29,12 @@ from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
-from placement_edu.runtime.probes import Calibration
-from placement_edu.runtime.probes import run_rank as calibrate_rank
 from placement_edu.runtime.progress import write as progress_line
 from placement_edu.runtime.reference import reference_run
+
+if TYPE_CHECKING:
+    from placement_edu.implementations import TorchRefConfig
+    from placement_edu.runtime.probes import Calibration
 
 _GROUPS: dict[tuple[int, ...], object] = {}
 _BEACON: str | None = None      # this rank's "in a collective?" file (Comm's beacon)
@@ -71,7 +73,7 @@ def _device() -> tuple[torch.device, torch.device]:
     return torch.device("cpu"), torch.device("cpu")
 
 
-def run_job(config: RunConfig | Calibration, timeout_s: float, progress: str | None = None,
+def run_job(config: RunConfig | Calibration | TorchRefConfig, timeout_s: float, progress: str | None = None,
             references: dict | None = None, index: tuple[int, int] = (0, 1)) -> dict:
     """Run one configuration on this rank; return its ledger, memory, per-step deviation and
     per-step wall time (``step_s``, and ``comm_s``: the part spent inside collectives).
@@ -79,12 +81,16 @@ def run_job(config: RunConfig | Calibration, timeout_s: float, progress: str | N
     waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
     the progress line. A ``Calibration`` (probes.py) times collectives instead of training."""
     rank = dist.get_rank()
-    if isinstance(config, TorchRefConfig):            # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
-        from placement_edu.runtime import torch_reference
-        return torch_reference.run_job(config)
-    if isinstance(config, Calibration):
-        group = _axis_groups(config.mesh, rank, timeout_s).get("data")
-        return calibrate_rank(config, *(group or (None, None)))
+    if not isinstance(config, RunConfig):              # their modules: only in a rank that runs one
+        from placement_edu.implementations import TorchRefConfig
+        from placement_edu.runtime.probes import Calibration, run_rank
+        if isinstance(config, TorchRefConfig):        # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
+            from placement_edu.runtime import torch_reference
+            return torch_reference.run_job(config)
+        if isinstance(config, Calibration):
+            group = _axis_groups(config.mesh, rank, timeout_s).get("data")
+            return run_rank(config, *(group or (None, None)))
+        raise TypeError(f"a rank runs a RunConfig, a Calibration or a TorchRefConfig, got {config!r}")
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
     groups = _axis_groups(mesh, rank, timeout_s)
