@@ -37,7 +37,7 @@ def test_a_missing_collective_is_detected_and_named() -> None:
     config = RunConfig("zero1", world_size=4)
     sides = predict(config)
     step = sides[0].steps[0]
-    without_gather = replace(step, ops=tuple(o for o in step.ops if o.op != "all_gather"))
+    without_gather = replace(step, entries=tuple(o for o in step.ops if o.op != "all_gather"))
     sides[0] = replace(sides[0], steps=(without_gather,))
     result = _result(sides, config)
     assert result.memory_matches() and not result.ledger_matches()
@@ -52,7 +52,7 @@ def test_a_one_byte_longer_message_is_detected() -> None:
     step = sides[1].steps[0]
     first = step.ops[0]
     longer = replace(first, elements=first.elements + type(first.elements)(1) / first.element_bytes)
-    sides[1] = replace(sides[1], steps=(replace(step, ops=(longer,) + step.ops[1:]),))
+    sides[1] = replace(sides[1], steps=(replace(step, entries=(longer,) + step.ops[1:]),))
     result = _result(sides, config)
     assert not result.ledger_matches()
     assert "rank 1 step 0 ledger: entry 0 of 1" in result.mismatches()[0]
