@@ -1,0 +1,124 @@
+"""The shapes of the models people train, as plain data (no torch): HF GPT-2 and Llama.
+
+An ``Architecture`` names every parameter tensor of the reference modules in
+``placement_edu.runtime.reference_models`` -- same names, same shapes, same order -- and the FSDP2
+unit each belongs to: ``"root"`` (embeddings, final norm, head: the module ``fully_shard`` is applied
+to last) or the block's index. The peak derivation (``placement_edu.peak``) reads only this.
+
+Presets (shapes from the published HF ``config.json`` files):
+
+- ``gpt2``: HF GPT-2 124M -- 12 layers, h = 768, 12 heads, V = 50257, 1024 positions, tied head,
+  HF's Conv1D weights stored [in, out], dropout 0.1 (``resid_pdrop``, ``embd_pdrop``, ``attn_pdrop``).
+- ``llama-1b``: Llama-3.2-1B -- 16 layers, h = 2048, 32 heads, 8 kv heads, ffn 8192, V = 128256, tied.
+- ``llama-8b``: Llama-3-8B -- 32 layers, h = 4096, 32 heads, 8 kv heads, ffn 14336, V = 128256.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from placement_edu.errors import PlacementError, expect, positive_int
+
+KINDS = ("gpt2", "llama")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A decoder-only transformer's shape. ``kv_heads`` < ``heads`` is grouped-query attention
+    (Llama); ``positions`` > 0 means learned position embeddings (GPT-2), 0 means RoPE."""
+
+    kind: str
+    layers: int
+    hidden: int
+    heads: int
+    ffn: int
+    vocab: int
+    kv_heads: int = 0            # 0 means heads (no GQA)
+    positions: int = 0           # learned positions (GPT-2); 0 for RoPE (Llama)
+    tied: bool = True            # the LM head is the token embedding
+    dropout: float = 0.0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        expect(self.kind in KINDS, f"unknown architecture kind {self.kind!r}; known: {', '.join(KINDS)}")
+        for field in ("layers", "hidden", "heads", "ffn", "vocab"):
+            positive_int(field, getattr(self, field))
+        if self.kv_heads == 0:
+            object.__setattr__(self, "kv_heads", self.heads)
+        expect(self.hidden % self.heads == 0 and self.heads % self.kv_heads == 0,
+               f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads ({self.kv_heads})")
+        expect(0.0 <= self.dropout < 1.0, f"dropout is a probability in [0, 1), got {self.dropout}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def with_(self, **changes: object) -> "Architecture":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    # --- the tensors ------------------------------------------------------------------------
+    def block_tensors(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(name inside the block, shape) of one block's parameters, in registration order."""
+        h, f = self.hidden, self.ffn
+        if self.kind == "gpt2":                      # HF Conv1D: weight [in, out], then bias [out]
+            return [("ln_1.weight", (h,)), ("ln_1.bias", (h,)),
+                    ("attn.c_attn.weight", (h, 3 * h)), ("attn.c_attn.bias", (3 * h,)),
+                    ("attn.c_proj.weight", (h, h)), ("attn.c_proj.bias", (h,)),
+                    ("ln_2.weight", (h,)), ("ln_2.bias", (h,)),
+                    ("mlp.c_fc.weight", (h, f)), ("mlp.c_fc.bias", (f,)),
+                    ("mlp.c_proj.weight", (f, h)), ("mlp.c_proj.bias", (h,))]
+        kv = self.kv_heads * self.head_dim           # nn.Linear: weight [out, in], no biases
+        return [("self_attn.q_proj.weight", (h, h)), ("self_attn.k_proj.weight", (kv, h)),
+                ("self_attn.v_proj.weight", (kv, h)), ("self_attn.o_proj.weight", (h, h)),
+                ("mlp.gate_proj.weight", (f, h)), ("mlp.up_proj.weight", (f, h)),
+                ("mlp.down_proj.weight", (h, f)),
+                ("input_layernorm.weight", (h,)), ("post_attention_layernorm.weight", (h,))]
+
+    def tensors(self) -> list[tuple[str, tuple[int, ...], str | int]]:
+        """(name, shape, unit) of every parameter in ``named_parameters()`` order; unit is
+        ``"root"`` or the block index. A tied head is the embedding, listed once."""
+        h, V = self.hidden, self.vocab
+        out: list[tuple[str, tuple[int, ...], str | int]] = []
+        if self.kind == "gpt2":
+            out += [("transformer.wte.weight", (V, h), "root"), ("transformer.wpe.weight", (self.positions, h), "root")]
+            blocks = "transformer.h"
+        else:
+            out += [("model.embed_tokens.weight", (V, h), "root")]
+            blocks = "model.layers"
+        for i in range(self.layers):
+            out += [(f"{blocks}.{i}.{name}", shape, i) for name, shape in self.block_tensors()]
+        if self.kind == "gpt2":
+            out += [("transformer.ln_f.weight", (h,), "root"), ("transformer.ln_f.bias", (h,), "root")]
+        else:
+            out += [("model.norm.weight", (h,), "root")]
+        if not self.tied:
+            out += [("lm_head.weight", (V, h), "root")]
+        return out
+
+    @property
+    def psi(self) -> int:
+        """Parameters (elements), a tied head counted once."""
+        return sum(math.prod(shape) for _, shape, _ in self.tensors())
+
+
+#: The reference shapes (HF config.json of each model).
+PRESETS: Mapping[str, Architecture] = MappingProxyType({
+    # openai-community/gpt2: n_layer 12, n_embd 768, n_head 12, n_inner None (4h), n_positions 1024.
+    "gpt2": Architecture("gpt2", 12, 768, 12, 3072, 50257, positions=1024, dropout=0.1, name="gpt2"),
+    # meta-llama/Llama-3.2-1B: tie_word_embeddings true, head_dim 64.
+    "llama-1b": Architecture("llama", 16, 2048, 32, 8192, 128256, kv_heads=8, name="llama-1b"),
+    # meta-llama/Meta-Llama-3-8B: untied head, head_dim 128.
+    "llama-8b": Architecture("llama", 32, 4096, 32, 14336, 128256, kv_heads=8, tied=False, name="llama-8b"),
+})
+
+
+def get_architecture(name: str | Architecture) -> Architecture:
+    """A preset by name, or an ``Architecture`` passed through."""
+    if isinstance(name, Architecture):
+        return name
+    if name in PRESETS:
+        return PRESETS[name]
+    raise PlacementError(f"unknown model {name!r}; known: {', '.join(PRESETS)} (or build an Architecture)")

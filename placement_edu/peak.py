@@ -1,0 +1,304 @@
+"""The peak of a real model's step (SPEC §3, "The peak of a real model"), derived without torch.
+
+Inputs are plain data: the model's tensors (``placement_edu.architectures``), an activation profile
+measured from the module (``ActivationProfile``, filled by ``placement_edu.runtime.activation_profile``),
+the rank of an FSDP2 group of N (``fully_shard`` on every block, then on the root), a precision
+with storage, compute and reduce dtypes, and the optimizer's variant. Output: the bytes of every
+state on that rank, and the live set at every event of the step; the peak is the largest, named by
+its event. All figures are bytes; GB = 10^9 bytes, GiB = 2^30 bytes where shown.
+
+FSDP2's storage, as PyTorch lays it out:
+- every tensor is split along dim 0 into chunks of ceil(rows/N) rows; every rank *stores* a padded
+  chunk (the last ranks hold fewer rows, or none, in the same storage);
+- a unit's all-gather fills one flat buffer of N padded chunks in the compute dtype; the unsharded
+  parameters are copied out of it (padded per tensor); the root unit stays gathered from forward into
+  backward (``reshard_after_forward`` is False for the root), blocks are freed after their forward and
+  gathered again in backward, one block ahead (the implicit backward prefetch);
+- a unit's gradients are reduce-scattered from one padded flat buffer in the reduce dtype, and the
+  sharded gradient is a view into the padded output chunk; the last input buffer lives until the next
+  reduce-scatter is issued;
+- Adam's m and v are ``zeros_like`` the local shard (unpadded: the rows this rank holds), plus one
+  fp32 ``step`` scalar per tensor (4 B each, on a CPU group);
+- foreach Adam (PyTorch's default on GPUs) makes ``sqrt(v)`` for every local element at the step:
+  +4 B per local parameter in fp32. Fused Adam makes none; the for-loop variant makes two temporaries
+  the size of one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.precision import PRESETS as ZERO_PRESETS
+
+OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
+#: Compute dtypes a profile can be measured in, and their bytes per element.
+COMPUTE: Mapping[str, int] = MappingProxyType({"fp32": 4, "bf16": 2})
+
+
+@dataclass(frozen=True)
+class FSDPPrecision:
+    """Bytes per element of FSDP2's three dtypes: the sharded parameters' storage (also Adam's m
+    and v and the sharded gradients), the gathered parameters and compute (``param_dtype``), and the
+    gradient reduce-scatter (``reduce_dtype``)."""
+
+    name: str
+    storage: int
+    compute: int
+    reduce: int
+
+    @property
+    def compute_name(self) -> str:
+        return {4: "fp32", 2: "bf16"}[self.compute]
+
+    @property
+    def per_parameter(self) -> tuple[int, int, int]:
+        """(P, G, O) bytes per parameter: the split a ZeRO table would print."""
+        return self.storage, self.reduce, 2 * self.storage
+
+
+PRECISIONS: Mapping[str, FSDPPrecision] = MappingProxyType({
+    "fp32": FSDPPrecision("fp32", 4, 4, 4),
+    # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, fp32 grads,
+    # fp32 m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32.
+    "fsdp2_bf16": FSDPPrecision("fsdp2_bf16", 4, 2, 4),
+})
+#: ZeRO's split of the same 16 bytes, kept and named as ZeRO's (SPEC §1): 2/2/12.
+ZERO_MIXED = ZERO_PRESETS["mixed_adam"]
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One measured moment of the profile's two-block step: ``live`` bytes of activations and
+    temporaries (``MemTracker``'s Activation + Temp) at the peak of one module's forward or backward,
+    and ``grads`` bytes of gradients of the root and of the running block made by then (compute dtype).
+
+    ``block``: None for a moment outside the blocks; -1 the last block's forward; 1 a block's backward
+    (it stands for every block k >= 1: block k sees k - 1 more blocks' activations); 0 the first block's.
+    ``blocks_alive``: how many of the profile's two blocks have their activations inside ``live``
+    beyond the running one (2 = all: an L-block step adds L - 2 blocks)."""
+
+    name: str
+    phase: str
+    live: int
+    grads: int
+    blocks_alive: int
+    block: int | None = None
+
+
+@dataclass(frozen=True)
+class ActivationProfile:
+    """What a model's forward keeps for backward, and its measured moments (bytes, one micro-batch).
+
+    ``block``: bytes one block keeps; ``outside``: bytes kept outside the blocks (embeddings, final
+    norm, head, the loss's fp32 log-softmax, tensors the blocks share). ``block_by_dtype`` and
+    ``by_module`` break them down. ``kept_after_forward``: what ``MemTracker`` saw live after the
+    profile's two-block forward (a cross-check of ``outside + 2 * block``)."""
+
+    model: str
+    micro_batch: int
+    seq: int
+    compute: str
+    attention: str
+    recompute: str
+    block: int
+    outside: int
+    block_by_dtype: Mapping[str, int] = field(default_factory=dict)
+    by_module: Mapping[str, int] = field(default_factory=dict)
+    kept_after_forward: int = 0
+    moments: tuple[Moment, ...] = ()
+    #: Bytes of the forward's result, the loss (an fp32 scalar the caller holds until backward).
+    result: int = 4
+
+    def activations(self, layers: int) -> int:
+        """Bytes live after the forward of ``layers`` blocks: outside + L · block + the loss."""
+        return self.outside + layers * self.block + self.result
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "micro_batch": self.micro_batch, "seq": self.seq, "compute": self.compute,
+                "attention": self.attention, "recompute": self.recompute, "block": self.block,
+                "outside": self.outside, "block_by_dtype": dict(self.block_by_dtype),
+                "by_module": dict(self.by_module)}
+
+
+# --- FSDP2's per-rank storage -------------------------------------------------------------------
+def chunk_rows(rows: int, n: int) -> int:
+    """FSDP2's dim-0 chunk: ceil(rows / N) rows; every rank stores this many (padded)."""
+    return -(-rows // n)
+
+
+def held_rows(rows: int, n: int, rank: int) -> int:
+    """Rows rank ``rank`` of ``n`` really holds: the last ranks may hold fewer, or none."""
+    c = chunk_rows(rows, n)
+    return max(0, min(c, rows - rank * c))
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One ``fully_shard`` unit on one rank, in elements: ``stored`` (padded chunks), ``held``
+    (real rows), ``gathered`` (N padded chunks: what all-gather and reduce-scatter move),
+    ``tensors`` (how many), ``numel`` (unpadded)."""
+
+    name: str
+    stored: int
+    held: int
+    gathered: int
+    tensors: int
+    numel: int
+    largest_held: int
+
+
+def units(arch: Architecture, n: int, rank: int) -> list[Unit]:
+    """The root unit, then one per block, as rank ``rank`` of ``n`` stores them."""
+    positive_int("devices", n)
+    expect(0 <= rank < n, f"rank must be in 0..{n - 1} for {n} devices, got {rank}")
+    groups: dict[str | int, list[tuple[int, ...]]] = {}
+    for _, shape, unit in arch.tensors():
+        groups.setdefault(unit, []).append(shape)
+    out = []
+    for unit, shapes in groups.items():
+        stored = held = gathered = 0
+        largest = 0
+        for shape in shapes:
+            per_row = math.prod(shape[1:])
+            c = chunk_rows(shape[0], n)
+            h = held_rows(shape[0], n, rank) * per_row
+            stored, held, gathered = stored + c * per_row, held + h, gathered + n * c * per_row
+            largest = max(largest, h)
+        out.append(Unit(str(unit), stored, held, gathered, len(shapes), sum(math.prod(s) for s in shapes), largest))
+    return out
+
+
+def buffer_bytes(arch: Architecture) -> int:
+    """Non-parameter buffers every rank keeps: Llama's RoPE inverse frequencies, fp32 [head_dim/2]."""
+    return arch.head_dim // 2 * 4 if arch.kind == "llama" else 0
+
+
+def input_bytes(micro_batch: int, seq: int) -> int:
+    """Token ids and labels: two int64 [b, s] tensors."""
+    return 2 * micro_batch * seq * 8
+
+
+# --- the step --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Event:
+    """The live bytes at one event of the step, by term; ``total`` is their sum."""
+
+    name: str
+    phase: str
+    terms: Mapping[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.terms.values())
+
+
+@dataclass(frozen=True)
+class StepPeak:
+    """One rank's memory through a step: persistent states, activations, every event's live set."""
+
+    params: int
+    grads: int
+    optimizer: int
+    activations: int
+    inputs: int
+    buffers: int
+    events: tuple[Event, ...]
+
+    def _max(self, phases: tuple[str, ...]) -> Event:
+        return max((e for e in self.events if e.phase in phases), key=lambda e: e.total)
+
+    @property
+    def peak(self) -> Event:
+        return self._max(("forward", "backward", "step"))
+
+    @property
+    def forward_backward_peak(self) -> Event:
+        return self._max(("forward", "backward"))
+
+    @property
+    def step_peak(self) -> Event:
+        return self._max(("step",))
+
+    def transients(self) -> dict[str, int]:
+        """The terms of the peak event that are neither persistent states nor kept activations."""
+        persistent = {"sharded params", "params", "optimizer", "inputs", "buffers", "sharded grads", "grads",
+                      "activations"}
+        return {k: v for k, v in self.peak.terms.items() if k not in persistent and v}
+
+
+def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
+    """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for all
+    of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one tensor."""
+    expect(optimizer in OPTIMIZERS, f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    return {"adam-foreach": held, "adam-fused": 0, "adam-for": 2 * largest}[optimizer] * storage
+
+
+def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, rank: int = 0,
+           precision: str | FSDPPrecision = "fp32", optimizer: str = "adam-foreach") -> StepPeak:
+    """Rank ``rank``'s states and the live set at every event of one steady-state step (optimizer
+    state present, gradients freed by ``zero_grad``), under FSDP2 per block and on the root when
+    ``devices`` > 1 or precision is mixed, plain single-device training when ``devices`` == 1 and fp32."""
+    arch = get_architecture(arch)
+    prec = PRECISIONS[precision] if isinstance(precision, str) and precision in PRECISIONS else precision
+    if not isinstance(prec, FSDPPrecision):
+        raise PlacementError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    expect(profile.compute == prec.compute_name,
+           f"the profile was measured in {profile.compute}, the precision {prec.name} computes in {prec.compute_name}")
+    expect(arch.layers >= 2, "the step is placed from a two-block profile: give a model of 2 layers or more")
+    us = units(arch, devices, rank)
+    root, blocks = us[0], us[1:]
+    fsdp = devices > 1 or prec.name != "fp32"
+    L, A = arch.layers, profile.block
+    s = prec.storage
+    params = sum(u.stored for u in us) * s
+    optimizer_state = 2 * sum(u.held for u in us) * s + 4 * sum(u.tensors for u in us)
+    grads = sum(u.stored for u in us) * prec.reduce if fsdp else params
+    inputs, buffers = input_bytes(profile.micro_batch, profile.seq), buffer_bytes(arch)
+    base = {"sharded params" if fsdp else "params": params, "optimizer": optimizer_state,
+            "inputs": inputs, "buffers": buffers}
+    c, r = prec.compute, prec.reduce
+    blk = blocks[0]
+    gathered_root = {"root gathered": root.gathered * c} if fsdp else {}
+    events: list[Event] = []
+
+    def add(name: str, phase: str, **terms: int) -> None:
+        events.append(Event(name, phase, MappingProxyType({**base, **gathered_root,
+                                                           **{k.replace("_", " "): v for k, v in terms.items()}})))
+
+    for m in profile.moments:
+        if m.block is None and m.name.startswith("backward, embedding"):
+            done = {"sharded_grads": blk.stored * r * L, "reduce_scatter_buffer": blk.gathered * r} if fsdp else \
+                {"grads": blk.numel * s * L}
+            add(m.name, m.phase, activations_and_temporaries=m.live, root_gradients=m.grads, **done)
+        elif m.block is None or m.block == -1:       # after the blocks in forward, or the start of backward
+            shift = (L - 2) * A
+            fsdp_terms = {"all_gather_buffer": blk.gathered * c} if fsdp else {}
+            if fsdp and m.block == -1:
+                fsdp_terms["block_gathered"] = blk.gathered * c
+            add(f"{m.name}" if m.block is None else f"forward, block {L - 1}", m.phase,
+                activations_and_temporaries=m.live + shift, root_gradients=m.grads, **fsdp_terms)
+        else:                                        # block k's backward, k = L-1 .. 0
+            for k in (range(L - 1, 0, -1) if m.block == 1 else (0,)):
+                done = L - 1 - k
+                terms = {"activations_and_temporaries": m.live + (k - 1) * A if k else m.live,
+                         "gradients_being_made": m.grads}
+                if fsdp:
+                    terms.update(block_gathered=blk.gathered * c,
+                                 all_gather_buffer=blk.gathered * c if k > 0 else 0,
+                                 reduce_scatter_buffer=blk.gathered * r if done else 0,
+                                 sharded_grads=blk.stored * r * done)
+                else:
+                    terms["grads"] = blk.numel * s * done
+                add(f"backward, block {k}", m.phase, **terms)
+    held = sum(u.held for u in us)
+    largest = max(u.largest_held for u in us)
+    step = {"sharded_grads" if fsdp else "grads": grads, "loss": profile.result,
+            "optimizer_temporaries": optimizer_temporaries(optimizer, held, largest, s)}
+    events.append(Event(f"optimizer step ({optimizer})", "step",
+                        MappingProxyType({**base, **{k.replace("_", " "): v for k, v in step.items()}})))
+    return StepPeak(params, grads, optimizer_state, profile.activations(L), inputs, buffers, tuple(events))

@@ -1,0 +1,174 @@
+"""An activation profile measured from the module: one forward and backward under ``FakeTensorMode``
+(no memory is allocated: an 8B model's block profiles in well under a second on a CPU).
+
+What is measured, on a two-block copy of the model (same widths, vocabulary, b, s):
+
+- **kept for backward**, with ``torch.autograd.graph.saved_tensors_hooks``: every tensor autograd
+  saves, once per storage (a tensor saved twice counts once), leaving out parameters and the batch
+  (ids, labels: the trackers call them inputs). Each storage is charged to the innermost module that
+  saved it first, so a tensor made outside the blocks and saved by every block (GPT-2's causal mask,
+  Llama's RoPE cos/sin) is charged once, to the first block, and lands in ``outside``. Under full
+  recomputation (``torch.utils.checkpoint`` per block) autograd saves nothing inside a block: the
+  checkpoint keeps the block's inputs, and those are what is charged to it.
+  ``block`` is what the second block keeps; ``outside`` is the rest: embeddings, final norm, head,
+  the loss's fp32 log-softmax -- and what the blocks share.
+- **the moments of the step**, with PyTorch's ``MemTracker`` (``torch.distributed._tools``): for the
+  last block's forward, the head and loss, the start of backward (the logits' gradient), each block's
+  backward and the embedding's backward, the bytes of activations and temporaries live at that
+  module's peak (``Activation`` + ``Temp``) and the gradient bytes made so far (``Grad``, in the
+  compute dtype). ``placement_edu.peak`` places these moments in an L-block step.
+
+The profile is plain data (``placement_edu.peak.ActivationProfile``): the derivation never imports torch.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Iterator
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
+
+from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.peak import COMPUTE, ActivationProfile, Moment
+from placement_edu.runtime.reference_models import CausalLM, batch, build
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: Categories of ``MemTracker`` that are neither model state nor the batch.
+LIVE = (_MemRefType.ACT, _MemRefType.TEMP)
+
+
+def _storage(t: torch.Tensor) -> torch.UntypedStorage:
+    return t.untyped_storage()
+
+
+class _Saved:
+    """Saved-tensor hooks that charge each storage to the innermost running module, first saver wins."""
+
+    def __init__(self, model: CausalLM, excluded: set[int]) -> None:
+        self.stack: list[str] = []
+        self.kept: dict[int, tuple[int, str, str]] = {}       # storage id -> (bytes, dtype, module)
+        self.excluded = excluded
+        self.handles = []
+        for name, module in model.named_modules():
+            self.handles.append(module.register_forward_pre_hook(self._enter(name, module)))
+            self.handles.append(module.register_forward_hook(self._leave))
+
+    def _enter(self, name: str, module: nn.Module):
+        def hook(mod: nn.Module, args: tuple) -> None:
+            self.stack.append(name)
+            if getattr(module, "_checkpointed", False):     # full recomputation keeps the block's inputs
+                for a in args:
+                    if isinstance(a, torch.Tensor):
+                        self.keep(a)
+                    elif isinstance(a, tuple):
+                        for t in a:
+                            self.keep(t)
+        return hook
+
+    def _leave(self, mod: nn.Module, args: tuple, out: object) -> None:
+        self.stack.pop()
+
+    def keep(self, t: torch.Tensor) -> torch.Tensor:
+        st = _storage(t)
+        key = id(st) if not hasattr(st, "_cdata") else st._cdata
+        if key not in self.kept and key not in self.excluded:
+            module = self.stack[-1] if self.stack else "(top)"
+            self.kept[key] = (st.nbytes(), str(t.dtype).removeprefix("torch."), module)
+        return t
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _live(snapshot: dict) -> tuple[int, int]:
+    """(activation + temporary bytes, gradient bytes) of one ``MemTracker`` snapshot."""
+    dev = next(iter(snapshot.values()), {})
+    return sum(dev.get(k, 0) for k in LIVE), dev.get(_MemRefType.GRAD, 0)
+
+
+def _peak(tracker: MemTracker, module: nn.Module, state: _ModState) -> tuple[int, int]:
+    snaps = tracker.memory_tracking[module].snapshots.get(state, [])
+    return max((_live(s) for s in snaps), key=lambda v: v[0] + v[1], default=(0, 0))
+
+
+def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, compute: str = "fp32",
+            attention: str = "eager", recompute: str = "none") -> ActivationProfile:
+    """Profile ``arch`` at micro-batch ``micro_batch`` and sequence ``seq``, computing in ``compute``
+    ("fp32", or "bf16" as FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)`` computes)."""
+    arch = get_architecture(arch)
+    two = arch.with_(layers=2)
+    default = torch.get_default_dtype()
+    with FakeTensorMode(), ExitStack() as stack:
+        torch.set_default_dtype(DTYPES[compute])
+        stack.callback(torch.set_default_dtype, default)
+        model = build(two, attention, recompute)
+        for block in model.blocks:
+            block._checkpointed = recompute == "full"
+        ids, labels = batch(two, micro_batch, seq)
+        excluded = {_storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)}
+        saved = _Saved(model, excluded)
+        stack.callback(saved.remove)
+        tracker = MemTracker()
+        tracker.track_external(model)
+        with tracker:
+            with torch.autograd.graph.saved_tensors_hooks(saved.keep, lambda t: t):
+                loss = model(ids, labels)
+            after_forward = _live(tracker.get_tracker_snapshot())[0]
+            loss.backward()
+        moments = _moments(model, tracker)
+        result = _storage(loss).nbytes()
+    return _profile(arch, micro_batch, seq, compute, attention, recompute, saved.kept, after_forward, moments, result)
+
+
+def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
+    """The measured moments of the two-block step, in step order (see ``Moment``)."""
+    body = model.body
+    norm = body.ln_f if model.arch.kind == "gpt2" else body.norm
+    b0, b1 = model.blocks
+    block_grads = sum(p.numel() * p.element_size() for p in b1.parameters())
+    out: list[Moment] = []
+
+    def add(name: str, phase: str, module: nn.Module, state: _ModState, extra: int, block: int | None = None,
+            minus: int = 0) -> None:
+        live, grads = _peak(tracker, module, state)
+        out.append(Moment(name, phase, live, grads - minus, extra, block))
+
+    add("forward, last block", "forward", b1, _ModState.PEAK_FW, 1, block=-1)
+    for name, module in (("final norm", norm), ("head", model.lm_head), ("loss", model.loss)):
+        add(f"forward, {name}", "forward", module, _ModState.PEAK_FW, 2)
+    for name, module in (("loss (logits' gradient)", model.loss), ("head", model.lm_head), ("final norm", norm)):
+        add(f"backward, {name}", "backward", module, _ModState.PEAK_BW, 2)
+    add("backward, block", "backward", b1, _ModState.PEAK_BW, 1, block=1)
+    add("backward, first block", "backward", b0, _ModState.PEAK_BW, 0, block=0, minus=block_grads)
+    embeddings = [body.wte, body.wpe] if model.arch.kind == "gpt2" else [body.embed_tokens]
+    for module in embeddings:
+        add("backward, embedding", "backward", module, _ModState.PEAK_BW, 0, minus=2 * block_grads)
+    return tuple(out)
+
+
+def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, recompute: str,
+             kept: dict[int, tuple[int, str, str]], after_forward: int, moments: tuple[Moment, ...],
+             result: int) -> ActivationProfile:
+    blocks = "transformer.h" if arch.kind == "gpt2" else "model.layers"
+    block = sum(n for n, _, m in kept.values() if m.startswith(f"{blocks}.1"))
+    total = sum(n for n, _, _ in kept.values())
+    by_module: dict[str, int] = {}
+    by_dtype: dict[str, int] = {}
+    for n, dtype, module in kept.values():
+        if module.startswith(f"{blocks}.0"):
+            continue                                        # block 0 = block 1 + what the blocks share
+        key = "block." + module.removeprefix(f"{blocks}.1").lstrip(".") if module.startswith(f"{blocks}.1") else module
+        by_module[key.rstrip(".") or "block"] = by_module.get(key.rstrip("."), 0) + n
+        if module.startswith(f"{blocks}.1"):
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + n
+    shared = total - 2 * block - sum(v for k, v in by_module.items() if not k.startswith("block"))
+    if shared:
+        by_module["shared by the blocks"] = shared
+    return ActivationProfile(arch.name or arch.kind, b, s, compute, attention, recompute, block=block,
+                             outside=total - 2 * block, block_by_dtype=dict(sorted(by_dtype.items())),
+                             by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
+                             kept_after_forward=after_forward, moments=moments, result=result)

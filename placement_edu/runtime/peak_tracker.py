@@ -1,0 +1,129 @@
+"""PyTorch's own accounting of one rank's step: the measured side of ``placement_edu.peak``.
+
+- N > 1 (or FSDP2 mixed precision): ``FSDPMemTracker`` (``torch.distributed._tools``) on a *fake*
+  process group of N ranks (``dist.init_process_group("fake", ...)``: collectives do nothing, every
+  shape is real), ``fully_shard`` on every block and then on the root over an explicit CPU mesh;
+- N = 1 in fp32: ``MemTracker`` on the plain module.
+
+The model is built under ``FakeTensorMode``: no memory is allocated, so an 8B model on 1024 ranks runs
+on a laptop CPU. One warm-up step (outside the tracker) creates Adam's state and ``zero_grad`` frees
+the gradients: the tracked step is a steady-state step. Returned, in bytes, by the tracker's own
+categories: each state after the step, the activations after forward, the forward/backward peak and
+the optimizer-step peak (the tracker's peak is reset before ``step()``: it has no public reset, so
+this module sets its two peak fields).
+
+A fake process group is one per process: ``measure_in_subprocess`` runs each case in its own
+interpreter (``python -m placement_edu.runtime.peak_tracker '<json>'``) and reads one JSON line back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from copy import deepcopy
+
+import torch
+import torch.distributed as dist
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from placement_edu.architectures import get_architecture
+from placement_edu.runtime.reference_models import batch, build
+
+MP = {"fp32": None, "fsdp2_bf16": (torch.bfloat16, torch.float32)}
+
+
+def _snapshot(tracker, kind: str = "current") -> dict[str, int]:
+    dev = next(iter(tracker.get_tracker_snapshot(kind).values()), {})
+    return {str(getattr(k, "value", k)): int(v) for k, v in dev.items()}
+
+
+def _reset_peak(tracker) -> None:
+    """Start a new peak from the current live set (``MemTracker`` keeps one running maximum)."""
+    tracker._peak_mem_snap = deepcopy(tracker._curr_mem_snap)
+    tracker._peak_mem = {dev: snap["Total"] for dev, snap in tracker._curr_mem_snap.items()}
+
+
+def _optimizer(model: torch.nn.Module, optimizer: str) -> torch.optim.Optimizer:
+    variant = {"adam-foreach": {"foreach": True}, "adam-fused": {"fused": True}, "adam-for": {"foreach": False}}
+    return torch.optim.Adam(model.parameters(), lr=1e-3, **variant[optimizer])
+
+
+def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", micro_batch: int = 1,
+            seq: int = 1024, attention: str = "eager", recompute: str = "none",
+            optimizer: str = "adam-foreach") -> dict:
+    """One tracked steady-state step of rank ``rank`` of ``devices`` (bytes by tracker category)."""
+    arch = get_architecture(model)
+    fsdp = devices > 1 or precision != "fp32"
+    started = time.perf_counter()
+    if fsdp:
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", rank=rank, world_size=devices, store=FakeStore())
+        mesh = init_device_mesh("cpu", (devices,))
+    try:
+        with FakeTensorMode():
+            net = build(arch, attention, recompute)
+            if fsdp:
+                dtypes = MP[precision]
+                policy = MixedPrecisionPolicy(*dtypes) if dtypes else MixedPrecisionPolicy()
+                for block in net.blocks:
+                    fully_shard(block, mesh=mesh, mp_policy=policy)
+                fully_shard(net, mesh=mesh, mp_policy=policy)
+            opt = _optimizer(net, optimizer)
+            ids, labels = batch(arch, micro_batch, seq)
+            net(ids, labels).backward()                       # warm-up: Adam's state exists after it
+            opt.step()
+            opt.zero_grad()
+            if fsdp:
+                tracker = FSDPMemTracker(net, opt)
+                tracker.track_inputs((ids, labels))
+            else:
+                from torch.distributed._tools.mem_tracker import MemTracker
+                tracker = MemTracker()
+                tracker.track_external(net, opt, ids, labels)
+            with tracker:
+                loss = net(ids, labels)
+                after_forward = _snapshot(tracker)
+                loss.backward()
+                after_backward = _snapshot(tracker)
+                forward_backward_peak = _snapshot(tracker, "peak")
+                _reset_peak(tracker)
+                opt.step()
+                step_peak = _snapshot(tracker, "peak")
+                after_step = _snapshot(tracker)
+                opt.zero_grad()
+    finally:
+        if fsdp:
+            dist.destroy_process_group()
+    return {"after_forward": after_forward, "after_backward": after_backward, "after_step": after_step,
+            "forward_backward_peak": forward_backward_peak, "step_peak": step_peak,
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def states(measured: dict, fsdp: bool) -> dict[str, int]:
+    """The tracker's figures under the names ``placement_edu.peak`` uses (bytes)."""
+    after = measured["after_step"]
+    return {"params": after["Sharded Param" if fsdp else "Parameter"],
+            "grads": after["Sharded Grad" if fsdp else "Gradient"],
+            "optimizer": after["OptState" if fsdp else "Optstate"],
+            "activations": measured["after_forward"]["Activation"],
+            "forward_backward_peak": measured["forward_backward_peak"]["Total"],
+            "step_peak": measured["step_peak"]["Total"]}
+
+
+def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
+    """``measure(**case)`` in a fresh interpreter (a fake process group is one per process)."""
+    done = subprocess.run([sys.executable, "-m", "placement_edu.runtime.peak_tracker", json.dumps(case)],
+                          capture_output=True, text=True, timeout=timeout_s)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the tracker run {case} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(lines[-1])
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(**json.loads(sys.argv[1]))))
