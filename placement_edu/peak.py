@@ -119,10 +119,18 @@ class ActivationProfile:
         return self.outside + layers * self.block + self.result
 
     def to_dict(self) -> dict:
+        """Everything, as JSON-ready plain data (``from_dict`` reads it back)."""
         return {"model": self.model, "micro_batch": self.micro_batch, "seq": self.seq, "compute": self.compute,
                 "attention": self.attention, "recompute": self.recompute, "block": self.block,
                 "outside": self.outside, "block_by_dtype": dict(self.block_by_dtype),
-                "by_module": dict(self.by_module)}
+                "by_module": dict(self.by_module), "kept_after_forward": self.kept_after_forward,
+                "result": self.result, "moments": [vars(m).copy() for m in self.moments]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "ActivationProfile":
+        fields = dict(data)
+        fields["moments"] = tuple(Moment(**m) for m in fields.get("moments", ()))
+        return cls(**fields)
 
 
 # --- FSDP2's per-rank storage -------------------------------------------------------------------

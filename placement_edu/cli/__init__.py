@@ -19,13 +19,14 @@ from placement_edu.cli import estimate
 from placement_edu.cli import calibrate
 from placement_edu.cli import plan
 from placement_edu.cli import torch_ref
+from placement_edu.cli import fit
 from placement_edu.errors import PlacementError
 
 __all__ = ["build_parser", "main"]
 
 #: One ``add_parser(sub)`` per subcommand, in the order ``--help`` lists them.
 PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [table.add_parser, check.add_parser, run.add_parser, estimate.add_parser, calibrate.add_parser, plan.add_parser,
-                                                          torch_ref.add_parser]
+                                                          torch_ref.add_parser, fit.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,8 +8,8 @@ What is measured, on a two-block copy of the model (same widths, vocabulary, b, 
   (ids, labels: the trackers call them inputs). Each storage is charged to the innermost module that
   saved it first, so a tensor made outside the blocks and saved by every block (GPT-2's causal mask,
   Llama's RoPE cos/sin) is charged once, to the first block, and lands in ``outside``. Under full
-  recomputation (``torch.utils.checkpoint`` per block) autograd saves nothing inside a block: the
-  checkpoint keeps the block's inputs, and those are what is charged to it.
+  recomputation (``torch.utils.checkpoint`` per block, non-reentrant) nothing inside a block is
+  saved: the checkpoint saves the block's inputs just before entering it, charged to that block.
   ``block`` is what the second block keeps; ``outside`` is the rest: embeddings, final norm, head,
   the loss's fp32 log-softmax -- and what the blocks share.
 - **the moments of the step**, with PyTorch's ``MemTracker`` (``torch.distributed._tools``): for the
@@ -45,38 +45,33 @@ def _storage(t: torch.Tensor) -> torch.UntypedStorage:
 
 
 class _Saved:
-    """Saved-tensor hooks that charge each storage to the innermost running module, first saver wins."""
+    """Saved-tensor hooks that charge each storage to the innermost running module, first saver wins.
+    A save made by the model itself between blocks -- ``torch.utils.checkpoint`` saving a block's
+    inputs before entering it -- is charged to the block about to run."""
 
     def __init__(self, model: CausalLM, excluded: set[int]) -> None:
         self.stack: list[str] = []
-        self.kept: dict[int, tuple[int, str, str]] = {}       # storage id -> (bytes, dtype, module)
+        self.kept: dict[int, tuple[int, str, str]] = {}       # storage -> (bytes, dtype, module)
         self.excluded = excluded
+        blocks = {id(b) for b in model.blocks}
+        self.pending = [name for name, m in model.named_modules() if id(m) in blocks]
         self.handles = []
         for name, module in model.named_modules():
-            self.handles.append(module.register_forward_pre_hook(self._enter(name, module)))
+            self.handles.append(module.register_forward_pre_hook(lambda m, a, name=name: self.stack.append(name)))
             self.handles.append(module.register_forward_hook(self._leave))
 
-    def _enter(self, name: str, module: nn.Module):
-        def hook(mod: nn.Module, args: tuple) -> None:
-            self.stack.append(name)
-            if getattr(module, "_checkpointed", False):     # full recomputation keeps the block's inputs
-                for a in args:
-                    if isinstance(a, torch.Tensor):
-                        self.keep(a)
-                    elif isinstance(a, tuple):
-                        for t in a:
-                            self.keep(t)
-        return hook
-
     def _leave(self, mod: nn.Module, args: tuple, out: object) -> None:
-        self.stack.pop()
+        name = self.stack.pop()
+        if self.pending and name == self.pending[0]:
+            self.pending.pop(0)
 
     def keep(self, t: torch.Tensor) -> torch.Tensor:
         st = _storage(t)
-        key = id(st) if not hasattr(st, "_cdata") else st._cdata
-        if key not in self.kept and key not in self.excluded:
-            module = self.stack[-1] if self.stack else "(top)"
-            self.kept[key] = (st.nbytes(), str(t.dtype).removeprefix("torch."), module)
+        if st._cdata not in self.kept and st._cdata not in self.excluded:
+            module = self.stack[-1] if self.stack else ""
+            if module == "" and self.pending:
+                module = self.pending[0]
+            self.kept[st._cdata] = (st.nbytes(), str(t.dtype).removeprefix("torch."), module)
         return t
 
     def remove(self) -> None:
@@ -106,8 +101,6 @@ def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, com
         torch.set_default_dtype(DTYPES[compute])
         stack.callback(torch.set_default_dtype, default)
         model = build(two, attention, recompute)
-        for block in model.blocks:
-            block._checkpointed = recompute == "full"
         ids, labels = batch(two, micro_batch, seq)
         excluded = {_storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)}
         saved = _Saved(model, excluded)

@@ -1,0 +1,51 @@
+"""Activation profiles, measured once and kept: the measurement imports torch and its trackers
+(about 2 s on a laptop CPU, most of it the import), so a measured profile is written to
+``$XDG_CACHE_HOME/placement_edu/profiles`` (default ``~/.cache/...``) under a key naming the model's
+shape, b, s, the compute dtype, attention, recomputation and torch's version. Reading one back imports
+no torch. ``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from importlib.metadata import version
+from pathlib import Path
+
+from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.peak import ActivationProfile
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "placement_edu" / "profiles"
+
+
+def _key(arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str) -> str:
+    text = json.dumps([asdict(arch), micro_batch, seq, compute, attention, recompute, version("torch")], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def get_profile(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, compute: str = "fp32",
+                attention: str = "eager", recompute: str = "none") -> tuple[ActivationProfile, bool]:
+    """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not cached."""
+    arch = get_architecture(arch)
+    path = cache_dir() / f"{_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
+    use_cache = os.environ.get("PLACEMENT_EDU_NO_CACHE") != "1"
+    if use_cache and path.is_file():
+        try:
+            return ActivationProfile.from_dict(json.loads(path.read_text())), True
+        except (ValueError, TypeError, KeyError):
+            pass                                          # a damaged entry is measured again
+    from placement_edu.runtime.activation_profile import measure
+    profile = measure(arch, micro_batch, seq, compute, attention, recompute)
+    if use_cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(profile.to_dict()))
+            tmp.replace(path)
+        except OSError:
+            pass                                          # a read-only home still answers
+    return profile, False
