@@ -220,3 +220,13 @@ def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None
                  "placement_edu.checker", "placement_edu.report", "placement_edu.runtime.launcher")
     bad = [m for m in loaded if any(_is_under(m, f) for f in forbidden)]
     assert bad == [], f"a rank's entry module imports {bad}"
+
+
+def test_the_peak_derivation_and_a_cached_profile_import_no_torch() -> None:
+    # Issue 22: placement_edu.peak and placement_edu.architectures are core (plain data and
+    # arithmetic); reading a cached activation profile (runtime/profiles.py) needs no torch either.
+    code = ("import sys\nimport placement_edu.peak, placement_edu.architectures, placement_edu.runtime.profiles\n"
+            "import placement_edu.cli.fit\nprint('TORCH', 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "TORCH False" in result.stdout, result.stderr[-2000:]
+    assert {"placement_edu.peak", "placement_edu.architectures"} <= set(CORE)

@@ -1,0 +1,145 @@
+"""The peak of a real model, derived (issue 22): the reference shapes, FSDP2's padded storage and the
+peak against figures PyTorch's own ``FSDPMemTracker`` / ``MemTracker`` measured (pinned literals;
+``tests/test_peak_tracker.py`` compares prediction and tracker live). In-process, seconds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from placement_edu.architectures import PRESETS, Architecture
+from placement_edu.peak import (PRECISIONS, ZERO_MIXED, ActivationProfile, chunk_rows, derive, held_rows,
+                                optimizer_temporaries, units)
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.mark.parametrize("name, published", [
+    ("gpt2", 124_439_808),        # HF openai-community/gpt2: 124,439,808 parameters (tied head)
+    ("llama-1b", 1_235_814_400),  # meta-llama/Llama-3.2-1B: 1.24B (1,235,814,400, tied head)
+    ("llama-8b", 8_030_261_248),  # meta-llama/Meta-Llama-3-8B: 8.03B (8,030,261,248)
+])
+def test_the_reference_shapes_have_the_published_parameter_counts(name: str, published: int) -> None:
+    assert PRESETS[name].psi == published
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_the_plain_torch_module_has_exactly_the_tensors_the_shape_lists(name: str) -> None:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from placement_edu.runtime.reference_models import build
+    with FakeTensorMode():
+        module = build(PRESETS[name])
+        got = [(n, tuple(p.shape)) for n, p in module.named_parameters()]
+    assert got == [(n, s) for n, s, _ in PRESETS[name].tensors()]
+    assert isinstance(module.lm_head.weight, torch.nn.Parameter)
+
+
+def test_fsdp2_chunks_are_ceil_rows_over_n_and_the_last_ranks_hold_fewer_or_none() -> None:
+    # ln_1.weight of GPT-2 has 768 rows: at N = 1024 every rank stores a 1-row chunk, ranks >= 768 hold none.
+    assert chunk_rows(768, 1024) == 1
+    assert held_rows(768, 1024, 767) == 1 and held_rows(768, 1024, 1023) == 0
+    # wte: 50257 rows over 8 -> chunks of 6283; rank 7 holds 50257 - 7 * 6283 = 6276 rows.
+    assert chunk_rows(50257, 8) == 6283 and held_rows(50257, 8, 7) == 6276
+
+
+# Measured by FSDPMemTracker on a fake process group (torch 2.13, foreach Adam, after a warm-up step):
+# (model, N, rank, precision) -> (Sharded Param, Sharded Grad, OptState) bytes.
+TRACKER_STATES = {
+    ("gpt2", 8, 0, "fp32"): (62_222_592, 62_222_592, 124_445_776),
+    ("gpt2", 8, 7, "fsdp2_bf16"): (62_222_592, 62_222_592, 124_402_768),
+    ("gpt2", 1024, 1023, "fp32"): (562_760, 562_760, 228_208),
+    ("llama-1b", 8, 0, "fp32"): (617_907_200, 617_907_200, 1_235_814_984),
+    ("llama-1b", 64, 63, "fsdp2_bf16"): (77_238_400, 77_238_400, 154_477_384),
+}
+
+
+@pytest.mark.parametrize("case", list(TRACKER_STATES))
+def test_each_state_is_fsdp2s_padded_storage_to_the_byte(case: tuple) -> None:
+    model, n, rank, precision = case
+    profile = ActivationProfile(model, 1, 1024, PRECISIONS[precision].compute_name, "eager", "none", 0, 0)
+    peak = derive(model, profile, n, rank, precision)
+    assert (peak.params, peak.grads, peak.optimizer) == TRACKER_STATES[case]
+
+
+def test_the_last_rank_of_1024_stores_padding_the_unpadded_count_misses() -> None:
+    # GPT-2 at N = 1024: the unpadded 1/N share of rank 1023 is 0.20x of what FSDP2 stores there.
+    stored = sum(u.stored for u in units(PRESETS["gpt2"], 1024, 1023))
+    held = sum(u.held for u in units(PRESETS["gpt2"], 1024, 1023))
+    assert stored * 4 == 562_760                       # FSDPMemTracker's Sharded Param, measured
+    assert held / stored < 0.25
+
+
+def test_fsdp2_mixed_precision_is_4_4_8_and_zero_is_2_2_12_same_16_bytes() -> None:
+    assert PRECISIONS["fsdp2_bf16"].per_parameter == (4, 4, 8)
+    assert (ZERO_MIXED.params, ZERO_MIXED.grads, ZERO_MIXED.optimizer) == (2, 2, 12)
+    assert sum(PRECISIONS["fsdp2_bf16"].per_parameter) == ZERO_MIXED.model_state == 16
+
+
+def test_adam_temporaries_foreach_4_bytes_per_element_fused_none_for_loop_one_tensor() -> None:
+    assert optimizer_temporaries("adam-foreach", 1000, 300, 4) == 4000
+    assert optimizer_temporaries("adam-fused", 1000, 300, 4) == 0
+    assert optimizer_temporaries("adam-for", 1000, 300, 4) == 2400
+
+
+# FSDPMemTracker's forward/backward and optimizer-step peaks, measured (torch 2.13, b = 1):
+MEASURED_PEAKS = {
+    ("gpt2", 1024, 8, 0, "fp32", "none"): (3_945_257_352, 311_129_940),
+    ("gpt2", 1024, 1, 0, "fp32", "none"): (5_065_952_904, 2_488_813_140),     # MemTracker
+    ("gpt2", 1024, 1, 0, "fp32", "full"): (2_299_832_920, 2_488_813_140),     # MemTracker, checkpoint
+    ("llama-1b", 2048, 8, 0, "fp32", "none"): (21_920_648_912, 3_089_569_484),
+}
+
+
+@pytest.mark.parametrize("case", list(MEASURED_PEAKS))
+def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> None:
+    from placement_edu.runtime.profiles import get_profile
+    model, seq, n, rank, precision, recompute = case
+    profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, "eager", recompute)
+    peak = derive(model, profile, n, rank, precision)
+    fb, step = MEASURED_PEAKS[case]
+    assert peak.forward_backward_peak.total == pytest.approx(fb, rel=0.02)
+    assert peak.step_peak.total == pytest.approx(step, rel=0.02)
+
+
+def test_a_profile_round_trips_through_json() -> None:
+    from placement_edu.runtime.profiles import get_profile
+    profile, _ = get_profile("gpt2", 1, 256)
+    assert ActivationProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
+
+
+def test_a_one_layer_model_is_refused_with_a_reason() -> None:
+    from placement_edu.errors import PlacementError
+    profile = ActivationProfile("x", 1, 8, "fp32", "eager", "none", 0, 0)
+    with pytest.raises(PlacementError, match="two-block profile"):
+        derive(Architecture("gpt2", 1, 64, 4, 256, 100, positions=8), profile, 2)
+
+
+def _fit(*argv: str) -> subprocess.CompletedProcess:
+    code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, "fit", *argv], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--model", "gpt2", "--devices", "8", "--rank", "8"], "not a rank of 8"),
+    (["--model", "gpt2", "--devices", "8", "--seq", "2048"], "1024 learned positions"),
+    (["--model", "gpt2", "--devices", "8", "--memory-gb", "lots"], "not a number"),
+    (["--model", "gpt3", "--devices", "8"], "invalid choice"),
+    (["--model", "gpt2", "--devices", "0"], "less than 1"),
+])
+def test_fit_refuses_bad_input_in_one_line_with_status_2(argv: list[str], says: str) -> None:
+    done = _fit(*argv)
+    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_fit_json_names_the_peak_and_its_event() -> None:
+    done = _fit("--model", "gpt2", "--devices", "8", "--memory-gb", "4", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert set(out["memory"]) == {"params", "grads", "optimizer", "activations", "transients"}
+    assert out["peak_bytes"] == 3_945_257_352          # FSDPMemTracker's peak, measured (see above)
+    assert out["peak_at"] == "backward, loss (logits' gradient)"
+    assert out["fits"] is True and out["step_peak_bytes"] == 311_129_940

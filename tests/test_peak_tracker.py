@@ -1,0 +1,81 @@
+"""Predicted against PyTorch's own accounting, live (issue 22's Done-when): for each case the core's
+derivation (from the activation profile measured on a two-block copy) is set beside one tracked
+step of the full model -- ``FSDPMemTracker`` on a fake process group of N ranks, ``MemTracker`` at
+N = 1 -- each run in its own process. Each state's bytes must be equal, padding included; the
+activations after forward, the forward/backward peak and the optimizer-step peak within 2 %."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from placement_edu.peak import PRECISIONS, derive
+from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
+from placement_edu.runtime.profiles import get_profile
+
+pytestmark = pytest.mark.runtime
+
+SEQ = {"gpt2": 1024, "llama-1b": 2048, "llama-8b": 4096}
+slow = pytest.mark.slow
+
+
+def _compare(model: str, devices: int, rank: int, precision: str, recompute: str = "none",
+             attention: str = "eager") -> None:
+    seq = SEQ[model]
+    profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, attention, recompute)
+    predicted = derive(model, profile, devices, rank, precision)
+    raw = measure_in_subprocess(model=model, devices=devices, rank=rank, precision=precision, seq=seq,
+                                attention=attention, recompute=recompute)
+    measured = states(raw, devices > 1 or precision != "fp32")
+    assert (predicted.params, predicted.grads, predicted.optimizer) == \
+        (measured["params"], measured["grads"], measured["optimizer"])
+    assert predicted.activations == pytest.approx(measured["activations"], rel=0.02)
+    assert predicted.forward_backward_peak.total == pytest.approx(measured["forward_backward_peak"], rel=0.02)
+    assert predicted.step_peak.total == pytest.approx(measured["step_peak"], rel=0.02)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fsdp2_bf16"])
+@pytest.mark.parametrize("devices, rank", [(8, 0), (8, 7),
+                                           pytest.param(1024, 0, marks=slow), pytest.param(1024, 1023, marks=slow)])
+def test_gpt2_under_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
+    _compare("gpt2", devices, rank, precision)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_gpt2_on_one_device_matches_memtracker(recompute: str) -> None:
+    _compare("gpt2", 1, 0, "fp32", recompute)
+
+
+def test_sdpa_attention_matches_too() -> None:
+    _compare("gpt2", 8, 7, "fsdp2_bf16", attention="sdpa")
+
+
+@slow
+@pytest.mark.parametrize("model", ["llama-1b", "llama-8b"])
+@pytest.mark.parametrize("precision", ["fp32", "fsdp2_bf16"])
+@pytest.mark.parametrize("devices, rank", [(8, 0), (64, 63), (1024, 1023)])
+def test_llama_under_fsdp2_matches_fsdpmemtracker(model: str, devices: int, rank: int, precision: str) -> None:
+    _compare(model, devices, rank, precision)
+
+
+@slow
+@pytest.mark.parametrize("model", ["llama-1b", "llama-8b"])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_llama_on_one_device_matches_memtracker(model: str, recompute: str) -> None:
+    _compare(model, 1, 0, "fp32", recompute)
+
+
+def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys() -> None:
+    code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, "fit", "--model", "gpt2", "--devices", "8", "--rank", "7",
+                           "--json", "--verify"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    measured = out["measured"]
+    assert set(measured["memory"]) == set(out["memory"])
+    for key in ("params", "grads", "optimizer"):
+        assert out["memory"][key] == measured["memory"][key]
+    assert out["peak_bytes"] == pytest.approx(measured["peak_bytes"], rel=0.02)
