@@ -15,6 +15,8 @@ from placement_edu.presentation.activation_explorer import (CONFIGS, ActivationE
                                                             korthikanti_model)
 from placement_edu.units import GB
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("recompute, sp, t", list(itertools.product(TransformerSpec.RECOMPUTE, (False, True), (1, 3, 8))))
 def test_the_named_terms_sum_to_the_activation_bytes_per_layer(recompute: str, sp: bool, t: int) -> None:

@@ -17,6 +17,8 @@ from placement_edu.faults import FAULTS
 from placement_edu.precision import PRESETS
 from placement_edu.runtime import RunConfig
 
+pytestmark = pytest.mark.fast
+
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: Values of every kind a learner might type.

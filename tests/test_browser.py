@@ -2,12 +2,14 @@
 
 The test starts JupyterLab on 127.0.0.1 with a token (in a temporary copy of the notebooks, with
 its own settings) and drives Debian's headless Chromium with Playwright for Python -- no browser
-download. For every notebook of the course: before running, each widget cell says to run the cells (and
-shows a still of its figure); after Run ▸ Run All Cells, no output is an error, the widgets are
-controls (not text, not "Error displaying widget"), and moving one control changes what the widget
-shows (its pixels). For the runtime notebook, on each click of Run: progress shows, then the result
-in its place (no progress line left beside it), while the kernel shows busy and Run is disabled;
-shutting its kernel down (it held warm ranks) prints no traceback.
+download. nbval already executes every notebook; here each notebook is opened, not re-run: before
+running, each widget cell says to run the cells and shows a still of its figure. Every widget of
+the course then runs in one notebook made from the course's own cells (``tests/gallery.py``):
+after Run ▸ Run All Cells no output is an error, the widgets are controls (not text, not "Error
+displaying widget"), and moving each one's control changes what it shows (its pixels). For the
+runtime widget, on each click of Run: progress shows, then the result in its place (no progress
+line left beside it), while the kernel shows busy and Run is disabled; shutting its kernel down
+(it held warm ranks) prints no traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.gallery import gallery, widget_cells
+
+pytestmark = pytest.mark.browser
+
 CHROMIUM = shutil.which("chromium")
 if CHROMIUM is None:
     pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)",
@@ -33,14 +39,18 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Pyt
                                "(pip install playwright; it is in the test extra)")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-#: The notebook that holds the runtime widget (progress, then the result, while the kernel is busy).
-RUNTIME_NOTEBOOK = "08_correctness.ipynb"
+COURSE = sorted(NOTEBOOKS.glob("*.ipynb"))
+#: The notebook the test writes beside the course: every widget cell of every notebook.
+GALLERY = "widget_gallery.ipynb"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 #: Lab settings: every cell in the page (no windowing: a cell off screen is still in the DOM), no
 #: question about Jupyter's news popping over the notebook.
 SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
             "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"}}
+#: The notebook's session: its kernel is connected once ``.kernel`` is there (the page can show the
+#: cells, and even 'idle', before).
+SESSION = "window.jupyterapp.shell.currentWidget?.sessionContext?.session"
 KERNEL = "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status"
 RUNNING = f"{KERNEL} === 'idle' && ![...document.querySelectorAll('.jp-InputPrompt')].some(p => p.innerText.includes('*'))"
 
@@ -57,6 +67,7 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     work, home = root / "notebooks", root / "jupyter"
     shutil.copytree(NOTEBOOKS, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    (work / GALLERY).write_text(json.dumps(gallery(COURSE)))
     for name, value in SETTINGS.items():
         path = home / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,14 +109,14 @@ def browser():
         chromium.close()
 
 
-def open_notebook(browser, lab, name: str):
+def open_notebook(browser, lab, name: str, stills: bool = True):
     base, token, _ = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{base}/lab/tree/{name}?token={token}&reset")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_function(f"{KERNEL} === 'idle'", timeout=60_000)
-    # Outputs render after the cells: wait for the widget cell's line (each notebook has one).
-    page.wait_for_selector(".placement-edu-still", state="attached", timeout=30_000)
+    page.wait_for_function(f"{KERNEL} === 'idle' && {SESSION}?.kernel?.status === 'idle'", timeout=60_000)
+    if stills:   # outputs render after the cells: wait for the widget cell's line (each notebook has one)
+        page.wait_for_selector(".placement-edu-still", state="attached", timeout=30_000)
     return page
 
 
@@ -150,32 +161,46 @@ def change_a_control(live) -> None:
     handle.press("ArrowRight")
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
-def test_a_notebook_runs_in_the_browser_and_its_figure_follows_a_control(browser, lab, name):
-    """Every notebook of the course: a still and a line before running; after Run All, no error,
-    every widget is controls (not text), and moving the first widget's control changes what it shows."""
+@pytest.mark.parametrize("name", [p.name for p in COURSE])
+def test_a_notebook_opened_without_running_says_to_run_and_shows_its_stills(browser, lab, name):
+    """Every notebook of the course, as saved: each widget cell shows the line and a still, and no
+    "Error displaying widget" appears."""
     page = open_notebook(browser, lab, name)
     still = page.locator(".placement-edu-still")
-    widgets = still.count()
-    assert widgets >= 1 and still.first.is_visible() and "Run the cells" in still.first.inner_text()
+    assert still.count() == len(widget_cells(NOTEBOOKS / name)) >= 1
+    assert still.first.is_visible() and "Run the cells" in still.first.inner_text()
     assert "Error displaying widget" not in page.inner_text("body")
+    shut_down_kernel(page)
 
+
+@pytest.fixture(scope="module")
+def gallery_page(browser, lab):
+    """The widget gallery, run all; its kernel shut down at the end (it held warm ranks) with no
+    traceback in the server's log."""
+    page = open_notebook(browser, lab, GALLERY, stills=False)
     run_all(page)
+    yield page
+    shut_down_kernel(page)
+    time.sleep(2)
+    assert "Traceback" not in lab[2].read_text(), lab[2].read_text()[-4000:]
+
+
+def test_every_widget_of_the_course_is_controls_and_its_figure_follows_a_control(gallery_page):
+    page = gallery_page
     assert errors_shown(page) == []
+    widgets = sum(len(widget_cells(p)) for p in COURSE)
     live = page.locator(".placement-edu-live")
-    assert live.count() == widgets and live.first.is_visible() and not still.first.is_visible()
-    for i in range(widgets):
-        assert live.nth(i).locator("select, input, .noUi-handle, button").count() >= 1, \
-            f"widget {i} is not rendered as controls"
+    assert live.count() == widgets >= 13
     body = page.inner_text("body")
     assert "VBox(" not in body and "Error displaying widget" not in body
-
-    first = live.nth(0)
-    if first.locator(".placement-edu-progress").count():   # the runtime widget changes on Run, below
-        first = live.nth(1) if widgets > 1 else None
-    if first is not None:
-        assert_pixels_change(first, lambda: change_a_control(first))
-    shut_down_kernel(page)
+    for i in range(widgets):
+        widget = live.nth(i)
+        assert widget.locator("select, input, .noUi-handle, button").count() >= 1, \
+            f"widget {i} is not rendered as controls"
+        assert not page.locator(".placement-edu-still").nth(i).is_visible()
+        if not widget.locator(".placement-edu-progress").count():   # the runtime widget changes on Run
+            widget.scroll_into_view_if_needed()
+            assert_pixels_change(widget, lambda: change_a_control(widget))
 
 
 # What the learner sees in the runtime widget over a click on Run, recorded by the page itself at every
@@ -223,14 +248,11 @@ def run_and_watch(page, widget, result: str) -> None:
     assert not last["progress"], f"the progress stayed beside the result: {last['text'][:300]}"
 
 
-def test_the_runtime_notebook_shows_progress_then_the_result_while_the_kernel_is_busy(browser, lab):
-    page = open_notebook(browser, lab, RUNTIME_NOTEBOOK)
-    assert "Run the cells" in page.locator(".placement-edu-still").first.inner_text()
-    run_all(page)
-    assert errors_shown(page) == []
+def test_the_runtime_widget_shows_progress_then_the_result_while_the_kernel_is_busy(gallery_page):
+    page = gallery_page
     widget = page.locator(".placement-edu-live").filter(has=page.get_by_role("button", name="Run", exact=True))
     widget.wait_for(timeout=30_000)                 # (shown once its output renders)
-    assert "Error displaying widget" not in page.inner_text("body")
+    widget.scroll_into_view_if_needed()
 
     widget.locator(".widget-dropdown", has_text="fault").locator("select").select_option("stale-gather")
     run_and_watch(page, widget, "[stale-gather]: 5 steps")
@@ -242,6 +264,3 @@ def test_the_runtime_notebook_shows_progress_then_the_result_while_the_kernel_is
     # chart's pixels change.
     widget.locator(".widget-dropdown", has_text="strategy").locator("select").select_option("dp")
     assert_pixels_change(chart, lambda: run_and_watch(page, widget, "dp on data=4: 5 steps"))
-    shut_down_kernel(page)               # the kernel held a warm pool: it closes without a traceback
-    time.sleep(2)
-    assert "Traceback" not in lab[2].read_text(), lab[2].read_text()[-4000:]

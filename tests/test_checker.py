@@ -16,6 +16,8 @@ from placement_edu.faults import FAULTS, applicable_faults, apply_fault
 from placement_edu.schedule import Schedule, derive_schedule
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh, get_strategy
 
+pytestmark = pytest.mark.fast
+
 NAMED = [*STRATEGIES, *COMPOSITIONS]
 FAULTED = [(name, fault) for name in NAMED
            for fault in applicable_faults(get_strategy(name), example_mesh(get_strategy(name)))]

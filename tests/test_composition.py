@@ -11,6 +11,8 @@ from placement_edu.checker import check
 from placement_edu.composition import RULES
 from placement_edu.strategies import COMPOSITIONS, get_strategy
 
+pytestmark = pytest.mark.fast
+
 PSI = 8 * 10**9
 MODEL = ModelSpec(psi=PSI, layers=8, boundary_elements=4096)
 

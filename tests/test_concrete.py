@@ -6,6 +6,10 @@ import torch
 
 from placement_edu import ConcreteModel, Mesh, State, analyze, derive_memory, get_precision
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def small_mlp() -> torch.nn.Module:
     torch.manual_seed(0)

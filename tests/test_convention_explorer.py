@@ -7,6 +7,8 @@ from fractions import Fraction
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 pytest.importorskip("ipywidgets")
 
 from placement_edu.estimators import accelerate_training, deepspeed_zero2, ours, reconcile  # noqa: E402

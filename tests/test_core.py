@@ -11,6 +11,8 @@ from placement_edu import (GB, ModelSpec, Mesh, Placement, PlacementError, Preci
                            TransformerSpec, analyze, compare, get_precision, get_strategy)
 from placement_edu.units import fmt_bytes
 
+pytestmark = pytest.mark.fast
+
 PSI_7_5B = 7_500_000_000
 
 

@@ -14,6 +14,8 @@ from placement_edu import schedule as schedule_module
 from placement_edu.cli import main
 from placement_edu.strategies import STRATEGIES
 
+pytestmark = pytest.mark.fast
+
 PSI = 1_000_000
 TRANSFORMER_FLAGS = ["--layers", "4", "--hidden", "64", "--heads", "4", "--seq", "32", "--vocab", "1000"]
 

@@ -15,6 +15,8 @@ from placement_edu.estimators import (accelerate_table, accelerate_training, dee
 from placement_edu.models import ModelSpec, TransformerSpec
 from placement_edu.report import analyze
 
+pytestmark = pytest.mark.fast
+
 T5_3B = 2851 * 10**6   # DeepSpeed docs: estimate_..._all_cold(total_params=2851e6, ...)
 
 

@@ -13,6 +13,8 @@ import pytest
 from placement_edu.errors import PlacementError
 from placement_edu.exercises import EXERCISES, check, solution
 
+pytestmark = pytest.mark.fast
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 

@@ -11,6 +11,8 @@ from placement_edu.models import ModelSpec
 from placement_edu.presentation.grid_explorer import LAYERS, GridExplorer
 from placement_edu.strategies import STRATEGIES
 
+pytestmark = pytest.mark.fast
+
 
 def test_changing_the_strategy_redraws_the_grid_and_the_bytes_are_the_cores() -> None:
     explorer = GridExplorer(strategy="dp", psi=1e9, devices=4)

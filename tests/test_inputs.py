@@ -23,6 +23,8 @@ from placement_edu.errors import (MAX_DEVICES, MAX_LOCAL_WORLD_SIZE, MAX_MICRO_B
 from placement_edu.precision import PRESETS
 from placement_edu.strategies import get_strategy
 
+pytestmark = pytest.mark.fast
+
 PACKAGE = Path(__file__).resolve().parents[1] / "placement_edu"
 
 

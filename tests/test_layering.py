@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 PACKAGE = Path(__file__).resolve().parents[1] / "placement_edu"
 ROOT = "placement_edu"
 PRESENTATION = ("placement_edu.presentation",)

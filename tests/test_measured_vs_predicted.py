@@ -10,6 +10,10 @@ from placement_edu import State
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.result import RunResult, Side, predict
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def _result(measured: list[Side], config: RunConfig) -> RunResult:
     return RunResult(config, [0.0], predict(config), measured, [[] for _ in measured])

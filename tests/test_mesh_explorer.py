@@ -9,6 +9,8 @@ import pytest
 from placement_edu import State, analyze, get_strategy
 from placement_edu.presentation.mesh_explorer import MODEL, TENSOR_CHOICES, MeshExplorer, composed_strategy
 
+pytestmark = pytest.mark.fast
+
 
 def test_the_default_is_zero1_tp_pp_and_every_number_is_the_cores():
     explorer = MeshExplorer(data=2, tensor=2, pipeline=2, micro_batches=4)

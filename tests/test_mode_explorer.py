@@ -12,6 +12,8 @@ from placement_edu.errors import PlacementError
 from placement_edu.presentation.mode_explorer import ModeExplorer, grouped_ops, schedule_text
 from placement_edu.strategies import get_strategy
 
+pytestmark = pytest.mark.fast
+
 
 def test_replicated_costs_the_whole_state_per_device_and_the_precision_knob_moves_it() -> None:
     explorer = ModeExplorer("R", psi=7.5e9, devices=64)

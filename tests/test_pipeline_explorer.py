@@ -12,6 +12,8 @@ from placement_edu import Mesh, derive_memory, get_precision, get_strategy
 from placement_edu.schedule import pipeline_bubble, pipeline_order, pipeline_timeline
 from placement_edu.presentation.pipeline_explorer import MODEL, PipelineExplorer
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("p,m", [(2, 1), (2, 8), (4, 3), (4, 8), (8, 32)])

@@ -12,6 +12,8 @@ from placement_edu.planner import comm_seconds, compose, default_transformer, me
 from placement_edu.timing import HARDWARE, comm_time, step_time
 from placement_edu.schedule import derive_schedule
 
+pytestmark = pytest.mark.fast
+
 SMALL = TransformerSpec(layers=8, hidden=256, heads=8, seq=128, vocab=1000)
 H100 = HARDWARE["h100-nvlink-ib"]
 

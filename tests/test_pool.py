@@ -12,6 +12,8 @@ import pytest
 from placement_edu import PlacementError
 from placement_edu.runtime import RunConfig, RunFailed, WorkerPool, run_many
 
+pytestmark = pytest.mark.runtime
+
 RUNS = [RunConfig("zero3", 4), RunConfig("zero1_allreduce", 4), RunConfig("dp×tp", 4), RunConfig("pp", 4),
         RunConfig("zero2", 2)]                        # the last on 2 of the pool's 4 ranks
 

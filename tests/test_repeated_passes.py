@@ -23,6 +23,8 @@ from placement_edu.schedule import MAX_LISTED_OPS, Repeat, Schedule, pipeline_or
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh, get_strategy
 from placement_edu.timing import HARDWARE, comm_time
 
+pytestmark = pytest.mark.fast
+
 MODEL = TransformerSpec(layers=8, hidden=64, heads=4, seq=16, vocab=100, micro_batch=1)
 MIXED = get_precision("mixed_adam")
 NAMES = sorted(STRATEGIES) + sorted(COMPOSITIONS)

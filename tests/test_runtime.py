@@ -14,6 +14,8 @@ from placement_edu import Placement, Strategy
 from placement_edu.runtime import RunConfig, run_many
 from placement_edu.runtime.verdict import applicable
 
+pytestmark = pytest.mark.runtime
+
 DATA = ["dp", "zero1_allreduce", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
 MODEL = ["tp", "pp"]
 COMPOSED = ["dp×tp", "dp×pp", "zero3×tp", "hsdp"]             # hsdp at 4 ranks: replica=2,data=2

@@ -8,6 +8,8 @@ import pytest
 
 from placement_edu.runtime import RunConfig, RunFailed, launch
 
+pytestmark = pytest.mark.runtime
+
 
 def _gone(pid: int) -> bool:
     try:

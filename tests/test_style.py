@@ -5,6 +5,10 @@ from __future__ import annotations
 from placement_edu.presentation import style
 from placement_edu.placement import State
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_one_colour_per_state_and_per_collective_shared_by_the_charts():
     from placement_edu.presentation import plots

@@ -15,6 +15,8 @@ from placement_edu import analyze
 from placement_edu.cli import main
 from placement_edu.sweep import sweep
 
+pytestmark = pytest.mark.fast
+
 STRATEGIES = ["dp", "zero1_allreduce", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
 
 

@@ -11,6 +11,8 @@ from placement_edu.schedule import Op
 from placement_edu.timing import (HARDWARE, Hardware, Link, comm_time, compute_bound_tokens, compute_time,
                                   exposed, op_time, ring_steps, step_time, tp_compute_bound)
 
+pytestmark = pytest.mark.fast
+
 ALPHA, W = 1e-6, 1e9           # 1 µs per ring step, 1 GB/s: every figure below is easy to check by hand
 LINK = Link(ALPHA, W)
 S = 8_000_000                  # bytes of payload: 4e6 bf16 elements

@@ -19,6 +19,8 @@ import pytest
 from placement_edu.implementations import (IMPLEMENTATIONS, TorchRefConfig, ddp_buckets, fsdp2_order, predict,
                                            zero_redundancy_broadcasts)
 
+pytestmark = pytest.mark.runtime
+
 MLP = "mlp:64,128,128,16"
 
 

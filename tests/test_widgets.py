@@ -7,6 +7,8 @@ import pytest
 from placement_edu import GB, State, analyze
 from placement_edu.presentation.widgets import ZeroExplorer
 
+pytestmark = pytest.mark.fast
+
 
 def bar_heights(explorer: ZeroExplorer, state: State) -> list[float]:
     return [bar.get_height() for bar in explorer.charts.state_bars[state]]
