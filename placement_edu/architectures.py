@@ -41,6 +41,9 @@ class Architecture:
     tied: bool = True            # the LM head is the token embedding
     dropout: float = 0.0
     name: str = ""
+    #: The HF ``config.json`` this shape was read from ("" for the plain-torch reference): the
+    #: runtime then builds HF's own module with ``transformers`` (the optional ``hf`` extra).
+    config: str = ""
 
     def __post_init__(self) -> None:
         expect(self.kind in KINDS, f"unknown architecture kind {self.kind!r}; known: {', '.join(KINDS)}")
@@ -115,10 +118,37 @@ PRESETS: Mapping[str, Architecture] = MappingProxyType({
 })
 
 
+def from_hf_config(config: Mapping, path: str = "") -> Architecture:
+    """The shape an HF ``config.json`` describes (``model_type`` gpt2 or llama), read as plain JSON."""
+    kind = config.get("model_type")
+    expect(kind in KINDS, f"{path or 'the config'}: model_type {kind!r} is not one of {', '.join(KINDS)}")
+    name = path or kind
+    if kind == "gpt2":
+        h = config["n_embd"]
+        return Architecture("gpt2", config["n_layer"], h, config["n_head"], config.get("n_inner") or 4 * h,
+                            config["vocab_size"], positions=config["n_positions"],
+                            tied=config.get("tie_word_embeddings", True), dropout=config.get("resid_pdrop", 0.1),
+                            name=name, config=path)
+    heads = config["num_attention_heads"]
+    expect(config.get("head_dim", config["hidden_size"] // heads) * heads == config["hidden_size"],
+           f"{name}: head_dim x heads must equal hidden_size here")
+    return Architecture("llama", config["num_hidden_layers"], config["hidden_size"], heads,
+                        config["intermediate_size"], config["vocab_size"],
+                        kv_heads=config.get("num_key_value_heads") or heads,
+                        tied=config.get("tie_word_embeddings", False), name=name, config=path)
+
+
 def get_architecture(name: str | Architecture) -> Architecture:
-    """A preset by name, or an ``Architecture`` passed through."""
+    """A preset by name, a path to an HF ``config.json``, or an ``Architecture`` passed through."""
     if isinstance(name, Architecture):
         return name
     if name in PRESETS:
         return PRESETS[name]
-    raise PlacementError(f"unknown model {name!r}; known: {', '.join(PRESETS)} (or build an Architecture)")
+    if isinstance(name, str) and name.endswith(".json"):
+        import json
+        try:
+            with open(name) as f:
+                return from_hf_config(json.load(f), name)
+        except (OSError, ValueError, KeyError) as error:
+            raise PlacementError(f"cannot read an HF config from {name!r}: {error}") from None
+    raise PlacementError(f"unknown model {name!r}; known: {', '.join(PRESETS)}, or a path to an HF config.json")

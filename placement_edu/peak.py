@@ -113,6 +113,8 @@ class ActivationProfile:
     moments: tuple[Moment, ...] = ()
     #: Bytes of the forward's result, the loss (an fp32 scalar the caller holds until backward).
     result: int = 4
+    #: Bytes of the module's buffers (Llama's RoPE inverse frequencies), which every rank keeps.
+    buffers: int = 0
 
     def activations(self, layers: int) -> int:
         """Bytes live after the forward of ``layers`` blocks: outside + L · block + the loss."""
@@ -124,7 +126,7 @@ class ActivationProfile:
                 "attention": self.attention, "recompute": self.recompute, "block": self.block,
                 "outside": self.outside, "block_by_dtype": dict(self.block_by_dtype),
                 "by_module": dict(self.by_module), "kept_after_forward": self.kept_after_forward,
-                "result": self.result, "moments": [vars(m).copy() for m in self.moments]}
+                "result": self.result, "buffers": self.buffers, "moments": [vars(m).copy() for m in self.moments]}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "ActivationProfile":
@@ -179,11 +181,6 @@ def units(arch: Architecture, n: int, rank: int) -> list[Unit]:
             largest = max(largest, h)
         out.append(Unit(str(unit), stored, held, gathered, len(shapes), sum(math.prod(s) for s in shapes), largest))
     return out
-
-
-def buffer_bytes(arch: Architecture) -> int:
-    """Non-parameter buffers every rank keeps: Llama's RoPE inverse frequencies, fp32 [head_dim/2]."""
-    return arch.head_dim // 2 * 4 if arch.kind == "llama" else 0
 
 
 def input_bytes(micro_batch: int, seq: int) -> int:
@@ -266,7 +263,7 @@ def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, r
     params = sum(u.stored for u in us) * s
     optimizer_state = 2 * sum(u.held for u in us) * s + 4 * sum(u.tensors for u in us)
     grads = sum(u.stored for u in us) * prec.reduce if fsdp else params
-    inputs, buffers = input_bytes(profile.micro_batch, profile.seq), buffer_bytes(arch)
+    inputs, buffers = input_bytes(profile.micro_batch, profile.seq), profile.buffers
     base = {"sharded params" if fsdp else "params": params, "optimizer": optimizer_state,
             "inputs": inputs, "buffers": buffers}
     c, r = prec.compute, prec.reduce

@@ -127,7 +127,8 @@ def _fit(*argv: str) -> subprocess.CompletedProcess:
     (["--model", "gpt2", "--devices", "8", "--rank", "8"], "not a rank of 8"),
     (["--model", "gpt2", "--devices", "8", "--seq", "2048"], "1024 learned positions"),
     (["--model", "gpt2", "--devices", "8", "--memory-gb", "lots"], "not a number"),
-    (["--model", "gpt3", "--devices", "8"], "invalid choice"),
+    (["--model", "gpt3", "--devices", "8"], "unknown model 'gpt3'"),
+    (["--model", "/nonexistent/config.json", "--devices", "8"], "cannot read an HF config"),
     (["--model", "gpt2", "--devices", "0"], "less than 1"),
 ])
 def test_fit_refuses_bad_input_in_one_line_with_status_2(argv: list[str], says: str) -> None:

@@ -79,3 +79,30 @@ def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys() -> 
     for key in ("params", "grads", "optimizer"):
         assert out["memory"][key] == measured["memory"][key]
     assert out["peak_bytes"] == pytest.approx(measured["peak_bytes"], rel=0.02)
+
+
+# The published HF config.json of each model (openai-community/gpt2, meta-llama/Llama-3.2-1B), the
+# fields that shape the module; written to a temporary directory: nothing is downloaded.
+HF_CONFIGS = {
+    "gpt2": {"model_type": "gpt2", "activation_function": "gelu_new", "n_embd": 768, "n_head": 12, "n_layer": 12,
+             "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257, "attn_pdrop": 0.1, "embd_pdrop": 0.1,
+             "resid_pdrop": 0.1, "layer_norm_epsilon": 1e-05},
+    "llama-1b": {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32,
+                 "num_hidden_layers": 16, "num_key_value_heads": 8, "head_dim": 64, "hidden_act": "silu",
+                 "vocab_size": 128256, "tie_word_embeddings": True, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+                 "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+                 "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                  "original_max_position_embeddings": 8192, "rope_type": "llama3"}},
+}
+
+
+@pytest.mark.parametrize("model, devices, rank, precision", [
+    ("gpt2", 8, 7, "fsdp2_bf16"), ("gpt2", 1, 0, "fp32"), ("llama-1b", 8, 0, "fp32"),
+    pytest.param("llama-1b", 64, 63, "fsdp2_bf16", marks=slow)])
+def test_the_same_checks_pass_on_hfs_own_module_from_a_local_config(tmp_path, model, devices, rank, precision) -> None:
+    pytest.importorskip("transformers")
+    path = tmp_path / model / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(HF_CONFIGS[model]))
+    SEQ[str(path)] = SEQ[model]
+    _compare(str(path), devices, rank, precision)

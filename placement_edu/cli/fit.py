@@ -31,7 +31,9 @@ MAX_MICRO_BATCH = 1024
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="will one rank's training step fit? the peak of a real model, by event",
                        description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=list(MODELS), required=True, help="a reference model (HF shapes)")
+    p.add_argument("--model", type=flag_type(_model), required=True,
+                   help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), or PATH/config.json: "
+                        "a local HF config built with transformers (pip install 'placement-edu[hf]')")
     p.add_argument("--strategy", choices=["fsdp2"], default="fsdp2",
                    help="fsdp2: fully_shard on every block, then on the root (N = 1 without mixed "
                         "precision: plain single-device training)")
@@ -42,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="fp32; fsdp2_bf16: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B")
     p.add_argument("--micro-batch", type=flag_type(read_int, "sequences", MAX_MICRO_BATCH), default=1, help="b")
     p.add_argument("--seq", type=flag_type(read_int, "tokens", MAX_SEQ), default=None,
-                   help="s (default: gpt2 1024, llama-1b 2048, llama-8b 4096)")
+                   help="s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))")
     p.add_argument("--attention", choices=["eager", "sdpa"], default="eager")
     p.add_argument("--recompute", choices=["none", "full"], default="none",
                    help="full: torch.utils.checkpoint on every block")
@@ -52,6 +54,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", action="store_true",
                    help="run PyTorch's tracker for this rank (fake process group) and print it beside")
     p.set_defaults(handler=_fit)
+
+
+def _model(text: str) -> str:
+    get_architecture(text)                             # a bad name or an unreadable config: one line, exit 2
+    return text
 
 
 def _gb(text: str) -> float:
@@ -66,8 +73,8 @@ def _gb(text: str) -> float:
 
 def _check(args: argparse.Namespace) -> int:
     """The sequence length, after refusing what cannot run (one line, exit 2)."""
-    seq = args.seq or DEFAULT_SEQ[args.model]
     arch = get_architecture(args.model)
+    seq = args.seq or DEFAULT_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
     expect(args.rank < args.devices, f"--rank {args.rank} is not a rank of {args.devices} devices (0..{args.devices - 1})")
     expect(arch.positions == 0 or seq <= arch.positions,
            f"--seq {seq} is longer than {args.model}'s {arch.positions} learned positions")
@@ -102,6 +109,12 @@ def _measured(states: dict, snapshot: dict) -> dict:
 
 def _fit(args: argparse.Namespace) -> int:
     seq = _check(args)
+    if get_architecture(args.model).config:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            raise PlacementError("--model PATH/config.json builds HF's module with transformers: "
+                                 "pip install 'placement-edu[hf]'") from None
     from placement_edu.runtime.profiles import get_profile
     compute = PRECISIONS[args.precision].compute_name
     profile, cached = get_profile(args.model, args.micro_batch, seq, compute, args.attention, args.recompute)

@@ -114,7 +114,9 @@ def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, com
             loss.backward()
         moments = _moments(model, tracker)
         result = _storage(loss).nbytes()
-    return _profile(arch, micro_batch, seq, compute, attention, recompute, saved.kept, after_forward, moments, result)
+        buffers = sum({_storage(b)._cdata: _storage(b).nbytes() for b in model.buffers()}.values())
+    return _profile(arch, micro_batch, seq, compute, attention, recompute, saved.kept, after_forward, moments,
+                    result, buffers)
 
 
 def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
@@ -145,7 +147,7 @@ def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
 
 def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, recompute: str,
              kept: dict[int, tuple[int, str, str]], after_forward: int, moments: tuple[Moment, ...],
-             result: int) -> ActivationProfile:
+             result: int, buffers: int) -> ActivationProfile:
     blocks = "transformer.h" if arch.kind == "gpt2" else "model.layers"
     block = sum(n for n, _, m in kept.values() if m.startswith(f"{blocks}.1"))
     total = sum(n for n, _, _ in kept.values())
@@ -164,4 +166,4 @@ def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, r
     return ActivationProfile(arch.name or arch.kind, b, s, compute, attention, recompute, block=block,
                              outside=total - 2 * block, block_by_dtype=dict(sorted(by_dtype.items())),
                              by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
-                             kept_after_forward=after_forward, moments=moments, result=result)
+                             kept_after_forward=after_forward, moments=moments, result=result, buffers=buffers)

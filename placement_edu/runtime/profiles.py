@@ -1,7 +1,8 @@
 """Activation profiles, measured once and kept: the measurement imports torch and its trackers
 (about 2 s on a laptop CPU, most of it the import), so a measured profile is written to
 ``$XDG_CACHE_HOME/placement_edu/profiles`` (default ``~/.cache/...``) under a key naming the model's
-shape, b, s, the compute dtype, attention, recomputation and torch's version. Reading one back imports
+shape (and an HF config's contents), b, s, the compute dtype, attention, recomputation, torch's version
+and the source of the measuring code. Reading one back imports
 no torch. ``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
 """
 
@@ -22,8 +23,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "placement_edu" / "profiles"
 
 
+#: The code a profile comes from: a change to it measures again.
+MEASURING = ("activation_profile.py", "reference_models.py", "hf_models.py")
+
+
 def _key(arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str) -> str:
-    text = json.dumps([asdict(arch), micro_batch, seq, compute, attention, recompute, version("torch")], sort_keys=True)
+    source = Path(arch.config).read_text() if arch.config else ""      # an HF config: its contents too
+    code = [(Path(__file__).parent / name).read_text() for name in MEASURING]
+    text = json.dumps([asdict(arch), source, code, micro_batch, seq, compute, attention, recompute,
+                       version("torch")], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
