@@ -78,15 +78,13 @@ class Moment:
     and ``grads`` bytes of gradients of the root and of the running block made by then (compute dtype).
 
     ``block``: None for a moment outside the blocks; -1 the last block's forward; 1 a block's backward
-    (it stands for every block k >= 1: block k sees k - 1 more blocks' activations); 0 the first block's.
-    ``blocks_alive``: how many of the profile's two blocks have their activations inside ``live``
-    beyond the running one (2 = all: an L-block step adds L - 2 blocks)."""
+    (it stands for every block k >= 1 of an L-block step: block k sees k - 1 more blocks' activations
+    than the profile's block 1); 0 the first block's. Moments after the blocks see L - 2 more blocks."""
 
     name: str
     phase: str
     live: int
     grads: int
-    blocks_alive: int
     block: int | None = None
 
 

@@ -127,21 +127,22 @@ def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
     block_grads = sum(p.numel() * p.element_size() for p in b1.parameters())
     out: list[Moment] = []
 
-    def add(name: str, phase: str, module: nn.Module, state: _ModState, extra: int, block: int | None = None,
+    def add(name: str, phase: str, module: nn.Module, state: _ModState, block: int | None = None,
             minus: int = 0) -> None:
         live, grads = _peak(tracker, module, state)
-        out.append(Moment(name, phase, live, grads - minus, extra, block))
+        out.append(Moment(name, phase, live, grads - minus, block))
 
-    add("forward, last block", "forward", b1, _ModState.PEAK_FW, 1, block=-1)
+    add("forward, last block", "forward", b1, _ModState.PEAK_FW, block=-1)
     for name, module in (("final norm", norm), ("head", model.lm_head), ("loss", model.loss)):
-        add(f"forward, {name}", "forward", module, _ModState.PEAK_FW, 2)
+        add(f"forward, {name}", "forward", module, _ModState.PEAK_FW)
     for name, module in (("loss (logits' gradient)", model.loss), ("head", model.lm_head), ("final norm", norm)):
-        add(f"backward, {name}", "backward", module, _ModState.PEAK_BW, 2)
-    add("backward, block", "backward", b1, _ModState.PEAK_BW, 1, block=1)
-    add("backward, first block", "backward", b0, _ModState.PEAK_BW, 0, block=0, minus=block_grads)
-    embeddings = [body.wte, body.wpe] if model.arch.kind == "gpt2" else [body.embed_tokens]
-    for module in embeddings:
-        add("backward, embedding", "backward", module, _ModState.PEAK_BW, 0, minus=2 * block_grads)
+        add(f"backward, {name}", "backward", module, _ModState.PEAK_BW)
+    add("backward, block", "backward", b1, _ModState.PEAK_BW, block=1)
+    add("backward, first block", "backward", b0, _ModState.PEAK_BW, block=0, minus=block_grads)
+    embeddings = ["wte", "wpe"] if model.arch.kind == "gpt2" else ["embed_tokens"]
+    for name in embeddings:              # gradients of the blocks (all done by now) are not the root's
+        add(f"backward, embedding ({name})", "backward", getattr(body, name), _ModState.PEAK_BW,
+            minus=2 * block_grads)
     return tuple(out)
 
 
