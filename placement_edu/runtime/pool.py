@@ -18,6 +18,9 @@ holds:
   run starts the pool again.
 - A pool belongs to the process that made it (a notebook kernel): its ranks exit when that process
   dies, and ``shared_pool`` never hands a pool to another process.
+- A pool gives its memory back: it closes itself after ``idle_s`` seconds without a run (``IDLE_S``,
+  5 minutes), and the next run starts it again. Binder gives a learner 1-2 GiB, and a learner who
+  moves to the next notebook leaves this kernel running.
 """
 
 from __future__ import annotations
@@ -35,20 +38,26 @@ from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime import progress as progress_file
 from placement_edu.runtime import rundir
-from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, ranks_start_with_sigint_held
+from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, ranks_start_with_sigint_held, owner, start_method
 from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
+
+
+#: Seconds a pool waits for its next run before it closes itself (its ranks hold memory meanwhile).
+IDLE_S = 300.0
 
 
 class WorkerPool:
     """N warm ranks on this machine (gloo on CPU, NCCL where every rank has a GPU)."""
 
-    def __init__(self, world_size: int, timeout_s: float = 60.0) -> None:
+    def __init__(self, world_size: int, timeout_s: float = 60.0, idle_s: float | None = IDLE_S) -> None:
         self.world_size = positive_int("world_size", world_size)
         if not 2 <= self.world_size <= MAX_LOCAL_WORLD_SIZE:
             raise PlacementError(f"a pool holds 2 to {MAX_LOCAL_WORLD_SIZE} ranks, got {world_size}")
         self.timeout_s = positive_seconds("timeout_s", timeout_s)
+        self.idle_s = None if idle_s is None else positive_seconds("idle_s", idle_s)
         self.owner = os.getpid()
+        self._used = time.monotonic()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         atexit.register(self.close)
@@ -67,6 +76,9 @@ class WorkerPool:
         return self
 
     def _start(self) -> None:
+        from placement_edu.runtime.container import check_fits
+        from placement_edu.runtime.launcher import forkserver_running
+        check_fits(self.world_size, forkserver_running=forkserver_running())   # refused in one line, before any rank starts
         import torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -79,7 +91,7 @@ class WorkerPool:
         config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=self.world_size,
                               run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                               rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                              start_method="spawn", logs_specs=rundir.logs(self._dir))
+                              start_method=start_method(), logs_specs=rundir.logs(self._dir))
 
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
@@ -88,7 +100,7 @@ class WorkerPool:
             try:
                 with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
                     warnings.simplefilter("ignore")
-                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir)
+                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir, owner())
             except ChildFailedError as error:
                 self.failure = RunFailed(_explain(self._dir, error, self.world_size))
             except BaseException as error:             # e.g. the rendezvous failed
@@ -98,6 +110,22 @@ class WorkerPool:
 
         self._thread = threading.Thread(target=serve, name="placement-edu-pool", daemon=True)
         self._thread.start()
+        self._used = time.monotonic()
+        if self.idle_s is not None:
+            threading.Thread(target=self._close_when_idle, args=(self._thread,), name="placement-edu-pool-idle",
+                             daemon=True).start()
+
+    def _close_when_idle(self, ranks: threading.Thread) -> None:
+        """Close the pool once it has had no run for ``idle_s`` seconds (while ``ranks``, the set of
+        ranks this watch was started for, is the pool's: a closed and restarted pool has its own)."""
+        while True:
+            time.sleep(min(self.idle_s / 4, 5.0))      # type: ignore[operator]
+            with self._lock:                           # never during a run
+                if self._thread is not ranks or not ranks.is_alive():
+                    return
+                if time.monotonic() - self._used >= self.idle_s:   # type: ignore[operator]
+                    self.close()
+                    return
 
     def close(self) -> None:
         """Stop the ranks (they finish the job in hand first) and remove the pool's files."""
@@ -135,7 +163,10 @@ class WorkerPool:
             k = self.jobs
             self.jobs += 1
             self.store.set(f"job/{k}", pickle.dumps((list(configs), _failure)))
-            raw = self._collect(k, max(c.world_size for c in configs), progress)
+            try:
+                raw = self._collect(k, max(c.world_size for c in configs), progress)
+            finally:
+                self._used = time.monotonic()
         per_job = [[raw[r][j] for r in range(c.world_size)] for j, c in enumerate(configs)]
         return [RunResult.build(c, r) for c, r in zip(configs, per_job)]
 

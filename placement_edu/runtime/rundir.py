@@ -33,7 +33,7 @@ def remove_stale() -> None:
     root = tempfile.gettempdir()
     for name in os.listdir(root):
         match = re.match(rf"{PREFIX}(\d+)-", name)
-        if match and not _alive(int(match[1])):
+        if match and not alive(int(match[1])):
             remove(os.path.join(root, name))
 
 
@@ -43,14 +43,20 @@ def logs(path: str):
     return DefaultLogsSpecs(log_dir=os.path.join(path, "logs"))
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs. A zombie (ended, not yet reaped by its parent) does not:
+    a killed kernel stays one until the Jupyter server notices."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:                            # another user's process
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:                                    # no /proc here (macOS): it runs
+        return True
 
 
 def quiet_resource_tracker() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import signal
 import sys
 import threading
@@ -30,6 +31,7 @@ from placement_edu.runtime.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
 from placement_edu.runtime.progress import write as progress_line
+from placement_edu.runtime import rundir
 from placement_edu.runtime.reference import reference_run
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 _GROUPS: dict[tuple[int, ...], object] = {}
 _BEACON: str | None = None      # this rank's "in a collective?" file (Comm's beacon)
+_OWNER: tuple[int, str] | None = None   # the process that launched this rank, its folder (``_exit_with``)
 
 
 def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[object, list[int]]]:
@@ -149,11 +152,13 @@ def _inject_failure(failure: dict | None, timeout_s: float) -> None:
 
 @record
 def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = None,
-         failure: dict | None = None) -> list[dict]:
+         failure: dict | None = None, owner: tuple[int, str] | None = None) -> list[dict]:
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
-    (the launcher shows the earliest one first: the root cause)."""
-    _start_rank(run_dir)
+    (the launcher shows the earliest one first: the root cause). ``owner``: the process that
+    launched the run (a notebook kernel) and its multiprocessing folder (``launcher.owner``); the
+    rank ends when that process ends, and removes what it left."""
+    _start_rank(run_dir, owner=owner)
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     try:
         _inject_failure(failure, timeout_s)
@@ -170,9 +175,10 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
         dist.destroy_process_group()
 
 
-def _start_rank(run_dir: str | None, warm: bool = False) -> None:
+def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] | None = None) -> None:
     """Every rank: one thread for torch; a watchdog that ends this rank if the process that started
-    it dies (killed, or a lost torchrun agent); and Ctrl-C without a traceback. A terminal's Ctrl-C
+    it dies (``owner``, a killed kernel, or a lost torchrun agent: ``_exit_with``); and Ctrl-C
+    without a traceback. A terminal's Ctrl-C
     or a Jupyter interrupt signals the whole process group: a run's rank exits at once, quietly,
     even inside a collective (its launcher reports the interruption in one line); a warm pool's
     rank ignores it, and the pool stays up for the next run. (A Ctrl-C that came while the rank
@@ -192,13 +198,49 @@ def _start_rank(run_dir: str | None, warm: bool = False) -> None:
             open(stopped, "w").close()
             os._exit(128 + signal.SIGTERM)
         signal.signal(signal.SIGTERM, on_sigterm)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
+    global _OWNER
+    _OWNER = owner or (os.getppid(), "")
+    if _OWNER[0] == 1:                                 # torchrun's agent died before we could watch it
         os._exit(1)
-    threading.Thread(target=watch, name="placement-edu-parent-watch", daemon=True).start()
+    threading.Thread(target=_exit_with, args=(_OWNER, run_dir), name="placement-edu-parent-watch",
+                     daemon=True).start()
+
+
+def _exit_with(owner: tuple[int, str], run_dir: str | None) -> None:
+    """Wait for the process ``owner[0]`` to end, however it ends (SIGKILL, killed for memory), then
+    leave (``_leave``). The owner is the launching process, not this rank's parent: a rank forked
+    by the forkserver (``launcher.start_method``) has the forkserver as its parent, and the
+    forkserver outlives a killed kernel for as long as any rank it forked is alive. A pidfd
+    (Linux >= 5.3) becomes readable the moment its process ends; elsewhere, poll every 0.5 s."""
+    try:
+        pidfd = os.pidfd_open(owner[0])
+    except ProcessLookupError:                         # gone already
+        pidfd = None
+    except (AttributeError, OSError):                  # no pidfd here: poll
+        while rundir.alive(owner[0]):
+            time.sleep(0.5)
+        pidfd = None
+    if pidfd is not None:
+        select.select([pidfd], [], [])
+    _leave(run_dir, owner[1])
+
+
+def _leave(run_dir: str | None, owner_dir: str) -> None:
+    """The owner is gone: remove the run's folder and the owner's multiprocessing folder (nobody
+    else is left to), and end this rank at once. The run's folder is renamed first: a rank still
+    running writes its beacon and progress files under the old name, and those writes now fail
+    instead of filling the folder again while it is being removed."""
+    if run_dir:
+        gone = f"{run_dir}-gone-{os.getpid()}"
+        try:
+            os.rename(run_dir, gone)                   # one rank wins; the others find it gone
+        except OSError:
+            gone = ""
+        rundir.remove(gone)
+        time.sleep(0.1)                                # a file opened just before the rename
+        rundir.remove(gone)
+    rundir.remove(owner_dir)
+    os._exit(1)
 
 
 def _fail(run_dir: str | None) -> None:
@@ -208,6 +250,8 @@ def _fail(run_dir: str | None) -> None:
     the exception goes on to torch's ``record``."""
     if not run_dir:
         raise
+    if _OWNER is not None and not rundir.alive(_OWNER[0]):   # it failed because the kernel was killed
+        _leave(run_dir, _OWNER[1])
     rank = dist.get_rank()
     partial = os.path.join(run_dir, f".error-{rank}")   # whole or absent: the launcher may read it now
     with open(partial, "w") as f:
@@ -218,14 +262,14 @@ def _fail(run_dir: str | None) -> None:
 
 
 @record
-def pool_main(port: int, timeout_s: float, run_dir: str) -> list:
+def pool_main(port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] | None = None) -> list:
     """Entry point of every rank of a warm ``WorkerPool`` (``pool.py``): set up torch.distributed
     once, then run job after job. Job k is the key ``job/k`` of the pool's store (a TCPStore the
     parent holds on ``port``): a pickled (configs, failure) pair, or "stop". Each rank puts its
-    results under ``result/k/RANK``. A rank whose parent died (the kernel was killed) exits."""
+    results under ``result/k/RANK``. A rank whose ``owner`` died (the kernel was killed) exits."""
     import pickle
 
-    _start_rank(run_dir, warm=True)
+    _start_rank(run_dir, warm=True, owner=owner)
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
     rank = dist.get_rank()

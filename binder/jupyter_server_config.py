@@ -1,0 +1,18 @@
+# The Jupyter server's settings for the course on Binder (postBuild copies this file to
+# ~/.jupyter/jupyter_server_config.py) and on your own machine:
+#
+#     jupyter lab --config binder/jupyter_server_config.py notebooks/00_start_here.ipynb
+#
+# Binder gives a learner 1-2 GiB for everything, and JupyterLab keeps each notebook's kernel
+# running when the learner moves on to the next one: an idle kernel holds 90-280 MiB (280 once it
+# has imported torch), so a walk through the 13 notebooks would pass 2 GiB with every kernel left
+# open. The server shuts down a kernel that has been idle for 10 minutes -- even while its tab is
+# still open (cull_connected), since that is how a learner leaves one -- and never a busy one.
+# Reopening the notebook and running it again starts a new kernel. (A warm pool of ranks closes
+# itself after 5 minutes without a run: placement_edu.runtime.pool.IDLE_S.)
+c = get_config()  # noqa: F821 -- provided by Jupyter when it reads this file
+
+c.MappingKernelManager.cull_idle_timeout = 600   # seconds idle before a kernel is shut down
+c.MappingKernelManager.cull_interval = 60        # seconds between checks
+c.MappingKernelManager.cull_connected = True     # an open tab does not keep an idle kernel alive
+c.MappingKernelManager.cull_busy = False         # a cell still running is never interrupted
