@@ -47,9 +47,11 @@ def _storage(t: torch.Tensor) -> torch.UntypedStorage:
 class _Saved:
     """Saved-tensor hooks that charge each storage to the innermost running module, first saver wins.
     A save made by the model itself between blocks -- ``torch.utils.checkpoint`` saving a block's
-    inputs before entering it -- is charged to the block about to run."""
+    inputs before entering it -- is charged to the block about to run. Under full recomputation a
+    block's inputs nested in a tuple (Llama's RoPE cos and sin) are not saved by autograd but held
+    for the replay by the checkpoint: ``checkpointed`` charges them too."""
 
-    def __init__(self, model: CausalLM, excluded: set[int]) -> None:
+    def __init__(self, model: CausalLM, excluded: set[int], checkpointed: bool = False) -> None:
         self.stack: list[str] = []
         self.kept: dict[int, tuple[int, str, str]] = {}       # storage -> (bytes, dtype, module)
         self.excluded = excluded
@@ -59,6 +61,17 @@ class _Saved:
         for name, module in model.named_modules():
             self.handles.append(module.register_forward_pre_hook(lambda m, a, name=name: self.stack.append(name)))
             self.handles.append(module.register_forward_hook(self._leave))
+        if checkpointed:
+            for block in model.blocks:
+                self.handles.append(block.register_forward_pre_hook(self._inputs))
+
+    def _inputs(self, mod: nn.Module, args: tuple) -> None:
+        if not torch.is_grad_enabled():
+            return                                        # the replay in backward keeps nothing new
+        for a in args:
+            for t in (a if isinstance(a, tuple) else (a,)):
+                if isinstance(t, torch.Tensor):
+                    self.keep(t)
 
     def _leave(self, mod: nn.Module, args: tuple, out: object) -> None:
         name = self.stack.pop()
@@ -103,7 +116,7 @@ def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, com
         model = build(two, attention, recompute)
         ids, labels = batch(two, micro_batch, seq)
         excluded = {_storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)}
-        saved = _Saved(model, excluded)
+        saved = _Saved(model, excluded, checkpointed=recompute == "full")
         stack.callback(saved.remove)
         tracker = MemTracker()
         tracker.track_external(model)
