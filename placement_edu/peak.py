@@ -113,6 +113,11 @@ class ActivationProfile:
     result: int = 4
     #: Bytes of the module's buffers (Llama's RoPE inverse frequencies), which every rank keeps.
     buffers: int = 0
+    #: Bytes of ``block`` that tensor parallelism (Megatron's column- then row-parallel pairs) would
+    #: split over t: what is saved between the pair. The rest of ``block`` -- norms, the inputs of the
+    #: column-parallel layers, dropout after the row-parallel one -- stays whole on every tensor rank,
+    #: and is what sequence parallelism splits too.
+    block_tp_split: int = 0
 
     def activations(self, layers: int) -> int:
         """Bytes live after the forward of ``layers`` blocks: outside + L · block + the loss."""
@@ -124,7 +129,7 @@ class ActivationProfile:
                 "attention": self.attention, "recompute": self.recompute, "block": self.block,
                 "outside": self.outside, "block_by_dtype": dict(self.block_by_dtype),
                 "by_module": dict(self.by_module), "kept_after_forward": self.kept_after_forward,
-                "result": self.result, "buffers": self.buffers, "moments": [vars(m).copy() for m in self.moments]}
+                "result": self.result, "buffers": self.buffers, "block_tp_split": self.block_tp_split, "moments": [vars(m).copy() for m in self.moments]}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "ActivationProfile":

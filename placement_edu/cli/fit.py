@@ -147,7 +147,9 @@ def _text(r: dict, peak: StepPeak) -> str:
     lines = [f"{r['model']}, {where}; {r['precision']}; b = {r['micro_batch']}, s = {r['seq']}, "
              f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}",
              f"profile (measured from the module under FakeTensorMode{', cached' if p['cached'] else ''}): "
-             f"a block keeps {fmt_bytes(p['block'])}, outside the blocks {fmt_bytes(p['outside'])}", ""]
+             f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it between column- and "
+             f"row-parallel layers: what tensor parallelism would split), outside the blocks {fmt_bytes(p['outside'])}",
+             ""]
     m = r.get("measured")
     rows = [("params" + (" (sharded, padded)" if fsdp else ""), r["memory"]["params"], m and m["memory"]["params"]),
             ("grads" + (" (sharded)" if fsdp else ""), r["memory"]["grads"], m and m["memory"]["grads"]),

@@ -36,6 +36,12 @@ from placement_edu.peak import COMPUTE, ActivationProfile, Moment
 from placement_edu.runtime.reference_models import CausalLM, batch, build
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
+#: layers (they save their replicated input), the dropout after the row-parallel layer. Everything
+#: else a block saves lies between a column- and a row-parallel layer, and is split over t.
+TP_WHOLE = ("ln_1", "ln_2", "attn.c_attn", "mlp.c_fc", "attn.resid_dropout", "mlp.dropout",
+            "input_layernorm", "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+            "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")
 #: Categories of ``MemTracker`` that are neither model state nor the batch.
 LIVE = (_MemRefType.ACT, _MemRefType.TEMP)
 
@@ -164,6 +170,8 @@ def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, r
              result: int, buffers: int) -> ActivationProfile:
     blocks = "transformer.h" if arch.kind == "gpt2" else "model.layers"
     block = sum(n for n, _, m in kept.values() if m.startswith(f"{blocks}.1"))
+    whole = {f"{blocks}.1.{name}" for name in TP_WHOLE} | {f"{blocks}.1"}
+    tp_split = sum(n for n, _, m in kept.values() if m.startswith(f"{blocks}.1") and m not in whole)
     total = sum(n for n, _, _ in kept.values())
     by_module: dict[str, int] = {}
     by_dtype: dict[str, int] = {}
@@ -180,4 +188,5 @@ def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, r
     return ActivationProfile(arch.name or arch.kind, b, s, compute, attention, recompute, block=block,
                              outside=total - 2 * block, block_by_dtype=dict(sorted(by_dtype.items())),
                              by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
-                             kept_after_forward=after_forward, moments=moments, result=result, buffers=buffers)
+                             kept_after_forward=after_forward, moments=moments, result=result, buffers=buffers,
+                             block_tp_split=tp_split)
