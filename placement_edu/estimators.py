@@ -23,6 +23,7 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import Placement, State
 from placement_edu.report import Report
+from placement_edu.units import GiB, MiB
 
 Bytes = Union[int, Fraction]
 
@@ -72,8 +73,6 @@ class Estimate:
 
 
 # --- DeepSpeed -------------------------------------------------------------------------------
-GiB = 2**30
-MiB = 2**20
 
 #: DeepSpeed's ZeRO-2 GPU estimate without offload, by revision of
 #: deepspeed/runtime/zero/stage_1_and_2.py: bytes per parameter kept whole on every GPU, and bytes

@@ -25,9 +25,10 @@ rule keys on the modes along one axis, never on a strategy's name:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 from placement_edu.composition import safety_violations
@@ -45,18 +46,34 @@ def _over(numerator: Any, n: Any) -> Any:
     return Fraction(numerator, n) if isinstance(n, int) else numerator / n
 
 
-#: Bytes one device sends for a collective of S bytes over a group of N, as a multiple of S.
-#: The functions take an int N (exact Fractions) or a numpy array of N (floats): the scalar
-#: derivation and the vectorised sweep read this one table.
-RING_FACTOR = {
-    "all_reduce": lambda n: _over(2 * (n - 1), n),       # reduce-scatter + all-gather
-    "all_gather": lambda n: _over(n - 1, n),             # S = the full output
-    "reduce_scatter": lambda n: _over(n - 1, n),         # S = the full input
-    "send": lambda n: 1 + 0 * n,                         # point to point: S by the sender
-    "broadcast": lambda n: n - 1,                        # the root sends S to each of the N-1 others
-}
-#: The ZeRO paper's convention: all-reduce moves 2S, the others S.
-ZERO_FACTOR = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "send": 1, "broadcast": 1}
+@dataclass(frozen=True)
+class OpCost:
+    """What one kind of op costs over a group of N (SPEC §4, §9), one row of ``OP_COSTS``.
+
+    ``ring``: bytes one device sends, as a multiple of the payload S. It takes an int N (exact
+    Fractions) or a numpy array of N (floats): the scalar derivation and the vectorised sweep read
+    this one table. ``zero``: the ZeRO paper's volume convention (all-reduce moves 2S, the others
+    S). ``steps``: the latency-bound steps of a ring over N > 1 devices (each one α)."""
+
+    ring: Callable[[Any], Any]
+    zero: int
+    steps: Callable[[int], int]
+
+
+OP_COSTS: Mapping[str, OpCost] = MappingProxyType({
+    "all_reduce": OpCost(lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)),  # reduce-scatter + all-gather
+    "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),           # S = the full output
+    "reduce_scatter": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),       # S = the full input
+    "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),                           # point to point: S by the sender
+    # the root sends S to each of the N-1 others; the message passes N-1 hops, every member waits
+    "broadcast": OpCost(lambda n: n - 1, 1, lambda n: n - 1),
+    # a host transfer crosses the host link, not the network: no ring bytes, one message
+    "h2d": OpCost(lambda n: 0 * n, 0, lambda n: 1),
+    "d2h": OpCost(lambda n: 0 * n, 0, lambda n: 1),
+})
+#: Two columns of ``OP_COSTS`` for the network collectives, as notebook 01 prints them.
+RING_FACTOR = MappingProxyType({op: c.ring for op, c in OP_COSTS.items() if c.zero})
+ZERO_FACTOR = MappingProxyType({op: c.zero for op, c in OP_COSTS.items() if c.zero})
 COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "send", "recv", "broadcast"})
 HOST_TRANSFERS = frozenset({"h2d", "d2h"})
 
@@ -64,7 +81,7 @@ HOST_TRANSFERS = frozenset({"h2d", "d2h"})
 def ring_factor(op: str, n: int) -> Fraction:
     """Bytes this device sends for ``op`` as a multiple of its payload (recv: counted by the
     sender; a broadcast: by its root, see ``Op.ring_bytes``; local ops: nothing)."""
-    return Fraction(RING_FACTOR[op](n)) if op in RING_FACTOR else Fraction(0)
+    return Fraction(OP_COSTS[op].ring(n)) if op in OP_COSTS else Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -133,7 +150,7 @@ class Op:
         """Elements moved in the ZeRO paper's convention (all-reduce counts 2S)."""
         if self.phase == "startup":
             return 0
-        return ZERO_FACTOR.get(self.op, 0) * self.elements
+        return OP_COSTS[self.op].zero * self.elements if self.op in OP_COSTS else 0
 
 
 #: The most operations ``Schedule.ops`` lists one by one (a display's list, a runtime's comparison).

@@ -18,7 +18,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec
 from placement_edu.memory import derive_memory
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import RING_FACTOR, ZERO_FACTOR, derive_schedule
+from placement_edu.schedule import OP_COSTS, derive_schedule
 from placement_edu.strategies import Strategy, get_strategy
 
 _PROBE_PSI = 2**20  # any Ψ works: the probe reads elements as a fraction of Ψ
@@ -58,8 +58,8 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
 
 
 def _ring(op: str, n: np.ndarray) -> np.ndarray:
-    """SPEC §4's ring factor from the core's one table (``schedule.RING_FACTOR``), over arrays."""
-    return RING_FACTOR["all_gather" if op == "broadcast" else op](n)
+    """SPEC §4's ring factor from the core's one table (``schedule.OP_COSTS``), over arrays."""
+    return OP_COSTS["all_gather" if op == "broadcast" else op].ring(n)
 
 
 def sweep(strategies: Sequence[str | Strategy], psi: np.ndarray, n: np.ndarray,
@@ -73,7 +73,7 @@ def sweep(strategies: Sequence[str | Strategy], psi: np.ndarray, n: np.ndarray,
     for strategy in strategies:
         t = terms(strategy, precision)
         many = n > 1
-        volume = sum(ZERO_FACTOR[op] * float(e) for op, e, _ in t.collectives) * many
+        volume = sum(OP_COSTS[op].zero * float(e) for op, e, _ in t.collectives) * many
         ring = sum(_ring(op, n) * float(e) * b for op, e, b in t.collectives) * psi
         out[get_strategy(strategy).name] = {
             "model_state": psi * (float(t.whole) + float(t.split) / n),

@@ -29,7 +29,7 @@ from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, TransformerSpec, as_model
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import HOST_TRANSFERS, Op, Schedule, derive_schedule, model_axis_degree, pipeline_bubble
+from placement_edu.schedule import HOST_TRANSFERS, OP_COSTS, Op, Schedule, derive_schedule, model_axis_degree, pipeline_bubble
 from placement_edu.strategies import Strategy, get_strategy
 
 #: The passes a step's time is split into; "step" is the optimizer step (its compute is not modelled).
@@ -168,11 +168,9 @@ def ring_steps(op: str, n: int) -> int:
     all-reduce 2(N-1) (a reduce-scatter then an all-gather); all-gather, reduce-scatter N-1;
     send 1 (one message); recv 0 (the transfer is priced once, at the sender, as its bytes are:
     SPEC §4); broadcast N-1 (a ring broadcast passes the message down N-1 hops, and every member
-    of the group waits for it, root or not). Local ops (scale, optimizer_step) take none."""
-    if n <= 1:
-        return 0
-    return {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1,
-            "broadcast": n - 1, "send": 1, "h2d": 1, "d2h": 1}.get(op, 0)
+    of the group waits for it, root or not). Local ops (scale, optimizer_step) take none. The
+    steps are a column of the core's one cost table, ``schedule.OP_COSTS``."""
+    return OP_COSTS[op].steps(n) if op in OP_COSTS and n > 1 else 0
 
 
 def op_time(op: Op, link: Link) -> float:

@@ -1,5 +1,6 @@
 """Byte units, always labelled: GB = 10^9 bytes (the ZeRO paper's tables), GiB = 2^30 bytes
-(what `nvidia-smi` and DeepSpeed's estimators print -- DeepSpeed labels GiB as "GB")."""
+(what `nvidia-smi` and DeepSpeed's estimators print -- DeepSpeed labels GiB as "GB"), MiB = 2^20
+bytes (Megatron's "MB", a container's memory limit)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Union
 
 GB = 10**9
 GiB = 2**30
+MiB = 2**20
 
 Number = Union[int, float, Fraction]
 
