@@ -144,3 +144,15 @@ def test_fit_json_names_the_peak_and_its_event() -> None:
     assert out["peak_bytes"] == 3_945_257_352          # FSDPMemTracker's peak, measured (see above)
     assert out["peak_at"] == "backward, loss (logits' gradient)"
     assert out["fits"] is True and out["step_peak_bytes"] == 311_129_940
+
+
+def test_what_tensor_parallelism_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_stats() -> None:
+    # Korthikanti et al. 2022, Table 2: 10·sbh bytes of a layer lie outside the column/row pairs
+    # (two norm inputs 4sbh, attention and MLP inputs 2sbh each, two 1-byte dropout masks sbh each).
+    # Measured on GPT-2 in bf16: CPU dropout keeps a bf16 noise tensor (2 bytes, not a 1-byte mask),
+    # and each LayerNorm keeps its mean and rstd ([b·s] each, bf16).
+    from placement_edu.runtime.profiles import get_profile
+    s, b, h = 1024, 1, 768
+    profile, _ = get_profile("gpt2", b, s, "bf16")
+    whole = profile.block - profile.block_tp_split
+    assert whole == 10 * s * b * h + 2 * s * b * h + 2 * (2 * s * b * 2)
