@@ -165,23 +165,35 @@ def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
     return tuple(out)
 
 
+def _in_block(module: str, prefix: str) -> str | None:
+    """The module's name inside the block ``prefix`` ("" for the block itself), or None if outside it."""
+    if module == prefix:
+        return ""
+    return module.removeprefix(prefix + ".") if module.startswith(prefix + ".") else None
+
+
 def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, recompute: str,
              kept: dict[int, tuple[int, str, str]], after_forward: int, moments: tuple[Moment, ...],
              result: int, buffers: int) -> ActivationProfile:
-    blocks = "transformer.h" if arch.kind == "gpt2" else "model.layers"
-    block = sum(n for n, _, m in kept.values() if m.startswith(f"{blocks}.1"))
-    whole = {f"{blocks}.1.{name}" for name in TP_WHOLE} | {f"{blocks}.1"}
-    tp_split = sum(n for n, _, m in kept.values() if m.startswith(f"{blocks}.1") and m not in whole)
-    total = sum(n for n, _, _ in kept.values())
+    """Sort the saved storages: block 1's are one block's; block 0's are one block's plus what the
+    blocks share; the rest is outside the blocks."""
+    first, second = ("transformer.h.0", "transformer.h.1") if arch.kind == "gpt2" else ("model.layers.0", "model.layers.1")
+    block = tp_split = 0
     by_module: dict[str, int] = {}
     by_dtype: dict[str, int] = {}
     for n, dtype, module in kept.values():
-        if module.startswith(f"{blocks}.0"):
-            continue                                        # block 0 = block 1 + what the blocks share
-        key = "block." + module.removeprefix(f"{blocks}.1").lstrip(".") if module.startswith(f"{blocks}.1") else module
-        by_module[key.rstrip(".") or "block"] = by_module.get(key.rstrip("."), 0) + n
-        if module.startswith(f"{blocks}.1"):
+        inside = _in_block(module, second)
+        if inside is not None:
+            block += n
+            tp_split += n if inside and inside not in TP_WHOLE else 0
             by_dtype[dtype] = by_dtype.get(dtype, 0) + n
+            key = f"block.{inside}" if inside else "block"
+        elif _in_block(module, first) is not None:
+            continue                                        # counted below, as block + shared
+        else:
+            key = module or "(model)"
+        by_module[key] = by_module.get(key, 0) + n
+    total = sum(n for n, _, _ in kept.values())
     shared = total - 2 * block - sum(v for k, v in by_module.items() if not k.startswith("block"))
     if shared:
         by_module["shared by the blocks"] = shared
