@@ -15,7 +15,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number
 from placement_edu.placement import GATHERED, HOST_MODES, MODEL_STATES, PHASES, SPLIT_MODES, Mode, State
 from placement_edu.precision import Precision
-from placement_edu.schedule import layers_on_stage, model_axis_degree, split_axes, validate
+from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,295 @@
+"""The rules of SPEC §4, one small function each, keyed on the modes along one axis, never on a
+strategy's name. ``Device`` is what every rule reads: one device's view of the step.
+
+- ``startup_broadcasts``     rule 4: replicated parameters start identical
+- ``gather_before_use``      rule 3: sliced (SG, OFF) parameters are all-gathered just before use
+- ``grad_reduction``         rule 1: which collective resolves a partial gradient (keyed on O)
+- ``reduce_partial_grads``   rule 1: one reduction per batch-splitting axis, innermost first
+                             (where ZeRO-2 reduce-scatters its gradients)
+- ``scale_once``             SPEC §5: the summed gradient is divided once, by the batch split
+- ``offload_grad_slice``     SPEC §7: an offloaded gradient slice goes down to the host
+- ``owner_update_sync``      rule 2: after an owner-only step, the replicas are made whole again
+- ``reduces_per_micro_batch`` rule 5: split gradients are reduced once per micro-batch (×m)
+- ``tensor_parallel_collectives`` Megatron's f and g on the tensor axis (activations, not Ψ)
+- ``sequence_parallel_norms`` SPEC §6 rule 3: tensor-replicated params under sequence parallelism
+- ``pipeline_boundary``      boundary activations and their gradients between stages
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from placement_edu.errors import expect
+from placement_edu.mesh import Mesh
+from placement_edu.models import Model, Number, stage_layers
+from placement_edu.placement import (BATCH_AXES, GATHERED, HOST_MODES, SPLIT_MODES, WHOLE, Mode,
+                                     State)
+from placement_edu.precision import Precision
+from placement_edu.axes import model_axis_degree, split_axes
+from placement_edu.schedule.ops import Op
+
+
+# --- what every rule reads -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Device:
+    """One device's view of the step: strategy, model, mesh, precision and its mesh coordinates."""
+
+    strategy: Any
+    model: Model
+    mesh: Mesh
+    precision: Precision
+    rank: int
+    coords: dict[str, int] = field(default_factory=dict)
+
+    def mode(self, state: State, axis: str) -> Mode:
+        return self.strategy.placement.mode(state, axis)
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """Axes that split the batch here (degree > 1), innermost first: gradients are reduced
+        along each in turn."""
+        return tuple(a for a in BATCH_AXES if self.mesh.degree(a) > 1)
+
+    @property
+    def stage(self) -> int:
+        return self.coords.get("pipeline", 0)
+
+    @property
+    def stages(self) -> int:
+        return model_axis_degree(self.strategy, self.mesh, "pipeline")
+
+    @property
+    def tensor(self) -> int:
+        return model_axis_degree(self.strategy, self.mesh, "tensor")
+
+    def size_on(self, state: State, axis: str, padded: bool) -> Number:
+        """S for a collective on ``state`` along ``axis``: its size left after the other axes'
+        splits (SPEC §6: the data-axis reduction moves Ψ/(t·p) elements, not Ψ)."""
+        other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
+        flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)  # batch axes slice the flat buffer
+        if flat == 1:
+            return self.model.traffic_elements(other, self.mesh.degree(axis) if padded else 1, self.coords)
+        return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
+
+    def units_on(self, state: State, axis: str) -> list[Number]:
+        """S of each gather unit's collective on ``state`` along ``axis``, in forward order: a
+        concrete model's real units (exact, each padded by its rule), or Ψ-level equal parts."""
+        other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
+        flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)
+        if flat == 1:
+            return self.model.unit_elements(other, self.mesh.degree(axis), self.coords)
+        return [Fraction(u, flat) for u in self.model.unit_elements(other, flat, self.coords)]
+
+    def op(self, op: str, state: State, axis: str | None, phase: str, elements: Number, group: int = 1,
+           why: str = "", **extra: Any) -> Op:
+        element_bytes = self.precision.activations if state is State.ACTIVATIONS else self.precision.bytes_per(state)
+        return Op(op, state, axis, phase, elements, element_bytes, group, why, **extra)
+
+
+# --- the rules ----------------------------------------------------------------------------
+def startup_broadcasts(dev: Device) -> list[Op]:
+    """SPEC §4 rule 4: replicated parameters start identical -- one broadcast at start-up along
+    every axis they are whole on, not per step."""
+    return [dev.op("broadcast", State.PARAMS, axis, "startup", dev.size_on(State.PARAMS, axis, False), n,
+                   "replicated parameters start identical (rule 4)")
+            for axis, n in dev.mesh if n > 1 and axis in BATCH_AXES and dev.mode(State.PARAMS, axis) in WHOLE]
+
+
+def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
+    """SPEC §4 rule 3: parameters stored as slices (SG; OFF, streamed up from the host first) are
+    all-gathered along each axis they are sliced on, unit by unit, just before use."""
+    ops: list[Op] = []
+    for axis, n in dev.mesh:
+        if n == 1 or dev.mode(State.PARAMS, axis) not in GATHERED:
+            continue
+        for unit in dev.units_on(State.PARAMS, axis):
+            if dev.mode(State.PARAMS, axis) is Mode.OFF:
+                ops.append(dev.op("h2d", State.PARAMS, axis, phase, Fraction(unit, n), 1,
+                                  "stream this unit's parameter slice up from host memory before its gather (SPEC §7)"))
+            ops.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
+    return ops
+
+
+def grad_reduction(strategy, axis: str) -> str:
+    """SPEC §4 rule 1: the collective that resolves a partial gradient on a batch-splitting axis.
+
+    Keyed on O: if the optimizer state is whole there, every device needs the whole sum (all-
+    reduce); if it is sliced, each owner needs only its slice (reduce-scatter). The other ZeRO-1
+    schedule, PyTorch's ZeroRedundancyOptimizer, keys on G instead: G whole -> all-reduce, and the
+    owners broadcast their updated slices after the step (``owner_update_sync``)."""
+    pl = strategy.placement
+    if pl.mode(State.OPTIMIZER, axis) in WHOLE:
+        return "all_reduce"
+    if strategy.owner_update == "allreduce_broadcast" and pl.mode(State.GRADS, axis) in WHOLE:
+        return "all_reduce"
+    return "reduce_scatter"
+
+
+def reduce_partial_grads(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §4 rule 1: a gradient leaves backward partial along every batch-splitting axis; it is
+    reduced along each, innermost first, the later axes reducing only what the earlier left.
+    A concrete model whose parameters are gathered unit by unit reduces unit by unit too, in
+    backward order (the last unit's gradient is ready first)."""
+    ops: list[Op] = []
+    sizes: list[Number] | None = None
+    for axis in dev.batch_axes:
+        n = dev.mesh.degree(axis)
+        if dev.mode(State.GRADS, axis) is Mode.M:
+            continue  # breaks SPEC §6 rule 2; only derived with strict=False, for the checker
+        op = grad_reduction(dev.strategy, axis)
+        whole = op == "all_reduce"
+        if dev.mode(State.OPTIMIZER, axis) in WHOLE:
+            why = "optimizer state is whole on every device, so every device needs the whole summed gradient (rule 1)"
+        elif whole:
+            why = ("grads are replicated, so the whole summed gradient is all-reduced to every device; each "
+                   "owner then updates its slice and broadcasts it (PyTorch's ZeroRedundancyOptimizer, rule 1)")
+        else:
+            why = "optimizer state is sliced, so each owner needs only its slice of the summed gradient (rule 1)"
+        if sizes is None:  # the first reduction works on the whole local gradient
+            split = split_axes(dev.strategy.placement, State.GRADS, dev.mesh, exclude=BATCH_AXES)
+            if dev.model.reduces_per_unit and dev.mode(State.PARAMS, axis) in GATHERED:
+                sizes = dev.model.unit_elements(split, 1 if whole else n, dev.coords)[::-1]
+            else:
+                sizes = [dev.model.traffic_elements(split, 1 if whole else n, dev.coords)]
+        ops += [dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag) for size in sizes]
+        sizes = sizes if whole else [Fraction(size, n) for size in sizes]  # later axes: this rank's slice
+    return ops
+
+
+def scale_once(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §5 (gradient integrity): the summed gradient is divided once, by the product of the
+    batch-splitting degrees, to become the batch mean."""
+    batch = dev.batch_axes
+    if not batch:
+        return []
+    total = math.prod(dev.mesh.degree(a) for a in batch)
+    ways = " × ".join(f"{a} {dev.mesh.degree(a)}" for a in batch)
+    return [dev.op("scale", State.GRADS, batch[0], "backward", 0, total,
+                   f"divide the summed gradient by {total}, once, to get the batch mean"
+                   + (f" (the batch is split {ways} ways)" if len(batch) > 1 else ""), micro_batches=tag)]
+
+
+def offload_grad_slice(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §7: with offloaded gradients, the reduced gradient slice goes down to host memory,
+    where the optimizer runs (ZeRO-Offload: 2Ψ/N bytes per device under mixed_adam)."""
+    d = dev.mesh.degree("data")
+    if d == 1 or dev.mode(State.GRADS, "data") is not Mode.OFF:
+        return []
+    return [dev.op("d2h", State.GRADS, "data", "backward", Fraction(dev.size_on(State.GRADS, "data", True), d), 1,
+                   "move the reduced gradient slice to host memory, where the optimizer runs", micro_batches=tag)]
+
+
+def sequence_parallel_norms(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+    """SPEC §6 rule 3: under sequence parallelism, parameters tensor parallelism leaves whole
+    (norms, row-parallel biases) see only their tensor rank's slice of the sequence, so their
+    gradients are partial on tensor and need an all-reduce there. Plain TP needs none."""
+    t = dev.tensor
+    if t == 1 or not dev.strategy.sequence_parallel:
+        return []
+    layers = stage_layers(dev.model.layers, dev.stages, dev.stage)
+    size = dev.model.tensor_replicated_elements(layers, dev.stage == dev.stages - 1)
+    if not size:
+        return []
+    return [dev.op("all_reduce", State.GRADS, "tensor", "backward", size, t,
+                   "parameters replicated across tensor ranks (norms) saw only their slice of the "
+                   "sequence: sum their gradients on tensor (SPEC §6 rule 3)", micro_batches=tag)]
+
+
+def owner_update_sync(dev: Device) -> list[Op]:
+    """SPEC §4 rule 2: when params are whole on a batch axis but the optimizer state is sliced,
+    only owners update their slice; the replicas are made whole again after the step -- by an
+    all-gather (ZeRO §7), or by each owner broadcasting its slice (ZeroRedundancyOptimizer)."""
+    ops: list[Op] = []
+    for axis in dev.batch_axes:
+        n = dev.mesh.degree(axis)
+        if dev.mode(State.PARAMS, axis) not in WHOLE or dev.mode(State.OPTIMIZER, axis) in WHOLE:
+            continue
+        if dev.strategy.owner_update == "allreduce_broadcast":
+            mine = dev.coords.get(axis, 0)
+            split = split_axes(dev.strategy.placement, State.OPTIMIZER, dev.mesh)
+            for owner in range(n):
+                elements = dev.model.local_elements(split, {**dev.coords, axis: owner})
+                if elements:
+                    ops.append(dev.op("broadcast", State.PARAMS, axis, "step", elements, n,
+                                      f"rank {owner} of the {axis} group owns this slice and updated it: it "
+                                      "broadcasts it to every replica (rule 2)", root=owner == mine))
+            continue
+        total = dev.size_on(State.PARAMS, axis, True)
+        if dev.mode(State.OPTIMIZER, axis) in HOST_MODES:
+            ops.append(dev.op("h2d", State.PARAMS, axis, "step", Fraction(total, n), 1,
+                              "bring the updated parameter slice back from host memory"))
+        ops.append(dev.op("all_gather", State.PARAMS, axis, "step", total, n,
+                          "only owners updated their slice of the replicated parameters: all-gather them (rule 2)"))
+    return ops
+
+
+def reduces_per_micro_batch(dev: Device) -> tuple[bool, list[str]]:
+    """SPEC §4 rule 5 / §6 rule 5: a gradient split on a batch axis cannot be accumulated locally
+    over the m micro-batches, so it is reduced once per micro-batch (×m, priced and warned)."""
+    m = dev.strategy.micro_batches
+    split_on = [a for a in dev.batch_axes if dev.mode(State.GRADS, a) in SPLIT_MODES]
+    if not split_on or m == 1:
+        return False, []
+    axis = split_on[0]
+    return True, [f"grads are {dev.mode(State.GRADS, axis)} on the {axis} axis, so they cannot be accumulated "
+                  f"locally over the {m} micro-batches: the gradient reduction runs {m} times per step ({m}x its "
+                  "traffic; DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for this reason)"]
+
+
+def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
+    """Megatron tensor parallelism (SPEC §4), where params are S on tensor: per column-then-row
+    block, g all-reduces the row-parallel partial output in forward and f the column-parallel
+    input gradient in backward; with sequence parallelism each is an all-gather plus a reduce-
+    scatter of the same bytes. Full recomputation replays forward's collectives in backward."""
+    t = dev.tensor
+    if t == 1:
+        return []
+    expect(dev.model.boundary_elements > 0,
+           "tensor parallelism moves activations, not parameters: the model needs "
+           "boundary_elements (b·s·h), e.g. a TransformerSpec")
+    blocks = dev.model.tp_blocks_per_layer * len(stage_layers(dev.model.layers, dev.stages, dev.stage))
+    size = dev.model.boundary_elements
+    passes = ["forward"] if phase == "forward" else ["backward"]
+    if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
+        passes = ["forward (recomputed)", "backward"]
+    ops: list[Op] = []
+    for kind in passes:
+        for _ in range(blocks):
+            if dev.strategy.sequence_parallel:
+                ops.append(dev.op("all_gather", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  f"{kind}: gather the sequence-split block input (sequence parallelism)"))
+                ops.append(dev.op("reduce_scatter", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence"))
+            elif kind == "backward":
+                ops.append(dev.op("all_reduce", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  "column-parallel input gradient is a partial sum: all-reduce it"))
+            else:
+                ops.append(dev.op("all_reduce", State.ACTIVATIONS, "tensor", phase, size, t,
+                                  "row-parallel output is a partial sum: all-reduce it" if kind == "forward" else
+                                  "recomputation replays forward: the row-parallel output is all-reduced again"))
+    return ops
+
+
+def pipeline_boundary(dev: Device, op: str, phase: str, tag: tuple[int, ...] | range) -> list[Op]:
+    """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
+    activation goes forward, and its gradient back, across each of the p-1 stage boundaries.
+    ``tag``: the micro-batch, (k,), or in a repeated run the range of them."""
+    p, stage = dev.stages, dev.stage
+    if p == 1:
+        return []
+    expect(dev.model.boundary_elements > 0,
+           "pipeline parallelism sends activations between stages: the model needs "
+           "boundary_elements (b·s·h), e.g. a TransformerSpec")
+    towards_next = (op == "send") == (phase == "forward")   # forward sends on, backward sends back
+    if (towards_next and stage == p - 1) or (not towards_next and stage == 0):
+        return []
+    what = "activation" if phase == "forward" else "gradient"
+    verb = {"send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
+            "recv": "receive the boundary " + what}[op]
+    return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, dev.model.boundary_elements, p, verb,
+                   micro_batches=tag)]
+
+
