@@ -272,6 +272,8 @@ def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, r
     c, r = prec.compute, prec.reduce
     blk = blocks[0]
     gathered_root = {"root gathered": root.gathered * c} if fsdp else {}
+    # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies remain).
+    ag, rs = (blk.gathered * c, blk.gathered * r) if devices > 1 else (0, 0)
     events: list[Event] = []
 
     def add(name: str, phase: str, **terms: int) -> None:
@@ -280,12 +282,12 @@ def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, r
 
     for m in profile.moments:
         if m.block is None and m.name.startswith("backward, embedding"):
-            done = {"sharded_grads": blk.stored * r * L, "reduce_scatter_buffer": blk.gathered * r} if fsdp else \
+            done = {"sharded_grads": blk.stored * r * L, "reduce_scatter_buffer": rs} if fsdp else \
                 {"grads": blk.numel * s * L}
             add(m.name, m.phase, activations_and_temporaries=m.live, root_gradients=m.grads, **done)
         elif m.block is None or m.block == -1:       # after the blocks in forward, or the start of backward
             shift = (L - 2) * A
-            fsdp_terms = {"all_gather_buffer": blk.gathered * c} if fsdp else {}
+            fsdp_terms = {"all_gather_buffer": ag} if fsdp else {}
             if fsdp and m.block == -1:
                 fsdp_terms["block_gathered"] = blk.gathered * c
             add(f"{m.name}" if m.block is None else f"forward, block {L - 1}", m.phase,
@@ -297,8 +299,8 @@ def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, r
                          "gradients_being_made": m.grads}
                 if fsdp:
                     terms.update(block_gathered=blk.gathered * c,
-                                 all_gather_buffer=blk.gathered * c if k > 0 else 0,
-                                 reduce_scatter_buffer=blk.gathered * r if done else 0,
+                                 all_gather_buffer=ag if k > 0 else 0,
+                                 reduce_scatter_buffer=rs if done else 0,
                                  sharded_grads=blk.stored * r * done)
                 else:
                     terms["grads"] = blk.numel * s * done

@@ -49,6 +49,10 @@ def test_gpt2_on_one_device_matches_memtracker(recompute: str) -> None:
     _compare("gpt2", 1, 0, "fp32", recompute)
 
 
+def test_fsdp2_mixed_precision_on_a_group_of_one_has_no_collective_buffers() -> None:
+    _compare("gpt2", 1, 0, "fsdp2_bf16")
+
+
 def test_sdpa_attention_matches_too() -> None:
     _compare("gpt2", 8, 7, "fsdp2_bf16", attention="sdpa")
 
