@@ -23,12 +23,12 @@ slow = pytest.mark.slow
 
 
 def _compare(model: str, devices: int, rank: int, precision: str, recompute: str = "none",
-             attention: str = "eager") -> None:
+             attention: str = "eager", optimizer: str = "adam-foreach") -> None:
     seq = SEQ[model]
     profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, attention, recompute)
-    predicted = derive(model, profile, devices, rank, precision)
+    predicted = derive(model, profile, devices, rank, precision, optimizer)
     raw = measure_in_subprocess(model=model, devices=devices, rank=rank, precision=precision, seq=seq,
-                                attention=attention, recompute=recompute)
+                                attention=attention, recompute=recompute, optimizer=optimizer)
     measured = states(raw, devices > 1 or precision != "fp32")
     assert (predicted.params, predicted.grads, predicted.optimizer) == \
         (measured["params"], measured["grads"], measured["optimizer"])
@@ -51,6 +51,12 @@ def test_gpt2_on_one_device_matches_memtracker(recompute: str) -> None:
 
 def test_fsdp2_mixed_precision_on_a_group_of_one_has_no_collective_buffers() -> None:
     _compare("gpt2", 1, 0, "fsdp2_bf16")
+
+
+@pytest.mark.parametrize("optimizer", ["adam-fused", "adam-for"])
+def test_fused_and_for_loop_adam_make_the_temporaries_named(optimizer: str) -> None:
+    # fused: none at the step; for-loop: sqrt(v) and its quotient for one tensor at a time.
+    _compare("gpt2", 8, 0, "fp32", optimizer=optimizer)
 
 
 def test_sdpa_attention_matches_too() -> None:
