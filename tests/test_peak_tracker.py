@@ -23,12 +23,14 @@ slow = pytest.mark.slow
 
 
 def _compare(model: str, devices: int, rank: int, precision: str, recompute: str = "none",
-             attention: str = "eager", optimizer: str = "adam-foreach") -> None:
-    seq = SEQ[model]
-    profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, attention, recompute)
+             attention: str = "eager", optimizer: str = "adam-foreach", micro_batch: int = 1,
+             seq: int | None = None) -> None:
+    seq = seq or SEQ[model]
+    profile, _ = get_profile(model, micro_batch, seq, PRECISIONS[precision].compute_name, attention, recompute)
     predicted = derive(model, profile, devices, rank, precision, optimizer)
     raw = measure_in_subprocess(model=model, devices=devices, rank=rank, precision=precision, seq=seq,
-                                attention=attention, recompute=recompute, optimizer=optimizer)
+                                attention=attention, recompute=recompute, optimizer=optimizer,
+                                micro_batch=micro_batch)
     measured = states(raw, devices > 1 or precision != "fp32")
     assert (predicted.params, predicted.grads, predicted.optimizer) == \
         (measured["params"], measured["grads"], measured["optimizer"])
@@ -61,6 +63,15 @@ def test_fused_and_for_loop_adam_make_the_temporaries_named(optimizer: str) -> N
 
 def test_sdpa_attention_matches_too() -> None:
     _compare("gpt2", 8, 7, "fsdp2_bf16", attention="sdpa")
+
+
+def test_a_larger_micro_batch_and_shorter_sequence_match_too() -> None:
+    _compare("gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512)
+
+
+@slow
+def test_llama_with_sdpa_full_recomputation_and_b_2_matches_too() -> None:
+    _compare("llama-1b", 16, 15, "fsdp2_bf16", recompute="full", attention="sdpa", micro_batch=2, seq=1024)
 
 
 @slow
