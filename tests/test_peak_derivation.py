@@ -156,3 +156,15 @@ def test_what_tensor_parallelism_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dr
     profile, _ = get_profile("gpt2", b, s, "bf16")
     whole = profile.block - profile.block_tp_split
     assert whole == 10 * s * b * h + 2 * s * b * h + 2 * (2 * s * b * 2)
+
+
+def test_fit_answers_from_a_cached_profile_without_importing_torch(tmp_path) -> None:
+    code = ("import sys\nfrom placement_edu.cli import main\n"
+            "status = main(['fit', '--model', 'llama-8b', '--devices', '1024', '--json'])\n"
+            "print('STATUS', status, 'TORCH', 'torch' in sys.modules, file=sys.stderr)")
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert "STATUS 0 TORCH True" in first.stderr, first.stderr[-2000:]       # measured: torch imported
+    assert "STATUS 0 TORCH False" in second.stderr, second.stderr[-2000:]    # cached: no torch
+    assert json.loads(first.stdout)["peak_bytes"] == json.loads(second.stdout)["peak_bytes"]
