@@ -36,8 +36,6 @@ from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.precision import PRESETS as ZERO_PRESETS
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
-#: Compute dtypes a profile can be measured in, and their bytes per element.
-COMPUTE: Mapping[str, int] = MappingProxyType({"fp32": 4, "bf16": 2})
 
 
 @dataclass(frozen=True)

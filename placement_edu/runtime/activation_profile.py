@@ -24,7 +24,6 @@ The profile is plain data (``placement_edu.peak.ActivationProfile``): the deriva
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import Iterator
 
 import torch
 from torch import nn
@@ -32,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
 
 from placement_edu.architectures import Architecture, get_architecture
-from placement_edu.peak import COMPUTE, ActivationProfile, Moment
+from placement_edu.peak import ActivationProfile, Moment
 from placement_edu.runtime.reference_models import CausalLM, batch, build
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
