@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from placement_edu.placement import STARTUP
 from placement_edu.errors import context
 from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
 from placement_edu.faults import REDUCTIONS, _fault, apply_fault
@@ -115,7 +116,7 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
         hit = [c for c in classes if not ks or c[0] in ks]
         runs = 1 if isinstance(ks, range) else times    # a range: once per micro-batch of it
         if op.op in REDUCTIONS:
-            if op.phase in ("startup", "forward"):
+            if op.phase in (STARTUP, "forward"):
                 problems.append(f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
                                 "produced the gradient it should sum; move it into backward.")
             for c in hit:
@@ -236,7 +237,7 @@ def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
             continue
         P, O = pl.mode(State.PARAMS, axis), pl.mode(State.OPTIMIZER, axis)
         if P in WHOLE:
-            if params_ops("broadcast", axis, ("startup",)):
+            if params_ops("broadcast", axis, (STARTUP,)):
                 good.append(f"replicated params start identical (start-up broadcast on {axis})")
             else:
                 problems.append(f"params are replicated on the {axis} axis ({n} ranks) but no start-up broadcast "

@@ -105,7 +105,7 @@ def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 
 def _unsynced_init(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(o for o in ops if not (o.op == "broadcast" and o.phase == "startup" and o.axis in BATCH_AXES))
+    return tuple(o for o in ops if not (o.op == "broadcast" and o.once and o.axis in BATCH_AXES))
 
 
 def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:

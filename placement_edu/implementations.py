@@ -321,7 +321,7 @@ def predict(config: TorchRefConfig) -> list[dict]:
         memory = derive_memory(strategy, model, mesh, precision, rank)
         schedule = derive_schedule(strategy, model, mesh, precision, rank)
         ideal = [_entry(o) for o in schedule.collectives]
-        startup = [_entry(o) for o in schedule.ops if o.phase == "startup"]
+        startup = [_entry(o) for o in schedule.ops if o.once]
         steps = [startup] + [_implemented(config.impl, ideal, schedule.collectives, numels, element, n, step, model,
                                           rank, config.micro_batches)
                              for step in range(config.steps)]

@@ -29,6 +29,8 @@ class State(str, Enum):
 MODEL_STATES: tuple[State, ...] = (State.PARAMS, State.GRADS, State.OPTIMIZER)
 #: The phases of one optimizer step, in order (start-up happens once, before the first step).
 PHASES: tuple[str, ...] = ("forward", "backward", "step")
+#: The phase of what happens once, before the first step (the broadcast of replicated parameters).
+STARTUP = "startup"
 
 
 class Mode(str, Enum):

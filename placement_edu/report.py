@@ -55,7 +55,7 @@ class Report:
             rows.append(("padding added by sharding", f"{m.padding:,} elements"))
         for o, times in self.schedule.counted():     # a repeated micro-batch pass: once, with its count
             if o.is_collective or o.op in ("h2d", "d2h"):
-                cost = "once, not per step" if o.phase == "startup" else f"{fmt_bytes(o.ring_bytes)} ring"
+                cost = "once, not per step" if o.once else f"{fmt_bytes(o.ring_bytes)} ring"
                 count = f" (×{times:,}, one per micro-batch)" if times > 1 else ""
                 rows.append((f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
                              f"{fmt_bytes(o.payload_bytes)} payload, {cost}{count} -- {o.why}"))

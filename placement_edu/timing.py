@@ -178,7 +178,7 @@ def op_time(op: Op, link: Link) -> float:
 
     The bytes are the ones this device sends (``Op.ring_bytes``, SPEC §4; a host transfer: its
     payload over the host link). Start-up ops (once, not per step) and local ops cost 0 s."""
-    if op.phase == "startup":
+    if op.once:
         return 0.0
     sent = op.payload_bytes if op.op in HOST_TRANSFERS else op.ring_bytes
     return link.alpha_s * ring_steps(op.op, op.group) + float(sent) / link.bandwidth
@@ -206,7 +206,7 @@ def comm_time(schedule: Schedule, hw: Hardware) -> dict[str, float]:
     of a repeated micro-batch pass (``Schedule.counted``) with its count."""
     counts: dict[tuple, list] = {}
     for op, times in schedule.counted():
-        if op.phase == "startup":
+        if op.once:
             continue
         size = op.elements   # an int or a Fraction: both have numerator and denominator
         key = (op.op, op.axis, op.phase, op.group, size.numerator, size.denominator, op.element_bytes, op.root)

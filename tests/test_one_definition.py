@@ -35,3 +35,9 @@ def test_the_cost_of_each_op_is_one_row_of_one_table():
     assert ring_steps("all_reduce", 8) == 14 and ZERO_FACTOR["all_reduce"] == 2
     # a host transfer: no network bytes, one message's latency (over a group of more than one)
     assert ring_factor("h2d", 8) == 0 and ring_steps("h2d", 8) == 1 and "h2d" not in ZERO_FACTOR
+
+
+def test_the_phases_and_the_model_states_are_named_in_placement_only():
+    assert definitions(r"""["']startup["']""") == ["placement.py"]
+    assert definitions(r"""^\s*PHASES\s*[:=]""") == ["placement.py"]
+    assert definitions(r"""^\s*\w*STATES\s*=\s*\(["']params["']""") == []

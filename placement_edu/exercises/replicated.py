@@ -31,7 +31,7 @@ def _model_state_gb(strategy: str, psi: float, n: int, precision: str = "mixed_a
 
 def _startup_payload(psi: float, n: int) -> Fraction:
     """Bytes the start-up broadcasts carry (rule 4): the core's schedule, start-up phase only."""
-    return sum((Fraction(o.payload_bytes) for o in analyze("dp", psi, n).schedule.ops if o.phase == "startup"),
+    return sum((Fraction(o.payload_bytes) for o in analyze("dp", psi, n).schedule.ops if o.once),
                Fraction(0))
 
 

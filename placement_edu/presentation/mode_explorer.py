@@ -21,6 +21,7 @@ import html
 from dataclasses import dataclass
 from fractions import Fraction
 
+from placement_edu.placement import STARTUP
 from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, PHASES
 from placement_edu.presentation.live import png_html, show
@@ -81,7 +82,7 @@ def schedule_text(report: Report, grouped: bool = False) -> str:
     lines = []
     if grouped:
         for o in grouped_ops(report):
-            if o.phase != "startup":
+            if o.phase != STARTUP:
                 lines.append(f"  {o.phase:8} {o.count} × {o.op} {o.state}: payload {fmt_bytes(o.payload_bytes)}, "
                              f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}")
     else:
@@ -188,7 +189,7 @@ class ModeExplorer:
         memory = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
         ops = "".join(
             f"<tr><td>{o.phase}</td><td>{o.count} × {o.op} {o.state}</td><td>{fmt_bytes(o.payload_bytes)}</td>"
-            f"<td>{'once, at start-up' if o.phase == 'startup' else fmt_bytes(o.ring_bytes)}</td>"
+            f"<td>{'once, at start-up' if o.phase == STARTUP else fmt_bytes(o.ring_bytes)}</td>"
             f"<td>{html.escape(o.why)}</td></tr>" for o in grouped_ops(report))
         total = (f"per step: <b>{float(report.volume_psi):g} Ψ</b> (ZeRO convention) = "
                  f"<b>{fmt_bytes(report.ring_bytes)}</b> ring bytes sent per device")

@@ -24,6 +24,7 @@ from fractions import Fraction
 import torch
 import torch.distributed as dist
 
+from placement_edu.placement import STARTUP
 from placement_edu.schedule import ring_factor
 
 # torch >= 2.7 names the tensor-in, tensor-out collectives *_single; older versions *_tensor.
@@ -68,7 +69,7 @@ class Comm:
         self.timeout_s = timeout_s
         self._beacon = os.open(beacon, os.O_WRONLY | os.O_CREAT) if beacon else None
         self.entries: list[Entry] = []
-        self.step, self.phase = -1, "startup"
+        self.step, self.phase = -1, STARTUP
         self._pending_sends: list = []
         self.seconds: dict[int, float] = {}           # step -> seconds inside collectives (-1: start-up)
 
@@ -80,7 +81,7 @@ class Comm:
                 sends: bool = True) -> None:
         payload = tensor.numel() * tensor.element_size()
         # ``sends``: False for a broadcast's receivers (only its root sends: (n - 1) x S).
-        ring = 0 if self.phase == "startup" or not sends else ring_factor(op, n) * payload
+        ring = 0 if self.phase == STARTUP or not sends else ring_factor(op, n) * payload
         assert Fraction(ring).denominator == 1, "ring bytes of an equal-chunk collective are whole"
         self.entries.append(Entry(self.step, self.phase, op, state, axis, n, payload, int(ring)))
 

@@ -21,8 +21,9 @@ from typing import Iterable, Iterator
 
 import torch
 
-STATES = ("params", "grads", "optimizer")
-PHASES = ("forward", "backward", "step")
+from placement_edu.placement import MODEL_STATES, PHASES
+
+STATES = tuple(s.value for s in MODEL_STATES)     # the model states by name, as the ledger keys them
 
 
 def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from placement_edu.placement import STARTUP
 from placement_edu.memory import Memory, derive_memory
 from placement_edu.placement import MODEL_STATES, State
 from placement_edu.precision import Precision
@@ -47,7 +48,7 @@ class Side:
         ring = sum((Fraction(step.ring_bytes) for step in self.steps), Fraction(0)) / len(self.steps)
         row["comm_ring_bytes"] = plain(ring)                                # per step
         row["padding_elements"] = m.padding
-        row["startup"] = [_view(o) for o in self.startup.ops]
+        row[STARTUP] = [_view(o) for o in self.startup.ops]
         row["steps"] = [[_view(o) for o in step.ops] for step in self.steps]
         row["per_step"] = row["steps"][0]
         return row
@@ -68,8 +69,8 @@ def predict(config: RunConfig) -> list[Side]:
                                    config.fault, strategy, mesh)
         moved = [o for o in schedule.ops if o.op in LEDGER_OPS]
         out.append(Side(derive_memory(strategy, model, mesh, precision, rank),
-                        Schedule(tuple(o for o in moved if o.phase == "startup")),
-                        (Schedule(tuple(o for o in moved if o.phase != "startup")),)))
+                        Schedule(tuple(o for o in moved if o.once)),
+                        (Schedule(tuple(o for o in moved if not o.once)),)))
     return out
 
 
@@ -187,7 +188,7 @@ class RunResult:
         mesh = self.config.resolved_mesh()
 
         def public(row: dict) -> dict:
-            return {k: v for k, v in row.items() if k not in ("startup", "per_step", "steps")}
+            return {k: v for k, v in row.items() if k not in (STARTUP, "per_step", "steps")}
 
         return {
             "strategy": self.config.resolved_strategy().name, "world_size": self.config.world_size,

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 from placement_edu.errors import expect
 from placement_edu.implementations import IMPLEMENTATIONS, TorchRefConfig, predict
+from placement_edu.placement import MODEL_STATES
 
 
 # --- measured beside predicted ----------------------------------------------------------------
 #: Within float64 rounding: a faulty run deviates by ~1e-3 after one step (lr 1e-2).
 TOLERANCE = 1e-10
-STATES = ("params", "grads", "optimizer", "storage_params")
+#: What a torch-ref rank reports: the model states, and FSDP2's padded parameter storage apart.
+STATES = (*(s.value for s in MODEL_STATES), "storage_params")
 
 
 @dataclass(frozen=True)

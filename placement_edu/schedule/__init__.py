@@ -40,3 +40,13 @@ from placement_edu.schedule.rules import (
 from placement_edu.schedule.derive import (
     passes_held_once, derive_schedule,
 )
+
+__all__ = [
+    "OpCost", "OP_COSTS", "RING_FACTOR", "ZERO_FACTOR", "COLLECTIVES", "HOST_TRANSFERS",
+    "ring_factor", "Op", "MAX_LISTED_OPS", "Repeat", "Schedule", "split_axes",
+    "model_axis_degree", "layers_on_stage", "validate", "pipeline_runs", "pipeline_order",
+    "pipeline_bubble", "pipeline_timeline", "Device", "startup_broadcasts", "gather_before_use",
+    "grad_reduction", "reduce_partial_grads", "scale_once", "offload_grad_slice",
+    "sequence_parallel_norms", "owner_update_sync", "reduces_per_micro_batch",
+    "tensor_parallel_collectives", "pipeline_boundary", "passes_held_once", "derive_schedule",
+]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from placement_edu.placement import STARTUP
 from placement_edu.errors import expect
 from placement_edu.models import Number
 from placement_edu.placement import (State)
@@ -47,6 +48,11 @@ class Op:
     def is_collective(self) -> bool:
         return self.op in COLLECTIVES
 
+    @property
+    def once(self) -> bool:
+        """Done once, at start-up, not per step: it costs no per-step bytes or time."""
+        return self.phase == STARTUP
+
     def key(self) -> tuple:
         """What a measurement sees of the op, and what "measured = predicted" compares."""
         return (self.op, str(self.state), self.axis, self.phase, self.payload_bytes, self.ring_bytes, self.group)
@@ -71,14 +77,14 @@ class Op:
     @property
     def ring_bytes(self) -> Number:
         """Exact bytes this device sends for the op per step (what a measurement sees)."""
-        if self.phase == "startup" or (self.op == "broadcast" and not self.root):
+        if self.once or (self.op == "broadcast" and not self.root):
             return 0
         return ring_factor(self.op, self.group) * self.payload_bytes
 
     @property
     def zero_volume_elements(self) -> Number:
         """Elements moved in the ZeRO paper's convention (all-reduce counts 2S)."""
-        if self.phase == "startup":
+        if self.once:
             return 0
         return OP_COSTS[self.op].zero * self.elements if self.op in OP_COSTS else 0
 
@@ -156,7 +162,7 @@ class Schedule:
 
     @property
     def per_step(self) -> tuple[Op, ...]:
-        return tuple(o for o in self.ops if o.phase != "startup")
+        return tuple(o for o in self.ops if not o.once)
 
     @property
     def collectives(self) -> tuple[Op, ...]:
@@ -164,14 +170,14 @@ class Schedule:
 
     @property
     def ring_bytes(self) -> Number:
-        return sum((o.ring_bytes * n for o, n in self.counted() if o.phase != "startup"), 0)
+        return sum((o.ring_bytes * n for o, n in self.counted() if not o.once), 0)
 
     @property
     def host_link_bytes(self) -> Number:
         """Bytes moved between this device and its host per step (offloaded state, SPEC §7):
         their own total, never counted as network ring bytes."""
         return sum((o.payload_bytes * n for o, n in self.counted()
-                    if o.phase != "startup" and o.op in HOST_TRANSFERS), 0)
+                    if not o.once and o.op in HOST_TRANSFERS), 0)
 
     def volume_psi(self, psi: int) -> Number:
         """Per-step volume in units of Ψ elements, ZeRO convention (dp: 2, zero3: 3)."""
@@ -192,7 +198,7 @@ class Schedule:
     def ring_bytes_by_axis(self) -> dict[str, Number]:
         out: dict[str, Number] = {}
         for o, n in self.counted():
-            if o.phase != "startup" and o.axis is not None and o.is_collective:
+            if not o.once and o.axis is not None and o.is_collective:
                 out[o.axis] = out.get(o.axis, 0) + o.ring_bytes * n
         return out
 

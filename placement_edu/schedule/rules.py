@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from placement_edu.placement import STARTUP
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, stage_layers
@@ -93,7 +94,7 @@ class Device:
 def startup_broadcasts(dev: Device) -> list[Op]:
     """SPEC §4 rule 4: replicated parameters start identical -- one broadcast at start-up along
     every axis they are whole on, not per step."""
-    return [dev.op("broadcast", State.PARAMS, axis, "startup", dev.size_on(State.PARAMS, axis, False), n,
+    return [dev.op("broadcast", State.PARAMS, axis, STARTUP, dev.size_on(State.PARAMS, axis, False), n,
                    "replicated parameters start identical (rule 4)")
             for axis, n in dev.mesh if n > 1 and axis in BATCH_AXES and dev.mode(State.PARAMS, axis) in WHOLE]
 
