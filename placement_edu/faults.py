@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
@@ -21,67 +21,23 @@ from placement_edu.schedule import Op, Schedule
 REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
 
 
-@dataclass(frozen=True)
-class Fault:
-    """A named fault: the condition it breaks, what happens, and what a strategy needs for it to apply."""
-
-    name: str
-    condition: str  # "gradient_integrity" or "state_consistency"
-    what: str
-    needs: str
+# --- where a fault applies: read from the placement ---------------------------------------------
+def _data_axis(strategy, mesh: Mesh) -> bool:
+    return mesh.degree("data") > 1
 
 
-FAULTS: Mapping[str, Fault] = MappingProxyType({f.name: f for f in (
-    Fault("skip-grad-reduce", "gradient_integrity",
-          "the data-axis gradient reduction is left out, so each rank steps on its own partial gradient",
-          "a data axis of degree > 1"),
-    Fault("double-scale", "gradient_integrity",
-          "the reduced gradient is divided by N twice, so every step is N times too small",
-          "a data axis of degree > 1"),
-    Fault("skip-param-sync", "state_consistency",
-          "owners update their slice of the replicated parameters and the all-gather after the step is skipped",
-          "params replicated (R) on the data axis with the optimizer state split there (S, SG or OFF)"),
-    Fault("unsynced-init", "state_consistency",
-          "ranks initialise from different seeds and no start-up broadcast follows",
-          "params replicated (R) along a batch-splitting axis of degree > 1, made identical by a start-up broadcast"),
-    Fault("stale-gather", "state_consistency",
-          "an SG gather returns the previous step's slices",
-          "params sharded-with-gather (SG) or offloaded (OFF) on the data axis"),
-)})
-
-
-def _applies(name: str, strategy, mesh: Mesh) -> bool:
-    """Whether fault ``name`` has an operation to break in ``strategy`` on ``mesh`` (from placements)."""
+def _owner_only_update(strategy, mesh: Mesh) -> bool:
     mode = strategy.placement.mode
-    d = mesh.degree("data")
-    if name in ("skip-grad-reduce", "double-scale"):
-        return d > 1
-    if name == "skip-param-sync":
-        return d > 1 and mode(State.PARAMS, "data") in WHOLE and mode(State.OPTIMIZER, "data") in SPLIT_MODES
-    if name == "unsynced-init":
-        return any(mesh.degree(a) > 1 and mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES)
-    if name == "stale-gather":
-        return d > 1 and mode(State.PARAMS, "data") in GATHERED
-    raise KeyError(name)
+    return _data_axis(strategy, mesh) and mode(State.PARAMS, "data") in WHOLE \
+        and mode(State.OPTIMIZER, "data") in SPLIT_MODES
 
 
-def _fault(name: str) -> Fault:
-    if not isinstance(name, str) or name not in FAULTS:
-        raise PlacementError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
-    return FAULTS[name]
+def _replicas_broadcast_at_start(strategy, mesh: Mesh) -> bool:
+    return any(mesh.degree(a) > 1 and strategy.placement.mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES)
 
 
-def applicable_faults(strategy, mesh: Mesh) -> tuple[str, ...]:
-    """The names of the faults that apply to ``strategy`` on ``mesh``."""
-    return tuple(name for name in FAULTS if _applies(name, strategy, mesh))
-
-
-def strategies_for(name: str) -> tuple[str, ...]:
-    """The named strategies and compositions fault ``name`` applies to, each on its example mesh."""
-    from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh
-    _fault(name)
-    return tuple(s.name for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
-                 if _applies(name, s, example_mesh(s)))
+def _gathered_params(strategy, mesh: Mesh) -> bool:
+    return _data_axis(strategy, mesh) and strategy.placement.mode(State.PARAMS, "data") in GATHERED
 
 
 # --- the edits ----------------------------------------------------------------------------------
@@ -114,18 +70,69 @@ def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
                  and o.phase in ("forward", "backward") else o for o in ops)
 
 
-EDITS: Mapping[str, Callable[[tuple[Op, ...]], tuple[Op, ...]]] = MappingProxyType({
-    "skip-grad-reduce": _skip_grad_reduce, "double-scale": _double_scale,
-    "skip-param-sync": _skip_param_sync, "unsynced-init": _unsynced_init, "stale-gather": _stale_gather,
-})
+
+@dataclass(frozen=True)
+class Fault:
+    """A named fault (SPEC §5): the condition it breaks, what happens, what a strategy needs for it
+    to apply (``needs``, in words; ``applies``, read from the placement on a mesh), the edit it makes
+    to a derived schedule, and the transient terms it removes with the op it drops."""
+
+    name: str
+    condition: str  # "gradient_integrity" or "state_consistency"
+    what: str
+    needs: str
+    applies: Callable[[Any, Mesh], bool]
+    edit: Callable[[tuple[Op, ...]], tuple[Op, ...]]
+    removes: tuple[str, ...] = ()
+
+
+FAULTS: Mapping[str, Fault] = MappingProxyType({f.name: f for f in (
+    Fault("skip-grad-reduce", "gradient_integrity",
+          "the data-axis gradient reduction is left out, so each rank steps on its own partial gradient",
+          "a data axis of degree > 1", _data_axis, _skip_grad_reduce),
+    Fault("double-scale", "gradient_integrity",
+          "the reduced gradient is divided by N twice, so every step is N times too small",
+          "a data axis of degree > 1", _data_axis, _double_scale),
+    Fault("skip-param-sync", "state_consistency",
+          "owners update their slice of the replicated parameters and the all-gather after the step is skipped",
+          "params replicated (R) on the data axis with the optimizer state split there (S, SG or OFF)",
+          _owner_only_update, _skip_param_sync,
+          removes=("gather_buffer",)),            # the padded buffer the dropped all-gather fills
+    Fault("unsynced-init", "state_consistency",
+          "ranks initialise from different seeds and no start-up broadcast follows",
+          "params replicated (R) along a batch-splitting axis of degree > 1, made identical by a start-up broadcast",
+          _replicas_broadcast_at_start, _unsynced_init),
+    Fault("stale-gather", "state_consistency",
+          "an SG gather returns the previous step's slices",
+          "params sharded-with-gather (SG) or offloaded (OFF) on the data axis", _gathered_params, _stale_gather),
+)})
+
+
+def _fault(name: str) -> Fault:
+    if not isinstance(name, str) or name not in FAULTS:
+        raise PlacementError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
+    return FAULTS[name]
+
+
+def applicable_faults(strategy, mesh: Mesh) -> tuple[str, ...]:
+    """The names of the faults that apply to ``strategy`` on ``mesh``."""
+    return tuple(name for name, fault in FAULTS.items() if fault.applies(strategy, mesh))
+
+
+def strategies_for(name: str) -> tuple[str, ...]:
+    """The named strategies and compositions fault ``name`` applies to, each on its example mesh."""
+    from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh
+    _fault(name)
+    return tuple(s.name for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
+                 if FAULTS[name].applies(s, example_mesh(s)))
 
 
 def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Schedule:
     """``schedule`` with fault ``fault_name`` edited in; refused (PlacementError) where it does not apply."""
     fault = _fault(fault_name)
-    if not _applies(fault.name, strategy, mesh):
+    if not fault.applies(strategy, mesh):
         raise PlacementError(
             f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on {mesh}: "
             f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}",
             in_context=True)
-    return schedule.edited(EDITS[fault.name])
+    return schedule.edited(fault.edit)

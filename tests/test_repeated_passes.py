@@ -17,7 +17,7 @@ import pytest
 
 from placement_edu import PlacementError, State, TransformerSpec, analyze, check, derive_schedule, get_precision
 from placement_edu import schedule as sch
-from placement_edu.faults import EDITS, apply_fault, applicable_faults
+from placement_edu.faults import FAULTS, apply_fault, applicable_faults
 from placement_edu.mesh import Mesh
 from placement_edu.schedule import MAX_LISTED_OPS, Repeat, Schedule, pipeline_order, pipeline_runs
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh, get_strategy
@@ -153,7 +153,7 @@ def test_a_fault_edits_a_repeated_pass_as_it_would_each_listed_pass(name) -> Non
     for fault in applicable_faults(strategy, mesh):
         edited = apply_fault(schedule, fault, strategy, mesh)
         assert [shape(o) + (o.stale,) for o in edited.ops] == \
-               [shape(o) + (o.stale,) for o in EDITS[fault](schedule.ops)], fault
+               [shape(o) + (o.stale,) for o in FAULTS[fault].edit(schedule.ops)], fault
 
 
 def test_check_and_table_answer_at_10_to_the_8_micro_batches_with_the_fault_found() -> None:

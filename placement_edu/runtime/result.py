@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from placement_edu.placement import STARTUP
 from placement_edu.memory import Memory, derive_memory
-from placement_edu.placement import MODEL_STATES, State
+from placement_edu.placement import MODEL_STATES, STARTUP, State
 from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.verdict import broken_conditions, edited_schedule
@@ -140,9 +139,10 @@ class RunResult:
 
     def compared_transients(self) -> tuple[str, ...]:
         """The transient terms to compare: activations and all the named buffers, except the buffer
-        of an op a fault removed (skip-param-sync drops the all-gather after the step, and the
-        padded buffer it fills)."""
-        removed = {"skip-param-sync": ("gather_buffer",)}.get(self.config.fault or "", ())
+        of an op a fault removed (``Fault.removes``: skip-param-sync drops the all-gather after the
+        step, and the padded buffer it fills)."""
+        from placement_edu.faults import FAULTS
+        removed = FAULTS[self.config.fault].removes if self.config.fault else ()
         return ("activations",) + tuple(t for t in TRANSIENTS if t not in removed)
 
     def memory_differences(self) -> list[str]:

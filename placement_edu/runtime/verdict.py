@@ -1,17 +1,11 @@
 """Which faults apply, and which correctness condition a fault breaks -- asked of the static
 checker (``placement_edu.checker`` / ``placement_edu.faults``), so the runtime's report names the
-same condition the derivation does. SPEC §5's table is the fallback while those are absent."""
+same condition the derivation does. Imported inside each function: a rank imports none of it."""
 
 from __future__ import annotations
 
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
-
-#: SPEC §5: each named fault breaks exactly one condition.
-SPEC_FAULTS = {"skip-grad-reduce": "gradient_integrity", "double-scale": "gradient_integrity",
-               "skip-param-sync": "state_consistency", "unsynced-init": "state_consistency",
-               "stale-gather": "state_consistency"}
-
 
 def applicable(strategy, mesh: Mesh) -> tuple[str, ...]:
     """The faults that have an operation to break in ``strategy`` on ``mesh``."""
@@ -23,11 +17,11 @@ def refuse_inapplicable(strategy, mesh: Mesh, fault: str | None) -> None:
     """A fault that does not apply is refused with the reason, never silently ignored."""
     if fault is None:
         return
-    if fault not in SPEC_FAULTS:
-        raise PlacementError(f"unknown fault {fault!r}; known faults: {', '.join(SPEC_FAULTS)}")
+    from placement_edu.faults import FAULTS
+    if fault not in FAULTS:
+        raise PlacementError(f"unknown fault {fault!r}; known faults: {', '.join(FAULTS)}")
     ok = applicable(strategy, mesh)
     if fault not in ok:
-        from placement_edu.faults import FAULTS
         raise PlacementError(
             f"fault {fault!r} does not apply to {strategy.name} on {mesh}: it needs "
             f"{FAULTS[fault].needs}; faults that apply here: {', '.join(ok) or 'none'}")
@@ -37,10 +31,7 @@ def broken_conditions(strategy, mesh: Mesh, fault: str | None, model=None,
                       precision=None) -> dict[str, str]:
     """The correctness conditions the checker says ``fault`` breaks, each with the checker's reason
     (empty for a correct run)."""
-    try:
-        from placement_edu.checker import check
-    except ImportError:                            # the checker is not installed: SPEC §5's table
-        return {SPEC_FAULTS[fault]: "SPEC §5"} if fault else {}
+    from placement_edu.checker import check
     kwargs = {"mesh": mesh, "fault": fault}
     if model is not None:
         kwargs["model"] = model
