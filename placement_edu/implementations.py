@@ -15,7 +15,9 @@ Torch-free: ``runtime/torch_reference.py`` trains and measures the same runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from placement_edu.errors import MAX_COUNT, expect, positive_int
 from placement_edu.memory import derive_memory
@@ -26,20 +28,71 @@ from placement_edu.precision import get_precision
 from placement_edu.schedule import Op, derive_schedule
 from placement_edu.strategies import get_strategy
 
-#: name -> (the placement it implements, sharding rule, gather units, what it is)
-IMPLEMENTATIONS = {
-    "ddp": ("dp", "zero", "model", "torch.nn.parallel.DistributedDataParallel"),
-    "zero_redundancy": ("zero1_allreduce", "greedy", "model",
-                        "torch.distributed.optim.ZeroRedundancyOptimizer under DDP"),
-    "fsdp2": ("zero3", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=True)"),
-    "fsdp2_grad_op": ("fsdp_grad_op", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=False)"),
-    "fsdp2_root_kept": ("zero3", "fsdp2", "layer",
-                        "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded"),
-    "dtensor_tp": ("tp", "zero", "model", "DTensor tensor parallelism: parallelize_module with "
-                   "ColwiseParallel / RowwiseParallel (Megatron's plan)"),
-    "pipelining_gpipe": ("pp", "zero", "model", "torch.distributed.pipelining ScheduleGPipe"),
-    "pipelining_1f1b": ("pp", "zero", "model", "torch.distributed.pipelining Schedule1F1B"),
-}
+@dataclass(frozen=True)
+class Implementation:
+    """One of PyTorch's implementations of a placement, as data.
+
+    ``placement``: the strategy it realises; ``rule``: how it slices tensors
+    (``models.SHARDING_RULES``); ``units``: what it gathers at a time (``models.GATHER_UNITS``);
+    ``what``: the torch API; ``family``: which of its documented choices reshape the ideal schedule
+    (ddp, zero_redundancy, fsdp2, dtensor_tp, pipelining); ``reshard``: FSDP2's
+    ``reshard_after_forward``; ``pipeline_schedule``: gpipe or 1f1b; ``differs``: one sentence, how
+    its schedule differs from the placement's ideal one."""
+
+    name: str
+    placement: str
+    rule: str
+    units: str
+    what: str
+    family: str
+    differs: str
+    reshard: bool | None = None
+    pipeline_schedule: str | None = None
+
+
+_FSDP2_ORDER = ("FSDP2 gathers the root's unit (the last Linear) first, prefetches the next unit's gather "
+                "in backward before the current unit's reduce-scatter, and reduce-scatters the units whose "
+                "inputs need no gradient (the root and the first Linear) in its final callback, where the "
+                "ideal schedule runs the units in forward, then backward order")
+
+IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType({i.name: i for i in (
+    Implementation(
+        "ddp", "dp", "zero", "model", "torch.nn.parallel.DistributedDataParallel", "ddp",
+        "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 MiB, then 25 MiB, in "
+        "reverse parameter order) so that communication overlaps backward; the ideal schedule has one "
+        "all-reduce of the whole gradient -- the same bytes."),
+    Implementation(
+        "zero_redundancy", "zero1_allreduce", "greedy", "model",
+        "torch.distributed.optim.ZeroRedundancyOptimizer under DDP", "zero_redundancy",
+        "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, where the ideal "
+        "schedule has one broadcast per owner -- the same bytes; the gradient all-reduce is DDP's, bucketed."),
+    Implementation(
+        "fsdp2", "zero3", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=True)", "fsdp2",
+        _FSDP2_ORDER + " -- the same collectives and bytes.", reshard=True),
+    Implementation(
+        "fsdp2_grad_op", "fsdp_grad_op", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=False)",
+        "fsdp2", _FSDP2_ORDER + " -- the same collectives and bytes.", reshard=False),
+    Implementation(
+        "fsdp2_root_kept", "zero3", "fsdp2", "layer",
+        "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded", "fsdp2",
+        _FSDP2_ORDER + "; and reshard_after_forward=None keeps the root's unit gathered from forward into "
+        "backward, so it is gathered once, not twice (SPEC §4).", reshard=None),
+    Implementation(
+        "dtensor_tp", "tp", "zero", "model", "DTensor tensor parallelism: parallelize_module with "
+        "ColwiseParallel / RowwiseParallel (Megatron's plan)", "dtensor_tp",
+        "DTensor all-reduces the gradient of the replicated block input once per column-parallel module "
+        "that reads it (q, k, v and up: 4 per layer), where Megatron's f sums them first and all-reduces "
+        "once per block (2): twice the backward tensor-parallel traffic, 1.5x per step."),
+    Implementation(
+        "pipelining_gpipe", "pp", "zero", "model", "torch.distributed.pipelining ScheduleGPipe", "pipelining",
+        "the same sends and receives as the ideal GPipe schedule, in the same order.", pipeline_schedule="gpipe"),
+    Implementation(
+        "pipelining_1f1b", "pp", "zero", "model", "torch.distributed.pipelining Schedule1F1B", "pipelining",
+        "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook p - stage - 1 of "
+        "the ideal schedule, and fires each forward send with the next backward's receive (and each "
+        "backward send with the next forward's receive): the same messages and bytes in another order.",
+        pipeline_schedule="1f1b"),
+)})
 
 #: Micro-batches per step of the pipelining runs (1F1B needs at least as many as stages).
 PIPELINE_MICRO_BATCHES = 8
@@ -116,7 +169,7 @@ class TorchRefConfig:
     @property
     def axis(self) -> str:
         """The one mesh axis the implementation's placement splits states on: data, tensor or pipeline."""
-        return get_strategy(IMPLEMENTATIONS[self.impl][0]).axes[0]
+        return get_strategy(IMPLEMENTATIONS[self.impl].placement).axes[0]
 
     @property
     def splits_batch(self) -> bool:
@@ -266,35 +319,11 @@ def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[str, int]]:
     return ops + [("reduce_scatter", root)] + ([("reduce_scatter", 0)] if units > 1 else [])
 
 
-def _differs(impl: str, ideal: list[tuple], mine: list[tuple]) -> str:
+def _differs(impl: Implementation, ideal: list[tuple], mine: list[tuple]) -> str:
     """One sentence: how the implementation's schedule differs from the placement's ideal one."""
     if ideal == mine:
         return "the same operations as the placement's ideal schedule, in the same order"
-    fsdp2 = ("FSDP2 gathers the root's unit (the last Linear) first, prefetches the next unit's gather "
-             "in backward before the current unit's reduce-scatter, and reduce-scatters the units whose "
-             "inputs need no gradient (the root and the first Linear) in its final callback, where the "
-             "ideal schedule runs the units in forward, then backward order")
-    return {
-        "ddp": "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 MiB, then "
-               "25 MiB, in reverse parameter order) so that communication overlaps backward; the ideal "
-               "schedule has one all-reduce of the whole gradient -- the same bytes.",
-        "zero_redundancy": "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, "
-                           "where the ideal schedule has one broadcast per owner -- the same bytes; the "
-                           "gradient all-reduce is DDP's, bucketed.",
-        "fsdp2": fsdp2 + " -- the same collectives and bytes.",
-        "fsdp2_grad_op": fsdp2 + " -- the same collectives and bytes.",
-        "fsdp2_root_kept": fsdp2 + "; and reshard_after_forward=None keeps the root's unit gathered from "
-                           "forward into backward, so it is gathered once, not twice (SPEC §4).",
-        "pipelining_gpipe": "the same sends and receives as the ideal GPipe schedule, in the same order.",
-        "pipelining_1f1b": "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook "
-                           "p - stage - 1 of the ideal schedule, and fires each forward send with the next "
-                           "backward's receive (and each backward send with the next forward's receive): "
-                           "the same messages and bytes in another order.",
-        "dtensor_tp": "DTensor all-reduces the gradient of the replicated block input once per column-"
-                      "parallel module that reads it (q, k, v and up: 4 per layer), where Megatron's f sums "
-                      "them first and all-reduces once per block (2): twice the backward tensor-parallel "
-                      "traffic, 1.5x per step.",
-    }[impl]
+    return impl.differs
 
 
 def predict(config: TorchRefConfig) -> list[dict]:
@@ -302,13 +331,14 @@ def predict(config: TorchRefConfig) -> list[dict]:
     start-up), the collectives the implementation issues, each ``{op, payload_bytes, group}``;
     plus ``ideal``: the placement's own schedule of one step, and ``differs``: one sentence."""
     config.validate()
-    strategy_name, rule, units, _ = IMPLEMENTATIONS[config.impl]
-    strategy = get_strategy(strategy_name)
+    impl = IMPLEMENTATIONS[config.impl]
+    rule, units = impl.rule, impl.units
+    strategy = get_strategy(impl.placement)
     n = config.world_size
     if config.axis == "pipeline":
         model = replace(mlp_model(config.widths, rule, units), boundary_elements=config.rows_per_rank * config.widths[1])
         mesh = Mesh.of(pipeline=n)
-        strategy = strategy.with_(micro_batches=config.micro_batches, pipeline_schedule=config.impl.split("_")[1])
+        strategy = strategy.with_(micro_batches=config.micro_batches, pipeline_schedule=impl.pipeline_schedule)
     elif config.splits_batch:
         model, mesh = mlp_model(config.widths, rule, units), Mesh.of(data=n)
     else:
@@ -322,14 +352,14 @@ def predict(config: TorchRefConfig) -> list[dict]:
         schedule = derive_schedule(strategy, model, mesh, precision, rank)
         ideal = [_entry(o) for o in schedule.collectives]
         startup = [_entry(o) for o in schedule.ops if o.once]
-        steps = [startup] + [_implemented(config.impl, ideal, schedule.collectives, numels, element, n, step, model,
+        steps = [startup] + [_implemented(impl, ideal, schedule.collectives, numels, element, n, step, model,
                                           rank, config.micro_batches)
                              for step in range(config.steps)]
         padded = (model.data_shard(model.local_tensors({}), n, rank)[1] // n if rule == "fsdp2"
                   else memory.device[State.PARAMS] // element) * element
         out.append({"params": int(memory.device[State.PARAMS]), "grads": int(memory.device[State.GRADS]),
                     "optimizer": int(memory.device[State.OPTIMIZER]), "storage_params": int(padded),
-                    "steps": steps, "ideal": ideal, "differs": _differs(config.impl, ideal, steps[-1])})
+                    "steps": steps, "ideal": ideal, "differs": _differs(impl, ideal, steps[-1])})
     return out
 
 
@@ -337,20 +367,17 @@ def _entry(op: Op) -> tuple[str, int, int]:
     return (op.op, int(op.payload_bytes), op.group)
 
 
-def _implemented(impl: str, ideal: list[tuple], ops: tuple[Op, ...], numels: list[int], element: int,
+def _implemented(impl: Implementation, ideal: list[tuple], ops: tuple[Op, ...], numels: list[int], element: int,
                  n: int, step: int, model: ConcreteModel, rank: int, m: int) -> list[tuple[str, int, int]]:
     """The collectives ``impl`` issues at ``step``: the ideal ones, reshaped by its own choices."""
-    if impl == "dtensor_tp":
+    if impl.family == "dtensor_tp":
         return dtensor_tp_backward(ideal)
-    if impl == "pipelining_1f1b":
-        return torch_1f1b(ideal, n, rank, m)
-    if impl == "pipelining_gpipe":
-        return ideal
-    if impl in ("ddp", "zero_redundancy"):
+    if impl.family == "pipelining":
+        return torch_1f1b(ideal, n, rank, m) if impl.pipeline_schedule == "1f1b" else ideal
+    if impl.family in ("ddp", "zero_redundancy"):
         grads = [("all_reduce", b, n) for b in ddp_buckets([k * element for k in numels], step)]
-        if impl == "ddp":
+        if impl.family == "ddp":
             return grads
         return grads + [("broadcast", k * element, n) for _, k in zero_redundancy_broadcasts(numels, n)]
     units = [_entry(o) for o in ops if o.op == "all_gather"][:model.gather_units]   # forward order
-    reshard = {"fsdp2": True, "fsdp2_grad_op": False, "fsdp2_root_kept": None}[impl]
-    return [(op, units[u][1], n) for op, u in fsdp2_order(len(units), reshard)]
+    return [(op, units[u][1], n) for op, u in fsdp2_order(len(units), impl.reshard)]

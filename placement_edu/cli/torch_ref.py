@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                          "against the core's prediction",
                        description=__doc__.splitlines()[0])
     p.add_argument("impl", choices=IMPLEMENTATIONS, help="the implementation: " + "; ".join(
-        f"{k}: {v[3]}" for k, v in IMPLEMENTATIONS.items()))
+        f"{k}: {v.what}" for k, v in IMPLEMENTATIONS.items()))
     p.add_argument("--world-size", type=flag_type(read_int, "world size", MAX_WORLD_SIZE), default=4,
                    help=f"ranks (2 to {MAX_WORLD_SIZE}; default 4)")
     p.add_argument("--model", type=flag_type(_model), default=None,

@@ -82,7 +82,8 @@ class TorchRefResult:
 
     def __str__(self) -> str:
         c = self.config
-        placement, rule, _, what = IMPLEMENTATIONS[c.impl]
+        impl = IMPLEMENTATIONS[c.impl]
+        placement, rule, what = impl.placement, impl.rule, impl.what
         sliced = (f"sliced by the {rule} rule" if c.splits_batch else "whole Linears per stage" if c.micro_batches > 1
                   else "split by Megatron's column/row plan")
         lines = [f"{what} on {c.world_size} ranks, {c.model} ({c.steps} steps; the placement {placement}, {sliced})",

@@ -35,7 +35,7 @@ from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from placement_edu.models import stage_layers
-from placement_edu.implementations import TRANSFORMER, TRANSFORMER_TP_PLAN, TorchRefConfig
+from placement_edu.implementations import IMPLEMENTATIONS, TRANSFORMER, TRANSFORMER_TP_PLAN, TorchRefConfig
 
 #: Adam as every run here uses it: eps large enough that the update sees the gradient's scale
 #: (SPEC §5: with torch's 1e-8 Adam is nearly scale-invariant and a doubly-scaled gradient hides).
@@ -244,7 +244,7 @@ def pipeline(config: TorchRefConfig, model: nn.Sequential):
     stage_module = nn.Sequential(OrderedDict(
         (name, child) for name, child in model.named_children() if int(name) // 2 in mine))   # Linear i is child 2i
     stage = PipelineStage(stage_module, rank, stages, torch.device("cpu"))
-    kind = ScheduleGPipe if config.impl == "pipelining_gpipe" else Schedule1F1B
+    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[IMPLEMENTATIONS[config.impl].pipeline_schedule]
     schedule = kind(stage, n_microbatches=config.micro_batches, loss_fn=nn.functional.mse_loss)   # grads / m
 
     def run(x: torch.Tensor, y: torch.Tensor) -> None:
@@ -260,37 +260,37 @@ def pipeline(config: TorchRefConfig, model: nn.Sequential):
 def wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
     """(forward-backward of one step, the module whose parameters this rank holds, its optimizer):
     ``model`` as ``config.impl`` trains it."""
-    impl = config.impl
-    if impl.startswith("pipelining"):
+    if IMPLEMENTATIONS[config.impl].family == "pipelining":
         return pipeline(config, model)
     module, optimizer = _wrap(config, model, ledger)
     return forward_backward(module), model, optimizer
 
 
 def _wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
-    impl = config.impl
-    if impl in ("ddp", "zero_redundancy"):
+    impl = IMPLEMENTATIONS[config.impl]
+    if impl.family in ("ddp", "zero_redundancy"):
         from torch.nn.parallel import DistributedDataParallel as DDP
         with ledger.recording():                       # DDP broadcasts rank 0's state at start-up
             ddp = DDP(model)
         ddp.register_comm_hook(None, ddp_allreduce_hook)
-        if impl == "ddp":
+        if impl.family == "ddp":
             return ddp, torch.optim.Adam(ddp.parameters(), **ADAM)
         from torch.distributed.optim import ZeroRedundancyOptimizer
         return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, **ADAM)
-    if impl == "dtensor_tp":
-        from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.device_mesh import init_device_mesh
+    # Every mesh follows the backend: on gloo a CPU mesh, even on a machine with CUDA (FSDP2 without
+    # a mesh builds a CUDA one and crashes a gloo run there).
+    mesh = init_device_mesh("cpu" if dist.get_backend() == "gloo" else "cuda", (config.world_size,))
+    if impl.family == "dtensor_tp":
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-        mesh = init_device_mesh("cpu" if dist.get_backend() == "gloo" else "cuda", (config.world_size,))
         style = {"col": ColwiseParallel, "row": RowwiseParallel}
         plan = {name.removesuffix(".weight"): style[tp]() for name, tp in TRANSFORMER_TP_PLAN.items() if tp}
         return parallelize_module(model, mesh, plan), torch.optim.Adam(model.parameters(), **ADAM)
     from torch.distributed.fsdp import fully_shard
-    reshard = {"fsdp2": True, "fsdp2_grad_op": False, "fsdp2_root_kept": None}[impl]
     linears = [m for m in model if isinstance(m, nn.Linear)]
     for layer in linears[:-1]:                         # one unit per Linear; the root owns the last
-        fully_shard(layer, reshard_after_forward=reshard)
-    fully_shard(model, reshard_after_forward=reshard)
+        fully_shard(layer, mesh=mesh, reshard_after_forward=impl.reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=impl.reshard)
     return model, torch.optim.Adam(model.parameters(), **ADAM)
 
 
