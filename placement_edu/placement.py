@@ -74,8 +74,6 @@ class GradStatus(str, Enum):
 #: are the specification's three; ``replica`` is a second batch-splitting axis for hybrid sharding
 #: (FSDP HYBRID_SHARD, "hsdp"): states are sharded within a data group and replicated across groups.
 AXES: tuple[str, ...] = ("replica", "data", "tensor", "pipeline")
-AXIS_SPLITS = {"replica": "the batch, across groups that each hold a whole (sharded) copy",
-               "data": "the batch", "tensor": "each layer's weight matrices", "pipeline": "the layers"}
 #: Axes that split the batch: a gradient leaves backward partial along each of them (SPEC §5).
 #: Listed innermost first, the order in which gradients are reduced.
 BATCH_AXES: tuple[str, ...] = ("data", "replica")

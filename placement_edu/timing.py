@@ -286,11 +286,6 @@ class StepTime:
     overlap: str
     by_pass: tuple[tuple[str, float, float], ...] = ()
 
-    @property
-    def comm_fraction(self) -> float:
-        """Exposed communication's share of the step (0 = compute-bound)."""
-        return self.exposed_comm_s / self.total_s if self.total_s else 0.0
-
 
 def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
     """Tokens per device a transformer's shape fixes: m micro-batches of b sequences of s tokens on

@@ -11,7 +11,7 @@ A collective that does not complete within the process group's timeout raises
 
 Time (SPEC §9): ``seconds[step]`` sums the wall time (``time.perf_counter``) this rank spent inside
 the step's collectives and host copies -- waiting for the other ranks included. Time is measured
-beside the ledger, never in it: an ``Entry``'s key (what "measured = predicted" compares) has no time.
+beside the ledger, never in it: an ``Entry`` (what "measured = predicted" compares) has no time.
 """
 
 from __future__ import annotations
@@ -48,10 +48,6 @@ class Entry:
     group: int           # ranks in the group (1 for host transfers)
     payload_bytes: int
     ring_bytes: int
-
-    def key(self) -> tuple:
-        """What is compared with the predicted schedule."""
-        return (self.op, self.state, self.axis, self.payload_bytes, self.ring_bytes)
 
     def to_dict(self) -> dict:
         return asdict(self)

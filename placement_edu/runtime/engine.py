@@ -44,8 +44,6 @@ class Engine:
     """Base class. Subclasses set ``self.shapes`` (the tensors this rank's model replica covers)
     and implement ``step``, ``states`` and ``held``."""
 
-    name = "engine"
-
     def __init__(self, ctx: Context) -> None:
         self.ctx, self.comm, self.mem = ctx, ctx.comm, ctx.mem
         self.coords = ctx.mesh.coords(ctx.rank)

@@ -13,7 +13,6 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class DataParallel(Engine):
-    name = "dp"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -22,7 +22,6 @@ from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class HybridShard(Zero3):
-    name = "hsdp"
 
     def initial_shard(self) -> torch.Tensor:
         shard = super().initial_shard()

@@ -20,7 +20,6 @@ from placement_edu.runtime.engines.zero1 import gather_params
 
 
 class Zero2Offload(Engine):
-    name = "zero2_offload"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

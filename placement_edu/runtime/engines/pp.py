@@ -26,7 +26,6 @@ from placement_edu.schedule import pipeline_order
 
 
 class Pipeline(DataParallel):
-    name = "pp"
 
     def model_shapes(self):
         # The core's one stage split: contiguous layers, earlier stages take the extra ones.

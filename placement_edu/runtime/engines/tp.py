@@ -98,10 +98,8 @@ class TensorParallelModel:
 class TensorParallel(TensorParallelModel, DataParallel):
     """``tp`` (no data axis) and ``dp×tp`` (parameters replicated on data, gradients all-reduced)."""
 
-    name = "tp"
 
 
 class TensorParallelZero3(TensorParallelModel, Zero3):
     """``zero3×tp``: each tensor rank's slice is ZeRO-3-sharded over the data axis."""
 
-    name = "zero3×tp"

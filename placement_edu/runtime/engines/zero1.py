@@ -16,7 +16,6 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class Zero1(Engine):
-    name = "zero1"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

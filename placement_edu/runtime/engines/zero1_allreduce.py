@@ -23,7 +23,6 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class Zero1AllReduce(Engine):
-    name = "zero1_allreduce"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -15,7 +15,6 @@ from placement_edu.runtime.engines.zero1 import update_owned_slice
 
 
 class Zero2(Engine):
-    name = "zero2"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

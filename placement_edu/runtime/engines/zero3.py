@@ -22,7 +22,6 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class Zero3(Engine):
-    name = "zero3"
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -19,7 +19,6 @@ from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class Zero3Offload(Zero3):
-    name = "zero3_offload"
 
     # zero3's slices (P, G, m, v: made like the shard) are put on the host; the window stays on the device.
 
