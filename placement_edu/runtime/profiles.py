@@ -19,6 +19,14 @@ from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile
 
 
+#: Profiles of the reference models at the shapes issue 22 checks, measured and shipped with the package
+#: (``python -m placement_edu.runtime.profiles`` writes them; a test checks they equal a fresh measurement).
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "profiles"
+#: (model, seq, compute) of the shipped profiles: b = 1, eager attention, no recomputation.
+SHIPPED_CASES = tuple((m, s, c) for m, s in (("gpt2", 1024), ("llama-1b", 2048), ("llama-8b", 4096))
+                      for c in ("fp32", "bf16"))
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "placement_edu" / "profiles"
 
@@ -39,13 +47,15 @@ def get_profile(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024,
                 attention: str = "eager", recompute: str = "none") -> tuple[ActivationProfile, bool]:
     """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not cached."""
     arch = get_architecture(arch)
-    path = cache_dir() / f"{_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
+    name = f"{_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
+    path = cache_dir() / name
     use_cache = os.environ.get("PLACEMENT_EDU_NO_CACHE") != "1"
-    if use_cache and path.is_file():
-        try:
-            return ActivationProfile.from_dict(json.loads(path.read_text())), True
-        except (ValueError, TypeError, KeyError):
-            pass                                          # a damaged entry is measured again
+    for known in ((SHIPPED / name, path) if use_cache else ()):
+        if known.is_file():
+            try:
+                return ActivationProfile.from_dict(json.loads(known.read_text())), True
+            except (ValueError, TypeError, KeyError):
+                pass                                      # a damaged entry is measured again
     from placement_edu.runtime.activation_profile import measure
     profile = measure(arch, micro_batch, seq, compute, attention, recompute)
     if use_cache:
@@ -57,3 +67,24 @@ def get_profile(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024,
         except OSError:
             pass                                          # a read-only home still answers
     return profile, False
+
+
+def write_shipped() -> list[Path]:
+    """Measure the shipped cases afresh and write them into the package (run after changing the
+    measuring code or torch: their key names both)."""
+    from placement_edu.runtime.activation_profile import measure
+    SHIPPED.mkdir(parents=True, exist_ok=True)
+    for old in SHIPPED.glob("*.json"):
+        old.unlink()
+    written = []
+    for model, seq, compute in SHIPPED_CASES:
+        arch = get_architecture(model)
+        path = SHIPPED / f"{_key(arch, 1, seq, compute, 'eager', 'none')}.json"
+        path.write_text(json.dumps(measure(arch, 1, seq, compute).to_dict(), indent=1) + "\n")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_shipped():
+        print(p)
