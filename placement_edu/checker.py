@@ -120,8 +120,8 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
                 problems.append(f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
                                 "produced the gradient it should sum; move it into backward.")
             for c in hit:
-                if status[c].get(op.axis) is GradStatus.PARTIAL and runs == 1:
-                    status[c][op.axis] = GradStatus.REDUCED
+                if status[c].get(str(op.axis)) is GradStatus.PARTIAL and runs == 1:
+                    status[c][str(op.axis)] = GradStatus.REDUCED
                 else:
                     n = op.group
                     problems.append(f"grads are summed on the {op.axis} axis where they are not partial (an extra "
@@ -153,8 +153,9 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
                    "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
                    "(SPEC §6 rule 3)")
         else:
-            op = grad_reduction(strategy, axis)
-            fix = f"sum them with {'an' if op == 'all_reduce' else 'a'} {op} of grads on {axis} in backward, before optimizer_step"
+            reduction = grad_reduction(strategy, axis)
+            fix = (f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads on {axis} "
+                   "in backward, before optimizer_step")
         problems.append(f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
                         f"rank would apply only the gradient of its own slice of the batch, so the ranks "
                         f"drift apart; {fix}.")
@@ -204,14 +205,14 @@ def _micro_batch_classes(schedule: Schedule, m: int) -> list[tuple[int, int]]:
     """Micro-batches 0..m-1 cut into intervals [a, b) that every op of ``schedule`` treats alike:
     each op's ``micro_batches`` (one k, or the range a repeated op stands for) covers a whole
     interval or none of it."""
-    cuts = {0, m}
+    edges = {0, m}
     for op, _ in schedule.counted():
         ks = op.micro_batches
         if isinstance(ks, range) and ks:
-            cuts |= {min(ks[0], ks[-1]), max(ks[0], ks[-1]) + 1}
+            edges |= {min(ks[0], ks[-1]), max(ks[0], ks[-1]) + 1}
         else:
-            cuts |= {e for k in ks for e in (k, k + 1)}
-    cuts = sorted(c for c in cuts if 0 <= c <= m)
+            edges |= {e for k in ks for e in (k, k + 1)}
+    cuts = sorted(c for c in edges if 0 <= c <= m)
     return list(zip(cuts, cuts[1:]))
 
 

@@ -48,8 +48,8 @@ MAX_TIMEOUT_S = 86_400
 MAX_EXACT_FLOAT = 2**53
 
 
-def expect(condition: bool, message: str) -> None:
-    """Raise PlacementError(message) unless condition holds."""
+def expect(condition: object, message: str) -> None:
+    """Raise PlacementError(message) unless condition holds (is true)."""
     if not condition:
         raise PlacementError(message)
 
@@ -98,9 +98,10 @@ def positive_seconds(name: str, value: object, maximum: float = MAX_TIMEOUT_S) -
     wanted = f"{name} must be a number of seconds > 0 and at most {show_limit(int(maximum))}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise PlacementError(f"{wanted}, got {value!r} of type {type(value).__name__}")
-    if not math.isfinite(value) or not 0 < value <= maximum:
+    seconds = float(value)
+    if not math.isfinite(seconds) or not 0 < seconds <= maximum:
         raise PlacementError(f"{wanted}, got {value!r}")
-    return float(value)
+    return seconds
 
 
 # --- numbers typed as text ------------------------------------------------------------------
@@ -167,7 +168,6 @@ class context:
     def __enter__(self) -> "context":
         return self
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         if isinstance(error, PlacementError) and not error.in_context:
             raise PlacementError(f"{self.what}: {error}", in_context=True) from None
-        return False

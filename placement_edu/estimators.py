@@ -270,7 +270,7 @@ def deepspeed_table(psi: int, gpus_per_node: int = 1, nodes: int = 1, stage: int
 def deepspeed_printout(rows: Sequence[DeepSpeedRow], psi: int, gpus_per_node: int, nodes: int,
                        largest_layer: int | None = None) -> str:
     """The text DeepSpeed's ``..._all_cold`` prints, line for line."""
-    layer = f", {int(largest_layer / 1e6)}M largest layer params" if rows and rows[0].stage == 3 else ""
+    layer = f", {int((largest_layer or 0) / 1e6)}M largest layer params" if rows and rows[0].stage == 3 else ""
     return "\n".join([
         "Estimated memory needed for params, optim states and gradients for a:",
         f"HW: Setup with {nodes} {'nodes' if nodes > 1 else 'node'}, {gpus_per_node} "
@@ -338,7 +338,7 @@ def megatron_theoretical_memory(model: TransformerSpec, tensor: int = 1, pipelin
             act.append(Term("output layer and loss", 2 * (Fraction(s * b * V, t) + sbh),
                             "2·(s·b·V/t + s·b·h): logits and final layernorm output", "activations"))
         base = sum((x.bytes for x in act), Fraction(0))
-        act.append(Term("overhead factor 1.05", base / 20, "Megatron adds 5% for optimizer and other "
+        act.append(Term("overhead factor 1.05", Fraction(base) / 20, "Megatron adds 5% for optimizer and other "
                         "temporaries", "buffer"))
         branch = "compute_activation_memory_without_sp"
     w = sum((x.bytes for x in weights), Fraction(0))

@@ -172,7 +172,7 @@ class TransformerSpec(IdealSlices):
                f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
 
     @property
-    def psi(self) -> int:
+    def psi(self) -> int:  # type: ignore[override]  # derived from the shape (ModelSpec's is a field)
         h, f = self.hidden, self.ffn
         per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
         return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
@@ -361,8 +361,8 @@ class ConcreteModel:
             shape = t.shape
             degree = split.get("tensor", 1)
             if degree > 1 and t.tp is not None:
-                dim = {"col": 0, "row": 1}.get(t.tp)
-                expect(dim is not None and dim < len(shape),
+                dim = {"col": 0, "row": 1}.get(t.tp, len(shape))
+                expect(dim < len(shape),
                        f"tensor {t.name}: tp split {t.tp!r} does not fit shape {shape}; use 'col' or 'row'")
                 expect(shape[dim] % degree == 0,
                        f"tensor {t.name}: dim {dim} of size {shape[dim]} is not divisible by tensor degree {degree}")

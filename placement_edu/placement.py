@@ -135,8 +135,8 @@ class Placement:
     optimizer: tuple[Mode, ...]
     activations: tuple[Mode, ...]
 
-    def __init__(self, params: ModeSpec = (), grads: ModeSpec = (), optimizer: ModeSpec = (),
-                 activations: ModeSpec = ()) -> None:
+    def __init__(self, params: ModeSpec | None = None, grads: ModeSpec | None = None,
+                 optimizer: ModeSpec | None = None, activations: ModeSpec | None = None) -> None:
         for state, spec in ((State.PARAMS, params), (State.GRADS, grads),
                             (State.OPTIMIZER, optimizer), (State.ACTIVATIONS, activations)):
             object.__setattr__(self, state.value, _axis_modes(state, spec or {}))

@@ -95,7 +95,7 @@ def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
     tensor and pipeline axes where the mesh has them. Named like the compositions: zero1×tp×pp."""
     p, g, o, reshard = DATA_PLACEMENTS[data]
     axes = [axis for axis, n in mesh if n > 1]
-    modes = {"params": {}, "grads": {}, "optimizer": {}}
+    modes: dict[str, dict[str, str]] = {"params": {}, "grads": {}, "optimizer": {}}
     if "data" in axes:
         modes = {"params": {"data": p}, "grads": {"data": g}, "optimizer": {"data": o}}
     for axis in ("tensor", "pipeline"):

@@ -236,7 +236,7 @@ def flops_per_token(psi: int, recompute: str = "none") -> dict[str, int]:
     return {"forward": 2 * psi, "backward": (6 if recompute == "full" else 4) * psi, "step": 0}
 
 
-def compute_time(psi_or_model, tokens: float, hw: Hardware, recompute: str = "none") -> dict[str, float]:
+def compute_time(psi_or_model, tokens: float | Fraction, hw: Hardware, recompute: str = "none") -> dict[str, float]:
     """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
     model of Ψ parameters on one device of ``hw`` at its achieved FLOP/s. The optimizer step's own
     compute is not modelled (0 s).
@@ -297,7 +297,7 @@ def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
 
 
 def step_time(strategy: str | Strategy, model, mesh: Mesh | str, precision: str | Precision, hw: str | Hardware,
-              tokens_per_device: float | None = None, overlap: str = "none",
+              tokens_per_device: float | Fraction | None = None, overlap: str = "none",
               micro_batches: int | None = None, schedule: Schedule | None = None) -> StepTime:
     """Seconds of one optimizer step on rank 0 of ``mesh`` (SPEC §9).
 
@@ -311,7 +311,8 @@ def step_time(strategy: str | Strategy, model, mesh: Mesh | str, precision: str 
         strategy = strategy.with_(micro_batches=micro_batches)
     fixed = tokens_of(model, strategy, mesh)
     if tokens_per_device is None:
-        expect(fixed is not None, "give tokens_per_device: an abstract model has no sequence to count tokens from")
+        if fixed is None:
+            raise PlacementError("give tokens_per_device: an abstract model has no sequence to count tokens from")
         tokens_per_device = fixed
     elif fixed is not None:
         share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(strategy, mesh, "pipeline")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Sequence
 
-from placement_edu.errors import expect
+from placement_edu.errors import PlacementError, expect
 from placement_edu.schedule import HOST_TRANSFERS, ring_factor
 from placement_edu.timing import Hardware, Link, ring_steps
 
@@ -162,7 +162,8 @@ def this_machine(fit: CalibrationFit, flops: float, memory_bytes: int, source: s
     """The fit as a ``Hardware`` preset named "this_machine": the pooled link on every mesh axis
     (``AXES``: on one machine every pair of ranks uses the same loopback), the host copy as the
     host link, ``flops`` achieved FLOP/s per rank, ``memory_bytes`` of memory."""
-    expect(fit.pooled is not None, "a preset needs at least one collective timed, not only host copies")
+    if fit.pooled is None:
+        raise PlacementError("a preset needs at least one collective timed, not only host copies")
     link = fit.pooled.link()
     return Hardware("this_machine", flops, memory_bytes, tuple((axis, link) for axis in AXES), source,
                     fit.host.link() if fit.host is not None else None)

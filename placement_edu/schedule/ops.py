@@ -15,6 +15,11 @@ from placement_edu.placement import (State)
 from placement_edu.schedule.costs import COLLECTIVES, HOST_TRANSFERS, OP_COSTS, ring_factor
 
 
+#: The micro-batches an op belongs to: () for the step as a whole, (k,) for micro-batch k, or the
+#: ``range`` of micro-batches a repeated op stands for.
+Tag = tuple[int, ...] | range
+
+
 @dataclass(frozen=True)
 class Op:
     """One scheduled operation on one device.
@@ -40,7 +45,7 @@ class Op:
     element_bytes: int
     group: int = 1
     why: str = ""
-    micro_batches: tuple[int, ...] | range = ()
+    micro_batches: Tag = ()
     stale: bool = False
     root: bool = False
 

@@ -17,6 +17,7 @@ def pipeline_runs(schedule: str, stages: int, stage: int, micro_batches: int) ->
     GPipe: [F 0] × m, then [B 0] × m. 1F1B, with w = min(p - stage - 1, m) warm-up forwards:
     [F 0] × w, then [F w, B 0] × (m - w), then [B m-w] × w. A few runs, whatever m is."""
     m = micro_batches
+    runs: list[tuple[tuple[tuple[str, int], ...], int]]
     if schedule == "gpipe" or stages == 1:
         runs = [((("F", 0),), m), ((("B", 0),), m)]
     else:

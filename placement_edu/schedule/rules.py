@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from collections.abc import Sequence
 from typing import Any
 
 from placement_edu.placement import STARTUP
@@ -30,7 +31,7 @@ from placement_edu.placement import (BATCH_AXES, GATHERED, HOST_MODES, SPLIT_MOD
                                      State)
 from placement_edu.precision import Precision
 from placement_edu.axes import model_axis_degree, split_axes
-from placement_edu.schedule.ops import Op
+from placement_edu.schedule.ops import Op, Tag
 
 
 # --- what every rule reads -------------------------------------------------------------------
@@ -75,7 +76,7 @@ class Device:
             return self.model.traffic_elements(other, self.mesh.degree(axis) if padded else 1, self.coords)
         return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
 
-    def units_on(self, state: State, axis: str) -> list[Number]:
+    def units_on(self, state: State, axis: str) -> Sequence[Number]:
         """S of each gather unit's collective on ``state`` along ``axis``, in forward order: a
         concrete model's real units (exact, each padded by its rule), or Ψ-level equal parts."""
         other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
@@ -129,13 +130,13 @@ def grad_reduction(strategy, axis: str) -> str:
     return "reduce_scatter"
 
 
-def reduce_partial_grads(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
     """SPEC §4 rule 1: a gradient leaves backward partial along every batch-splitting axis; it is
     reduced along each, innermost first, the later axes reducing only what the earlier left.
     A concrete model whose parameters are gathered unit by unit reduces unit by unit too, in
     backward order (the last unit's gradient is ready first)."""
     ops: list[Op] = []
-    sizes: list[Number] | None = None
+    sizes: Sequence[Number] | None = None
     for axis in dev.batch_axes:
         n = dev.mesh.degree(axis)
         if dev.mode(State.GRADS, axis) is Mode.M:
@@ -160,7 +161,7 @@ def reduce_partial_grads(dev: Device, tag: tuple[int, ...]) -> list[Op]:
     return ops
 
 
-def scale_once(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+def scale_once(dev: Device, tag: Tag) -> list[Op]:
     """SPEC §5 (gradient integrity): the summed gradient is divided once, by the product of the
     batch-splitting degrees, to become the batch mean."""
     batch = dev.batch_axes
@@ -173,7 +174,7 @@ def scale_once(dev: Device, tag: tuple[int, ...]) -> list[Op]:
                    + (f" (the batch is split {ways} ways)" if len(batch) > 1 else ""), micro_batches=tag)]
 
 
-def offload_grad_slice(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+def offload_grad_slice(dev: Device, tag: Tag) -> list[Op]:
     """SPEC §7: with offloaded gradients, the reduced gradient slice goes down to host memory,
     where the optimizer runs (ZeRO-Offload: 2Ψ/N bytes per device under mixed_adam)."""
     d = dev.mesh.degree("data")
@@ -183,7 +184,7 @@ def offload_grad_slice(dev: Device, tag: tuple[int, ...]) -> list[Op]:
                    "move the reduced gradient slice to host memory, where the optimizer runs", micro_batches=tag)]
 
 
-def sequence_parallel_norms(dev: Device, tag: tuple[int, ...]) -> list[Op]:
+def sequence_parallel_norms(dev: Device, tag: Tag) -> list[Op]:
     """SPEC §6 rule 3: under sequence parallelism, parameters tensor parallelism leaves whole
     (norms, row-parallel biases) see only their tensor rank's slice of the sequence, so their
     gradients are partial on tensor and need an all-reduce there. Plain TP needs none."""
@@ -274,7 +275,7 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
     return ops
 
 
-def pipeline_boundary(dev: Device, op: str, phase: str, tag: tuple[int, ...] | range) -> list[Op]:
+def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
     """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
     activation goes forward, and its gradient back, across each of the p-1 stage boundaries.
     ``tag``: the micro-batch, (k,), or in a repeated run the range of them."""

@@ -1,0 +1,32 @@
+"""Lint and types, in the suite: ruff over the package, the tests and the benchmarks, and mypy over
+the core (the files pyproject.toml's ``[tool.mypy]`` lists). Both configured in pyproject.toml."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.fast
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(shutil.which("ruff", path=str(Path(sys.executable).parent)) is None,
+                    reason="ruff is not installed (it is in the test extra)")
+def test_ruff_finds_nothing():
+    done = _run("ruff", "check", "placement_edu", "tests", "benchmarks", "conftest.py")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_mypy_finds_nothing_in_the_core():
+    pytest.importorskip("mypy", reason="mypy is not installed (it is in the test extra)")
+    done = _run("mypy")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
