@@ -32,7 +32,8 @@ from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModSt
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile, Moment
-from placement_edu.runtime.reference_models import CausalLM, batch, build
+from placement_edu.runtime.hf_models import build_model
+from placement_edu.runtime.reference_models import CausalLM, batch
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
@@ -118,7 +119,7 @@ def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, com
     with FakeTensorMode(), ExitStack() as stack:
         torch.set_default_dtype(DTYPES[compute])
         stack.callback(torch.set_default_dtype, default)
-        model = build(two, attention, recompute)
+        model = build_model(two, attention, recompute)
         ids, labels = batch(two, micro_batch, seq)
         excluded = {_storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)}
         saved = _Saved(model, excluded, checkpointed=recompute == "full")

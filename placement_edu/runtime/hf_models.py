@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from placement_edu.architectures import Architecture
-from placement_edu.runtime.reference_models import CausalLM, CausalLMLoss
+from placement_edu.runtime.reference_models import CausalLM, CausalLMLoss, build
 
 
 class HFCausalLM(CausalLM):
@@ -43,3 +43,8 @@ class HFCausalLM(CausalLM):
 
     def hidden_states(self, ids: torch.Tensor) -> torch.Tensor:
         return self.body(input_ids=ids, use_cache=False).last_hidden_state
+
+
+def build_model(arch: Architecture, attention: str = "eager", recompute: str = "none") -> CausalLM:
+    """HF's own module when ``arch`` was read from a ``config.json``, else the plain-torch reference."""
+    return HFCausalLM(arch, attention, recompute) if arch.config else build(arch, attention, recompute)

@@ -29,7 +29,8 @@ import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from placement_edu.architectures import get_architecture
-from placement_edu.runtime.reference_models import batch, build
+from placement_edu.runtime.hf_models import build_model
+from placement_edu.runtime.reference_models import batch
 
 MP = {"fp32": None, "fsdp2_bf16": (torch.bfloat16, torch.float32)}
 
@@ -66,7 +67,7 @@ def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", mi
         mesh = init_device_mesh("cpu", (devices,))
     try:
         with FakeTensorMode():
-            net = build(arch, attention, recompute)
+            net = build_model(arch, attention, recompute)
             if fsdp:
                 dtypes = MP[precision]
                 policy = MixedPrecisionPolicy(*dtypes) if dtypes else MixedPrecisionPolicy()

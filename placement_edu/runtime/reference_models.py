@@ -282,11 +282,8 @@ class CausalLMLoss(nn.Module):
 
 def build(arch: Architecture, attention: str = "eager", recompute: str = "none") -> CausalLM:
     """The reference model of ``arch``, fp32 (call under ``FakeTensorMode`` to allocate nothing;
-    bf16 compute comes from FSDP2's ``MixedPrecisionPolicy``, applied from outside). An ``arch`` read
-    from an HF ``config.json`` builds HF's own module (``hf_models``, needs ``transformers``)."""
-    if arch.config:
-        from placement_edu.runtime.hf_models import HFCausalLM
-        return HFCausalLM(arch, attention, recompute)
+    bf16 compute comes from FSDP2's ``MixedPrecisionPolicy``, applied from outside). For a shape read
+    from an HF ``config.json``, ``hf_models.build_model`` builds HF's own module instead."""
     return CausalLM(arch, attention, recompute)
 
 
