@@ -216,6 +216,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds a notebook may run (default 600)")
     parser.add_argument("--no-server", action="store_true", help="skip measuring the Jupyter server's idle share")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # a SIGTERM still removes the cgroup (finally)
     if os.geteuid() != 0:
         print(f"bench_binder: creating a memory cgroup needs root; this is uid {os.geteuid()} (run it with sudo)")
         return 2

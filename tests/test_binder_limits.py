@@ -54,6 +54,16 @@ def _living(pids: set[int]) -> set[int]:
     return left
 
 
+def _ranks_and_servers(pids: set[int]) -> set[int]:
+    """``pids`` less Python's resource tracker (13 MiB; it lasts as long as this process)."""
+    def tracker(pid: int) -> bool:
+        try:
+            return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+    return {pid for pid in pids if not tracker(pid)}
+
+
 def _kill_and_watch(kernel: subprocess.Popen, tmp: Path, within_s: float = 5.0) -> tuple[set[int], set[int], float]:
     """SIGKILL ``kernel``; return (its processes before, those still alive ``within_s`` later, the
     seconds until the last one ended)."""
@@ -118,22 +128,41 @@ def test_a_kernel_killed_mid_4_rank_run_leaves_no_rank_within_5_s_and_nothing_in
     print(f"{len(before)} processes ended {seconds:.2f} s after the kernel")
 
 
-def test_a_warm_pool_closes_itself_after_its_idle_timeout(tmp_path, monkeypatch):
-    from placement_edu.runtime import RunConfig, WorkerPool
+def test_an_idle_pool_closes_itself_and_then_the_forkserver_stops(tmp_path, monkeypatch):
+    """Memory given back: the pool's ranks after ``idle_s``, the forkserver ``IDLE_S`` after that."""
+    from placement_edu.runtime import RunConfig, WorkerPool, forkserver
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(forkserver, "IDLE_S", 1.0)
     pool = WorkerPool(2, idle_s=1.0)
     try:
         assert pool.run(RunConfig("dp", 2, steps=1), progress=False).equivalent
-        ranks = _descendants(os.getpid())
-        assert pool.alive
+        ranks = _ranks_and_servers(_descendants(os.getpid()))
+        assert pool.alive and forkserver.running() and len(ranks) >= 3   # 2 ranks, the server
         deadline = time.monotonic() + 15
-        while pool.alive and time.monotonic() < deadline:
+        while (pool.alive or forkserver.running()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not pool.alive, "the idle pool did not close"
-        assert pool.run(RunConfig("dp", 2, steps=1), progress=False).equivalent   # and starts again
+        assert not forkserver.running(), "the forkserver outlived its last holder by IDLE_S + 14 s"
+        assert _living(ranks) == set()
+        assert pool.run(RunConfig("dp", 2, steps=1), progress=False).equivalent   # and both start again
     finally:
         pool.close()
-    assert ranks, "the pool had no process to close"
+
+
+def test_a_cold_run_leaves_the_forkserver_for_the_next_cell_then_stops_it(tmp_path, monkeypatch):
+    from placement_edu.runtime import RunConfig, forkserver
+    from placement_edu.runtime.launcher import run
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(forkserver, "IDLE_S", 2.0)
+    assert run(RunConfig("zero2", 2, steps=1), progress=False).equivalent
+    assert forkserver.running()                        # ready for the next cell...
+    time.sleep(1.5)
+    assert forkserver.running()
+    deadline = time.monotonic() + 10
+    while forkserver.running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not forkserver.running()                    # ...and gone after IDLE_S
+    assert _ranks_and_servers(_descendants(os.getpid())) == set()
 
 
 # --- inside a real memory cgroup ------------------------------------------------------------------

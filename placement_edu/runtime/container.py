@@ -31,13 +31,14 @@ RANK_MIB = 20
 #: A rank running one of PyTorch's own implementations (``torch-ref``) holds, at its peak, about
 #: this many times the whole model's training state (float64 P + G + Adam m and v, 32 B per
 #: parameter): its own P, G and optimizer state, DDP's bucket copy of G, the single-process
-#: reference run it compares against, Adam's temporaries. Measured: 455-463 MiB private per rank
-#: for notebook 02's DDP run (Psi = 5,330,960; 163 MiB of state), ratio 2.8.
-TORCH_REF_STATE_FACTOR = 2.8
+#: reference run it compares against, Adam's temporaries. Measured: 347-350 MiB private per rank
+#: for notebook 02's DDP run (Psi = 5,330,960; 163 MiB of state), (350 - 20) / 163 = 2.0, rounded up.
+TORCH_REF_STATE_FACTOR = 2.1
 
-#: What the launching process needs beside its ranks, in MiB: the forkserver with torch imported
-#: (146 MiB private, measured), started on the first run and kept for the next.
-FORKSERVER_MIB = 150
+#: What the launching process needs beside its ranks, in MiB: the forkserver with torch and the
+#: modules of PyTorch's implementations imported (``forkserver.PRELOAD``; 217-222 MiB private,
+#: measured), started on the first run and kept while runs follow.
+FORKSERVER_MIB = 225
 
 #: A limit this large means "no limit" (cgroup v1 writes 2^63 - 1 rounded down to a page).
 UNLIMITED = 2**62

@@ -7,9 +7,10 @@ Failures end the whole run: a rank that raises makes the launcher stop every oth
 traceback is re-raised here as ``RunFailed``; a rank that hangs makes the others' collectives time
 out (``timeout_s``, default 60 s), which then fail the same way. No worker outlives ``launch``.
 
-The ranks are forked from a forkserver that has imported torch and the worker once
-(``start_method``): torch's ~150 MiB of imported modules are then shared by every rank instead of
-held by each, which is what lets 4 ranks run inside a 1-2 GiB Binder container.
+The ranks are forked from a server that has imported torch and the worker once (``forkserver.py``):
+torch's ~150 MiB of imported modules are then shared by every rank instead of held by each, which
+is what lets 4 ranks run inside a 1-2 GiB Binder container. A run that would not fit in what the
+container has left is refused before it starts (``container.check_fits``).
 
 Ctrl-C (SIGINT) or SIGTERM during a launch stops every rank and raises ``RunInterrupted`` (one line:
 where the run was); the signal handlers torch's launcher installs are put back as they were. Every
@@ -30,8 +31,8 @@ from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.container import check_fits, rank_bytes
 from placement_edu.runtime.probes import Calibration
+from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
-from placement_edu.runtime import rundir
 from placement_edu.runtime.result import RunResult
 
 
@@ -66,13 +67,14 @@ def launch(jobs: list[RunConfig | Calibration], world_size: int, timeout_s: floa
         raise PlacementError(f"launch runs a non-empty list of RunConfig (or Calibration), got {jobs!r}")
     for job in jobs:
         job.validate()
-    check_fits(world_size, rank_bytes(jobs), forkserver_running())   # refused in one line, before any rank starts
+    check_fits(world_size, rank_bytes(jobs), forkserver.running())   # refused before any rank starts
+    forkserver.hold(jobs)
     run_dir = rundir.make("run")
     rundir.quiet_resource_tracker()
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size,
                           run_id=f"placement-edu-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                           rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                          start_method=start_method(), logs_specs=rundir.logs(run_dir))
+                          start_method=forkserver.start_method(), logs_specs=rundir.logs(run_dir))
     stop, handlers = threading.Event(), _handlers()
     threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
     if progress:
@@ -82,7 +84,8 @@ def launch(jobs: list[RunConfig | Calibration], world_size: int, timeout_s: floa
     try:
         with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held(), _stop_on_signals():
             warnings.simplefilter("ignore")
-            per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure, owner())
+            per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure,
+                                                           forkserver.owner())
     except (_Stop, SignalException) as error:          # Ctrl-C or SIGTERM: stop every rank
         signum = error.signum if isinstance(error, _Stop) else error.sigval
         for child in set(multiprocessing.active_children()) - before:   # this launch's ranks
@@ -95,6 +98,7 @@ def launch(jobs: list[RunConfig | Calibration], world_size: int, timeout_s: floa
         stop.set()
         _restore(handlers)
         rundir.remove(run_dir)
+        forkserver.release(jobs)
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
 
 
@@ -113,46 +117,6 @@ def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool =
         raise PlacementError(f"run_many needs one world size per launch, got {sorted(sizes, key=str)}")
     raw = launch(list(configs), sizes.pop(), timeout_s, progress)
     return [RunResult.build(c, r) for c, r in zip(configs, raw)]
-
-
-#: What the forkserver imports once, before it forks any rank (``start_method``).
-PRELOAD = ["placement_edu.runtime.worker"]
-
-
-def start_method() -> str:
-    """How ranks start: "forkserver", with ``PRELOAD`` imported in the server. Each rank is a fork
-    of that server, so the pages of torch's modules are shared (copy-on-write) by all ranks, and a
-    memory cgroup charges them once: a rank adds about ``container.RANK_MIB``, not the ~150 MiB of
-    importing torch again ("spawn" imports everything in every rank). The server starts on the first
-    launch and stays for the next (``stop_forkserver`` ends it); it never forks from this process,
-    which may hold threads (a notebook kernel does), so forking stays safe."""
-    from multiprocessing import forkserver
-    if os.environ.get("PLACEMENT_EDU_START_METHOD") == "spawn":   # the old way, to compare
-        return "spawn"
-    forkserver.set_forkserver_preload(PRELOAD)         # (read when the server starts)
-    return "forkserver"
-
-
-def owner() -> tuple[int, str]:
-    """What a rank watches and cleans up after: (this process's id, its multiprocessing folder in
-    TMPDIR, "pymp-…", where the forkserver's socket lives). If this process is killed, nobody else
-    would remove that folder; its ranks do (``worker._exit_with``)."""
-    from multiprocessing import util
-    return os.getpid(), util.get_temp_dir()
-
-
-def forkserver_running() -> bool:
-    """Whether this process's forkserver is up (a launch then skips importing torch again)."""
-    from multiprocessing import forkserver
-    return forkserver._forkserver._forkserver_pid is not None
-
-
-def stop_forkserver() -> None:
-    """End this process's forkserver and give back its memory (about ``container.FORKSERVER_MIB``);
-    the next launch starts it again. Only once no rank is alive: it waits for them."""
-    from multiprocessing import forkserver
-    if forkserver_running():
-        forkserver._forkserver._stop()
 
 
 #: The signals torch's launcher takes over in the main thread (TORCHELASTIC_SIGNALS_TO_HANDLE).

@@ -36,9 +36,9 @@ from typing import Callable
 
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_int, positive_seconds
 from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
-from placement_edu.runtime import rundir
-from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, ranks_start_with_sigint_held, owner, start_method
+from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, ranks_start_with_sigint_held
 from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
 
@@ -77,8 +77,8 @@ class WorkerPool:
 
     def _start(self) -> None:
         from placement_edu.runtime.container import check_fits
-        from placement_edu.runtime.launcher import forkserver_running
-        check_fits(self.world_size, forkserver_running=forkserver_running())   # refused in one line, before any rank starts
+        check_fits(self.world_size, forkserver_running=forkserver.running())   # refused before any rank starts
+        forkserver.hold(self)
         import torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -91,7 +91,7 @@ class WorkerPool:
         config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=self.world_size,
                               run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
                               rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                              start_method=start_method(), logs_specs=rundir.logs(self._dir))
+                              start_method=forkserver.start_method(), logs_specs=rundir.logs(self._dir))
 
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
@@ -100,7 +100,8 @@ class WorkerPool:
             try:
                 with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
                     warnings.simplefilter("ignore")
-                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir, owner())
+                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir,
+                                                             forkserver.owner())
             except ChildFailedError as error:
                 self.failure = RunFailed(_explain(self._dir, error, self.world_size))
             except BaseException as error:             # e.g. the rendezvous failed
@@ -137,6 +138,7 @@ class WorkerPool:
         rundir.remove(getattr(self, "_dir", None))
         self._dir = None
         self._thread = None
+        forkserver.release(self)
 
     # --- runs ------------------------------------------------------------------------------
     def run(self, config: RunConfig, progress: bool | Callable[[Progress], None] = True) -> RunResult:

@@ -8,6 +8,7 @@ gloo on CPU; NCCL (one GPU per rank) when CUDA is present. The same code runs ac
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import select
@@ -156,7 +157,7 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause). ``owner``: the process that
-    launched the run (a notebook kernel) and its multiprocessing folder (``launcher.owner``); the
+    launched the run (a notebook kernel) and its multiprocessing folder (``forkserver.owner``); the
     rank ends when that process ends, and removes what it left."""
     _start_rank(run_dir, owner=owner)
     dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
@@ -176,13 +177,16 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
 
 
 def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] | None = None) -> None:
-    """Every rank: one thread for torch; a watchdog that ends this rank if the process that started
+    """Every rank: its inherited objects frozen (``gc.freeze``: the garbage collector would otherwise
+    write to every object the forkserver imported, copying its pages into this rank -- 100 MiB a
+    rank); one thread for torch; a watchdog that ends this rank if the process that started
     it dies (``owner``, a killed kernel, or a lost torchrun agent: ``_exit_with``); and Ctrl-C
     without a traceback. A terminal's Ctrl-C
     or a Jupyter interrupt signals the whole process group: a run's rank exits at once, quietly,
     even inside a collective (its launcher reports the interruption in one line); a warm pool's
     rank ignores it, and the pool stays up for the next run. (A Ctrl-C that came while the rank
     still imported torch was held until here: ``launcher.ranks_start_with_sigint_held``.)"""
+    gc.freeze()                                        # (see below)
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN if warm else signal.SIG_DFL)   # SIG_DFL: the OS ends it
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # held since the launcher started us
@@ -209,7 +213,7 @@ def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] 
 def _exit_with(owner: tuple[int, str], run_dir: str | None) -> None:
     """Wait for the process ``owner[0]`` to end, however it ends (SIGKILL, killed for memory), then
     leave (``_leave``). The owner is the launching process, not this rank's parent: a rank forked
-    by the forkserver (``launcher.start_method``) has the forkserver as its parent, and the
+    by the forkserver (``forkserver.py``) has the forkserver as its parent, and the
     forkserver outlives a killed kernel for as long as any rank it forked is alive. A pidfd
     (Linux >= 5.3) becomes readable the moment its process ends; elsewhere, poll every 0.5 s."""
     try:

@@ -1,0 +1,103 @@
+"""Where ranks come from: a forkserver that has imported torch once.
+
+"spawn" starts each rank as a fresh Python that imports torch again: about 150 MiB of private
+memory per rank before it does anything (135 MiB more with PyTorch's DDP/FSDP modules), 600 MiB
+for four ranks -- most of a Binder container.
+Here ranks are forks of one server process that imported ``PRELOAD`` (torch and the worker) when it
+started; a fork shares those pages with the server (copy-on-write), so a memory cgroup charges
+them once and a rank adds about ``container.RANK_MIB``. The server is Python's own
+(``multiprocessing.forkserver``); torch's launcher uses it when asked for ``start_method()``. It
+never forks from the notebook kernel itself, which holds threads, so forking stays safe.
+
+The server holds its ~220 MiB (``container.FORKSERVER_MIB``) for as long as it runs. It runs while
+something holds it -- a launch in progress, a warm pool alive (``hold``/``release``) -- and
+``IDLE_S`` seconds more, so that the next cell's run finds it ready; then it is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+#: What the server imports once, before it forks any rank: the worker (torch with it) and the
+#: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
+#: FSDP2, DTensor, pipelining) -- 75 MiB more in the server, and 115 MiB less in each of those ranks.
+#: (Importing pipelining makes torch's compiler cache folder: ``start_method`` puts it in ours.)
+PRELOAD = ["placement_edu.runtime.worker", "placement_edu.runtime.torch_reference", "torch.distributed.optim",
+           "torch.nn.parallel", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
+           "torch.distributed.pipelining"]
+
+#: Seconds the server stays after its last holder let go (the next run then skips importing torch).
+IDLE_S = 60.0
+
+_holders: set[int] = set()
+_lock = threading.Lock()
+_timer: threading.Timer | None = None
+
+
+def start_method() -> str:
+    """"forkserver", with ``PRELOAD`` to be imported when the server starts (set before it does;
+    a running server keeps what it has). PLACEMENT_EDU_START_METHOD=spawn brings back the old
+    way, to compare."""
+    from multiprocessing import forkserver
+    if os.environ.get("PLACEMENT_EDU_START_METHOD") == "spawn":
+        return "spawn"
+    forkserver.set_forkserver_preload(PRELOAD)
+    # the server inherits this process's environment when it starts: its compiler cache
+    # ("torchinductor_<user>", made by importing pipelining) goes in this process's own folder,
+    # removed at exit (or by the ranks, if this process is killed), not left in TMPDIR
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(owner()[1], "torchinductor"))
+    return "forkserver"
+
+
+def owner() -> tuple[int, str]:
+    """What a rank watches and cleans up after: (this process's id, its multiprocessing folder in
+    TMPDIR, "pymp-…", where the server's socket lives). If this process is killed, nobody else
+    would remove that folder; its ranks do (``worker._exit_with``)."""
+    from multiprocessing import util
+    return os.getpid(), util.get_temp_dir()
+
+
+def running() -> bool:
+    """Whether this process's server is up (a run then skips importing torch)."""
+    from multiprocessing import forkserver
+    return forkserver._forkserver._forkserver_pid is not None
+
+
+def hold(who: object) -> None:
+    """``who`` (a launch, a pool) needs the server: keep it."""
+    global _timer
+    with _lock:
+        _holders.add(id(who))
+        if _timer is not None:
+            _timer.cancel()
+            _timer = None
+
+
+def release(who: object, idle_s: float | None = None) -> None:
+    """``who`` no longer needs the server: stop it ``idle_s`` seconds (``IDLE_S``) after the last
+    holder let go, unless something holds it again meanwhile."""
+    global _timer
+    with _lock:
+        _holders.discard(id(who))
+        if _holders or not running():
+            return
+        if _timer is not None:
+            _timer.cancel()
+        _timer = threading.Timer(IDLE_S if idle_s is None else idle_s, _stop_if_unheld)
+        _timer.daemon = True
+        _timer.start()
+
+
+def _stop_if_unheld() -> None:
+    with _lock:
+        if not _holders:
+            stop()
+
+
+def stop() -> None:
+    """End the server and give its memory back. It exits once every rank it forked has (they hold
+    the other end of its pipe), which is why only an unheld server is stopped."""
+    from multiprocessing import forkserver
+    if running():
+        forkserver._forkserver._stop()
