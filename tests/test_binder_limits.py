@@ -175,7 +175,8 @@ def _cgroup_or_skip() -> str:
     return dirs[0]
 
 
-def _in_cgroup(parent: str, name: str, limit: int, argv: list[str], timeout_s: float) -> tuple[subprocess.CompletedProcess, int]:
+def _in_cgroup(parent: str, name: str, limit: int, argv: list[str],
+               timeout_s: float) -> tuple[subprocess.CompletedProcess, int]:
     """Run ``argv`` inside a new memory cgroup limited to ``limit`` bytes; (its result, the peak
     bytes the cgroup was charged). The cgroup is removed after."""
     path = os.path.join(parent, f"{name}-{os.getpid()}")
