@@ -35,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from placement_edu.runtime.container import GiB, MiB, cgroup_dirs  # noqa: E402
+from placement_edu.runtime.container import cgroup_dirs  # noqa: E402
+from placement_edu.units import GiB, MiB  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 LIMITS = {"2GiB": 2 * GiB, "1.5GiB": 3 * GiB // 2, "1GiB": GiB}

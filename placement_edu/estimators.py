@@ -488,3 +488,12 @@ def reconcile(theirs: Estimate, mine: Estimate) -> Reconciliation:
                           f"they print the {'largest' if theirs.rule == 'max' else 'sum'} of their terms, "
                           f"we the {'largest' if mine.rule == 'max' else 'sum'} (what is alive at once)"))
     return Reconciliation(theirs, mine, tuple(lines))
+
+
+#: The public names (a notebook imports only these).
+__all__ = [
+    "ACCELERATE_DTYPES", "Bytes", "DEEPSPEED_PLACEMENTS", "DeepSpeedRow", "Estimate", "KINDS",
+    "Line", "Reconciliation", "Term", "ZERO2_GPU_FORMULAS", "accelerate_convert_bytes",
+    "accelerate_table", "accelerate_training", "deepspeed_printout", "deepspeed_table",
+    "deepspeed_zero2", "deepspeed_zero3", "megatron_theoretical_memory", "ours", "reconcile",
+]

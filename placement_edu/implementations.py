@@ -381,3 +381,13 @@ def _implemented(impl: Implementation, ideal: list[tuple], ops: tuple[Op, ...], 
         return grads + [("broadcast", k * element, n) for _, k in zero_redundancy_broadcasts(numels, n)]
     units = [_entry(o) for o in ops if o.op == "all_gather"][:model.gather_units]   # forward order
     return [(op, units[u][1], n) for op, u in fsdp2_order(len(units), impl.reshard)]
+
+
+#: The public names (a notebook imports only these).
+__all__ = [
+    "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES", "DEFAULT_MODEL", "IMPLEMENTATIONS",
+    "Implementation", "PIPELINE_MICRO_BATCHES", "TRANSFORMER", "TRANSFORMER_TP_PLAN",
+    "TorchRefConfig", "ddp_buckets", "dtensor_tp_backward", "fsdp2_order", "mlp_model",
+    "parse_model", "predict", "torch_1f1b", "torch_1f1b_order", "transformer_model",
+    "zero_redundancy_broadcasts",
+]

@@ -377,3 +377,12 @@ def tp_compute_bound(model: TransformerSpec, tensor: int, hw: str | Hardware) ->
     w = hw.link("tensor").bandwidth
     ratio = (8 * h * (t - 1) / t / w) / (24 * h * h / t / hw.flops)   # per token b·s: (comm s) / (compute s)
     return {"h_needed": (t - 1) / 3 * hw.flops / w, "h": float(h), "ratio": ratio}
+
+
+#: The public names (a notebook imports only these).
+__all__ = [
+    "HARDWARE", "HBM_80GB", "Hardware", "IB_HDR", "IB_NDR", "Link", "NVLINK3", "NVLINK4",
+    "OVERLAPS", "PASSES", "PCIE4", "PCIE5", "StepTime", "bubble_time", "combine", "comm_time",
+    "compute_bound_tokens", "compute_time", "exposed", "flops_per_token", "get_hardware",
+    "op_link", "op_time", "ring_steps", "step_time", "tokens_of", "tp_compute_bound",
+]

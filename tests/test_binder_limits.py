@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from placement_edu.implementations import TorchRefConfig
-from placement_edu.runtime.container import FORKSERVER_MIB, GiB, MiB, cgroup_dirs, rank_bytes
+from placement_edu.runtime.container import FORKSERVER_MIB, cgroup_dirs, rank_bytes
+from placement_edu.units import GiB, MiB
 
 pytestmark = pytest.mark.runtime
 
@@ -200,9 +201,9 @@ def _in_cgroup(parent: str, name: str, limit: int, argv: list[str],
 REFUSED = """
 from placement_edu.errors import PlacementError
 from placement_edu.implementations import TorchRefConfig
-from placement_edu.runtime.torch_ref_result import run_many
+from placement_edu.runtime.torch_ref_result import run_torch_refs
 try:
-    run_many([TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)])
+    run_torch_refs([TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)])
 except PlacementError as error:
     print(error)
 """

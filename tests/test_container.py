@@ -10,8 +10,9 @@ import pytest
 
 from placement_edu.errors import PlacementError
 from placement_edu.implementations import TorchRefConfig
-from placement_edu.runtime.container import (FORKSERVER_MIB, RANK_MIB, TORCH_REF_STATE_FACTOR, GiB, MemoryLimit,
-                                             MiB, check_fits, memory_limit, rank_bytes, ranks_that_fit)
+from placement_edu.units import GiB, MiB
+from placement_edu.runtime.container import (FORKSERVER_MIB, RANK_MIB, TORCH_REF_STATE_FACTOR, MemoryLimit,
+                                             check_fits, memory_limit, rank_bytes, ranks_that_fit)
 
 pytestmark = pytest.mark.fast
 

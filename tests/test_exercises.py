@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from placement_edu.errors import PlacementError
-from placement_edu.exercises import EXERCISES, check, solution
+from placement_edu.exercises import EXERCISES, check_answer, solution
 
 pytestmark = pytest.mark.fast
 
@@ -98,26 +98,26 @@ def test_the_reference_answer_is_the_derived_one_and_another_is_not(name):
         assert float(answer) == pytest.approx(expected, rel=1e-4)
     else:
         assert answer == expected and isinstance(answer, bool) == isinstance(expected, bool)
-    assert check(name, expected).right
+    assert check_answer(name, expected).right
     if isinstance(answer, bool):
         wrong = not answer
     elif isinstance(answer, str):
         wrong = answer + " not"
     else:
         wrong = Fraction(answer) * 2 + 1
-    verdict = check(name, wrong)
+    verdict = check_answer(name, wrong)
     assert not verdict.right and verdict.message
 
 
 def test_a_known_mistake_is_explained_and_bad_answers_are_refused():
-    assert "ZeroRedundancyOptimizer" in check("zero1-comm", 3).message
-    assert check("zero2-memory", 16.64).right               # within the stated 0.1%
+    assert "ZeroRedundancyOptimizer" in check_answer("zero1-comm", 3).message
+    assert check_answer("zero2-memory", 16.64).right               # within the stated 0.1%
     with pytest.raises(PlacementError, match="takes a number in Ψ, got 'two'"):
-        check("zero1-comm", "two")
+        check_answer("zero1-comm", "two")
     with pytest.raises(PlacementError, match="unknown exercise 'nope'"):
-        check("nope", 1)
+        check_answer("nope", 1)
     with pytest.raises(PlacementError, match="got nan"):
-        check("zero1-comm", float("nan"))
+        check_answer("zero1-comm", float("nan"))
 
 
 def _sources(notebook: Path) -> list[str]:
@@ -127,7 +127,7 @@ def _sources(notebook: Path) -> list[str]:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_notebook_has_three_checked_exercises_a_widget_and_checked_outputs(notebook):
     code = _sources(notebook)
-    checked = {name for name in EXERCISES for cell in code if f'check("{name}"' in cell}
+    checked = {name for name in EXERCISES for cell in code if f'check_answer("{name}"' in cell}
     assert len(checked) >= 3, f"{notebook.name}: exercises checked: {sorted(checked)}"
     assert any("NBVAL_CHECK_OUTPUT" in cell for cell in code)
     assert any("Explorer" in cell or "Widget" in cell or "Table(" in cell for cell in code), "no widget"

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.runtime
+
 CLI = [sys.executable, "-m", "placement_edu.cli", "run", "zero3", "--world-size", "4"]
 
 

@@ -36,11 +36,11 @@ def model_for(impl: str, n: int) -> str:
 
 @pytest.fixture(scope="module", params=[2, 3, 4, pytest.param(8, marks=pytest.mark.slow)])
 def results(request):
-    from placement_edu.runtime.torch_ref_result import run_many
+    from placement_edu.runtime.torch_ref_result import run_torch_refs
     n = request.param
     configs = [TorchRefConfig(impl, n, model_for(impl, n), steps=2)
                for impl in IMPLEMENTATIONS if impl != "dtensor_tp" or 8 % n == 0]   # tp splits 8 heads
-    return n, run_many(configs, timeout_s=60)
+    return n, run_torch_refs(configs, timeout_s=60)
 
 
 def test_every_implementation_is_predicted_byte_for_byte_and_op_for_op(results):
@@ -144,8 +144,8 @@ def test_fsdp2_order_root_first_prefetch_and_the_final_callback():
 
 @pytest.mark.slow
 def test_ddp_and_zero_redundancy_with_several_buckets_are_predicted():
-    from placement_edu.runtime.torch_ref_result import run_many
-    runs = run_many([TorchRefConfig(impl, 2, "mlp:512,512,512,512,16", steps=2)
+    from placement_edu.runtime.torch_ref_result import run_torch_refs
+    runs = run_torch_refs([TorchRefConfig(impl, 2, "mlp:512,512,512,512,16", steps=2)
                      for impl in ("ddp", "zero_redundancy", "fsdp2")])
     for run in runs:
         assert run.differences() == [] and run.equivalent, str(run)

@@ -1,4 +1,4 @@
-"""Exercises with checkable answers: ``check("zero2-memory", 16.640625)`` says right or wrong, and why.
+"""Exercises with checkable answers: ``check_answer("zero2-memory", 16.640625)`` says right or wrong, and why.
 
 Each exercise is a question whose reference answer the core computes (never a typed-in number), the
 unit the answer is given in, and what a right answer teaches; common wrong answers carry their own
@@ -8,9 +8,9 @@ once, at import, into the read-only ``EXERCISES`` mapping.
 
 In a notebook::
 
-    from placement_edu.exercises import check
-    check("zero2-memory", 16.64)          # -> right / wrong, and why
-    check("zero2-memory", solution("zero2-memory"))   # what nbval runs: the reference answer
+    from placement_edu.exercises import check_answer, solution
+    check_answer("zero2-memory", 16.64)          # -> right / wrong, and why
+    check_answer("zero2-memory", solution("zero2-memory"))   # what nbval runs: the reference answer
 
 Numbers: an exact answer (int, Fraction, or a float that equals the reference exactly) is needed
 unless the exercise states a relative tolerance; a float is compared with that tolerance (1e-9 at
@@ -109,8 +109,8 @@ def _shown(value: Answer) -> str:
     return repr(value) if isinstance(value, str) else f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def check(name: str, answer: Answer) -> Verdict:
-    """Right or wrong, and why. ``answer`` in the exercise's unit (a number, or a word)."""
+def check_answer(name: str, answer: Answer) -> Verdict:
+    """Right or wrong, and why (named apart from ``placement_edu.check``, the correctness checker). ``answer`` in the exercise's unit (a number, or a word)."""
     exercise = _exercise(name)
     expected = exercise.reference()
     numeric = not isinstance(expected, (str, bool))
@@ -132,4 +132,4 @@ def check(name: str, answer: Answer) -> Verdict:
 
 EXERCISES: Mapping[str, Exercise] = _collect()
 
-__all__ = ["EXERCISES", "Exercise", "Verdict", "check", "solution"]
+__all__ = ["EXERCISES", "Exercise", "Verdict", "check_answer", "solution"]

@@ -18,41 +18,39 @@ Read in this order:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-#: Where each public name lives. Imported on first use (PEP 562), so a torch-free module of the
-#: runtime (``args.py``, ``verdict.py``) can be imported without importing torch.
+from placement_edu.lazy import exports
+
+#: Where each public name lives (``__all__`` is its keys). Imported on first use (PEP 562), so a
+#: torch-free module of the runtime (``args.py``, ``verdict.py``) can be imported without torch.
 _EXPORTS = {
+    "Adam": "placement_edu.runtime.adam",
     "RunConfig": "placement_edu.runtime.config",
+    "memory_limit": "placement_edu.runtime.container",
     "RUNNABLE": "placement_edu.runtime.engines",
-    "RunFailed": "placement_edu.runtime.launcher",
-    "launch": "placement_edu.runtime.launcher",
-    "run": "placement_edu.runtime.launcher",
-    "run_many": "placement_edu.runtime.launcher",
+    **dict.fromkeys(["RunFailed", "launch", "run", "run_many"], "placement_edu.runtime.launcher"),
+    **dict.fromkeys(["WorkerPool", "shared_pool"], "placement_edu.runtime.pool"),
     "RunResult": "placement_edu.runtime.result",
-    "WorkerPool": "placement_edu.runtime.pool",
-    "shared_pool": "placement_edu.runtime.pool",
+    "TinyTransformer": "placement_edu.runtime.toy",
+    "run_torch_refs": "placement_edu.runtime.torch_ref_result",
+    "applicable": "placement_edu.runtime.verdict",
+    "time_line": "placement_edu.runtime.walltime",
 }
 
-__all__ = ["RUNNABLE", "RunConfig", "RunFailed", "RunResult", "WorkerPool", "launch", "run", "run_many",
-           "shared_pool"]
+__all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from placement_edu.runtime.adam import Adam
     from placement_edu.runtime.config import RunConfig
+    from placement_edu.runtime.container import memory_limit
     from placement_edu.runtime.engines import RUNNABLE
     from placement_edu.runtime.launcher import RunFailed, launch, run, run_many
     from placement_edu.runtime.pool import WorkerPool, shared_pool
     from placement_edu.runtime.result import RunResult
+    from placement_edu.runtime.toy import TinyTransformer
+    from placement_edu.runtime.torch_ref_result import run_torch_refs
+    from placement_edu.runtime.verdict import applicable
+    from placement_edu.runtime.walltime import time_line
 
-
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value                            # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = exports(__name__, _EXPORTS, globals())

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-MiB = 2**20
-GiB = 2**30
+from placement_edu.units import MiB
+
 
 #: Memory one more rank adds to a run, in MiB, before its job: a rank forked from the forkserver,
 #: which has imported torch already (those pages are shared, charged once), then set up gloo.

@@ -110,15 +110,17 @@ def _op(o: dict) -> str:
     return f"{o['op']} {o['payload_bytes']:,} B/{o['group']}"
 
 
-def run_many(configs: list[TorchRefConfig], timeout_s: float = 60.0, progress: bool = False) -> list[TorchRefResult]:
+def run_torch_refs(configs: list[TorchRefConfig], timeout_s: float = 60.0,
+                   progress: bool = False) -> list[TorchRefResult]:
     """Several implementations on one world size in one launch (the ranks start once)."""
     from placement_edu.runtime.launcher import launch
     sizes = {c.world_size for c in configs}
-    expect(len(sizes) == 1, f"run_many needs one world size per launch, got {sorted(sizes)}")
+    expect(len(sizes) == 1, f"run_torch_refs needs one world size per launch, got {sorted(sizes)}")
     raw = launch(list(configs), sizes.pop(), timeout_s, progress)
     return [TorchRefResult.build(c, r) for c, r in zip(configs, raw)]
 
 
 def run(config: TorchRefConfig, timeout_s: float = 60.0, progress: bool = False) -> TorchRefResult:
     """Train ``config`` on fresh processes (torch's elastic launcher) and compare with the core."""
-    return run_many([config], timeout_s, progress)[0]
+    return run_torch_refs([config], timeout_s, progress)[0]
+
