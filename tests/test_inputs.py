@@ -450,3 +450,14 @@ def test_an_extreme_input_answers_in_under_2_s_and_300_mb(argv):
     if argv[0] == "table":
         # stage 0 sends each micro-batch's boundary activation on: 10^8 × 4096·8192 × 2 B, exactly
         assert "6710886.4 GB" in done.stdout, done.stdout
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """``placement-edu table ... | head -1``: the pipe closes before the output is written."""
+    import subprocess
+    import sys
+    command = subprocess.Popen([sys.executable, "-m", "placement_edu.cli", "table", "--params", "7.5e9",
+                                "--devices", "64", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command.stdout.close()
+    _, err = command.communicate(timeout=60)
+    assert command.returncode == 141 and b"Traceback" not in err, err.decode()[-2000:]

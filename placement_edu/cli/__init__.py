@@ -10,6 +10,7 @@ Bad input exits 2 with one line naming the bad value and what is accepted; never
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -51,3 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:                          # Ctrl-C before or after a run's ranks exist
         print("placement-edu: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:                            # the reader left early (``| head``): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # (Python flushes at exit)
+        return 141                                     # 128 + SIGPIPE, as a shell reports it
