@@ -138,7 +138,12 @@ def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_p
     command = _start([sys.executable, "-c", FAULTED, kind], tmp)
     out, err = command.communicate(timeout=120)
     assert command.returncode == 1
-    assert out.splitlines()[0] in first, (out[:2000], err[-2000:])
+    line = out.splitlines()[0]
+    # Under load a peer that lost its connection to the killed rank can die as silently, in the same
+    # instant: then both are named first, the killed rank among them (never another rank alone).
+    named = line.partition(" stopped first: ")[0].removeprefix("rank ").split(", ")
+    together = kind == "kill" and "2" in named and line.endswith("killed (the others lost their connection to it)")
+    assert line in first or together, (out[:2000], err[-2000:])
     assert "then rank" in out                          # the ranks that lost it come after
     assert time.monotonic() - start < 5 + 15           # the 5 s timeout plus start-up, not 30 s more
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]
