@@ -149,6 +149,20 @@ def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_p
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]
 
 
+def test_a_rank_failing_after_its_run_folder_is_gone_exits_1_and_raises_nothing(tmp_path):
+    """A slow rank that fails after the launcher removed the run folder (the run already ended)
+    exits 1 without raising: an exception that escaped would be pickled by torch's
+    ``start_processes`` into ``pytorch-errorfile-*.pickle`` in TMPDIR and left there (the leak
+    this session's CI found under load)."""
+    code = ("from placement_edu.runtime import worker\n"
+            "try:\n    raise RuntimeError('a peer was lost')\n"
+            f"except RuntimeError:\n    worker._fail({str(tmp_path / 'gone')!r})\n"
+            "print('returned')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, RANK="2"))
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "")
+
+
 def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_others(tmp_path):
     """The race the run above can lose under load: torch sees rank 2's SIGKILL and ends the others
     before any of them notices the lost peer, so no rank writes an error. The report still names

@@ -159,9 +159,9 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
     (the launcher shows the earliest one first: the root cause). ``owner``: the process that
     launched the run (a notebook kernel) and its multiprocessing folder (``forkserver.owner``); the
     rank ends when that process ends, and removes what it left."""
-    _start_rank(run_dir, owner=owner)
-    dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
     try:
+        _start_rank(run_dir, owner=owner)
+        dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
         _inject_failure(failure, timeout_s)
         references: dict = {}
         progress = os.path.join(run_dir, "progress") if run_dir else None
@@ -173,7 +173,8 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
         _fail(run_dir)
     finally:
         _GROUPS.clear()
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] | None = None) -> None:
@@ -254,15 +255,17 @@ def _fail(run_dir: str | None) -> None:
     the exception goes on to torch's ``record``."""
     if not run_dir:
         raise
-    if _OWNER is not None and not rundir.alive(_OWNER[0]):   # it failed because the kernel was killed
-        _leave(run_dir, _OWNER[1])
-    rank = dist.get_rank()
-    partial = os.path.join(run_dir, f".error-{rank}")   # whole or absent: the launcher may read it now
-    with open(partial, "w") as f:
-        f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
-    os.replace(partial, os.path.join(run_dir, f"error-{rank}"))
-    sys.stderr.flush()
-    os._exit(1)
+    try:                                               # nothing escapes: torch would pickle it to TMPDIR
+        if _OWNER is not None and not rundir.alive(_OWNER[0]):   # it failed because the kernel was killed
+            _leave(run_dir, _OWNER[1])
+        rank = os.environ.get("RANK", "?")
+        partial = os.path.join(run_dir, f".error-{rank}")   # whole or absent: the launcher may read it now
+        with open(partial, "w") as f:                  # (the folder is gone if the run already ended)
+            f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
+        os.replace(partial, os.path.join(run_dir, f"error-{rank}"))
+        sys.stderr.flush()
+    finally:
+        os._exit(1)
 
 
 @record
@@ -273,13 +276,13 @@ def pool_main(port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] 
     results under ``result/k/RANK``. A rank whose ``owner`` died (the kernel was killed) exits."""
     import pickle
 
-    _start_rank(run_dir, warm=True, owner=owner)
-    dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
-    rank = dist.get_rank()
-    store.add("ready", 1)                              # for the parent's progress bar
-    references: dict = {}
     try:
+        _start_rank(run_dir, warm=True, owner=owner)
+        dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
+        rank = dist.get_rank()
+        store.add("ready", 1)                          # for the parent's progress bar
+        references: dict = {}
         for k in itertools.count():
             while not store.check([f"job/{k}"]):      # wait for the next job
                 time.sleep(0.002)
@@ -296,7 +299,8 @@ def pool_main(port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] 
         _fail(run_dir)
     finally:
         _GROUPS.clear()
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
     return []
 
 
@@ -317,7 +321,8 @@ def _torchrun(argv: list[str]) -> int:
         dist.all_gather_object(everyone, mine)         # (outside the ledger: reporting only)
     finally:
         _GROUPS.clear()
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
     if int(os.environ["RANK"]) == 0:
         result = RunResult.build(config, everyone)
         print(json.dumps(result.to_dict(), indent=2) if args.json else result)
