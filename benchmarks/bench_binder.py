@@ -49,13 +49,17 @@ class MemoryCgroup:
     def __init__(self, name: str, limit: int | None) -> None:
         dirs = cgroup_dirs()
         if not dirs:
-            raise SystemExit("bench_binder: no memory cgroup found in /proc/self/cgroup (cgroup v1 memory or v2)")
+            raise SystemExit(
+                "bench_binder: no memory cgroup found in /proc/self/cgroup (cgroup v1 memory or v2)"
+            )
         parent, self.version = dirs[0]
         self.path = os.path.join(parent, name)
         try:
             os.mkdir(self.path)
         except PermissionError:
-            raise SystemExit(f"bench_binder: cannot create a cgroup in {parent} (uid {os.geteuid()}; needs root)")
+            raise SystemExit(
+                f"bench_binder: cannot create a cgroup in {parent} (uid {os.geteuid()}; needs root)"
+            )
         if limit is not None:
             self._write("memory.limit_in_bytes" if self.version == 1 else "memory.max", str(limit))
 
@@ -89,7 +93,9 @@ class MemoryCgroup:
 
     def oom_kills(self) -> int:
         text = self._read("memory.oom_control" if self.version == 1 else "memory.events")
-        return next((int(line.split()[1]) for line in text.splitlines() if line.startswith("oom_kill ")), 0)
+        return next(
+            (int(line.split()[1]) for line in text.splitlines() if line.startswith("oom_kill ")), 0
+        )
 
     def remove(self, grace_s: float = 5.0) -> int:
         """Wait ``grace_s`` for what is left inside to end by itself, kill the rest, remove the
@@ -121,17 +127,22 @@ def run_notebook(path: str, out_dir: str, timeout_s: int) -> None:
     nb = nbformat.read(path, as_version=4)
     at = {"cell": None}
 
-    def on_cell_start(cell, cell_index: int) -> None:   # the cell running now, for the report
+    def on_cell_start(cell, cell_index: int) -> None:  # the cell running now, for the report
         at["cell"] = cell_index
 
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", on_cell_start=on_cell_start,
-                            resources={"metadata": {"path": str(Path(path).parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout_s,
+        kernel_name="python3",
+        on_cell_start=on_cell_start,
+        resources={"metadata": {"path": str(Path(path).parent)}},
+    )
     report = {"completed": True, "cell": None, "error": "", "seconds": 0.0}
     start = time.monotonic()
     try:
         client.execute()
     except (CellExecutionError, DeadKernelError, TimeoutError, RuntimeError) as error:
-        text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip()     # (no terminal colours)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip()  # (no terminal colours)
         last = text.splitlines()[-1][:240] if text else ""
         report.update(completed=False, cell=at["cell"], error=f"{type(error).__name__}: {last}")
     report["seconds"] = round(time.monotonic() - start, 1)
@@ -144,8 +155,13 @@ def measure(path: Path, limit: int, timeout_s: int) -> dict:
     group = MemoryCgroup(f"placement-edu-binder-{os.getpid()}-{path.stem}", limit)
     anon_peak, report = 0, None
     with tempfile.TemporaryDirectory(prefix="bench-binder-") as out:
-        runner = subprocess.Popen([sys.executable, __file__, "--run-one", str(path), out, str(timeout_s)],
-                                  preexec_fn=group.join, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        runner = subprocess.Popen(
+            [sys.executable, __file__, "--run-one", str(path), out, str(timeout_s)],
+            preexec_fn=group.join,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         deadline = time.monotonic() + timeout_s + 60
         try:
             while runner.poll() is None:
@@ -160,26 +176,53 @@ def measure(path: Path, limit: int, timeout_s: int) -> dict:
             peak, kills = group.peak(), group.oom_kills()
             left = group.remove()
     if report is None:
-        report = {"completed": False, "cell": None, "seconds": None,
-                  "error": "the runner was killed" if runner.returncode and runner.returncode < 0 else "no report"}
-    return {**report, "peak": peak, "anon_peak": anon_peak, "oom_kills": kills, "left": left, "limit": limit}
+        report = {
+            "completed": False,
+            "cell": None,
+            "seconds": None,
+            "error": "the runner was killed"
+            if runner.returncode and runner.returncode < 0
+            else "no report",
+        }
+    return {
+        **report,
+        "peak": peak,
+        "anon_peak": anon_peak,
+        "oom_kills": kills,
+        "left": left,
+        "limit": limit,
+    }
 
 
 def server_idle_share(timeout_s: float = 60.0) -> int | None:
     """Bytes the Jupyter server holds idle (no kernel), measured in a cgroup of its own."""
     group = MemoryCgroup(f"placement-edu-binder-{os.getpid()}-server", None)
     with tempfile.TemporaryDirectory(prefix="bench-binder-server-") as home:
-        server = subprocess.Popen([sys.executable, "-m", "jupyter", "server", "--no-browser", "--port=0",
-                                   "--allow-root", f"--ServerApp.root_dir={home}", "--ServerApp.token=bench"],
-                                  preexec_fn=group.join, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "server",
+                "--no-browser",
+                "--port=0",
+                "--allow-root",
+                f"--ServerApp.root_dir={home}",
+                "--ServerApp.token=bench",
+            ],
+            preexec_fn=group.join,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         usage, deadline = None, time.monotonic() + timeout_s
         try:
-            while time.monotonic() < deadline:             # wait for "Jupyter Server ... is running at"
+            while time.monotonic() < deadline:  # wait for "Jupyter Server ... is running at"
                 line = server.stderr.readline() if server.stderr else ""
                 if not line and server.poll() is not None:
                     break
                 if "is running at" in line or "http://" in line:
-                    time.sleep(2.0)                           # settled
+                    time.sleep(2.0)  # settled
                     usage = group.anon()
                     break
         finally:
@@ -203,7 +246,9 @@ def parse_limit(text: str) -> int:
                 break
             if value > 0:
                 return int(value * size)
-    raise argparse.ArgumentTypeError(f"--limit takes a size in GiB or MiB such as 2GiB, 1GiB or 1536MiB; got {text!r}")
+    raise argparse.ArgumentTypeError(
+        f"--limit takes a size in GiB or MiB such as 2GiB, 1GiB or 1536MiB; got {text!r}"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -212,17 +257,31 @@ def main(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook, in order")
-    parser.add_argument("--limit", action="append", type=parse_limit,
-                        help="memory limit of the cgroup, e.g. 2GiB (default) or 1GiB; repeat for several")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds a notebook may run (default 600)")
-    parser.add_argument("--no-server", action="store_true", help="skip measuring the Jupyter server's idle share")
+    parser.add_argument(
+        "--limit",
+        action="append",
+        type=parse_limit,
+        help="memory limit of the cgroup, e.g. 2GiB (default) or 1GiB; repeat for several",
+    )
+    parser.add_argument(
+        "--timeout", type=int, default=600, help="seconds a notebook may run (default 600)"
+    )
+    parser.add_argument(
+        "--no-server", action="store_true", help="skip measuring the Jupyter server's idle share"
+    )
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # a SIGTERM still removes the cgroup (finally)
+    signal.signal(
+        signal.SIGTERM, lambda *_: sys.exit(143)
+    )  # a SIGTERM still removes the cgroup (finally)
     if os.geteuid() != 0:
-        print(f"bench_binder: creating a memory cgroup needs root; this is uid {os.geteuid()} (run it with sudo)")
+        print(
+            f"bench_binder: creating a memory cgroup needs root; this is uid {os.geteuid()} (run it with sudo)"
+        )
         return 2
     if not cgroup_dirs():
-        print("bench_binder: this machine has no memory cgroup (neither v1 memory nor v2) to run inside")
+        print(
+            "bench_binder: this machine has no memory cgroup (neither v1 memory nor v2) to run inside"
+        )
         return 2
     limits = args.limit or [2 * GiB]
     paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -230,13 +289,21 @@ def main(argv: list[str]) -> int:
     if missing:
         parser.error(f"no such notebook: {', '.join(missing)}")
     version = cgroup_dirs()[0][1]
-    print(f"memory cgroup v{version}; peak = the cgroup's charge at its highest (memory.max_usage_in_bytes / "
-          f"memory.peak, page cache included); anon = anonymous + shared memory, sampled every 100 ms")
+    print(
+        f"memory cgroup v{version}; peak = the cgroup's charge at its highest (memory.max_usage_in_bytes / "
+        f"memory.peak, page cache included); anon = anonymous + shared memory, sampled every 100 ms"
+    )
     if not args.no_server:
         share = server_idle_share()
-        print("Jupyter server, idle, no kernel: " + (f"{share / MiB:.0f} MiB (anon); on Binder it sits in the same "
-              "container, here the notebook's runner (an nbclient process) stands in for it"
-              if share is not None else "could not be measured"))
+        print(
+            "Jupyter server, idle, no kernel: "
+            + (
+                f"{share / MiB:.0f} MiB (anon); on Binder it sits in the same "
+                "container, here the notebook's runner (an nbclient process) stands in for it"
+                if share is not None
+                else "could not be measured"
+            )
+        )
     print(f"{'notebook':36} {'limit':>6} {'peak MiB':>9} {'anon MiB':>9} {'spare':>6}  result")
     for path in paths:
         for limit in limits:
@@ -251,8 +318,11 @@ def main(argv: list[str]) -> int:
                 result += f"; {r['oom_kills']} process(es) killed for memory"
             if r["left"]:
                 result += f"; {r['left']} process(es) outlived the kernel by 5 s"
-            print(f"{path.name:36} {limit / GiB:>4.1f}Gi {r['peak'] / MiB:>9.0f} {r['anon_peak'] / MiB:>9.0f} "
-                  f"{spare:>6}  {result}" + (f" in {r['seconds']} s" if r["completed"] else ""), flush=True)
+            print(
+                f"{path.name:36} {limit / GiB:>4.1f}Gi {r['peak'] / MiB:>9.0f} {r['anon_peak'] / MiB:>9.0f} "
+                f"{spare:>6}  {result}" + (f" in {r['seconds']} s" if r["completed"] else ""),
+                flush=True,
+            )
     return 0
 
 

@@ -29,8 +29,10 @@ def bench_sweep(points_per_strategy: int = 200_000) -> float:
         best = min(best, time.perf_counter() - start)
     points = points_per_strategy * len(STRATEGIES)
     rate = points / best
-    print(f"(a) vectorised sweep: {points:,} (strategy, Ψ, N) points in {best * 1e3:.1f} ms "
-          f"-> {rate:,.0f} derivations/s (target >= 1,000,000/s)")
+    print(
+        f"(a) vectorised sweep: {points:,} (strategy, Ψ, N) points in {best * 1e3:.1f} ms "
+        f"-> {rate:,.0f} derivations/s (target >= 1,000,000/s)"
+    )
     return rate
 
 
@@ -39,7 +41,9 @@ def bench_scalar(points: int = 2_000) -> float:
     for i in range(points):
         analyze(STRATEGIES[i % len(STRATEGIES)], 1e9 + i, 1 + i % 1024)
     elapsed = time.perf_counter() - start
-    print(f"    exact scalar path (Fractions, full schedule): {points / elapsed:,.0f} derivations/s")
+    print(
+        f"    exact scalar path (Fractions, full schedule): {points / elapsed:,.0f} derivations/s"
+    )
     return points / elapsed
 
 
@@ -53,8 +57,10 @@ def bench_widget(updates: int = 30) -> float:
         explorer.psi.value = 1e9 * (1 + i % 10)  # derive, move the bars, re-render the PNG image
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print(f"(b) widget update (derive + move bars + render PNG), median of {updates}: "
-          f"{median * 1e3:.1f} ms (target < 100 ms)")
+    print(
+        f"(b) widget update (derive + move bars + render PNG), median of {updates}: "
+        f"{median * 1e3:.1f} ms (target < 100 ms)"
+    )
     return median
 
 

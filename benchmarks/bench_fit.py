@@ -22,7 +22,9 @@ REPEATS = 3
 def _run(argv: list[str], env: dict[str, str]) -> float:
     code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
@@ -31,14 +33,18 @@ def _run(argv: list[str], env: dict[str, str]) -> float:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "XDG_CACHE_HOME": cache}     # an empty user cache
+        env = {**os.environ, "XDG_CACHE_HOME": cache}  # an empty user cache
         shipped = [_run(ARGV, env) for _ in range(REPEATS)]
         measured = [_run(ARGV, {**env, "PLACEMENT_EDU_NO_CACHE": "1"}) for _ in range(REPEATS)]
         print(f"{' '.join(ARGV)}")
-        print(f"  as installed (shipped profile, no torch): median {statistics.median(shipped):.2f} s "
-              f"(min {min(shipped):.2f}, max {max(shipped):.2f}); target < 2 s")
-        print(f"  profile measured now (torch imported):    median {statistics.median(measured):.2f} s "
-              f"(min {min(measured):.2f}, max {max(measured):.2f})")
+        print(
+            f"  as installed (shipped profile, no torch): median {statistics.median(shipped):.2f} s "
+            f"(min {min(shipped):.2f}, max {max(shipped):.2f}); target < 2 s"
+        )
+        print(
+            f"  profile measured now (torch imported):    median {statistics.median(measured):.2f} s "
+            f"(min {min(measured):.2f}, max {max(measured):.2f})"
+        )
         if "--no-verify" not in sys.argv:
             verify = _run([*ARGV, "--verify"], env)
             print(f"  --verify (FSDPMemTracker, fake group of 1024): {verify:.1f} s")

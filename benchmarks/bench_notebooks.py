@@ -19,12 +19,28 @@ def main() -> None:
     total = 0.0
     for path in paths:
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-                               "--stdout", "--ExecutePreprocessor.timeout=600", str(path)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "nbconvert",
+                "--to",
+                "notebook",
+                "--execute",
+                "--stdout",
+                "--ExecutePreprocessor.timeout=600",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - start
         total += seconds
-        print(f"{path.name:45s} {seconds:6.1f} s" + ("" if done.returncode == 0 else "  FAILED"), flush=True)
+        print(
+            f"{path.name:45s} {seconds:6.1f} s" + ("" if done.returncode == 0 else "  FAILED"),
+            flush=True,
+        )
     print(f"{'all ' + str(len(paths)) + ' notebooks':45s} {total:6.1f} s  (target: under 360 s)")
 
 

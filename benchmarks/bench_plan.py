@@ -24,10 +24,14 @@ def main() -> None:
         result = plan(model, DEVICES, 80 * 10**9, "h100-nvlink-ib")
         seconds.append(time.perf_counter() - start)
     print(assumption)
-    print(f"plan of Ψ = {model.psi:,} on {DEVICES} devices (h100-nvlink-ib, 80 GB): "
-          f"{len(result.ranked)} placements fit, {len(result.infeasible)} do not")
-    print(f"median {statistics.median(seconds):.2f} s over {REPEATS} runs "
-          f"(min {min(seconds):.2f} s, max {max(seconds):.2f} s); target < 2 s")
+    print(
+        f"plan of Ψ = {model.psi:,} on {DEVICES} devices (h100-nvlink-ib, 80 GB): "
+        f"{len(result.ranked)} placements fit, {len(result.infeasible)} do not"
+    )
+    print(
+        f"median {statistics.median(seconds):.2f} s over {REPEATS} runs "
+        f"(min {min(seconds):.2f} s, max {max(seconds):.2f} s); target < 2 s"
+    )
 
 
 if __name__ == "__main__":

@@ -31,30 +31,40 @@ def bench_zero3(world_size: int = 4, steps: int = 5) -> None:
     wall = time.perf_counter() - start
     result = RunResult.build(config, per_rank)
     in_steps = max(r["wall_s"] for r in per_rank)
-    print(f"zero3, {world_size} ranks, {steps} steps: {wall:.2f} s wall (target < 15 s), "
-          f"{in_steps:.3f} s in the steps, {os.cpu_count()} CPUs")
-    print(f"  equivalent={result.equivalent} (max deviation {result.max_abs_deviation:.1e}), "
-          f"memory={result.memory_matches()}, ledger={result.ledger_matches()}")
+    print(
+        f"zero3, {world_size} ranks, {steps} steps: {wall:.2f} s wall (target < 15 s), "
+        f"{in_steps:.3f} s in the steps, {os.cpu_count()} CPUs"
+    )
+    print(
+        f"  equivalent={result.equivalent} (max deviation {result.max_abs_deviation:.1e}), "
+        f"memory={result.memory_matches()}, ledger={result.ledger_matches()}"
+    )
 
 
 def bench_warm(runs: int = 15) -> None:
     from placement_edu.runtime import WorkerPool
+
     config = RunConfig("zero3", 4, steps=3)
     pool = WorkerPool(4)
     start = time.perf_counter()
     pool.run(config, progress=False)
     cold = time.perf_counter() - start
-    pool.run(config, progress=False)                    # the first gloo connections are made lazily
-    for how, progress in (("no progress", False), ("a progress function, as the widget", lambda _now: None)):
+    pool.run(config, progress=False)  # the first gloo connections are made lazily
+    for how, progress in (
+        ("no progress", False),
+        ("a progress function, as the widget", lambda _now: None),
+    ):
         times = []
         for _ in range(runs):
             start = time.perf_counter()
             result = pool.run(config, progress=progress)
             times.append(time.perf_counter() - start)
         times.sort()
-        print(f"warm pool, zero3, 4 ranks, 3 steps, {how}: median {times[len(times) // 2]:.3f} s click to "
-              f"result (min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; target < 0.5 s); the pool's "
-              f"first, cold run: {cold:.2f} s; equivalent={result.equivalent}")
+        print(
+            f"warm pool, zero3, 4 ranks, 3 steps, {how}: median {times[len(times) // 2]:.3f} s click to "
+            f"result (min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; target < 0.5 s); the pool's "
+            f"first, cold run: {cold:.2f} s; equivalent={result.equivalent}"
+        )
     pool.close()
 
 
@@ -80,6 +90,7 @@ def bench_memory(world_size: int) -> None:
     import threading
 
     from placement_edu.runtime import WorkerPool
+
     pool = WorkerPool(world_size)
     peak = [0, 0]
     done = threading.Event()
@@ -94,18 +105,27 @@ def bench_memory(world_size: int) -> None:
         pool.run(RunConfig(name, world_size, steps=3), progress=False)
     done.set()
     pool.close()
-    gib = 2 ** 30
-    print(f"{world_size}-rank pool, peak over its ranks: RSS {peak[0] / gib:.2f} GiB, PSS {peak[1] / gib:.2f} GiB "
-          f"({peak[1] / world_size / 2**20:.0f} MiB PSS per rank)")
+    gib = 2**30
+    print(
+        f"{world_size}-rank pool, peak over its ranks: RSS {peak[0] / gib:.2f} GiB, PSS {peak[1] / gib:.2f} GiB "
+        f"({peak[1] / world_size / 2**20:.0f} MiB PSS per rank)"
+    )
 
 
 def bench_suite() -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    tests = sorted(os.path.join("tests", f) for f in os.listdir(os.path.join(root, "tests"))
-                   if f.startswith("test_runtime") and f.endswith(".py"))
+    tests = sorted(
+        os.path.join("tests", f)
+        for f in os.listdir(os.path.join(root, "tests"))
+        if f.startswith("test_runtime") and f.endswith(".py")
+    )
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-                          cwd=root, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - start
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     print(f"runtime test suite ({len(tests)} files): {wall:.1f} s wall -- {summary}")

@@ -27,12 +27,15 @@ STRATEGIES = ("dp", "zero1", "zero2", "zero3")
 def bench_calibration(world_sizes: tuple[int, ...]) -> None:
     from placement_edu.cli.calibrate import report
     from placement_edu.runtime.calibrate import calibrate
+
     start = time.perf_counter()
     result = calibrate(world_sizes)
     text = report(result)
-    print(f"(a) calibration at N = {', '.join(map(str, world_sizes))}: {time.perf_counter() - start:.1f} s wall "
-          f"(`placement-edu calibrate` prints the whole table of medians)")
-    print(text[text.index("Fits"):])
+    print(
+        f"(a) calibration at N = {', '.join(map(str, world_sizes))}: {time.perf_counter() - start:.1f} s wall "
+        f"(`placement-edu calibrate` prints the whole table of medians)"
+    )
+    print(text[text.index("Fits") :])
 
 
 def _spread(values: list[float], scale: float = 1.0, digits: str = ".3g") -> str:
@@ -41,11 +44,15 @@ def _spread(values: list[float], scale: float = 1.0, digits: str = ".3g") -> str
 
 
 def bench_runs(world_sizes: tuple[int, ...], repeats: int, steps: int) -> None:
-    print(f"\n(b) engine runs: {steps} steps each (steps 2-{steps} counted, slowest rank, median), "
-          f"{repeats} runs per strategy; median (min-max) over the runs; prediction on the stored "
-          "this_machine preset, no overlap")
-    head = (f"{'N':>2} {'strategy':9}{'measured ms':>24}{'predicted ms':>14}{'measured/predicted':>26}"
-            f"{'comm ms meas / pred':>30}{'compute ms meas / pred':>30}")
+    print(
+        f"\n(b) engine runs: {steps} steps each (steps 2-{steps} counted, slowest rank, median), "
+        f"{repeats} runs per strategy; median (min-max) over the runs; prediction on the stored "
+        "this_machine preset, no overlap"
+    )
+    head = (
+        f"{'N':>2} {'strategy':9}{'measured ms':>24}{'predicted ms':>14}{'measured/predicted':>26}"
+        f"{'comm ms meas / pred':>30}{'compute ms meas / pred':>30}"
+    )
     print(head)
     for n in world_sizes:
         configs = [RunConfig(s, n, steps=steps) for s in STRATEGIES for _ in range(repeats)]
@@ -54,12 +61,16 @@ def bench_runs(world_sizes: tuple[int, ...], repeats: int, steps: int) -> None:
         wall = time.perf_counter() - start
         for name in STRATEGIES:
             times = [r.time() for r in results if r.config.strategy == name]
-            assert all(r.equivalent and r.ledger_matches() for r in results if r.config.strategy == name)
+            assert all(
+                r.equivalent and r.ledger_matches() for r in results if r.config.strategy == name
+            )
             pred = times[0]
-            print(f"{n:>2} {name:9}{_spread([t['measured_step_s'] for t in times], 1e3):>24}"
-                  f"{pred['predicted_step_s'] * 1e3:>14.3g}{_spread([t['ratio'] for t in times]):>26}"
-                  f"{_spread([t['measured_comm_s'] for t in times], 1e3) + ' / ' + format(pred['predicted_comm_s'] * 1e3, '.3g'):>30}"
-                  f"{_spread([t['measured_compute_s'] for t in times], 1e3) + ' / ' + format(pred['predicted_compute_s'] * 1e3, '.3g'):>30}")
+            print(
+                f"{n:>2} {name:9}{_spread([t['measured_step_s'] for t in times], 1e3):>24}"
+                f"{pred['predicted_step_s'] * 1e3:>14.3g}{_spread([t['ratio'] for t in times]):>26}"
+                f"{_spread([t['measured_comm_s'] for t in times], 1e3) + ' / ' + format(pred['predicted_comm_s'] * 1e3, '.3g'):>30}"
+                f"{_spread([t['measured_compute_s'] for t in times], 1e3) + ' / ' + format(pred['predicted_compute_s'] * 1e3, '.3g'):>30}"
+            )
         print(f"   ({len(configs)} runs at N = {n} in one launch: {wall:.1f} s wall)")
 
 
@@ -69,7 +80,9 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--no-calibration", action="store_true")
     args = parser.parse_args()
-    print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} (other processes share them)")
+    print(
+        f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} (other processes share them)"
+    )
     if not args.no_calibration:
         bench_calibration((2, 4))
     bench_runs((2, 4), args.repeats, args.steps)

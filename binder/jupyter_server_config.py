@@ -12,7 +12,7 @@
 # itself after 5 minutes without a run: placement_edu.runtime.pool.IDLE_S.)
 c = get_config()  # noqa: F821 -- provided by Jupyter when it reads this file
 
-c.MappingKernelManager.cull_idle_timeout = 600   # seconds idle before a kernel is shut down
-c.MappingKernelManager.cull_interval = 60        # seconds between checks
-c.MappingKernelManager.cull_connected = True     # an open tab does not keep an idle kernel alive
-c.MappingKernelManager.cull_busy = False         # a cell still running is never interrupted
+c.MappingKernelManager.cull_idle_timeout = 600  # seconds idle before a kernel is shut down
+c.MappingKernelManager.cull_interval = 60  # seconds between checks
+c.MappingKernelManager.cull_connected = True  # an open tab does not keep an idle kernel alive
+c.MappingKernelManager.cull_busy = False  # a cell still running is never interrupted

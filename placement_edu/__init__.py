@@ -32,16 +32,34 @@ _EXPORTS = {
     **dict.fromkeys(["FAULTS", "applicable_faults", "strategies_for"], "placement_edu.faults"),
     **dict.fromkeys(["Memory", "derive_memory"], "placement_edu.memory"),
     "Mesh": "placement_edu.mesh",
-    **dict.fromkeys(["ConcreteModel", "ModelSpec", "TensorSpec", "TransformerSpec", "greedy_partition"],
-                    "placement_edu.models"),
-    **dict.fromkeys(["AXES", "MODEL_STATES", "PHASES", "STARTUP", "GradStatus", "Mode", "Placement", "State"],
-                    "placement_edu.placement"),
+    **dict.fromkeys(
+        ["ConcreteModel", "ModelSpec", "TensorSpec", "TransformerSpec", "greedy_partition"],
+        "placement_edu.models",
+    ),
+    **dict.fromkeys(
+        ["AXES", "MODEL_STATES", "PHASES", "STARTUP", "GradStatus", "Mode", "Placement", "State"],
+        "placement_edu.placement",
+    ),
     **dict.fromkeys(["default_transformer", "plan"], "placement_edu.planner"),
     **dict.fromkeys(["PRESETS", "Precision", "get_precision"], "placement_edu.precision"),
     **dict.fromkeys(["Comparison", "Report", "analyze", "compare"], "placement_edu.report"),
-    **dict.fromkeys(["OP_COSTS", "RING_FACTOR", "ZERO_FACTOR", "Op", "Schedule", "derive_schedule",
-                     "pipeline_bubble", "pipeline_order", "ring_factor"], "placement_edu.schedule"),
-    **dict.fromkeys(["COMPOSITIONS", "STRATEGIES", "Strategy", "get_strategy"], "placement_edu.strategies"),
+    **dict.fromkeys(
+        [
+            "OP_COSTS",
+            "RING_FACTOR",
+            "ZERO_FACTOR",
+            "Op",
+            "Schedule",
+            "derive_schedule",
+            "pipeline_bubble",
+            "pipeline_order",
+            "ring_factor",
+        ],
+        "placement_edu.schedule",
+    ),
+    **dict.fromkeys(
+        ["COMPOSITIONS", "STRATEGIES", "Strategy", "get_strategy"], "placement_edu.strategies"
+    ),
     **dict.fromkeys(["GB", "GiB", "fmt_bytes", "fmt_gb"], "placement_edu.units"),
 }
 
@@ -55,13 +73,37 @@ if TYPE_CHECKING:
     from placement_edu.faults import FAULTS, applicable_faults, strategies_for
     from placement_edu.memory import Memory, derive_memory
     from placement_edu.mesh import Mesh
-    from placement_edu.models import ConcreteModel, ModelSpec, TensorSpec, TransformerSpec, greedy_partition
-    from placement_edu.placement import AXES, MODEL_STATES, PHASES, STARTUP, GradStatus, Mode, Placement, State
+    from placement_edu.models import (
+        ConcreteModel,
+        ModelSpec,
+        TensorSpec,
+        TransformerSpec,
+        greedy_partition,
+    )
+    from placement_edu.placement import (
+        AXES,
+        MODEL_STATES,
+        PHASES,
+        STARTUP,
+        GradStatus,
+        Mode,
+        Placement,
+        State,
+    )
     from placement_edu.planner import default_transformer, plan
     from placement_edu.precision import PRESETS, Precision, get_precision
     from placement_edu.report import Comparison, Report, analyze, compare
-    from placement_edu.schedule import (OP_COSTS, RING_FACTOR, ZERO_FACTOR, Op, Schedule, derive_schedule,
-                                        pipeline_bubble, pipeline_order, ring_factor)
+    from placement_edu.schedule import (
+        OP_COSTS,
+        RING_FACTOR,
+        ZERO_FACTOR,
+        Op,
+        Schedule,
+        derive_schedule,
+        pipeline_bubble,
+        pipeline_order,
+        ring_factor,
+    )
     from placement_edu.strategies import COMPOSITIONS, STRATEGIES, Strategy, get_strategy
     from placement_edu.units import GB, GiB, fmt_bytes, fmt_gb
 

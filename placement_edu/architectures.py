@@ -36,9 +36,9 @@ class Architecture:
     heads: int
     ffn: int
     vocab: int
-    kv_heads: int = 0            # 0 means heads (no GQA)
-    positions: int = 0           # learned positions (GPT-2); 0 for RoPE (Llama)
-    tied: bool = True            # the LM head is the token embedding
+    kv_heads: int = 0  # 0 means heads (no GQA)
+    positions: int = 0  # learned positions (GPT-2); 0 for RoPE (Llama)
+    tied: bool = True  # the LM head is the token embedding
     dropout: float = 0.0
     name: str = ""
     #: The HF ``config.json`` this shape was read from ("" for the plain-torch reference): the
@@ -46,13 +46,18 @@ class Architecture:
     config: str = ""
 
     def __post_init__(self) -> None:
-        expect(self.kind in KINDS, f"unknown architecture kind {self.kind!r}; known: {', '.join(KINDS)}")
+        expect(
+            self.kind in KINDS,
+            f"unknown architecture kind {self.kind!r}; known: {', '.join(KINDS)}",
+        )
         for field in ("layers", "hidden", "heads", "ffn", "vocab"):
             positive_int(field, getattr(self, field))
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
-        expect(self.hidden % self.heads == 0 and self.heads % self.kv_heads == 0,
-               f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads ({self.kv_heads})")
+        expect(
+            self.hidden % self.heads == 0 and self.heads % self.kv_heads == 0,
+            f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads ({self.kv_heads})",
+        )
         expect(0.0 <= self.dropout < 1.0, f"dropout is a probability in [0, 1), got {self.dropout}")
 
     @property
@@ -66,19 +71,33 @@ class Architecture:
     def block_tensors(self) -> list[tuple[str, tuple[int, ...]]]:
         """(name inside the block, shape) of one block's parameters, in registration order."""
         h, f = self.hidden, self.ffn
-        if self.kind == "gpt2":                      # HF Conv1D: weight [in, out], then bias [out]
-            return [("ln_1.weight", (h,)), ("ln_1.bias", (h,)),
-                    ("attn.c_attn.weight", (h, 3 * h)), ("attn.c_attn.bias", (3 * h,)),
-                    ("attn.c_proj.weight", (h, h)), ("attn.c_proj.bias", (h,)),
-                    ("ln_2.weight", (h,)), ("ln_2.bias", (h,)),
-                    ("mlp.c_fc.weight", (h, f)), ("mlp.c_fc.bias", (f,)),
-                    ("mlp.c_proj.weight", (f, h)), ("mlp.c_proj.bias", (h,))]
-        kv = self.kv_heads * self.head_dim           # nn.Linear: weight [out, in], no biases
-        return [("self_attn.q_proj.weight", (h, h)), ("self_attn.k_proj.weight", (kv, h)),
-                ("self_attn.v_proj.weight", (kv, h)), ("self_attn.o_proj.weight", (h, h)),
-                ("mlp.gate_proj.weight", (f, h)), ("mlp.up_proj.weight", (f, h)),
-                ("mlp.down_proj.weight", (h, f)),
-                ("input_layernorm.weight", (h,)), ("post_attention_layernorm.weight", (h,))]
+        if self.kind == "gpt2":  # HF Conv1D: weight [in, out], then bias [out]
+            return [
+                ("ln_1.weight", (h,)),
+                ("ln_1.bias", (h,)),
+                ("attn.c_attn.weight", (h, 3 * h)),
+                ("attn.c_attn.bias", (3 * h,)),
+                ("attn.c_proj.weight", (h, h)),
+                ("attn.c_proj.bias", (h,)),
+                ("ln_2.weight", (h,)),
+                ("ln_2.bias", (h,)),
+                ("mlp.c_fc.weight", (h, f)),
+                ("mlp.c_fc.bias", (f,)),
+                ("mlp.c_proj.weight", (f, h)),
+                ("mlp.c_proj.bias", (h,)),
+            ]
+        kv = self.kv_heads * self.head_dim  # nn.Linear: weight [out, in], no biases
+        return [
+            ("self_attn.q_proj.weight", (h, h)),
+            ("self_attn.k_proj.weight", (kv, h)),
+            ("self_attn.v_proj.weight", (kv, h)),
+            ("self_attn.o_proj.weight", (h, h)),
+            ("mlp.gate_proj.weight", (f, h)),
+            ("mlp.up_proj.weight", (f, h)),
+            ("mlp.down_proj.weight", (h, f)),
+            ("input_layernorm.weight", (h,)),
+            ("post_attention_layernorm.weight", (h,)),
+        ]
 
     def tensors(self) -> list[tuple[str, tuple[int, ...], str | int]]:
         """(name, shape, unit) of every parameter in ``named_parameters()`` order; unit is
@@ -86,7 +105,10 @@ class Architecture:
         h, V = self.hidden, self.vocab
         out: list[tuple[str, tuple[int, ...], str | int]] = []
         if self.kind == "gpt2":
-            out += [("transformer.wte.weight", (V, h), "root"), ("transformer.wpe.weight", (self.positions, h), "root")]
+            out += [
+                ("transformer.wte.weight", (V, h), "root"),
+                ("transformer.wpe.weight", (self.positions, h), "root"),
+            ]
             blocks = "transformer.h"
         else:
             out += [("model.embed_tokens.weight", (V, h), "root")]
@@ -94,7 +116,10 @@ class Architecture:
         for i in range(self.layers):
             out += [(f"{blocks}.{i}.{name}", shape, i) for name, shape in self.block_tensors()]
         if self.kind == "gpt2":
-            out += [("transformer.ln_f.weight", (h,), "root"), ("transformer.ln_f.bias", (h,), "root")]
+            out += [
+                ("transformer.ln_f.weight", (h,), "root"),
+                ("transformer.ln_f.bias", (h,), "root"),
+            ]
         else:
             out += [("model.norm.weight", (h,), "root")]
         if not self.tied:
@@ -108,34 +133,62 @@ class Architecture:
 
 
 #: The reference shapes (HF config.json of each model).
-PRESETS: Mapping[str, Architecture] = MappingProxyType({
-    # openai-community/gpt2: n_layer 12, n_embd 768, n_head 12, n_inner None (4h), n_positions 1024.
-    "gpt2": Architecture("gpt2", 12, 768, 12, 3072, 50257, positions=1024, dropout=0.1, name="gpt2"),
-    # meta-llama/Llama-3.2-1B: tie_word_embeddings true, head_dim 64.
-    "llama-1b": Architecture("llama", 16, 2048, 32, 8192, 128256, kv_heads=8, name="llama-1b"),
-    # meta-llama/Meta-Llama-3-8B: untied head, head_dim 128.
-    "llama-8b": Architecture("llama", 32, 4096, 32, 14336, 128256, kv_heads=8, tied=False, name="llama-8b"),
-})
+PRESETS: Mapping[str, Architecture] = MappingProxyType(
+    {
+        # openai-community/gpt2: n_layer 12, n_embd 768, n_head 12, n_inner None (4h), n_positions 1024.
+        "gpt2": Architecture(
+            "gpt2", 12, 768, 12, 3072, 50257, positions=1024, dropout=0.1, name="gpt2"
+        ),
+        # meta-llama/Llama-3.2-1B: tie_word_embeddings true, head_dim 64.
+        "llama-1b": Architecture("llama", 16, 2048, 32, 8192, 128256, kv_heads=8, name="llama-1b"),
+        # meta-llama/Meta-Llama-3-8B: untied head, head_dim 128.
+        "llama-8b": Architecture(
+            "llama", 32, 4096, 32, 14336, 128256, kv_heads=8, tied=False, name="llama-8b"
+        ),
+    }
+)
 
 
 def from_hf_config(config: Mapping, path: str = "") -> Architecture:
     """The shape an HF ``config.json`` describes (``model_type`` gpt2 or llama), read as plain JSON."""
     kind = config.get("model_type")
-    expect(kind in KINDS, f"{path or 'the config'}: model_type {kind!r} is not one of {', '.join(KINDS)}")
+    expect(
+        kind in KINDS,
+        f"{path or 'the config'}: model_type {kind!r} is not one of {', '.join(KINDS)}",
+    )
     name = path or kind
     if kind == "gpt2":
         h = config["n_embd"]
-        return Architecture("gpt2", config["n_layer"], h, config["n_head"], config.get("n_inner") or 4 * h,
-                            config["vocab_size"], positions=config["n_positions"],
-                            tied=config.get("tie_word_embeddings", True), dropout=config.get("resid_pdrop", 0.1),
-                            name=name, config=path)
+        return Architecture(
+            "gpt2",
+            config["n_layer"],
+            h,
+            config["n_head"],
+            config.get("n_inner") or 4 * h,
+            config["vocab_size"],
+            positions=config["n_positions"],
+            tied=config.get("tie_word_embeddings", True),
+            dropout=config.get("resid_pdrop", 0.1),
+            name=name,
+            config=path,
+        )
     heads = config["num_attention_heads"]
-    expect(config.get("head_dim", config["hidden_size"] // heads) * heads == config["hidden_size"],
-           f"{name}: head_dim x heads must equal hidden_size here")
-    return Architecture("llama", config["num_hidden_layers"], config["hidden_size"], heads,
-                        config["intermediate_size"], config["vocab_size"],
-                        kv_heads=config.get("num_key_value_heads") or heads,
-                        tied=config.get("tie_word_embeddings", False), name=name, config=path)
+    expect(
+        config.get("head_dim", config["hidden_size"] // heads) * heads == config["hidden_size"],
+        f"{name}: head_dim x heads must equal hidden_size here",
+    )
+    return Architecture(
+        "llama",
+        config["num_hidden_layers"],
+        config["hidden_size"],
+        heads,
+        config["intermediate_size"],
+        config["vocab_size"],
+        kv_heads=config.get("num_key_value_heads") or heads,
+        tied=config.get("tie_word_embeddings", False),
+        name=name,
+        config=path,
+    )
 
 
 def get_architecture(name: str | Architecture) -> Architecture:
@@ -146,9 +199,12 @@ def get_architecture(name: str | Architecture) -> Architecture:
         return PRESETS[name]
     if isinstance(name, str) and name.endswith(".json"):
         import json
+
         try:
             with open(name) as f:
                 return from_hf_config(json.load(f), name)
         except (OSError, ValueError, KeyError) as error:
             raise PlacementError(f"cannot read an HF config from {name!r}: {error}") from None
-    raise PlacementError(f"unknown model {name!r}; known: {', '.join(PRESETS)}, or a path to an HF config.json")
+    raise PlacementError(
+        f"unknown model {name!r}; known: {', '.join(PRESETS)}, or a path to an HF config.json"
+    )

@@ -18,7 +18,9 @@ T = TypeVar("T")
 #: What argparse must take as a (negative) value rather than an option: "-5", "-1.5", "-1e400",
 #: "-inf", "-nan". argparse's own pattern knows only "-5" and "-.5", so "--params -inf" would read
 #: as a missing value instead of reaching the number reader and its teaching message.
-NEGATIVE_NUMBER = re.compile(r"^-(?:\d[\d_]*\.?\d*|\.\d+)(?:e[-+]?\d+)?$|^-(?:inf|infinity|nan)$", re.IGNORECASE)
+NEGATIVE_NUMBER = re.compile(
+    r"^-(?:\d[\d_]*\.?\d*|\.\d+)(?:e[-+]?\d+)?$|^-(?:inf|infinity|nan)$", re.IGNORECASE
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -36,10 +38,12 @@ class OneLineParser(argparse.ArgumentParser):
 def flag_type(read: Callable[..., T], *args: object) -> Callable[[str], T]:
     """An argparse ``type=``: ``read(text, *args)``, its PlacementError shown as argparse's own
     one-line "argument --flag: ..." error (argparse hides any other message behind "invalid value")."""
+
     def parse(text: str) -> T:
         try:
             return read(text, *args)
         except PlacementError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
+
     parse.__name__ = getattr(read, "__name__", "value")
     return parse

@@ -10,16 +10,23 @@ from placement_edu.composition import safety_violations
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
-from placement_edu.placement import (BATCH_AXES, SPLIT_MODES, WHOLE, Mode,
-                                     State)
+from placement_edu.placement import BATCH_AXES, SPLIT_MODES, WHOLE, Mode, State
 
 
-def split_axes(strategy_placement, state: State, mesh: Mesh, modes=SPLIT_MODES,
-               exclude: str | tuple[str, ...] | None = None) -> dict[str, int]:
+def split_axes(
+    strategy_placement,
+    state: State,
+    mesh: Mesh,
+    modes=SPLIT_MODES,
+    exclude: str | tuple[str, ...] | None = None,
+) -> dict[str, int]:
     """Degrees of the axes along which ``state`` is divided (S, SG or OFF), degree > 1 only."""
     excluded = (exclude,) if isinstance(exclude, str) else tuple(exclude or ())
-    return {axis: degree for axis, degree in mesh
-            if degree > 1 and axis not in excluded and strategy_placement.mode(state, axis) in modes}
+    return {
+        axis: degree
+        for axis, degree in mesh
+        if degree > 1 and axis not in excluded and strategy_placement.mode(state, axis) in modes
+    }
 
 
 def model_axis_degree(strategy, mesh: Mesh, axis: str) -> int:
@@ -44,40 +51,56 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
     """
     pl = strategy.placement
     for axis in strategy.axes:
-        expect(axis in dict(mesh.degrees),
-               f"strategy {strategy.name!r} places states on the {axis} axis, "
-               f"but the mesh ({mesh}) has no {axis} axis")
+        expect(
+            axis in dict(mesh.degrees),
+            f"strategy {strategy.name!r} places states on the {axis} axis, "
+            f"but the mesh ({mesh}) has no {axis} axis",
+        )
     for axis, n in mesh:
         for state in State:
             mode = pl.mode(state, axis)
             if state is State.ACTIVATIONS:
-                expect(mode is Mode.M, f"activations on the {axis} axis must be M (materialized), got {mode}")
+                expect(
+                    mode is Mode.M,
+                    f"activations on the {axis} axis must be M (materialized), got {mode}",
+                )
                 continue
             if state is State.GRADS and axis in BATCH_AXES:
                 continue  # grads M on a batch-splitting axis breaks SPEC §6 rule 2: see below
-            expect(mode is not Mode.M,
-                   f"{state} cannot be M (materialized) on the {axis} axis: only activations are "
-                   "produced and freed within a step; use R, S, SG, OFF or OFF-R")
+            expect(
+                mode is not Mode.M,
+                f"{state} cannot be M (materialized) on the {axis} axis: only activations are "
+                "produced and freed within a step; use R, S, SG, OFF or OFF-R",
+            )
         if axis not in BATCH_AXES:
-            expect(n == 1 or pl.mode(State.PARAMS, axis) in SPLIT_MODES,
-                   f"{strategy.name!r} keeps params whole on the {axis} axis ({n} ranks): nothing is "
-                   f"split there, so the {n} {axis} ranks would repeat the same work (SPEC §6: "
-                   f"an axis on which nothing is split costs nothing and splits nothing); put those "
-                   f"devices on the data axis, or split params on {axis}")
+            expect(
+                n == 1 or pl.mode(State.PARAMS, axis) in SPLIT_MODES,
+                f"{strategy.name!r} keeps params whole on the {axis} axis ({n} ranks): nothing is "
+                f"split there, so the {n} {axis} ranks would repeat the same work (SPEC §6: "
+                f"an axis on which nothing is split costs nothing and splits nothing); put those "
+                f"devices on the data axis, or split params on {axis}",
+            )
             continue
         p, g, o = (pl.mode(s, axis) for s in (State.PARAMS, State.GRADS, State.OPTIMIZER))
-        expect(p is not Mode.S,
-               f"params sharded (S) on the {axis} axis: every {axis} rank runs the whole model on "
-               "its slice of the batch, so it needs whole parameters; use SG (gather before use) or R")
-        expect(g is not Mode.SG,
-               f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S (reduce-"
-               "scattered to owners) or R (all-reduced)")
-        expect(not (o in WHOLE and g in SPLIT_MODES),
-               f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): the "
-               "optimizer would read a gradient it does not have; shard the optimizer state too")
+        expect(
+            p is not Mode.S,
+            f"params sharded (S) on the {axis} axis: every {axis} rank runs the whole model on "
+            "its slice of the batch, so it needs whole parameters; use SG (gather before use) or R",
+        )
+        expect(
+            g is not Mode.SG,
+            f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S (reduce-"
+            "scattered to owners) or R (all-reduced)",
+        )
+        expect(
+            not (o in WHOLE and g in SPLIT_MODES),
+            f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): the "
+            "optimizer would read a gradient it does not have; shard the optimizer state too",
+        )
     if strict:
         broken = safety_violations(strategy, mesh)
-        expect(not broken, (str(broken[0]) if broken else "")
-               + "; it is not priced: check() lists every rule a strategy breaks")
-
-
+        expect(
+            not broken,
+            (str(broken[0]) if broken else "")
+            + "; it is not priced: check() lists every rule a strategy breaks",
+        )

@@ -33,7 +33,13 @@ from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelSpec, as_model
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import Schedule, derive_schedule, grad_reduction, model_axis_degree, validate
+from placement_edu.schedule import (
+    Schedule,
+    derive_schedule,
+    grad_reduction,
+    model_axis_degree,
+    validate,
+)
 from placement_edu.strategies import Strategy, example_mesh, get_strategy
 
 CONDITIONS = ("gradient_integrity", "state_consistency")
@@ -68,26 +74,39 @@ class CheckResult:
         return [name for name in CONDITIONS if not getattr(self, name).holds]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "mesh": dict(self.mesh.degrees), "fault": self.fault,
-                "gradient_integrity": self.gradient_integrity.to_dict(),
-                "state_consistency": self.state_consistency.to_dict(),
-                "broken": self.broken,
-                "rule_violations": [v.to_dict() for v in self.rule_violations],
-                "warnings": list(self.warnings)}
+        return {
+            "strategy": self.strategy,
+            "mesh": dict(self.mesh.degrees),
+            "fault": self.fault,
+            "gradient_integrity": self.gradient_integrity.to_dict(),
+            "state_consistency": self.state_consistency.to_dict(),
+            "broken": self.broken,
+            "rule_violations": [v.to_dict() for v in self.rule_violations],
+            "warnings": list(self.warnings),
+        }
 
     def __str__(self) -> str:
-        head = f"check {self.strategy} on {self.mesh}" + (f" with fault {self.fault}" if self.fault else "")
+        head = f"check {self.strategy} on {self.mesh}" + (
+            f" with fault {self.fault}" if self.fault else ""
+        )
         lines = [head]
         for name in CONDITIONS:
             c = getattr(self, name)
-            lines.append(f"{name.replace('_', ' ')}: {'holds' if c.holds else 'BROKEN'}. {c.reason}")
+            lines.append(
+                f"{name.replace('_', ' ')}: {'holds' if c.holds else 'BROKEN'}. {c.reason}"
+            )
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
 # --- gradient integrity ---------------------------------------------------------------------
-def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
-                       violations: tuple[RuleViolation, ...] = (), model: Model | None = None) -> Condition:
+def gradient_integrity(
+    schedule: Schedule,
+    strategy: Strategy,
+    mesh: Mesh,
+    violations: tuple[RuleViolation, ...] = (),
+    model: Model | None = None,
+) -> Condition:
     """Follow each micro-batch's gradient through ``schedule`` and say whether the optimizer
     reads it summed along every batch-splitting axis and divided exactly once by the split.
     ``model`` tells whether any parameter is left whole by tensor parallelism (None: assume so)."""
@@ -95,7 +114,11 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
     batch = [a for a in BATCH_AXES if mesh.degree(a) > 1]
     partial_on = list(batch)
     replicated = model is None or model.tensor_replicated_elements(range(model.layers), True) > 0
-    if model_axis_degree(strategy, mesh, "tensor") > 1 and strategy.sequence_parallel and replicated:
+    if (
+        model_axis_degree(strategy, mesh, "tensor") > 1
+        and strategy.sequence_parallel
+        and replicated
+    ):
         partial_on.append("tensor")  # norms see only their slice of the sequence (SPEC §6 rule 3)
     need = math.prod(mesh.degree(a) for a in batch)
 
@@ -109,96 +132,140 @@ def gradient_integrity(schedule: Schedule, strategy: Strategy, mesh: Mesh,
     at_step = None
     for op, times in schedule.counted():
         if op.op == "optimizer_step" and at_step is None:
-            at_step = ({c: dict(v) for c, v in status.items()}, {c: list(v) for c, v in scales.items()})
+            at_step = (
+                {c: dict(v) for c, v in status.items()},
+                {c: list(v) for c, v in scales.items()},
+            )
         if op.state is not State.GRADS:
             continue
         ks = op.micro_batches
         hit = [c for c in classes if not ks or c[0] in ks]
-        runs = 1 if isinstance(ks, range) else times    # a range: once per micro-batch of it
+        runs = 1 if isinstance(ks, range) else times  # a range: once per micro-batch of it
         if op.op in REDUCTIONS:
             if op.phase in (STARTUP, "forward"):
-                problems.append(f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
-                                "produced the gradient it should sum; move it into backward.")
+                problems.append(
+                    f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
+                    "produced the gradient it should sum; move it into backward."
+                )
             for c in hit:
                 if status[c].get(str(op.axis)) is GradStatus.PARTIAL and runs == 1:
                     status[c][str(op.axis)] = GradStatus.REDUCED
                 else:
                     n = op.group
-                    problems.append(f"grads are summed on the {op.axis} axis where they are not partial (an extra "
-                                    f"{op.op}): the step uses {n}× the summed gradient; reduce each gradient "
-                                    f"exactly once per batch-splitting axis.")
+                    problems.append(
+                        f"grads are summed on the {op.axis} axis where they are not partial (an extra "
+                        f"{op.op}): the step uses {n}× the summed gradient; reduce each gradient "
+                        f"exactly once per batch-splitting axis."
+                    )
                     break
         elif op.op == "scale":
             for c in hit:
                 scales[c] += [op.group] * runs
     if at_step is None:
-        return Condition(False, "the schedule has no optimizer_step, so no gradient is ever applied.")
+        return Condition(
+            False, "the schedule has no optimizer_step, so no gradient is ever applied."
+        )
     status_at, scales_at = at_step
 
     for axis in partial_on:
         late = [c for c in classes if status_at[c][axis] is GradStatus.PARTIAL]
         if not late:
             continue
-        spans: list[list[int]] = []                      # adjacent classes joined: 0..3, 7
+        spans: list[list[int]] = []  # adjacent classes joined: 0..3, 7
         for a, b in late:
             if spans and spans[-1][1] == a:
                 spans[-1][1] = b
             else:
                 spans.append([a, b])
         n, count = mesh.degree(axis), sum(b - a for a, b in late)
-        which = "" if count == m else (f" for micro-batch{'es' if count > 1 else ''} "
-                                       + ", ".join(str(a) if b - a == 1 else f"{a}..{b - 1}" for a, b in spans))
+        which = (
+            ""
+            if count == m
+            else (
+                f" for micro-batch{'es' if count > 1 else ''} "
+                + ", ".join(str(a) if b - a == 1 else f"{a}..{b - 1}" for a, b in spans)
+            )
+        )
         if axis == "tensor":
-            fix = ("all-reduce the gradients of parameters replicated across tensor ranks (e.g. norms) on "
-                   "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
-                   "(SPEC §6 rule 3)")
+            fix = (
+                "all-reduce the gradients of parameters replicated across tensor ranks (e.g. norms) on "
+                "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
+                "(SPEC §6 rule 3)"
+            )
         else:
             reduction = grad_reduction(strategy, axis)
-            fix = (f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads on {axis} "
-                   "in backward, before optimizer_step")
-        problems.append(f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
-                        f"rank would apply only the gradient of its own slice of the batch, so the ranks "
-                        f"drift apart; {fix}.")
+            fix = (
+                f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads on {axis} "
+                "in backward, before optimizer_step"
+            )
+        problems.append(
+            f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
+            f"rank would apply only the gradient of its own slice of the batch, so the ranks "
+            f"drift apart; {fix}."
+        )
     for signature in sorted({tuple(scales_at[c]) for c in classes}):
         if list(signature) == ([need] if need > 1 else []) or signature == (1,):
             continue
         ways = " × ".join(f"{a} {mesh.degree(a)}" for a in batch) or "1"
         if not signature:
-            problems.append(f"the summed gradient is never divided by {need} ({ways}): the optimizer steps with "
-                            f"{need}× the batch-mean gradient; scale it once by {need} after the reduction.")
+            problems.append(
+                f"the summed gradient is never divided by {need} ({ways}): the optimizer steps with "
+                f"{need}× the batch-mean gradient; scale it once by {need} after the reduction."
+            )
         elif len(signature) > 1:
             total = math.prod(signature)
-            problems.append(f"the summed gradient is divided {len(signature)} times ({' then '.join(map(str, signature))}, "
-                            f"{total} in all) instead of once by {need}: every step is {total // need}× too small "
-                            "(the double-scale fault); scale exactly once, after the reduction.")
+            problems.append(
+                f"the summed gradient is divided {len(signature)} times ({' then '.join(map(str, signature))}, "
+                f"{total} in all) instead of once by {need}: every step is {total // need}× too small "
+                "(the double-scale fault); scale exactly once, after the reduction."
+            )
         else:
-            problems.append(f"the summed gradient is divided by {signature[0]}, but the batch is split {need} ways "
-                            f"({ways}): divide it once by {need}.")
-    problems += [str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "gradient_integrity"]
+            problems.append(
+                f"the summed gradient is divided by {signature[0]}, but the batch is split {need} ways "
+                f"({ways}): divide it once by {need}."
+            )
+    problems += [
+        str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "gradient_integrity"
+    ]
     if problems:
         return Condition(False, " ".join(_cap(p) for p in problems))
 
     if not batch:
-        reason = (f"No axis of this mesh ({mesh}) splits the batch, so each gradient is whole when backward "
-                  "ends" + (f" and the {m} micro-batches' gradients accumulate locally" if m > 1 else "")
-                  + "; none reaches optimizer_step partial and none needs scaling.")
+        reason = (
+            f"No axis of this mesh ({mesh}) splits the batch, so each gradient is whole when backward "
+            "ends"
+            + (f" and the {m} micro-batches' gradients accumulate locally" if m > 1 else "")
+            + "; none reaches optimizer_step partial and none needs scaling."
+        )
         if "tensor" in partial_on:
-            reason = reason[:-1] + "; the gradients of tensor-replicated params are all-reduced on tensor."
+            reason = (
+                reason[:-1]
+                + "; the gradients of tensor-replicated params are all-reduced on tensor."
+            )
         return Condition(True, reason)
     ways = " and ".join(batch) + f" ({' × '.join(str(mesh.degree(a)) for a in batch)} ranks)"
     ops = " then ".join(f"the {_reduction(schedule, a)} on {a}" for a in batch)
     when = ""
     if m > 1:
         per = any(o.micro_batches for o, _ in schedule.counted() if o.state is State.GRADS)
-        when = (f", once for each of the {m} micro-batches as it is produced (×{m} traffic, SPEC §6 rule 5)"
-                if per else f", after local accumulation over the {m} micro-batches")
-    return Condition(True, f"Each gradient leaves backward partial on {ways}; {ops} sum{'s' if len(batch) == 1 else ''} "
-                           f"it before optimizer_step{when}, and it is divided by {need} exactly once.")
+        when = (
+            f", once for each of the {m} micro-batches as it is produced (×{m} traffic, SPEC §6 rule 5)"
+            if per
+            else f", after local accumulation over the {m} micro-batches"
+        )
+    return Condition(
+        True,
+        f"Each gradient leaves backward partial on {ways}; {ops} sum{'s' if len(batch) == 1 else ''} "
+        f"it before optimizer_step{when}, and it is divided by {need} exactly once.",
+    )
 
 
 def _reduction(schedule: Schedule, axis: str) -> str:
-    return next(o.op for o, _ in schedule.counted()
-                if o.state is State.GRADS and o.op in REDUCTIONS and o.axis == axis)
+    return next(
+        o.op
+        for o, _ in schedule.counted()
+        if o.state is State.GRADS and o.op in REDUCTIONS and o.axis == axis
+    )
 
 
 def _micro_batch_classes(schedule: Schedule, m: int) -> list[tuple[int, int]]:
@@ -221,17 +288,22 @@ def _cap(text: str) -> str:
 
 
 # --- state consistency -----------------------------------------------------------------------
-def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
-                      violations: tuple[RuleViolation, ...] = ()) -> Condition:
+def state_consistency(
+    schedule: Schedule, strategy: Strategy, mesh: Mesh, violations: tuple[RuleViolation, ...] = ()
+) -> Condition:
     """Say whether replicated parameters start identical and stay identical, and whether every
     gather of sliced parameters rebuilds the current step's version."""
-    pl, ops = strategy.placement, [o for o, _ in schedule.counted()]   # each repeated op once
+    pl, ops = strategy.placement, [o for o, _ in schedule.counted()]  # each repeated op once
     step = next((i for i, o in enumerate(ops) if o.op == "optimizer_step"), len(ops))
     problems: list[str] = []
     good: list[str] = []
 
     def params_ops(kind: str, axis: str, phases: tuple[str, ...]) -> list:
-        return [o for o in ops if o.op == kind and o.state is State.PARAMS and o.axis == axis and o.phase in phases]
+        return [
+            o
+            for o in ops
+            if o.op == kind and o.state is State.PARAMS and o.axis == axis and o.phase in phases
+        ]
 
     for axis, n in mesh:
         if n == 1:
@@ -241,89 +313,145 @@ def state_consistency(schedule: Schedule, strategy: Strategy, mesh: Mesh,
             if params_ops("broadcast", axis, (STARTUP,)):
                 good.append(f"replicated params start identical (start-up broadcast on {axis})")
             else:
-                problems.append(f"params are replicated on the {axis} axis ({n} ranks) but no start-up broadcast "
-                                f"makes the copies identical: each rank keeps its own initialisation (e.g. its "
-                                f"own seed), so there is no single model to match; broadcast params on {axis} "
-                                "once at start-up (SPEC §4 rule 4).")
+                problems.append(
+                    f"params are replicated on the {axis} axis ({n} ranks) but no start-up broadcast "
+                    f"makes the copies identical: each rank keeps its own initialisation (e.g. its "
+                    f"own seed), so there is no single model to match; broadcast params on {axis} "
+                    "once at start-up (SPEC §4 rule 4)."
+                )
             if axis in BATCH_AXES and O in SPLIT_MODES:
-                resync = {o.op for o in ops[step + 1:] if o.op in ("all_gather", "broadcast")
-                          and o.state is State.PARAMS and o.axis == axis}
+                resync = {
+                    o.op
+                    for o in ops[step + 1 :]
+                    if o.op in ("all_gather", "broadcast")
+                    and o.state is State.PARAMS
+                    and o.axis == axis
+                }
                 if resync:
                     how = "all-gathered" if "all_gather" in resync else "broadcast by their owners"
-                    good.append(f"after the owner-only optimizer step the params are {how} on {axis}")
+                    good.append(
+                        f"after the owner-only optimizer step the params are {how} on {axis}"
+                    )
                 else:
-                    problems.append(f"optimizer state is {O} on the {axis} axis, so each of the {n} ranks updates "
-                                    f"only its own slice of the replicated params, and no all-gather of params on "
-                                    f"{axis} follows optimizer_step: the copies drift apart from the first step; "
-                                    f"all-gather params on {axis} after the step (SPEC §4 rule 2).")
+                    problems.append(
+                        f"optimizer state is {O} on the {axis} axis, so each of the {n} ranks updates "
+                        f"only its own slice of the replicated params, and no all-gather of params on "
+                        f"{axis} follows optimizer_step: the copies drift apart from the first step; "
+                        f"all-gather params on {axis} after the step (SPEC §4 rule 2)."
+                    )
         if P in GATHERED and axis in BATCH_AXES:
             forward = params_ops("all_gather", axis, ("forward",))
             backward = params_ops("all_gather", axis, ("backward",))
             stale = [o for o in forward + backward if o.stale]
             if not forward:
-                problems.append(f"params are {P} on the {axis} axis but nothing all-gathers them before forward: "
-                                f"each rank holds only a 1/{n} slice; all-gather params on {axis} before forward "
-                                "(SPEC §4 rule 3).")
+                problems.append(
+                    f"params are {P} on the {axis} axis but nothing all-gathers them before forward: "
+                    f"each rank holds only a 1/{n} slice; all-gather params on {axis} before forward "
+                    "(SPEC §4 rule 3)."
+                )
             elif strategy.reshard_after_forward and not backward:
-                problems.append(f"params are freed after forward but no all-gather on {axis} rebuilds them before "
-                                f"backward; gather them again on {axis} (SPEC §4 rule 3).")
+                problems.append(
+                    f"params are freed after forward but no all-gather on {axis} rebuilds them before "
+                    f"backward; gather them again on {axis} (SPEC §4 rule 3)."
+                )
             if stale:
-                phases = " and ".join(sorted({o.phase for o in stale}, key=("forward", "backward").index))
-                problems.append(f"the all-gather of params on {axis} before {phases} returns the previous step's "
-                                f"slices (a stale gather): forward and backward use parameters one update behind "
-                                f"the ones the optimizer holds, so the gradients belong to an old model; every "
-                                f"gather on {axis} must read the slices written by the latest optimizer_step.")
+                phases = " and ".join(
+                    sorted({o.phase for o in stale}, key=("forward", "backward").index)
+                )
+                problems.append(
+                    f"the all-gather of params on {axis} before {phases} returns the previous step's "
+                    f"slices (a stale gather): forward and backward use parameters one update behind "
+                    f"the ones the optimizer holds, so the gradients belong to an old model; every "
+                    f"gather on {axis} must read the slices written by the latest optimizer_step."
+                )
             elif forward:
-                good.append(f"params are stored as disjoint 1/{n} slices on {axis} and every all-gather rebuilds "
-                            "the current step's version")
+                good.append(
+                    f"params are stored as disjoint 1/{n} slices on {axis} and every all-gather rebuilds "
+                    "the current step's version"
+                )
     for o in ops:  # a gather that has no slices to rebuild on its axis is misplaced
         if o.op != "all_gather" or o.state is not State.PARAMS or o.axis is None:
             continue
         P, O = pl.mode(State.PARAMS, o.axis), pl.mode(State.OPTIMIZER, o.axis)
         regather = o.phase == "step" and P in WHOLE and O in SPLIT_MODES
         if not (regather or (o.phase in ("forward", "backward") and P in GATHERED)):
-            problems.append(f"an all-gather of params on {o.axis} in {o.phase} has no slices to rebuild there "
-                            f"(params are {P} on {o.axis}); gather params only along the axis they are SG on, "
-                            "or after an owner-only step.")
+            problems.append(
+                f"an all-gather of params on {o.axis} in {o.phase} has no slices to rebuild there "
+                f"(params are {P} on {o.axis}); gather params only along the axis they are SG on, "
+                "or after an owner-only step."
+            )
             break
-    problems += [str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "state_consistency"]
+    problems += [
+        str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "state_consistency"
+    ]
     if problems:
         return Condition(False, " ".join(_cap(p) for p in problems))
-    if any(pl.mode(s, a) in WHOLE for s in (State.PARAMS, State.OPTIMIZER) for a in BATCH_AXES if mesh.degree(a) > 1):
-        good.append("replicated states receive the same update on every rank, from the same summed gradient")
-    if any(pl.mode(s, a) in SPLIT_MODES for s in (State.PARAMS, State.GRADS, State.OPTIMIZER) for a, n in mesh if n > 1):
-        good.append("each sharded state is split along one axis per dimension, so its slices are disjoint and "
-                    "cover it")
+    if any(
+        pl.mode(s, a) in WHOLE
+        for s in (State.PARAMS, State.OPTIMIZER)
+        for a in BATCH_AXES
+        if mesh.degree(a) > 1
+    ):
+        good.append(
+            "replicated states receive the same update on every rank, from the same summed gradient"
+        )
+    if any(
+        pl.mode(s, a) in SPLIT_MODES
+        for s in (State.PARAMS, State.GRADS, State.OPTIMIZER)
+        for a, n in mesh
+        if n > 1
+    ):
+        good.append(
+            "each sharded state is split along one axis per dimension, so its slices are disjoint and "
+            "cover it"
+        )
     if not good:
-        return Condition(True, "No state is replicated or sharded along any axis of this mesh, so there are no "
-                               "copies to keep identical.")
+        return Condition(
+            True,
+            "No state is replicated or sharded along any axis of this mesh, so there are no "
+            "copies to keep identical.",
+        )
     return Condition(True, _cap("; ".join(good)) + ".")
 
 
 # --- the checker ------------------------------------------------------------------------------
 def default_model(mesh: Mesh) -> ModelSpec:
     """A small abstract model that every mesh can derive (tensor and pipeline need boundary_elements)."""
-    return ModelSpec(psi=1_000_000, layers=max(8, mesh.degree("pipeline")), boundary_elements=4096,
-                     replicated_elements=8 * 6 * 64, name="the checker's small abstract model (Ψ = 1,000,000)")
+    return ModelSpec(
+        psi=1_000_000,
+        layers=max(8, mesh.degree("pipeline")),
+        boundary_elements=4096,
+        replicated_elements=8 * 6 * 64,
+        name="the checker's small abstract model (Ψ = 1,000,000)",
+    )
 
 
-def check(strategy: str | Strategy, mesh: Mesh | str | None = None, fault: str | None = None,
-          model: Model | None = None, precision: str | Precision = "mixed_adam") -> CheckResult:
+def check(
+    strategy: str | Strategy,
+    mesh: Mesh | str | None = None,
+    fault: str | None = None,
+    model: Model | None = None,
+    precision: str | Precision = "mixed_adam",
+) -> CheckResult:
     """Check both correctness conditions and the safety rules for ``strategy`` on ``mesh``, with
     ``fault`` (a name in ``faults.FAULTS``) edited into its schedule. Every pipeline stage's
     schedule is walked; the first broken reason found is reported."""
     strategy = get_strategy(strategy)
     mesh = example_mesh(strategy) if mesh is None else as_mesh(mesh)
     if fault is not None:
-        _fault(fault)                                  # an unknown fault: refused by name
+        _fault(fault)  # an unknown fault: refused by name
     model = default_model(mesh) if model is None else as_model(model)
     precision = get_precision(precision)
     with context(f"checking {strategy.name} ({strategy.placement}) on {mesh}"):
         return _check(strategy, mesh, fault, model, precision)
 
 
-def _check(strategy: Strategy, mesh: Mesh, fault: str | None, model: Model, precision: Precision) -> CheckResult:
-    validate(strategy, mesh, strict=False)  # what cannot run at all is still refused, with its reason
+def _check(
+    strategy: Strategy, mesh: Mesh, fault: str | None, model: Model, precision: Precision
+) -> CheckResult:
+    validate(
+        strategy, mesh, strict=False
+    )  # what cannot run at all is still refused, with its reason
     violations = safety_violations(strategy, mesh)
     integrity: Condition | None = None
     consistency: Condition | None = None
@@ -335,8 +463,15 @@ def _check(strategy: Strategy, mesh: Mesh, fault: str | None, model: Model, prec
         gi = gradient_integrity(schedule, strategy, mesh, violations, model)
         sc = state_consistency(schedule, strategy, mesh, violations)
         integrity = gi if integrity is None or (integrity.holds and not gi.holds) else integrity
-        consistency = sc if consistency is None or (consistency.holds and not sc.holds) else consistency
-        warnings += [f"SPEC §6 rule 5 (a cost, not an error): {w}" for w in schedule.warnings
-                     if f"SPEC §6 rule 5 (a cost, not an error): {w}" not in warnings]
+        consistency = (
+            sc if consistency is None or (consistency.holds and not sc.holds) else consistency
+        )
+        warnings += [
+            f"SPEC §6 rule 5 (a cost, not an error): {w}"
+            for w in schedule.warnings
+            if f"SPEC §6 rule 5 (a cost, not an error): {w}" not in warnings
+        ]
     assert integrity is not None and consistency is not None
-    return CheckResult(strategy.name, mesh, fault, integrity, consistency, tuple(warnings), violations)
+    return CheckResult(
+        strategy.name, mesh, fault, integrity, consistency, tuple(warnings), violations
+    )

@@ -18,11 +18,20 @@ from dataclasses import dataclass
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, WHOLE, Mode, State
 
-RULES = {1: "orthogonality", 2: "integrity per axis", 3: "consistency per axis", 4: "gather scope",
-         5: "costs, not errors"}
+RULES = {
+    1: "orthogonality",
+    2: "integrity per axis",
+    3: "consistency per axis",
+    4: "gather scope",
+    5: "costs, not errors",
+}
 #: Which correctness condition (SPEC §5) each rule protects.
-RULE_CONDITION = {1: "state_consistency", 2: "gradient_integrity", 3: "state_consistency",
-                  4: "state_consistency"}
+RULE_CONDITION = {
+    1: "state_consistency",
+    2: "gradient_integrity",
+    3: "state_consistency",
+    4: "state_consistency",
+}
 
 
 @dataclass(frozen=True)
@@ -39,8 +48,13 @@ class RuleViolation:
         return f"rule {self.rule} ({self.name}) broken: {self.explanation}"
 
     def to_dict(self) -> dict[str, object]:
-        return {"rule": self.rule, "name": self.name, "state": self.state, "axes": list(self.axes),
-                "explanation": self.explanation}
+        return {
+            "rule": self.rule,
+            "name": self.name,
+            "state": self.state,
+            "axes": list(self.axes),
+            "explanation": self.explanation,
+        }
 
 
 def _v(rule: int, state: str, axes: tuple[str, ...], explanation: str) -> RuleViolation:
@@ -64,12 +78,18 @@ def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
         dims = strategy.shard_dim(axis)
         states = [str(s) for s in MODEL_STATES if strategy.placement.mode(s, axis) in SPLIT_MODES]
         if degree > 1 and states and len(dims) > 1:
-            out.append(_v(1, ", ".join(states), (axis,),
-                          f"the {axis} axis shards {' and '.join(repr(d) for d in dims)} of "
-                          f"{' and '.join(states)} at once: one axis may split one dimension only, so its "
-                          f"collectives move contiguous slices; give {axis} one dimension "
-                          "(Strategy.shard_dims) and let another axis split the other -- two axes may "
-                          "share a dimension, nested"))
+            out.append(
+                _v(
+                    1,
+                    ", ".join(states),
+                    (axis,),
+                    f"the {axis} axis shards {' and '.join(repr(d) for d in dims)} of "
+                    f"{' and '.join(states)} at once: one axis may split one dimension only, so its "
+                    f"collectives move contiguous slices; give {axis} one dimension "
+                    "(Strategy.shard_dims) and let another axis split the other -- two axes may "
+                    "share a dimension, nested",
+                )
+            )
     return out
 
 
@@ -79,11 +99,17 @@ def integrity_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
     for axis in BATCH_AXES:
         n = mesh.degree(axis)
         if n > 1 and strategy.placement.mode(State.GRADS, axis) is Mode.M:
-            out.append(_v(2, "grads", (axis,),
-                          f"grads are M (materialized) on the {axis} axis, which splits the batch "
-                          f"{n} ways: each rank uses the gradient it made and frees it, so nothing "
-                          f"sum-reduces it across the {n} {axis} ranks; place grads R (all-reduced) "
-                          f"or S (reduce-scattered) on {axis}"))
+            out.append(
+                _v(
+                    2,
+                    "grads",
+                    (axis,),
+                    f"grads are M (materialized) on the {axis} axis, which splits the batch "
+                    f"{n} ways: each rank uses the gradient it made and frees it, so nothing "
+                    f"sum-reduces it across the {n} {axis} ranks; place grads R (all-reduced) "
+                    f"or S (reduce-scattered) on {axis}",
+                )
+            )
     return out
 
 
@@ -100,12 +126,18 @@ def consistency_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
             continue
         for state, source in ((State.PARAMS, State.OPTIMIZER), (State.OPTIMIZER, State.GRADS)):
             if pl.mode(state, axis) in WHOLE and pl.mode(source, axis) in SPLIT_MODES:
-                out.append(_v(3, str(state), (axis,),
-                              f"{_is(state)} {pl.mode(state, axis)} (a whole copy per rank) on the "
-                              f"{axis} axis but {_is(source)} {pl.mode(source, axis)} there: each of the "
-                              f"{n} {axis} ranks updates only its own slice of its {state} copy and "
-                              f"nothing re-gathers it along {axis}, so the copies drift apart; split "
-                              f"{state} on {axis} too, or keep {source} whole there"))
+                out.append(
+                    _v(
+                        3,
+                        str(state),
+                        (axis,),
+                        f"{_is(state)} {pl.mode(state, axis)} (a whole copy per rank) on the "
+                        f"{axis} axis but {_is(source)} {pl.mode(source, axis)} there: each of the "
+                        f"{n} {axis} ranks updates only its own slice of its {state} copy and "
+                        f"nothing re-gathers it along {axis}, so the copies drift apart; split "
+                        f"{state} on {axis} too, or keep {source} whole there",
+                    )
+                )
     return out
 
 
@@ -118,16 +150,26 @@ def gather_scope(strategy, mesh: Mesh) -> list[RuleViolation]:
             continue
         for state in MODEL_STATES:
             if pl.mode(state, axis) is Mode.SG:
-                out.append(_v(4, str(state), (axis,),
-                              f"{_is(state)} SG on the {axis} axis: a gather along {axis} hands every "
-                              f"rank the whole tensor, but {axis}-parallel compute uses only its own "
-                              f"slice, so the gathered tensor is not the one any rank computes with; "
-                              f"gather only along the batch-splitting axis (SG on data) and keep "
-                              f"{state} S on {axis}"))
+                out.append(
+                    _v(
+                        4,
+                        str(state),
+                        (axis,),
+                        f"{_is(state)} SG on the {axis} axis: a gather along {axis} hands every "
+                        f"rank the whole tensor, but {axis}-parallel compute uses only its own "
+                        f"slice, so the gathered tensor is not the one any rank computes with; "
+                        f"gather only along the batch-splitting axis (SG on data) and keep "
+                        f"{state} S on {axis}",
+                    )
+                )
     return out
 
 
 def safety_violations(strategy, mesh: Mesh) -> tuple[RuleViolation, ...]:
     """Every broken safety rule (1-4) of ``strategy`` on ``mesh``, in rule order."""
-    return tuple(orthogonality(strategy, mesh) + integrity_per_axis(strategy, mesh)
-                 + consistency_per_axis(strategy, mesh) + gather_scope(strategy, mesh))
+    return tuple(
+        orthogonality(strategy, mesh)
+        + integrity_per_axis(strategy, mesh)
+        + consistency_per_axis(strategy, mesh)
+        + gather_scope(strategy, mesh)
+    )

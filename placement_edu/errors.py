@@ -71,8 +71,10 @@ def positive_int(name: str, value: object) -> int:
         if value != math.floor(value):
             raise PlacementError(f"{wanted}, got {value!r}: not whole")
         if abs(value) > MAX_EXACT_FLOAT:
-            raise PlacementError(f"{wanted}, got the float {value!r}: above 2^53 a float is not exact; "
-                                 f"give an int (e.g. {int(value)})")
+            raise PlacementError(
+                f"{wanted}, got the float {value!r}: above 2^53 a float is not exact; "
+                f"give an int (e.g. {int(value)})"
+            )
         number = int(value)
     elif isinstance(value, Fraction) and value.denominator == 1:
         number = int(value)
@@ -109,19 +111,22 @@ def show_limit(n: int) -> str:
     """10^15, 2^40 or 86,400: a limit the way a reader knows it (powers from 10^6 and 2^20 on)."""
     for base, smallest in ((10, 6), (2, 20)):
         exponent = round(math.log(n, base)) if n > 1 else 0
-        if exponent >= smallest and base ** exponent == n:
+        if exponent >= smallest and base**exponent == n:
             return f"{base}^{exponent}"
     return f"{n:,}"
 
 
 def _shown(text: str, limit: int = 40) -> str:
     """``text`` quoted, shortened when long, so an error stays one readable line."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+    return (
+        repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+    )
 
 
 def _decimal(text: str, accepted: str):
     """The exact value of ``text`` ("7.5e9", "1_000", "123456789012345678901"): never through a float."""
     from decimal import Decimal, InvalidOperation
+
     try:
         value = Decimal(text.strip())
     except (InvalidOperation, ValueError, TypeError):
@@ -135,10 +140,12 @@ def read_int(text: str, what: str, maximum: int, example: str = "", minimum: int
     """Read a whole number from ``minimum`` to ``maximum`` exactly: "7.5e9" is 7500000000, "1.5" is
     refused. ``what`` says what is counted ("parameters"); the error names the value and what is
     accepted."""
-    accepted = (f"give a whole number of {what}, at least {minimum} and at most {show_limit(maximum)}"
-                + (f" (e.g. {example})" if example else ""))
+    accepted = (
+        f"give a whole number of {what}, at least {minimum} and at most {show_limit(maximum)}"
+        + (f" (e.g. {example})" if example else "")
+    )
     value = _decimal(text, accepted)
-    if value > maximum:                                # before any conversion: 1e400 stays cheap
+    if value > maximum:  # before any conversion: 1e400 stays cheap
         raise PlacementError(f"{_shown(text)} is more than {show_limit(maximum)}; {accepted}")
     if value != value.to_integral_value():
         raise PlacementError(f"{_shown(text)} is not a whole number; {accepted}")
@@ -152,8 +159,10 @@ def read_seconds(text: str, maximum: float = MAX_TIMEOUT_S) -> float:
     accepted = f"give seconds > 0, at most {show_limit(int(maximum))}"
     value = _decimal(text, accepted)
     if value > maximum:
-        raise PlacementError(f"{_shown(text)} is more than {show_limit(int(maximum))} seconds; {accepted}")
-    if value <= 0 or float(value) <= 0:                # 1e-400 is > 0 but no float holds it
+        raise PlacementError(
+            f"{_shown(text)} is more than {show_limit(int(maximum))} seconds; {accepted}"
+        )
+    if value <= 0 or float(value) <= 0:  # 1e-400 is > 0 but no float holds it
         raise PlacementError(f"{_shown(text)} is not > 0; {accepted}")
     return float(value)
 

@@ -29,7 +29,17 @@ Bytes = Union[int, Fraction]
 
 #: What a term corresponds to on our side: one of our three model states, a transient term, or
 #: something only the other tool counts. ``reconcile`` compares the two sides kind by kind.
-KINDS = ("params", "grads", "optimizer", "window", "activations", "load", "step", "buffer", "rounding")
+KINDS = (
+    "params",
+    "grads",
+    "optimizer",
+    "window",
+    "activations",
+    "load",
+    "step",
+    "buffer",
+    "rounding",
+)
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,10 @@ class Term:
     kind: str
 
     def __post_init__(self) -> None:
-        expect(self.kind in KINDS, f"term {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        expect(
+            self.kind in KINDS,
+            f"term {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -92,7 +105,11 @@ ZERO2_GPU_FORMULAS: Mapping[str, tuple[Mapping[str, int], Mapping[str, int]]] = 
 }
 
 #: What each of our states holds in DeepSpeed's counting (bytes per parameter), for the ``why``.
-_WHAT = {"params": "fp16 params", "grads": "fp16/fp32 gradients", "optimizer": "fp32 params + Adam m + v"}
+_WHAT = {
+    "params": "fp16 params",
+    "grads": "fp16/fp32 gradients",
+    "optimizer": "fp32 params + Adam m + v",
+}
 
 #: The placement each DeepSpeed option set means (SPEC §2), so ours is derived by placement.
 DEEPSPEED_PLACEMENTS: Mapping[tuple[int, bool, bool], Placement] = {
@@ -119,11 +136,13 @@ class DeepSpeedRow:
     @property
     def options(self) -> str:
         """The Options column as DeepSpeed prints it (``f'{OffloadDeviceEnum.cpu:4}'`` is "cpu ")."""
-        device = lambda on: "cpu " if on else "none"   # noqa: E731
+        device = lambda on: "cpu " if on else "none"  # noqa: E731
         if self.stage == 2:
             return f"offload_optimizer={device(self.offload_optimizer)}"
-        return (f"offload_param={device(self.offload_param)}, offload_optimizer={device(self.offload_optimizer)}, "
-                f"zero_init={int(self.zero_init)}")
+        return (
+            f"offload_param={device(self.offload_param)}, offload_optimizer={device(self.offload_optimizer)}, "
+            f"zero_init={int(self.zero_init)}"
+        )
 
     @property
     def printed(self) -> str:
@@ -136,47 +155,80 @@ class DeepSpeedRow:
 
 
 def _per_param(psi: int, per: Mapping[str, int], divisor: int, where: str) -> list[Term]:
-    return [Term(f"{kind} ({n} B/param{where})", Fraction(n * psi, divisor),
-                 f"{_WHAT[kind]}: {n} B per parameter{where}", kind) for kind, n in per.items()]
+    return [
+        Term(
+            f"{kind} ({n} B/param{where})",
+            Fraction(n * psi, divisor),
+            f"{_WHAT[kind]}: {n} B per parameter{where}",
+            kind,
+        )
+        for kind, n in per.items()
+    ]
 
 
 def _truncated(terms: list[Term], what: str) -> list[Term]:
     """DeepSpeed truncates with int(): the bytes it drops, as a (negative) rounding term."""
     exact = sum((t.bytes for t in terms), Fraction(0))
     drop = math.floor(exact) - exact
-    return terms + ([Term("int() truncation", drop, f"DeepSpeed truncates {what} to whole bytes", "rounding")]
-                    if drop else [])
+    return terms + (
+        [Term("int() truncation", drop, f"DeepSpeed truncates {what} to whole bytes", "rounding")]
+        if drop
+        else []
+    )
 
 
 def _deepspeed_estimate(stage: int, quantity: str, terms: list[Term], fmt: str) -> Estimate:
     total = sum((t.bytes for t in terms), 0)
-    expect(Fraction(total).denominator == 1, "internal: a DeepSpeed figure is a whole number of bytes")
-    return Estimate(f"DeepSpeed estimate_zero{stage}_model_states_mem_needs", quantity, tuple(terms),
-                    f"{int(total) / GiB:{fmt}.2f}GB", 'GiB (2^30 bytes), printed as "GB"')
+    expect(
+        Fraction(total).denominator == 1, "internal: a DeepSpeed figure is a whole number of bytes"
+    )
+    return Estimate(
+        f"DeepSpeed estimate_zero{stage}_model_states_mem_needs",
+        quantity,
+        tuple(terms),
+        f"{int(total) / GiB:{fmt}.2f}GB",
+        'GiB (2^30 bytes), printed as "GB"',
+    )
 
 
 def _buffered(terms: list[Term], factor: Fraction, what: str) -> list[Term]:
     """``× additional_buffer_factor``: the extra (factor − 1) × base as its own term, then int()."""
     base = sum((t.bytes for t in terms), Fraction(0))
-    extra = Term(f"additional_buffer_factor {float(factor):g}", (factor - 1) * base,
-                 f"DeepSpeed multiplies the host estimate by {float(factor):g} to be conservative", "buffer")
+    extra = Term(
+        f"additional_buffer_factor {float(factor):g}",
+        (factor - 1) * base,
+        f"DeepSpeed multiplies the host estimate by {float(factor):g} to be conservative",
+        "buffer",
+    )
     return _truncated(terms + [extra], what)
 
 
 def _load_copy(psi_or_layer: int, processes: int, what: str, note: str = "") -> Term:
-    return Term(f"fp32 {what} at load (4 B × {processes} processes)", 4 * psi_or_layer * processes,
-                f"each of {processes} processes builds its {what} in fp32 in host memory before moving "
-                f"it to its GPU (model loading, which we do not model){note}", "load")
+    return Term(
+        f"fp32 {what} at load (4 B × {processes} processes)",
+        4 * psi_or_layer * processes,
+        f"each of {processes} processes builds its {what} in fp32 in host memory before moving "
+        f"it to its GPU (model loading, which we do not model){note}",
+        "load",
+    )
 
 
 def _larger(load: int, steady: Fraction) -> str:
     """Why a max() in DeepSpeed's host formula picked the load-time copies."""
-    return (f"; max({load}, {steady}) B/param picked these load-time copies over the steady-state "
-            f"fp32 params, grads, m and v, which are then not counted")
+    return (
+        f"; max({load}, {steady}) B/param picked these load-time copies over the steady-state "
+        f"fp32 params, grads, m and v, which are then not counted"
+    )
 
 
-def deepspeed_zero2(psi: int, gpus_per_node: int = 1, nodes: int = 1, offload_optimizer: bool = True,
-                    buffer_factor: Fraction = Fraction(3, 2), formula: str = "pr5099") -> DeepSpeedRow:
+def deepspeed_zero2(
+    psi: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    offload_optimizer: bool = True,
+    buffer_factor: Fraction = Fraction(3, 2),
+    formula: str = "pr5099",
+) -> DeepSpeedRow:
     """DeepSpeed ``estimate_zero2_model_states_mem_needs`` (deepspeed/runtime/zero/stage_1_and_2.py),
     as the code computes it, in bytes:
 
@@ -187,29 +239,54 @@ def deepspeed_zero2(psi: int, gpus_per_node: int = 1, nodes: int = 1, offload_op
 
     ``max(4·total_gpus, 16)``: the larger of the load-time fp32 copies and the 16 B/param steady
     state (fp32 params, grads, m, v) -- a maximum, though both are printed as one figure."""
-    psi, gpn, nodes = (positive_int(n, v) for n, v in (("params", psi), ("gpus_per_node", gpus_per_node), ("nodes", nodes)))
-    expect(formula in ZERO2_GPU_FORMULAS, f"unknown DeepSpeed ZeRO-2 formula {formula!r}; known: {', '.join(ZERO2_GPU_FORMULAS)}")
+    psi, gpn, nodes = (
+        positive_int(n, v)
+        for n, v in (("params", psi), ("gpus_per_node", gpus_per_node), ("nodes", nodes))
+    )
+    expect(
+        formula in ZERO2_GPU_FORMULAS,
+        f"unknown DeepSpeed ZeRO-2 formula {formula!r}; known: {', '.join(ZERO2_GPU_FORMULAS)}",
+    )
     total_gpus = gpn * nodes
     if offload_optimizer:
         gpu = _per_param(psi, {"params": 2}, 1, ", whole on every GPU")
         if 4 * total_gpus >= 16:
             host = [_load_copy(psi, total_gpus, "model", _larger(4 * total_gpus, Fraction(16)))]
         else:
-            host = _per_param(psi, {"grads": 4, "optimizer": 12}, 1, " on the host (fp32 params, grads, m, v)")
+            host = _per_param(
+                psi, {"grads": 4, "optimizer": 12}, 1, " on the host (fp32 params, grads, m, v)"
+            )
         cpu = _buffered(host, Fraction(buffer_factor), "the host estimate")
     else:
         whole, divided = ZERO2_GPU_FORMULAS[formula]
-        gpu = _truncated(_per_param(psi, whole, 1, ", whole on every GPU")
-                         + _per_param(psi, divided, total_gpus, f" / {total_gpus} GPUs"), "the divided part")
-        cpu = _buffered([_load_copy(psi, gpn, "model")], Fraction(buffer_factor), "the host estimate")
-    return DeepSpeedRow(2, False, offload_optimizer, True,
-                        _deepspeed_estimate(2, "per GPU", gpu, "6"),
-                        _deepspeed_estimate(2, "per CPU (host memory of one node)", cpu, "7"))
+        gpu = _truncated(
+            _per_param(psi, whole, 1, ", whole on every GPU")
+            + _per_param(psi, divided, total_gpus, f" / {total_gpus} GPUs"),
+            "the divided part",
+        )
+        cpu = _buffered(
+            [_load_copy(psi, gpn, "model")], Fraction(buffer_factor), "the host estimate"
+        )
+    return DeepSpeedRow(
+        2,
+        False,
+        offload_optimizer,
+        True,
+        _deepspeed_estimate(2, "per GPU", gpu, "6"),
+        _deepspeed_estimate(2, "per CPU (host memory of one node)", cpu, "7"),
+    )
 
 
-def deepspeed_zero3(psi: int, largest_layer: int, gpus_per_node: int = 1, nodes: int = 1,
-                    offload_param: bool = True, offload_optimizer: bool = True, zero_init: bool = True,
-                    buffer_factor: Fraction = Fraction(3, 2)) -> DeepSpeedRow:
+def deepspeed_zero3(
+    psi: int,
+    largest_layer: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    offload_param: bool = True,
+    offload_optimizer: bool = True,
+    zero_init: bool = True,
+    buffer_factor: Fraction = Fraction(3, 2),
+) -> DeepSpeedRow:
     """DeepSpeed ``estimate_zero3_model_states_mem_needs`` (deepspeed/runtime/zero/stage3.py), in
     bytes. GPU: 4·largest_layer (its fp16 params gathered + their fp16 grads) plus, by offload,
     int(18Ψ/total_gpus) (nothing offloaded), int(2Ψ/total_gpus) (optimizer offloaded: the fp16
@@ -224,66 +301,130 @@ def deepspeed_zero3(psi: int, largest_layer: int, gpus_per_node: int = 1, nodes:
     ==================  ==================================  ==========================================
 
     (Offloading parameters without the optimizer is not a DeepSpeed option and is refused.)"""
-    psi, ll, gpn, nodes = (positive_int(n, v) for n, v in (("params", psi), ("largest_layer", largest_layer),
-                                                           ("gpus_per_node", gpus_per_node), ("nodes", nodes)))
+    psi, ll, gpn, nodes = (
+        positive_int(n, v)
+        for n, v in (
+            ("params", psi),
+            ("largest_layer", largest_layer),
+            ("gpus_per_node", gpus_per_node),
+            ("nodes", nodes),
+        )
+    )
     expect(ll <= psi, f"largest_layer ({ll:,}) cannot exceed the model's parameters ({psi:,})")
-    expect(offload_optimizer or not offload_param,
-           "DeepSpeed's ZeRO-3 estimator has no offload_param=cpu with offload_optimizer=none row")
+    expect(
+        offload_optimizer or not offload_param,
+        "DeepSpeed's ZeRO-3 estimator has no offload_param=cpu with offload_optimizer=none row",
+    )
     total_gpus = gpn * nodes
-    window = Term("largest layer gathered (4 B × largest_layer)", 4 * ll,
-                  "fp16 params of the largest layer gathered (2 B) and its fp16 grads (2 B); we report "
-                  "the gather window and reduce bucket apart, as transient terms of the real gather "
-                  "unit (SPEC §3), not in the model-state figure", "window")
+    window = Term(
+        "largest layer gathered (4 B × largest_layer)",
+        4 * ll,
+        "fp16 params of the largest layer gathered (2 B) and its fp16 grads (2 B); we report "
+        "the gather window and reduce bucket apart, as transient terms of the real gather "
+        "unit (SPEC §3), not in the model-state figure",
+        "window",
+    )
     if offload_param:
         gpu, steady = [window], {"grads": 4, "optimizer": 12, "params": 2}
     elif offload_optimizer:
-        gpu, steady = _truncated([window] + _per_param(psi, {"params": 2}, total_gpus, f" / {total_gpus} GPUs"),
-                                 "the divided part"), {"grads": 4, "optimizer": 12}
+        gpu, steady = (
+            _truncated(
+                [window] + _per_param(psi, {"params": 2}, total_gpus, f" / {total_gpus} GPUs"),
+                "the divided part",
+            ),
+            {"grads": 4, "optimizer": 12},
+        )
     else:
-        gpu = _truncated([window] + _per_param(psi, {"params": 2, "grads": 4, "optimizer": 12}, total_gpus,
-                                               f" / {total_gpus} GPUs"), "the divided part")
+        gpu = _truncated(
+            [window]
+            + _per_param(
+                psi, {"params": 2, "grads": 4, "optimizer": 12}, total_gpus, f" / {total_gpus} GPUs"
+            ),
+            "the divided part",
+        )
         steady = {}
     per_param = sum(steady.values())
     if not steady:
-        host = [_load_copy(ll if zero_init else psi, gpn, "largest layer" if zero_init else "model")]
+        host = [
+            _load_copy(ll if zero_init else psi, gpn, "largest layer" if zero_init else "model")
+        ]
     elif zero_init or per_param * Fraction(1, nodes) >= 4 * gpn:
-        host = _per_param(psi, steady, nodes, " on the host" + (f", / {nodes} nodes" if nodes > 1 else ""))
+        host = _per_param(
+            psi, steady, nodes, " on the host" + (f", / {nodes} nodes" if nodes > 1 else "")
+        )
     else:
         host = [_load_copy(psi, gpn, "model", _larger(4 * gpn, Fraction(per_param, nodes)))]
     cpu = _buffered(host, Fraction(buffer_factor), "the host estimate")
-    return DeepSpeedRow(3, offload_param, offload_optimizer, zero_init,
-                        _deepspeed_estimate(3, "per GPU", gpu, "6"),
-                        _deepspeed_estimate(3, "per CPU (host memory of one node)", cpu, "7"))
+    return DeepSpeedRow(
+        3,
+        offload_param,
+        offload_optimizer,
+        zero_init,
+        _deepspeed_estimate(3, "per GPU", gpu, "6"),
+        _deepspeed_estimate(3, "per CPU (host memory of one node)", cpu, "7"),
+    )
 
 
-def deepspeed_table(psi: int, gpus_per_node: int = 1, nodes: int = 1, stage: int = 2,
-                    largest_layer: int | None = None, formula: str = "pr5099") -> tuple[DeepSpeedRow, ...]:
+def deepspeed_table(
+    psi: int,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    stage: int = 2,
+    largest_layer: int | None = None,
+    formula: str = "pr5099",
+) -> tuple[DeepSpeedRow, ...]:
     """Every row DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints, in its order."""
     expect(stage in (2, 3), f"DeepSpeed's estimators cover ZeRO stage 2 and 3, got stage {stage!r}")
     if stage == 2:
-        return tuple(deepspeed_zero2(psi, gpus_per_node, nodes, off, formula=formula) for off in (True, False))
-    expect(largest_layer is not None, "ZeRO-3's estimate needs the largest layer's parameters (largest_layer)")
-    return tuple(deepspeed_zero3(psi, largest_layer, gpus_per_node, nodes, param, opt, init)  # type: ignore[arg-type]
-                 for opt, param in ((True, True), (True, False), (False, False)) for init in (True, False))
+        return tuple(
+            deepspeed_zero2(psi, gpus_per_node, nodes, off, formula=formula)
+            for off in (True, False)
+        )
+    expect(
+        largest_layer is not None,
+        "ZeRO-3's estimate needs the largest layer's parameters (largest_layer)",
+    )
+    return tuple(
+        deepspeed_zero3(psi, largest_layer, gpus_per_node, nodes, param, opt, init)  # type: ignore[arg-type]
+        for opt, param in ((True, True), (True, False), (False, False))
+        for init in (True, False)
+    )
 
 
-def deepspeed_printout(rows: Sequence[DeepSpeedRow], psi: int, gpus_per_node: int, nodes: int,
-                       largest_layer: int | None = None) -> str:
+def deepspeed_printout(
+    rows: Sequence[DeepSpeedRow],
+    psi: int,
+    gpus_per_node: int,
+    nodes: int,
+    largest_layer: int | None = None,
+) -> str:
     """The text DeepSpeed's ``..._all_cold`` prints, line for line."""
-    layer = f", {int((largest_layer or 0) / 1e6)}M largest layer params" if rows and rows[0].stage == 3 else ""
-    return "\n".join([
-        "Estimated memory needed for params, optim states and gradients for a:",
-        f"HW: Setup with {nodes} {'nodes' if nodes > 1 else 'node'}, {gpus_per_node} "
-        f"{'GPUs' if gpus_per_node > 1 else 'GPU'} per node.",
-        f"SW: Model with {int(psi / 1e6)}M total params{layer}.",
-        "  per CPU  |  per GPU |   Options",
-        *[row.printed for row in rows]])
+    layer = (
+        f", {int((largest_layer or 0) / 1e6)}M largest layer params"
+        if rows and rows[0].stage == 3
+        else ""
+    )
+    return "\n".join(
+        [
+            "Estimated memory needed for params, optim states and gradients for a:",
+            f"HW: Setup with {nodes} {'nodes' if nodes > 1 else 'node'}, {gpus_per_node} "
+            f"{'GPUs' if gpus_per_node > 1 else 'GPU'} per node.",
+            f"SW: Model with {int(psi / 1e6)}M total params{layer}.",
+            "  per CPU  |  per GPU |   Options",
+            *[row.printed for row in rows],
+        ]
+    )
 
 
 # --- Megatron-LM -----------------------------------------------------------------------------
-def megatron_theoretical_memory(model: TransformerSpec, tensor: int = 1, pipeline: int = 1, data: int = 1,
-                                distributed_optimizer: bool = False,
-                                micro_batches: int | None = None) -> Estimate:
+def megatron_theoretical_memory(
+    model: TransformerSpec,
+    tensor: int = 1,
+    pipeline: int = 1,
+    data: int = 1,
+    distributed_optimizer: bool = False,
+    micro_batches: int | None = None,
+) -> Estimate:
     """Megatron-LM ``report_theoretical_memory`` (megatron/training/theoretical_memory_usage.py) for a
     dense GPT with LayerNorm, tied embeddings, no GQA/MoE/SwiGLU, no virtual pipeline; in bytes.
 
@@ -299,55 +440,121 @@ def megatron_theoretical_memory(model: TransformerSpec, tensor: int = 1, pipelin
     Otherwise (``compute_activation_memory_without_sp``, which assumes selective recomputation):
     s·b·h·(10 + 24/t) per layer × L + the same embedding terms, × min(1, m/p), + 2·(s·b·V/t + s·b·h)
     when p = 1, then × 1.05 overhead. Printed in MiB labelled "MB"."""
-    t, p, d = (positive_int(n, v) for n, v in (("tensor", tensor), ("pipeline", pipeline), ("data", data)))
-    s, b, h, f, L, V = model.seq, model.micro_batch, model.hidden, model.ffn, model.layers, model.vocab
+    t, p, d = (
+        positive_int(n, v) for n, v in (("tensor", tensor), ("pipeline", pipeline), ("data", data))
+    )
+    s, b, h, f, L, V = (
+        model.seq,
+        model.micro_batch,
+        model.hidden,
+        model.ffn,
+        model.layers,
+        model.vocab,
+    )
     expect(L >= p, f"{L} layers cannot fill {p} pipeline stages")
     per_layer_params = 2 * h * (f + 2) + 4 * h * h
     block = L * per_layer_params + 2 * h
     shard = Fraction(Fraction(block, p) + V * h, t)
-    why = (f"the first stage holds (L·(2h(f+2) + 4h²) + 2h)/p + V·h = {float(shard * t):,.0f} parameters "
-           f"(the whole embedding, no biases, no position embeddings), / t = {float(shard):,.0f}")
-    weights = [Term("bf16 params (2 B)", 2 * shard, why, "params"),
-               Term("fp32 main grads (4 B)", 4 * shard, why, "grads"),
-               Term("fp32 master + Adam m + v (12 B" + (f" / d = {d})" if distributed_optimizer else ")"),
-                    Fraction(12, d if distributed_optimizer else 1) * shard,
-                    why + ("; the distributed optimizer shards these over d" if distributed_optimizer else ""),
-                    "optimizer")]
+    why = (
+        f"the first stage holds (L·(2h(f+2) + 4h²) + 2h)/p + V·h = {float(shard * t):,.0f} parameters "
+        f"(the whole embedding, no biases, no position embeddings), / t = {float(shard):,.0f}"
+    )
+    weights = [
+        Term("bf16 params (2 B)", 2 * shard, why, "params"),
+        Term("fp32 main grads (4 B)", 4 * shard, why, "grads"),
+        Term(
+            "fp32 master + Adam m + v (12 B" + (f" / d = {d})" if distributed_optimizer else ")"),
+            Fraction(12, d if distributed_optimizer else 1) * shard,
+            why
+            + ("; the distributed optimizer shards these over d" if distributed_optimizer else ""),
+            "optimizer",
+        ),
+    ]
     sbh = s * b * h
-    in_flight = min(Fraction(1), Fraction(micro_batches, p)) if micro_batches is not None and p > 1 else Fraction(1)
+    in_flight = (
+        min(Fraction(1), Fraction(micro_batches, p))
+        if micro_batches is not None and p > 1
+        else Fraction(1)
+    )
     flight = f" × min(1, m/p) = {in_flight}" if in_flight != 1 else ""
     sp_selective = model.sequence_parallel and model.recompute == "selective"
     if sp_selective:
         scale = in_flight / t
-        act = [Term("transformer layers", sbh * (18 + Fraction(4 * f, h)) * L * scale,
-                    f"s·b·h·(18 + 4f/h) per layer (= 34·s·b·h when f = 4h) × L layers (L/p layers × p "
-                    f"micro-batches in flight){flight}, / t", "activations"),
-               Term("embedding input (token ids)", 8 * s * b * p * scale, f"8·s·b·p{flight}, / t", "activations"),
-               Term("embedding dropout mask", sbh * p * scale, f"s·b·h·p{flight}, / t", "activations")]
+        act = [
+            Term(
+                "transformer layers",
+                sbh * (18 + Fraction(4 * f, h)) * L * scale,
+                f"s·b·h·(18 + 4f/h) per layer (= 34·s·b·h when f = 4h) × L layers (L/p layers × p "
+                f"micro-batches in flight){flight}, / t",
+                "activations",
+            ),
+            Term(
+                "embedding input (token ids)",
+                8 * s * b * p * scale,
+                f"8·s·b·p{flight}, / t",
+                "activations",
+            ),
+            Term("embedding dropout mask", sbh * p * scale, f"s·b·h·p{flight}, / t", "activations"),
+        ]
         if p == 1:
-            act.append(Term("output layer and loss", Fraction(4 * sbh + 4 * s * b * V, t),
-                            "4·s·b·h·(1 + V/h): inputs to the output layer and the fp32 logits, / t", "activations"))
+            act.append(
+                Term(
+                    "output layer and loss",
+                    Fraction(4 * sbh + 4 * s * b * V, t),
+                    "4·s·b·h·(1 + V/h): inputs to the output layer and the fp32 logits, / t",
+                    "activations",
+                )
+            )
         branch = "compute_activation_memory (sequence parallel + selective recomputation)"
     else:
-        act = [Term("transformer layers", sbh * (10 + Fraction(24, t)) * L * in_flight,
-                    f"s·b·h·(10 + 24/t) per layer × L (selective recomputation assumed, no sequence "
-                    f"parallelism){flight}", "activations"),
-               Term("embedding input (token ids)", 8 * s * b * p * in_flight, f"8·s·b·p{flight}", "activations"),
-               Term("embedding dropout mask", sbh * p * in_flight, f"s·b·h·p{flight}", "activations")]
+        act = [
+            Term(
+                "transformer layers",
+                sbh * (10 + Fraction(24, t)) * L * in_flight,
+                f"s·b·h·(10 + 24/t) per layer × L (selective recomputation assumed, no sequence "
+                f"parallelism){flight}",
+                "activations",
+            ),
+            Term(
+                "embedding input (token ids)",
+                8 * s * b * p * in_flight,
+                f"8·s·b·p{flight}",
+                "activations",
+            ),
+            Term("embedding dropout mask", sbh * p * in_flight, f"s·b·h·p{flight}", "activations"),
+        ]
         if p == 1:
-            act.append(Term("output layer and loss", 2 * (Fraction(s * b * V, t) + sbh),
-                            "2·(s·b·V/t + s·b·h): logits and final layernorm output", "activations"))
+            act.append(
+                Term(
+                    "output layer and loss",
+                    2 * (Fraction(s * b * V, t) + sbh),
+                    "2·(s·b·V/t + s·b·h): logits and final layernorm output",
+                    "activations",
+                )
+            )
         base = sum((x.bytes for x in act), Fraction(0))
-        act.append(Term("overhead factor 1.05", Fraction(base) / 20, "Megatron adds 5% for optimizer and other "
-                        "temporaries", "buffer"))
+        act.append(
+            Term(
+                "overhead factor 1.05",
+                Fraction(base) / 20,
+                "Megatron adds 5% for optimizer and other temporaries",
+                "buffer",
+            )
+        )
         branch = "compute_activation_memory_without_sp"
     w = sum((x.bytes for x in weights), Fraction(0))
     a = sum((x.bytes for x in act), Fraction(0))
-    printed = (f"Theoretical memory footprints: weight and optimizer={float(w / MiB):.2f} MB, "
-               f"activation={float(a / MiB):.2f} MB, total={float((w + a) / MiB):.2f} MB")
-    return Estimate(f"Megatron-LM report_theoretical_memory ({branch})",
-                    "per GPU, first pipeline stage", tuple(weights + act), printed,
-                    'MiB (2^20 bytes), printed as "MB"')
+    printed = (
+        f"Theoretical memory footprints: weight and optimizer={float(w / MiB):.2f} MB, "
+        f"activation={float(a / MiB):.2f} MB, total={float((w + a) / MiB):.2f} MB"
+    )
+    return Estimate(
+        f"Megatron-LM report_theoretical_memory ({branch})",
+        "per GPU, first pipeline stage",
+        tuple(weights + act),
+        printed,
+        'MiB (2^20 bytes), printed as "MB"',
+    )
 
 
 # --- Accelerate ------------------------------------------------------------------------------
@@ -376,64 +583,117 @@ def accelerate_training(psi: int, dtype: str = "float32", buffer_bytes: int = 0)
     - int8, int4: not estimated ("N/A"): no terms.
     """
     psi = positive_int("params", psi)
-    expect(dtype in ACCELERATE_DTYPES, f"unknown Accelerate dtype {dtype!r}; known: {', '.join(ACCELERATE_DTYPES)}")
+    expect(
+        dtype in ACCELERATE_DTYPES,
+        f"unknown Accelerate dtype {dtype!r}; known: {', '.join(ACCELERATE_DTYPES)}",
+    )
     B = 4 * psi + buffer_bytes
     if dtype == "float32":
-        phases = [Term("model (fp32 weights)", B, "phase 'model': the fp32 weights, B", "params"),
-                  Term("gradients (fp32)", B, "phase 'gradients': B", "grads"),
-                  Term("optimizer (Adam m + v)", 2 * B, "phase 'optimizer': 2B", "optimizer"),
-                  Term("step (4 × model size)", 4 * B, "phase 'step': weights + gradients + m + v, 4B", "step")]
+        phases = [
+            Term("model (fp32 weights)", B, "phase 'model': the fp32 weights, B", "params"),
+            Term("gradients (fp32)", B, "phase 'gradients': B", "grads"),
+            Term("optimizer (Adam m + v)", 2 * B, "phase 'optimizer': 2B", "optimizer"),
+            Term(
+                "step (4 × model size)",
+                4 * B,
+                "phase 'step': weights + gradients + m + v, 4B",
+                "step",
+            ),
+        ]
     elif dtype == "float16":
-        phases = [Term("model (fp32 weights)", B, "phase 'model': the fp32 weights, B", "params"),
-                  Term("gradients (fp32 + fp16)", B + B // 2,
-                       "phase 'gradients': 1.5B, 'weight gradient + computation (GEMM)'", "grads"),
-                  Term("optimizer (Adam m + v)", 2 * B, "phase 'optimizer': 2B", "optimizer"),
-                  Term("step (= optimizer)", 2 * B, "phase 'step': the optimizer's 2B", "step")]
+        phases = [
+            Term("model (fp32 weights)", B, "phase 'model': the fp32 weights, B", "params"),
+            Term(
+                "gradients (fp32 + fp16)",
+                B + B // 2,
+                "phase 'gradients': 1.5B, 'weight gradient + computation (GEMM)'",
+                "grads",
+            ),
+            Term("optimizer (Adam m + v)", 2 * B, "phase 'optimizer': 2B", "optimizer"),
+            Term("step (= optimizer)", 2 * B, "phase 'step': the optimizer's 2B", "step"),
+        ]
     else:
         phases = []
     total = max((x.bytes for x in phases), default=None)
-    return Estimate("Accelerate estimate-memory ('Training using Adam')", f"{dtype}, largest phase",
-                    tuple(phases), "N/A" if total is None else accelerate_convert_bytes(float(total)),
-                    'powers of 1024, printed as "KB/MB/GB"', rule="max")
+    return Estimate(
+        "Accelerate estimate-memory ('Training using Adam')",
+        f"{dtype}, largest phase",
+        tuple(phases),
+        "N/A" if total is None else accelerate_convert_bytes(float(total)),
+        'powers of 1024, printed as "KB/MB/GB"',
+        rule="max",
+    )
 
 
-def accelerate_table(psi: int, buffer_bytes: int = 0, largest_layer: int | None = None,
-                     dtypes: Sequence[str] = tuple(ACCELERATE_DTYPES)) -> tuple[tuple[str, str, str, str], ...]:
+def accelerate_table(
+    psi: int,
+    buffer_bytes: int = 0,
+    largest_layer: int | None = None,
+    dtypes: Sequence[str] = tuple(ACCELERATE_DTYPES),
+) -> tuple[tuple[str, str, str, str], ...]:
     """The rows of ``accelerate estimate-memory``: (dtype, Largest Layer, Total Size, Training using
     Adam), as it prints them. ``largest_layer`` is in parameters (fp32, 4 B each); None prints "?"."""
     B = 4 * positive_int("params", psi) + buffer_bytes
     rows = []
     for dtype in dtypes:
         divisor = ACCELERATE_DTYPES[dtype]
-        layer = "?" if largest_layer is None else accelerate_convert_bytes(4 * largest_layer / divisor)
-        rows.append((dtype, layer, accelerate_convert_bytes(B / divisor),
-                     accelerate_training(psi, dtype, buffer_bytes).printed))
+        layer = (
+            "?" if largest_layer is None else accelerate_convert_bytes(4 * largest_layer / divisor)
+        )
+        rows.append(
+            (
+                dtype,
+                layer,
+                accelerate_convert_bytes(B / divisor),
+                accelerate_training(psi, dtype, buffer_bytes).printed,
+            )
+        )
     return tuple(rows)
 
 
 # --- ours, and the reconciliation ----------------------------------------------------------
-def ours(report: Report, quantity: str = "per GPU", host: bool = False, per_node: int = 1,
-         transient: Sequence[str] = ()) -> Estimate:
+def ours(
+    report: Report,
+    quantity: str = "per GPU",
+    host: bool = False,
+    per_node: int = 1,
+    transient: Sequence[str] = (),
+) -> Estimate:
     """Our derivation as an Estimate: the persistent P, G, O bytes on the device (or, ``host=True``,
     in host memory, times ``per_node`` devices sharing a host), plus the named ``transient`` terms
     of the peak phase (e.g. "activations"). Exact bytes; printed as GB (10^9) and GiB (2^30)."""
     memory = report.memory
     where = memory.host if host else memory.device
     p = report.precision
-    terms = [Term(f"{state.value} ({p.bytes_per(state)} B/param)", where[state] * per_node,
-                  f"{p.name}: {p.bytes_per(state)} B per parameter of Ψ = {report.model.psi:,}, divided by "
-                  f"each axis it is split on ({report.strategy.placement.mode(state, 'data').value} on data)",
-                  state.value) for state in (State.PARAMS, State.GRADS, State.OPTIMIZER)]
+    terms = [
+        Term(
+            f"{state.value} ({p.bytes_per(state)} B/param)",
+            where[state] * per_node,
+            f"{p.name}: {p.bytes_per(state)} B per parameter of Ψ = {report.model.psi:,}, divided by "
+            f"each axis it is split on ({report.strategy.placement.mode(state, 'data').value} on data)",
+            state.value,
+        )
+        for state in (State.PARAMS, State.GRADS, State.OPTIMIZER)
+    ]
     for name in transient:
         size = memory.transient_peak(name)
         if size:
-            terms.append(Term(name, size, f"transient, at its peak phase ({memory.peak_phase})",
-                              "activations" if name == "activations" else "window"))
+            terms.append(
+                Term(
+                    name,
+                    size,
+                    f"transient, at its peak phase ({memory.peak_phase})",
+                    "activations" if name == "activations" else "window",
+                )
+            )
     total = sum((t.bytes for t in terms), 0)
-    return Estimate(f"ours ({report.strategy.name} [{report.strategy.placement}] on {report.mesh}, "
-                    f"{p.name})", quantity, tuple(terms),
-                    f"{float(Fraction(total) / 10**9):.6g} GB ({float(Fraction(total) / GiB):.6g} GiB)",
-                    "GB = 10^9 bytes, GiB = 2^30 bytes")
+    return Estimate(
+        f"ours ({report.strategy.name} [{report.strategy.placement}] on {report.mesh}, {p.name})",
+        quantity,
+        tuple(terms),
+        f"{float(Fraction(total) / 10**9):.6g} GB ({float(Fraction(total) / GiB):.6g} GiB)",
+        "GB = 10^9 bytes, GiB = 2^30 bytes",
+    )
 
 
 @dataclass(frozen=True)
@@ -480,20 +740,46 @@ def reconcile(theirs: Estimate, mine: Estimate) -> Reconciliation:
         if a == b:
             why = "; ".join(t.why for t in their_t)
         else:
-            why = ("they: " + ("; ".join(f"{t.name} -- {t.why}" for t in their_t) or "not counted")
-                   + " | we: " + ("; ".join(f"{t.name} -- {t.why}" for t in mine_t) or "not counted"))
+            why = (
+                "they: "
+                + ("; ".join(f"{t.name} -- {t.why}" for t in their_t) or "not counted")
+                + " | we: "
+                + ("; ".join(f"{t.name} -- {t.why}" for t in mine_t) or "not counted")
+            )
         lines.append(Line(kind, a, b, why))
     if theirs.rule != mine.rule:
-        lines.append(Line("total", theirs.total_bytes, mine.total_bytes,
-                          f"they print the {'largest' if theirs.rule == 'max' else 'sum'} of their terms, "
-                          f"we the {'largest' if mine.rule == 'max' else 'sum'} (what is alive at once)"))
+        lines.append(
+            Line(
+                "total",
+                theirs.total_bytes,
+                mine.total_bytes,
+                f"they print the {'largest' if theirs.rule == 'max' else 'sum'} of their terms, "
+                f"we the {'largest' if mine.rule == 'max' else 'sum'} (what is alive at once)",
+            )
+        )
     return Reconciliation(theirs, mine, tuple(lines))
 
 
 #: The public names (a notebook imports only these).
 __all__ = [
-    "ACCELERATE_DTYPES", "Bytes", "DEEPSPEED_PLACEMENTS", "DeepSpeedRow", "Estimate", "KINDS",
-    "Line", "Reconciliation", "Term", "ZERO2_GPU_FORMULAS", "accelerate_convert_bytes",
-    "accelerate_table", "accelerate_training", "deepspeed_printout", "deepspeed_table",
-    "deepspeed_zero2", "deepspeed_zero3", "megatron_theoretical_memory", "ours", "reconcile",
+    "ACCELERATE_DTYPES",
+    "Bytes",
+    "DEEPSPEED_PLACEMENTS",
+    "DeepSpeedRow",
+    "Estimate",
+    "KINDS",
+    "Line",
+    "Reconciliation",
+    "Term",
+    "ZERO2_GPU_FORMULAS",
+    "accelerate_convert_bytes",
+    "accelerate_table",
+    "accelerate_training",
+    "deepspeed_printout",
+    "deepspeed_table",
+    "deepspeed_zero2",
+    "deepspeed_zero3",
+    "megatron_theoretical_memory",
+    "ours",
+    "reconcile",
 ]

@@ -28,12 +28,17 @@ def _data_axis(strategy, mesh: Mesh) -> bool:
 
 def _owner_only_update(strategy, mesh: Mesh) -> bool:
     mode = strategy.placement.mode
-    return _data_axis(strategy, mesh) and mode(State.PARAMS, "data") in WHOLE \
+    return (
+        _data_axis(strategy, mesh)
+        and mode(State.PARAMS, "data") in WHOLE
         and mode(State.OPTIMIZER, "data") in SPLIT_MODES
+    )
 
 
 def _replicas_broadcast_at_start(strategy, mesh: Mesh) -> bool:
-    return any(mesh.degree(a) > 1 and strategy.placement.mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES)
+    return any(
+        mesh.degree(a) > 1 and strategy.placement.mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES
+    )
 
 
 def _gathered_params(strategy, mesh: Mesh) -> bool:
@@ -42,7 +47,9 @@ def _gathered_params(strategy, mesh: Mesh) -> bool:
 
 # --- the edits ----------------------------------------------------------------------------------
 def _skip_grad_reduce(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(o for o in ops if not (o.state is State.GRADS and o.op in REDUCTIONS and o.axis == "data"))
+    return tuple(
+        o for o in ops if not (o.state is State.GRADS and o.op in REDUCTIONS and o.axis == "data")
+    )
 
 
 def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
@@ -56,8 +63,16 @@ def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     """Drop the re-synchronisation after the owner-only step: the all-gather, or the owners' broadcasts."""
-    return tuple(o for o in ops if not (o.op in ("all_gather", "broadcast") and o.state is State.PARAMS
-                                        and o.axis == "data" and o.phase == "step"))
+    return tuple(
+        o
+        for o in ops
+        if not (
+            o.op in ("all_gather", "broadcast")
+            and o.state is State.PARAMS
+            and o.axis == "data"
+            and o.phase == "step"
+        )
+    )
 
 
 def _unsynced_init(ops: tuple[Op, ...]) -> tuple[Op, ...]:
@@ -65,10 +80,15 @@ def _unsynced_init(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 
 def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(replace(o, stale=True, why="fault stale-gather: returns the previous step's slices")
-                 if o.op == "all_gather" and o.state is State.PARAMS and o.axis == "data"
-                 and o.phase in ("forward", "backward") else o for o in ops)
-
+    return tuple(
+        replace(o, stale=True, why="fault stale-gather: returns the previous step's slices")
+        if o.op == "all_gather"
+        and o.state is State.PARAMS
+        and o.axis == "data"
+        and o.phase in ("forward", "backward")
+        else o
+        for o in ops
+    )
 
 
 @dataclass(frozen=True)
@@ -86,26 +106,54 @@ class Fault:
     removes: tuple[str, ...] = ()
 
 
-FAULTS: Mapping[str, Fault] = MappingProxyType({f.name: f for f in (
-    Fault("skip-grad-reduce", "gradient_integrity",
-          "the data-axis gradient reduction is left out, so each rank steps on its own partial gradient",
-          "a data axis of degree > 1", _data_axis, _skip_grad_reduce),
-    Fault("double-scale", "gradient_integrity",
-          "the reduced gradient is divided by N twice, so every step is N times too small",
-          "a data axis of degree > 1", _data_axis, _double_scale),
-    Fault("skip-param-sync", "state_consistency",
-          "owners update their slice of the replicated parameters and the all-gather after the step is skipped",
-          "params replicated (R) on the data axis with the optimizer state split there (S, SG or OFF)",
-          _owner_only_update, _skip_param_sync,
-          removes=("gather_buffer",)),            # the padded buffer the dropped all-gather fills
-    Fault("unsynced-init", "state_consistency",
-          "ranks initialise from different seeds and no start-up broadcast follows",
-          "params replicated (R) along a batch-splitting axis of degree > 1, made identical by a start-up broadcast",
-          _replicas_broadcast_at_start, _unsynced_init),
-    Fault("stale-gather", "state_consistency",
-          "an SG gather returns the previous step's slices",
-          "params sharded-with-gather (SG) or offloaded (OFF) on the data axis", _gathered_params, _stale_gather),
-)})
+FAULTS: Mapping[str, Fault] = MappingProxyType(
+    {
+        f.name: f
+        for f in (
+            Fault(
+                "skip-grad-reduce",
+                "gradient_integrity",
+                "the data-axis gradient reduction is left out, so each rank steps on its own partial gradient",
+                "a data axis of degree > 1",
+                _data_axis,
+                _skip_grad_reduce,
+            ),
+            Fault(
+                "double-scale",
+                "gradient_integrity",
+                "the reduced gradient is divided by N twice, so every step is N times too small",
+                "a data axis of degree > 1",
+                _data_axis,
+                _double_scale,
+            ),
+            Fault(
+                "skip-param-sync",
+                "state_consistency",
+                "owners update their slice of the replicated parameters and the all-gather after the step is skipped",
+                "params replicated (R) on the data axis with the optimizer state split there (S, SG or OFF)",
+                _owner_only_update,
+                _skip_param_sync,
+                removes=("gather_buffer",),
+            ),  # the padded buffer the dropped all-gather fills
+            Fault(
+                "unsynced-init",
+                "state_consistency",
+                "ranks initialise from different seeds and no start-up broadcast follows",
+                "params replicated (R) along a batch-splitting axis of degree > 1, made identical by a start-up broadcast",
+                _replicas_broadcast_at_start,
+                _unsynced_init,
+            ),
+            Fault(
+                "stale-gather",
+                "state_consistency",
+                "an SG gather returns the previous step's slices",
+                "params sharded-with-gather (SG) or offloaded (OFF) on the data axis",
+                _gathered_params,
+                _stale_gather,
+            ),
+        )
+    }
+)
 
 
 def _fault(name: str) -> Fault:
@@ -122,9 +170,13 @@ def applicable_faults(strategy, mesh: Mesh) -> tuple[str, ...]:
 def strategies_for(name: str) -> tuple[str, ...]:
     """The named strategies and compositions fault ``name`` applies to, each on its example mesh."""
     from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh
+
     _fault(name)
-    return tuple(s.name for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
-                 if FAULTS[name].applies(s, example_mesh(s)))
+    return tuple(
+        s.name
+        for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
+        if FAULTS[name].applies(s, example_mesh(s))
+    )
 
 
 def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Schedule:
@@ -134,5 +186,6 @@ def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Sc
         raise PlacementError(
             f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on {mesh}: "
             f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}",
-            in_context=True)
+            in_context=True,
+        )
     return schedule.edited(fault.edit)

@@ -28,6 +28,7 @@ from placement_edu.precision import get_precision
 from placement_edu.schedule import Op, derive_schedule
 from placement_edu.strategies import get_strategy
 
+
 @dataclass(frozen=True)
 class Implementation:
     """One of PyTorch's implementations of a placement, as data.
@@ -50,49 +51,107 @@ class Implementation:
     pipeline_schedule: str | None = None
 
 
-_FSDP2_ORDER = ("FSDP2 gathers the root's unit (the last Linear) first, prefetches the next unit's gather "
-                "in backward before the current unit's reduce-scatter, and reduce-scatters the units whose "
-                "inputs need no gradient (the root and the first Linear) in its final callback, where the "
-                "ideal schedule runs the units in forward, then backward order")
+_FSDP2_ORDER = (
+    "FSDP2 gathers the root's unit (the last Linear) first, prefetches the next unit's gather "
+    "in backward before the current unit's reduce-scatter, and reduce-scatters the units whose "
+    "inputs need no gradient (the root and the first Linear) in its final callback, where the "
+    "ideal schedule runs the units in forward, then backward order"
+)
 
-IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType({i.name: i for i in (
-    Implementation(
-        "ddp", "dp", "zero", "model", "torch.nn.parallel.DistributedDataParallel", "ddp",
-        "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 MiB, then 25 MiB, in "
-        "reverse parameter order) so that communication overlaps backward; the ideal schedule has one "
-        "all-reduce of the whole gradient -- the same bytes."),
-    Implementation(
-        "zero_redundancy", "zero1_allreduce", "greedy", "model",
-        "torch.distributed.optim.ZeroRedundancyOptimizer under DDP", "zero_redundancy",
-        "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, where the ideal "
-        "schedule has one broadcast per owner -- the same bytes; the gradient all-reduce is DDP's, bucketed."),
-    Implementation(
-        "fsdp2", "zero3", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=True)", "fsdp2",
-        _FSDP2_ORDER + " -- the same collectives and bytes.", reshard=True),
-    Implementation(
-        "fsdp2_grad_op", "fsdp_grad_op", "fsdp2", "layer", "FSDP2 fully_shard(reshard_after_forward=False)",
-        "fsdp2", _FSDP2_ORDER + " -- the same collectives and bytes.", reshard=False),
-    Implementation(
-        "fsdp2_root_kept", "zero3", "fsdp2", "layer",
-        "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded", "fsdp2",
-        _FSDP2_ORDER + "; and reshard_after_forward=None keeps the root's unit gathered from forward into "
-        "backward, so it is gathered once, not twice (SPEC §4).", reshard=None),
-    Implementation(
-        "dtensor_tp", "tp", "zero", "model", "DTensor tensor parallelism: parallelize_module with "
-        "ColwiseParallel / RowwiseParallel (Megatron's plan)", "dtensor_tp",
-        "DTensor all-reduces the gradient of the replicated block input once per column-parallel module "
-        "that reads it (q, k, v and up: 4 per layer), where Megatron's f sums them first and all-reduces "
-        "once per block (2): twice the backward tensor-parallel traffic, 1.5x per step."),
-    Implementation(
-        "pipelining_gpipe", "pp", "zero", "model", "torch.distributed.pipelining ScheduleGPipe", "pipelining",
-        "the same sends and receives as the ideal GPipe schedule, in the same order.", pipeline_schedule="gpipe"),
-    Implementation(
-        "pipelining_1f1b", "pp", "zero", "model", "torch.distributed.pipelining Schedule1F1B", "pipelining",
-        "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook p - stage - 1 of "
-        "the ideal schedule, and fires each forward send with the next backward's receive (and each "
-        "backward send with the next forward's receive): the same messages and bytes in another order.",
-        pipeline_schedule="1f1b"),
-)})
+IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
+    {
+        i.name: i
+        for i in (
+            Implementation(
+                "ddp",
+                "dp",
+                "zero",
+                "model",
+                "torch.nn.parallel.DistributedDataParallel",
+                "ddp",
+                "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 MiB, then 25 MiB, in "
+                "reverse parameter order) so that communication overlaps backward; the ideal schedule has one "
+                "all-reduce of the whole gradient -- the same bytes.",
+            ),
+            Implementation(
+                "zero_redundancy",
+                "zero1_allreduce",
+                "greedy",
+                "model",
+                "torch.distributed.optim.ZeroRedundancyOptimizer under DDP",
+                "zero_redundancy",
+                "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, where the ideal "
+                "schedule has one broadcast per owner -- the same bytes; the gradient all-reduce is DDP's, bucketed.",
+            ),
+            Implementation(
+                "fsdp2",
+                "zero3",
+                "fsdp2",
+                "layer",
+                "FSDP2 fully_shard(reshard_after_forward=True)",
+                "fsdp2",
+                _FSDP2_ORDER + " -- the same collectives and bytes.",
+                reshard=True,
+            ),
+            Implementation(
+                "fsdp2_grad_op",
+                "fsdp_grad_op",
+                "fsdp2",
+                "layer",
+                "FSDP2 fully_shard(reshard_after_forward=False)",
+                "fsdp2",
+                _FSDP2_ORDER + " -- the same collectives and bytes.",
+                reshard=False,
+            ),
+            Implementation(
+                "fsdp2_root_kept",
+                "zero3",
+                "fsdp2",
+                "layer",
+                "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded",
+                "fsdp2",
+                _FSDP2_ORDER
+                + "; and reshard_after_forward=None keeps the root's unit gathered from forward into "
+                "backward, so it is gathered once, not twice (SPEC §4).",
+                reshard=None,
+            ),
+            Implementation(
+                "dtensor_tp",
+                "tp",
+                "zero",
+                "model",
+                "DTensor tensor parallelism: parallelize_module with "
+                "ColwiseParallel / RowwiseParallel (Megatron's plan)",
+                "dtensor_tp",
+                "DTensor all-reduces the gradient of the replicated block input once per column-parallel module "
+                "that reads it (q, k, v and up: 4 per layer), where Megatron's f sums them first and all-reduces "
+                "once per block (2): twice the backward tensor-parallel traffic, 1.5x per step.",
+            ),
+            Implementation(
+                "pipelining_gpipe",
+                "pp",
+                "zero",
+                "model",
+                "torch.distributed.pipelining ScheduleGPipe",
+                "pipelining",
+                "the same sends and receives as the ideal GPipe schedule, in the same order.",
+                pipeline_schedule="gpipe",
+            ),
+            Implementation(
+                "pipelining_1f1b",
+                "pp",
+                "zero",
+                "model",
+                "torch.distributed.pipelining Schedule1F1B",
+                "pipelining",
+                "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook p - stage - 1 of "
+                "the ideal schedule, and fires each forward send with the next backward's receive (and each "
+                "backward send with the next forward's receive): the same messages and bytes in another order.",
+                pipeline_schedule="1f1b",
+            ),
+        )
+    }
+)
 
 #: Micro-batches per step of the pipelining runs (1F1B needs at least as many as stages).
 PIPELINE_MICRO_BATCHES = 8
@@ -103,8 +162,15 @@ PIPELINE_MICRO_BATCHES = 8
 TRANSFORMER = {"hidden": 16, "heads": 8, "ffn": 32, "seq": 4}
 #: Megatron's split of each weight (``TensorSpec.tp``): column-parallel splits output rows (dim 0),
 #: row-parallel input columns (dim 1); the input projection stays whole on every tensor rank.
-TRANSFORMER_TP_PLAN = {"embed.weight": None, "q.weight": "col", "k.weight": "col", "v.weight": "col",
-                       "o.weight": "row", "up.weight": "col", "down.weight": "row"}
+TRANSFORMER_TP_PLAN = {
+    "embed.weight": None,
+    "q.weight": "col",
+    "k.weight": "col",
+    "v.weight": "col",
+    "o.weight": "row",
+    "up.weight": "col",
+    "down.weight": "row",
+}
 
 #: The MLP anyone can rebuild: float64 Linear/Tanh, these widths, seed 0.
 DEFAULT_MODEL = "mlp:64,128,128,16"
@@ -116,17 +182,24 @@ def parse_model(text: str) -> tuple[int, ...]:
     if str(text) == "transformer":
         return ()
     kind, _, rest = str(text).partition(":")
-    expect(kind == "mlp" and rest, f"model must be transformer or look like mlp:64,128,128,16 (widths of a "
-                                   f"Tanh MLP), got {text!r}")
+    expect(
+        kind == "mlp" and rest,
+        f"model must be transformer or look like mlp:64,128,128,16 (widths of a "
+        f"Tanh MLP), got {text!r}",
+    )
     try:
         widths = tuple(int(w) for w in rest.split(","))
     except ValueError:
         widths = ()
-    expect(len(widths) >= 2 and all(0 < w <= MAX_COUNT for w in widths),
-           f"model {text!r}: the widths must be at least two positive integers (at most {MAX_COUNT:,}), "
-           "e.g. mlp:64,128,128,16")
-    expect(sum(a * b + b for a, b in zip(widths, widths[1:])) <= 10**8,
-           f"model {text!r} has more than 10^8 parameters: too large to train here")
+    expect(
+        len(widths) >= 2 and all(0 < w <= MAX_COUNT for w in widths),
+        f"model {text!r}: the widths must be at least two positive integers (at most {MAX_COUNT:,}), "
+        "e.g. mlp:64,128,128,16",
+    )
+    expect(
+        sum(a * b + b for a, b in zip(widths, widths[1:])) <= 10**8,
+        f"model {text!r} has more than 10^8 parameters: too large to train here",
+    )
     return widths
 
 
@@ -143,8 +216,10 @@ class TorchRefConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        expect(self.impl in IMPLEMENTATIONS,
-               f"unknown implementation {self.impl!r}; known: {', '.join(IMPLEMENTATIONS)}")
+        expect(
+            self.impl in IMPLEMENTATIONS,
+            f"unknown implementation {self.impl!r}; known: {', '.join(IMPLEMENTATIONS)}",
+        )
         n = positive_int("world_size", self.world_size)
         expect(n >= 2, f"world_size must be at least 2, got {n}")
         positive_int("steps", self.steps)
@@ -152,18 +227,30 @@ class TorchRefConfig:
         widths = parse_model(self.model)
         if self.axis == "pipeline":
             linears = len(widths) - 1
-            expect(2 <= n <= min(linears, PIPELINE_MICRO_BATCHES),
-                   f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has {linears}; "
-                   f"give an MLP with at least {n} Linears (e.g. mlp:64" + ",128" * (n - 1) + ",16)")
-            expect(len(set(widths[1:-1])) <= 1,
-                   f"{self.impl}: the core prices one activation size at every stage boundary, so the hidden "
-                   f"widths of {self.model} must be equal (e.g. mlp:64,128,128,16)")
-        expect(tensor_parallel == (widths == ()),
-               f"{self.impl} trains " + ("the transformer toy (--model transformer)" if tensor_parallel else
-                                         f"an MLP (--model mlp:...), not {self.model!r}"))
-        expect(not tensor_parallel or TRANSFORMER["heads"] % n == 0,
-               f"dtensor_tp splits the {TRANSFORMER['heads']} heads over the ranks: world_size must divide "
-               f"{TRANSFORMER['heads']} (2, 4 or 8), got {n}")
+            expect(
+                2 <= n <= min(linears, PIPELINE_MICRO_BATCHES),
+                f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has {linears}; "
+                f"give an MLP with at least {n} Linears (e.g. mlp:64" + ",128" * (n - 1) + ",16)",
+            )
+            expect(
+                len(set(widths[1:-1])) <= 1,
+                f"{self.impl}: the core prices one activation size at every stage boundary, so the hidden "
+                f"widths of {self.model} must be equal (e.g. mlp:64,128,128,16)",
+            )
+        expect(
+            tensor_parallel == (widths == ()),
+            f"{self.impl} trains "
+            + (
+                "the transformer toy (--model transformer)"
+                if tensor_parallel
+                else f"an MLP (--model mlp:...), not {self.model!r}"
+            ),
+        )
+        expect(
+            not tensor_parallel or TRANSFORMER["heads"] % n == 0,
+            f"dtensor_tp splits the {TRANSFORMER['heads']} heads over the ranks: world_size must divide "
+            f"{TRANSFORMER['heads']} (2, 4 or 8), got {n}",
+        )
         positive_int("rows_per_rank", self.rows_per_rank)
 
     @property
@@ -201,18 +288,34 @@ def mlp_model(widths: tuple[int, ...], rule: str, units: str) -> ConcreteModel:
     between), one layer per Linear, sliced by ``rule`` and gathered by ``units``."""
     tensors = []
     for i, (a, b) in enumerate(zip(widths, widths[1:])):
-        tensors += [TensorSpec(f"{2 * i}.weight", (b, a), layer=i), TensorSpec(f"{2 * i}.bias", (b,), layer=i)]
-    return ConcreteModel(tuple(tensors), rule=rule, units=units, name=f"mlp:{','.join(map(str, widths))}")
+        tensors += [
+            TensorSpec(f"{2 * i}.weight", (b, a), layer=i),
+            TensorSpec(f"{2 * i}.bias", (b,), layer=i),
+        ]
+    return ConcreteModel(
+        tuple(tensors), rule=rule, units=units, name=f"mlp:{','.join(map(str, widths))}"
+    )
 
 
 def transformer_model(rows: int) -> ConcreteModel:
     """The transformer toy's tensors with Megatron's split (``TRANSFORMER_TP_PLAN``); ``rows``
     sequences per step, so one block boundary activation is rows·s·h elements."""
     h, f, s = TRANSFORMER["hidden"], TRANSFORMER["ffn"], TRANSFORMER["seq"]
-    shapes = {"embed.weight": (h, h), "q.weight": (h, h), "k.weight": (h, h), "v.weight": (h, h),
-              "o.weight": (h, h), "up.weight": (f, h), "down.weight": (h, f)}
-    return ConcreteModel(tuple(TensorSpec(name, shapes[name], 0, tp) for name, tp in TRANSFORMER_TP_PLAN.items()),
-                         boundary_elements=rows * s * h, tp_blocks_per_layer=2, name="transformer toy")
+    shapes = {
+        "embed.weight": (h, h),
+        "q.weight": (h, h),
+        "k.weight": (h, h),
+        "v.weight": (h, h),
+        "o.weight": (h, h),
+        "up.weight": (f, h),
+        "down.weight": (h, f),
+    }
+    return ConcreteModel(
+        tuple(TensorSpec(name, shapes[name], 0, tp) for name, tp in TRANSFORMER_TP_PLAN.items()),
+        boundary_elements=rows * s * h,
+        tp_blocks_per_layer=2,
+        name="transformer toy",
+    )
 
 
 def dtensor_tp_backward(ops: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
@@ -220,7 +323,7 @@ def dtensor_tp_backward(ops: list[tuple[str, int, int]]) -> list[tuple[str, int,
     output); in backward, the gradient of the replicated block input is all-reduced once per
     column-parallel module that reads it (q, k, v, up: 4 per layer), where Megatron's f adds the
     three attention inputs' gradients first and all-reduces once per block (2 per layer)."""
-    forward = ops[:len(ops) // 2]
+    forward = ops[: len(ops) // 2]
     columns = sum(tp == "col" for tp in TRANSFORMER_TP_PLAN.values())
     return forward + [forward[0]] * columns
 
@@ -231,10 +334,10 @@ def torch_1f1b_order(stages: int, stage: int, m: int) -> list[tuple[str, str, in
     last warm-up forward's send waits to go out together with the first backward's recv), then
     backward / forward pairs whose sends and recvs are fired together, then the cool-down."""
     first, last = stage == 0, stage == stages - 1
-    recv_f = lambda k: [] if first else [("recv", "forward", k)]      # noqa: E731
-    send_f = lambda k: [] if last else [("send", "forward", k)]       # noqa: E731
-    recv_b = lambda k: [] if last else [("recv", "backward", k)]      # noqa: E731
-    send_b = lambda k: [] if first else [("send", "backward", k)]     # noqa: E731
+    recv_f = lambda k: [] if first else [("recv", "forward", k)]  # noqa: E731
+    send_f = lambda k: [] if last else [("send", "forward", k)]  # noqa: E731
+    recv_b = lambda k: [] if last else [("recv", "backward", k)]  # noqa: E731
+    send_b = lambda k: [] if first else [("send", "backward", k)]  # noqa: E731
     warmup = min(m, stages - stage)
     ops: list[tuple[str, str, int]] = []
     for k in range(warmup):
@@ -253,7 +356,9 @@ def torch_1f1b_order(stages: int, stage: int, m: int) -> list[tuple[str, str, in
     return ops
 
 
-def torch_1f1b(ideal: list[tuple[str, int, int]], stages: int, stage: int, m: int) -> list[tuple[str, int, int]]:
+def torch_1f1b(
+    ideal: list[tuple[str, int, int]], stages: int, stage: int, m: int
+) -> list[tuple[str, int, int]]:
     """The ideal 1F1B schedule's sends and recvs (each one boundary activation, or its gradient,
     of the same size) in the order ``Schedule1F1B`` issues them on ``stage``."""
     size = ideal[0][1]
@@ -303,17 +408,18 @@ def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[str, int]]:
     root, last = units - 1, units - 1
     regathered = [u for u in range(units) if reshard or (reshard is None and u != root)]
     ops = [("all_gather", root)] + [("all_gather", u) for u in range(units - 1)]
-    backward = [root] + list(range(last - 1, -1, -1))          # the root's Linear runs last, so first back
+    backward = [root] + list(range(last - 1, -1, -1))  # the root's Linear runs last, so first back
     gathered: set[int] = set()
 
     def gather(u: int) -> None:
         if u in regathered and u not in gathered:
             ops.append(("all_gather", u))
             gathered.add(u)
+
     for k, u in enumerate(backward):
         gather(u)
         if k + 1 < len(backward):
-            gather(backward[k + 1])                            # backward prefetch of the next unit
+            gather(backward[k + 1])  # backward prefetch of the next unit
         if u not in (root, 0):
             ops.append(("reduce_scatter", u))
     return ops + [("reduce_scatter", root)] + ([("reduce_scatter", 0)] if units > 1 else [])
@@ -336,9 +442,14 @@ def predict(config: TorchRefConfig) -> list[dict]:
     strategy = get_strategy(impl.placement)
     n = config.world_size
     if config.axis == "pipeline":
-        model = replace(mlp_model(config.widths, rule, units), boundary_elements=config.rows_per_rank * config.widths[1])
+        model = replace(
+            mlp_model(config.widths, rule, units),
+            boundary_elements=config.rows_per_rank * config.widths[1],
+        )
         mesh = Mesh.of(pipeline=n)
-        strategy = strategy.with_(micro_batches=config.micro_batches, pipeline_schedule=impl.pipeline_schedule)
+        strategy = strategy.with_(
+            micro_batches=config.micro_batches, pipeline_schedule=impl.pipeline_schedule
+        )
     elif config.splits_batch:
         model, mesh = mlp_model(config.widths, rule, units), Mesh.of(data=n)
     else:
@@ -352,14 +463,37 @@ def predict(config: TorchRefConfig) -> list[dict]:
         schedule = derive_schedule(strategy, model, mesh, precision, rank)
         ideal = [_entry(o) for o in schedule.collectives]
         startup = [_entry(o) for o in schedule.ops if o.once]
-        steps = [startup] + [_implemented(impl, ideal, schedule.collectives, numels, element, n, step, model,
-                                          rank, config.micro_batches)
-                             for step in range(config.steps)]
-        padded = (model.data_shard(model.local_tensors({}), n, rank)[1] // n if rule == "fsdp2"
-                  else memory.device[State.PARAMS] // element) * element
-        out.append({"params": int(memory.device[State.PARAMS]), "grads": int(memory.device[State.GRADS]),
-                    "optimizer": int(memory.device[State.OPTIMIZER]), "storage_params": int(padded),
-                    "steps": steps, "ideal": ideal, "differs": _differs(impl, ideal, steps[-1])})
+        steps = [startup] + [
+            _implemented(
+                impl,
+                ideal,
+                schedule.collectives,
+                numels,
+                element,
+                n,
+                step,
+                model,
+                rank,
+                config.micro_batches,
+            )
+            for step in range(config.steps)
+        ]
+        padded = (
+            model.data_shard(model.local_tensors({}), n, rank)[1] // n
+            if rule == "fsdp2"
+            else memory.device[State.PARAMS] // element
+        ) * element
+        out.append(
+            {
+                "params": int(memory.device[State.PARAMS]),
+                "grads": int(memory.device[State.GRADS]),
+                "optimizer": int(memory.device[State.OPTIMIZER]),
+                "storage_params": int(padded),
+                "steps": steps,
+                "ideal": ideal,
+                "differs": _differs(impl, ideal, steps[-1]),
+            }
+        )
     return out
 
 
@@ -367,8 +501,18 @@ def _entry(op: Op) -> tuple[str, int, int]:
     return (op.op, int(op.payload_bytes), op.group)
 
 
-def _implemented(impl: Implementation, ideal: list[tuple], ops: tuple[Op, ...], numels: list[int], element: int,
-                 n: int, step: int, model: ConcreteModel, rank: int, m: int) -> list[tuple[str, int, int]]:
+def _implemented(
+    impl: Implementation,
+    ideal: list[tuple],
+    ops: tuple[Op, ...],
+    numels: list[int],
+    element: int,
+    n: int,
+    step: int,
+    model: ConcreteModel,
+    rank: int,
+    m: int,
+) -> list[tuple[str, int, int]]:
     """The collectives ``impl`` issues at ``step``: the ideal ones, reshaped by its own choices."""
     if impl.family == "dtensor_tp":
         return dtensor_tp_backward(ideal)
@@ -378,16 +522,32 @@ def _implemented(impl: Implementation, ideal: list[tuple], ops: tuple[Op, ...], 
         grads = [("all_reduce", b, n) for b in ddp_buckets([k * element for k in numels], step)]
         if impl.family == "ddp":
             return grads
-        return grads + [("broadcast", k * element, n) for _, k in zero_redundancy_broadcasts(numels, n)]
-    units = [_entry(o) for o in ops if o.op == "all_gather"][:model.gather_units]   # forward order
+        return grads + [
+            ("broadcast", k * element, n) for _, k in zero_redundancy_broadcasts(numels, n)
+        ]
+    units = [_entry(o) for o in ops if o.op == "all_gather"][: model.gather_units]  # forward order
     return [(op, units[u][1], n) for op, u in fsdp2_order(len(units), impl.reshard)]
 
 
 #: The public names (a notebook imports only these).
 __all__ = [
-    "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES", "DEFAULT_MODEL", "IMPLEMENTATIONS",
-    "Implementation", "PIPELINE_MICRO_BATCHES", "TRANSFORMER", "TRANSFORMER_TP_PLAN",
-    "TorchRefConfig", "ddp_buckets", "dtensor_tp_backward", "fsdp2_order", "mlp_model",
-    "parse_model", "predict", "torch_1f1b", "torch_1f1b_order", "transformer_model",
+    "DDP_BUCKET_BYTES",
+    "DDP_FIRST_BUCKET_BYTES",
+    "DEFAULT_MODEL",
+    "IMPLEMENTATIONS",
+    "Implementation",
+    "PIPELINE_MICRO_BATCHES",
+    "TRANSFORMER",
+    "TRANSFORMER_TP_PLAN",
+    "TorchRefConfig",
+    "ddp_buckets",
+    "dtensor_tp_backward",
+    "fsdp2_order",
+    "mlp_model",
+    "parse_model",
+    "predict",
+    "torch_1f1b",
+    "torch_1f1b_order",
+    "transformer_model",
     "zero_redundancy_broadcasts",
 ]

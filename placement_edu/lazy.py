@@ -13,8 +13,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def exports(package: str, names: Mapping[str, str], namespace: dict[str, Any],
-            submodules: frozenset[str] = frozenset()) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+def exports(
+    package: str,
+    names: Mapping[str, str],
+    namespace: dict[str, Any],
+    submodules: frozenset[str] = frozenset(),
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``: ``names`` lazily, and ``submodules`` (short
     names) as attributes too."""
 
@@ -25,7 +29,7 @@ def exports(package: str, names: Mapping[str, str], namespace: dict[str, Any],
             value = importlib.import_module(f"{package}.{name}")
         else:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        namespace[name] = value                        # later look-ups skip this function
+        namespace[name] = value  # later look-ups skip this function
         return value
 
     def __dir__() -> list[str]:

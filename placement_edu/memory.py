@@ -13,7 +13,15 @@ from fractions import Fraction
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number
-from placement_edu.placement import GATHERED, HOST_MODES, MODEL_STATES, PHASES, SPLIT_MODES, Mode, State
+from placement_edu.placement import (
+    GATHERED,
+    HOST_MODES,
+    MODEL_STATES,
+    PHASES,
+    SPLIT_MODES,
+    Mode,
+    State,
+)
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 
@@ -57,14 +65,21 @@ class Memory:
         each: persistent bytes of each state on the device and on the host, and the peak of each
         transient term in ``terms``. Empty when they agree to the byte."""
         out = []
-        for where, mine, theirs in (("device", self.device, other.device), ("host", self.host, other.host)):
+        for where, mine, theirs in (
+            ("device", self.device, other.device),
+            ("host", self.host, other.host),
+        ):
             for state in MODEL_STATES:
                 if mine.get(state, 0) != theirs.get(state, 0):
-                    out.append(f"{state} ({where}): {plain_bytes(mine.get(state, 0))} vs {plain_bytes(theirs.get(state, 0))}")
+                    out.append(
+                        f"{state} ({where}): {plain_bytes(mine.get(state, 0))} vs {plain_bytes(theirs.get(state, 0))}"
+                    )
         for term in terms:
             if self.transient_peak(term) != other.transient_peak(term):
-                out.append(f"{term} (transient peak): {plain_bytes(self.transient_peak(term))} vs "
-                           f"{plain_bytes(other.transient_peak(term))}")
+                out.append(
+                    f"{term} (transient peak): {plain_bytes(self.transient_peak(term))} vs "
+                    f"{plain_bytes(other.transient_peak(term))}"
+                )
         return out
 
 
@@ -72,19 +87,28 @@ def plain_bytes(n: Number) -> str:
     return f"{n} B" if Fraction(n).denominator == 1 else f"{float(n):.6g} B"
 
 
-def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0) -> Memory:
+def derive_memory(
+    strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0
+) -> Memory:
     """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3)."""
     validate(strategy, mesh)
     pl = strategy.placement
     coords = mesh.coords(rank)
     d = mesh.degree("data")
-    t, p = model_axis_degree(strategy, mesh, "tensor"), model_axis_degree(strategy, mesh, "pipeline")
+    t, p = (
+        model_axis_degree(strategy, mesh, "tensor"),
+        model_axis_degree(strategy, mesh, "pipeline"),
+    )
     device: dict[State, Number] = {}
     host: dict[State, Number] = {}
     for state in MODEL_STATES:
-        size = model.local_elements(split_axes(pl, state, mesh), coords) * precision.bytes_per(state)
-        offloaded = any(pl.mode(state, axis) in HOST_MODES for axis, _ in mesh) or \
-            pl.mode(state, "data") in HOST_MODES
+        size = model.local_elements(split_axes(pl, state, mesh), coords) * precision.bytes_per(
+            state
+        )
+        offloaded = (
+            any(pl.mode(state, axis) in HOST_MODES for axis, _ in mesh)
+            or pl.mode(state, "data") in HOST_MODES
+        )
         device[state], host[state] = (0, size) if offloaded else (size, 0)
 
     transient: dict[str, dict[str, Number]] = {phase: {} for phase in PHASES}
@@ -102,7 +126,11 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
         whole = full_local(State.PARAMS) * precision.params
         # Resharded after forward: one unit live at a time. Kept (SHARD_GRAD_OP): all units by the
         # end of forward and through backward.
-        window = largest_unit(State.PARAMS) * precision.params if strategy.reshard_after_forward else whole
+        window = (
+            largest_unit(State.PARAMS) * precision.params
+            if strategy.reshard_after_forward
+            else whole
+        )
         transient["forward"]["gather_window"] = window
         transient["backward"]["gather_window"] = window
     if d > 1 and G in SPLIT_MODES:
@@ -116,17 +144,21 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
         # ZeRO's rule moves equal, padded chunks. A whole (R) state is stored unpadded, so when the
         # rule pads, the reduce-scatter reads (and the all-gather after the step fills) a padded
         # copy: a transient the size of the padded buffer. None for the ideal Ψ/N formula.
-        for state, phase, term in ((State.GRADS, "backward", "reduce_bucket"),
-                                   (State.PARAMS, "step", "gather_buffer")):
+        for state, phase, term in (
+            (State.GRADS, "backward", "reduce_bucket"),
+            (State.PARAMS, "step", "gather_buffer"),
+        ):
             padded = full_local(state)
-            if pl.mode(state, "data") is Mode.R and padded > model.local_elements(split_axes(pl, state, mesh), coords):
+            if pl.mode(state, "data") is Mode.R and padded > model.local_elements(
+                split_axes(pl, state, mesh), coords
+            ):
                 transient[phase][term] = padded * precision.bytes_per(state)
     for state in MODEL_STATES:
         if host[state] and state is not State.OPTIMIZER:
             # SPEC §7: a staging buffer is one unit on its way up (params) or down (grads), not the
             # whole offloaded slice.
             phase = "forward" if state is State.PARAMS else "backward"
-            unit = Fraction(largest_unit(state) * precision.bytes_per(state), d)   # its slice
+            unit = Fraction(largest_unit(state) * precision.bytes_per(state), d)  # its slice
             transient[phase]["offload_staging"] = transient[phase].get("offload_staging", 0) + unit
 
     stage = coords["pipeline"]
@@ -135,10 +167,15 @@ def derive_memory(strategy, model: Model, mesh: Mesh, precision: Precision, rank
         in_flight = m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
     else:
         in_flight = 1
-    activations = model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage))) * in_flight
+    activations = (
+        model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage)))
+        * in_flight
+    )
     if activations:
         transient["forward"]["activations"] = activations
         transient["backward"]["activations"] = activations
 
-    padding = model.padding(d) if any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES) else 0
+    padding = (
+        model.padding(d) if any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES) else 0
+    )
     return Memory(device, host, {k: v for k, v in transient.items()}, padding)

@@ -34,16 +34,22 @@ class Mesh:
     def parse(cls, text: str) -> "Mesh":
         """Read ``"data=2,tensor=2"``."""
         if not isinstance(text, str):
-            raise PlacementError(f"a mesh is text like \"data=2,tensor=2\", got {text!r} of type {type(text).__name__}")
+            raise PlacementError(
+                f'a mesh is text like "data=2,tensor=2", got {text!r} of type {type(text).__name__}'
+            )
         degrees: dict[str, int] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             axis, sep, value = part.partition("=")
             if not sep:
-                raise PlacementError(f"mesh entry {part!r} is not AXIS=DEGREE (e.g. data=2,tensor=2)")
+                raise PlacementError(
+                    f"mesh entry {part!r} is not AXIS=DEGREE (e.g. data=2,tensor=2)"
+                )
             try:
                 degrees[axis.strip()] = int(value)
             except ValueError:
-                raise PlacementError(f"mesh degree {value!r} for axis {axis!r} is not a whole number")
+                raise PlacementError(
+                    f"mesh degree {value!r} for axis {axis!r} is not a whole number"
+                )
         if not degrees:
             raise PlacementError(f"mesh {text!r} names no axis; expected e.g. data=2,tensor=2")
         return cls.of(**degrees)
@@ -64,7 +70,9 @@ class Mesh:
         for axis in reversed(AXES):
             out[axis] = rank % self.degree(axis)
             rank //= self.degree(axis)
-        return {axis: out[axis] for axis in AXES if axis != "replica" or "replica" in dict(self.degrees)}
+        return {
+            axis: out[axis] for axis in AXES if axis != "replica" or "replica" in dict(self.degrees)
+        }
 
     def group(self, rank: int, axis: str) -> list[int]:
         """The ranks that share every coordinate with ``rank`` except along ``axis``."""
@@ -72,7 +80,9 @@ class Mesh:
         # of the degrees of the axes inside it: the group is an arithmetic run of ranks (computed,
         # not searched, so a mesh of 2^40 devices costs no more than one of 4).
         mine = self.coords(rank)
-        stride = math.prod(self.degree(a) for a in AXES[AXES.index(axis) + 1:]) if axis in AXES else 1
+        stride = (
+            math.prod(self.degree(a) for a in AXES[AXES.index(axis) + 1 :]) if axis in AXES else 1
+        )
         first = rank - mine.get(axis, 0) * stride
         return [first + i * stride for i in range(self.degree(axis))]
 
@@ -89,6 +99,8 @@ def as_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:
     if isinstance(mesh, str):
         return Mesh.parse(mesh)
     if not isinstance(mesh, Mapping) or not all(isinstance(axis, str) for axis in mesh):
-        raise PlacementError(f"mesh must be a Mesh, text like \"data=2,tensor=2\" or a mapping "
-                             f"{{axis: degree}}, got {mesh!r} of type {type(mesh).__name__}")
+        raise PlacementError(
+            f'mesh must be a Mesh, text like "data=2,tensor=2" or a mapping '
+            f"{{axis: degree}}, got {mesh!r} of type {type(mesh).__name__}"
+        )
     return Mesh.of(**mesh)

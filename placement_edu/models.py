@@ -45,7 +45,10 @@ def greedy_partition(sizes: list[int] | tuple[int, ...], n: int) -> list[int]:
 def stage_layers(layers: int, stages: int, stage: int) -> range:
     """The contiguous layers of pipeline ``stage`` of ``stages`` (earlier stages take the extra
     layers): the one stage split every derivation and the runtime use."""
-    expect(layers >= stages, f"{layers} layers cannot fill {stages} pipeline stages (one layer at least each)")
+    expect(
+        layers >= stages,
+        f"{layers} layers cannot fill {stages} pipeline stages (one layer at least each)",
+    )
     base, extra = divmod(layers, stages)
     start = stage * base + min(stage, extra)
     return range(start, start + base + (1 if stage < extra else 0))
@@ -57,12 +60,18 @@ class IdealSlices:
 
     psi: int
 
-    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> Number:
+    def local_elements(
+        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
+    ) -> Number:
         """Elements of a state on one device after dividing by each split axis' degree."""
         return Fraction(self.psi, math.prod(split.values()))
 
-    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
-                         coords: Mapping[str, int] | None = None) -> Number:
+    def traffic_elements(
+        self,
+        split_other: Mapping[str, int],
+        padded_for: int = 1,
+        coords: Mapping[str, int] | None = None,
+    ) -> Number:
         """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits."""
         return Fraction(self.psi, math.prod(split_other.values()))
 
@@ -70,8 +79,12 @@ class IdealSlices:
         """Elements of padding a sharding over ``n`` adds: none for the ideal formula."""
         return 0
 
-    def unit_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
-                      coords: Mapping[str, int] | None = None) -> list[Number]:
+    def unit_elements(
+        self,
+        split_other: Mapping[str, int],
+        padded_for: int = 1,
+        coords: Mapping[str, int] | None = None,
+    ) -> list[Number]:
         """Elements each gather unit's data-axis collective moves, in forward order: Ψ-level
         units, ``gather_units`` equal parts of ``traffic_elements`` (fractions of an element)."""
         total = self.traffic_elements(split_other, padded_for, coords)
@@ -142,13 +155,13 @@ class TransformerSpec(IdealSlices):
     seq: int
     vocab: int
     micro_batch: int = 1
-    ffn: int = 0                 # 0 means 4 * hidden
+    ffn: int = 0  # 0 means 4 * hidden
     sequence_parallel: bool = False
     #: Activation recomputation (Korthikanti et al. 2022): "none"; "selective" (attention's
     #: softmax and dropout recomputed: the 5as/h term goes); "full" (only the layer input is kept,
     #: 2·s·b·h bytes per layer). True and False are read as "full" and "none".
     recompute: str = "none"
-    gather_units: int = 0        # 0 means one unit per layer (FSDP's usual wrapping)
+    gather_units: int = 0  # 0 means one unit per layer (FSDP's usual wrapping)
     name: str = ""
 
     RECOMPUTE = ("none", "selective", "full")
@@ -157,19 +170,23 @@ class TransformerSpec(IdealSlices):
         for name in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch"):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         recompute = self.recompute
-        if isinstance(recompute, bool):              # the old flag: True meant full recomputation
+        if isinstance(recompute, bool):  # the old flag: True meant full recomputation
             recompute = "full" if recompute else "none"
-        expect(isinstance(recompute, str) and recompute in self.RECOMPUTE,
-               f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none), "
-               f"got {self.recompute!r}")
+        expect(
+            isinstance(recompute, str) and recompute in self.RECOMPUTE,
+            f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none), "
+            f"got {self.recompute!r}",
+        )
         object.__setattr__(self, "recompute", recompute)
         if self.ffn == 0 and not isinstance(self.ffn, bool):
             object.__setattr__(self, "ffn", 4 * self.hidden)
         object.__setattr__(self, "ffn", positive_int("ffn", self.ffn))
         if self.gather_units == 0:
             object.__setattr__(self, "gather_units", self.layers)
-        expect(self.hidden % self.heads == 0,
-               f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        expect(
+            self.hidden % self.heads == 0,
+            f"hidden ({self.hidden}) must be divisible by heads ({self.heads})",
+        )
 
     @property
     def psi(self) -> int:  # type: ignore[override]  # derived from the shape (ModelSpec's is a field)
@@ -204,9 +221,15 @@ class TransformerSpec(IdealSlices):
 
         At t = 1 the first column is sbh(34 + 5as/h); selective recomputation drops the 5as/h term
         (attention's softmax and dropout, recomputed in backward)."""
-        s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, positive_int("tensor", tensor)
+        s, b, h, a, t = (
+            self.seq,
+            self.micro_batch,
+            self.hidden,
+            self.heads,
+            positive_int("tensor", tensor),
+        )
         sbh = s * b * h
-        attention = Fraction(5 * a * s, h * t)         # 5as/(ht): softmax output, its dropout mask
+        attention = Fraction(5 * a * s, h * t)  # 5as/(ht): softmax output, its dropout mask
         if self.recompute == "full":
             return Fraction(2 * sbh, t) if self.sequence_parallel else Fraction(2 * sbh)
         kept = 0 if self.recompute == "selective" else attention
@@ -230,7 +253,13 @@ class TransformerSpec(IdealSlices):
         - ``inside_tp``: 24·sbh/t, the tensors between a column- and a row-parallel layer.
         - ``attention_scores``: 5as²b/t, softmax output and its dropout mask (0 when recomputed).
         - ``layer_input``: 2sbh (2sbh/t with sequence parallelism), all full recomputation keeps."""
-        s, b, h, a, t = self.seq, self.micro_batch, self.hidden, self.heads, positive_int("tensor", tensor)
+        s, b, h, a, t = (
+            self.seq,
+            self.micro_batch,
+            self.hidden,
+            self.heads,
+            positive_int("tensor", tensor),
+        )
         sbh = s * b * h
         terms = {name: Fraction(0) for name in self.ACTIVATION_TERMS}
         if self.recompute == "full":
@@ -244,8 +273,10 @@ class TransformerSpec(IdealSlices):
 
     @property
     def description(self) -> str:
-        return self.name or (f"transformer L={self.layers} h={self.hidden} a={self.heads} "
-                             f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,})")
+        return self.name or (
+            f"transformer L={self.layers} h={self.hidden} a={self.heads} "
+            f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,})"
+        )
 
 
 @dataclass(frozen=True)
@@ -295,26 +326,43 @@ class ConcreteModel:
 
     def __post_init__(self) -> None:
         expect(len(self.tensors) > 0, "a concrete model needs at least one parameter tensor")
-        expect(self.rule in SHARDING_RULES,
-               f"unknown sharding rule {self.rule!r}; known rules: {', '.join(SHARDING_RULES)}")
-        expect(self.units in GATHER_UNITS,
-               f"unknown gather units {self.units!r}; known: {', '.join(GATHER_UNITS)}")
-        expect(self.rule != "greedy" or self.units == "model",
-               "the greedy rule owns whole tensors for an optimizer step; it has no gather units (units='model')")
+        expect(
+            self.rule in SHARDING_RULES,
+            f"unknown sharding rule {self.rule!r}; known rules: {', '.join(SHARDING_RULES)}",
+        )
+        expect(
+            self.units in GATHER_UNITS,
+            f"unknown gather units {self.units!r}; known: {', '.join(GATHER_UNITS)}",
+        )
+        expect(
+            self.rule != "greedy" or self.units == "model",
+            "the greedy rule owns whole tensors for an optimizer step; it has no gather units (units='model')",
+        )
 
     @classmethod
-    def from_module(cls, module: "torch.nn.Module", *, rule: str = "zero",
-                    tp_plan: Mapping[str, str] | None = None, **fields: object) -> "ConcreteModel":
+    def from_module(
+        cls,
+        module: "torch.nn.Module",
+        *,
+        rule: str = "zero",
+        tp_plan: Mapping[str, str] | None = None,
+        **fields: object,
+    ) -> "ConcreteModel":
         """Read every parameter of ``module``. A tensor's layer is the first integer in its name
         ("3.weight" and "layers.3.mlp.weight" are layer 3; names without one are layer 0)."""
-        expect(hasattr(module, "named_parameters"),
-               f"from_module reads a torch.nn.Module, got {module!r} of type {type(module).__name__}")
+        expect(
+            hasattr(module, "named_parameters"),
+            f"from_module reads a torch.nn.Module, got {module!r} of type {type(module).__name__}",
+        )
         tp_plan = dict(tp_plan or {})
         tensors = []
         for name, param in module.named_parameters():
             digits = [part for part in name.split(".") if part.isdigit()]
-            tensors.append(TensorSpec(name, tuple(param.shape), int(digits[0]) if digits else 0,
-                                      tp_plan.get(name)))
+            tensors.append(
+                TensorSpec(
+                    name, tuple(param.shape), int(digits[0]) if digits else 0, tp_plan.get(name)
+                )
+            )
         return cls(tuple(tensors), rule=rule, **fields)  # type: ignore[arg-type]
 
     @property
@@ -335,7 +383,9 @@ class ConcreteModel:
         """A gradient sharded with its gathered parameters is reduce-scattered unit by unit."""
         return self.gather_units > 1
 
-    def _grouped(self, local: list[tuple[str, tuple[int, ...]]]) -> list[list[tuple[str, tuple[int, ...]]]]:
+    def _grouped(
+        self, local: list[tuple[str, tuple[int, ...]]]
+    ) -> list[list[tuple[str, tuple[int, ...]]]]:
         """``local`` (name, shape) pairs grouped into gather units, in forward (model) order."""
         if self.units == "model":
             return [local] if local else []
@@ -350,33 +400,46 @@ class ConcreteModel:
         """Contiguous layers of pipeline ``stage`` (``stage_layers``)."""
         return stage_layers(self.layers, stages, stage)
 
-    def local_tensors(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
-                      ) -> list[tuple[str, tuple[int, ...]]]:
+    def local_tensors(
+        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
+    ) -> list[tuple[str, tuple[int, ...]]]:
         """The (name, shape) of each tensor this device holds after the pipeline and tensor axes."""
         coords = coords or {}
         out = []
         for t in self.tensors:
-            if "pipeline" in split and t.layer not in self.stage_layers(split["pipeline"], coords.get("pipeline", 0)):
+            if "pipeline" in split and t.layer not in self.stage_layers(
+                split["pipeline"], coords.get("pipeline", 0)
+            ):
                 continue
             shape = t.shape
             degree = split.get("tensor", 1)
             if degree > 1 and t.tp is not None:
                 dim = {"col": 0, "row": 1}.get(t.tp, len(shape))
-                expect(dim < len(shape),
-                       f"tensor {t.name}: tp split {t.tp!r} does not fit shape {shape}; use 'col' or 'row'")
-                expect(shape[dim] % degree == 0,
-                       f"tensor {t.name}: dim {dim} of size {shape[dim]} is not divisible by tensor degree {degree}")
-                shape = shape[:dim] + (shape[dim] // degree,) + shape[dim + 1:]
+                expect(
+                    dim < len(shape),
+                    f"tensor {t.name}: tp split {t.tp!r} does not fit shape {shape}; use 'col' or 'row'",
+                )
+                expect(
+                    shape[dim] % degree == 0,
+                    f"tensor {t.name}: dim {dim} of size {shape[dim]} is not divisible by tensor degree {degree}",
+                )
+                shape = shape[:dim] + (shape[dim] // degree,) + shape[dim + 1 :]
             out.append((t.name, shape))
         return out
 
-    def data_shard(self, local: list[tuple[str, tuple[int, ...]]], n: int, index: int) -> tuple[int, int]:
+    def data_shard(
+        self, local: list[tuple[str, tuple[int, ...]]], n: int, index: int
+    ) -> tuple[int, int]:
         """(elements held by data rank ``index``, elements its collectives move) under the rule,
         summed over the gather units."""
         if self.rule == "zero":  # each unit one flat buffer, padded to a multiple of n
-            padded = [-(-sum(math.prod(s) for _, s in unit) // n) * n for unit in self._grouped(local)]
+            padded = [
+                -(-sum(math.prod(s) for _, s in unit) // n) * n for unit in self._grouped(local)
+            ]
             return sum(padded) // n, sum(padded)
-        if self.rule == "greedy":  # whole tensors, no padding: a collective moves exactly the tensors
+        if (
+            self.rule == "greedy"
+        ):  # whole tensors, no padding: a collective moves exactly the tensors
             sizes = [math.prod(s) for _, s in local]
             owners = greedy_partition(sizes, n)
             return sum(size for size, o in zip(sizes, owners) if o == index), sum(sizes)
@@ -388,7 +451,9 @@ class ConcreteModel:
             moved += n * chunk * per_row
         return held, moved
 
-    def local_elements(self, split: Mapping[str, int], coords: Mapping[str, int] | None = None) -> int:
+    def local_elements(
+        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
+    ) -> int:
         """Exact elements on the device at ``coords``, padding included where the rule stores it."""
         coords = coords or {}
         local = self.local_tensors(split, coords)
@@ -396,8 +461,12 @@ class ConcreteModel:
             return self.data_shard(local, split["data"], coords.get("data", 0))[0]
         return sum(math.prod(s) for _, s in local)
 
-    def traffic_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
-                         coords: Mapping[str, int] | None = None) -> int:
+    def traffic_elements(
+        self,
+        split_other: Mapping[str, int],
+        padded_for: int = 1,
+        coords: Mapping[str, int] | None = None,
+    ) -> int:
         """Elements a data-axis collective over ``padded_for`` ranks moves (padded when > 1 and
         the collective works on equal slices)."""
         local = self.local_tensors(split_other, coords)
@@ -405,8 +474,12 @@ class ConcreteModel:
             return self.data_shard(local, padded_for, 0)[1]
         return sum(math.prod(s) for _, s in local)
 
-    def unit_elements(self, split_other: Mapping[str, int], padded_for: int = 1,
-                      coords: Mapping[str, int] | None = None) -> list[int]:
+    def unit_elements(
+        self,
+        split_other: Mapping[str, int],
+        padded_for: int = 1,
+        coords: Mapping[str, int] | None = None,
+    ) -> list[int]:
         """Elements each gather unit's data-axis collective moves (whole, exact, padded by the
         rule when ``padded_for`` > 1), in forward order."""
         units = self._grouped(self.local_tensors(split_other, coords))
@@ -429,7 +502,9 @@ class ConcreteModel:
     @property
     def description(self) -> str:
         units = f", {self.gather_units} gather units" if self.gather_units > 1 else ""
-        return self.name or f"{len(self.tensors)} tensors, Ψ = {self.psi:,} ({self.rule} rule{units})"
+        return (
+            self.name or f"{len(self.tensors)} tensors, Ψ = {self.psi:,} ({self.rule} rule{units})"
+        )
 
 
 Model = Union[ModelSpec, TransformerSpec, ConcreteModel]
@@ -441,5 +516,7 @@ def as_model(model) -> Model:
         return model
     if isinstance(model, (int, float)) and not isinstance(model, bool):
         return ModelSpec(psi=model)  # type: ignore[arg-type]
-    raise PlacementError(f"model must be a number of parameters (Ψ) or a ModelSpec, TransformerSpec or "
-                         f"ConcreteModel, got {model!r}")
+    raise PlacementError(
+        f"model must be a number of parameters (Ψ) or a ModelSpec, TransformerSpec or "
+        f"ConcreteModel, got {model!r}"
+    )

@@ -59,12 +59,14 @@ class FSDPPrecision:
         return self.storage, self.reduce, 2 * self.storage
 
 
-PRECISIONS: Mapping[str, FSDPPrecision] = MappingProxyType({
-    "fp32": FSDPPrecision("fp32", 4, 4, 4),
-    # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, fp32 grads,
-    # fp32 m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32.
-    "fsdp2_bf16": FSDPPrecision("fsdp2_bf16", 4, 2, 4),
-})
+PRECISIONS: Mapping[str, FSDPPrecision] = MappingProxyType(
+    {
+        "fp32": FSDPPrecision("fp32", 4, 4, 4),
+        # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, fp32 grads,
+        # fp32 m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32.
+        "fsdp2_bf16": FSDPPrecision("fsdp2_bf16", 4, 2, 4),
+    }
+)
 #: ZeRO's split of the same 16 bytes, kept and named as ZeRO's (SPEC §1): 2/2/12.
 ZERO_MIXED = ZERO_PRESETS["mixed_adam"]
 
@@ -123,11 +125,23 @@ class ActivationProfile:
 
     def to_dict(self) -> dict:
         """Everything, as JSON-ready plain data (``from_dict`` reads it back)."""
-        return {"model": self.model, "micro_batch": self.micro_batch, "seq": self.seq, "compute": self.compute,
-                "attention": self.attention, "recompute": self.recompute, "block": self.block,
-                "outside": self.outside, "block_by_dtype": dict(self.block_by_dtype),
-                "by_module": dict(self.by_module), "kept_after_forward": self.kept_after_forward,
-                "result": self.result, "buffers": self.buffers, "block_tp_split": self.block_tp_split, "moments": [vars(m).copy() for m in self.moments]}
+        return {
+            "model": self.model,
+            "micro_batch": self.micro_batch,
+            "seq": self.seq,
+            "compute": self.compute,
+            "attention": self.attention,
+            "recompute": self.recompute,
+            "block": self.block,
+            "outside": self.outside,
+            "block_by_dtype": dict(self.block_by_dtype),
+            "by_module": dict(self.by_module),
+            "kept_after_forward": self.kept_after_forward,
+            "result": self.result,
+            "buffers": self.buffers,
+            "block_tp_split": self.block_tp_split,
+            "moments": [vars(m).copy() for m in self.moments],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "ActivationProfile":
@@ -180,7 +194,17 @@ def units(arch: Architecture, n: int, rank: int) -> list[Unit]:
             h = held_rows(shape[0], n, rank) * per_row
             stored, held, gathered = stored + c * per_row, held + h, gathered + n * c * per_row
             largest = max(largest, h)
-        out.append(Unit(str(unit), stored, held, gathered, len(shapes), sum(math.prod(s) for s in shapes), largest))
+        out.append(
+            Unit(
+                str(unit),
+                stored,
+                held,
+                gathered,
+                len(shapes),
+                sum(math.prod(s) for s in shapes),
+                largest,
+            )
+        )
     return out
 
 
@@ -232,30 +256,55 @@ class StepPeak:
 
     def transients(self) -> dict[str, int]:
         """The terms of the peak event that are neither persistent states nor kept activations."""
-        persistent = {"sharded params", "params", "optimizer", "inputs", "buffers", "sharded grads", "grads",
-                      "activations"}
+        persistent = {
+            "sharded params",
+            "params",
+            "optimizer",
+            "inputs",
+            "buffers",
+            "sharded grads",
+            "grads",
+            "activations",
+        }
         return {k: v for k, v in self.peak.terms.items() if k not in persistent and v}
 
 
 def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
     """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for all
     of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one tensor."""
-    expect(optimizer in OPTIMIZERS, f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    expect(
+        optimizer in OPTIMIZERS, f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}"
+    )
     return {"adam-foreach": held, "adam-fused": 0, "adam-for": 2 * largest}[optimizer] * storage
 
 
-def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, rank: int = 0,
-           precision: str | FSDPPrecision = "fp32", optimizer: str = "adam-foreach") -> StepPeak:
+def derive(
+    arch: Architecture | str,
+    profile: ActivationProfile,
+    devices: int,
+    rank: int = 0,
+    precision: str | FSDPPrecision = "fp32",
+    optimizer: str = "adam-foreach",
+) -> StepPeak:
     """Rank ``rank``'s states and the live set at every event of one steady-state step (optimizer
     state present, gradients freed by ``zero_grad``), under FSDP2 per block and on the root when
     ``devices`` > 1 or precision is mixed, plain single-device training when ``devices`` == 1 and fp32."""
     arch = get_architecture(arch)
-    prec = PRECISIONS[precision] if isinstance(precision, str) and precision in PRECISIONS else precision
+    prec = (
+        PRECISIONS[precision]
+        if isinstance(precision, str) and precision in PRECISIONS
+        else precision
+    )
     if not isinstance(prec, FSDPPrecision):
         raise PlacementError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
-    expect(profile.compute == prec.compute_name,
-           f"the profile was measured in {profile.compute}, the precision {prec.name} computes in {prec.compute_name}")
-    expect(arch.layers >= 2, "the step is placed from a two-block profile: give a model of 2 layers or more")
+    expect(
+        profile.compute == prec.compute_name,
+        f"the profile was measured in {profile.compute}, the precision {prec.name} computes in {prec.compute_name}",
+    )
+    expect(
+        arch.layers >= 2,
+        "the step is placed from a two-block profile: give a model of 2 layers or more",
+    )
     us = units(arch, devices, rank)
     root, blocks = us[0], us[1:]
     fsdp = devices > 1 or prec.name != "fp32"
@@ -265,8 +314,12 @@ def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, r
     optimizer_state = 2 * sum(u.held for u in us) * s + 4 * sum(u.tensors for u in us)
     grads = sum(u.stored for u in us) * prec.reduce if fsdp else params
     inputs, buffers = input_bytes(profile.micro_batch, profile.seq), profile.buffers
-    base = {"sharded params" if fsdp else "params": params, "optimizer": optimizer_state,
-            "inputs": inputs, "buffers": buffers}
+    base = {
+        "sharded params" if fsdp else "params": params,
+        "optimizer": optimizer_state,
+        "inputs": inputs,
+        "buffers": buffers,
+    }
     c, r = prec.compute, prec.reduce
     blk = blocks[0]
     gathered_root = {"root gathered": root.gathered * c} if fsdp else {}
@@ -275,38 +328,69 @@ def derive(arch: Architecture | str, profile: ActivationProfile, devices: int, r
     events: list[Event] = []
 
     def add(name: str, phase: str, **terms: int) -> None:
-        events.append(Event(name, phase, MappingProxyType({**base, **gathered_root,
-                                                           **{k.replace("_", " "): v for k, v in terms.items()}})))
+        events.append(
+            Event(
+                name,
+                phase,
+                MappingProxyType(
+                    {**base, **gathered_root, **{k.replace("_", " "): v for k, v in terms.items()}}
+                ),
+            )
+        )
 
     for m in profile.moments:
         if m.block is None and m.name.startswith("backward, embedding"):
-            done = {"sharded_grads": blk.stored * r * L, "reduce_scatter_buffer": rs} if fsdp else \
-                {"grads": blk.numel * s * L}
+            done = (
+                {"sharded_grads": blk.stored * r * L, "reduce_scatter_buffer": rs}
+                if fsdp
+                else {"grads": blk.numel * s * L}
+            )
             add(m.name, m.phase, activations_and_temporaries=m.live, root_gradients=m.grads, **done)
-        elif m.block is None or m.block == -1:       # after the blocks in forward, or the start of backward
+        elif (
+            m.block is None or m.block == -1
+        ):  # after the blocks in forward, or the start of backward
             shift = (L - 2) * A
             fsdp_terms = {"all_gather_buffer": ag} if fsdp else {}
             if fsdp and m.block == -1:
                 fsdp_terms["block_gathered"] = blk.gathered * c
-            add(f"{m.name}" if m.block is None else f"forward, block {L - 1}", m.phase,
-                activations_and_temporaries=m.live + shift, root_gradients=m.grads, **fsdp_terms)
-        else:                                        # block k's backward, k = L-1 .. 0
-            for k in (range(L - 1, 0, -1) if m.block == 1 else (0,)):
+            add(
+                f"{m.name}" if m.block is None else f"forward, block {L - 1}",
+                m.phase,
+                activations_and_temporaries=m.live + shift,
+                root_gradients=m.grads,
+                **fsdp_terms,
+            )
+        else:  # block k's backward, k = L-1 .. 0
+            for k in range(L - 1, 0, -1) if m.block == 1 else (0,):
                 done = L - 1 - k
-                terms = {"activations_and_temporaries": m.live + (k - 1) * A if k else m.live,
-                         "gradients_being_made": m.grads}
+                terms = {
+                    "activations_and_temporaries": m.live + (k - 1) * A if k else m.live,
+                    "gradients_being_made": m.grads,
+                }
                 if fsdp:
-                    terms.update(block_gathered=blk.gathered * c,
-                                 all_gather_buffer=ag if k > 0 else 0,
-                                 reduce_scatter_buffer=rs if done else 0,
-                                 sharded_grads=blk.stored * r * done)
+                    terms.update(
+                        block_gathered=blk.gathered * c,
+                        all_gather_buffer=ag if k > 0 else 0,
+                        reduce_scatter_buffer=rs if done else 0,
+                        sharded_grads=blk.stored * r * done,
+                    )
                 else:
                     terms["grads"] = blk.numel * s * done
                 add(f"backward, block {k}", m.phase, **terms)
     held = sum(u.held for u in us)
     largest = max(u.largest_held for u in us)
-    step = {"sharded_grads" if fsdp else "grads": grads, "loss": profile.result,
-            "optimizer_temporaries": optimizer_temporaries(optimizer, held, largest, s)}
-    events.append(Event(f"optimizer step ({optimizer})", "step",
-                        MappingProxyType({**base, **{k.replace("_", " "): v for k, v in step.items()}})))
-    return StepPeak(params, grads, optimizer_state, profile.activations(L), inputs, buffers, tuple(events))
+    step = {
+        "sharded_grads" if fsdp else "grads": grads,
+        "loss": profile.result,
+        "optimizer_temporaries": optimizer_temporaries(optimizer, held, largest, s),
+    }
+    events.append(
+        Event(
+            f"optimizer step ({optimizer})",
+            "step",
+            MappingProxyType({**base, **{k.replace("_", " "): v for k, v in step.items()}}),
+        )
+    )
+    return StepPeak(
+        params, grads, optimizer_state, profile.activations(L), inputs, buffers, tuple(events)
+    )

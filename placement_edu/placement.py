@@ -17,9 +17,9 @@ from placement_edu.errors import PlacementError
 class State(str, Enum):
     """The four training states."""
 
-    PARAMS = "params"            # P: the working copy used in forward/backward
-    GRADS = "grads"              # G: gradients of the loss w.r.t. the parameters
-    OPTIMIZER = "optimizer"      # O: fp32 master copy + Adam m and v under mixed_adam
+    PARAMS = "params"  # P: the working copy used in forward/backward
+    GRADS = "grads"  # G: gradients of the loss w.r.t. the parameters
+    OPTIMIZER = "optimizer"  # O: fp32 master copy + Adam m and v under mixed_adam
     ACTIVATIONS = "activations"  # A: made in forward, kept until backward
 
     def __str__(self) -> str:
@@ -40,11 +40,11 @@ class Mode(str, Enum):
     ``OFF`` keeps a 1/N slice on each host (ZeRO-Offload's layout), ``OFF_R`` a whole copy.
     """
 
-    R = "R"          # replicated: every device holds all of it, identical copies
-    S = "S"          # sharded: each device owns a disjoint 1/N slice and only uses that slice
-    SG = "SG"        # sharded-with-gather: stored as 1/N slices, all-gathered just before use
-    M = "M"          # materialized: computed during the step and freed within it
-    OFF = "OFF"      # offloaded: persistent copy in host memory, a 1/N slice per host
+    R = "R"  # replicated: every device holds all of it, identical copies
+    S = "S"  # sharded: each device owns a disjoint 1/N slice and only uses that slice
+    SG = "SG"  # sharded-with-gather: stored as 1/N slices, all-gathered just before use
+    M = "M"  # materialized: computed during the step and freed within it
+    OFF = "OFF"  # offloaded: persistent copy in host memory, a 1/N slice per host
     OFF_R = "OFF-R"  # offloaded: persistent copy in host memory, a whole copy per host
 
     def __str__(self) -> str:
@@ -65,9 +65,9 @@ HOST_MODES = frozenset({Mode.OFF, Mode.OFF_R})
 class GradStatus(str, Enum):
     """The transient status of a gradient along a batch-splitting axis (SPEC §2)."""
 
-    PARTIAL = "partial"      # right after a local backward: only this device's contribution
-    REDUCED = "reduced"      # sum-reduced (all-reduce or reduce-scatter), not yet normalised
-    SCALED = "scaled"        # reduced and divided once by the number of contributions
+    PARTIAL = "partial"  # right after a local backward: only this device's contribution
+    REDUCED = "reduced"  # sum-reduced (all-reduce or reduce-scatter), not yet normalised
+    SCALED = "scaled"  # reduced and divided once by the number of contributions
 
 
 #: The mesh axes, outermost first, and what each one splits. ``data``, ``tensor`` and ``pipeline``
@@ -110,12 +110,15 @@ def _axis_modes(state: State, spec: ModeSpec) -> tuple[Mode, ...]:
     elif isinstance(spec, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in spec):
         pairs = dict(spec)
     else:
-        raise PlacementError(f"{state} placement {spec!r} is not a mode ('R', 'S', 'SG', 'M', 'OFF', "
-                             "'OFF-R') or a mapping from axis to mode, e.g. {'data': 'SG', 'tensor': 'S'}")
+        raise PlacementError(
+            f"{state} placement {spec!r} is not a mode ('R', 'S', 'SG', 'M', 'OFF', "
+            "'OFF-R') or a mapping from axis to mode, e.g. {'data': 'SG', 'tensor': 'S'}"
+        )
     for axis in pairs:
         if axis not in AXES:
             raise PlacementError(
-                f"{state} is placed on axis {axis!r}; known axes: {', '.join(AXES)}")
+                f"{state} is placed on axis {axis!r}; known axes: {', '.join(AXES)}"
+            )
     return tuple(as_mode(pairs[axis]) if axis in pairs else default_mode(state) for axis in AXES)
 
 
@@ -135,10 +138,19 @@ class Placement:
     optimizer: tuple[Mode, ...]
     activations: tuple[Mode, ...]
 
-    def __init__(self, params: ModeSpec | None = None, grads: ModeSpec | None = None,
-                 optimizer: ModeSpec | None = None, activations: ModeSpec | None = None) -> None:
-        for state, spec in ((State.PARAMS, params), (State.GRADS, grads),
-                            (State.OPTIMIZER, optimizer), (State.ACTIVATIONS, activations)):
+    def __init__(
+        self,
+        params: ModeSpec | None = None,
+        grads: ModeSpec | None = None,
+        optimizer: ModeSpec | None = None,
+        activations: ModeSpec | None = None,
+    ) -> None:
+        for state, spec in (
+            (State.PARAMS, params),
+            (State.GRADS, grads),
+            (State.OPTIMIZER, optimizer),
+            (State.ACTIVATIONS, activations),
+        ):
             object.__setattr__(self, state.value, _axis_modes(state, spec or {}))
 
     def mode(self, state: State, axis: str) -> Mode:
@@ -148,7 +160,11 @@ class Placement:
     def named(self, state: State) -> dict[str, Mode]:
         """The axes on which ``state`` differs from its default, with their modes, in mesh order."""
         default = default_mode(state)
-        return {axis: mode for axis, mode in zip(AXES, getattr(self, State(state).value)) if mode is not default}
+        return {
+            axis: mode
+            for axis, mode in zip(AXES, getattr(self, State(state).value))
+            if mode is not default
+        }
 
     def axes(self) -> tuple[str, ...]:
         """The axes on which any state differs from its default, in mesh order."""
@@ -160,7 +176,10 @@ class Placement:
             named = self.named(state)
             if list(named) == ["data"]:
                 return repr(named["data"].value)
-            return "{" + ", ".join(f"{axis!r}: {mode.value!r}" for axis, mode in named.items()) + "}"
+            return (
+                "{" + ", ".join(f"{axis!r}: {mode.value!r}" for axis, mode in named.items()) + "}"
+            )
+
         args = ", ".join(f"{s.value}={spec(s)}" for s in State if self.named(s))
         return f"Placement({args})"
 
@@ -172,4 +191,5 @@ class Placement:
             if list(named) == ["data"]:
                 return str(named["data"])
             return "(" + ", ".join(f"{axis}:{mode}" for axis, mode in named.items()) + ")"
+
         return " ".join(f"{s.name[0]}={one(s)}" for s in State)

@@ -29,8 +29,15 @@ from placement_edu.placement import Placement
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import derive_schedule
 from placement_edu.strategies import Strategy
-from placement_edu.timing import (OVERLAPS, Hardware, StepTime, combine, comm_time, compute_time,
-                                  get_hardware)
+from placement_edu.timing import (
+    OVERLAPS,
+    Hardware,
+    StepTime,
+    combine,
+    comm_time,
+    compute_time,
+    get_hardware,
+)
 from placement_edu.units import GB, plain
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
@@ -46,7 +53,9 @@ SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
 )
 
 
-def default_transformer(psi: int, micro_batch: int = 1, seq: int | None = None) -> tuple[TransformerSpec, str]:
+def default_transformer(
+    psi: int, micro_batch: int = 1, seq: int | None = None
+) -> tuple[TransformerSpec, str]:
     """A GPT-style TransformerSpec of about ``psi`` parameters, and the sentence that says so.
 
     The published shape nearest in Ψ (with f = 4h) gives L, h, a, s and V; the MLP width f is then
@@ -58,7 +67,9 @@ def default_transformer(psi: int, micro_batch: int = 1, seq: int | None = None) 
 
     def with_ffn(shape, f: int) -> TransformerSpec:
         name, layers, h, a, s, v, _ = shape
-        return TransformerSpec(layers=layers, hidden=h, heads=a, seq=s, vocab=v, ffn=f, micro_batch=micro_batch)
+        return TransformerSpec(
+            layers=layers, hidden=h, heads=a, seq=s, vocab=v, ffn=f, micro_batch=micro_batch
+        )
 
     shape = min(SHAPES, key=lambda sh: abs(math.log(with_ffn(sh, 4 * sh[2]).psi / psi)))
     name, layers, h, a, s, v, source = shape
@@ -67,12 +78,17 @@ def default_transformer(psi: int, micro_batch: int = 1, seq: int | None = None) 
     # Ψ = L·(4h² + 9h + (2h + 1)·f) + (V + s)·h + 2h: solve for the whole f nearest to psi.
     fixed = layers * (4 * h * h + 9 * h) + (v + s) * h + 2 * h
     f = round((psi - fixed) / (layers * (2 * h + 1)))
-    expect(f >= 1, f"Ψ = {psi:,} is too small for any published shape ({name} without its MLP already has "
-                   f"{fixed:,}); give the transformer flags (--layers --hidden --heads --seq --vocab)")
+    expect(
+        f >= 1,
+        f"Ψ = {psi:,} is too small for any published shape ({name} without its MLP already has "
+        f"{fixed:,}); give the transformer flags (--layers --hidden --heads --seq --vocab)",
+    )
     model = with_ffn(shape, f)
-    words = (f"no transformer flags: assumed {name}'s shape ({source}), GPT-style blocks, L={layers} h={h} a={a} "
-             f"s={s} V={v} b={micro_batch}, with MLP width f={f:,} chosen so that Ψ = {model.psi:,} "
-             f"(asked {psi:,})")
+    words = (
+        f"no transformer flags: assumed {name}'s shape ({source}), GPT-style blocks, L={layers} h={h} a={a} "
+        f"s={s} V={v} b={micro_batch}, with MLP width f={f:,} chosen so that Ψ = {model.psi:,} "
+        f"(asked {psi:,})"
+    )
     return model, words
 
 
@@ -102,11 +118,21 @@ def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
         if axis in axes:
             for state in modes:
                 modes[state][axis] = "S"
-    parts = ([("hsdp" if data == "zero3" else f"{data}+replica")] if "replica" in axes
-             else [data] if "data" in axes else [])
+    parts = (
+        [("hsdp" if data == "zero3" else f"{data}+replica")]
+        if "replica" in axes
+        else [data]
+        if "data" in axes
+        else []
+    )
     parts += [short for axis, short in (("tensor", "tp"), ("pipeline", "pp")) if axis in axes]
-    return Strategy("×".join(parts) or "single", Placement(**modes), reshard_after_forward=reshard,
-                    micro_batches=micro_batches, mesh_axes=tuple(axes))
+    return Strategy(
+        "×".join(parts) or "single",
+        Placement(**modes),
+        reshard_after_forward=reshard,
+        micro_batches=micro_batches,
+        mesh_axes=tuple(axes),
+    )
 
 
 def _divisors(n: int) -> list[int]:
@@ -125,18 +151,34 @@ def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -
             if p > model.layers:
                 continue
             data = devices // (t * p)
-            yield Mesh.of(**{a: n for a, n in (("data", data), ("tensor", t), ("pipeline", p)) if n > 1}) \
-                if data * t * p > 1 else Mesh.of(data=1)
+            yield (
+                Mesh.of(
+                    **{a: n for a, n in (("data", data), ("tensor", t), ("pipeline", p)) if n > 1}
+                )
+                if data * t * p > 1
+                else Mesh.of(data=1)
+            )
             for d in _divisors(data):
                 if 1 < d < data and d * t <= max_tensor:
-                    yield Mesh.of(**{a: n for a, n in (("replica", data // d), ("data", d), ("tensor", t),
-                                                         ("pipeline", p)) if n > 1})
+                    yield Mesh.of(
+                        **{
+                            a: n
+                            for a, n in (
+                                ("replica", data // d),
+                                ("data", d),
+                                ("tensor", t),
+                                ("pipeline", p),
+                            )
+                            if n > 1
+                        }
+                    )
 
 
 # --- seconds of communication, affine in m --------------------------------------------------------
 @lru_cache(maxsize=4096)
-def comm_seconds(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision,
-                 hw: Hardware) -> dict[str, float]:
+def comm_seconds(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+) -> dict[str, float]:
     """``timing.comm_time`` of the schedule at ``strategy.micro_batches`` = m, per phase.
 
     Every per-step operation of a schedule runs once per step (start-up broadcasts, fsdp_grad_op's
@@ -145,8 +187,10 @@ def comm_seconds(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precisi
     seconds are affine in m: derived at m = 1 and m = 2, they are exact at any m, without listing
     m micro-batches' operations (``tests/test_planner.py`` checks this against the full derivation)."""
     m = strategy.micro_batches
-    one, two = (comm_time(derive_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw)
-                for k in ((1, 2) if m > 2 else (m, m)))
+    one, two = (
+        comm_time(derive_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw)
+        for k in ((1, 2) if m > 2 else (m, m))
+    )
     return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
 
 
@@ -168,19 +212,32 @@ class Choice:
         return self.peak_bytes - self.budget_bytes
 
     def label(self) -> str:
-        return (f"{self.strategy.name} on {self.mesh}, recompute {self.recompute}, "
-                f"m = {self.strategy.micro_batches}")
+        return (
+            f"{self.strategy.name} on {self.mesh}, recompute {self.recompute}, "
+            f"m = {self.strategy.micro_batches}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"strategy": self.strategy.name, "placement": str(self.strategy.placement),
-                               "mesh": dict(self.mesh.degrees), "recompute": self.recompute,
-                               "micro_batches": self.strategy.micro_batches, "peak_bytes": self.peak_bytes}
+        out: dict[str, Any] = {
+            "strategy": self.strategy.name,
+            "placement": str(self.strategy.placement),
+            "mesh": dict(self.mesh.degrees),
+            "recompute": self.recompute,
+            "micro_batches": self.strategy.micro_batches,
+            "peak_bytes": self.peak_bytes,
+        }
         if self.time is None:
             out["over_bytes"] = self.over_bytes
             return out
         t = self.time
-        return {**out, "step_time_s": t.total_s, "compute_time_s": t.compute_s, "comm_time_s": t.comm_s,
-                "exposed_comm_s": t.exposed_comm_s, "bubble_s": t.bubble_s}
+        return {
+            **out,
+            "step_time_s": t.total_s,
+            "compute_time_s": t.compute_s,
+            "comm_time_s": t.comm_s,
+            "exposed_comm_s": t.exposed_comm_s,
+            "bubble_s": t.bubble_s,
+        }
 
 
 @dataclass(frozen=True)
@@ -228,10 +285,15 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "assumption": self.assumption,
-            "model": self.model.description, "psi": self.model.psi, "devices": self.devices,
-            "hardware": self.hardware.name, "hardware_source": self.hardware.source,
-            "precision": self.precision.name, "budget_bytes": self.budget_bytes,
-            "global_batch_sequences": self.global_batch, "tokens_per_device": plain(self.tokens_per_device),
+            "model": self.model.description,
+            "psi": self.model.psi,
+            "devices": self.devices,
+            "hardware": self.hardware.name,
+            "hardware_source": self.hardware.source,
+            "precision": self.precision.name,
+            "budget_bytes": self.budget_bytes,
+            "global_batch_sequences": self.global_batch,
+            "tokens_per_device": plain(self.tokens_per_device),
             "overlap": self.overlap,
             "units": "bytes (GB = 1e9 bytes), seconds per optimizer step on rank 0",
             "ranked": [{"rank": i + 1, **c.to_dict()} for i, c in enumerate(self.ranked)],
@@ -242,34 +304,52 @@ class Plan:
 
     def lines(self, top: int = 10) -> list[str]:
         out = [self.assumption] if self.assumption else []
-        out.append(f"{self.model.description} on {self.devices} × {self.hardware.name}, budget "
-                   f"{self.budget_bytes / GB:g} GB per device, {self.global_batch} sequences per step "
-                   f"({float(self.tokens_per_device):g} tokens per device), overlap {self.overlap}")
-        out.append(f"{len(self.ranked)} placements fit, {len(self.infeasible)} do not. Fastest first:")
+        out.append(
+            f"{self.model.description} on {self.devices} × {self.hardware.name}, budget "
+            f"{self.budget_bytes / GB:g} GB per device, {self.global_batch} sequences per step "
+            f"({float(self.tokens_per_device):g} tokens per device), overlap {self.overlap}"
+        )
+        out.append(
+            f"{len(self.ranked)} placements fit, {len(self.infeasible)} do not. Fastest first:"
+        )
         width = max((len(c.label()) for c in self.ranked[:top]), default=0)
         for i, c in enumerate(self.ranked[:top]):
             t = c.time
             assert t is not None
-            out.append(f"  {i + 1:>3}. {c.label().ljust(width)}  {t.total_s:8.3f} s  (compute {t.compute_s:.3f}, "
-                       f"comm {t.comm_s:.3f}, exposed {t.exposed_comm_s:.3f}, bubble {t.bubble_s:.3f})  "
-                       f"peak {c.peak_bytes / GB:.1f} GB")
+            out.append(
+                f"  {i + 1:>3}. {c.label().ljust(width)}  {t.total_s:8.3f} s  (compute {t.compute_s:.3f}, "
+                f"comm {t.comm_s:.3f}, exposed {t.exposed_comm_s:.3f}, bubble {t.bubble_s:.3f})  "
+                f"peak {c.peak_bytes / GB:.1f} GB"
+            )
         out += ["Why:"] + [f"  {self.explain(i)}" for i in range(min(3, len(self.ranked)))]
         out.append("Over the budget (smallest excess first):")
         for c in sorted(self.infeasible, key=lambda c: c.over_bytes)[:top]:
-            out.append(f"  {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over")
+            out.append(
+                f"  {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over"
+            )
         plain_dp = [c for c in self.infeasible if c.strategy.name == "dp"]
         if plain_dp:
             c = min(plain_dp, key=lambda c: c.over_bytes)
-            out.append(f"  plain {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over")
+            out.append(
+                f"  plain {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over"
+            )
         return out
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
 
-def plan(model: TransformerSpec, devices: int, memory_bytes: int | None = None, hardware: str | Hardware = "h100-nvlink-ib",
-         precision: str | Precision = "mixed_adam", global_batch: int | None = None, overlap: str = "per_pass",
-         recomputes: tuple[str, ...] = RECOMPUTES, assumption: str = "") -> Plan:
+def plan(
+    model: TransformerSpec,
+    devices: int,
+    memory_bytes: int | None = None,
+    hardware: str | Hardware = "h100-nvlink-ib",
+    precision: str | Precision = "mixed_adam",
+    global_batch: int | None = None,
+    overlap: str = "per_pass",
+    recomputes: tuple[str, ...] = RECOMPUTES,
+    assumption: str = "",
+) -> Plan:
     """Rank every placement of ``model`` on ``devices`` devices that fits ``memory_bytes`` per device
     (default: the hardware's memory) by predicted step time.
 
@@ -277,11 +357,16 @@ def plan(model: TransformerSpec, devices: int, memory_bytes: int | None = None, 
     Each data-parallel replica (r·d of them) takes global_batch/(r·d) sequences in micro-batches of
     the model's b: m = global_batch/(r·d·b); a mesh that does not divide the batch is skipped.
     Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B)."""
-    expect(isinstance(model, TransformerSpec), f"the planner needs a TransformerSpec (to price tp, pp and "
-                                               f"activations), got {type(model).__name__}")
+    expect(
+        isinstance(model, TransformerSpec),
+        f"the planner needs a TransformerSpec (to price tp, pp and "
+        f"activations), got {type(model).__name__}",
+    )
     devices = positive_int("devices", devices)
     hw, precision = get_hardware(hardware), get_precision(precision)
-    budget = positive_int("memory budget (bytes)", hw.memory_bytes if memory_bytes is None else memory_bytes)
+    budget = positive_int(
+        "memory budget (bytes)", hw.memory_bytes if memory_bytes is None else memory_bytes
+    )
     batch = positive_int("global batch (sequences)", 1024 if global_batch is None else global_batch)
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
     for r in recomputes:
@@ -293,16 +378,25 @@ def plan(model: TransformerSpec, devices: int, memory_bytes: int | None = None, 
     for mesh in meshes(devices, model):
         replicas = mesh.degree("replica") * mesh.degree("data")
         if batch % (replicas * model.micro_batch):
-            skipped.append(f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
-                           f"of {model.micro_batch}")
+            skipped.append(
+                f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
+                f"of {model.micro_batch}"
+            )
             continue
         m = batch // (replicas * model.micro_batch)
-        datas = (["zero3"] if mesh.degree("replica") > 1 else list(DATA_PLACEMENTS) if mesh.degree("data") > 1
-                 else ["dp"])
+        datas = (
+            ["zero3"]
+            if mesh.degree("replica") > 1
+            else list(DATA_PLACEMENTS)
+            if mesh.degree("data") > 1
+            else ["dp"]
+        )
         for data in datas:
             strategy = compose(data, mesh, m)
             for recompute in recomputes:
-                shaped = model if model.recompute == recompute else _with_recompute(model, recompute)
+                shaped = (
+                    model if model.recompute == recompute else _with_recompute(model, recompute)
+                )
                 try:
                     peak = int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
                 except PlacementError as error:
@@ -321,8 +415,19 @@ def plan(model: TransformerSpec, devices: int, memory_bytes: int | None = None, 
                 fits.append(Choice(strategy, mesh, recompute, peak, budget, time))
     fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
     over.sort(key=lambda c: c.over_bytes)
-    return Plan(model, devices, hw, precision, budget, batch, overlap, tuple(fits), tuple(over), tuple(skipped),
-                assumption)
+    return Plan(
+        model,
+        devices,
+        hw,
+        precision,
+        budget,
+        batch,
+        overlap,
+        tuple(fits),
+        tuple(over),
+        tuple(skipped),
+        assumption,
+    )
 
 
 @lru_cache(maxsize=64)

@@ -36,25 +36,27 @@ class Precision:
         return self.params + self.grads + self.optimizer
 
 
-PRESETS: Mapping[str, Precision] = MappingProxyType({
-    # ZeRO §3.1: fp16 params and grads, fp32 master params + Adam momentum + variance (K = 12).
-    "mixed_adam": Precision("mixed_adam", 2, 2, 12, 2),
-    # Plain fp32 training with Adam: fp32 weights and grads, m and v (no separate master copy).
-    "fp32_adam": Precision("fp32_adam", 4, 4, 8, 4),
-    # Megatron-LM / nanotron: bf16 params, fp32 main grads, fp32 master + m + v: 18 B/param.
-    "mixed_adam_fp32_grads": Precision("mixed_adam_fp32_grads", 2, 4, 12, 2),
-    # bf16 gradients plus an fp32 accumulation copy (2 + 4 gradient bytes): the Ultra-Scale
-    # Playbook's 20 B/param (HuggingFace 2025, "Memory usage in Transformers": 2Ψ params, 2Ψ grads,
-    # 4Ψ fp32 grads for accumulation, 12Ψ optimizer), and the 2 + 4 bytes per gradient that
-    # DeepSpeed's ZeRO memory estimators count.
-    "mixed_adam_fp32_accum": Precision("mixed_adam_fp32_accum", 2, 6, 12, 2),
-    # What the runtime uses by default, so rounding vanishes next to real faults.
-    "fp64_adam": Precision("fp64_adam", 8, 8, 16, 8),
-    # SGD with momentum: one buffer (fp32), or fp32 master + momentum under mixed precision.
-    "sgd_momentum": Precision("sgd_momentum", 4, 4, 4, 4),
-    "mixed_sgd_momentum": Precision("mixed_sgd_momentum", 2, 2, 8, 2),
-    "fp64_sgd_momentum": Precision("fp64_sgd_momentum", 8, 8, 8, 8),
-})
+PRESETS: Mapping[str, Precision] = MappingProxyType(
+    {
+        # ZeRO §3.1: fp16 params and grads, fp32 master params + Adam momentum + variance (K = 12).
+        "mixed_adam": Precision("mixed_adam", 2, 2, 12, 2),
+        # Plain fp32 training with Adam: fp32 weights and grads, m and v (no separate master copy).
+        "fp32_adam": Precision("fp32_adam", 4, 4, 8, 4),
+        # Megatron-LM / nanotron: bf16 params, fp32 main grads, fp32 master + m + v: 18 B/param.
+        "mixed_adam_fp32_grads": Precision("mixed_adam_fp32_grads", 2, 4, 12, 2),
+        # bf16 gradients plus an fp32 accumulation copy (2 + 4 gradient bytes): the Ultra-Scale
+        # Playbook's 20 B/param (HuggingFace 2025, "Memory usage in Transformers": 2Ψ params, 2Ψ grads,
+        # 4Ψ fp32 grads for accumulation, 12Ψ optimizer), and the 2 + 4 bytes per gradient that
+        # DeepSpeed's ZeRO memory estimators count.
+        "mixed_adam_fp32_accum": Precision("mixed_adam_fp32_accum", 2, 6, 12, 2),
+        # What the runtime uses by default, so rounding vanishes next to real faults.
+        "fp64_adam": Precision("fp64_adam", 8, 8, 16, 8),
+        # SGD with momentum: one buffer (fp32), or fp32 master + momentum under mixed precision.
+        "sgd_momentum": Precision("sgd_momentum", 4, 4, 4, 4),
+        "mixed_sgd_momentum": Precision("mixed_sgd_momentum", 2, 2, 8, 2),
+        "fp64_sgd_momentum": Precision("fp64_sgd_momentum", 8, 8, 8, 8),
+    }
+)
 
 
 #: The form of a custom precision typed as text: bytes per element of P, G and O, and optionally A.
@@ -65,7 +67,9 @@ def parse_precision(text: str) -> Precision:
     """Read a custom "P/G/O" (or "P/G/O/A") string of bytes per element: "2/6/12" is
     Precision("2/6/12", 2, 6, 12, 2). The name is the text itself, so a report shows what was typed."""
     parts = [part.strip() for part in text.split("/")]
-    if len(parts) not in (3, 4) or not all(part.isascii() and part.isdigit() and len(part) <= 6 for part in parts):
+    if len(parts) not in (3, 4) or not all(
+        part.isascii() and part.isdigit() and len(part) <= 6 for part in parts
+    ):
         raise PlacementError(_unknown(text))
     numbers = [int(part) for part in parts] + ([2] if len(parts) == 3 else [])
     return Precision("/".join(parts), *numbers)
@@ -85,5 +89,7 @@ def get_precision(precision: str | Precision) -> Precision:
 
 
 def _unknown(value: object) -> str:
-    return (f"unknown precision {value!r}; known presets: {', '.join(PRESETS)}; "
-            f"or a custom {TRIPLE_FORM}; or pass Precision(name, params, grads, optimizer, activations)")
+    return (
+        f"unknown precision {value!r}; known presets: {', '.join(PRESETS)}; "
+        f"or a custom {TRIPLE_FORM}; or pass Precision(name, params, grads, optimizer, activations)"
+    )

@@ -53,34 +53,64 @@ class Report:
         rows.append((f"peak (in {m.peak_phase})", fmt_bytes(m.peak)))
         if m.padding:
             rows.append(("padding added by sharding", f"{m.padding:,} elements"))
-        for o, times in self.schedule.counted():     # a repeated micro-batch pass: once, with its count
+        for (
+            o,
+            times,
+        ) in self.schedule.counted():  # a repeated micro-batch pass: once, with its count
             if o.is_collective or o.op in ("h2d", "d2h"):
                 cost = "once, not per step" if o.once else f"{fmt_bytes(o.ring_bytes)} ring"
                 count = f" (×{times:,}, one per micro-batch)" if times > 1 else ""
-                rows.append((f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
-                             f"{fmt_bytes(o.payload_bytes)} payload, {cost}{count} -- {o.why}"))
-        rows.append(("communication per step", f"{float(self.volume_psi):g} Ψ (ZeRO convention), "
-                                               f"{fmt_bytes(self.ring_bytes)} ring bytes"))
+                rows.append(
+                    (
+                        f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
+                        f"{fmt_bytes(o.payload_bytes)} payload, {cost}{count} -- {o.why}",
+                    )
+                )
+        rows.append(
+            (
+                "communication per step",
+                f"{float(self.volume_psi):g} Ψ (ZeRO convention), "
+                f"{fmt_bytes(self.ring_bytes)} ring bytes",
+            )
+        )
         if self.schedule.host_link_bytes:
-            rows.append(("host link per step", f"{fmt_bytes(self.schedule.host_link_bytes)} between this device "
-                                               "and its host (offloaded state; not network traffic)"))
+            rows.append(
+                (
+                    "host link per step",
+                    f"{fmt_bytes(self.schedule.host_link_bytes)} between this device "
+                    "and its host (offloaded state; not network traffic)",
+                )
+            )
         if self.mesh.degree("pipeline") > 1:
             bubble = pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches)
-            rows.append(("pipeline bubble", f"{bubble['of_ideal']} of ideal time = (p-1)/m; "
-                                            f"{bubble['of_total']} of total time = (p-1)/(m+p-1)"))
+            rows.append(
+                (
+                    "pipeline bubble",
+                    f"{bubble['of_ideal']} of ideal time = (p-1)/m; "
+                    f"{bubble['of_total']} of total time = (p-1)/(m+p-1)",
+                )
+            )
         rows += [("warning", w) for w in self.schedule.warnings]
         return rows
 
     def __str__(self) -> str:
-        head = (f"{self.strategy.name} [{self.strategy.placement}] on {self.mesh} (rank {self.rank}), "
-                f"{self.model.description}, precision {self.precision.name}")
+        head = (
+            f"{self.strategy.name} [{self.strategy.placement}] on {self.mesh} (rank {self.rank}), "
+            f"{self.model.description}, precision {self.precision.name}"
+        )
         width = max(len(label) for label, _ in self.lines())
-        return "\n".join([head] + [f"  {label.ljust(width)}  {value}" for label, value in self.lines()])
+        return "\n".join(
+            [head] + [f"  {label.ljust(width)}  {value}" for label, value in self.lines()]
+        )
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in self.lines())
-        return (f"<table><caption>{html.escape(str(self).splitlines()[0])}</caption>"
-                f"<tbody>{rows}</tbody></table>")
+        rows = "".join(
+            f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in self.lines()
+        )
+        return (
+            f"<table><caption>{html.escape(str(self).splitlines()[0])}</caption>"
+            f"<tbody>{rows}</tbody></table>"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
@@ -98,7 +128,9 @@ class Report:
                 "grads": plain(m.device[State.GRADS]),
                 "optimizer": plain(m.device[State.OPTIMIZER]),
                 "model_state": plain(m.model_state),
-                "transient": {ph: {k: plain(v) for k, v in terms.items()} for ph, terms in m.transient.items()},
+                "transient": {
+                    ph: {k: plain(v) for k, v in terms.items()} for ph, terms in m.transient.items()
+                },
                 "peak": plain(m.peak),
                 "peak_phase": m.peak_phase,
                 "host": plain(m.host_total),
@@ -108,26 +140,53 @@ class Report:
             "comm": {
                 "volume_psi": plain(self.volume_psi),
                 "ring_bytes": plain(self.ring_bytes),
-                "ring_bytes_by_axis": {a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()},
+                "ring_bytes_by_axis": {
+                    a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()
+                },
                 "host_link_bytes": plain(self.schedule.host_link_bytes),
                 # each op once, with how many times in a row it runs ("times"; a repeated micro-batch
                 # pass) and the micro-batches it runs for ("micro_batches": first and last)
-                "schedule": [{"op": o.op, "state": o.state.value, "axis": o.axis, "phase": o.phase,
-                              "payload_bytes": plain(o.payload_bytes), "ring_bytes": plain(o.ring_bytes),
-                              "group": o.group, "times": times, "why": o.why,
-                              **({"micro_batches": [o.micro_batches[0], o.micro_batches[-1]]} if o.micro_batches else {}),
-                              **({"root": True} if o.root else {})}
-                             for o, times in self.schedule.counted()],
+                "schedule": [
+                    {
+                        "op": o.op,
+                        "state": o.state.value,
+                        "axis": o.axis,
+                        "phase": o.phase,
+                        "payload_bytes": plain(o.payload_bytes),
+                        "ring_bytes": plain(o.ring_bytes),
+                        "group": o.group,
+                        "times": times,
+                        "why": o.why,
+                        **(
+                            {"micro_batches": [o.micro_batches[0], o.micro_batches[-1]]}
+                            if o.micro_batches
+                            else {}
+                        ),
+                        **({"root": True} if o.root else {}),
+                    }
+                    for o, times in self.schedule.counted()
+                ],
             },
-            "pipeline_bubble": None if self.mesh.degree("pipeline") == 1 else {
-                k: float(v) for k, v in pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches).items()},
+            "pipeline_bubble": None
+            if self.mesh.degree("pipeline") == 1
+            else {
+                k: float(v)
+                for k, v in pipeline_bubble(
+                    self.mesh.degree("pipeline"), self.strategy.micro_batches
+                ).items()
+            },
             "warnings": list(self.schedule.warnings),
         }
 
 
-def analyze(strategy: str | Strategy, model: Model | int | float, devices: int | None = None,
-            precision: str | Precision = "mixed_adam", mesh: Mesh | str | None = None,
-            rank: int = 0) -> Report:
+def analyze(
+    strategy: str | Strategy,
+    model: Model | int | float,
+    devices: int | None = None,
+    precision: str | Precision = "mixed_adam",
+    mesh: Mesh | str | None = None,
+    rank: int = 0,
+) -> Report:
     """Derive memory and schedule. ``model`` may be Ψ (a number) for an abstract model; give
     ``devices`` (all on the strategy's axis) or a ``mesh``."""
     strategy = get_strategy(strategy)
@@ -136,15 +195,23 @@ def analyze(strategy: str | Strategy, model: Model | int | float, devices: int |
     if mesh is not None:
         mesh = as_mesh(mesh)
         if devices is not None and mesh.world_size != devices:
-            raise PlacementError(f"mesh {mesh} has {mesh.world_size} devices, but devices = {devices}")
+            raise PlacementError(
+                f"mesh {mesh} has {mesh.world_size} devices, but devices = {devices}"
+            )
     elif devices is not None:
         mesh = strategy.default_mesh(devices)
     else:
         raise PlacementError("give devices (a number) or a mesh (e.g. data=2,tensor=2)")
     with context(f"deriving {strategy.name} ({strategy.placement}) on {mesh}"):
-        return Report(strategy, model, mesh, precision,
-                      derive_memory(strategy, model, mesh, precision, rank),
-                      derive_schedule(strategy, model, mesh, precision, rank), rank)
+        return Report(
+            strategy,
+            model,
+            mesh,
+            precision,
+            derive_memory(strategy, model, mesh, precision, rank),
+            derive_schedule(strategy, model, mesh, precision, rank),
+            rank,
+        )
 
 
 @dataclass(frozen=True)
@@ -160,10 +227,15 @@ class Comparison:
         (ZeRO-convention volume)."""
         base = self.baseline
         memory = Fraction(report.memory.model_state) / Fraction(base.memory.model_state)
-        with_host = Fraction(report.memory.model_state + report.memory.host_total) / Fraction(base.memory.model_state)
+        with_host = Fraction(report.memory.model_state + report.memory.host_total) / Fraction(
+            base.memory.model_state
+        )
         comm = report.volume_psi / base.volume_psi if base.volume_psi else None
-        return {"memory": float(memory), "memory_with_host": float(with_host),
-                "comm": None if comm is None else float(comm)}
+        return {
+            "memory": float(memory),
+            "memory_with_host": float(with_host),
+            "comm": None if comm is None else float(comm),
+        }
 
     def to_list(self) -> list[dict[str, Any]]:
         return [{**r.to_dict(), "vs_dp": self.vs_dp(r)} for r in self.reports]
@@ -172,54 +244,102 @@ class Comparison:
         out = []
         for r in self.reports:
             m, ratio = r.memory, self.vs_dp(r)
-            out.append([r.strategy.name, str(r.strategy.placement), fmt_gb(m.device[State.PARAMS]),
-                        fmt_gb(m.device[State.GRADS]), fmt_gb(m.device[State.OPTIMIZER]),
-                        fmt_bytes(m.model_state), fmt_gb(m.peak), fmt_gb(m.host_total),
-                        f"{float(r.volume_psi):g} Ψ", fmt_bytes(r.ring_bytes), fmt_gb(r.schedule.host_link_bytes),
-                        f"{ratio['memory']:.6g}×" + (f" (+host: {ratio['memory_with_host']:.6g}×)" if m.host_total else ""),
-                        "n/a" if ratio["comm"] is None else f"{ratio['comm']:.6g}×"])
+            out.append(
+                [
+                    r.strategy.name,
+                    str(r.strategy.placement),
+                    fmt_gb(m.device[State.PARAMS]),
+                    fmt_gb(m.device[State.GRADS]),
+                    fmt_gb(m.device[State.OPTIMIZER]),
+                    fmt_bytes(m.model_state),
+                    fmt_gb(m.peak),
+                    fmt_gb(m.host_total),
+                    f"{float(r.volume_psi):g} Ψ",
+                    fmt_bytes(r.ring_bytes),
+                    fmt_gb(r.schedule.host_link_bytes),
+                    f"{ratio['memory']:.6g}×"
+                    + (f" (+host: {ratio['memory_with_host']:.6g}×)" if m.host_total else ""),
+                    "n/a" if ratio["comm"] is None else f"{ratio['comm']:.6g}×",
+                ]
+            )
         return out
 
-    HEADER = ["strategy", "placement P G O A", "params", "grads", "optimizer", "model state",
-              "peak", "host", "comm (ZeRO conv.)", "ring bytes / step", "host link / step", "mem vs dp",
-              "comm vs dp"]
+    HEADER = [
+        "strategy",
+        "placement P G O A",
+        "params",
+        "grads",
+        "optimizer",
+        "model state",
+        "peak",
+        "host",
+        "comm (ZeRO conv.)",
+        "ring bytes / step",
+        "host link / step",
+        "mem vs dp",
+        "comm vs dp",
+    ]
 
     def caption(self) -> str:
         b = self.baseline
-        return (f"{b.model.description}, {b.mesh.world_size} devices, precision {b.precision.name} "
-                f"(P/G/O = {b.precision.params}/{b.precision.grads}/{b.precision.optimizer} B per "
-                f"parameter). Per device; GB = 10^9 bytes, GiB = 2^30 bytes; communication per "
-                f"optimizer step, ZeRO convention in Ψ elements (all-reduce = 2Ψ) and exact ring bytes.")
+        return (
+            f"{b.model.description}, {b.mesh.world_size} devices, precision {b.precision.name} "
+            f"(P/G/O = {b.precision.params}/{b.precision.grads}/{b.precision.optimizer} B per "
+            f"parameter). Per device; GB = 10^9 bytes, GiB = 2^30 bytes; communication per "
+            f"optimizer step, ZeRO convention in Ψ elements (all-reduce = 2Ψ) and exact ring bytes."
+        )
 
     def __str__(self) -> str:
         rows = [self.HEADER] + self.rows()
         widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        notes = [f"pipeline bubble ({r.strategy.name}): {value}" for r in self.reports
-                 for label, value in r.lines() if label == "pipeline bubble"]
-        warnings = [f"warning ({r.strategy.name}): {w}" for r in self.reports for w in r.schedule.warnings]
+        notes = [
+            f"pipeline bubble ({r.strategy.name}): {value}"
+            for r in self.reports
+            for label, value in r.lines()
+            if label == "pipeline bubble"
+        ]
+        warnings = [
+            f"warning ({r.strategy.name}): {w}" for r in self.reports for w in r.schedule.warnings
+        ]
         return "\n".join([self.caption(), ""] + lines + notes + warnings)
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.HEADER)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                       for row in self.rows())
-        return (f"<table><caption>{html.escape(self.caption())}</caption>"
-                f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+            for row in self.rows()
+        )
+        return (
+            f"<table><caption>{html.escape(self.caption())}</caption>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )
 
 
-def compare(strategies: Sequence[str | Strategy] = ("dp", "zero1", "zero2", "zero3"),
-            model: Model | int | float = 7.5e9, devices: int = 64,
-            precision: str | Precision = "mixed_adam", mesh: Mesh | str | None = None) -> Comparison:
+def compare(
+    strategies: Sequence[str | Strategy] = ("dp", "zero1", "zero2", "zero3"),
+    model: Model | int | float = 7.5e9,
+    devices: int = 64,
+    precision: str | Precision = "mixed_adam",
+    mesh: Mesh | str | None = None,
+) -> Comparison:
     """Derive each strategy on the same model and device count, with dp (all devices on the data
     axis) as the baseline. A ``mesh``, when given, is used for every strategy."""
-    if isinstance(strategies, (str, Strategy)) or not isinstance(strategies, Sequence) or not strategies:
-        raise PlacementError(f"strategies must be a non-empty list of strategy names or Strategy values, "
-                             f"got {strategies!r}")
+    if (
+        isinstance(strategies, (str, Strategy))
+        or not isinstance(strategies, Sequence)
+        or not strategies
+    ):
+        raise PlacementError(
+            f"strategies must be a non-empty list of strategy names or Strategy values, "
+            f"got {strategies!r}"
+        )
     if mesh is not None and as_mesh(mesh).world_size != devices:
-        raise PlacementError(f"mesh {as_mesh(mesh)} has {as_mesh(mesh).world_size} devices, "
-                             f"but devices = {devices}; the degrees must multiply to the device count")
+        raise PlacementError(
+            f"mesh {as_mesh(mesh)} has {as_mesh(mesh).world_size} devices, "
+            f"but devices = {devices}; the degrees must multiply to the device count"
+        )
     reports = tuple(analyze(s, model, devices, precision, mesh) for s in strategies)
     baseline = analyze(STRATEGIES["dp"], reports[0].model, devices, precision)
     return Comparison(reports, baseline)

@@ -57,26 +57,42 @@ class Strategy:
         if not isinstance(self.name, str) or not self.name:
             raise PlacementError(f"a strategy's name is non-empty text, got {self.name!r}")
         if not isinstance(self.placement, Placement):
-            raise PlacementError(f"strategy {self.name!r}: placement must be a Placement, e.g. "
-                                 f"Placement(params=\"SG\", grads=\"S\", optimizer=\"S\"), got "
-                                 f"{self.placement!r} of type {type(self.placement).__name__}")
+            raise PlacementError(
+                f"strategy {self.name!r}: placement must be a Placement, e.g. "
+                f'Placement(params="SG", grads="S", optimizer="S"), got '
+                f"{self.placement!r} of type {type(self.placement).__name__}"
+            )
         object.__setattr__(self, "micro_batches", positive_int("micro_batches", self.micro_batches))
-        expect(self.micro_batches <= MAX_MICRO_BATCHES,
-               f"micro_batches must be at most {show_limit(MAX_MICRO_BATCHES)}, far beyond any real step, "
-               f"got {self.micro_batches:,}")
+        expect(
+            self.micro_batches <= MAX_MICRO_BATCHES,
+            f"micro_batches must be at most {show_limit(MAX_MICRO_BATCHES)}, far beyond any real step, "
+            f"got {self.micro_batches:,}",
+        )
         if self.owner_update not in OWNER_UPDATES:
-            raise PlacementError(f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}")
+            raise PlacementError(
+                f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}"
+            )
         if self.pipeline_schedule not in PIPELINE_SCHEDULES:
-            raise PlacementError(f"unknown pipeline schedule {self.pipeline_schedule!r}; "
-                                 f"known: {', '.join(PIPELINE_SCHEDULES)}")
-        dims = dict(self.shard_dims)  # accept a mapping; store sorted pairs so strategies stay hashable
+            raise PlacementError(
+                f"unknown pipeline schedule {self.pipeline_schedule!r}; "
+                f"known: {', '.join(PIPELINE_SCHEDULES)}"
+            )
+        dims = dict(
+            self.shard_dims
+        )  # accept a mapping; store sorted pairs so strategies stay hashable
         for axis in dims:
             if axis not in AXES:
-                raise PlacementError(f"shard_dims names axis {axis!r}; known axes: {', '.join(AXES)}")
-        object.__setattr__(self, "shard_dims", tuple(sorted(dims.items(), key=lambda p: AXES.index(p[0]))))
+                raise PlacementError(
+                    f"shard_dims names axis {axis!r}; known axes: {', '.join(AXES)}"
+                )
+        object.__setattr__(
+            self, "shard_dims", tuple(sorted(dims.items(), key=lambda p: AXES.index(p[0])))
+        )
         for axis in self.mesh_axes:
             if axis not in AXES:
-                raise PlacementError(f"mesh_axes names axis {axis!r}; known axes: {', '.join(AXES)}")
+                raise PlacementError(
+                    f"mesh_axes names axis {axis!r}; known axes: {', '.join(AXES)}"
+                )
         object.__setattr__(self, "mesh_axes", tuple(a for a in AXES if a in self.mesh_axes))
 
     def shard_dim(self, axis: str) -> tuple[str, ...]:
@@ -97,8 +113,10 @@ class Strategy:
         if len(self.axes) > 1:
             raise PlacementError(
                 f"strategy {self.name!r} places states on axes {', '.join(self.axes)}: "
-                f"give a mesh whose degrees multiply to {devices}, e.g. mesh=\""
-                + ",".join(f"{a}=..." for a in self.axes) + '"')
+                f'give a mesh whose degrees multiply to {devices}, e.g. mesh="'
+                + ",".join(f"{a}=..." for a in self.axes)
+                + '"'
+            )
         return Mesh.of(**{self.axes[0]: devices})
 
     def with_(self, **changes: object) -> "Strategy":
@@ -107,59 +125,160 @@ class Strategy:
 
 
 def _s(name: str, summary: str, **kwargs: object) -> Strategy:
-    options = {k: kwargs.pop(k) for k in ("reshard_after_forward", "micro_batches", "pipeline_schedule",
-                                           "sequence_parallel", "shard_dims", "owner_update", "mesh_axes")
-               if k in kwargs}
+    options = {
+        k: kwargs.pop(k)
+        for k in (
+            "reshard_after_forward",
+            "micro_batches",
+            "pipeline_schedule",
+            "sequence_parallel",
+            "shard_dims",
+            "owner_update",
+            "mesh_axes",
+        )
+        if k in kwargs
+    }
     return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
 
 
-STRATEGIES: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
-    _s("dp", "data parallel: everything replicated, gradients all-reduced",
-       params="R", grads="R", optimizer="R"),
-    _s("zero1_allreduce", "ZeRO stage 1 as PyTorch's ZeroRedundancyOptimizer runs it: all-reduce, "
-       "then each owner broadcasts its updated slice (3Ψ)",
-       params="R", grads="R", optimizer="S", owner_update="allreduce_broadcast"),
-    _s("zero1", "ZeRO stage 1: optimizer state sharded",
-       params="R", grads="R", optimizer="S"),
-    _s("zero2", "ZeRO stage 2: gradients and optimizer state sharded",
-       params="R", grads="S", optimizer="S"),
-    _s("zero3", "ZeRO stage 3: parameters gathered per use, everything sharded",
-       params="SG", grads="S", optimizer="S"),
-    _s("fsdp", "FSDP FULL_SHARD: the same placement as ZeRO-3",
-       params="SG", grads="S", optimizer="S"),
-    _s("fsdp_grad_op", "FSDP SHARD_GRAD_OP: parameters gathered once, kept through backward",
-       params="SG", grads="S", optimizer="S", reshard_after_forward=False),
-    _s("zero2_offload", "ZeRO-Offload: gradient and optimizer slices in host memory, step on the CPU",
-       params="R", grads="OFF", optimizer="OFF"),
-    _s("zero3_offload", "ZeRO-Infinity style: every model state's slice in host memory",
-       params="OFF", grads="OFF", optimizer="OFF"),
-    _s("tp", "Megatron tensor parallel: weight matrices split over the tensor axis",
-       params={"tensor": "S"}, grads={"tensor": "S"}, optimizer={"tensor": "S"}),
-    _s("pp", "pipeline parallel: layers split into stages, micro-batches flow through",
-       params={"pipeline": "S"}, grads={"pipeline": "S"}, optimizer={"pipeline": "S"},
-       micro_batches=4),
-)})
+STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            _s(
+                "dp",
+                "data parallel: everything replicated, gradients all-reduced",
+                params="R",
+                grads="R",
+                optimizer="R",
+            ),
+            _s(
+                "zero1_allreduce",
+                "ZeRO stage 1 as PyTorch's ZeroRedundancyOptimizer runs it: all-reduce, "
+                "then each owner broadcasts its updated slice (3Ψ)",
+                params="R",
+                grads="R",
+                optimizer="S",
+                owner_update="allreduce_broadcast",
+            ),
+            _s(
+                "zero1",
+                "ZeRO stage 1: optimizer state sharded",
+                params="R",
+                grads="R",
+                optimizer="S",
+            ),
+            _s(
+                "zero2",
+                "ZeRO stage 2: gradients and optimizer state sharded",
+                params="R",
+                grads="S",
+                optimizer="S",
+            ),
+            _s(
+                "zero3",
+                "ZeRO stage 3: parameters gathered per use, everything sharded",
+                params="SG",
+                grads="S",
+                optimizer="S",
+            ),
+            _s(
+                "fsdp",
+                "FSDP FULL_SHARD: the same placement as ZeRO-3",
+                params="SG",
+                grads="S",
+                optimizer="S",
+            ),
+            _s(
+                "fsdp_grad_op",
+                "FSDP SHARD_GRAD_OP: parameters gathered once, kept through backward",
+                params="SG",
+                grads="S",
+                optimizer="S",
+                reshard_after_forward=False,
+            ),
+            _s(
+                "zero2_offload",
+                "ZeRO-Offload: gradient and optimizer slices in host memory, step on the CPU",
+                params="R",
+                grads="OFF",
+                optimizer="OFF",
+            ),
+            _s(
+                "zero3_offload",
+                "ZeRO-Infinity style: every model state's slice in host memory",
+                params="OFF",
+                grads="OFF",
+                optimizer="OFF",
+            ),
+            _s(
+                "tp",
+                "Megatron tensor parallel: weight matrices split over the tensor axis",
+                params={"tensor": "S"},
+                grads={"tensor": "S"},
+                optimizer={"tensor": "S"},
+            ),
+            _s(
+                "pp",
+                "pipeline parallel: layers split into stages, micro-batches flow through",
+                params={"pipeline": "S"},
+                grads={"pipeline": "S"},
+                optimizer={"pipeline": "S"},
+                micro_batches=4,
+            ),
+        )
+    }
+)
 
 
 #: Compositions on a mesh of named axes (SPEC §6). Each names a mode per state per axis.
-COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in (
-    _s("dp×tp", "data parallel across tensor-parallel groups",
-       params={"data": "R", "tensor": "S"}, grads={"data": "R", "tensor": "S"},
-       optimizer={"data": "R", "tensor": "S"}, mesh_axes=("data", "tensor")),
-    _s("dp×pp", "data parallel across pipelines",
-       params={"data": "R", "pipeline": "S"}, grads={"data": "R", "pipeline": "S"},
-       optimizer={"data": "R", "pipeline": "S"}, micro_batches=4, mesh_axes=("data", "pipeline")),
-    _s("zero1×tp×pp", "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
-       params={"data": "R", "tensor": "S", "pipeline": "S"},
-       grads={"data": "R", "tensor": "S", "pipeline": "S"},
-       optimizer={"data": "S", "tensor": "S", "pipeline": "S"}, micro_batches=4),
-    _s("zero3×tp", "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
-       params={"data": "SG", "tensor": "S"}, grads={"data": "S", "tensor": "S"},
-       optimizer={"data": "S", "tensor": "S"}),
-    _s("hsdp", "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
-       params={"replica": "R", "data": "SG"}, grads={"replica": "R", "data": "S"},
-       optimizer={"replica": "R", "data": "S"}, mesh_axes=("replica", "data")),
-)})
+COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            _s(
+                "dp×tp",
+                "data parallel across tensor-parallel groups",
+                params={"data": "R", "tensor": "S"},
+                grads={"data": "R", "tensor": "S"},
+                optimizer={"data": "R", "tensor": "S"},
+                mesh_axes=("data", "tensor"),
+            ),
+            _s(
+                "dp×pp",
+                "data parallel across pipelines",
+                params={"data": "R", "pipeline": "S"},
+                grads={"data": "R", "pipeline": "S"},
+                optimizer={"data": "R", "pipeline": "S"},
+                micro_batches=4,
+                mesh_axes=("data", "pipeline"),
+            ),
+            _s(
+                "zero1×tp×pp",
+                "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
+                params={"data": "R", "tensor": "S", "pipeline": "S"},
+                grads={"data": "R", "tensor": "S", "pipeline": "S"},
+                optimizer={"data": "S", "tensor": "S", "pipeline": "S"},
+                micro_batches=4,
+            ),
+            _s(
+                "zero3×tp",
+                "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
+                params={"data": "SG", "tensor": "S"},
+                grads={"data": "S", "tensor": "S"},
+                optimizer={"data": "S", "tensor": "S"},
+            ),
+            _s(
+                "hsdp",
+                "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
+                params={"replica": "R", "data": "SG"},
+                grads={"replica": "R", "data": "S"},
+                optimizer={"replica": "R", "data": "S"},
+                mesh_axes=("replica", "data"),
+            ),
+        )
+    }
+)
 
 
 def example_mesh(strategy: Strategy, devices: int = 4, per_axis: int = 2) -> Mesh:
@@ -179,7 +298,8 @@ def get_strategy(strategy: str | Strategy) -> Strategy:
     key = key.replace("×", "x") if key.replace("×", "x") in STRATEGIES else key
     named = {**STRATEGIES, **COMPOSITIONS}
     if key not in named:
-        raise PlacementError(f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}; "
-                             f"compositions: {', '.join(COMPOSITIONS)}")
+        raise PlacementError(
+            f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}; "
+            f"compositions: {', '.join(COMPOSITIONS)}"
+        )
     return named[key]
-

@@ -22,7 +22,7 @@ from placement_edu.schedule import OP_COSTS, derive_schedule
 from placement_edu.strategies import Strategy, get_strategy
 
 _PROBE_PSI = 2**20  # any Ψ works: the probe reads elements as a fraction of Ψ
-_PROBE_N = 2        # the smallest group that issues collectives
+_PROBE_N = 2  # the smallest group that issues collectives
 
 
 @dataclass(frozen=True)
@@ -38,22 +38,34 @@ class Terms:
 def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -> Terms:
     strategy, precision = get_strategy(strategy), get_precision(precision)
     if strategy.axes != ("data",):
-        raise ValueError(f"the sweep covers data-axis strategies; {strategy.name!r} uses {strategy.axes}")
+        raise ValueError(
+            f"the sweep covers data-axis strategies; {strategy.name!r} uses {strategy.axes}"
+        )
     # Model state per device is whole + split / N for a data-axis placement: two probes give both.
-    at1, at2 = (derive_memory(strategy, ModelSpec(_PROBE_PSI), Mesh.of(data=n), precision).model_state
-                for n in (1, _PROBE_N))
+    at1, at2 = (
+        derive_memory(strategy, ModelSpec(_PROBE_PSI), Mesh.of(data=n), precision).model_state
+        for n in (1, _PROBE_N)
+    )
     split = Fraction(2 * (at1 - at2), _PROBE_PSI)
     whole = Fraction(at1, _PROBE_PSI) - split
     schedule = derive_schedule(strategy, ModelSpec(_PROBE_PSI), Mesh.of(data=_PROBE_N), precision)
-    collectives = [(o.op, Fraction(o.elements) / _PROBE_PSI, o.element_bytes)
-                   for o in schedule.collectives if o.op != "broadcast"]
+    collectives = [
+        (o.op, Fraction(o.elements) / _PROBE_PSI, o.element_bytes)
+        for o in schedule.collectives
+        if o.op != "broadcast"
+    ]
     # The owners' broadcasts after the step (ZeroRedundancyOptimizer): N of them, Ψ/N each, so Ψ
     # in all at every N; each device is the root of one and sends it to the N-1 others:
     # (N-1)/N of Ψ per device, an all-gather's ring bytes.
     owners = [o for o in schedule.collectives if o.op == "broadcast"]
     if owners:
-        collectives.append(("broadcast", sum((Fraction(o.elements) for o in owners), Fraction(0)) / _PROBE_PSI,
-                            owners[0].element_bytes))
+        collectives.append(
+            (
+                "broadcast",
+                sum((Fraction(o.elements) for o in owners), Fraction(0)) / _PROBE_PSI,
+                owners[0].element_bytes,
+            )
+        )
     return Terms(whole, split, tuple(collectives))
 
 
@@ -62,8 +74,12 @@ def _ring(op: str, n: np.ndarray) -> np.ndarray:
     return OP_COSTS["all_gather" if op == "broadcast" else op].ring(n)
 
 
-def sweep(strategies: Sequence[str | Strategy], psi: np.ndarray, n: np.ndarray,
-          precision: str | Precision = "mixed_adam") -> dict[str, dict[str, np.ndarray]]:
+def sweep(
+    strategies: Sequence[str | Strategy],
+    psi: np.ndarray,
+    n: np.ndarray,
+    precision: str | Precision = "mixed_adam",
+) -> dict[str, dict[str, np.ndarray]]:
     """For each strategy: ``model_state`` (bytes per device), ``volume_psi`` (ZeRO convention)
     and ``ring_bytes`` (per device per step), as float64 arrays broadcast over ``psi`` and ``n``.
     An axis of one device issues no collectives, so N = 1 costs no communication."""

@@ -29,7 +29,15 @@ from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, TransformerSpec, as_model
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import HOST_TRANSFERS, OP_COSTS, Op, Schedule, derive_schedule, model_axis_degree, pipeline_bubble
+from placement_edu.schedule import (
+    HOST_TRANSFERS,
+    OP_COSTS,
+    Op,
+    Schedule,
+    derive_schedule,
+    model_axis_degree,
+    pipeline_bubble,
+)
 from placement_edu.strategies import Strategy, get_strategy
 
 #: The passes a step's time is split into; "step" is the optimizer step (its compute is not modelled).
@@ -52,10 +60,18 @@ class Link:
     source: str = ""
 
     def __post_init__(self) -> None:
-        expect(isinstance(self.alpha_s, (int, float)) and math.isfinite(self.alpha_s) and self.alpha_s >= 0,
-               f"a link's latency alpha_s is seconds >= 0, got {self.alpha_s!r}")
-        expect(isinstance(self.bandwidth, (int, float)) and math.isfinite(self.bandwidth) and self.bandwidth > 0,
-               f"a link's bandwidth is bytes per second > 0 (e.g. 450e9 for NVLink 4), got {self.bandwidth!r}")
+        expect(
+            isinstance(self.alpha_s, (int, float))
+            and math.isfinite(self.alpha_s)
+            and self.alpha_s >= 0,
+            f"a link's latency alpha_s is seconds >= 0, got {self.alpha_s!r}",
+        )
+        expect(
+            isinstance(self.bandwidth, (int, float))
+            and math.isfinite(self.bandwidth)
+            and self.bandwidth > 0,
+            f"a link's bandwidth is bytes per second > 0 (e.g. 450e9 for NVLink 4), got {self.bandwidth!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -75,19 +91,25 @@ class Hardware:
     host_link: Link | None = None
 
     def __post_init__(self) -> None:
-        expect(isinstance(self.flops, (int, float)) and math.isfinite(self.flops) and self.flops > 0,
-               f"hardware {self.name!r}: flops is achieved FLOP/s per device > 0 (e.g. 400e12), got {self.flops!r}")
-        expect(isinstance(self.memory_bytes, int) and self.memory_bytes > 0,
-               f"hardware {self.name!r}: memory_bytes is a whole number of bytes > 0 (e.g. 80 * 10**9), "
-               f"got {self.memory_bytes!r}")
+        expect(
+            isinstance(self.flops, (int, float)) and math.isfinite(self.flops) and self.flops > 0,
+            f"hardware {self.name!r}: flops is achieved FLOP/s per device > 0 (e.g. 400e12), got {self.flops!r}",
+        )
+        expect(
+            isinstance(self.memory_bytes, int) and self.memory_bytes > 0,
+            f"hardware {self.name!r}: memory_bytes is a whole number of bytes > 0 (e.g. 80 * 10**9), "
+            f"got {self.memory_bytes!r}",
+        )
         object.__setattr__(self, "links", tuple(dict(self.links).items()))  # accept a mapping too
 
     def link(self, axis: str) -> Link:
         """The link the groups of mesh axis ``axis`` communicate over."""
         links = dict(self.links)
         if axis not in links:
-            raise PlacementError(f"hardware {self.name!r} has no link for the {axis} axis; it has links for "
-                                 f"{', '.join(links) or 'no axis'}: add one, e.g. links=(({axis!r}, Link(...)), ...)")
+            raise PlacementError(
+                f"hardware {self.name!r} has no link for the {axis} axis; it has links for "
+                f"{', '.join(links) or 'no axis'}: add one, e.g. links=(({axis!r}, Link(...)), ...)"
+            )
         return links[axis]
 
     def with_links(self, **links: Link) -> "Hardware":
@@ -97,39 +119,72 @@ class Hardware:
 
 # Links, each with its source. W is the one-direction bandwidth a device sends at; α is an order
 # of magnitude (NCCL's per-step latency is a few microseconds inside a node, more across nodes).
-NVLINK3 = Link(3e-6, 300e9, "A100 SXM NVLink 3: 600 GB/s total = 300 GB/s each direction (NVIDIA A100 "
-                            "datasheet); α ≈ 3 µs per ring step (order of NCCL's intra-node latency)")
-NVLINK4 = Link(3e-6, 450e9, "H100 SXM NVLink 4: 900 GB/s total = 450 GB/s each direction (NVIDIA H100 "
-                            "datasheet); α ≈ 3 µs per ring step")
-IB_HDR = Link(10e-6, 25e9, "InfiniBand HDR, 200 Gb/s = 25 GB/s per GPU (DGX A100: one HDR NIC per GPU); "
-                           "α ≈ 10 µs per ring step across nodes")
-IB_NDR = Link(10e-6, 50e9, "InfiniBand NDR, 400 Gb/s = 50 GB/s per GPU (DGX H100: one NDR NIC per GPU); "
-                           "α ≈ 10 µs per ring step across nodes")
+NVLINK3 = Link(
+    3e-6,
+    300e9,
+    "A100 SXM NVLink 3: 600 GB/s total = 300 GB/s each direction (NVIDIA A100 "
+    "datasheet); α ≈ 3 µs per ring step (order of NCCL's intra-node latency)",
+)
+NVLINK4 = Link(
+    3e-6,
+    450e9,
+    "H100 SXM NVLink 4: 900 GB/s total = 450 GB/s each direction (NVIDIA H100 "
+    "datasheet); α ≈ 3 µs per ring step",
+)
+IB_HDR = Link(
+    10e-6,
+    25e9,
+    "InfiniBand HDR, 200 Gb/s = 25 GB/s per GPU (DGX A100: one HDR NIC per GPU); "
+    "α ≈ 10 µs per ring step across nodes",
+)
+IB_NDR = Link(
+    10e-6,
+    50e9,
+    "InfiniBand NDR, 400 Gb/s = 50 GB/s per GPU (DGX H100: one NDR NIC per GPU); "
+    "α ≈ 10 µs per ring step across nodes",
+)
 PCIE4 = Link(10e-6, 25e9, "PCIe 4.0 x16: ~25 GB/s achievable each way (32 GB/s raw)")
 PCIE5 = Link(10e-6, 50e9, "PCIe 5.0 x16: ~50 GB/s achievable each way (64 GB/s raw)")
 
-_A100 = ("A100-80GB SXM: 312e12 bf16 dense FLOP/s peak (NVIDIA datasheet); achieved 50% MFU = 156e12, "
-         "close to Megatron-LM's 163e12 (52%) at 1T parameters (Narayanan et al. 2021, Table 1)")
-_H100 = ("H100-80GB SXM: 989e12 bf16 dense FLOP/s peak (NVIDIA datasheet); achieved 40% MFU = 395.6e12, "
-         "a typical large-scale figure (Llama 3 reports 38-43% on H100, Dubey et al. 2024, Table 4)")
+_A100 = (
+    "A100-80GB SXM: 312e12 bf16 dense FLOP/s peak (NVIDIA datasheet); achieved 50% MFU = 156e12, "
+    "close to Megatron-LM's 163e12 (52%) at 1T parameters (Narayanan et al. 2021, Table 1)"
+)
+_H100 = (
+    "H100-80GB SXM: 989e12 bf16 dense FLOP/s peak (NVIDIA datasheet); achieved 40% MFU = 395.6e12, "
+    "a typical large-scale figure (Llama 3 reports 38-43% on H100, Dubey et al. 2024, Table 4)"
+)
 
 
 #: An "80GB" A100 or H100 has 80 GiB of HBM: 85.9e9 bytes (nvidia-smi shows 81,559 MiB usable).
 HBM_80GB = 80 * 2**30
 
 
-def _cluster(name: str, flops: float, source: str, inside: Link, across: Link, host: Link) -> Hardware:
+def _cluster(
+    name: str, flops: float, source: str, inside: Link, across: Link, host: Link
+) -> Hardware:
     """Hierarchical links: tensor parallelism inside a node (Megatron keeps t <= 8 on NVLink), the
     data, pipeline and replica axes across nodes."""
-    return Hardware(name, flops, HBM_80GB,
-                    (("tensor", inside), ("data", across), ("pipeline", across), ("replica", across)),
-                    source + "; tensor axis on NVLink inside a node, data/pipeline/replica across nodes", host)
+    return Hardware(
+        name,
+        flops,
+        HBM_80GB,
+        (("tensor", inside), ("data", across), ("pipeline", across), ("replica", across)),
+        source + "; tensor axis on NVLink inside a node, data/pipeline/replica across nodes",
+        host,
+    )
 
 
 def _one_node(name: str, flops: float, source: str, inside: Link, host: Link) -> Hardware:
     """Every axis inside one 8-GPU node, on NVLink."""
-    return Hardware(name, flops, HBM_80GB, tuple((a, inside) for a in ("tensor", "data", "pipeline", "replica")),
-                    source + "; every axis inside one node on NVLink (8 GPUs at most)", host)
+    return Hardware(
+        name,
+        flops,
+        HBM_80GB,
+        tuple((a, inside) for a in ("tensor", "data", "pipeline", "replica")),
+        source + "; every axis inside one node on NVLink (8 GPUs at most)",
+        host,
+    )
 
 
 #: Named presets. A plain dict, so the other engineer's calibrated "this_machine" can be added to it.
@@ -140,14 +195,19 @@ HARDWARE: dict[str, Hardware] = {
     "h100-nvlink": _one_node("h100-nvlink", 0.4 * 989e12, _H100, NVLINK4, PCIE5),
     # Measured, not published: `placement-edu calibrate` prints this line (README, "Calibrating this machine").
     "this_machine": Hardware(
-        "this_machine", 3.22e10, 25276203008,
+        "this_machine",
+        3.22e10,
+        25276203008,
         tuple((axis, Link(3.94e-4, 1.17e9)) for axis in ("data", "tensor", "pipeline", "replica")),
         source="fitted by `placement-edu calibrate` on this 2-core machine (shared with other jobs), 2026-12-03: "
-               "gloo over loopback at N = 2, 4, payloads 1 KiB-4 MiB, median of 10 repeats, pooled over "
-               "all-reduce, all-gather, reduce-scatter and send (rms relative error 59%); spread (max-min)/median "
-               "over repeats: median 179%, worst 1418%; flops: a float64 256x256 matmul, 2 ranks at once "
-               "(the toy MLP's own step achieves ~0.07e9); memory: the machine's RAM, shared by every rank",
-        host_link=Link(1.41e-5, 1.80e10, "a memory copy (CPU-only: the 'host link' of offloaded state)")),
+        "gloo over loopback at N = 2, 4, payloads 1 KiB-4 MiB, median of 10 repeats, pooled over "
+        "all-reduce, all-gather, reduce-scatter and send (rms relative error 59%); spread (max-min)/median "
+        "over repeats: median 179%, worst 1418%; flops: a float64 256x256 matmul, 2 ranks at once "
+        "(the toy MLP's own step achieves ~0.07e9); memory: the machine's RAM, shared by every rank",
+        host_link=Link(
+            1.41e-5, 1.80e10, "a memory copy (CPU-only: the 'host link' of offloaded state)"
+        ),
+    ),
 }
 
 
@@ -156,8 +216,10 @@ def get_hardware(hardware: str | Hardware) -> Hardware:
     if isinstance(hardware, Hardware):
         return hardware
     if hardware not in HARDWARE:
-        raise PlacementError(f"unknown hardware {hardware!r}; known presets: {', '.join(HARDWARE)}; "
-                             "or pass Hardware(name, flops, memory_bytes, links)")
+        raise PlacementError(
+            f"unknown hardware {hardware!r}; known presets: {', '.join(HARDWARE)}; "
+            "or pass Hardware(name, flops, memory_bytes, links)"
+        )
     return HARDWARE[hardware]
 
 
@@ -188,9 +250,11 @@ def op_link(op: Op, hw: Hardware) -> Link | None:
     """The link ``op`` runs over: the host link for h2d/d2h, its axis' link for a collective,
     None for a local op."""
     if op.op in HOST_TRANSFERS:
-        expect(hw.host_link is not None,
-               f"hardware {hw.name!r} has no host link, but the schedule moves offloaded state ({op.op}); "
-               "give it host_link=Link(...) (PCIe)")
+        expect(
+            hw.host_link is not None,
+            f"hardware {hw.name!r} has no host link, but the schedule moves offloaded state ({op.op}); "
+            "give it host_link=Link(...) (PCIe)",
+        )
         return hw.host_link
     if op.is_collective and op.axis is not None:
         return hw.link(op.axis)
@@ -208,8 +272,17 @@ def comm_time(schedule: Schedule, hw: Hardware) -> dict[str, float]:
     for op, times in schedule.counted():
         if op.once:
             continue
-        size = op.elements   # an int or a Fraction: both have numerator and denominator
-        key = (op.op, op.axis, op.phase, op.group, size.numerator, size.denominator, op.element_bytes, op.root)
+        size = op.elements  # an int or a Fraction: both have numerator and denominator
+        key = (
+            op.op,
+            op.axis,
+            op.phase,
+            op.group,
+            size.numerator,
+            size.denominator,
+            op.element_bytes,
+            op.root,
+        )
         if key in counts:
             counts[key][1] += times
         else:
@@ -231,12 +304,16 @@ def flops_per_token(psi: int, recompute: str = "none") -> dict[str, int]:
     inside backward: backward 6Ψ, 8Ψ in all. Selective recomputation replays only attention's
     softmax and dropout, which the 6Ψ count leaves out anyway: 6Ψ. (6Ψ also leaves out attention's
     own s² FLOPs: a fraction s/(6h) more, Narayanan et al. 2021 eq. 3.)"""
-    expect(recompute in TransformerSpec.RECOMPUTE,
-           f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}")
+    expect(
+        recompute in TransformerSpec.RECOMPUTE,
+        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
+    )
     return {"forward": 2 * psi, "backward": (6 if recompute == "full" else 4) * psi, "step": 0}
 
 
-def compute_time(psi_or_model, tokens: float | Fraction, hw: Hardware, recompute: str = "none") -> dict[str, float]:
+def compute_time(
+    psi_or_model, tokens: float | Fraction, hw: Hardware, recompute: str = "none"
+) -> dict[str, float]:
     """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
     model of Ψ parameters on one device of ``hw`` at its achieved FLOP/s. The optimizer step's own
     compute is not modelled (0 s).
@@ -245,9 +322,13 @@ def compute_time(psi_or_model, tokens: float | Fraction, hw: Hardware, recompute
     device) whatever the mesh -- a tensor or pipeline group of k devices shares k times the tokens
     and 1/k of the parameters each."""
     psi = as_model(psi_or_model).psi
-    expect(isinstance(tokens, (int, float, Fraction)) and not isinstance(tokens, bool) and tokens >= 0,
-           f"tokens is a number of tokens >= 0, got {tokens!r}")
-    return {phase: f * float(tokens) / hw.flops for phase, f in flops_per_token(psi, recompute).items()}
+    expect(
+        isinstance(tokens, (int, float, Fraction)) and not isinstance(tokens, bool) and tokens >= 0,
+        f"tokens is a number of tokens >= 0, got {tokens!r}",
+    )
+    return {
+        phase: f * float(tokens) / hw.flops for phase, f in flops_per_token(psi, recompute).items()
+    }
 
 
 # --- overlap and the step ---------------------------------------------------------------------
@@ -266,7 +347,9 @@ def exposed(compute: Mapping[str, float], comm: Mapping[str, float], overlap: st
 def bubble_time(compute_s: float, stages: int, micro_batches: int) -> float:
     """Seconds a pipeline stage idles: (p-1)/m of the ideal (bubble-free) time (``pipeline_bubble``,
     the of_ideal convention, Narayanan et al. 2021 §2.2)."""
-    return float(pipeline_bubble(stages, micro_batches)["of_ideal"]) * compute_s if stages > 1 else 0.0
+    return (
+        float(pipeline_bubble(stages, micro_batches)["of_ideal"]) * compute_s if stages > 1 else 0.0
+    )
 
 
 @dataclass(frozen=True)
@@ -292,13 +375,23 @@ def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
     each data replica, shared by its t·p devices (m·b·s/(t·p)); None for a model without a sequence."""
     if not isinstance(model, TransformerSpec):
         return None
-    share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(strategy, mesh, "pipeline")
+    share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(
+        strategy, mesh, "pipeline"
+    )
     return Fraction(strategy.micro_batches * model.micro_batch * model.seq, share)
 
 
-def step_time(strategy: str | Strategy, model, mesh: Mesh | str, precision: str | Precision, hw: str | Hardware,
-              tokens_per_device: float | Fraction | None = None, overlap: str = "none",
-              micro_batches: int | None = None, schedule: Schedule | None = None) -> StepTime:
+def step_time(
+    strategy: str | Strategy,
+    model,
+    mesh: Mesh | str,
+    precision: str | Precision,
+    hw: str | Hardware,
+    tokens_per_device: float | Fraction | None = None,
+    overlap: str = "none",
+    micro_batches: int | None = None,
+    schedule: Schedule | None = None,
+) -> StepTime:
     """Seconds of one optimizer step on rank 0 of ``mesh`` (SPEC §9).
 
     ``tokens_per_device``: the global batch's tokens ÷ the number of devices (the JAX scaling
@@ -312,34 +405,65 @@ def step_time(strategy: str | Strategy, model, mesh: Mesh | str, precision: str 
     fixed = tokens_of(model, strategy, mesh)
     if tokens_per_device is None:
         if fixed is None:
-            raise PlacementError("give tokens_per_device: an abstract model has no sequence to count tokens from")
+            raise PlacementError(
+                "give tokens_per_device: an abstract model has no sequence to count tokens from"
+            )
         tokens_per_device = fixed
     elif fixed is not None:
-        share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(strategy, mesh, "pipeline")
-        expect(math.isclose(float(tokens_per_device), float(fixed), rel_tol=1e-12),
-               f"this transformer's shape fixes the tokens per device: m·b·s/(t·p) = {strategy.micro_batches}·"
-               f"{model.micro_batch}·{model.seq}/{share} = {float(fixed):g}, got tokens_per_device="
-               f"{tokens_per_device!r}; change micro_batch or micro_batches, or leave tokens_per_device out")
+        share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(
+            strategy, mesh, "pipeline"
+        )
+        expect(
+            math.isclose(float(tokens_per_device), float(fixed), rel_tol=1e-12),
+            f"this transformer's shape fixes the tokens per device: m·b·s/(t·p) = {strategy.micro_batches}·"
+            f"{model.micro_batch}·{model.seq}/{share} = {float(fixed):g}, got tokens_per_device="
+            f"{tokens_per_device!r}; change micro_batch or micro_batches, or leave tokens_per_device out",
+        )
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
     recompute = getattr(model, "recompute", "none")
     compute = compute_time(model, tokens_per_device, hw, recompute)
     comm = comm_time(schedule, hw)
-    return combine(compute, comm, overlap, model_axis_degree(strategy, mesh, "pipeline"), strategy.micro_batches)
+    return combine(
+        compute,
+        comm,
+        overlap,
+        model_axis_degree(strategy, mesh, "pipeline"),
+        strategy.micro_batches,
+    )
 
 
-def combine(compute: Mapping[str, float], comm: Mapping[str, float], overlap: str,
-            stages: int = 1, micro_batches: int = 1) -> StepTime:
+def combine(
+    compute: Mapping[str, float],
+    comm: Mapping[str, float],
+    overlap: str,
+    stages: int = 1,
+    micro_batches: int = 1,
+) -> StepTime:
     """A StepTime from per-pass compute and comm seconds: compute + exposed comm + bubble."""
     compute_s, comm_s = sum(compute.values()), sum(comm.values())
     hidden_or_not = exposed(compute, comm, overlap)
     bubble = bubble_time(compute_s, stages, micro_batches)
     passes = tuple((p, compute.get(p, 0.0), comm.get(p, 0.0)) for p in PASSES)
-    return StepTime(compute_s, comm_s, hidden_or_not, bubble, compute_s + hidden_or_not + bubble, overlap, passes)
+    return StepTime(
+        compute_s,
+        comm_s,
+        hidden_or_not,
+        bubble,
+        compute_s + hidden_or_not + bubble,
+        overlap,
+        passes,
+    )
 
 
 # --- the compute-bound threshold ---------------------------------------------------------------
-def compute_bound_tokens(strategy: str | Strategy, model, mesh: Mesh | str, precision: str | Precision,
-                         hw: str | Hardware, overlap: str = "none") -> float:
+def compute_bound_tokens(
+    strategy: str | Strategy,
+    model,
+    mesh: Mesh | str,
+    precision: str | Precision,
+    hw: str | Hardware,
+    overlap: str = "none",
+) -> float:
     """Tokens per device above which ``strategy`` is compute-bound (SPEC §9), for a strategy
     whose communication does not grow with the tokens (dp, zero1/2/3 on an abstract model: the
     bytes are Ψ's, whatever the batch). Returns math.inf when no token count is enough.
@@ -354,11 +478,16 @@ def compute_bound_tokens(strategy: str | Strategy, model, mesh: Mesh | str, prec
     traffic grows with the tokens as its compute does: see ``tp_compute_bound``."""
     strategy, model, mesh = get_strategy(strategy), as_model(model), as_mesh(mesh)
     hw = get_hardware(hw)
-    expect(tokens_of(model, strategy, mesh) is None and model.boundary_elements == 0,
-           "compute_bound_tokens is for communication that does not grow with tokens (dp, zero1/2/3 on "
-           "an abstract ModelSpec); for tensor parallelism use tp_compute_bound")
+    expect(
+        tokens_of(model, strategy, mesh) is None and model.boundary_elements == 0,
+        "compute_bound_tokens is for communication that does not grow with tokens (dp, zero1/2/3 on "
+        "an abstract ModelSpec); for tensor parallelism use tp_compute_bound",
+    )
     comm = comm_time(derive_schedule(strategy, model, mesh, get_precision(precision)), hw)
-    per_token = {p: f / hw.flops for p, f in flops_per_token(model.psi, getattr(model, "recompute", "none")).items()}
+    per_token = {
+        p: f / hw.flops
+        for p, f in flops_per_token(model.psi, getattr(model, "recompute", "none")).items()
+    }
     if overlap == "none":
         return sum(comm.values()) / sum(per_token.values())
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
@@ -375,14 +504,39 @@ def tp_compute_bound(model: TransformerSpec, tensor: int, hw: str | Hardware) ->
     hw = get_hardware(hw)
     t, h = tensor, model.hidden
     w = hw.link("tensor").bandwidth
-    ratio = (8 * h * (t - 1) / t / w) / (24 * h * h / t / hw.flops)   # per token b·s: (comm s) / (compute s)
+    ratio = (8 * h * (t - 1) / t / w) / (
+        24 * h * h / t / hw.flops
+    )  # per token b·s: (comm s) / (compute s)
     return {"h_needed": (t - 1) / 3 * hw.flops / w, "h": float(h), "ratio": ratio}
 
 
 #: The public names (a notebook imports only these).
 __all__ = [
-    "HARDWARE", "HBM_80GB", "Hardware", "IB_HDR", "IB_NDR", "Link", "NVLINK3", "NVLINK4",
-    "OVERLAPS", "PASSES", "PCIE4", "PCIE5", "StepTime", "bubble_time", "combine", "comm_time",
-    "compute_bound_tokens", "compute_time", "exposed", "flops_per_token", "get_hardware",
-    "op_link", "op_time", "ring_steps", "step_time", "tokens_of", "tp_compute_bound",
+    "HARDWARE",
+    "HBM_80GB",
+    "Hardware",
+    "IB_HDR",
+    "IB_NDR",
+    "Link",
+    "NVLINK3",
+    "NVLINK4",
+    "OVERLAPS",
+    "PASSES",
+    "PCIE4",
+    "PCIE5",
+    "StepTime",
+    "bubble_time",
+    "combine",
+    "comm_time",
+    "compute_bound_tokens",
+    "compute_time",
+    "exposed",
+    "flops_per_token",
+    "get_hardware",
+    "op_link",
+    "op_time",
+    "ring_steps",
+    "step_time",
+    "tokens_of",
+    "tp_compute_bound",
 ]

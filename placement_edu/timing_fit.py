@@ -77,11 +77,15 @@ class Sample:
         return float(sent_bytes(self.op, self.group, self.payload_bytes))
 
 
-def sample_from(op: str, group: int, payload_bytes: int, per_rank: Sequence[Sequence[float]]) -> Sample:
+def sample_from(
+    op: str, group: int, payload_bytes: int, per_rank: Sequence[Sequence[float]]
+) -> Sample:
     """A ``Sample`` from ``per_rank[r][k]``, rank r's seconds in repeat k: each repeat counts its
     slowest rank."""
-    expect(len(per_rank) > 0 and len({len(times) for times in per_rank}) == 1 and len(per_rank[0]) > 0,
-           f"need the same number (>= 1) of repeats from every rank, got {[len(t) for t in per_rank]}")
+    expect(
+        len(per_rank) > 0 and len({len(times) for times in per_rank}) == 1 and len(per_rank[0]) > 0,
+        f"need the same number (>= 1) of repeats from every rank, got {[len(t) for t in per_rank]}",
+    )
     return Sample(op, group, payload_bytes, tuple(max(times) for times in zip(*per_rank)))
 
 
@@ -103,8 +107,11 @@ class LinkFit:
 
     def link(self, source: str = "") -> Link:
         """This fit as the core's ``Link`` (refused when the sizes were too small to show a bandwidth)."""
-        expect(math.isfinite(self.bandwidth), "the fit found no bandwidth term (W = ∞): the sizes were too "
-               "small for bytes/W to show next to α; calibrate with larger payloads")
+        expect(
+            math.isfinite(self.bandwidth),
+            "the fit found no bandwidth term (W = ∞): the sizes were too "
+            "small for bytes/W to show next to α; calibrate with larger payloads",
+        )
         return Link(self.alpha_s, self.bandwidth, source)
 
 
@@ -130,8 +137,10 @@ def fit_link(samples: Iterable[Sample]) -> LinkFit:
     """Fit t = α·steps + B/W to the samples' medians, minimising relative error (see the module
     docstring). Needs at least two distinct sizes so that α and W can be told apart."""
     points = [(s.steps, s.sent_bytes, s.median_s) for s in samples]
-    expect(len({b for _, b, _ in points}) >= 2,
-           f"a fit of α and W needs samples of at least two sizes, got {len(points)} sample(s)")
+    expect(
+        len({b for _, b, _ in points}) >= 2,
+        f"a fit of α and W needs samples of at least two sizes, got {len(points)} sample(s)",
+    )
     expect(all(t > 0 for _, _, t in points), "every measured time must be > 0 seconds")
     alpha, beta = _solve([(steps / t, b / t) for steps, b, t in points])
     errors = [(alpha * steps + beta * b - t) / t for steps, b, t in points]
@@ -165,21 +174,34 @@ def this_machine(fit: CalibrationFit, flops: float, memory_bytes: int, source: s
     if fit.pooled is None:
         raise PlacementError("a preset needs at least one collective timed, not only host copies")
     link = fit.pooled.link()
-    return Hardware("this_machine", flops, memory_bytes, tuple((axis, link) for axis in AXES), source,
-                    fit.host.link() if fit.host is not None else None)
+    return Hardware(
+        "this_machine",
+        flops,
+        memory_bytes,
+        tuple((axis, link) for axis in AXES),
+        source,
+        fit.host.link() if fit.host is not None else None,
+    )
 
 
 def hardware_line(hw: Hardware) -> str:
     """Python source that rebuilds ``hw`` (one link on every axis), to paste into ``timing.HARDWARE``."""
     links = dict(hw.links)
-    expect(len({(each.alpha_s, each.bandwidth) for each in links.values()}) == 1,
-           f"hardware_line writes one link for every axis; {hw.name!r} has several")
+    expect(
+        len({(each.alpha_s, each.bandwidth) for each in links.values()}) == 1,
+        f"hardware_line writes one link for every axis; {hw.name!r} has several",
+    )
     link = next(iter(links.values()))
-    host = (f", host_link=Link({hw.host_link.alpha_s:.3g}, {hw.host_link.bandwidth:.3g})"
-            if hw.host_link is not None else "")
-    return (f'"{hw.name}": Hardware("{hw.name}", {hw.flops:.3g}, {hw.memory_bytes}, '
-            f"tuple((axis, Link({link.alpha_s:.3g}, {link.bandwidth:.3g})) for axis in {tuple(links)!r}), "
-            f"source={hw.source!r}{host}),")
+    host = (
+        f", host_link=Link({hw.host_link.alpha_s:.3g}, {hw.host_link.bandwidth:.3g})"
+        if hw.host_link is not None
+        else ""
+    )
+    return (
+        f'"{hw.name}": Hardware("{hw.name}", {hw.flops:.3g}, {hw.memory_bytes}, '
+        f"tuple((axis, Link({link.alpha_s:.3g}, {link.bandwidth:.3g})) for axis in {tuple(links)!r}), "
+        f"source={hw.source!r}{host}),"
+    )
 
 
 @dataclass(frozen=True)

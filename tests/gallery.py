@@ -20,18 +20,33 @@ STILL = "placement-edu-still"
 def code_cells(notebook: Path) -> list[tuple[str, list]]:
     """(source, outputs) of each code cell, IPython magics (``%matplotlib inline``) left out."""
     cells = json.loads(notebook.read_text())["cells"]
-    return [("".join(line for line in c["source"] if not line.lstrip().startswith("%")), c.get("outputs", []))
-            for c in cells if c["cell_type"] == "code"]
+    return [
+        (
+            "".join(line for line in c["source"] if not line.lstrip().startswith("%")),
+            c.get("outputs", []),
+        )
+        for c in cells
+        if c["cell_type"] == "code"
+    ]
 
 
 def widget_cells(notebook: Path) -> list[int]:
     """Indices (among the code cells) of the cells whose saved output is a widget's still."""
-    return [i for i, (_, outputs) in enumerate(code_cells(notebook)) if STILL in json.dumps(outputs)]
+    return [
+        i for i, (_, outputs) in enumerate(code_cells(notebook)) if STILL in json.dumps(outputs)
+    ]
 
 
 def _free_names(node: ast.AST) -> set[str]:
-    bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    bound |= {a.arg for n in ast.walk(node) if isinstance(n, ast.Lambda | ast.FunctionDef) for a in n.args.args}
+    bound = {
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    bound |= {
+        a.arg
+        for n in ast.walk(node)
+        if isinstance(n, ast.Lambda | ast.FunctionDef)
+        for a in n.args.args
+    }
     used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return used - bound - set(dir(builtins))
 
@@ -56,22 +71,44 @@ def needed(sources: list[str], source: str) -> list[str]:
         if _binds(statement) & wanted:
             wanted = (wanted - _binds(statement)) | _free_names(statement)
             chosen.append(i)
-    return [ast.get_source_segment(statements[i][1], statements[i][0]) or "" for i in sorted(chosen)]
+    return [
+        ast.get_source_segment(statements[i][1], statements[i][0]) or "" for i in sorted(chosen)
+    ]
 
 
 def gallery(notebooks: list[Path]) -> dict:
     """A notebook (nbformat 4, as JSON) with, for each widget cell of each notebook, a heading naming
     the notebook and one code cell: the statements it needs, then the cell itself."""
-    cells: list[dict] = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                          "source": "%matplotlib inline"}]
+    cells: list[dict] = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": "%matplotlib inline",
+        }
+    ]
     for notebook in notebooks:
         code = code_cells(notebook)
         for index in widget_cells(notebook):
             source = code[index][0]
             setup = needed([text for text, _ in code[:index]], source)
-            cells.append({"cell_type": "markdown", "metadata": {}, "source": f"## {notebook.stem}, cell {index}"})
-            cells.append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                          "source": "\n".join(setup + [source])})
+            cells.append(
+                {
+                    "cell_type": "markdown",
+                    "metadata": {},
+                    "source": f"## {notebook.stem}, cell {index}",
+                }
+            )
+            cells.append(
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "execution_count": None,
+                    "outputs": [],
+                    "source": "\n".join(setup + [source]),
+                }
+            )
     for number, cell in enumerate(cells):
         cell["id"] = f"gallery-{number}"
     # The course's own kernel metadata, so that JupyterLab starts that kernel without asking.

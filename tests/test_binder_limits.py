@@ -33,7 +33,7 @@ def _descendants(pid: int) -> set[int]:
             except OSError:
                 continue
             fields = stat.rsplit(")", 1)[1].split()
-            if fields[0] != "Z":                       # a zombie has ended
+            if fields[0] != "Z":  # a zombie has ended
                 children.setdefault(int(fields[1]), []).append(int(entry.name))
     found, todo = set(), [pid]
     while todo:
@@ -57,15 +57,19 @@ def _living(pids: set[int]) -> set[int]:
 
 def _ranks_and_servers(pids: set[int]) -> set[int]:
     """``pids`` less Python's resource tracker (13 MiB; it lasts as long as this process)."""
+
     def tracker(pid: int) -> bool:
         try:
             return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             return False
+
     return {pid for pid in pids if not tracker(pid)}
 
 
-def _kill_and_watch(kernel: subprocess.Popen, tmp: Path, within_s: float = 5.0) -> tuple[set[int], set[int], float]:
+def _kill_and_watch(
+    kernel: subprocess.Popen, tmp: Path, within_s: float = 5.0
+) -> tuple[set[int], set[int], float]:
     """SIGKILL ``kernel``; return (its processes before, those still alive ``within_s`` later, the
     seconds until the last one ended)."""
     before = _descendants(kernel.pid)
@@ -94,19 +98,28 @@ launch([RunConfig("zero3", 4)], 4, timeout_s=300, progress=False, failure={"kind
 
 def _kernel(code: str, tmp: Path) -> subprocess.Popen:
     tmp.mkdir()
-    return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=str(tmp)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, TMPDIR=str(tmp)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def test_a_killed_kernel_holding_a_warm_pool_leaves_no_rank_within_5_s_and_nothing_in_tmpdir(tmp_path):
+def test_a_killed_kernel_holding_a_warm_pool_leaves_no_rank_within_5_s_and_nothing_in_tmpdir(
+    tmp_path,
+):
     tmp = tmp_path / "tmp"
     kernel = _kernel(KERNEL_WITH_POOL, tmp)
     try:
-        assert kernel.stdout.readline().strip() == "True", kernel.stderr.read()[-3000:]   # the pool ran, its ranks wait
+        assert kernel.stdout.readline().strip() == "True", kernel.stderr.read()[
+            -3000:
+        ]  # the pool ran, its ranks wait
         before, left, seconds = _kill_and_watch(kernel, tmp)
     finally:
         kernel.kill()
-    assert len(before) >= 3, before                   # 2 ranks and the forkserver, at least
+    assert len(before) >= 3, before  # 2 ranks and the forkserver, at least
     assert left == set(), f"{len(left)} processes outlived the kernel by 5 s"
     assert list(tmp.iterdir()) == []
     print(f"{len(before)} processes ended {seconds:.2f} s after the kernel")
@@ -117,13 +130,13 @@ def test_a_kernel_killed_mid_4_rank_run_leaves_no_rank_within_5_s_and_nothing_in
     kernel = _kernel(KERNEL_MID_RUN, tmp)
     try:
         deadline = time.monotonic() + 120
-        while len(list(tmp.glob("placement-edu-*/at-*"))) < 3:     # 3 ranks wait in a collective
+        while len(list(tmp.glob("placement-edu-*/at-*"))) < 3:  # 3 ranks wait in a collective
             assert time.monotonic() < deadline and kernel.poll() is None, "the run never started"
             time.sleep(0.05)
         before, left, seconds = _kill_and_watch(kernel, tmp)
     finally:
         kernel.kill()
-    assert len(before) >= 5, before                   # 4 ranks and the forkserver, at least
+    assert len(before) >= 5, before  # 4 ranks and the forkserver, at least
     assert left == set(), f"{len(left)} processes outlived the kernel by 5 s"
     assert list(tmp.iterdir()) == []
     print(f"{len(before)} processes ended {seconds:.2f} s after the kernel")
@@ -132,20 +145,23 @@ def test_a_kernel_killed_mid_4_rank_run_leaves_no_rank_within_5_s_and_nothing_in
 def test_an_idle_pool_closes_itself_and_then_the_forkserver_stops(tmp_path, monkeypatch):
     """Memory given back: the pool's ranks after ``idle_s``, the forkserver ``IDLE_S`` after that."""
     from placement_edu.runtime import RunConfig, WorkerPool, forkserver
+
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(forkserver, "IDLE_S", 1.0)
     pool = WorkerPool(2, idle_s=1.0)
     try:
         assert pool.run(RunConfig("dp", 2, steps=1), progress=False).equivalent
         ranks = _ranks_and_servers(_descendants(os.getpid()))
-        assert pool.alive and forkserver.running() and len(ranks) >= 3   # 2 ranks, the server
+        assert pool.alive and forkserver.running() and len(ranks) >= 3  # 2 ranks, the server
         deadline = time.monotonic() + 15
         while (pool.alive or forkserver.running()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not pool.alive, "the idle pool did not close"
         assert not forkserver.running(), "the forkserver outlived its last holder by IDLE_S + 14 s"
         assert _living(ranks) == set()
-        assert pool.run(RunConfig("dp", 2, steps=1), progress=False).equivalent   # and both start again
+        assert pool.run(
+            RunConfig("dp", 2, steps=1), progress=False
+        ).equivalent  # and both start again
     finally:
         pool.close()
 
@@ -153,16 +169,17 @@ def test_an_idle_pool_closes_itself_and_then_the_forkserver_stops(tmp_path, monk
 def test_a_cold_run_leaves_the_forkserver_for_the_next_cell_then_stops_it(tmp_path, monkeypatch):
     from placement_edu.runtime import RunConfig, forkserver
     from placement_edu.runtime.launcher import run
+
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(forkserver, "IDLE_S", 2.0)
     assert run(RunConfig("zero2", 2, steps=1), progress=False).equivalent
-    assert forkserver.running()                        # ready for the next cell...
+    assert forkserver.running()  # ready for the next cell...
     time.sleep(1.5)
     assert forkserver.running()
     deadline = time.monotonic() + 10
     while forkserver.running() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not forkserver.running()                    # ...and gone after IDLE_S
+    assert not forkserver.running()  # ...and gone after IDLE_S
     assert _ranks_and_servers(_descendants(os.getpid())) == set()
 
 
@@ -176,16 +193,23 @@ def _cgroup_or_skip() -> str:
     return dirs[0]
 
 
-def _in_cgroup(parent: str, name: str, limit: int, argv: list[str],
-               timeout_s: float) -> tuple[subprocess.CompletedProcess, int]:
+def _in_cgroup(
+    parent: str, name: str, limit: int, argv: list[str], timeout_s: float
+) -> tuple[subprocess.CompletedProcess, int]:
     """Run ``argv`` inside a new memory cgroup limited to ``limit`` bytes; (its result, the peak
     bytes the cgroup was charged). The cgroup is removed after."""
     path = os.path.join(parent, f"{name}-{os.getpid()}")
     os.mkdir(path)
     try:
         Path(path, "memory.limit_in_bytes").write_text(str(limit))
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT,
-                              preexec_fn=lambda: Path(path, "cgroup.procs").write_text(str(os.getpid())))
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=ROOT,
+            preexec_fn=lambda: Path(path, "cgroup.procs").write_text(str(os.getpid())),
+        )
         peak = int(Path(path, "memory.max_usage_in_bytes").read_text())
     finally:
         for _ in range(100):
@@ -212,23 +236,49 @@ except PlacementError as error:
 def test_a_run_that_would_not_fit_the_cgroup_is_refused_in_one_line_before_any_rank_starts():
     """Notebook 02's DDP run on 4 ranks of about 476 MiB inside 1 GiB: refused, nothing started."""
     parent = _cgroup_or_skip()
-    done, peak = _in_cgroup(parent, "placement-edu-test-refuse", GiB, [sys.executable, "-c", REFUSED], timeout_s=120)
+    done, peak = _in_cgroup(
+        parent, "placement-edu-test-refuse", GiB, [sys.executable, "-c", REFUSED], timeout_s=120
+    )
     line = done.stdout.strip()
-    per_rank = -(-rank_bytes([TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16")]) // MiB)
-    assert line.startswith(f"not enough memory for 4 ranks: they need about {4 * per_rank + FORKSERVER_MIB} MiB "
-                           f"({per_rank} MiB a rank + {FORKSERVER_MIB} MiB to start them), and this container's "
-                           "limit is 1024 MiB with "), done.stdout + done.stderr[-2000:]
-    assert "\n" not in line and line.endswith("no run of 2 ranks or more fits, or shut down other notebooks' kernels")
-    assert peak < 400 * MiB, f"peak {peak / MiB:.0f} MiB: something started"   # the python process alone
+    per_rank = -(
+        -rank_bytes([TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16")])
+        // MiB
+    )
+    assert line.startswith(
+        f"not enough memory for 4 ranks: they need about {4 * per_rank + FORKSERVER_MIB} MiB "
+        f"({per_rank} MiB a rank + {FORKSERVER_MIB} MiB to start them), and this container's "
+        "limit is 1024 MiB with "
+    ), done.stdout + done.stderr[-2000:]
+    assert "\n" not in line and line.endswith(
+        "no run of 2 ranks or more fits, or shut down other notebooks' kernels"
+    )
+    assert peak < 400 * MiB, (
+        f"peak {peak / MiB:.0f} MiB: something started"
+    )  # the python process alone
 
 
 @pytest.mark.slow
 def test_notebook_02_completes_inside_a_2_gib_cgroup_with_a_quarter_to_spare():
     parent = _cgroup_or_skip()
     notebook = ROOT / "notebooks" / "02_replicated.ipynb"
-    done, peak = _in_cgroup(parent, "placement-edu-test-nb02", 2 * GiB,
-                            [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-                             "--stdout", "--ExecutePreprocessor.timeout=300", str(notebook)], timeout_s=400)
+    done, peak = _in_cgroup(
+        parent,
+        "placement-edu-test-nb02",
+        2 * GiB,
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--stdout",
+            "--ExecutePreprocessor.timeout=300",
+            str(notebook),
+        ],
+        timeout_s=400,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert peak <= 0.75 * 2 * GiB, f"peak {peak / MiB:.0f} MiB of 2048"
     print(f"notebook 02 under 2 GiB: peak {peak / MiB:.0f} MiB")

@@ -33,21 +33,34 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium")
 if CHROMIUM is None:
-    pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed "
-                               "(pip install playwright; it is in the test extra)")
+    pytest.skip(
+        "Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api",
+    reason="Playwright for Python is not installed "
+    "(pip install playwright; it is in the test extra)",
+)
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 COURSE = sorted(NOTEBOOKS.glob("*.ipynb"))
 #: The notebook the test writes beside the course: every widget cell of every notebook.
 GALLERY = "widget_gallery.ipynb"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 #: Lab settings: every cell in the page (no windowing: a cell off screen is still in the DOM), no
 #: question about Jupyter's news popping over the notebook.
-SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-            "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"}}
+SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
+}
 #: The notebook's session: its kernel is connected once ``.kernel`` is there (the page can show the
 #: cells, and even 'idle', before).
 SESSION = "window.jupyterapp.shell.currentWidget?.sessionContext?.session"
@@ -72,14 +85,32 @@ def lab(tmp_path_factory):
         path = home / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+    )
     port, token, log = _free_port(), secrets.token_hex(16), root / "lab.log"
     with open(log, "w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-             "--LabApp.expose_app_in_browser=True"], env=env, stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--allow-root",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={work}",
+                "--LabApp.expose_app_in_browser=True",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -93,7 +124,7 @@ def lab(tmp_path_factory):
                 time.sleep(0.3)
         yield base, token, log
     finally:
-        server.terminate()                             # shuts its kernels down, then exits
+        server.terminate()  # shuts its kernels down, then exits
         try:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -114,10 +145,14 @@ def open_notebook(browser, lab, name: str, stills: bool = True):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{base}/lab/tree/{name}?token={token}&reset")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    if stills:   # outputs render after the cells: wait for the widget cell's line (each notebook has one)
+    if (
+        stills
+    ):  # outputs render after the cells: wait for the widget cell's line (each notebook has one)
         page.wait_for_selector(".placement-edu-still", state="attached", timeout=30_000)
-    else:        # to run it: its kernel connected and idle
-        page.wait_for_function(f"{KERNEL} === 'idle' && {SESSION}?.kernel?.status === 'idle'", timeout=60_000)
+    else:  # to run it: its kernel connected and idle
+        page.wait_for_function(
+            f"{KERNEL} === 'idle' && {SESSION}?.kernel?.status === 'idle'", timeout=60_000
+        )
     return page
 
 
@@ -125,7 +160,7 @@ def run_all(page) -> None:
     """Run ▸ Run All Cells, as a learner does; wait until no cell is running."""
     page.locator(".lm-MenuBar-item", has_text="Run").click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    page.wait_for_function(f"!({RUNNING})", timeout=10_000)   # it started
+    page.wait_for_function(f"!({RUNNING})", timeout=10_000)  # it started
     page.wait_for_function(RUNNING, timeout=180_000, polling=200)
 
 
@@ -171,7 +206,7 @@ def test_a_notebook_opened_without_running_says_to_run_and_shows_its_stills(brow
     assert still.count() == len(widget_cells(NOTEBOOKS / name)) >= 1
     assert still.first.is_visible() and "Run the cells" in still.first.inner_text()
     assert "Error displaying widget" not in page.inner_text("body")
-    page.close()                   # (its kernel, never used, ends with the server)
+    page.close()  # (its kernel, never used, ends with the server)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +216,7 @@ def gallery_page(browser, lab):
     page = open_notebook(browser, lab, GALLERY, stills=False)
     run_all(page)
     yield page
-    before = len(lab[2].read_text())         # (pages closed while their kernel connected log a 500)
+    before = len(lab[2].read_text())  # (pages closed while their kernel connected log a 500)
     shut_down_kernel(page)
     time.sleep(2)
     assert "Traceback" not in lab[2].read_text()[before:], lab[2].read_text()[before:][-4000:]
@@ -197,10 +232,13 @@ def test_every_widget_of_the_course_is_controls_and_its_figure_follows_a_control
     assert "VBox(" not in body and "Error displaying widget" not in body
     for i in range(widgets):
         widget = live.nth(i)
-        assert widget.locator("select, input, .noUi-handle, button").count() >= 1, \
+        assert widget.locator("select, input, .noUi-handle, button").count() >= 1, (
             f"widget {i} is not rendered as controls"
+        )
         assert not page.locator(".placement-edu-still").nth(i).is_visible()
-        if not widget.locator(".placement-edu-progress").count():   # the runtime widget changes on Run
+        if not widget.locator(
+            ".placement-edu-progress"
+        ).count():  # the runtime widget changes on Run
             widget.scroll_into_view_if_needed()
             assert_pixels_change(widget, lambda: change_a_control(widget))
 
@@ -238,29 +276,43 @@ def run_and_watch(page, widget, result: str) -> None:
     the kernel idle, a second later) the report in place of the progress."""
     widget.evaluate(WATCH, result)
     widget.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("look().result && !look().run_disabled && look().kernel === 'idle'",
-                           timeout=60_000, polling=100)
+    page.wait_for_function(
+        "look().result && !look().run_disabled && look().kernel === 'idle'",
+        timeout=60_000,
+        polling=100,
+    )
     time.sleep(1)
     seen, last = page.evaluate("window.seen"), page.evaluate("look()")
     done = next(i for i, s in enumerate(seen) if s["result"])
-    shown = [s["text"][:100] for i, s in enumerate(seen[:done]) if i == 0 or s["text"] != seen[i - 1]["text"]]
+    shown = [
+        s["text"][:100]
+        for i, s in enumerate(seen[:done])
+        if i == 0 or s["text"] != seen[i - 1]["text"]
+    ]
     assert any(s["progress"] for s in seen[:done]), f"no progress shown before the result: {shown}"
-    assert any(s["kernel"] == "busy" for s in seen[:done]), "the kernel did not show busy while it ran"
+    assert any(s["kernel"] == "busy" for s in seen[:done]), (
+        "the kernel did not show busy while it ran"
+    )
     assert any(s["run_disabled"] for s in seen[:done]), "Run was not disabled while it ran"
     assert not last["progress"], f"the progress stayed beside the result: {last['text'][:300]}"
 
 
 def test_the_runtime_widget_shows_progress_then_the_result_while_the_kernel_is_busy(gallery_page):
     page = gallery_page
-    widget = page.locator(".placement-edu-live").filter(has=page.get_by_role("button", name="Run", exact=True))
-    widget.wait_for(timeout=30_000)                 # (shown once its output renders)
+    widget = page.locator(".placement-edu-live").filter(
+        has=page.get_by_role("button", name="Run", exact=True)
+    )
+    widget.wait_for(timeout=30_000)  # (shown once its output renders)
     widget.scroll_into_view_if_needed()
 
-    widget.locator(".widget-dropdown", has_text="fault").locator("select").select_option("stale-gather")
+    widget.locator(".widget-dropdown", has_text="fault").locator("select").select_option(
+        "stale-gather"
+    )
     run_and_watch(page, widget, "[stale-gather]: 5 steps")
     chart = widget.locator("img")
-    page.wait_for_function("img => img.naturalWidth > 0", arg=chart.element_handle(),
-                           timeout=10_000)                      # (an image decodes after it arrives)
+    page.wait_for_function(
+        "img => img.naturalWidth > 0", arg=chart.element_handle(), timeout=10_000
+    )  # (an image decodes after it arrives)
 
     # Another click, another strategy: progress again (not a blank until the result), and the
     # chart's pixels change.

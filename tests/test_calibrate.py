@@ -11,13 +11,22 @@ from placement_edu.cli import main
 from placement_edu.errors import PlacementError
 from placement_edu.runtime.calibrate import CalibrationResult
 from placement_edu.timing import ring_steps
-from placement_edu.timing_fit import (CALIBRATED_OPS, ComputeSample, Sample, fit_calibration, fit_link,
-                                      hardware_line, sample_from, sent_bytes, this_machine)
+from placement_edu.timing_fit import (
+    CALIBRATED_OPS,
+    ComputeSample,
+    Sample,
+    fit_calibration,
+    fit_link,
+    hardware_line,
+    sample_from,
+    sent_bytes,
+    this_machine,
+)
 
 pytestmark = pytest.mark.fast
 
-ALPHA, W = 40e-6, 1.5e9                   # a made-up link: 40 µs per ring step, 1.5 GB/s
-SIZES = [2 ** k for k in range(10, 23)]
+ALPHA, W = 40e-6, 1.5e9  # a made-up link: 40 µs per ring step, 1.5 GB/s
+SIZES = [2**k for k in range(10, 23)]
 
 
 def _exact(op: str, n: int, size: int, alpha: float = ALPHA, w: float = W) -> float:
@@ -26,9 +35,21 @@ def _exact(op: str, n: int, size: int, alpha: float = ALPHA, w: float = W) -> fl
 
 def _synthetic(alpha: float = ALPHA, w: float = W, noise: float = 0.0) -> list[Sample]:
     """Every op at N = 2 and 4, the median exactly on the α–β line (the repeats spread around it)."""
-    return [Sample(op, n, s, (_exact(op, n, s, alpha, w) * (1 - noise), _exact(op, n, s, alpha, w),
-                              _exact(op, n, s, alpha, w) * (1 + noise)))
-            for op in CALIBRATED_OPS for n in (2, 4) for s in SIZES]
+    return [
+        Sample(
+            op,
+            n,
+            s,
+            (
+                _exact(op, n, s, alpha, w) * (1 - noise),
+                _exact(op, n, s, alpha, w),
+                _exact(op, n, s, alpha, w) * (1 + noise),
+            ),
+        )
+        for op in CALIBRATED_OPS
+        for n in (2, 4)
+        for s in SIZES
+    ]
 
 
 # --- the fit: a pure function of the core ---------------------------------------------------------
@@ -38,21 +59,24 @@ def test_the_fit_recovers_a_known_alpha_and_bandwidth_exactly_per_op_and_pooled(
         assert link.alpha_s == pytest.approx(ALPHA, rel=1e-9), name
         assert link.bandwidth == pytest.approx(W, rel=1e-9), name
         assert link.rms_relative_error < 1e-9
-    assert fit.pooled.points == 4 * 2 * len(SIZES)        # every collective, both world sizes
+    assert fit.pooled.points == 4 * 2 * len(SIZES)  # every collective, both world sizes
     # The fitted line reproduces SPEC §9's price of one op: 2(N-1)·α + 2(N-1)/N·S/W for an all-reduce.
-    assert fit.pooled.seconds("all_reduce", 4, 2 ** 20) == pytest.approx(6 * ALPHA + 1.5 * 2 ** 20 / W)
+    assert fit.pooled.seconds("all_reduce", 4, 2**20) == pytest.approx(6 * ALPHA + 1.5 * 2**20 / W)
 
 
 def test_the_fit_tells_latency_from_bandwidth_across_three_orders_of_magnitude():
     # Relative least squares: a tiny α under large payloads is still found (plain least squares
     # would fit the 4 MiB points and leave α to chance).
     fit = fit_link([s for s in _synthetic(alpha=1e-6, w=10e9) if s.op == "all_gather"])
-    assert (fit.alpha_s, fit.bandwidth) == (pytest.approx(1e-6, rel=1e-9), pytest.approx(10e9, rel=1e-9))
+    assert (fit.alpha_s, fit.bandwidth) == (
+        pytest.approx(1e-6, rel=1e-9),
+        pytest.approx(10e9, rel=1e-9),
+    )
 
 
 def test_a_negative_alpha_is_noise_and_is_dropped_not_reported():
     # Times below the bandwidth line at small sizes would fit α < 0; the fit keeps α >= 0.
-    samples = [Sample("send", 2, s, (s / W * (0.5 if s < 2 ** 12 else 1.0),)) for s in SIZES]
+    samples = [Sample("send", 2, s, (s / W * (0.5 if s < 2**12 else 1.0),)) for s in SIZES]
     fit = fit_link(samples)
     assert fit.alpha_s == 0.0 and fit.bandwidth > 0
 
@@ -66,37 +90,58 @@ def test_each_repeat_counts_its_slowest_rank_and_the_median_repeat_is_fitted():
     sample = sample_from("all_reduce", 2, 1024, [[1.0, 5.0, 2.0], [3.0, 1.0, 2.5]])
     assert sample.seconds == (3.0, 5.0, 2.5)
     assert sample.spread == (2.5, 3.0, 5.0)
-    assert sample.steps == 2 and sample.sent_bytes == 1024       # 2(N-1)/N · S at N = 2
+    assert sample.steps == 2 and sample.sent_bytes == 1024  # 2(N-1)/N · S at N = 2
 
 
 def test_the_fit_becomes_a_hardware_preset_and_a_line_to_paste():
     hw = this_machine(fit_calibration(_synthetic()), 25e9, 8 * 10**9, "synthetic")
-    assert hw.link("data").alpha_s == pytest.approx(ALPHA) and hw.link("tensor").bandwidth == pytest.approx(W)
+    assert hw.link("data").alpha_s == pytest.approx(ALPHA) and hw.link(
+        "tensor"
+    ).bandwidth == pytest.approx(W)
     assert hw.host_link is not None
     line = hardware_line(hw)
-    assert line.startswith('"this_machine": Hardware("this_machine", 2.5e+10, 8000000000,') and "Link(4e-05, 1.5e+09)" in line
+    assert (
+        line.startswith('"this_machine": Hardware("this_machine", 2.5e+10, 8000000000,')
+        and "Link(4e-05, 1.5e+09)" in line
+    )
 
 
 def test_the_calibration_report_prints_medians_fits_spread_and_the_hardware_line():
     from placement_edu.cli.calibrate import as_dict, report
-    compute = (ComputeSample("float64 matmul 256x256 (2·n³ FLOPs)", 2, 2 * 256 ** 3, (1e-3, 2e-3, 3e-3)),)
+
+    compute = (
+        ComputeSample("float64 matmul 256x256 (2·n³ FLOPs)", 2, 2 * 256**3, (1e-3, 2e-3, 3e-3)),
+    )
     result = CalibrationResult(tuple(_synthetic(noise=0.1)), compute, 3, (2, 4))
     text = report(result)
-    for needed in ("median", "pooled (link)", "pooled at N = 4", "α =", "W =", "Spread over repeats",
-                   '"this_machine": Hardware(', "GFLOP/s"):
+    for needed in (
+        "median",
+        "pooled (link)",
+        "pooled at N = 4",
+        "α =",
+        "W =",
+        "Spread over repeats",
+        '"this_machine": Hardware(',
+        "GFLOP/s",
+    ):
         assert needed in text, needed
     d = as_dict(result)
-    assert d["fit"]["pooled"]["alpha_s"] == pytest.approx(ALPHA) and d["noise"]["median"] == pytest.approx(0.2)
+    assert d["fit"]["pooled"]["alpha_s"] == pytest.approx(ALPHA) and d["noise"][
+        "median"
+    ] == pytest.approx(0.2)
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--world-sizes", "1"], "less than 2"),
-    (["--world-sizes", "two"], "not a number"),
-    (["--world-sizes", ","], "names no world size"),
-    (["--repeats", "0"], "less than 1"),
-    (["--min-size", "14", "--max-size", "12"], "above --max-size"),
-    (["--max-size", "40"], "more than 30"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--world-sizes", "1"], "less than 2"),
+        (["--world-sizes", "two"], "not a number"),
+        (["--world-sizes", ","], "names no world size"),
+        (["--repeats", "0"], "less than 1"),
+        (["--min-size", "14", "--max-size", "12"], "above --max-size"),
+        (["--max-size", "40"], "more than 30"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, says, capsys):
     assert main(["calibrate", *argv]) == 2
     err = capsys.readouterr().err.strip()

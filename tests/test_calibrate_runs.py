@@ -20,8 +20,15 @@ pytestmark = pytest.mark.runtime
 # --- runs: per-step wall time, compute and communication ---------------------------------------
 @pytest.fixture(scope="module")
 def timed_runs():
-    return run_many([RunConfig("dp", 2, steps=3), RunConfig("zero3", 2, steps=3),
-                     RunConfig("zero3", 2, steps=3, fault="stale-gather")], timeout_s=30, progress=False)
+    return run_many(
+        [
+            RunConfig("dp", 2, steps=3),
+            RunConfig("zero3", 2, steps=3),
+            RunConfig("zero3", 2, steps=3, fault="stale-gather"),
+        ],
+        timeout_s=30,
+        progress=False,
+    )
 
 
 def test_a_run_reports_each_step_split_into_compute_and_communication(timed_runs):
@@ -40,9 +47,11 @@ def test_a_run_prints_its_measured_step_beside_the_prediction_on_this_machine(ti
     assert "this_machine" in HARDWARE
     for r in timed_runs:
         t = r.to_dict()["time"]
-        assert t["steps_counted"] == [1, 2]                        # the first step opens connections
+        assert t["steps_counted"] == [1, 2]  # the first step opens connections
         assert math.isclose(t["measured_compute_s"] + t["measured_comm_s"], t["measured_step_s"])
-        assert t["predicted_step_s"] > 0 and t["ratio"] == t["measured_step_s"] / t["predicted_step_s"]
+        assert (
+            t["predicted_step_s"] > 0 and t["ratio"] == t["measured_step_s"] / t["predicted_step_s"]
+        )
         assert "measured/predicted" in str(r)
     dp, zero3 = (r.to_dict()["time"] for r in timed_runs[:2])
     # The model prices zero3's 3Ψ above dp's 2Ψ on the same link (not a measured claim: a model's).
@@ -51,8 +60,23 @@ def test_a_run_prints_its_measured_step_beside_the_prediction_on_this_machine(ti
 
 # --- the command ------------------------------------------------------------------------------
 def test_calibrate_on_two_ranks_over_a_few_sizes_prints_a_fit(capsys):
-    assert main(["calibrate", "--world-sizes", "2", "--min-size", "10", "--max-size", "13",
-                 "--repeats", "3", "--json"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--world-sizes",
+                "2",
+                "--min-size",
+                "10",
+                "--max-size",
+                "13",
+                "--repeats",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["world_sizes"] == [2] and len(d["samples"]) == len(CALIBRATED_OPS) * 4
     assert d["fit"]["pooled"]["alpha_s"] >= 0 and d["fit"]["pooled"]["points"] == 16

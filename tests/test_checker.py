@@ -10,7 +10,13 @@ from dataclasses import FrozenInstanceError, replace
 import pytest
 
 from placement_edu import Mesh, Placement, PlacementError, State, Strategy, get_precision
-from placement_edu.checker import CONDITIONS, check, default_model, gradient_integrity, state_consistency
+from placement_edu.checker import (
+    CONDITIONS,
+    check,
+    default_model,
+    gradient_integrity,
+    state_consistency,
+)
 from placement_edu.cli import main
 from placement_edu.faults import FAULTS, applicable_faults, apply_fault
 from placement_edu.schedule import Schedule, derive_schedule
@@ -19,8 +25,11 @@ from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh, get
 pytestmark = pytest.mark.fast
 
 NAMED = [*STRATEGIES, *COMPOSITIONS]
-FAULTED = [(name, fault) for name in NAMED
-           for fault in applicable_faults(get_strategy(name), example_mesh(get_strategy(name)))]
+FAULTED = [
+    (name, fault)
+    for name in NAMED
+    for fault in applicable_faults(get_strategy(name), example_mesh(get_strategy(name)))
+]
 
 
 def schedule_of(strategy: Strategy, mesh: Mesh) -> Schedule:
@@ -45,27 +54,44 @@ def test_each_fault_breaks_exactly_its_own_condition(name: str, fault: str) -> N
 
 def test_every_fault_applies_somewhere_and_the_pairs_match_the_spec() -> None:
     assert {f for _, f in FAULTED} == set(FAULTS)
-    assert applicable_faults(get_strategy("dp"), Mesh.of(data=4)) == ("skip-grad-reduce", "double-scale",
-                                                                       "unsynced-init")
-    assert "skip-param-sync" in applicable_faults(get_strategy("zero1"), Mesh.of(data=4))   # zero1, zero2
+    assert applicable_faults(get_strategy("dp"), Mesh.of(data=4)) == (
+        "skip-grad-reduce",
+        "double-scale",
+        "unsynced-init",
+    )
+    assert "skip-param-sync" in applicable_faults(
+        get_strategy("zero1"), Mesh.of(data=4)
+    )  # zero1, zero2
     assert "skip-param-sync" in applicable_faults(get_strategy("zero2"), Mesh.of(data=4))
-    assert applicable_faults(get_strategy("zero3"), Mesh.of(data=4)) == ("skip-grad-reduce", "double-scale",
-                                                                          "stale-gather")
+    assert applicable_faults(get_strategy("zero3"), Mesh.of(data=4)) == (
+        "skip-grad-reduce",
+        "double-scale",
+        "stale-gather",
+    )
     assert applicable_faults(get_strategy("tp"), Mesh.of(tensor=4)) == ()
 
 
 def test_faults_are_decided_from_placements_not_names() -> None:
     mine = Strategy("my-zero1", Placement(params="R", grads="R", optimizer="S"))
-    assert applicable_faults(mine, Mesh.of(data=4)) == applicable_faults(get_strategy("zero1"), Mesh.of(data=4))
+    assert applicable_faults(mine, Mesh.of(data=4)) == applicable_faults(
+        get_strategy("zero1"), Mesh.of(data=4)
+    )
     assert check(mine, fault="skip-param-sync").broken == ["state_consistency"]
 
 
 def test_a_fault_that_does_not_apply_is_refused_naming_where_it_does() -> None:
-    with pytest.raises(PlacementError, match="stale-gather.*does not apply to zero1.*applies to: zero3, fsdp"):
+    with pytest.raises(
+        PlacementError, match="stale-gather.*does not apply to zero1.*applies to: zero3, fsdp"
+    ):
         check("zero1", fault="stale-gather")
-    with pytest.raises(PlacementError, match="skip-param-sync.*does not apply to dp.*applies to: zero1_allreduce, zero1, zero2"):
+    with pytest.raises(
+        PlacementError,
+        match="skip-param-sync.*does not apply to dp.*applies to: zero1_allreduce, zero1, zero2",
+    ):
         check("dp", fault="skip-param-sync")
-    with pytest.raises(PlacementError, match="unknown fault 'skip-sync'; known faults: skip-grad-reduce"):
+    with pytest.raises(
+        PlacementError, match="unknown fault 'skip-sync'; known faults: skip-grad-reduce"
+    ):
         check("dp", fault="skip-sync")
 
 
@@ -74,7 +100,9 @@ def test_faults_are_small_edits_of_the_schedule() -> None:
     zero1, zero3 = get_strategy("zero1"), get_strategy("zero3")
     s1, s3 = schedule_of(zero1, mesh), schedule_of(zero3, mesh)
     removed = [o for o in s1.ops if o not in apply_fault(s1, "skip-param-sync", zero1, mesh).ops]
-    assert [(o.op, o.state, o.axis, o.phase) for o in removed] == [("all_gather", State.PARAMS, "data", "step")]
+    assert [(o.op, o.state, o.axis, o.phase) for o in removed] == [
+        ("all_gather", State.PARAMS, "data", "step")
+    ]
     removed = [o for o in s1.ops if o not in apply_fault(s1, "unsynced-init", zero1, mesh).ops]
     assert [(o.op, o.phase) for o in removed] == [("broadcast", "startup")]
     removed = [o for o in s3.ops if o not in apply_fault(s3, "skip-grad-reduce", zero3, mesh).ops]
@@ -131,7 +159,7 @@ def test_an_extra_reduction_sums_twice_and_a_missing_scale_is_named() -> None:
     dp = get_strategy("dp")
     ops = schedule_of(dp, mesh).ops
     reduce = next(o for o in ops if o.op == "all_reduce")
-    twice = Schedule(ops[:ops.index(reduce)] + (reduce,) + ops[ops.index(reduce):])
+    twice = Schedule(ops[: ops.index(reduce)] + (reduce,) + ops[ops.index(reduce) :])
     assert "extra all_reduce" in gradient_integrity(twice, dp, mesh).reason
     unscaled = Schedule(tuple(o for o in ops if o.op != "scale"))
     assert "never divided by 4" in gradient_integrity(unscaled, dp, mesh).reason
@@ -160,10 +188,16 @@ def test_sequence_parallel_norms_need_their_gradients_all_reduced_on_tensor() ->
     assert [o for o in schedule_of(plain, mesh).ops if o.state is State.GRADS] == []
     ops = schedule_of(sp, mesh).ops
     # the checker's model leaves 8 layers x 6 x 64 elements whole on every tensor rank (norms, biases)
-    assert [(o.op, o.axis, o.elements) for o in ops if o.state is State.GRADS] == [("all_reduce", "tensor", 8 * 6 * 64)]
+    assert [(o.op, o.axis, o.elements) for o in ops if o.state is State.GRADS] == [
+        ("all_reduce", "tensor", 8 * 6 * 64)
+    ]
     without = Schedule(tuple(o for o in ops if o.state is not State.GRADS))
     condition = gradient_integrity(without, sp, mesh)
-    assert not condition.holds and "partial on the tensor axis" in condition.reason and "rule 3" in condition.reason
+    assert (
+        not condition.holds
+        and "partial on the tensor axis" in condition.reason
+        and "rule 3" in condition.reason
+    )
 
 
 def test_a_gather_on_an_axis_with_nothing_to_gather_is_misplaced() -> None:
@@ -172,8 +206,10 @@ def test_a_gather_on_an_axis_with_nothing_to_gather_is_misplaced() -> None:
     ops = schedule_of(z3tp, mesh).ops
     gather = next(o for o in ops if o.op == "all_gather")
     wrong = Schedule(tuple(replace(o, axis="tensor") if o == gather else o for o in ops))
-    assert "all-gather of params on tensor in forward has no slices to rebuild" in \
-        state_consistency(wrong, z3tp, mesh).reason
+    assert (
+        "all-gather of params on tensor in forward has no slices to rebuild"
+        in state_consistency(wrong, z3tp, mesh).reason
+    )
 
 
 def test_the_default_mesh_is_small_and_documented() -> None:
@@ -203,12 +239,16 @@ def test_cli_zero3_holds_both_conditions(capsys: pytest.CaptureFixture[str]) -> 
     assert out["warnings"] == []
 
 
-def test_cli_skip_grad_reduce_breaks_gradient_integrity_only(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_skip_grad_reduce_breaks_gradient_integrity_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     out = run_json(capsys, "zero3", "--fault", "skip-grad-reduce")
     assert not out["gradient_integrity"]["holds"] and out["state_consistency"]["holds"]
 
 
-def test_cli_zero1_skip_param_sync_breaks_state_consistency_only(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_zero1_skip_param_sync_breaks_state_consistency_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     out = run_json(capsys, "zero1", "--fault", "skip-param-sync")
     assert out["gradient_integrity"]["holds"] and not out["state_consistency"]["holds"]
 
@@ -218,16 +258,23 @@ def test_cli_composition_on_a_given_mesh(capsys: pytest.CaptureFixture[str]) -> 
     assert out["mesh"] == {"data": 4, "tensor": 2} and out["broken"] == []
 
 
-@pytest.mark.parametrize("args,message", [
-    (["zero1", "--fault", "stale-gather"], "applies to: zero3, fsdp, fsdp_grad_op, zero3_offload, zero3×tp, hsdp"),
-    (["zero9"], "unknown strategy 'zero9'"),
-    (["dp", "--fault", "nope"], "unknown fault 'nope'"),
-    (["dp", "--mesh", "data=two"], "mesh degree 'two' for axis 'data' is not a whole number"),
-    (["dp", "--mesh", "tensor=2"], "the mesh (tensor=2) has no data axis"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["zero1", "--fault", "stale-gather"],
+            "applies to: zero3, fsdp, fsdp_grad_op, zero3_offload, zero3×tp, hsdp",
+        ),
+        (["zero9"], "unknown strategy 'zero9'"),
+        (["dp", "--fault", "nope"], "unknown fault 'nope'"),
+        (["dp", "--mesh", "data=two"], "mesh degree 'two' for axis 'data' is not a whole number"),
+        (["dp", "--mesh", "tensor=2"], "the mesh (tensor=2) has no data axis"),
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "placement_edu.cli", "check", *args],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_edu.cli", "check", *args], capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.fast
 
 def small_mlp() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3)).double()
+    return torch.nn.Sequential(
+        torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3)
+    ).double()
 
 
 def test_concrete_sizes_equal_the_sum_of_the_module_tensors() -> None:
@@ -27,19 +29,32 @@ def test_concrete_sizes_equal_the_sum_of_the_module_tensors() -> None:
 def test_zero_rule_pads_the_flat_buffer_to_a_multiple_of_n() -> None:
     model = ConcreteModel.from_module(small_mlp(), rule="zero")  # 66 elements
     for n, padded in ((4, 68), (8, 72), (3, 66)):
-        memory = derive_memory(analyze("zero3", model, n).strategy, model, Mesh.of(data=n), get_precision("fp64_adam"))
+        memory = derive_memory(
+            analyze("zero3", model, n).strategy, model, Mesh.of(data=n), get_precision("fp64_adam")
+        )
         assert memory.padding == padded - 66
         assert memory.device[State.PARAMS] == padded // n * 8  # every rank holds an equal slice
         z3 = analyze("zero3", model, n, "fp64_adam")
-        assert z3.schedule.collectives[0].payload_bytes == padded * 8  # collectives move padded chunks
+        assert (
+            z3.schedule.collectives[0].payload_bytes == padded * 8
+        )  # collectives move padded chunks
 
 
 def test_fsdp2_rule_splits_each_tensor_by_rows() -> None:
     model = ConcreteModel.from_module(small_mlp(), rule="fsdp2")
     # n = 4: weight 7x5 -> chunks of 2 rows: ranks hold 2,2,2,1 rows; bias 7 -> 2,2,2,1;
     # weight 3x7 -> chunks of 1 row: 1,1,1,0; bias 3 -> 1,1,1,0.
-    held = [derive_memory(analyze("zero3", model, 4).strategy, model, Mesh.of(data=4),
-                          get_precision("fp64_adam"), rank=r).device[State.PARAMS] // 8 for r in range(4)]
+    held = [
+        derive_memory(
+            analyze("zero3", model, 4).strategy,
+            model,
+            Mesh.of(data=4),
+            get_precision("fp64_adam"),
+            rank=r,
+        ).device[State.PARAMS]
+        // 8
+        for r in range(4)
+    ]
     assert held == [10 + 2 + 7 + 1, 10 + 2 + 7 + 1, 10 + 2 + 7 + 1, 5 + 1]
     assert sum(held) == model.psi  # nothing lost, nothing doubled in storage
     assert model.padding(4) == (8 * 5 + 8 + 4 * 7 + 4) - 66  # traffic moves padded chunks
@@ -53,18 +68,26 @@ def test_gather_units_are_the_real_layers_each_padded_gathered_and_reduced_on_it
     assert model.gather_units == 2 and model.psi == 66
     z3 = analyze("zero3", model, 4, "fp64_adam")
     ops = [(o.op, o.phase, o.payload_bytes) for o in z3.schedule.collectives]
-    assert ops == [("all_gather", "forward", 352), ("all_gather", "forward", 192),
-                   ("all_gather", "backward", 352), ("all_gather", "backward", 192),
-                   # backward reaches the last unit first: its gradient is reduced first
-                   ("reduce_scatter", "backward", 192), ("reduce_scatter", "backward", 352)]
-    assert all(isinstance(o.payload_bytes, int) for o in z3.schedule.collectives)   # whole bytes
+    assert ops == [
+        ("all_gather", "forward", 352),
+        ("all_gather", "forward", 192),
+        ("all_gather", "backward", 352),
+        ("all_gather", "backward", 192),
+        # backward reaches the last unit first: its gradient is reduced first
+        ("reduce_scatter", "backward", 192),
+        ("reduce_scatter", "backward", 352),
+    ]
+    assert all(isinstance(o.payload_bytes, int) for o in z3.schedule.collectives)  # whole bytes
     memory = z3.memory
-    assert memory.transient["forward"]["gather_window"] == 352          # the larger unit, not Ψ
+    assert memory.transient["forward"]["gather_window"] == 352  # the larger unit, not Ψ
     assert memory.transient["backward"]["reduce_bucket"] == 352
     whole = analyze("zero3", ConcreteModel.from_module(small_mlp(), rule="zero"), 4, "fp64_adam")
-    assert whole.memory.transient["forward"]["gather_window"] == 68 * 8   # one unit: the whole model
+    assert whole.memory.transient["forward"]["gather_window"] == 68 * 8  # one unit: the whole model
     # SHARD_GRAD_OP keeps every unit through backward: the whole padded model, 44 + 24 elements.
-    assert analyze("fsdp_grad_op", model, 4, "fp64_adam").memory.transient["backward"]["gather_window"] == 68 * 8
+    assert (
+        analyze("fsdp_grad_op", model, 4, "fp64_adam").memory.transient["backward"]["gather_window"]
+        == 68 * 8
+    )
 
 
 def test_per_unit_padding_is_stored_and_moved() -> None:
@@ -81,5 +104,6 @@ def test_unknown_gather_units_are_refused_by_name() -> None:
     import pytest
 
     from placement_edu import PlacementError
+
     with pytest.raises(PlacementError, match="unknown gather units 'block'; known: model, layer"):
         ConcreteModel.from_module(small_mlp(), units="block")

@@ -11,13 +11,21 @@ import pytest
 from placement_edu.errors import PlacementError
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.units import GiB, MiB
-from placement_edu.runtime.container import (FORKSERVER_MIB, RANK_MIB, TORCH_REF_STATE_FACTOR, MemoryLimit,
-                                             check_fits, memory_limit, rank_bytes, ranks_that_fit)
+from placement_edu.runtime.container import (
+    FORKSERVER_MIB,
+    RANK_MIB,
+    TORCH_REF_STATE_FACTOR,
+    MemoryLimit,
+    check_fits,
+    memory_limit,
+    rank_bytes,
+    ranks_that_fit,
+)
 
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
-UNLIMITED_V1 = "9223372036854771712"           # what cgroup v1 writes for "no limit"
+UNLIMITED_V1 = "9223372036854771712"  # what cgroup v1 writes for "no limit"
 
 
 def _files(root: Path, files: dict[str, str]) -> None:
@@ -31,13 +39,20 @@ def test_cgroup_v1_limit_is_read_with_usage_less_inactive_page_cache(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("9:name=systemd:/\n4:memory:/binder/user\n0::/\n")
     fs = tmp_path / "fs"
-    _files(fs, {"memory/memory.limit_in_bytes": UNLIMITED_V1,
-                "memory/binder/memory.limit_in_bytes": UNLIMITED_V1,
-                "memory/binder/user/memory.limit_in_bytes": str(2 * GiB),
-                "memory/binder/user/memory.usage_in_bytes": str(700 * MiB),
-                "memory/binder/user/memory.stat": f"cache 1\ntotal_inactive_file {200 * MiB}\n"})
+    _files(
+        fs,
+        {
+            "memory/memory.limit_in_bytes": UNLIMITED_V1,
+            "memory/binder/memory.limit_in_bytes": UNLIMITED_V1,
+            "memory/binder/user/memory.limit_in_bytes": str(2 * GiB),
+            "memory/binder/user/memory.usage_in_bytes": str(700 * MiB),
+            "memory/binder/user/memory.stat": f"cache 1\ntotal_inactive_file {200 * MiB}\n",
+        },
+    )
     limit = memory_limit(str(proc), str(fs))
-    assert limit == MemoryLimit(2 * GiB, 500 * MiB, str(fs / "memory/binder/user/memory.limit_in_bytes"))
+    assert limit == MemoryLimit(
+        2 * GiB, 500 * MiB, str(fs / "memory/binder/user/memory.limit_in_bytes")
+    )
     assert limit.free == 1548 * MiB
 
 
@@ -45,10 +60,15 @@ def test_a_parents_tighter_limit_binds_and_no_limit_reads_as_none(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("4:memory:/binder/user\n")
     fs = tmp_path / "fs"
-    _files(fs, {"memory/memory.limit_in_bytes": UNLIMITED_V1,
-                "memory/binder/memory.limit_in_bytes": str(GiB),
-                "memory/binder/memory.usage_in_bytes": str(300 * MiB),
-                "memory/binder/user/memory.limit_in_bytes": str(2 * GiB)})
+    _files(
+        fs,
+        {
+            "memory/memory.limit_in_bytes": UNLIMITED_V1,
+            "memory/binder/memory.limit_in_bytes": str(GiB),
+            "memory/binder/memory.usage_in_bytes": str(300 * MiB),
+            "memory/binder/user/memory.limit_in_bytes": str(2 * GiB),
+        },
+    )
     assert memory_limit(str(proc), str(fs)).limit == GiB
     (fs / "memory/binder/memory.limit_in_bytes").write_text(UNLIMITED_V1)
     (fs / "memory/binder/user/memory.limit_in_bytes").write_text(UNLIMITED_V1)
@@ -59,21 +79,29 @@ def test_cgroup_v2_memory_max_is_read_and_max_means_no_limit(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("0::/user.slice/binder\n")
     fs = tmp_path / "fs"
-    _files(fs, {"cgroup.controllers": "cpu memory\n",
-                "user.slice/memory.max": "max\n",
-                "user.slice/binder/memory.max": f"{GiB}\n",
-                "user.slice/binder/memory.current": f"{400 * MiB}\n",
-                "user.slice/binder/memory.stat": f"anon 1\ninactive_file {100 * MiB}\n"})
-    assert memory_limit(str(proc), str(fs)) == MemoryLimit(GiB, 300 * MiB,
-                                                           str(fs / "user.slice/binder/memory.max"))
+    _files(
+        fs,
+        {
+            "cgroup.controllers": "cpu memory\n",
+            "user.slice/memory.max": "max\n",
+            "user.slice/binder/memory.max": f"{GiB}\n",
+            "user.slice/binder/memory.current": f"{400 * MiB}\n",
+            "user.slice/binder/memory.stat": f"anon 1\ninactive_file {100 * MiB}\n",
+        },
+    )
+    assert memory_limit(str(proc), str(fs)) == MemoryLimit(
+        GiB, 300 * MiB, str(fs / "user.slice/binder/memory.max")
+    )
     (fs / "user.slice/binder/memory.max").write_text("max\n")
     assert memory_limit(str(proc), str(fs)) is None
-    assert memory_limit(str(tmp_path / "absent"), str(fs)) is None   # no /proc/self/cgroup: no limit known
+    assert (
+        memory_limit(str(tmp_path / "absent"), str(fs)) is None
+    )  # no /proc/self/cgroup: no limit known
 
 
 def test_a_ddp_rank_of_notebook_02_is_estimated_from_its_model_state():
     config = TorchRefConfig("ddp", 2, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)
-    psi = 5_330_960                                     # notebook 02 prints this count
+    psi = 5_330_960  # notebook 02 prints this count
     assert rank_bytes([config]) == RANK_MIB * MiB + int(TORCH_REF_STATE_FACTOR * 32 * psi)
     assert 340 * MiB < rank_bytes([config]) < 380 * MiB  # measured: 347-350 MiB private per rank
     assert ranks_that_fit(GiB, rank_bytes([config])) == 2
@@ -86,17 +114,22 @@ def test_a_run_that_does_not_fit_is_refused_in_one_line_naming_each_number():
         check_fits(8, 100 * MiB, forkserver_running=False, limit=limit)
     message = str(error.value)
     assert "\n" not in message
-    assert message == (f"not enough memory for 8 ranks: they need about {800 + FORKSERVER_MIB} MiB (100 MiB a rank "
-                       f"+ {FORKSERVER_MIB} MiB to start them), and this container's limit is 1024 MiB with 400 MiB "
-                       "in use (/sys/fs/cgroup/memory/x/memory.limit_in_bytes); run 3 ranks or fewer, or shut down "
-                       "other notebooks' kernels")
-    check_fits(3, 100 * MiB, forkserver_running=False, limit=limit)   # 399 MiB left after the server: fits
+    assert message == (
+        f"not enough memory for 8 ranks: they need about {800 + FORKSERVER_MIB} MiB (100 MiB a rank "
+        f"+ {FORKSERVER_MIB} MiB to start them), and this container's limit is 1024 MiB with 400 MiB "
+        "in use (/sys/fs/cgroup/memory/x/memory.limit_in_bytes); run 3 ranks or fewer, or shut down "
+        "other notebooks' kernels"
+    )
+    check_fits(
+        3, 100 * MiB, forkserver_running=False, limit=limit
+    )  # 399 MiB left after the server: fits
     with pytest.raises(PlacementError, match="no run of 2 ranks or more fits"):
         check_fits(2, 400 * MiB, forkserver_running=False, limit=limit)
 
 
 def test_binder_shuts_down_idle_kernels_even_with_their_tab_open():
     from traitlets.config.loader import PyFileConfigLoader
+
     config = PyFileConfigLoader("jupyter_server_config.py", str(ROOT / "binder")).load_config()
     culling = config.MappingKernelManager
     assert culling.cull_idle_timeout == 600 and culling.cull_interval == 60

@@ -7,8 +7,21 @@ from fractions import Fraction
 
 import pytest
 
-from placement_edu import (GB, ModelSpec, Mesh, Placement, PlacementError, Precision, State, Strategy,
-                           TransformerSpec, analyze, compare, get_precision, get_strategy)
+from placement_edu import (
+    GB,
+    ModelSpec,
+    Mesh,
+    Placement,
+    PlacementError,
+    Precision,
+    State,
+    Strategy,
+    TransformerSpec,
+    analyze,
+    compare,
+    get_precision,
+    get_strategy,
+)
 from placement_edu.units import fmt_bytes
 
 pytestmark = pytest.mark.fast
@@ -53,7 +66,11 @@ def test_70b_example_1120_gb_to_140_gb_at_n_8_is_8x_memory_for_1_5x_comm() -> No
     table = compare(["dp", "zero1", "zero2", "zero3"], 70e9, 8)
     gb = [Fraction(r.memory.model_state) / GB for r in table.reports]
     assert gb == [1120, 385, Fraction("262.5"), 140]  # SPEC §3 check figures
-    assert table.vs_dp(table.reports[3]) == {"memory": 0.125, "memory_with_host": 0.125, "comm": 1.5}
+    assert table.vs_dp(table.reports[3]) == {
+        "memory": 0.125,
+        "memory_with_host": 0.125,
+        "comm": 1.5,
+    }
 
 
 def test_zero1_costs_2_psi_not_3() -> None:
@@ -68,20 +85,29 @@ def test_zero3_is_1_5x_dp_traffic_at_every_n_in_both_conventions(n: int) -> None
     dp, z3 = analyze("dp", PSI_7_5B, n), analyze("zero3", PSI_7_5B, n)
     assert (dp.volume_psi, z3.volume_psi) == (2, 3)  # ZeRO §7.2.2: 3Ψ, 1.5x of DP
     assert z3.ring_bytes / dp.ring_bytes == Fraction(3, 2)
-    assert dp.ring_bytes == Fraction(2 * (n - 1), n) * 2 * PSI_7_5B  # ring all-reduce of 2-byte grads
+    assert (
+        dp.ring_bytes == Fraction(2 * (n - 1), n) * 2 * PSI_7_5B
+    )  # ring all-reduce of 2-byte grads
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 64, 1024, 10**6])
 def test_zero2_memory_reduction_is_16_over_2_plus_14_over_n(n: int) -> None:
     # ZeRO §5.2: "8x memory reduction" is P_os+g's limit for large N, not ZeRO-3's.
-    ratio = Fraction(analyze("dp", PSI_7_5B, n).memory.model_state, 1) / analyze("zero2", PSI_7_5B, n).memory.model_state
+    ratio = (
+        Fraction(analyze("dp", PSI_7_5B, n).memory.model_state, 1)
+        / analyze("zero2", PSI_7_5B, n).memory.model_state
+    )
     assert ratio == Fraction(16) / (2 + Fraction(14, n))
     assert ratio < 8
 
 
 def test_zero3_reduction_is_exactly_n() -> None:
     for n in (2, 8, 64, 1000):
-        assert analyze("dp", PSI_7_5B, n).memory.model_state / analyze("zero3", PSI_7_5B, n).memory.model_state == n
+        assert (
+            analyze("dp", PSI_7_5B, n).memory.model_state
+            / analyze("zero3", PSI_7_5B, n).memory.model_state
+            == n
+        )
 
 
 def test_user_defined_placement_prices_like_zero2() -> None:
@@ -106,11 +132,14 @@ def test_zero3_can_peak_above_zero2_on_small_models() -> None:
     z2, z3 = analyze("zero2", 1e6, 2).memory, analyze("zero3", 1e6, 2).memory
     assert z3.model_state < z2.model_state
     assert z3.peak > z2.peak
-    assert (z2.peak, z3.peak) == (11 * 10**6, 12 * 10**6)  # 2Ψ+7Ψ + bucket 2Ψ ; 8Ψ + window 2Ψ + bucket 2Ψ
+    assert (z2.peak, z3.peak) == (
+        11 * 10**6,
+        12 * 10**6,
+    )  # 2Ψ+7Ψ + bucket 2Ψ ; 8Ψ + window 2Ψ + bucket 2Ψ
 
 
 def test_precision_table_decides_16_18_20_bytes_per_parameter() -> None:
-    assert get_precision("mixed_adam").model_state == 16          # ZeRO §3.1
+    assert get_precision("mixed_adam").model_state == 16  # ZeRO §3.1
     assert get_precision("mixed_adam_fp32_grads").model_state == 18  # Megatron / nanotron
     assert get_precision("fp32_adam").model_state == 16
     assert get_precision("fp64_adam").model_state == 32
@@ -145,8 +174,12 @@ def test_korthikanti_activation_terms() -> None:
     sbh = 2048 * 1024
     assert t.activation_bytes_per_layer(1) == sbh * (34 + Fraction(5 * 16 * 2048, 1024))
     assert t.activation_bytes_per_layer(8) == sbh * (10 + 3 + Fraction(5 * 16 * 2048, 1024 * 8))
-    sp = TransformerSpec(layers=1, hidden=1024, heads=16, seq=2048, vocab=1000, sequence_parallel=True)
-    assert sp.activation_bytes_per_layer(8) == sbh * (Fraction(34, 8) + Fraction(5 * 16 * 2048, 1024 * 8))
+    sp = TransformerSpec(
+        layers=1, hidden=1024, heads=16, seq=2048, vocab=1000, sequence_parallel=True
+    )
+    assert sp.activation_bytes_per_layer(8) == sbh * (
+        Fraction(34, 8) + Fraction(5 * 16 * 2048, 1024 * 8)
+    )
     rc = TransformerSpec(layers=1, hidden=1024, heads=16, seq=2048, vocab=1000, recompute=True)
     assert rc.activation_bytes_per_layer(1) == 2 * sbh
 
@@ -162,7 +195,11 @@ def test_tensor_parallel_traffic_scales_with_activations_not_psi() -> None:
 
 def test_pipeline_sends_boundary_activations_m_times() -> None:
     t = TransformerSpec(layers=4, hidden=64, heads=4, seq=16, vocab=100, micro_batch=2)
-    for rank, sends in ((0, 4), (1, 8), (3, 4)):  # stage 0 forward only, interior both, last backward
+    for rank, sends in (
+        (0, 4),
+        (1, 8),
+        (3, 4),
+    ):  # stage 0 forward only, interior both, last backward
         ops = analyze("pp", t, 4, rank=rank).schedule.collectives
         assert sum(o.op == "send" for o in ops) == sends
 

@@ -41,5 +41,7 @@ def test_the_readme_table_is_among_the_literals():
 def test_figure_unchanged(name: str) -> None:
     got, want = CASES[name](), EXPECTED[name]
     if got != want:
-        diff = difflib.unified_diff(want.splitlines(), got.splitlines(), "golden", "now", lineterm="", n=1)
+        diff = difflib.unified_diff(
+            want.splitlines(), got.splitlines(), "golden", "now", lineterm="", n=1
+        )
         pytest.fail(f"{name}: the figures changed\n" + "\n".join(list(diff)[:60]))

@@ -23,8 +23,10 @@ def test_changing_the_strategy_redraws_the_grid_and_the_bytes_are_the_cores() ->
     assert bytes(explorer.image.value) != before and bytes(explorer.image.value[:4]) == b"\x89PNG"
     memory = analyze("zero3", ModelSpec(10**9, layers=LAYERS, gather_units=LAYERS), 4).memory
     got = explorer.bytes_per_state()
-    assert got["params"] == (memory.device[State.PARAMS], 0) == (Fraction(10**9, 2), 0)   # 2 B × Ψ / 4
-    assert got["model_state"][0] == memory.model_state == 4 * 10**9                        # 16Ψ / N
+    assert (
+        got["params"] == (memory.device[State.PARAMS], 0) == (Fraction(10**9, 2), 0)
+    )  # 2 B × Ψ / 4
+    assert got["model_state"][0] == memory.model_state == 4 * 10**9  # 16Ψ / N
     assert got["peak"][0] == memory.peak
     assert "4 GB (3.725 GiB)" in explorer.table.value and "SG" in explorer.table.value
 
@@ -36,7 +38,7 @@ def test_psi_devices_and_precision_move_the_numbers() -> None:
     assert "16.640625 GB" in explorer.table.value
     explorer.devices.value = 8
     assert explorer.bytes_per_state()["model_state"][0] == 15 * 10**9 + Fraction(14 * 75 * 10**8, 8)
-    explorer.precision.value = "fp32_adam"                     # 4/4/8: 4Ψ + 12Ψ/N
+    explorer.precision.value = "fp32_adam"  # 4/4/8: 4Ψ + 12Ψ/N
     assert explorer.bytes_per_state()["model_state"][0] == 30 * 10**9 + Fraction(12 * 75 * 10**8, 8)
     explorer.psi.value = 1e9
     assert explorer.bytes_per_state()["grads"][0] == Fraction(4 * 10**9, 8)
@@ -44,9 +46,9 @@ def test_psi_devices_and_precision_move_the_numbers() -> None:
 
 def test_offload_shows_host_bytes_and_every_strategy_draws() -> None:
     explorer = GridExplorer(strategy="zero3_offload", psi=1e9, devices=4)
-    assert explorer.bytes_per_state()["optimizer"] == (0, 3 * 10**9)                        # 12 B × Ψ / 4, on the host
+    assert explorer.bytes_per_state()["optimizer"] == (0, 3 * 10**9)  # 12 B × Ψ / 4, on the host
     assert "in host memory" in explorer.table.value
-    for name in STRATEGIES:                                  # tp on tensor, pp on pipeline, the rest on data
+    for name in STRATEGIES:  # tp on tensor, pp on pipeline, the rest on data
         explorer.strategy.value = name
         assert explorer.bytes_per_state()["model_state"][0] >= 0
     explorer.strategy.value = "tp"
@@ -56,8 +58,10 @@ def test_offload_shows_host_bytes_and_every_strategy_draws() -> None:
 @pytest.mark.parametrize("strategy", ["dp", "pp"])
 def test_the_explorer_shows_a_still_and_the_controls(strategy, monkeypatch) -> None:
     shown = {}
-    monkeypatch.setattr("placement_edu.presentation.grid_explorer.show",
-                        lambda widget, still: shown.update(widget=widget, still=still))
+    monkeypatch.setattr(
+        "placement_edu.presentation.grid_explorer.show",
+        lambda widget, still: shown.update(widget=widget, still=still),
+    )
     explorer = GridExplorer(strategy=strategy)
     explorer._ipython_display_()
     assert shown["widget"] is explorer.widget and shown["still"].startswith("<img")

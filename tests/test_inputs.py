@@ -15,11 +15,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement_edu import (Mesh, ModelSpec, Placement, PlacementError, Precision, Strategy, TransformerSpec, analyze,
-                           get_precision)
+from placement_edu import (
+    Mesh,
+    ModelSpec,
+    Placement,
+    PlacementError,
+    Precision,
+    Strategy,
+    TransformerSpec,
+    analyze,
+    get_precision,
+)
 from placement_edu.cli import main
-from placement_edu.errors import (MAX_DEVICES, MAX_LOCAL_WORLD_SIZE, MAX_MICRO_BATCHES, MAX_PARAMS,
-                                  MAX_TIMEOUT_S, positive_int, read_int, read_seconds, show_limit)
+from placement_edu.errors import (
+    MAX_DEVICES,
+    MAX_LOCAL_WORLD_SIZE,
+    MAX_MICRO_BATCHES,
+    MAX_PARAMS,
+    MAX_TIMEOUT_S,
+    positive_int,
+    read_int,
+    read_seconds,
+    show_limit,
+)
 from placement_edu.precision import PRESETS
 from placement_edu.strategies import get_strategy
 
@@ -50,20 +68,26 @@ def test_mixed_adam_fp32_accum_is_20_bytes_per_parameter() -> None:
 def test_fp32_accum_prices_dp_at_150_gb_for_7_5b() -> None:
     # 7.5e9 x 20 B = 150 GB (GB = 1e9); zero1 keeps P + G whole (8 B) and shards O: 8Ψ + 12Ψ/64.
     assert analyze("dp", 7.5e9, 64, "mixed_adam_fp32_accum").memory.model_state == 150 * 10**9
-    assert analyze("zero1", 7.5e9, 64, "mixed_adam_fp32_accum").memory.model_state == \
-        8 * 7_500_000_000 + Fraction(12 * 7_500_000_000, 64)
+    assert analyze(
+        "zero1", 7.5e9, 64, "mixed_adam_fp32_accum"
+    ).memory.model_state == 8 * 7_500_000_000 + Fraction(12 * 7_500_000_000, 64)
 
 
 def test_a_custom_triple_is_a_precision_named_after_the_text() -> None:
-    assert get_precision("2/6/12") == Precision("2/6/12", 2, 6, 12, 2)     # activations default to 2
+    assert get_precision("2/6/12") == Precision("2/6/12", 2, 6, 12, 2)  # activations default to 2
     assert get_precision("4/4/8/4") == Precision("4/4/8/4", 4, 4, 8, 4)
     assert get_precision(" 2 / 6 / 12 ").name == "2/6/12"
     # the same bytes as the preset, so the same memory
-    assert analyze("zero2", 7.5e9, 64, "2/6/12").memory.model_state == \
-        analyze("zero2", 7.5e9, 64, "mixed_adam_fp32_accum").memory.model_state
+    assert (
+        analyze("zero2", 7.5e9, 64, "2/6/12").memory.model_state
+        == analyze("zero2", 7.5e9, 64, "mixed_adam_fp32_accum").memory.model_state
+    )
 
 
-@pytest.mark.parametrize("bad", ["fp8", "2/6", "2/6/12/2/1", "2/x/12", "2//12", "-2/6/12", "2.5/6/12", "", "1" * 50 + "/1/1"])
+@pytest.mark.parametrize(
+    "bad",
+    ["fp8", "2/6", "2/6/12/2/1", "2/x/12", "2//12", "-2/6/12", "2.5/6/12", "", "1" * 50 + "/1/1"],
+)
 def test_bad_precision_text_names_the_value_the_presets_and_the_triple_form(bad: str) -> None:
     with pytest.raises(PlacementError) as error:
         get_precision(bad)
@@ -72,47 +96,68 @@ def test_bad_precision_text_names_the_value_the_presets_and_the_triple_form(bad:
 
 
 def test_a_zero_byte_state_in_a_triple_is_refused_by_name() -> None:
-    with pytest.raises(PlacementError, match=r"precision '2/0/12': bytes per grads must be a whole number >= 1, got 0"):
+    with pytest.raises(
+        PlacementError,
+        match=r"precision '2/0/12': bytes per grads must be a whole number >= 1, got 0",
+    ):
         get_precision("2/0/12")
 
 
 def test_table_takes_a_custom_triple(capsys: pytest.CaptureFixture) -> None:
-    assert main(["table", "--params", "7.5e9", "--devices", "64", "--precision", "2/6/12", "--json"]) == 0
+    assert (
+        main(["table", "--params", "7.5e9", "--devices", "64", "--precision", "2/6/12", "--json"])
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["precision"] == "2/6/12"
-    assert Fraction(rows[0]["memory"]["model_state"]) == 150 * 10**9              # dp: 20 B x 7.5e9
+    assert Fraction(rows[0]["memory"]["model_state"]) == 150 * 10**9  # dp: 20 B x 7.5e9
     assert Fraction(rows[3]["memory"]["model_state"]) == Fraction(150 * 10**9, 64)  # zero3: 20Ψ/N
 
 
 def test_table_refuses_a_bad_precision_in_one_line(capsys: pytest.CaptureFixture) -> None:
-    line = one_line_error(capsys, ["table", "--params", "1e9", "--devices", "8", "--precision", "2/6"])
+    line = one_line_error(
+        capsys, ["table", "--params", "1e9", "--devices", "8", "--precision", "2/6"]
+    )
     assert "unknown precision '2/6'" in line and "P/G/O" in line
 
 
 # --- B. recomputation and the activation formula (Korthikanti et al. 2022, Table 2) ----------
 S, B, H, A = 2048, 1, 1024, 16
-SBH = S * B * H                                    # 2,097,152
-ATTENTION = Fraction(5 * A * S, H)                 # 5as/h = 160
+SBH = S * B * H  # 2,097,152
+ATTENTION = Fraction(5 * A * S, H)  # 5as/h = 160
 
 
 def layer(recompute: str = "none", sequence_parallel: bool = False) -> TransformerSpec:
-    return TransformerSpec(layers=1, hidden=H, heads=A, seq=S, vocab=1000, micro_batch=B,
-                           recompute=recompute, sequence_parallel=sequence_parallel)
+    return TransformerSpec(
+        layers=1,
+        hidden=H,
+        heads=A,
+        seq=S,
+        vocab=1000,
+        micro_batch=B,
+        recompute=recompute,
+        sequence_parallel=sequence_parallel,
+    )
 
 
-@pytest.mark.parametrize("recompute, sp, t, expected", [
-    # Korthikanti et al. 2022 (arXiv 2205.05198), Table 2, per layer, 16-bit, bytes:
-    ("none", False, 1, SBH * (34 + 160)),                         # sbh(34 + 5as/h) = 406,847,488
-    ("none", False, 8, SBH * (10 + 3 + 20)),                      # sbh(10 + 24/t + 5as/(ht))
-    ("none", True, 8, SBH * Fraction(34, 8) + SBH * 20),          # sbh(34/t + 5as/(ht))
-    ("selective", False, 1, SBH * 34),                            # sbh·34
-    ("selective", False, 8, SBH * 13),                            # sbh(10 + 24/t)
-    ("selective", True, 8, SBH * Fraction(34, 8)),                # sbh·34/t
-    ("full", False, 1, 2 * SBH),                                  # 2sbh: the layer input
-    ("full", False, 8, 2 * SBH),                                  # TP without SP keeps it whole
-    ("full", True, 8, Fraction(2 * SBH, 8)),                      # 2sbh/t with SP
-])
-def test_activation_bytes_per_layer_follow_korthikanti_table_2(recompute: str, sp: bool, t: int, expected) -> None:
+@pytest.mark.parametrize(
+    "recompute, sp, t, expected",
+    [
+        # Korthikanti et al. 2022 (arXiv 2205.05198), Table 2, per layer, 16-bit, bytes:
+        ("none", False, 1, SBH * (34 + 160)),  # sbh(34 + 5as/h) = 406,847,488
+        ("none", False, 8, SBH * (10 + 3 + 20)),  # sbh(10 + 24/t + 5as/(ht))
+        ("none", True, 8, SBH * Fraction(34, 8) + SBH * 20),  # sbh(34/t + 5as/(ht))
+        ("selective", False, 1, SBH * 34),  # sbh·34
+        ("selective", False, 8, SBH * 13),  # sbh(10 + 24/t)
+        ("selective", True, 8, SBH * Fraction(34, 8)),  # sbh·34/t
+        ("full", False, 1, 2 * SBH),  # 2sbh: the layer input
+        ("full", False, 8, 2 * SBH),  # TP without SP keeps it whole
+        ("full", True, 8, Fraction(2 * SBH, 8)),  # 2sbh/t with SP
+    ],
+)
+def test_activation_bytes_per_layer_follow_korthikanti_table_2(
+    recompute: str, sp: bool, t: int, expected
+) -> None:
     got = layer(recompute, sp).activation_bytes_per_layer(t)
     assert isinstance(got, Fraction) and got == expected
 
@@ -130,8 +175,16 @@ def test_figures_with_the_worked_numbers() -> None:
     assert layer("full").activation_bytes_per_layer() == 4_194_304
 
 
-@pytest.mark.parametrize("given, stored", [(True, "full"), (False, "none"), ("none", "none"),
-                                           ("selective", "selective"), ("full", "full")])
+@pytest.mark.parametrize(
+    "given, stored",
+    [
+        (True, "full"),
+        (False, "none"),
+        ("none", "none"),
+        ("selective", "selective"),
+        ("full", "full"),
+    ],
+)
 def test_recompute_stores_the_mode_name_and_reads_the_old_bools(given, stored) -> None:
     assert layer(given).recompute == stored
 
@@ -146,71 +199,145 @@ def test_an_unknown_recompute_mode_is_refused_with_the_accepted_ones(bad) -> Non
 # --- D. numbers: exact, finite, whole, within named limits -------------------------------------
 def test_numbers_are_read_exactly_never_through_a_float() -> None:
     assert read_int("7.5e9", "parameters", MAX_PARAMS) == 7_500_000_000
-    assert read_int("123456789012345678901", "things", 10**21) == 123456789012345678901  # float: ...8680
+    assert (
+        read_int("123456789012345678901", "things", 10**21) == 123456789012345678901
+    )  # float: ...8680
     assert read_int("1_000", "things", 10**6) == 1000
     with pytest.raises(PlacementError, match="not a whole number"):
-        read_int("1.00000000000000001", "things", 10**6)        # float() would say 1.0
+        read_int("1.00000000000000001", "things", 10**6)  # float() would say 1.0
 
 
 def test_the_limits_are_named_and_shown_as_a_reader_knows_them() -> None:
     assert (MAX_PARAMS, MAX_DEVICES) == (10**15, 2**40)
-    assert (show_limit(MAX_PARAMS), show_limit(MAX_DEVICES), show_limit(MAX_TIMEOUT_S)) == ("10^15", "2^40", "86,400")
-    assert read_int(str(MAX_PARAMS), "parameters", MAX_PARAMS) == MAX_PARAMS          # the limit itself is in
+    assert (show_limit(MAX_PARAMS), show_limit(MAX_DEVICES), show_limit(MAX_TIMEOUT_S)) == (
+        "10^15",
+        "2^40",
+        "86,400",
+    )
+    assert (
+        read_int(str(MAX_PARAMS), "parameters", MAX_PARAMS) == MAX_PARAMS
+    )  # the limit itself is in
     with pytest.raises(PlacementError, match="is more than 10\\^15"):
         read_int(str(MAX_PARAMS + 1), "parameters", MAX_PARAMS)
 
 
 BAD_NUMBERS = ["nan", "inf", "-inf", "1e400", "1" * 100, "0", "-5", "1.5", "lots"]
-WHY = {"nan": "is not a finite number", "inf": "is not a finite number", "-inf": "is not a finite number",
-       "1e400": "is more than", "1" * 100: "is more than", "0": "is less than 1", "-5": "is less than 1",
-       "1.5": "is not a whole number", "lots": "is not a number"}
+WHY = {
+    "nan": "is not a finite number",
+    "inf": "is not a finite number",
+    "-inf": "is not a finite number",
+    "1e400": "is more than",
+    "1" * 100: "is more than",
+    "0": "is less than 1",
+    "-5": "is less than 1",
+    "1.5": "is not a whole number",
+    "lots": "is not a number",
+}
 
 
 @pytest.mark.parametrize("value", BAD_NUMBERS)
 @pytest.mark.parametrize("flag, limit", [("--params", "10^15"), ("--devices", "2^40")])
-def test_a_bad_size_exits_2_with_one_line_naming_it(capsys, flag: str, value: str, limit: str) -> None:
+def test_a_bad_size_exits_2_with_one_line_naming_it(
+    capsys, flag: str, value: str, limit: str
+) -> None:
     argv = {"--params": "1e9", "--devices": "8"}
     argv[flag] = value
-    line = one_line_error(capsys, ["table", "--params", argv["--params"], "--devices", argv["--devices"]])
+    line = one_line_error(
+        capsys, ["table", "--params", argv["--params"], "--devices", argv["--devices"]]
+    )
     shown = repr(value) if len(value) <= 40 else repr(value[:40])
     assert line.startswith(f"placement-edu: error: argument {flag}: {shown}")
     assert WHY[value] in line and f"at least 1 and at most {limit}" in line
 
 
 def test_a_negative_value_glued_with_equals_reads_the_same(capsys) -> None:
-    assert "'-inf' is not a finite number" in one_line_error(capsys, ["table", "--params=-inf", "--devices", "8"])
+    assert "'-inf' is not a finite number" in one_line_error(
+        capsys, ["table", "--params=-inf", "--devices", "8"]
+    )
 
 
-@pytest.mark.parametrize("flag", ["--layers", "--hidden", "--heads", "--seq", "--vocab", "--ffn", "--micro-batch",
-                                  "--micro-batches"])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--layers",
+        "--hidden",
+        "--heads",
+        "--seq",
+        "--vocab",
+        "--ffn",
+        "--micro-batch",
+        "--micro-batches",
+    ],
+)
 @pytest.mark.parametrize("value", ["nan", "0", "-5", "1.5", "1e400"])
 def test_every_integer_flag_of_table_refuses_bad_numbers(capsys, flag: str, value: str) -> None:
     shape = {"--layers": "8", "--hidden": "64", "--heads": "4", "--seq": "16", "--vocab": "100"}
     shape[flag] = value
-    argv = ["table", *[x for kv in shape.items() for x in kv], "--devices", "4", "--strategies", "pp"]
+    argv = [
+        "table",
+        *[x for kv in shape.items() for x in kv],
+        "--devices",
+        "4",
+        "--strategies",
+        "pp",
+    ]
     assert f"argument {flag}: {value!r}" in one_line_error(capsys, argv)
 
 
 def test_micro_batches_stop_at_their_named_limit(capsys) -> None:
     # A derivation holds repeated micro-batch passes once: its limit is 2^40, like the other counts;
     # a measured run computes every micro-batch: 4096.
-    line = one_line_error(capsys, ["table", "--params", "1e9", "--devices", "8", "--micro-batches",
-                                   str(MAX_MICRO_BATCHES + 1)])
+    line = one_line_error(
+        capsys,
+        [
+            "table",
+            "--params",
+            "1e9",
+            "--devices",
+            "8",
+            "--micro-batches",
+            str(MAX_MICRO_BATCHES + 1),
+        ],
+    )
     assert "is more than 2^40" in line
     line = one_line_error(capsys, ["run", "pp", "--world-size", "2", "--micro-batches", "4097"])
     assert "is more than 4,096" in line
 
 
 def test_a_transformer_over_the_parameter_limit_is_refused(capsys) -> None:
-    line = one_line_error(capsys, ["table", "--layers", "100000", "--hidden", "65536", "--heads", "64", "--seq", "16",
-                                   "--vocab", "100", "--devices", "8"])
+    line = one_line_error(
+        capsys,
+        [
+            "table",
+            "--layers",
+            "100000",
+            "--hidden",
+            "65536",
+            "--heads",
+            "64",
+            "--seq",
+            "16",
+            "--vocab",
+            "100",
+            "--devices",
+            "8",
+        ],
+    )
     assert "more than 10^15" in line and "parameters" in line
 
 
-@pytest.mark.parametrize("value, why", [("nan", "not a finite number"), ("inf", "not a finite number"),
-                                        ("-inf", "not a finite number"), ("0", "is not > 0"),
-                                        ("-5", "is not > 0"), ("1e9", "is more than 86,400 seconds"),
-                                        ("soon", "is not a number")])
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("nan", "not a finite number"),
+        ("inf", "not a finite number"),
+        ("-inf", "not a finite number"),
+        ("0", "is not > 0"),
+        ("-5", "is not > 0"),
+        ("1e9", "is more than 86,400 seconds"),
+        ("soon", "is not a number"),
+    ],
+)
 def test_a_bad_timeout_exits_2_with_one_line(capsys, value: str, why: str) -> None:
     line = one_line_error(capsys, ["run", "dp", "--world-size", "2", "--timeout", value])
     assert f"argument --timeout: {value!r}" in line and why in line
@@ -219,63 +346,97 @@ def test_a_bad_timeout_exits_2_with_one_line(capsys, value: str, why: str) -> No
 def test_read_seconds_keeps_fractions_of_a_second() -> None:
     assert read_seconds("0.5") == 0.5 and read_seconds("1e3") == 1000.0
     with pytest.raises(PlacementError, match="is not > 0"):
-        read_seconds("1e-400")                     # > 0 as a decimal, 0.0 as a float
+        read_seconds("1e-400")  # > 0 as a decimal, 0.0 as a float
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["run", "dp", "--world-size", "nan"], "argument --world-size: 'nan' is not a finite number"),
-    (["run", "dp", "--world-size", "1"], "'1' is less than 2"),
-    (["run", "dp", "--world-size", str(MAX_LOCAL_WORLD_SIZE + 1)], "is more than 256"),
-    (["run", "dp", "--world-size", "2", "--steps", "0"], "argument --steps: '0' is less than 1"),
-    (["run", "dp", "--world-size", "2", "--steps", "2.5"], "argument --steps: '2.5' is not a whole number"),
-    (["run", "pp", "--world-size", "2", "--micro-batches", "inf"], "argument --micro-batches: 'inf'"),
-    (["run", "dp", "--world-size", "2", "--dtype", "float16"], "argument --dtype: invalid choice: 'float16'"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            ["run", "dp", "--world-size", "nan"],
+            "argument --world-size: 'nan' is not a finite number",
+        ),
+        (["run", "dp", "--world-size", "1"], "'1' is less than 2"),
+        (["run", "dp", "--world-size", str(MAX_LOCAL_WORLD_SIZE + 1)], "is more than 256"),
+        (
+            ["run", "dp", "--world-size", "2", "--steps", "0"],
+            "argument --steps: '0' is less than 1",
+        ),
+        (
+            ["run", "dp", "--world-size", "2", "--steps", "2.5"],
+            "argument --steps: '2.5' is not a whole number",
+        ),
+        (
+            ["run", "pp", "--world-size", "2", "--micro-batches", "inf"],
+            "argument --micro-batches: 'inf'",
+        ),
+        (
+            ["run", "dp", "--world-size", "2", "--dtype", "float16"],
+            "argument --dtype: invalid choice: 'float16'",
+        ),
+    ],
+)
 def test_run_refuses_bad_numbers_before_importing_the_runtime(capsys, argv, says) -> None:
     assert says in one_line_error(capsys, argv)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ModelSpec(psi=float("nan")),
-    lambda: ModelSpec(psi=float("inf")),
-    lambda: ModelSpec(psi="7"),
-    lambda: ModelSpec(psi=True),
-    lambda: ModelSpec(psi=2.5),
-    lambda: ModelSpec(psi=0),
-    lambda: ModelSpec(psi=2.0**60),
-    lambda: Mesh.of(data=float("inf")),
-    lambda: Mesh.of(data=float("nan")),
-    lambda: Mesh.of(data=-2),
-    lambda: TransformerSpec(layers=2, hidden=float("nan"), heads=4, seq=16, vocab=100),
-    lambda: TransformerSpec(layers=2, hidden=64, heads=4, seq=16, vocab=100, ffn=float("inf")),
-    lambda: TransformerSpec(layers=2, hidden=64, heads=4, seq=16, vocab=100, micro_batch="1"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ModelSpec(psi=float("nan")),
+        lambda: ModelSpec(psi=float("inf")),
+        lambda: ModelSpec(psi="7"),
+        lambda: ModelSpec(psi=True),
+        lambda: ModelSpec(psi=2.5),
+        lambda: ModelSpec(psi=0),
+        lambda: ModelSpec(psi=2.0**60),
+        lambda: Mesh.of(data=float("inf")),
+        lambda: Mesh.of(data=float("nan")),
+        lambda: Mesh.of(data=-2),
+        lambda: TransformerSpec(layers=2, hidden=float("nan"), heads=4, seq=16, vocab=100),
+        lambda: TransformerSpec(layers=2, hidden=64, heads=4, seq=16, vocab=100, ffn=float("inf")),
+        lambda: TransformerSpec(layers=2, hidden=64, heads=4, seq=16, vocab=100, micro_batch="1"),
+    ],
+)
 def test_the_python_api_refuses_bad_numbers_with_a_placement_error(make) -> None:
-    with pytest.raises(PlacementError):           # not ValueError from int(nan), OverflowError, TypeError
+    with pytest.raises(PlacementError):  # not ValueError from int(nan), OverflowError, TypeError
         make()
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda: ModelSpec(psi=10**6, boundary_elements="x"), "boundary_elements must be a whole number >= 0"),
-    (lambda: ModelSpec(psi=10**6, activation_bytes=-1), "activation_bytes must be a whole number >= 0"),
-    (lambda: analyze("zero3", 10**6, mesh=5), "mesh must be a Mesh"),
-    (lambda: Mesh.parse(None), "a mesh is text like"),
-    (lambda: Strategy("x", "P=R"), "placement must be a Placement"),
-    (lambda: Strategy("", Placement()), "a strategy's name is non-empty text"),
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (
+            lambda: ModelSpec(psi=10**6, boundary_elements="x"),
+            "boundary_elements must be a whole number >= 0",
+        ),
+        (
+            lambda: ModelSpec(psi=10**6, activation_bytes=-1),
+            "activation_bytes must be a whole number >= 0",
+        ),
+        (lambda: analyze("zero3", 10**6, mesh=5), "mesh must be a Mesh"),
+        (lambda: Mesh.parse(None), "a mesh is text like"),
+        (lambda: Strategy("x", "P=R"), "placement must be a Placement"),
+        (lambda: Strategy("", Placement()), "a strategy's name is non-empty text"),
+    ],
+)
 def test_the_python_api_names_the_argument_of_a_wrong_type(make, says) -> None:
-    with pytest.raises(PlacementError, match=re.escape(says)):   # not a TypeError from deep inside
+    with pytest.raises(PlacementError, match=re.escape(says)):  # not a TypeError from deep inside
         make()
 
 
-@pytest.mark.parametrize("changes, says", [
-    ({"global_batch": "x"}, "global_batch must be a whole number >= 1"),
-    ({"width": 0}, "width must be a whole number >= 1"),
-    ({"width": 10**6}, "the toy MLP is small by design"),
-    ({"seed": "x"}, "seed must be an int"),
-])
+@pytest.mark.parametrize(
+    "changes, says",
+    [
+        ({"global_batch": "x"}, "global_batch must be a whole number >= 1"),
+        ({"width": 0}, "width must be a whole number >= 1"),
+        ({"width": 10**6}, "the toy MLP is small by design"),
+        ({"seed": "x"}, "seed must be an int"),
+    ],
+)
 def test_a_run_config_is_checked_before_any_process_starts(changes, says) -> None:
     from placement_edu.runtime import RunConfig
+
     with pytest.raises(PlacementError, match=re.escape(says)):
         RunConfig("zero3", 2, **changes).validate()
 
@@ -284,6 +445,7 @@ def test_a_run_config_is_checked_before_any_process_starts(changes, says) -> Non
 def test_the_python_run_refuses_a_bad_timeout_before_starting_processes(timeout) -> None:
     # Once: nan reached every rank and each died in int(nan); -1 waited for a socket for -1000 ms.
     from placement_edu.runtime import RunConfig, run
+
     with pytest.raises(PlacementError, match="timeout_s must be a number of seconds > 0"):
         run(RunConfig("zero3", 2, steps=1), timeout_s=timeout)
 
@@ -307,7 +469,16 @@ def test_positive_int_takes_whole_numbers_of_any_exact_kind() -> None:
 
 
 # --- E. the Python API speaks Python ------------------------------------------------------------
-FLAGS = ("--mesh", "--world-size", "--steps", "--micro-batches", "--dtype", "--timeout", "--params", "--devices")
+FLAGS = (
+    "--mesh",
+    "--world-size",
+    "--steps",
+    "--micro-batches",
+    "--dtype",
+    "--timeout",
+    "--params",
+    "--devices",
+)
 RAISERS = {"PlacementError", "expect", "positive_int", "ValueError", "RuntimeError", "TypeError"}
 
 
@@ -318,17 +489,26 @@ def _messages(path: Path) -> list[str]:
         if isinstance(node, ast.Call):
             name = getattr(node.func, "id", getattr(node.func, "attr", ""))
             if name in RAISERS:
-                out += [c.value for arg in node.args for c in ast.walk(arg)
-                        if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                out += [
+                    c.value
+                    for arg in node.args
+                    for c in ast.walk(arg)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
     return out
 
 
 def test_the_message_finder_sees_messages() -> None:
-    assert any("world_size must be at least 2" in m for m in _messages(PACKAGE / "runtime" / "config.py"))
+    assert any(
+        "world_size must be at least 2" in m for m in _messages(PACKAGE / "runtime" / "config.py")
+    )
 
 
-@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.rglob("*.py") if "cli" not in p.relative_to(PACKAGE).parts),
-                         ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in PACKAGE.rglob("*.py") if "cli" not in p.relative_to(PACKAGE).parts),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
 def test_error_messages_outside_the_cli_name_no_cli_flags(path: Path) -> None:
     assert [m for m in _messages(path) if any(flag in m for flag in FLAGS)] == []
 
@@ -340,7 +520,8 @@ def test_a_multi_axis_strategy_asks_for_a_mesh_in_python_words() -> None:
 
 
 def test_run_config_errors_name_its_fields() -> None:
-    from placement_edu.runtime import RunConfig    # (imports torch)
+    from placement_edu.runtime import RunConfig  # (imports torch)
+
     with pytest.raises(PlacementError, match="^world_size must be at least 2"):
         RunConfig("dp", 1).resolved_mesh()
     with pytest.raises(PlacementError, match="but world_size = 8"):
@@ -356,16 +537,19 @@ def test_run_config_errors_name_its_fields() -> None:
 def test_the_run_dtype_names_match_the_torch_mapping() -> None:
     from placement_edu.runtime.args import DTYPE_NAMES
     from placement_edu.runtime.config import DTYPES
+
     assert tuple(DTYPES) == DTYPE_NAMES
 
 
 # --- F. the transformer flags of table ------------------------------------------------------------
 TRANSFORMER = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100"]
-SBH_SMALL = 16 * 1 * 64                            # s·b·h of TRANSFORMER
+SBH_SMALL = 16 * 1 * 64  # s·b·h of TRANSFORMER
 
 
 def _table(capsys, *extra: str) -> dict:
-    assert main(["table", *TRANSFORMER, "--devices", "4", "--strategies", "tp", "--json", *extra]) == 0
+    assert (
+        main(["table", *TRANSFORMER, "--devices", "4", "--strategies", "tp", "--json", *extra]) == 0
+    )
     return json.loads(capsys.readouterr().out)[0]
 
 
@@ -378,24 +562,35 @@ def test_table_help_lists_the_presets_and_the_triple_form(capsys) -> None:
 
 def test_sequence_parallel_sets_the_model_and_the_strategy(capsys) -> None:
     plain, sp = _table(capsys), _table(capsys, "--sequence-parallel")
-    t, per_layer_attention = 4, Fraction(5 * 4 * 16, 64 * 4)       # 5as/(ht) = 5/4
+    t, per_layer_attention = 4, Fraction(5 * 4 * 16, 64 * 4)  # 5as/(ht) = 5/4
     # the model: Korthikanti's sbh(10 + 24/t + 5as/(ht)) becomes sbh(34/t + 5as/(ht)), 2 layers
-    assert plain["memory"]["transient"]["forward"]["activations"] == 2 * SBH_SMALL * (10 + Fraction(24, t) + per_layer_attention)
-    assert sp["memory"]["transient"]["forward"]["activations"] == 2 * SBH_SMALL * (Fraction(34, t) + per_layer_attention)
+    assert plain["memory"]["transient"]["forward"]["activations"] == 2 * SBH_SMALL * (
+        10 + Fraction(24, t) + per_layer_attention
+    )
+    assert sp["memory"]["transient"]["forward"]["activations"] == 2 * SBH_SMALL * (
+        Fraction(34, t) + per_layer_attention
+    )
     # the strategy: every activation all-reduce becomes all-gather + reduce-scatter, and the norms'
     # gradients (replicated across tensor ranks, 6h per layer + 2h) are all-reduced (SPEC §6 rule 3)
     ops = lambda row: [(o["op"], o["state"]) for o in row["comm"]["schedule"]]
-    assert ("all_reduce", "activations") in ops(plain) and ("all_reduce", "activations") not in ops(sp)
-    assert ops(sp).count(("all_gather", "activations")) == ops(plain).count(("all_reduce", "activations"))
+    assert ("all_reduce", "activations") in ops(plain) and ("all_reduce", "activations") not in ops(
+        sp
+    )
+    assert ops(sp).count(("all_gather", "activations")) == ops(plain).count(
+        ("all_reduce", "activations")
+    )
     norm = [o for o in sp["comm"]["schedule"] if (o["op"], o["state"]) == ("all_reduce", "grads")]
     assert [o["payload_bytes"] for o in norm] == [(6 * 64 * 2 + 2 * 64) * 2]
 
 
-@pytest.mark.parametrize("recompute, per_layer", [
-    ("none", SBH_SMALL * (10 + Fraction(24, 4) + Fraction(5 * 4 * 16, 64 * 4))),
-    ("selective", SBH_SMALL * (10 + Fraction(24, 4))),
-    ("full", 2 * SBH_SMALL),
-])
+@pytest.mark.parametrize(
+    "recompute, per_layer",
+    [
+        ("none", SBH_SMALL * (10 + Fraction(24, 4) + Fraction(5 * 4 * 16, 64 * 4))),
+        ("selective", SBH_SMALL * (10 + Fraction(24, 4))),
+        ("full", 2 * SBH_SMALL),
+    ],
+)
 def test_recompute_flag_reaches_the_activation_term(capsys, recompute: str, per_layer) -> None:
     row = _table(capsys, "--recompute", recompute)
     assert row["memory"]["transient"]["forward"]["activations"] == 2 * per_layer
@@ -407,7 +602,9 @@ def test_ffn_flag_sets_the_mlp_width(capsys) -> None:
     assert wide - narrow == 2 * (2 * 64 * 128 + 128)
 
 
-@pytest.mark.parametrize("flag", [["--recompute", "full"], ["--sequence-parallel"], ["--ffn", "128"], ["--layers", "2"]])
+@pytest.mark.parametrize(
+    "flag", [["--recompute", "full"], ["--sequence-parallel"], ["--ffn", "128"], ["--layers", "2"]]
+)
 def test_transformer_flags_with_params_are_refused_in_one_line(capsys, flag: list[str]) -> None:
     line = one_line_error(capsys, ["table", "--params", "1e9", "--devices", "8", *flag])
     assert "give either --params or the transformer flags, not both" in line and flag[0] in line
@@ -432,21 +629,49 @@ print(code, seconds, peak, file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("argv", [
-    # 10^8 micro-batches used to grow one op per micro-batch (killed by the OOM killer at 23.6 GB);
-    # the repeated passes are now held once, with their count
-    ["table", "--layers", "64", "--hidden", "8192", "--heads", "64", "--seq", "4096", "--vocab", "50000",
-     "--devices", "64", "--strategies", "pp", "--mesh", "pipeline=64", "--micro-batches", "100000000"],
-    # 2^62 ranks used to be listed one by one (never finished)
-    ["check", "zero3", "--mesh", "data=4611686018427387904"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # 10^8 micro-batches used to grow one op per micro-batch (killed by the OOM killer at 23.6 GB);
+        # the repeated passes are now held once, with their count
+        [
+            "table",
+            "--layers",
+            "64",
+            "--hidden",
+            "8192",
+            "--heads",
+            "64",
+            "--seq",
+            "4096",
+            "--vocab",
+            "50000",
+            "--devices",
+            "64",
+            "--strategies",
+            "pp",
+            "--mesh",
+            "pipeline=64",
+            "--micro-batches",
+            "100000000",
+        ],
+        # 2^62 ranks used to be listed one by one (never finished)
+        ["check", "zero3", "--mesh", "data=4611686018427387904"],
+    ],
+)
 def test_an_extreme_input_answers_in_under_2_s_and_300_mb(argv):
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-c", BOUNDED, *argv], capture_output=True, text=True, timeout=60)
+
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED, *argv], capture_output=True, text=True, timeout=60
+    )
     code, seconds, peak = done.stderr.split()[-3:]
     assert int(code) == 0, done.stderr
-    assert float(seconds) < 2 and int(peak) < 300 * 10**6, (seconds, peak)   # the interpreter included
+    assert float(seconds) < 2 and int(peak) < 300 * 10**6, (
+        seconds,
+        peak,
+    )  # the interpreter included
     if argv[0] == "table":
         # stage 0 sends each micro-batch's boundary activation on: 10^8 × 4096·8192 × 2 B, exactly
         assert "6710886.4 GB" in done.stdout, done.stdout
@@ -456,8 +681,22 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     """``placement-edu table ... | head -1``: the pipe closes before the output is written."""
     import subprocess
     import sys
-    command = subprocess.Popen([sys.executable, "-m", "placement_edu.cli", "table", "--params", "7.5e9",
-                                "--devices", "64", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    command = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "placement_edu.cli",
+            "table",
+            "--params",
+            "7.5e9",
+            "--devices",
+            "64",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     command.stdout.close()
     _, err = command.communicate(timeout=60)
     assert command.returncode == 141 and b"Traceback" not in err, err.decode()[-2000:]

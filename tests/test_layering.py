@@ -40,7 +40,8 @@ MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(module: str) -> list[tuple[str, bool]]:
@@ -61,10 +62,12 @@ def _imports(module: str) -> list[tuple[str, bool]]:
 
     def visit_statement(node: ast.AST, top: bool) -> None:
         if isinstance(node, ast.Import):
-            found.extend((alias.name, top) for alias in node.names if alias.name.split(".")[0] == ROOT)
+            found.extend(
+                (alias.name, top) for alias in node.names if alias.name.split(".")[0] == ROOT
+            )
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
-            if node.level:                             # relative: from . import x, from .args import y
+            if node.level:  # relative: from . import x, from .args import y
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             if base.split(".")[0] == ROOT:
@@ -75,15 +78,23 @@ def _imports(module: str) -> list[tuple[str, bool]]:
         visit(node, inside)
 
     visit(ast.parse(path.read_text(), str(path)), True)
-    return [(name, top) for name, top in found if name in MODULES or name.rpartition(".")[0] in MODULES]
+    return [
+        (name, top) for name, top in found if name in MODULES or name.rpartition(".")[0] in MODULES
+    ]
 
 
 def _is_under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-CORE = sorted(m for m in MODULES if m.count(".") == 1 and not _is_under(m, "placement_edu.presentation")
-              and not _is_under(m, "placement_edu.cli") and not _is_under(m, "placement_edu.runtime"))
+CORE = sorted(
+    m
+    for m in MODULES
+    if m.count(".") == 1
+    and not _is_under(m, "placement_edu.presentation")
+    and not _is_under(m, "placement_edu.cli")
+    and not _is_under(m, "placement_edu.runtime")
+)
 RUNTIME = sorted(m for m in MODULES if _is_under(m, "placement_edu.runtime"))
 
 
@@ -148,8 +159,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def _graph(module_level_only: bool) -> dict[str, set[str]]:
     # An edge goes to the module named, not to the packages above it: that every submodule runs
     # placement_edu/__init__.py first is how Python imports, not a cycle between ideas.
-    return {m: {name for name, top in _imports(m) if name != m and (top or not module_level_only)}
-            for m in MODULES}
+    return {
+        m: {name for name, top in _imports(m) if name != m and (top or not module_level_only)}
+        for m in MODULES
+    }
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -165,18 +178,57 @@ def test_no_import_cycle_among_module_level_imports() -> None:
     assert _cycles(_graph(module_level_only=True)) == []
 
 
-@pytest.mark.parametrize("argv", [
-    ["table", "--params", "7.5e9", "--devices", "64", "--json"],
-    ["table", "--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
-     "--devices", "4", "--strategies", "tp,pp", "--recompute", "selective", "--sequence-parallel"],
-    ["check", "zero3"],
-    ["check", "dp×tp", "--json"],
-    ["table", "--params", "nan", "--devices", "8"],       # the error path too
-    ["plan", "--params", "7e9", "--devices", "16", "--json"],
-    ["estimate", "--convention", "deepspeed", "--params", "2.851e9", "--gpus-per-node", "8"],
-    ["estimate", "--convention", "megatron", "--layers", "4", "--hidden", "64", "--heads", "4", "--seq", "16",
-     "--vocab", "100", "--tensor", "2", "--recompute", "selective", "--sequence-parallel"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["table", "--params", "7.5e9", "--devices", "64", "--json"],
+        [
+            "table",
+            "--layers",
+            "8",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--seq",
+            "16",
+            "--vocab",
+            "100",
+            "--devices",
+            "4",
+            "--strategies",
+            "tp,pp",
+            "--recompute",
+            "selective",
+            "--sequence-parallel",
+        ],
+        ["check", "zero3"],
+        ["check", "dp×tp", "--json"],
+        ["table", "--params", "nan", "--devices", "8"],  # the error path too
+        ["plan", "--params", "7e9", "--devices", "16", "--json"],
+        ["estimate", "--convention", "deepspeed", "--params", "2.851e9", "--gpus-per-node", "8"],
+        [
+            "estimate",
+            "--convention",
+            "megatron",
+            "--layers",
+            "4",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--seq",
+            "16",
+            "--vocab",
+            "100",
+            "--tensor",
+            "2",
+            "--recompute",
+            "selective",
+            "--sequence-parallel",
+        ],
+    ],
+)
 def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
     code = textwrap.dedent(f"""
         import sys
@@ -185,7 +237,9 @@ def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
         print("STATUS", status, file=sys.stderr)
         print("TORCH", "torch" in sys.modules, file=sys.stderr)
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert "TORCH False" in result.stderr, result.stderr[-2000:]
     expected = 2 if "nan" in argv else 0
     assert f"STATUS {expected}" in result.stderr, result.stderr[-2000:]
@@ -193,33 +247,53 @@ def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
 
 def test_the_torch_check_would_see_torch_if_it_were_imported() -> None:
     # The run handler imports the runtime: the same probe must report torch there.
-    code = ("import sys\nfrom placement_edu.runtime import RunConfig\n"
-            "print('TORCH', 'torch' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\nfrom placement_edu.runtime import RunConfig\n"
+        "print('TORCH', 'torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert "TORCH True" in result.stdout, result.stderr[-2000:]
 
 
 def test_torch_free_runtime_modules_import_without_torch() -> None:
     # runtime/__init__.py is lazy (PEP 562): the run options come without torch.
-    code = ("import sys\nimport placement_edu.runtime.args, placement_edu.runtime.verdict\n"
-            "print('TORCH', 'torch' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\nimport placement_edu.runtime.args, placement_edu.runtime.verdict\n"
+        "print('TORCH', 'torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert "TORCH False" in result.stdout, result.stderr[-2000:]
 
 
 def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None:
     # Every rank imports its entry module (worker.py) with torch: nothing else it never calls.
     # (placement_edu/__init__.py is lazy, PEP 562, so the package brings no core module along.)
-    code = ("import sys\nimport placement_edu.runtime.worker\n"
-            "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('matplotlib', 'ipywidgets', 'IPython', 'placement_edu')))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\nimport placement_edu.runtime.worker\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('matplotlib', 'ipywidgets', 'IPython', 'placement_edu')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     line = next((s for s in result.stdout.splitlines() if s.startswith("LOADED")), None)
     assert line is not None, result.stderr[-2000:]
     loaded = ast.literal_eval(line.removeprefix("LOADED "))
-    assert "placement_edu.runtime.worker" in loaded      # the probe sees what the import brought
-    forbidden = ("matplotlib", "ipywidgets", "IPython", *PRESENTATION, "placement_edu.cli",
-                 "placement_edu.checker", "placement_edu.report", "placement_edu.runtime.launcher")
+    assert "placement_edu.runtime.worker" in loaded  # the probe sees what the import brought
+    forbidden = (
+        "matplotlib",
+        "ipywidgets",
+        "IPython",
+        *PRESENTATION,
+        "placement_edu.cli",
+        "placement_edu.checker",
+        "placement_edu.report",
+        "placement_edu.runtime.launcher",
+    )
     bad = [m for m in loaded if any(_is_under(m, f) for f in forbidden)]
     assert bad == [], f"a rank's entry module imports {bad}"
 
@@ -227,8 +301,12 @@ def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None
 def test_the_peak_derivation_and_a_cached_profile_import_no_torch() -> None:
     # Issue 22: placement_edu.peak and placement_edu.architectures are core (plain data and
     # arithmetic); reading a cached activation profile (runtime/profiles.py) needs no torch either.
-    code = ("import sys\nimport placement_edu.peak, placement_edu.architectures, placement_edu.runtime.profiles\n"
-            "import placement_edu.cli.fit\nprint('TORCH', 'torch' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\nimport placement_edu.peak, placement_edu.architectures, placement_edu.runtime.profiles\n"
+        "import placement_edu.cli.fit\nprint('TORCH', 'torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert "TORCH False" in result.stdout, result.stderr[-2000:]
     assert {"placement_edu.peak", "placement_edu.architectures"} <= set(CORE)

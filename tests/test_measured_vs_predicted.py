@@ -1,4 +1,4 @@
-""""Measured = predicted" is a value comparison on the core's own types (Memory, Schedule), and it
+""" "Measured = predicted" is a value comparison on the core's own types (Memory, Schedule), and it
 fails -- naming what differs -- on a one-byte or one-op difference. No processes are started: the
 measured side here is the prediction with one thing changed, as a faulty measurement would be."""
 
@@ -29,12 +29,16 @@ def test_one_byte_more_of_optimizer_state_is_detected_and_named() -> None:
     config = RunConfig("zero3", world_size=4)
     sides = predict(config)
     memory = sides[2].memory
-    one_more = replace(memory, device={**memory.device, State.OPTIMIZER: memory.device[State.OPTIMIZER] + 1})
+    one_more = replace(
+        memory, device={**memory.device, State.OPTIMIZER: memory.device[State.OPTIMIZER] + 1}
+    )
     sides[2] = replace(sides[2], memory=one_more)
     result = _result(sides, config)
     assert not result.memory_matches() and result.ledger_matches()
     # Ψ = 624 float64 elements on 4 ranks: 156 per slice, Adam's m and v: 156 x 16 = 2496 B
-    assert result.mismatches() == ["rank 2 optimizer (device): 2496 B vs 2497 B (predicted vs measured)"]
+    assert result.mismatches() == [
+        "rank 2 optimizer (device): 2496 B vs 2497 B (predicted vs measured)"
+    ]
 
 
 def test_a_missing_collective_is_detected_and_named() -> None:
@@ -46,7 +50,9 @@ def test_a_missing_collective_is_detected_and_named() -> None:
     result = _result(sides, config)
     assert result.memory_matches() and not result.ledger_matches()
     (message,) = result.mismatches()
-    assert message.startswith("rank 0 step 0 ledger: entry 1 of 2: step all_gather params on data (group 4)")
+    assert message.startswith(
+        "rank 0 step 0 ledger: entry 1 of 2: step all_gather params on data (group 4)"
+    )
     assert message.endswith("vs nothing (2 vs 1 entries) (predicted vs measured)")
 
 

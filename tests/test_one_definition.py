@@ -18,12 +18,19 @@ PACKAGE = Path(__file__).resolve().parents[1] / "placement_edu"
 
 def definitions(pattern: str) -> list[str]:
     """The package's files (relative paths) with a line matching ``pattern``."""
-    return sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                  if re.search(pattern, p.read_text(), re.MULTILINE))
+    return sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if re.search(pattern, p.read_text(), re.MULTILINE)
+    )
 
 
 def test_the_byte_units_are_defined_in_units_only():
-    for unit, value in (("GB", r"10\s*\*\*\s*9"), ("GiB", r"2\s*\*\*\s*30"), ("MiB", r"2\s*\*\*\s*20")):
+    for unit, value in (
+        ("GB", r"10\s*\*\*\s*9"),
+        ("GiB", r"2\s*\*\*\s*30"),
+        ("MiB", r"2\s*\*\*\s*20"),
+    ):
         assert definitions(rf"^\s*{unit}\s*=\s*{value}\s*$") == ["units.py"], unit
 
 
@@ -31,7 +38,12 @@ def test_the_cost_of_each_op_is_one_row_of_one_table():
     # a dict keyed by op names with numbers for values, outside the table, is a second table
     assert definitions(r'"(all_reduce|all_gather|reduce_scatter)":\s*(\d|lambda)') == []
     # SPEC §4 and §9 at N = 8: all-reduce sends 2·7/8 S in 14 steps and counts 2Ψ in ZeRO's convention
-    assert ring_factor("all_reduce", 8) == RING_FACTOR["all_reduce"](8) == OP_COSTS["all_reduce"].ring(8) == 7 / 4
+    assert (
+        ring_factor("all_reduce", 8)
+        == RING_FACTOR["all_reduce"](8)
+        == OP_COSTS["all_reduce"].ring(8)
+        == 7 / 4
+    )
     assert ring_steps("all_reduce", 8) == 14 and ZERO_FACTOR["all_reduce"] == 2
     # a host transfer: no network bytes, one message's latency (over a group of more than one)
     assert ring_factor("h2d", 8) == 0 and ring_steps("h2d", 8) == 1 and "h2d" not in ZERO_FACTOR

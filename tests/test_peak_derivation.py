@@ -11,18 +11,31 @@ import sys
 import pytest
 
 from placement_edu.architectures import PRESETS, Architecture
-from placement_edu.peak import (PRECISIONS, ZERO_MIXED, ActivationProfile, chunk_rows, derive, held_rows,
-                                optimizer_temporaries, units)
+from placement_edu.peak import (
+    PRECISIONS,
+    ZERO_MIXED,
+    ActivationProfile,
+    chunk_rows,
+    derive,
+    held_rows,
+    optimizer_temporaries,
+    units,
+)
 
 pytestmark = pytest.mark.fast
 
 
-@pytest.mark.parametrize("name, published", [
-    ("gpt2", 124_439_808),        # HF openai-community/gpt2: 124,439,808 parameters (tied head)
-    ("llama-1b", 1_235_814_400),  # meta-llama/Llama-3.2-1B: 1.24B (1,235,814,400, tied head)
-    ("llama-8b", 8_030_261_248),  # meta-llama/Meta-Llama-3-8B: 8.03B (8,030,261,248)
-])
-def test_the_reference_shapes_have_the_published_parameter_counts(name: str, published: int) -> None:
+@pytest.mark.parametrize(
+    "name, published",
+    [
+        ("gpt2", 124_439_808),  # HF openai-community/gpt2: 124,439,808 parameters (tied head)
+        ("llama-1b", 1_235_814_400),  # meta-llama/Llama-3.2-1B: 1.24B (1,235,814,400, tied head)
+        ("llama-8b", 8_030_261_248),  # meta-llama/Meta-Llama-3-8B: 8.03B (8,030,261,248)
+    ],
+)
+def test_the_reference_shapes_have_the_published_parameter_counts(
+    name: str, published: int
+) -> None:
     assert PRESETS[name].psi == published
 
 
@@ -31,6 +44,7 @@ def test_the_plain_torch_module_has_exactly_the_tensors_the_shape_lists(name: st
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from placement_edu.runtime.reference_models import build
+
     with FakeTensorMode():
         module = build(PRESETS[name])
         got = [(n, tuple(p.shape)) for n, p in module.named_parameters()]
@@ -60,7 +74,9 @@ TRACKER_STATES = {
 @pytest.mark.parametrize("case", list(TRACKER_STATES))
 def test_each_state_is_fsdp2s_padded_storage_to_the_byte(case: tuple) -> None:
     model, n, rank, precision = case
-    profile = ActivationProfile(model, 1, 1024, PRECISIONS[precision].compute_name, "eager", "none", 0, 0)
+    profile = ActivationProfile(
+        model, 1, 1024, PRECISIONS[precision].compute_name, "eager", "none", 0, 0
+    )
     peak = derive(model, profile, n, rank, precision)
     assert (peak.params, peak.grads, peak.optimizer) == TRACKER_STATES[case]
 
@@ -69,7 +85,7 @@ def test_the_last_rank_of_1024_stores_padding_the_unpadded_count_misses() -> Non
     # GPT-2 at N = 1024: the unpadded 1/N share of rank 1023 is 0.20x of what FSDP2 stores there.
     stored = sum(u.stored for u in units(PRESETS["gpt2"], 1024, 1023))
     held = sum(u.held for u in units(PRESETS["gpt2"], 1024, 1023))
-    assert stored * 4 == 562_760                       # FSDPMemTracker's Sharded Param, measured
+    assert stored * 4 == 562_760  # FSDPMemTracker's Sharded Param, measured
     assert held / stored < 0.25
 
 
@@ -88,8 +104,8 @@ def test_adam_temporaries_foreach_4_bytes_per_element_fused_none_for_loop_one_te
 # FSDPMemTracker's forward/backward and optimizer-step peaks, measured (torch 2.13, b = 1):
 MEASURED_PEAKS = {
     ("gpt2", 1024, 8, 0, "fp32", "none"): (3_945_257_352, 311_129_940),
-    ("gpt2", 1024, 1, 0, "fp32", "none"): (5_065_952_904, 2_488_813_140),     # MemTracker
-    ("gpt2", 1024, 1, 0, "fp32", "full"): (2_299_832_920, 2_488_813_140),     # MemTracker, checkpoint
+    ("gpt2", 1024, 1, 0, "fp32", "none"): (5_065_952_904, 2_488_813_140),  # MemTracker
+    ("gpt2", 1024, 1, 0, "fp32", "full"): (2_299_832_920, 2_488_813_140),  # MemTracker, checkpoint
     ("llama-1b", 2048, 8, 0, "fp32", "none"): (21_920_648_912, 3_089_569_484),
 }
 
@@ -97,6 +113,7 @@ MEASURED_PEAKS = {
 @pytest.mark.parametrize("case", list(MEASURED_PEAKS))
 def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> None:
     from placement_edu.runtime.profiles import get_profile
+
     model, seq, n, rank, precision, recompute = case
     profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, "eager", recompute)
     peak = derive(model, profile, n, rank, precision)
@@ -107,12 +124,14 @@ def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> 
 
 def test_a_profile_round_trips_through_json() -> None:
     from placement_edu.runtime.profiles import get_profile
+
     profile, _ = get_profile("gpt2", 1, 256)
     assert ActivationProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
 
 
 def test_a_one_layer_model_is_refused_with_a_reason() -> None:
     from placement_edu.errors import PlacementError
+
     profile = ActivationProfile("x", 1, 8, "fp32", "eager", "none", 0, 0)
     with pytest.raises(PlacementError, match="two-block profile"):
         derive(Architecture("gpt2", 1, 64, 4, 256, 100, positions=8), profile, 2)
@@ -120,20 +139,27 @@ def test_a_one_layer_model_is_refused_with_a_reason() -> None:
 
 def _fit(*argv: str) -> subprocess.CompletedProcess:
     code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, "fit", *argv], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code, "fit", *argv], capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--model", "gpt2", "--devices", "8", "--rank", "8"], "not a rank of 8"),
-    (["--model", "gpt2", "--devices", "8", "--seq", "2048"], "1024 learned positions"),
-    (["--model", "gpt2", "--devices", "8", "--memory-gb", "lots"], "not a number"),
-    (["--model", "gpt3", "--devices", "8"], "unknown model 'gpt3'"),
-    (["--model", "/nonexistent/config.json", "--devices", "8"], "cannot read an HF config"),
-    (["--model", "gpt2", "--devices", "0"], "less than 1"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--model", "gpt2", "--devices", "8", "--rank", "8"], "not a rank of 8"),
+        (["--model", "gpt2", "--devices", "8", "--seq", "2048"], "1024 learned positions"),
+        (["--model", "gpt2", "--devices", "8", "--memory-gb", "lots"], "not a number"),
+        (["--model", "gpt3", "--devices", "8"], "unknown model 'gpt3'"),
+        (["--model", "/nonexistent/config.json", "--devices", "8"], "cannot read an HF config"),
+        (["--model", "gpt2", "--devices", "0"], "less than 1"),
+    ],
+)
 def test_fit_refuses_bad_input_in_one_line_with_status_2(argv: list[str], says: str) -> None:
     done = _fit(*argv)
-    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert (
+        done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    ), done.stderr
 
 
 def test_fit_json_names_the_peak_and_its_event() -> None:
@@ -141,17 +167,20 @@ def test_fit_json_names_the_peak_and_its_event() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert set(out["memory"]) == {"params", "grads", "optimizer", "activations", "transients"}
-    assert out["peak_bytes"] == 3_945_257_352          # FSDPMemTracker's peak, measured (see above)
+    assert out["peak_bytes"] == 3_945_257_352  # FSDPMemTracker's peak, measured (see above)
     assert out["peak_at"] == "backward, loss (logits' gradient)"
     assert out["fits"] is True and out["step_peak_bytes"] == 311_129_940
 
 
-def test_what_tensor_parallelism_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_stats() -> None:
+def test_what_tensor_parallelism_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_stats() -> (
+    None
+):
     # Korthikanti et al. 2022, Table 2: 10·sbh bytes of a layer lie outside the column/row pairs
     # (two norm inputs 4sbh, attention and MLP inputs 2sbh each, two 1-byte dropout masks sbh each).
     # Measured on GPT-2 in bf16: CPU dropout keeps a bf16 noise tensor (2 bytes, not a 1-byte mask),
     # and each LayerNorm keeps its mean and rstd ([b·s] each, bf16).
     from placement_edu.runtime.profiles import get_profile
+
     s, b, h = 1024, 1, 768
     profile, _ = get_profile("gpt2", b, s, "bf16")
     whole = profile.block - profile.block_tp_split
@@ -159,9 +188,13 @@ def test_what_tensor_parallelism_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dr
 
 
 def _fit_torch(argv: list[str], env: dict) -> tuple[dict, str]:
-    code = (f"import sys\nfrom placement_edu.cli import main\nstatus = main({argv!r})\n"
-            "print('STATUS', status, 'TORCH', 'torch' in sys.modules, file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    code = (
+        f"import sys\nfrom placement_edu.cli import main\nstatus = main({argv!r})\n"
+        "print('STATUS', status, 'TORCH', 'torch' in sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
     return (json.loads(done.stdout) if done.stdout else {}), done.stderr
 
 
@@ -170,8 +203,8 @@ def test_fit_answers_from_a_cached_profile_without_importing_torch(tmp_path) -> 
     argv = ["fit", "--model", "llama-8b", "--devices", "1024", "--seq", "1024", "--json"]
     first, says_first = _fit_torch(argv, env)
     second, says_second = _fit_torch(argv, env)
-    assert "STATUS 0 TORCH True" in says_first, says_first[-2000:]         # measured: torch imported
-    assert "STATUS 0 TORCH False" in says_second, says_second[-2000:]      # cached: no torch
+    assert "STATUS 0 TORCH True" in says_first, says_first[-2000:]  # measured: torch imported
+    assert "STATUS 0 TORCH False" in says_second, says_second[-2000:]  # cached: no torch
     assert first["peak_bytes"] == second["peak_bytes"]
     # The shapes issue 22 checks ship with the package: even the first answer needs no torch.
     _, says = _fit_torch(["fit", "--model", "llama-8b", "--devices", "1024", "--json"], env)
@@ -184,8 +217,11 @@ def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
     from placement_edu.architectures import get_architecture
     from placement_edu.runtime.activation_profile import measure
     from placement_edu.runtime.profiles import SHIPPED, SHIPPED_CASES, _key
+
     for model, seq, compute in SHIPPED_CASES:
         path = SHIPPED / f"{_key(get_architecture(model), 1, seq, compute, 'eager', 'none')}.json"
         assert path.is_file(), f"{path} missing: run python -m placement_edu.runtime.profiles"
-        assert ActivationProfile.from_dict(json.loads(path.read_text())) == measure(model, 1, seq, compute)
+        assert ActivationProfile.from_dict(json.loads(path.read_text())) == measure(
+            model, 1, seq, compute
+        )
     assert len(list(SHIPPED.glob("*.json"))) == len(SHIPPED_CASES)

@@ -22,25 +22,28 @@ def test_the_timeline_idles_exactly_the_bubble_of_total_time(schedule, p, m):
     length = max(row[-1][3] for row in rows)
     busy = sum(end - start for row in rows for _, _, start, end in row)
     assert 1 - Fraction(busy, p * length) == pipeline_bubble(p, m)["of_total"]
-    assert [[(kind, k) for kind, k, _, _ in row] for row in rows] == \
-        [pipeline_order(schedule, p, s, m) for s in range(p)]          # the core's order, laid out
+    assert [[(kind, k) for kind, k, _, _ in row] for row in rows] == [
+        pipeline_order(schedule, p, s, m) for s in range(p)
+    ]  # the core's order, laid out
 
 
 def test_moving_the_controls_moves_the_picture_to_the_core_numbers():
     explorer = PipelineExplorer(stages=4, micro_batches=8, schedule="1f1b")
     view = explorer.view
-    assert view.in_flight == [4, 3, 2, 1]                               # 1F1B: min(p - stage, m)
+    assert view.in_flight == [4, 3, 2, 1]  # 1F1B: min(p - stage, m)
     assert view.bubble == {"of_ideal": Fraction(3, 8), "of_total": Fraction(3, 11)}
     assert "3/11" in explorer.table.value and "3/8" in explorer.table.value
     first = bytes(explorer.image.value)
-    assert first[:4] == b"\x89PNG" and len(explorer.blocks) == 4 * 16   # p stages x (m F + m B)
+    assert first[:4] == b"\x89PNG" and len(explorer.blocks) == 4 * 16  # p stages x (m F + m B)
 
-    explorer.schedule.value = "gpipe"                                   # GPipe keeps all m in flight
+    explorer.schedule.value = "gpipe"  # GPipe keeps all m in flight
     assert explorer.view.in_flight == [8, 8, 8, 8]
     strategy = get_strategy("pp").with_(micro_batches=8, pipeline_schedule="gpipe")
     core = derive_memory(strategy, MODEL, Mesh.of(pipeline=4), get_precision("mixed_adam"), 0)
     assert explorer.view.activations[0] == core.transient_peak("activations")
-    assert [b.get_width() for b in explorer.activation_bars][0] == pytest.approx(float(core.transient_peak("activations")) / 1e9)
+    assert [b.get_width() for b in explorer.activation_bars][0] == pytest.approx(
+        float(core.transient_peak("activations")) / 1e9
+    )
 
     explorer.micro_batches.value = 32
     assert explorer.view.bubble["of_total"] == Fraction(3, 35)

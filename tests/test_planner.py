@@ -21,8 +21,14 @@ H100 = HARDWARE["h100-nvlink-ib"]
 def test_a_bare_70b_is_priced_as_llama_2_70b_s_shape_with_the_mlp_fitted_to_psi() -> None:
     model, words = default_transformer(70 * 10**9)
     # Touvron et al. 2023 (Llama 2), Table 1 / §2.2: L = 80, h = 8192, 64 heads, 4096 tokens, V = 32000.
-    assert (model.layers, model.hidden, model.heads, model.seq, model.vocab) == (80, 8192, 64, 4096, 32000)
-    assert model.ffn == 36_789 and abs(model.psi - 70e9) < 1e6             # within one MLP column of 70e9
+    assert (model.layers, model.hidden, model.heads, model.seq, model.vocab) == (
+        80,
+        8192,
+        64,
+        4096,
+        32000,
+    )
+    assert model.ffn == 36_789 and abs(model.psi - 70e9) < 1e6  # within one MLP column of 70e9
     assert "Llama-2-70B" in words and "69,999,470,736" in words
 
 
@@ -30,7 +36,10 @@ def test_composed_placements_are_the_named_compositions() -> None:
     mesh = Mesh.of(data=2, tensor=2, pipeline=2)
     z1 = compose("zero1", mesh, 4)
     assert z1.name == "zero1×tp×pp" and z1.placement == COMPOSITIONS["zero1×tp×pp"].placement
-    assert compose("zero3", Mesh.of(data=2, tensor=2), 1).placement == COMPOSITIONS["zero3×tp"].placement
+    assert (
+        compose("zero3", Mesh.of(data=2, tensor=2), 1).placement
+        == COMPOSITIONS["zero3×tp"].placement
+    )
     hsdp = compose("zero3", Mesh.of(replica=2, data=4), 1)
     assert hsdp.name == "hsdp" and hsdp.placement == COMPOSITIONS["hsdp"].placement
 
@@ -38,26 +47,36 @@ def test_composed_placements_are_the_named_compositions() -> None:
 def test_meshes_multiply_to_the_devices_and_keep_tensor_inside_a_node() -> None:
     found = list(meshes(64, SMALL))
     assert all(m.world_size == 64 for m in found) and len(set(found)) == len(found)
-    assert max(m.degree("tensor") for m in found) == 8 and max(m.degree("pipeline") for m in found) == 8
+    assert (
+        max(m.degree("tensor") for m in found) == 8
+        and max(m.degree("pipeline") for m in found) == 8
+    )
     assert Mesh.of(replica=8, data=8) in found and Mesh.of(data=64) in found
 
 
-@pytest.mark.parametrize("name, mesh", [("zero3", Mesh.of(data=2, tensor=2, pipeline=2)),
-                                        ("fsdp_grad_op", Mesh.of(data=4, pipeline=2)),
-                                        ("zero1", Mesh.of(data=2, tensor=4))])
+@pytest.mark.parametrize(
+    "name, mesh",
+    [
+        ("zero3", Mesh.of(data=2, tensor=2, pipeline=2)),
+        ("fsdp_grad_op", Mesh.of(data=4, pipeline=2)),
+        ("zero1", Mesh.of(data=2, tensor=4)),
+    ],
+)
 def test_communication_seconds_are_affine_in_micro_batches_exactly(name: str, mesh: Mesh) -> None:
     # The planner derives m = 1 and m = 2 and extrapolates; the full derivation at m = 8 agrees.
     strategy = compose(name, mesh, 8)
     model = TransformerSpec(layers=8, hidden=256, heads=8, seq=128, vocab=1000, recompute="full")
     full = comm_time(derive_schedule(strategy, model, mesh, get_precision("mixed_adam")), H100)
-    assert comm_seconds(strategy, model, mesh, get_precision("mixed_adam"), H100) == pytest.approx(full, rel=1e-12)
+    assert comm_seconds(strategy, model, mesh, get_precision("mixed_adam"), H100) == pytest.approx(
+        full, rel=1e-12
+    )
 
 
 def test_70b_on_64_devices_refuses_dp_by_a_stated_excess_and_ranks_what_fits() -> None:
     model, _ = default_transformer(70 * 10**9)
     result = plan(model, 64, 80 * GB, "h100-nvlink-ib")
     dp = [c for c in result.infeasible if c.strategy.name == "dp"]
-    assert dp and all(c.peak_bytes >= 16 * model.psi for c in dp)          # SPEC §3: dp keeps 16Ψ = 1120 GB
+    assert dp and all(c.peak_bytes >= 16 * model.psi for c in dp)  # SPEC §3: dp keeps 16Ψ = 1120 GB
     assert min(c.over_bytes for c in dp) == min(c.peak_bytes for c in dp) - 80 * GB
     assert result.ranked and all(c.peak_bytes <= 80 * GB for c in result.ranked)
     times = [c.time.total_s for c in result.ranked]
@@ -67,18 +86,36 @@ def test_70b_on_64_devices_refuses_dp_by_a_stated_excess_and_ranks_what_fits() -
     shaped = TransformerSpec(**{**_fields(model), "recompute": best.recompute})
     core = step_time(best.strategy, shaped, best.mesh, "mixed_adam", H100, overlap="per_pass")
     assert best.time.total_s == pytest.approx(core.total_s, rel=1e-9)
-    assert best.peak_bytes >= derive_memory(best.strategy, shaped, best.mesh, get_precision("mixed_adam")).peak
-    assert len([result.explain(i) for i in range(3)]) == 3 and "fastest that fits" in result.explain(0)
+    assert (
+        best.peak_bytes
+        >= derive_memory(best.strategy, shaped, best.mesh, get_precision("mixed_adam")).peak
+    )
+    assert len(
+        [result.explain(i) for i in range(3)]
+    ) == 3 and "fastest that fits" in result.explain(0)
 
 
-def test_plan_json_lists_dp_infeasible_and_ranked_choices_with_times(capsys: pytest.CaptureFixture) -> None:
+def test_plan_json_lists_dp_infeasible_and_ranked_choices_with_times(
+    capsys: pytest.CaptureFixture,
+) -> None:
     assert main(["plan", "--params", "70e9", "--devices", "64", "--memory-gb", "80", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert "Llama-2-70B" in out["assumption"] and out["budget_bytes"] == 80 * 10**9
     dp = [c for c in out["infeasible"] if c["strategy"] == "dp"]
-    assert dp and dp[0]["over_bytes"] == dp[0]["peak_bytes"] - 80 * 10**9 and dp[0]["over_bytes"] > 1000 * 10**9
+    assert (
+        dp
+        and dp[0]["over_bytes"] == dp[0]["peak_bytes"] - 80 * 10**9
+        and dp[0]["over_bytes"] > 1000 * 10**9
+    )
     first = out["ranked"][0]
-    assert {"peak_bytes", "step_time_s", "comm_time_s", "compute_time_s", "mesh", "strategy"} <= set(first)
+    assert {
+        "peak_bytes",
+        "step_time_s",
+        "comm_time_s",
+        "compute_time_s",
+        "mesh",
+        "strategy",
+    } <= set(first)
     assert first["peak_bytes"] <= 80 * 10**9 and len(out["explanations"]) == 3
     # 4M tokens over 64 devices, 6Ψ FLOPs each at 0.4 × 989e12 FLOP/s (at least: +recompute).
     assert first["compute_time_s"] >= 6 * out["psi"] * 65536 / (0.4 * 989e12) * (1 - 1e-12)
@@ -89,18 +126,29 @@ def test_a_budget_nothing_fits_leaves_only_infeasible_choices() -> None:
     assert result.ranked == () and result.infeasible and "0 placements fit" in str(result)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["plan", "--params", "70e9", "--devices", "64", "--memory-gb", "0"], "less than 1"),
-    (["plan", "--params", "70e9", "--devices", "64", "--hardware", "tpu"], "invalid choice: 'tpu'"),
-    (["plan", "--params", "70e9", "--layers", "8", "--devices", "8"], "not both"),
-    (["plan", "--params", "1e3", "--devices", "8"], "too small for any published shape"),
-    (["plan", "--layers", "8", "--devices", "8"], "needs --hidden"),
-])
-def test_bad_plan_input_exits_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["plan", "--params", "70e9", "--devices", "64", "--memory-gb", "0"], "less than 1"),
+        (
+            ["plan", "--params", "70e9", "--devices", "64", "--hardware", "tpu"],
+            "invalid choice: 'tpu'",
+        ),
+        (["plan", "--params", "70e9", "--layers", "8", "--devices", "8"], "not both"),
+        (["plan", "--params", "1e3", "--devices", "8"], "too small for any published shape"),
+        (["plan", "--layers", "8", "--devices", "8"], "needs --hidden"),
+    ],
+)
+def test_bad_plan_input_exits_2_with_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
 
 def _fields(model: TransformerSpec) -> dict:
-    return {k: getattr(model, k) for k in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch", "ffn")}
+    return {
+        k: getattr(model, k)
+        for k in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch", "ffn")
+    }

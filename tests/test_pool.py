@@ -14,8 +14,13 @@ from placement_edu.runtime import RunConfig, RunFailed, WorkerPool, run_many
 
 pytestmark = pytest.mark.runtime
 
-RUNS = [RunConfig("zero3", 4), RunConfig("zero1_allreduce", 4), RunConfig("dp×tp", 4), RunConfig("pp", 4),
-        RunConfig("zero2", 2)]                        # the last on 2 of the pool's 4 ranks
+RUNS = [
+    RunConfig("zero3", 4),
+    RunConfig("zero1_allreduce", 4),
+    RunConfig("dp×tp", 4),
+    RunConfig("pp", 4),
+    RunConfig("zero2", 2),
+]  # the last on 2 of the pool's 4 ranks
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +34,10 @@ def test_a_warm_pool_gives_the_results_of_a_cold_run(pool):
     warm = pool.run_many(RUNS, progress=False)
     cold = run_many(RUNS[:4], progress=False) + run_many(RUNS[4:], progress=False)
     for w, c in zip(warm, cold):
-        assert w.equivalent and w.memory_matches() and w.ledger_matches(), (w.config.label, w.mismatches())
+        assert w.equivalent and w.memory_matches() and w.ledger_matches(), (
+            w.config.label,
+            w.mismatches(),
+        )
         assert w.measured == c.measured and w.deviation == c.deviation, w.config.label
 
 
@@ -37,13 +45,15 @@ def test_a_second_run_on_the_warm_pool_starts_no_process(pool):
     pool.run(RunConfig("dp", 4), progress=False)
     thread = pool._thread
     result = pool.run(RunConfig("zero3", 4), progress=False)
-    assert result.equivalent and pool._thread is thread      # the same launch, the same ranks
+    assert result.equivalent and pool._thread is thread  # the same launch, the same ranks
     # (how fast a warm run is: benchmarks/bench_runtime.py prints it; not a timed unit test)
 
 
 def test_a_rank_that_raises_ends_the_run_and_the_next_run_starts_the_ranks_again(pool):
     with pytest.raises(RunFailed, match="injected failure: this rank raised on purpose"):
-        pool.run_many([RunConfig("zero3", 4)], progress=False, _failure={"kind": "raise", "rank": 1})
+        pool.run_many(
+            [RunConfig("zero3", 4)], progress=False, _failure={"kind": "raise", "rank": 1}
+        )
     assert not pool.alive
     assert pool.run(RunConfig("zero3", 4), progress=False).equivalent
 
@@ -56,18 +66,29 @@ def test_a_hung_rank_ends_the_run_near_the_timeout_and_leaves_the_pool_usable(po
     assert pool.run(RunConfig("dp", 4), progress=False).equivalent
 
 
-@pytest.mark.parametrize("kind, first", [
-    ("freeze", "rank 2 stopped first: it hung (the others timed out waiting for it)"),       # SIGSTOP
-    ("kill", "rank 2 stopped first: it "),     # SIGKILL: from torch's exit status, or what the others saw
-])
-def test_a_frozen_or_killed_rank_is_named_first_and_the_run_ends_within_the_timeout_plus_5_s(pool, kind, first):
-    pool.run(RunConfig("dp", 4), progress=False)            # warm: the clock below counts no start-up
+@pytest.mark.parametrize(
+    "kind, first",
+    [
+        (
+            "freeze",
+            "rank 2 stopped first: it hung (the others timed out waiting for it)",
+        ),  # SIGSTOP
+        (
+            "kill",
+            "rank 2 stopped first: it ",
+        ),  # SIGKILL: from torch's exit status, or what the others saw
+    ],
+)
+def test_a_frozen_or_killed_rank_is_named_first_and_the_run_ends_within_the_timeout_plus_5_s(
+    pool, kind, first
+):
+    pool.run(RunConfig("dp", 4), progress=False)  # warm: the clock below counts no start-up
     start = time.perf_counter()
     with pytest.raises(RunFailed) as caught:
         pool.run_many([RunConfig("zero3", 4)], progress=False, _failure={"kind": kind, "rank": 2})
     seconds = time.perf_counter() - start
     assert str(caught.value).splitlines()[0].startswith(first), str(caught.value)[:2000]
-    assert seconds < 10 + 5, seconds                        # the pool's timeout_s is 10
+    assert seconds < 10 + 5, seconds  # the pool's timeout_s is 10
     assert pool.run(RunConfig("dp", 4), progress=False).equivalent
 
 
@@ -94,27 +115,43 @@ def test_a_fresh_pool_reports_its_ranks_starting_then_every_run_to_the_last_step
     seen = []
     pool = WorkerPool(2, timeout_s=10)
     try:
-        pool.run_many([RunConfig("dp", 2, steps=3), RunConfig("zero2", 2, steps=3)], progress=seen.append)
+        pool.run_many(
+            [RunConfig("dp", 2, steps=3), RunConfig("zero2", 2, steps=3)], progress=seen.append
+        )
     finally:
         pool.close()
     assert seen[0].text.startswith("starting 2 ranks") and seen[0].fraction == 0
-    assert [p.fraction for p in seen] == sorted(p.fraction for p in seen)   # the bar never goes back
+    assert [p.fraction for p in seen] == sorted(p.fraction for p in seen)  # the bar never goes back
     assert (seen[-1].text, seen[-1].fraction) == ("zero2 on data=2: step 3/3 (run 2 of 2)", 1.0)
 
 
-def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanwhile(pool, monkeypatch):
+def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanwhile(
+    pool, monkeypatch
+):
     from placement_edu.presentation import runtime_explorer as explore
     from placement_edu.runtime import pool as pool_module
+
     monkeypatch.setattr(pool_module, "shared_pool", lambda world_size: pool)
     explorer = explore.RuntimeExplorer()
     explorer.strategy.value, explorer.world.value, explorer.fault.value = "zero3", 4, "stale-gather"
     seen = []
     show = explorer._progress
-    explorer._progress = lambda now: (show(now), seen.append((explorer.button.disabled,
-                                                              explorer.bar.layout.visibility,
-                                                              explorer.bar.value, explorer.status.value)))
+    explorer._progress = lambda now: (
+        show(now),
+        seen.append(
+            (
+                explorer.button.disabled,
+                explorer.bar.layout.visibility,
+                explorer.bar.value,
+                explorer.status.value,
+            )
+        ),
+    )
     results = explorer.run()
-    assert [r.config.label for r in results] == ["zero3 on data=4", "zero3 on data=4 [stale-gather]"]
+    assert [r.config.label for r in results] == [
+        "zero3 on data=4",
+        "zero3 on data=4 [stale-gather]",
+    ]
     assert all(disabled and shown == "visible" for disabled, shown, _, _ in seen)
     assert seen[-1][2] == 1.0 and seen[-1][3].endswith("[stale-gather]: step 5/5 (run 2 of 2)")
     assert explorer.bar.layout.visibility == "hidden" and not explorer.button.disabled
@@ -123,6 +160,9 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
 
     def refused(configs, progress):
         raise RunFailed("rank 1 failed: boom")
+
     monkeypatch.setattr(pool, "run_many", refused)
     assert explorer.run() == []
-    assert explorer.status.value == "<b>error</b>: rank 1 failed: boom" and explorer.chart.value == b""
+    assert (
+        explorer.status.value == "<b>error</b>: rank 1 failed: boom" and explorer.chart.value == b""
+    )

@@ -18,8 +18,15 @@ pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-PUBLIC = ("placement_edu", "placement_edu.timing", "placement_edu.estimators", "placement_edu.implementations",
-          "placement_edu.presentation", "placement_edu.runtime", "placement_edu.exercises")
+PUBLIC = (
+    "placement_edu",
+    "placement_edu.timing",
+    "placement_edu.estimators",
+    "placement_edu.implementations",
+    "placement_edu.presentation",
+    "placement_edu.runtime",
+    "placement_edu.exercises",
+)
 LAZY = ("placement_edu", "placement_edu.presentation", "placement_edu.runtime")
 
 
@@ -29,7 +36,9 @@ def notebook_imports(notebook: Path) -> list[tuple[str, str]]:
     for cell in json.loads(notebook.read_text())["cells"]:
         if cell["cell_type"] != "code":
             continue
-        source = "".join(line for line in cell["source"] if not line.lstrip().startswith(("%", "!")))
+        source = "".join(
+            line for line in cell["source"] if not line.lstrip().startswith(("%", "!"))
+        )
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("placement_edu"):
                 out += [(node.module, a.name) for a in node.names]
@@ -40,15 +49,27 @@ def notebook_imports(notebook: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_a_notebook_imports_only_the_public_api(notebook: Path) -> None:
-    outside = [f"from {m} import {n}" for m, n in notebook_imports(notebook)
-               if m not in PUBLIC or n not in importlib.import_module(m).__all__]
+    outside = [
+        f"from {m} import {n}"
+        for m, n in notebook_imports(notebook)
+        if m not in PUBLIC or n not in importlib.import_module(m).__all__
+    ]
     assert outside == [], f"{notebook.name} imports what the public API does not list: {outside}"
 
 
 def _type_checking_imports(package: str) -> dict[str, str]:
     tree = ast.parse(Path(importlib.import_module(package).__file__).read_text())
-    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    return {a.name: node.module for node in block.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    block = next(
+        n
+        for n in tree.body
+        if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"
+    )
+    return {
+        a.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for a in node.names
+    }
 
 
 @pytest.mark.parametrize("package", LAZY)
@@ -57,7 +78,9 @@ def test_a_packages_export_lists_agree_and_every_name_resolves(package: str) -> 
     assert module.__all__ == sorted(module._EXPORTS)
     assert _type_checking_imports(package) == module._EXPORTS
     for name in module.__all__:
-        assert getattr(module, name) is getattr(importlib.import_module(module._EXPORTS[name]), name)
+        assert getattr(module, name) is getattr(
+            importlib.import_module(module._EXPORTS[name]), name
+        )
 
 
 @pytest.mark.parametrize("module", PUBLIC)
@@ -69,5 +92,6 @@ def test_every_listed_name_of_a_public_module_exists(module: str) -> None:
 def test_the_two_checkers_have_two_names() -> None:
     import placement_edu
     from placement_edu import exercises
+
     assert "check" in placement_edu.__all__ and "check" not in exercises.__all__
     assert "check_answer" in exercises.__all__

@@ -16,9 +16,18 @@ from placement_edu.runtime.verdict import applicable
 
 pytestmark = pytest.mark.runtime
 
-DATA = ["dp", "zero1_allreduce", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
+DATA = [
+    "dp",
+    "zero1_allreduce",
+    "zero1",
+    "zero2",
+    "zero3",
+    "fsdp_grad_op",
+    "zero2_offload",
+    "zero3_offload",
+]
 MODEL = ["tp", "pp"]
-COMPOSED = ["dp×tp", "dp×pp", "zero3×tp", "hsdp"]             # hsdp at 4 ranks: replica=2,data=2
+COMPOSED = ["dp×tp", "dp×pp", "zero3×tp", "hsdp"]  # hsdp at 4 ranks: replica=2,data=2
 PADDED = ("zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
 
 
@@ -56,8 +65,10 @@ def world4():
 
 @pytest.fixture(scope="module")
 def world8():
-    return {r.config.strategy: r for r in run_many([RunConfig("dp", 8), RunConfig("zero3", 8)],
-                                                   timeout_s=60, progress=False)}
+    return {
+        r.config.strategy: r
+        for r in run_many([RunConfig("dp", 8), RunConfig("zero3", 8)], timeout_s=60, progress=False)
+    }
 
 
 def _correct(results):
@@ -92,16 +103,20 @@ def test_measured_ledger_equals_predicted_schedule_entry_by_entry(world, request
 
 @pytest.mark.parametrize("world", ["world2", "world4"])
 def test_every_applicable_fault_diverges_and_names_its_broken_condition(world, request):
-    expected = {"skip-grad-reduce": "gradient_integrity", "double-scale": "gradient_integrity",
-                "skip-param-sync": "state_consistency", "unsynced-init": "state_consistency",
-                "stale-gather": "state_consistency"}
+    expected = {
+        "skip-grad-reduce": "gradient_integrity",
+        "double-scale": "gradient_integrity",
+        "skip-param-sync": "state_consistency",
+        "unsynced-init": "state_consistency",
+        "stale-gather": "state_consistency",
+    }
     faulted = _faulted(request.getfixturevalue(world))
     assert {r.config.fault for r in faulted} == set(expected)
     for r in faulted:
         assert r.max_abs_deviation >= 1e-6, (r.config.label, r.deviation)
         assert not r.equivalent
         assert r.broken == [expected[r.config.fault]], (r.config.label, r.broken)
-        assert r.reasons[r.broken[0]]                  # the checker's sentence, shown beside it
+        assert r.reasons[r.broken[0]]  # the checker's sentence, shown beside it
 
 
 def test_padding_is_stored_in_shards_and_reported(world4):
@@ -115,9 +130,13 @@ def test_padding_is_stored_in_shards_and_reported(world4):
 
 
 def test_gpipe_keeps_m_micro_batches_in_flight_and_1f1b_at_most_p_minus_stage(world4):
-    pp = {r.config.pipeline_schedule or "1f1b": r for r in _correct(world4) if r.config.strategy == "pp"}
+    pp = {
+        r.config.pipeline_schedule or "1f1b": r
+        for r in _correct(world4)
+        if r.config.strategy == "pp"
+    }
     gpipe, one_f = pp["gpipe"].measured, pp["1f1b"].measured
-    per_micro_batch = gpipe[3]["activations_peak"] // 4          # m = 4, one layer per stage
+    per_micro_batch = gpipe[3]["activations_peak"] // 4  # m = 4, one layer per stage
     assert [m["activations_peak"] for m in gpipe] == [4 * per_micro_batch] * 4
     assert [m["activations_peak"] for m in one_f] == [k * per_micro_batch for k in (4, 3, 2, 1)]
 
@@ -128,17 +147,32 @@ def test_zero3_holds_exactly_one_eighth_of_dp_and_sends_one_and_a_half_times_as_
         assert r.equivalent and r.memory_matches() and r.ledger_matches()
     state = lambda m: m["params"] + m["grads"] + m["optimizer"]  # noqa: E731
     for m_dp, m_z3 in zip(dp.measured, zero3.measured):
-        assert Fraction(state(m_z3), state(m_dp)) == Fraction(1, 8)        # SPEC §7, ZeRO §5
+        assert Fraction(state(m_z3), state(m_dp)) == Fraction(1, 8)  # SPEC §7, ZeRO §5
         assert Fraction(m_z3["comm_ring_bytes"], m_dp["comm_ring_bytes"]) == Fraction(3, 2)
 
 
 def test_the_report_and_json_carry_what_the_issue_lists(world2):
     d = world2[0].to_dict()
-    for key in ("strategy", "world_size", "steps", "max_abs_deviation", "equivalent",
-                "broken_conditions", "predicted", "measured", "ledger"):
+    for key in (
+        "strategy",
+        "world_size",
+        "steps",
+        "max_abs_deviation",
+        "equivalent",
+        "broken_conditions",
+        "predicted",
+        "measured",
+        "ledger",
+    ):
         assert key in d
     for side in ("predicted", "measured"):
-        assert set(d[side][0]) >= {"params", "grads", "optimizer", "activations_peak", "comm_ring_bytes"}
+        assert set(d[side][0]) >= {
+            "params",
+            "grads",
+            "optimizer",
+            "activations_peak",
+            "comm_ring_bytes",
+        }
     assert "predicted" in str(world2[0]) and "measured" in str(world2[0])
 
 
@@ -146,18 +180,24 @@ def test_zero1_padded_buffers_are_predicted_and_measured(world4):
     # Ψ = 550 on 4 ranks: ZeRO's rule pads the flat buffer to 552. The replicated gradient and
     # parameters are stored unpadded, so the reduce-scatter reads and the all-gather fills a padded
     # copy: transients of 552 x 8 = 4416 B in backward and in the step.
-    r = next(r for r in world4 if r.config.strategy == "zero1" and r.config.width == 10 and not r.config.fault)
+    r = next(
+        r
+        for r in world4
+        if r.config.strategy == "zero1" and r.config.width == 10 and not r.config.fault
+    )
     assert r.measured[0]["reduce_bucket"] == r.predicted[0]["reduce_bucket"] == 552 * 8
     assert r.measured[0]["gather_buffer"] == r.predicted[0]["gather_buffer"] == 552 * 8
 
 
 def test_zero3_offload_keeps_no_model_state_on_the_device_and_16_psi_over_n_on_the_host(world4):
     # Ψ = 624 float64 elements on 4 ranks: 156 per slice; P and G 8 B, Adam's m and v 16 B each.
-    r = next(r for r in _correct(world4) if r.config.strategy == "zero3_offload" and r.config.width == 12)
+    r = next(
+        r for r in _correct(world4) if r.config.strategy == "zero3_offload" and r.config.width == 12
+    )
     for m in r.measured:
         assert (m["params"], m["grads"], m["optimizer"]) == (0, 0, 0)
         assert m["host"] == {"params": 156 * 8, "grads": 156 * 8, "optimizer": 156 * 16}
-        assert m["offload_staging"] == 156 * 8           # one slice crosses the host link at a time
+        assert m["offload_staging"] == 156 * 8  # one slice crosses the host link at a time
     ops = [k[0] for k in r.measured[0]["steps"][0]]
     assert ops == ["h2d", "all_gather", "h2d", "all_gather", "reduce_scatter", "d2h"]
 
@@ -170,19 +210,27 @@ def test_hsdp_reduces_within_the_data_group_then_all_reduces_the_slice_across_re
     m = r.measured[0]
     assert m["startup"] == [("broadcast", "params", "replica", 2496, 0)]
     assert [(k[0], k[2]) for k in m["steps"][0]] == [
-        ("all_gather", "data"), ("all_gather", "data"), ("reduce_scatter", "data"), ("all_reduce", "replica")]
-    assert (m["params"], m["grads"], m["optimizer"]) == (2496, 2496, 4992)   # 16Ψ/d bytes, d = 2
+        ("all_gather", "data"),
+        ("all_gather", "data"),
+        ("reduce_scatter", "data"),
+        ("all_reduce", "replica"),
+    ]
+    assert (m["params"], m["grads"], m["optimizer"]) == (2496, 2496, 4992)  # 16Ψ/d bytes, d = 2
 
 
 def test_zero1_allreduce_owns_whole_tensors_unevenly_and_sends_3_psi(world4):
     # PyTorch's ZeroRedundancyOptimizer rule (models.greedy_partition): the largest tensors first,
     # each to the least-loaded rank. A 3-layer MLP of width 12: weights of 144 elements go to
     # ranks 0, 1, 2; the three biases of 12 all go to rank 3 (12 < 144 after each).
-    r = next(r for r in _correct(world4) if r.config.strategy == "zero1_allreduce" and r.config.layers == 3)
+    r = next(
+        r
+        for r in _correct(world4)
+        if r.config.strategy == "zero1_allreduce" and r.config.layers == 3
+    )
     assert r.equivalent and r.memory_matches() and r.ledger_matches()
-    psi = 3 * (144 + 12)                                           # 468 float64 elements
+    psi = 3 * (144 + 12)  # 468 float64 elements
     owned = [144, 144, 144, 36]
-    assert [m["optimizer"] for m in r.measured] == [2 * 8 * e for e in owned]   # Adam's m and v
+    assert [m["optimizer"] for m in r.measured] == [2 * 8 * e for e in owned]  # Adam's m and v
     assert [m["params"] for m in r.measured] == [psi * 8] * 4
     # Per step: DDP's all-reduce, 2(N-1)/N x 8Ψ B on every rank; then each owner broadcasts its
     # tensors, sending them to the N-1 others. Summed over ranks: 2(N-1)·8Ψ + (N-1)·8Ψ = 3(N-1)·8Ψ,
@@ -191,18 +239,34 @@ def test_zero1_allreduce_owns_whole_tensors_unevenly_and_sends_3_psi(world4):
     assert [m["comm_ring_bytes"] for m in r.measured] == [all_reduce + 3 * 8 * e for e in owned]
     assert sum(m["comm_ring_bytes"] for m in r.measured) == 3 * 3 * psi * 8
     # At equal Ψ (the default 4-layer MLP, 624 elements, no padding on 4 ranks): exactly 1.5x zero1.
-    sent = {name: sum(m["comm_ring_bytes"] for m in next(
-        z for z in _correct(world4) if z.config.strategy == name and z.config.width == 12
-        and z.config.layers == 4).measured) for name in ("zero1_allreduce", "zero1")}
+    sent = {
+        name: sum(
+            m["comm_ring_bytes"]
+            for m in next(
+                z
+                for z in _correct(world4)
+                if z.config.strategy == name and z.config.width == 12 and z.config.layers == 4
+            ).measured
+        )
+        for name in ("zero1_allreduce", "zero1")
+    }
     assert Fraction(sent["zero1_allreduce"], sent["zero1"]) == Fraction(3, 2)
     steps = r.measured[3]["steps"][0]
-    assert [k[0] for k in steps] == ["all_reduce", "broadcast", "broadcast", "broadcast", "broadcast"]
-    assert [k[4] for k in steps[1:]] == [0, 0, 0, 3 * 36 * 8]       # rank 3 sends only its own
+    assert [k[0] for k in steps] == [
+        "all_reduce",
+        "broadcast",
+        "broadcast",
+        "broadcast",
+        "broadcast",
+    ]
+    assert [k[4] for k in steps[1:]] == [0, 0, 0, 3 * 36 * 8]  # rank 3 sends only its own
 
 
 def test_a_user_defined_placement_runs_on_the_engine_of_its_placement(world4):
     r = next(r for r in world4 if r.config.strategy == MY_ZERO2)
-    zero2 = next(z for z in _correct(world4) if z.config.strategy == "zero2" and z.config.width == 12)
+    zero2 = next(
+        z for z in _correct(world4) if z.config.strategy == "zero2" and z.config.width == 12
+    )
     assert r.to_dict()["strategy"] == "my_zero2"
     assert r.equivalent and r.memory_matches() and r.ledger_matches()
-    assert r.measured == zero2.measured                            # the zero2 engine, byte for byte
+    assert r.measured == zero2.measured  # the zero2 engine, byte for byte

@@ -24,8 +24,22 @@ def test_cli_run_json_reports_equivalence_and_bytes(capsys):
 
 
 def test_two_runs_started_at_once_do_not_collide():
-    cmd = [sys.executable, "-m", "placement_edu.cli", "run", "dp", "--world-size", "2", "--steps", "1", "--json"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "placement_edu.cli",
+        "run",
+        "dp",
+        "--world-size",
+        "2",
+        "--steps",
+        "1",
+        "--json",
+    ]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
     assert all(json.loads(o[0])["equivalent"] for o in outs)

@@ -33,27 +33,39 @@ def _session(sid: int) -> list[int]:
 
 def _all_gone(sid: int, within_s: float = 10) -> list[int]:
     deadline = time.monotonic() + within_s
-    while _session(sid) and time.monotonic() < deadline:   # (Python's resource tracker exits last)
+    while _session(sid) and time.monotonic() < deadline:  # (Python's resource tracker exits last)
         time.sleep(0.2)
     return _session(sid)
 
 
 def _start(argv: list[str], tmp: Path) -> subprocess.Popen:
     tmp.mkdir(exist_ok=True)
-    return subprocess.Popen(argv, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        argv,
+        env=dict(os.environ, TMPDIR=str(tmp)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for_steps(tmp: Path, within_s: float = 60) -> None:
     """Until rank 0 has written a step into the run's progress file."""
     deadline = time.monotonic() + within_s
-    while not any(p.read_text().strip() for p in tmp.glob("placement-edu-*/progress") if p.exists()):
+    while not any(
+        p.read_text().strip() for p in tmp.glob("placement-edu-*/progress") if p.exists()
+    ):
         assert time.monotonic() < deadline, "the run never reached its first step"
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("sig, code, group", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)])
-def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves_nothing(tmp_path, sig, code, group):
+@pytest.mark.parametrize(
+    "sig, code, group", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)]
+)
+def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves_nothing(
+    tmp_path, sig, code, group
+):
     """Ctrl-C goes to the whole process group (as a terminal sends it); SIGTERM to the command."""
     tmp = tmp_path / "tmp"
     command = _start(CLI + ["--steps", "2000"], tmp)
@@ -65,7 +77,8 @@ def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves
         command.kill()
     assert command.returncode == code
     assert err.splitlines() == [err.strip()] and err.startswith(
-        f"placement-edu: interrupted by {sig.name}: stopped 4 ranks of zero3 on data=4 after step "), err
+        f"placement-edu: interrupted by {sig.name}: stopped 4 ranks of zero3 on data=4 after step "
+    ), err
     assert _all_gone(command.pid) == []
     assert list(tmp.iterdir()) == []
 
@@ -76,7 +89,7 @@ def test_ctrl_c_while_the_ranks_start_is_one_line_too(tmp_path):
     command = _start(CLI + ["--steps", "2000"], tmp)
     try:
         deadline = time.monotonic() + 60
-        while not list(tmp.glob("placement-edu-*/pid-*")):   # the first rank exists
+        while not list(tmp.glob("placement-edu-*/pid-*")):  # the first rank exists
             assert time.monotonic() < deadline and command.poll() is None
             time.sleep(0.05)
         os.killpg(command.pid, signal.SIGINT)
@@ -88,16 +101,18 @@ def test_ctrl_c_while_the_ranks_start_is_one_line_too(tmp_path):
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == []
 
 
-def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_removes_its_folder(tmp_path):
+def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_removes_its_folder(
+    tmp_path,
+):
     tmp = tmp_path / "tmp"
     command = _start(CLI + ["--steps", "2000"], tmp)
     try:
         _wait_for_steps(tmp)
         os.kill(command.pid, signal.SIGKILL)
         command.wait(timeout=10)
-        assert _all_gone(command.pid) == []           # the ranks saw their parent die
-        assert command.stderr.read() == ""            # no "leaked semaphore objects" warning
-        assert list(tmp.iterdir()) == []              # the ranks removed its folders (issue 28)
+        assert _all_gone(command.pid) == []  # the ranks saw their parent die
+        assert command.stderr.read() == ""  # no "leaked semaphore objects" warning
+        assert list(tmp.iterdir()) == []  # the ranks removed its folders (issue 28)
         after = _start(CLI + ["--steps", "1"], tmp)
         assert after.wait(timeout=120) == 0
         assert list(tmp.iterdir()) == []
@@ -125,13 +140,24 @@ except RunFailed as error:
 """
 
 
-@pytest.mark.parametrize("kind, first", [
-    # from the exit status torch reports, or else inferred from what the others saw
-    ("kill", ("rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
-              "rank 2 stopped first: it died without an error, killed (the others lost their connection to it)")),
-    ("hang", ("rank 2 stopped first: it hung (the others timed out waiting for it)",)),
-    ("freeze", ("rank 2 stopped first: it hung (the others timed out waiting for it)",)),   # SIGSTOP
-])
+@pytest.mark.parametrize(
+    "kind, first",
+    [
+        # from the exit status torch reports, or else inferred from what the others saw
+        (
+            "kill",
+            (
+                "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
+                "rank 2 stopped first: it died without an error, killed (the others lost their connection to it)",
+            ),
+        ),
+        ("hang", ("rank 2 stopped first: it hung (the others timed out waiting for it)",)),
+        (
+            "freeze",
+            ("rank 2 stopped first: it hung (the others timed out waiting for it)",),
+        ),  # SIGSTOP
+    ],
+)
 def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_path, kind, first):
     tmp = tmp_path / "tmp"
     start = time.monotonic()
@@ -142,10 +168,14 @@ def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_p
     # Under load a peer that lost its connection to the killed rank can die as silently, in the same
     # instant: then both are named first, the killed rank among them (never another rank alone).
     named = line.partition(" stopped first: ")[0].removeprefix("rank ").split(", ")
-    together = kind == "kill" and "2" in named and line.endswith("killed (the others lost their connection to it)")
+    together = (
+        kind == "kill"
+        and "2" in named
+        and line.endswith("killed (the others lost their connection to it)")
+    )
     assert line in first or together, (out[:2000], err[-2000:])
-    assert "then rank" in out                          # the ranks that lost it come after
-    assert time.monotonic() - start < 5 + 15           # the 5 s timeout plus start-up, not 30 s more
+    assert "then rank" in out  # the ranks that lost it come after
+    assert time.monotonic() - start < 5 + 15  # the 5 s timeout plus start-up, not 30 s more
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]
 
 
@@ -154,12 +184,19 @@ def test_a_rank_failing_after_its_run_folder_is_gone_exits_1_and_raises_nothing(
     exits 1 without raising: an exception that escaped would be pickled by torch's
     ``start_processes`` into ``pytorch-errorfile-*.pickle`` in TMPDIR and left there (the leak
     this session's CI found under load)."""
-    code = ("from placement_edu.runtime import worker\n"
-            "try:\n    raise RuntimeError('a peer was lost')\n"
-            f"except RuntimeError:\n    worker._fail({str(tmp_path / 'gone')!r})\n"
-            "print('returned')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, RANK="2"))
+    code = (
+        "from placement_edu.runtime import worker\n"
+        "try:\n    raise RuntimeError('a peer was lost')\n"
+        f"except RuntimeError:\n    worker._fail({str(tmp_path / 'gone')!r})\n"
+        "print('returned')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, RANK="2"),
+    )
     assert (done.returncode, done.stdout, done.stderr) == (1, "", "")
 
 
@@ -170,11 +207,13 @@ def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_ot
     from types import SimpleNamespace
 
     from placement_edu.runtime.launcher import _explain
+
     killed = SimpleNamespace(exitcode=-9, signal_name=lambda: "SIGKILL", message="")
     error = SimpleNamespace(failures={2: killed})
     assert _explain(str(tmp_path), error, 4).splitlines() == [
         "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
-        "then rank 0, 1, 3 stopped: the launcher ended them (no error of their own)"]
+        "then rank 0, 1, 3 stopped: the launcher ended them (no error of their own)",
+    ]
 
 
 def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
@@ -183,6 +222,7 @@ def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
 
     def mine(*_):
         pass
+
     before = {sig: signal.signal(sig, mine) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         assert run(RunConfig("dp", 2, steps=1), progress=False).equivalent
@@ -196,6 +236,7 @@ def test_a_stale_run_folder_of_a_dead_process_is_removed_at_the_next_start(tmp_p
     import tempfile
 
     from placement_edu.runtime import rundir
+
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -224,22 +265,37 @@ def test_torchrun_workers_exit_when_their_agent_is_killed(tmp_path):
     not run on, re-parented to init."""
     tmp = tmp_path / "tmp"
     torchrun = Path(sys.executable).with_name("torchrun")
-    agent = _start([str(torchrun), "--nproc-per-node", "2", "-m", "placement_edu.runtime.worker", "zero3",
-                    "--steps", "100000"], tmp)
+    agent = _start(
+        [
+            str(torchrun),
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "placement_edu.runtime.worker",
+            "zero3",
+            "--steps",
+            "100000",
+        ],
+        tmp,
+    )
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 60
         while len(workers) < 2:
-            assert time.monotonic() < deadline and agent.poll() is None, "torchrun did not start 2 workers"
+            assert time.monotonic() < deadline and agent.poll() is None, (
+                "torchrun did not start 2 workers"
+            )
             time.sleep(0.2)
             workers = _children(agent.pid)
-        time.sleep(3)                                  # the workers are past their imports
+        time.sleep(3)  # the workers are past their imports
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait(timeout=10)
         deadline = time.monotonic() + 10
         while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert [w for w in workers if Path(f"/proc/{w}").exists()] == []   # the watchdog in every rank
+        assert [
+            w for w in workers if Path(f"/proc/{w}").exists()
+        ] == []  # the watchdog in every rank
     finally:
         agent.kill()
         for pid in workers:

@@ -25,8 +25,13 @@ def _pids(folder) -> list[int]:
 
 def test_a_rank_that_raises_ends_the_run_and_its_traceback_is_shown(tmp_path):
     with pytest.raises(RunFailed) as caught:
-        launch([RunConfig("dp", 2)], 2, timeout_s=10, progress=False,
-               failure={"kind": "raise", "rank": 1, "pid_dir": str(tmp_path)})
+        launch(
+            [RunConfig("dp", 2)],
+            2,
+            timeout_s=10,
+            progress=False,
+            failure={"kind": "raise", "rank": 1, "pid_dir": str(tmp_path)},
+        )
     message = str(caught.value)
     assert message.startswith("rank 1 failed first")
     assert "injected failure: this rank raised on purpose" in message and "Traceback" in message
@@ -36,9 +41,14 @@ def test_a_rank_that_raises_ends_the_run_and_its_traceback_is_shown(tmp_path):
 def test_a_hung_collective_ends_the_run_within_the_timeout_with_a_clear_error(tmp_path):
     start = time.monotonic()
     with pytest.raises(RunFailed) as caught:
-        launch([RunConfig("dp", 2)], 2, timeout_s=4, progress=False,
-               failure={"kind": "hang", "rank": 1, "pid_dir": str(tmp_path)})
-    assert time.monotonic() - start < 30                  # 4 s timeout + start-up, not 40 s of sleep
+        launch(
+            [RunConfig("dp", 2)],
+            2,
+            timeout_s=4,
+            progress=False,
+            failure={"kind": "hang", "rank": 1, "pid_dir": str(tmp_path)},
+        )
+    assert time.monotonic() - start < 30  # 4 s timeout + start-up, not 40 s of sleep
     assert "did not complete within 4 s" in str(caught.value)
     assert "broadcast on the data axis" in str(caught.value)
     assert len(_pids(tmp_path)) == 2 and all(_gone(p) for p in _pids(tmp_path))

@@ -12,8 +12,15 @@ from placement_edu.runtime import flat
 from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.memtrack import MemoryLedger
 from placement_edu.runtime.reference import reference_run
-from placement_edu.runtime.toy import (TinyMLP, TinyTransformer, init_params, loss_fn, make_batch,
-                                       mlp_forward, transformer_forward)
+from placement_edu.runtime.toy import (
+    TinyMLP,
+    TinyTransformer,
+    init_params,
+    loss_fn,
+    make_batch,
+    mlp_forward,
+    transformer_forward,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -32,13 +39,19 @@ def _saved_bytes(module, forward) -> int:
 
 def test_mlp_activations_counted_by_saved_tensor_hooks_equal_the_formula():
     mlp = TinyMLP(width=12, layers=4)
-    assert _saved_bytes(mlp, lambda p, x: mlp_forward(p, x, range(4))) == mlp.activation_elements(4) * 8
+    assert (
+        _saved_bytes(mlp, lambda p, x: mlp_forward(p, x, range(4)))
+        == mlp.activation_elements(4) * 8
+    )
 
 
 def test_transformer_activations_counted_by_saved_tensor_hooks_equal_the_formula():
     block = TinyTransformer()
     replicated, split = block.activation_elements(4, 1)
-    assert _saved_bytes(block, lambda p, x: transformer_forward(p, x, block.heads)) == (replicated + split) * 8
+    assert (
+        _saved_bytes(block, lambda p, x: transformer_forward(p, x, block.heads))
+        == (replicated + split) * 8
+    )
 
 
 def test_the_reference_is_deterministic():
@@ -53,17 +66,26 @@ def test_a_fault_that_does_not_apply_is_refused_before_any_process_starts(capsys
     assert err.count("\n") == 1 and "does not apply to zero3" in err
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["run", "zero9", "--world-size", "2"], "unknown strategy 'zero9'"),
-    (["run", "zero1xtpxpp", "--world-size", "8"], "the runtime cannot execute zero1×tp×pp"),
-    (["run", "dp", "--world-size", "3"], "does not split into 3 data ranks"),
-    (["run", "dpxtp", "--world-size", "4", "--mesh", "data=4"], "tensor"),
-    (["run", "dp", "--world-size", "2", "--fault", "nope"], "unknown fault"),
-    # Nothing is split on tensor: refused by the core before any process starts (once: 4 processes
-    # died on a bare AssertionError).
-    (["run", "dp", "--world-size", "4", "--mesh", "data=2,tensor=2"], "keeps params whole on the tensor axis"),
-    (["run", "dp", "--world-size", "4", "--micro-batches", "2"], "only the pipeline engine splits a step"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["run", "zero9", "--world-size", "2"], "unknown strategy 'zero9'"),
+        (["run", "zero1xtpxpp", "--world-size", "8"], "the runtime cannot execute zero1×tp×pp"),
+        (["run", "dp", "--world-size", "3"], "does not split into 3 data ranks"),
+        (["run", "dpxtp", "--world-size", "4", "--mesh", "data=4"], "tensor"),
+        (["run", "dp", "--world-size", "2", "--fault", "nope"], "unknown fault"),
+        # Nothing is split on tensor: refused by the core before any process starts (once: 4 processes
+        # died on a bare AssertionError).
+        (
+            ["run", "dp", "--world-size", "4", "--mesh", "data=2,tensor=2"],
+            "keeps params whole on the tensor axis",
+        ),
+        (
+            ["run", "dp", "--world-size", "4", "--micro-batches", "2"],
+            "only the pipeline engine splits a step",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -86,25 +108,39 @@ def test_engines_are_chosen_by_placement_not_by_name():
     from placement_edu.runtime.engines.zero1_allreduce import Zero1AllReduce
     from placement_edu.runtime.engines.zero2 import Zero2
     from placement_edu.runtime.engines.zero3 import Zero3
+
     data4 = Mesh.of(data=4)
     assert engine_for(Strategy("mine", Placement(grads="S", optimizer="S")), data4) is Zero2
-    assert engine_for(Strategy("mine", Placement(params="SG", grads="S", optimizer="S"),
-                               reshard_after_forward=False), data4) is Zero3
+    assert (
+        engine_for(
+            Strategy(
+                "mine",
+                Placement(params="SG", grads="S", optimizer="S"),
+                reshard_after_forward=False,
+            ),
+            data4,
+        )
+        is Zero3
+    )
     zero1 = get_strategy("zero1")
     assert engine_for(zero1, data4) is Zero1
     assert engine_for(zero1.with_(owner_update="allreduce_broadcast"), data4) is Zero1AllReduce
     assert engine_for(get_strategy("zero1_allreduce"), data4) is Zero1AllReduce
 
 
-@pytest.mark.parametrize("strategy, mesh, says", [
-    (("zero3", {"sequence_parallel": True}), "data=4", "sequence parallelism"),
-    (("zero2", {"shard_dims": {"data": "dim0"}}), "data=4", "shard_dims"),
-    (("zero1×tp×pp", {}), "data=2,tensor=2,pipeline=2", "at most one axis besides data"),
-    (("hsdp", {}), "replica=2,data=2,tensor=2", "at most one axis besides data"),
-])
+@pytest.mark.parametrize(
+    "strategy, mesh, says",
+    [
+        (("zero3", {"sequence_parallel": True}), "data=4", "sequence parallelism"),
+        (("zero2", {"shard_dims": {"data": "dim0"}}), "data=4", "shard_dims"),
+        (("zero1×tp×pp", {}), "data=2,tensor=2,pipeline=2", "at most one axis besides data"),
+        (("hsdp", {}), "replica=2,data=2,tensor=2", "at most one axis besides data"),
+    ],
+)
 def test_a_placement_no_engine_executes_is_refused_with_the_reason(strategy, mesh, says):
     from placement_edu import Mesh, PlacementError, get_strategy
     from placement_edu.runtime.engines import RUNNABLE, engine_for
+
     name, changes = strategy
     with pytest.raises(PlacementError) as error:
         engine_for(get_strategy(name).with_(**changes), Mesh.parse(mesh))
@@ -113,6 +149,7 @@ def test_a_placement_no_engine_executes_is_refused_with_the_reason(strategy, mes
 
 def test_a_run_of_a_user_defined_strategy_is_labelled_with_its_name():
     from placement_edu import Placement, Strategy
+
     config = RunConfig(Strategy("my_zero2", Placement(grads="S", optimizer="S")), 4)
     config.validate()
     assert config.label == "my_zero2 on data=4"
@@ -120,20 +157,21 @@ def test_a_run_of_a_user_defined_strategy_is_labelled_with_its_name():
 
 def test_the_runtime_widget_offers_only_world_sizes_the_strategy_runs_on():
     from placement_edu.presentation.runtime_explorer import RuntimeExplorer
+
     assert RuntimeExplorer.world_sizes("zero3") == [2, 4]
-    assert RuntimeExplorer.world_sizes("dp×tp") == [4]              # data=2 x tensor=2
-    assert RuntimeExplorer.world_sizes("hsdp") == [4]               # replica=2 x data=2
+    assert RuntimeExplorer.world_sizes("dp×tp") == [4]  # data=2 x tensor=2
+    assert RuntimeExplorer.world_sizes("hsdp") == [4]  # replica=2 x data=2
 
 
 def test_progress_reads_rank_0s_line_and_treats_a_half_written_file_as_starting(tmp_path):
     from placement_edu.runtime import progress
+
     path = str(tmp_path / "progress")
-    starting = progress.read(path, 1.5, 4, ranks_ready=2)               # no file yet
+    starting = progress.read(path, 1.5, 4, ranks_ready=2)  # no file yet
     assert (starting.text, starting.fraction) == ("starting 4 ranks: 2 of 4 up", 0.0)
-    (tmp_path / "progress").write_text("1 2 3")                          # half written
+    (tmp_path / "progress").write_text("1 2 3")  # half written
     assert not progress.read(path, 1.6, 4).started
-    progress.write(path, 1, 2, 3, 5, "zero3 on data=4")                  # run 2 of 2, step 3 of 5
+    progress.write(path, 1, 2, 3, 5, "zero3 on data=4")  # run 2 of 2, step 3 of 5
     now = progress.read(path, 1.7, 4, ranks_ready=4)
     assert now.text == "zero3 on data=4: step 3/5 (run 2 of 2)"
     assert now.fraction == (1 + 3 / 5) / 2
-

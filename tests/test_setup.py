@@ -23,7 +23,7 @@ def _requirements(path: Path) -> dict[str, str]:
         if not line or line.startswith("-"):
             continue
         name = re.match(r"[A-Za-z0-9_.\-]+", line).group(0).lower()
-        out[name] = line[len(name):].strip()
+        out[name] = line[len(name) :].strip()
     return out
 
 
@@ -31,14 +31,21 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def test_the_requirements_a_fresh_machine_resolves_from_pypi_pin_torch_without_a_local_version() -> None:
+def test_the_requirements_a_fresh_machine_resolves_from_pypi_pin_torch_without_a_local_version() -> (
+    None
+):
     dev = _requirements(ROOT / "requirements-dev.txt")
-    assert dev["torch"] == "==2.13.0"                  # never "+cpu": PyPI has no such wheel
+    assert dev["torch"] == "==2.13.0"  # never "+cpu": PyPI has no such wheel
     assert "download.pytorch.org" not in "".join(
-        line for line in (ROOT / "requirements-dev.txt").read_text().splitlines() if not line.startswith("#"))
+        line
+        for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+        if not line.startswith("#")
+    )
 
 
-def test_binder_pins_the_same_torch_release_on_the_cpu_index_and_asks_for_every_dependency() -> None:
+def test_binder_pins_the_same_torch_release_on_the_cpu_index_and_asks_for_every_dependency() -> (
+    None
+):
     binder_text = (ROOT / "binder" / "requirements.txt").read_text()
     binder = _requirements(ROOT / "binder" / "requirements.txt")
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in binder_text
@@ -47,15 +54,24 @@ def test_binder_pins_the_same_torch_release_on_the_cpu_index_and_asks_for_every_
     wanted = project["dependencies"] + project["optional-dependencies"]["notebooks"]
     for requirement in wanted:
         name = re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0).lower()
-        assert name in binder, f"binder/requirements.txt lacks {name} (pyproject asks {requirement})"
+        assert name in binder, (
+            f"binder/requirements.txt lacks {name} (pyproject asks {requirement})"
+        )
         if name != "torch":
-            assert binder[name] == requirement[len(name):].strip(), (name, binder[name], requirement)
+            assert binder[name] == requirement[len(name) :].strip(), (
+                name,
+                binder[name],
+                requirement,
+            )
 
 
 def test_the_readme_opens_with_the_two_commands_ci_and_a_fresh_machine_use() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
     main, tests = blocks[0], blocks[1]
-    assert "pip install -r requirements-dev.txt" in main and "jupyter lab --allow-root notebooks/00_start_here.ipynb" in main
+    assert (
+        "pip install -r requirements-dev.txt" in main
+        and "jupyter lab --allow-root notebooks/00_start_here.ipynb" in main
+    )
     assert tests.endswith(".venv/bin/python -m pytest")
     assert tests in (ROOT / ".ci" / "run").read_text()

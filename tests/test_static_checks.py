@@ -1,4 +1,4 @@
-"""Lint and types, in the suite: ruff over the package, the tests and the benchmarks, and mypy over
+"""Lint, layout and types, in the suite: ruff (check and format) over the package, the tests and the benchmarks, and mypy over
 the core (the files pyproject.toml's ``[tool.mypy]`` lists). Both configured in pyproject.toml."""
 
 from __future__ import annotations
@@ -16,13 +16,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
-@pytest.mark.skipif(shutil.which("ruff", path=str(Path(sys.executable).parent)) is None,
-                    reason="ruff is not installed (it is in the test extra)")
+@pytest.mark.skipif(
+    shutil.which("ruff", path=str(Path(sys.executable).parent)) is None,
+    reason="ruff is not installed (it is in the test extra)",
+)
 def test_ruff_finds_nothing():
     done = _run("ruff", "check", "placement_edu", "tests", "benchmarks", "conftest.py")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@pytest.mark.skipif(
+    shutil.which("ruff", path=str(Path(sys.executable).parent)) is None,
+    reason="ruff is not installed (it is in the test extra)",
+)
+def test_the_code_is_as_ruff_formats_it():
+    """``ruff format`` (configured in pyproject.toml) leaves every file as it is."""
+    done = _run("ruff", "format", "--check", "placement_edu", "tests", "benchmarks", "conftest.py")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.fast
 
 def test_one_colour_per_state_and_per_collective_shared_by_the_charts():
     from placement_edu.presentation import plots
+
     assert len(set(style.STATE_COLORS.values())) == 4
     assert plots.STATE_COLORS is style.STATE_COLORS
     assert all(plots.OP_COLORS[op] == style.OP_COLORS[op] for op in plots.OP_COLORS)
@@ -20,12 +21,18 @@ def test_one_colour_per_state_and_per_collective_shared_by_the_charts():
 def test_the_device_grid_writes_the_core_s_bytes_and_draws_disjoint_slices(tmp_path):
     figure = style.device_grid("zero3", 1e9, 4)
     texts = [t.get_text() for t in figure.axes[0].texts]
-    assert texts.count("0.5 GB (0.466 GiB)") == 8            # params and grads: 2 B × 1e9 / 4, per rank
-    assert texts.count("3 GB (2.794 GiB)") == 4               # optimizer: 12 B × 1e9 / 4
-    filled = [p for p in figure.axes[0].patches if p.get_facecolor()[:3] != (0, 0, 0) and p.get_fill()
-              and p.get_edgecolor()[:3] == tuple(int(style.STATE_COLORS[State.PARAMS][i:i + 2], 16) / 255 for i in (1, 3, 5))]
+    assert texts.count("0.5 GB (0.466 GiB)") == 8  # params and grads: 2 B × 1e9 / 4, per rank
+    assert texts.count("3 GB (2.794 GiB)") == 4  # optimizer: 12 B × 1e9 / 4
+    filled = [
+        p
+        for p in figure.axes[0].patches
+        if p.get_facecolor()[:3] != (0, 0, 0)
+        and p.get_fill()
+        and p.get_edgecolor()[:3]
+        == tuple(int(style.STATE_COLORS[State.PARAMS][i : i + 2], 16) / 255 for i in (1, 3, 5))
+    ]
     starts = sorted(round(p.get_x() % 1, 3) for p in filled if p.get_width() < 0.5)
-    assert len(set(starts)) == 4                              # each rank's slice at its own place
+    assert len(set(starts)) == 4  # each rank's slice at its own place
     offload = [t.get_text() for t in style.device_grid("zero3_offload", 1e9, 4).axes[0].texts]
     assert "host 0.5 GB (0.466 GiB)" in offload
     path = style.save(figure, str(tmp_path / "grid.png"), dpi=50)

@@ -17,7 +17,16 @@ from placement_edu.sweep import sweep
 
 pytestmark = pytest.mark.fast
 
-STRATEGIES = ["dp", "zero1_allreduce", "zero1", "zero2", "zero3", "fsdp_grad_op", "zero2_offload", "zero3_offload"]
+STRATEGIES = [
+    "dp",
+    "zero1_allreduce",
+    "zero1",
+    "zero2",
+    "zero3",
+    "fsdp_grad_op",
+    "zero2_offload",
+    "zero3_offload",
+]
 
 
 @pytest.mark.parametrize("precision", ["mixed_adam", "mixed_adam_fp32_grads", "fp64_adam"])
@@ -29,13 +38,17 @@ def test_sweep_matches_scalar_derivation_point_by_point(precision: str) -> None:
     for name in STRATEGIES:
         for i in range(len(psi)):
             r = analyze(name, int(psi[i]), int(n[i]), precision)
-            assert got[name]["model_state"][i] == pytest.approx(float(r.memory.model_state), rel=1e-12)
+            assert got[name]["model_state"][i] == pytest.approx(
+                float(r.memory.model_state), rel=1e-12
+            )
             assert got[name]["ring_bytes"][i] == pytest.approx(float(r.ring_bytes), rel=1e-12)
             assert got[name]["volume_psi"][i] == float(r.volume_psi)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "placement_edu.cli", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "placement_edu.cli", *args], capture_output=True, text=True
+    )
 
 
 def test_table_json_reproduces_zero_table_1_at_n_64(capsys: pytest.CaptureFixture) -> None:
@@ -44,7 +57,11 @@ def test_table_json_reproduces_zero_table_1_at_n_64(capsys: pytest.CaptureFixtur
     assert [r["strategy"] for r in rows] == ["dp", "zero1", "zero2", "zero3"]
     # ZeRO Table 1, N = 64: 120, 31.4, 16.6, 1.88 GB (exact: 31.40625, 16.640625, 1.875)
     assert [Fraction(r["memory"]["model_state"]) / 10**9 for r in rows] == [
-        120, Fraction("31.40625"), Fraction("16.640625"), Fraction("1.875")]
+        120,
+        Fraction("31.40625"),
+        Fraction("16.640625"),
+        Fraction("1.875"),
+    ]
     assert [r["comm"]["volume_psi"] for r in rows] == [2, 2, 2, 3]
     for r in rows:
         assert set(r["memory"]) >= {"params", "grads", "optimizer", "model_state", "peak", "host"}
@@ -66,17 +83,33 @@ def test_table_prints_a_labelled_text_table(capsys: pytest.CaptureFixture) -> No
     assert "1.875 GB (1.746 GiB)" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--params", "0", "--devices", "8"],
-     "argument --params: '0' is less than 1; give a whole number of parameters, at least 1 and at most 10^15"),
-    (["--params", "-5", "--devices", "8"], "argument --params: '-5' is less than 1"),
-    (["--params", "1e9", "--devices", "0"],
-     "argument --devices: '0' is less than 1; give a whole number of devices, at least 1 and at most 2^40"),
-    (["--params", "1e9", "--devices", "8", "--strategies", "zero4"], "unknown strategy 'zero4'; known strategies: dp, zero1"),
-    (["--params", "1e9", "--devices", "8", "--precision", "fp8"], "unknown precision 'fp8'; known presets: mixed_adam"),
-    (["--params", "1e9", "--devices", "8", "--mesh", "data=4"], "mesh data=4 has 4 devices, but devices = 8"),
-    (["--params", "lots", "--devices", "8"], "'lots' is not a number"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--params", "0", "--devices", "8"],
+            "argument --params: '0' is less than 1; give a whole number of parameters, at least 1 and at most 10^15",
+        ),
+        (["--params", "-5", "--devices", "8"], "argument --params: '-5' is less than 1"),
+        (
+            ["--params", "1e9", "--devices", "0"],
+            "argument --devices: '0' is less than 1; give a whole number of devices, at least 1 and at most 2^40",
+        ),
+        (
+            ["--params", "1e9", "--devices", "8", "--strategies", "zero4"],
+            "unknown strategy 'zero4'; known strategies: dp, zero1",
+        ),
+        (
+            ["--params", "1e9", "--devices", "8", "--precision", "fp8"],
+            "unknown precision 'fp8'; known presets: mixed_adam",
+        ),
+        (
+            ["--params", "1e9", "--devices", "8", "--mesh", "data=4"],
+            "mesh data=4 has 4 devices, but devices = 8",
+        ),
+        (["--params", "lots", "--devices", "8"], "'lots' is not a number"),
+    ],
+)
 def test_bad_table_input_exits_2_with_one_line(args: list[str], message: str) -> None:
     result = run_cli("table", *args)
     assert result.returncode == 2
@@ -85,9 +118,29 @@ def test_bad_table_input_exits_2_with_one_line(args: list[str], message: str) ->
     assert "Traceback" not in result.stderr
 
 
-def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(capsys: pytest.CaptureFixture) -> None:
-    args = ["table", "--layers", "8", "--hidden", "1024", "--heads", "16", "--seq", "1024", "--vocab", "50000",
-            "--micro-batch", "2", "--devices", "8", "--strategies", "tp", "--json"]
+def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    args = [
+        "table",
+        "--layers",
+        "8",
+        "--hidden",
+        "1024",
+        "--heads",
+        "16",
+        "--seq",
+        "1024",
+        "--vocab",
+        "50000",
+        "--micro-batch",
+        "2",
+        "--devices",
+        "8",
+        "--strategies",
+        "tp",
+        "--json",
+    ]
     assert main(args) == 0
     tp = json.loads(capsys.readouterr().out)[0]
     # 8 layers x 4 all-reduces of b·s·h = 2·1024·1024 two-byte activations, ring factor 2·7/8
@@ -96,14 +149,57 @@ def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(capsys: pyt
 
 
 def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
-    result = run_cli("table", "--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
-                     "--devices", "8", "--strategies", "pp", "--mesh", "tensor=8")
+    result = run_cli(
+        "table",
+        "--layers",
+        "8",
+        "--hidden",
+        "64",
+        "--heads",
+        "4",
+        "--seq",
+        "16",
+        "--vocab",
+        "100",
+        "--devices",
+        "8",
+        "--strategies",
+        "pp",
+        "--mesh",
+        "tensor=8",
+    )
     assert result.returncode == 2
-    assert "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) has no pipeline axis" in result.stderr
+    assert (
+        "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) has no pipeline axis"
+        in result.stderr
+    )
 
 
 def test_table_names_the_pipeline_bubble_convention(capsys: pytest.CaptureFixture) -> None:
-    assert main(["table", "--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
-                 "--devices", "4", "--strategies", "pp"]) == 0
+    assert (
+        main(
+            [
+                "table",
+                "--layers",
+                "8",
+                "--hidden",
+                "64",
+                "--heads",
+                "4",
+                "--seq",
+                "16",
+                "--vocab",
+                "100",
+                "--devices",
+                "4",
+                "--strategies",
+                "pp",
+            ]
+        )
+        == 0
+    )
     # p = 4 stages, m = 4 micro-batches (pp's default): 3/4 of ideal time, 3/7 of total time.
-    assert "pipeline bubble (pp): 3/4 of ideal time = (p-1)/m; 3/7 of total time = (p-1)/(m+p-1)" in capsys.readouterr().out
+    assert (
+        "pipeline bubble (pp): 3/4 of ideal time = (p-1)/m; 3/7 of total time = (p-1)/(m+p-1)"
+        in capsys.readouterr().out
+    )

@@ -6,22 +6,48 @@ from __future__ import annotations
 
 import pytest
 
-from placement_edu import Mesh, ModelSpec, PlacementError, State, TransformerSpec, derive_schedule, get_precision
+from placement_edu import (
+    Mesh,
+    ModelSpec,
+    PlacementError,
+    State,
+    TransformerSpec,
+    derive_schedule,
+    get_precision,
+)
 from placement_edu.schedule import Op
-from placement_edu.timing import (HARDWARE, Hardware, Link, comm_time, compute_bound_tokens, compute_time,
-                                  exposed, op_time, ring_steps, step_time, tp_compute_bound)
+from placement_edu.timing import (
+    HARDWARE,
+    Hardware,
+    Link,
+    comm_time,
+    compute_bound_tokens,
+    compute_time,
+    exposed,
+    op_time,
+    ring_steps,
+    step_time,
+    tp_compute_bound,
+)
 
 pytestmark = pytest.mark.fast
 
-ALPHA, W = 1e-6, 1e9           # 1 µs per ring step, 1 GB/s: every figure below is easy to check by hand
+ALPHA, W = 1e-6, 1e9  # 1 µs per ring step, 1 GB/s: every figure below is easy to check by hand
 LINK = Link(ALPHA, W)
-S = 8_000_000                  # bytes of payload: 4e6 bf16 elements
+S = 8_000_000  # bytes of payload: 4e6 bf16 elements
 
 
-def hw(alpha: float = 0.0, bandwidth: float = W, flops: float = 1e12, host: Link | None = None) -> Hardware:
+def hw(
+    alpha: float = 0.0, bandwidth: float = W, flops: float = 1e12, host: Link | None = None
+) -> Hardware:
     link = Link(alpha, bandwidth)
-    return Hardware("test", flops, 80 * 10**9, (("data", link), ("tensor", link), ("pipeline", link),
-                                                ("replica", link)), host_link=host)
+    return Hardware(
+        "test",
+        flops,
+        80 * 10**9,
+        (("data", link), ("tensor", link), ("pipeline", link), ("replica", link)),
+        host_link=host,
+    )
 
 
 def op(kind: str, group: int = 8, **extra) -> Op:
@@ -31,13 +57,15 @@ def op(kind: str, group: int = 8, **extra) -> Op:
 # --- the α-β formula, one collective at a time ----------------------------------------------------
 def test_all_reduce_takes_2_n_minus_1_steps_and_sends_2_n_minus_1_over_n_of_s() -> None:
     assert ring_steps("all_reduce", 8) == 14
-    assert op_time(op("all_reduce"), LINK) == pytest.approx(14 * ALPHA + 2 * 7 / 8 * S / W)  # 0.014014 s
+    assert op_time(op("all_reduce"), LINK) == pytest.approx(
+        14 * ALPHA + 2 * 7 / 8 * S / W
+    )  # 0.014014 s
 
 
 def test_all_gather_and_reduce_scatter_take_n_minus_1_steps_and_half_the_all_reduce_bytes() -> None:
     for kind in ("all_gather", "reduce_scatter"):
         assert ring_steps(kind, 8) == 7
-        assert op_time(op(kind), LINK) == pytest.approx(7 * ALPHA + 7 / 8 * S / W)     # 0.007007 s
+        assert op_time(op(kind), LINK) == pytest.approx(7 * ALPHA + 7 / 8 * S / W)  # 0.007007 s
 
 
 def test_send_is_one_step_of_s_bytes_and_recv_is_priced_at_the_sender() -> None:
@@ -52,36 +80,51 @@ def test_broadcast_root_sends_n_minus_1_copies_and_every_member_waits_n_minus_1_
 
 def test_local_ops_startup_ops_and_groups_of_one_cost_nothing() -> None:
     assert op_time(op("scale"), LINK) == 0.0
-    assert op_time(Op("broadcast", State.PARAMS, "data", "startup", S, 2, 8, root=True), LINK) == 0.0
+    assert (
+        op_time(Op("broadcast", State.PARAMS, "data", "startup", S, 2, 8, root=True), LINK) == 0.0
+    )
     assert op_time(op("all_reduce", group=1), LINK) == 0.0
 
 
 def test_comm_time_of_dp_is_its_one_all_reduce_in_backward() -> None:
     # Ψ = 1e9, bf16 gradients, N = 8: 2·7/8·2e9 bytes / 1e9 B/s + 14 α = 3.5 s + 14 µs.
-    schedule = derive_schedule(_s("dp"), ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam"))
-    assert comm_time(schedule, hw(ALPHA)) == pytest.approx({"forward": 0.0, "backward": 3.5 + 14e-6, "step": 0.0})
+    schedule = derive_schedule(
+        _s("dp"), ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam")
+    )
+    assert comm_time(schedule, hw(ALPHA)) == pytest.approx(
+        {"forward": 0.0, "backward": 3.5 + 14e-6, "step": 0.0}
+    )
 
 
 def test_zero3_costs_1_5_times_dp_in_seconds_too_when_nothing_overlaps() -> None:
     model, mesh, precision = ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam")
-    dp, z3 = (sum(comm_time(derive_schedule(_s(s), model, mesh, precision), hw()).values()) for s in ("dp", "zero3"))
-    assert z3 / dp == pytest.approx(1.5)   # SPEC §4: 3Ψ vs 2Ψ; at α = 0 seconds are bytes / W
+    dp, z3 = (
+        sum(comm_time(derive_schedule(_s(s), model, mesh, precision), hw()).values())
+        for s in ("dp", "zero3")
+    )
+    assert z3 / dp == pytest.approx(1.5)  # SPEC §4: 3Ψ vs 2Ψ; at α = 0 seconds are bytes / W
 
 
 def test_offloaded_state_is_timed_on_the_host_link_and_refused_without_one() -> None:
-    schedule = derive_schedule(_s("zero2_offload"), ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam"))
+    schedule = derive_schedule(
+        _s("zero2_offload"), ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam")
+    )
     host = Link(0.0, 25e9)
     # d2h of the 2 B gradient slice (2e9/8 bytes) and h2d of the 2 B parameter slice: 0.25e9 B each.
     network = sum(comm_time(schedule, hw(host=Link(0.0, 1e30))).values())
-    assert sum(comm_time(schedule, hw(host=host)).values()) - network == pytest.approx(2 * 0.25e9 / 25e9)
+    assert sum(comm_time(schedule, hw(host=host)).values()) - network == pytest.approx(
+        2 * 0.25e9 / 25e9
+    )
     with pytest.raises(PlacementError, match="no host link"):
         comm_time(schedule, hw())
 
 
 # --- compute: 6Ψ per token ----------------------------------------------------------------------------
-def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_recomputation() -> None:
+def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_recomputation() -> (
+    None
+):
     t = compute_time(10**9, 1000, hw(flops=1e12))
-    assert t == pytest.approx({"forward": 2.0, "backward": 4.0, "step": 0.0})      # 2e12 and 4e12 FLOPs
+    assert t == pytest.approx({"forward": 2.0, "backward": 4.0, "step": 0.0})  # 2e12 and 4e12 FLOPs
     full = compute_time(10**9, 1000, hw(flops=1e12), recompute="full")
     assert full["backward"] == pytest.approx(6.0) and sum(full.values()) == pytest.approx(8.0)
     assert compute_time(10**9, 1000, hw(flops=1e12), recompute="selective") == pytest.approx(t)
@@ -89,9 +132,14 @@ def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_r
 
 # --- overlap models and the step ---------------------------------------------------------------------
 def test_none_exposes_everything_and_per_pass_only_what_a_pass_cannot_hide() -> None:
-    compute, comm = {"forward": 2.0, "backward": 4.0, "step": 0.0}, {"forward": 1.0, "backward": 5.0, "step": 0.5}
+    compute, comm = (
+        {"forward": 2.0, "backward": 4.0, "step": 0.0},
+        {"forward": 1.0, "backward": 5.0, "step": 0.5},
+    )
     assert exposed(compute, comm, "none") == pytest.approx(6.5)
-    assert exposed(compute, comm, "per_pass") == pytest.approx(1.0 + 0.5)   # backward's excess, step's all-gather
+    assert exposed(compute, comm, "per_pass") == pytest.approx(
+        1.0 + 0.5
+    )  # backward's excess, step's all-gather
     with pytest.raises(PlacementError, match="unknown overlap model 'some'"):
         exposed(compute, comm, "some")
 
@@ -99,57 +147,83 @@ def test_none_exposes_everything_and_per_pass_only_what_a_pass_cannot_hide() -> 
 def test_step_time_adds_compute_exposed_comm_and_the_pipeline_bubble() -> None:
     model = TransformerSpec(layers=8, hidden=64, heads=4, seq=16, vocab=100)
     st = step_time("pp", model, "pipeline=4", "mixed_adam", hw(), micro_batches=8)
-    assert st.bubble_s == pytest.approx(3 / 8 * st.compute_s)                # (p-1)/m of the ideal time
+    assert st.bubble_s == pytest.approx(3 / 8 * st.compute_s)  # (p-1)/m of the ideal time
     assert st.total_s == pytest.approx(st.compute_s + st.comm_s + st.bubble_s)
     # The transformer fixes the tokens: m·b·s/p = 8·1·16/4 = 32 per device.
     assert st.compute_s == pytest.approx(6 * model.psi * 32 / 1e12)
     with pytest.raises(PlacementError, match=r"m·b·s/\(t·p\) = 8·1·16/4 = 32"):
-        step_time("pp", model, "pipeline=4", "mixed_adam", hw(), tokens_per_device=100, micro_batches=8)
+        step_time(
+            "pp", model, "pipeline=4", "mixed_adam", hw(), tokens_per_device=100, micro_batches=8
+        )
 
 
 # --- the compute-bound threshold ----------------------------------------------------------------------
 @pytest.mark.parametrize("n", [8, 64])
 def test_dp_threshold_is_two_thirds_f_over_w_without_overlap_and_f_over_w_per_pass(n: int) -> None:
-    h = hw(flops=4e14, bandwidth=1e11)                                         # F/W = 4000 tokens
-    shrink = (n - 1) / n                                                       # a ring's (N-1)/N
-    assert compute_bound_tokens("dp", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "none") == \
-        pytest.approx(2 / 3 * 4000 * shrink)
-    assert compute_bound_tokens("dp", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "per_pass") == \
-        pytest.approx(4000 * shrink)
+    h = hw(flops=4e14, bandwidth=1e11)  # F/W = 4000 tokens
+    shrink = (n - 1) / n  # a ring's (N-1)/N
+    assert compute_bound_tokens(
+        "dp", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "none"
+    ) == pytest.approx(2 / 3 * 4000 * shrink)
+    assert compute_bound_tokens(
+        "dp", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "per_pass"
+    ) == pytest.approx(4000 * shrink)
 
 
 @pytest.mark.parametrize("n", [8, 64])
-def test_zero3_threshold_is_f_over_w_under_both_models_so_per_pass_hides_its_extra_half(n: int) -> None:
+def test_zero3_threshold_is_f_over_w_under_both_models_so_per_pass_hides_its_extra_half(
+    n: int,
+) -> None:
     h = hw(flops=4e14, bandwidth=1e11)
     for overlap in ("none", "per_pass"):
-        assert compute_bound_tokens("zero3", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, overlap) == \
-            pytest.approx(4000 * (n - 1) / n)
+        assert compute_bound_tokens(
+            "zero3", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, overlap
+        ) == pytest.approx(4000 * (n - 1) / n)
     dp = compute_bound_tokens("dp", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "per_pass")
-    z3 = compute_bound_tokens("zero3", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "per_pass")
-    assert z3 == pytest.approx(dp)                     # ZeRO-3's 1.5× volume costs nothing more, per pass
+    z3 = compute_bound_tokens(
+        "zero3", ModelSpec(10**9), Mesh.of(data=n), "mixed_adam", h, "per_pass"
+    )
+    assert z3 == pytest.approx(dp)  # ZeRO-3's 1.5× volume costs nothing more, per pass
 
 
 def test_latency_adds_alpha_steps_to_the_threshold() -> None:
     # dp per_pass: 4Ψ·T/F >= 2(N-1)α + 2(N-1)/N·2Ψ/W.
     psi, n, f, w, a = 10**9, 8, 4e14, 1e11, 1e-5
     expected = (14 * a + 2 * 7 / 8 * 2 * psi / w) * f / (4 * psi)
-    assert compute_bound_tokens("dp", ModelSpec(psi), Mesh.of(data=n), "mixed_adam", hw(a, w, f), "per_pass") == \
-        pytest.approx(expected)
+    assert compute_bound_tokens(
+        "dp", ModelSpec(psi), Mesh.of(data=n), "mixed_adam", hw(a, w, f), "per_pass"
+    ) == pytest.approx(expected)
 
 
-def test_zero1_and_zero2_hide_their_reduce_scatter_at_half_the_dp_threshold_but_not_the_step_gather() -> None:
+def test_zero1_and_zero2_hide_their_reduce_scatter_at_half_the_dp_threshold_but_not_the_step_gather() -> (
+    None
+):
     h = hw(flops=4e14, bandwidth=1e11)
     for name in ("zero1", "zero2"):
-        t = compute_bound_tokens(name, ModelSpec(10**9), Mesh.of(data=8), "mixed_adam", h, "per_pass")
+        t = compute_bound_tokens(
+            name, ModelSpec(10**9), Mesh.of(data=8), "mixed_adam", h, "per_pass"
+        )
         assert t == pytest.approx(2000 * 7 / 8)
-        st = step_time(name, ModelSpec(10**9), "data=8", "mixed_adam", h, tokens_per_device=10 * t, overlap="per_pass")
-        assert st.exposed_comm_s == pytest.approx(7 / 8 * 2e9 / 1e11)   # the parameter all-gather after the step
+        st = step_time(
+            name,
+            ModelSpec(10**9),
+            "data=8",
+            "mixed_adam",
+            h,
+            tokens_per_device=10 * t,
+            overlap="per_pass",
+        )
+        assert st.exposed_comm_s == pytest.approx(
+            7 / 8 * 2e9 / 1e11
+        )  # the parameter all-gather after the step
 
 
 def test_at_the_threshold_the_step_is_exactly_compute_bound() -> None:
     h = hw(flops=4e14, bandwidth=1e11)
     for name in ("dp", "zero3"):
-        t = compute_bound_tokens(name, ModelSpec(10**9), Mesh.of(data=8), "mixed_adam", h, "per_pass")
+        t = compute_bound_tokens(
+            name, ModelSpec(10**9), Mesh.of(data=8), "mixed_adam", h, "per_pass"
+        )
         above = step_time(name, ModelSpec(10**9), "data=8", "mixed_adam", h, t * 1.001, "per_pass")
         below = step_time(name, ModelSpec(10**9), "data=8", "mixed_adam", h, t * 0.9, "per_pass")
         assert above.exposed_comm_s == 0.0 and below.exposed_comm_s > 0.0
@@ -180,10 +254,14 @@ def test_jax_scaling_book_data_parallel_threshold_for_tpu_v5p_is_2550_tokens_per
     # Tolerance 0.3%: 4.6e14 / 1.8e11 = 2555.6, which the book rounds to 2,550 (0.22%); N = 8960
     # chips (a v5p pod) makes the ring's (N-1)/N = 0.99989.
     v5p = hw(alpha=0.0, bandwidth=2 * 9e10, flops=4.6e14)
-    dp = compute_bound_tokens("dp", ModelSpec(10**9), Mesh.of(data=8960), "mixed_adam", v5p, "per_pass")
+    dp = compute_bound_tokens(
+        "dp", ModelSpec(10**9), Mesh.of(data=8960), "mixed_adam", v5p, "per_pass"
+    )
     assert dp == pytest.approx(2550, rel=3e-3)
     # Same section, FSDP: "we are compute bound when B/X < C/W = 2550 ... the same as data parallelism".
-    fsdp = compute_bound_tokens("zero3", ModelSpec(10**9), Mesh.of(data=8960), "mixed_adam", v5p, "per_pass")
+    fsdp = compute_bound_tokens(
+        "zero3", ModelSpec(10**9), Mesh.of(data=8960), "mixed_adam", v5p, "per_pass"
+    )
     assert fsdp == pytest.approx(2550, rel=3e-3)
 
 
@@ -198,12 +276,22 @@ def test_jax_scaling_book_llama3_70b_trains_in_about_17_days() -> None:
     assert seconds / 86_400 == pytest.approx(17, rel=0.03)
 
 
-@pytest.mark.parametrize("psi, tokens, gpus, flops, days", [
-    (175e9, 300e9, 1024, 140e12, 34),    # GPT-3 on 1024 A100s at 140 teraFLOP/s: "about 34 days"
-    (1008e9, 450e9, 3072, 163e12, 84),   # the 1T model (1008B in Table 1) on 3072 A100s: "about 84 days"
-])
-def test_megatron_end_to_end_training_time_8tp_over_nx(psi: float, tokens: float, gpus: int, flops: float,
-                                                      days: int) -> None:
+@pytest.mark.parametrize(
+    "psi, tokens, gpus, flops, days",
+    [
+        (175e9, 300e9, 1024, 140e12, 34),  # GPT-3 on 1024 A100s at 140 teraFLOP/s: "about 34 days"
+        (
+            1008e9,
+            450e9,
+            3072,
+            163e12,
+            84,
+        ),  # the 1T model (1008B in Table 1) on 3072 A100s: "about 84 days"
+    ],
+)
+def test_megatron_end_to_end_training_time_8tp_over_nx(
+    psi: float, tokens: float, gpus: int, flops: float, days: int
+) -> None:
     # Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
     # Megatron-LM" (SC'21), §5.1: training time ≈ 8TP/(nX) -- 8 because their runs recompute
     # activations (full recomputation: 8Ψ FLOPs per token, SPEC §9). Tolerance 1.5%: the paper
@@ -217,7 +305,7 @@ def test_presets_cite_their_sources_and_price_tensor_on_nvlink_and_data_on_infin
     assert h100.link("tensor").bandwidth == 450e9 and h100.link("data").bandwidth == 50e9
     assert h100.flops == pytest.approx(0.4 * 989e12, rel=1e-3) and "MFU" in h100.source
     assert HARDWARE["a100-nvlink-ib"].link("data").bandwidth == 25e9
-    assert h100.memory_bytes == 80 * 2**30                 # "80GB" of HBM is 80 GiB
+    assert h100.memory_bytes == 80 * 2**30  # "80GB" of HBM is 80 GiB
     with pytest.raises(PlacementError, match="no link for the data axis"):
         Hardware("x", 1e12, 10**9, (("tensor", LINK),)).link("data")
     with pytest.raises(PlacementError, match="bandwidth is bytes per second > 0"):
@@ -226,4 +314,5 @@ def test_presets_cite_their_sources_and_price_tensor_on_nvlink_and_data_on_infin
 
 def _s(name: str):
     from placement_edu import get_strategy
+
     return get_strategy(name)

@@ -16,8 +16,14 @@ import sys
 
 import pytest
 
-from placement_edu.implementations import (IMPLEMENTATIONS, TorchRefConfig, ddp_buckets, fsdp2_order, predict,
-                                           zero_redundancy_broadcasts)
+from placement_edu.implementations import (
+    IMPLEMENTATIONS,
+    TorchRefConfig,
+    ddp_buckets,
+    fsdp2_order,
+    predict,
+    zero_redundancy_broadcasts,
+)
 
 pytestmark = pytest.mark.runtime
 
@@ -37,9 +43,13 @@ def model_for(impl: str, n: int) -> str:
 @pytest.fixture(scope="module", params=[2, 3, 4, pytest.param(8, marks=pytest.mark.slow)])
 def results(request):
     from placement_edu.runtime.torch_ref_result import run_torch_refs
+
     n = request.param
-    configs = [TorchRefConfig(impl, n, model_for(impl, n), steps=2)
-               for impl in IMPLEMENTATIONS if impl != "dtensor_tp" or 8 % n == 0]   # tp splits 8 heads
+    configs = [
+        TorchRefConfig(impl, n, model_for(impl, n), steps=2)
+        for impl in IMPLEMENTATIONS
+        if impl != "dtensor_tp" or 8 % n == 0
+    ]  # tp splits 8 heads
     return n, run_torch_refs(configs, timeout_s=60)
 
 
@@ -66,10 +76,10 @@ def test_fsdp2_slices_are_uneven_and_padded_at_three_ranks(results):
 def test_zero_redundancy_shards_the_optimizer_unevenly_and_ddp_does_not(results):
     n, runs = results
     by = {r.config.impl: r for r in runs}
-    psi = 64 * 128 + 128 + 128 * 128 + 128 + 128 * 16 + 16            # 26,896 parameters
-    assert [m["optimizer"] for m in by["ddp"].measured] == [16 * psi] * n   # m and v, float64
+    psi = 64 * 128 + 128 + 128 * 128 + 128 + 128 * 16 + 16  # 26,896 parameters
+    assert [m["optimizer"] for m in by["ddp"].measured] == [16 * psi] * n  # m and v, float64
     zero = [m["optimizer"] for m in by["zero_redundancy"].measured]
-    assert sum(zero) == 16 * psi and len(set(zero)) > 1                  # whole tensors, greedily
+    assert sum(zero) == 16 * psi and len(set(zero)) > 1  # whole tensors, greedily
 
 
 def test_dtensor_tp_all_reduces_each_column_input_gradient_apart(results):
@@ -80,17 +90,26 @@ def test_dtensor_tp_all_reduces_each_column_input_gradient_apart(results):
     step = [o["op"] for o in tp[0].measured[0]["ops"] if o["step"] == 1]
     # Megatron (the ideal): 2 all-reduces forward + 2 backward per layer; DTensor: 2 + 4 (q, k, v, up).
     assert step == ["all_reduce"] * 6 and len(tp[0].ideal) == 4
-    h, f = 16, 32                                                    # the toy's widths
-    assert tp[0].measured[0]["params"] == 8 * (h * h + (4 * h * h + 2 * f * h) // n)   # embed whole, the rest 1/N
+    h, f = 16, 32  # the toy's widths
+    assert tp[0].measured[0]["params"] == 8 * (
+        h * h + (4 * h * h + 2 * f * h) // n
+    )  # embed whole, the rest 1/N
 
 
 def test_1f1b_as_torch_runs_it_one_more_warm_up_forward_and_fused_send_recv():
     from placement_edu.implementations import torch_1f1b_order
+
     # Stage 0 of 4, m = 8: 4 warm-up forwards (the textbook: 3); the 4th forward's send goes out with
     # the first backward's recv; stage 0 receives no forward and sends no backward.
-    assert torch_1f1b_order(4, 0, 8)[:6] == [("send", "forward", 0), ("send", "forward", 1), ("send", "forward", 2),
-                                             ("send", "forward", 3), ("recv", "backward", 0), ("send", "forward", 4)]
-    for stage in range(4):                             # every message once: m forward and m backward
+    assert torch_1f1b_order(4, 0, 8)[:6] == [
+        ("send", "forward", 0),
+        ("send", "forward", 1),
+        ("send", "forward", 2),
+        ("send", "forward", 3),
+        ("recv", "backward", 0),
+        ("send", "forward", 4),
+    ]
+    for stage in range(4):  # every message once: m forward and m backward
         ops = torch_1f1b_order(4, stage, 8)
         assert len(ops) == 2 * 8 * ((stage > 0) + (stage < 3)) and len(set(ops)) == len(ops)
 
@@ -99,21 +118,44 @@ def test_a_one_byte_or_one_op_difference_is_named():
     from dataclasses import replace
 
     from placement_edu.runtime.torch_ref_result import TorchRefResult
+
     config = TorchRefConfig("ddp", 2, MLP, steps=1)
     predicted = predict(config)
-    raw = [{"steps": [{"step": -1, "ops": [{"op": o[0], "payload_bytes": o[1], "group": o[2]} for o in p["steps"][0]]},
-                      {"step": 0, "ops": [{"op": o[0], "payload_bytes": o[1], "group": o[2]} for o in p["steps"][1]],
-                       "held": {**{s: p[s] for s in ("params", "grads", "optimizer", "storage_params")},
-                                "optimizer_step_counters": 48},
-                       "deviation": 0.0}], "wall_s": 0.0} for p in predicted]
+    raw = [
+        {
+            "steps": [
+                {
+                    "step": -1,
+                    "ops": [
+                        {"op": o[0], "payload_bytes": o[1], "group": o[2]} for o in p["steps"][0]
+                    ],
+                },
+                {
+                    "step": 0,
+                    "ops": [
+                        {"op": o[0], "payload_bytes": o[1], "group": o[2]} for o in p["steps"][1]
+                    ],
+                    "held": {
+                        **{s: p[s] for s in ("params", "grads", "optimizer", "storage_params")},
+                        "optimizer_step_counters": 48,
+                    },
+                    "deviation": 0.0,
+                },
+            ],
+            "wall_s": 0.0,
+        }
+        for p in predicted
+    ]
     good = TorchRefResult.build(config, raw)
     assert good.differences() == [] and good.ops_match and good.bytes_match
     raw[1]["steps"][1]["held"]["grads"] += 1
     raw[0]["steps"][1]["ops"][0]["payload_bytes"] -= 8
     bad = TorchRefResult.build(config, raw)
     assert not bad.ops_match and not bad.bytes_match
-    assert bad.differences() == ["rank 0 op 1: measured all_reduce 215,160 B/2, predicted all_reduce 215,168 B/2 (2 vs 2 ops)",
-                                 "rank 1 grads: measured 215,169 B, predicted 215,168 B"]
+    assert bad.differences() == [
+        "rank 0 op 1: measured all_reduce 215,160 B/2, predicted all_reduce 215,168 B/2 (2 vs 2 ops)",
+        "rank 1 grads: measured 215,169 B, predicted 215,168 B",
+    ]
     assert replace(good, deviation=1e-3).equivalent is False
 
 
@@ -128,32 +170,73 @@ def test_ddp_buckets_one_at_the_first_step_then_1_mib_then_25_mib():
 def test_zero_redundancy_broadcasts_owner_by_owner_largest_first():
     # Tensors of mlp:64,128,128,16: rank 0 owns 1.weight alone (16,384); rank 1 the rest, largest first.
     numels = [8192, 128, 16384, 128, 2048, 16]
-    assert zero_redundancy_broadcasts(numels, 2) == [(0, 16384), (1, 8192), (1, 2048), (1, 128), (1, 128), (1, 16)]
+    assert zero_redundancy_broadcasts(numels, 2) == [
+        (0, 16384),
+        (1, 8192),
+        (1, 2048),
+        (1, 128),
+        (1, 128),
+        (1, 16),
+    ]
 
 
 def test_fsdp2_order_root_first_prefetch_and_the_final_callback():
     # Measured with 4 Linears (3 fully_shard-ed + the root) at N = 3, reshard_after_forward=True.
-    assert fsdp2_order(4, True) == [("all_gather", 3), ("all_gather", 0), ("all_gather", 1), ("all_gather", 2),
-                                    ("all_gather", 3), ("all_gather", 2), ("all_gather", 1), ("reduce_scatter", 2),
-                                    ("all_gather", 0), ("reduce_scatter", 1),
-                                    ("reduce_scatter", 3), ("reduce_scatter", 0)]
+    assert fsdp2_order(4, True) == [
+        ("all_gather", 3),
+        ("all_gather", 0),
+        ("all_gather", 1),
+        ("all_gather", 2),
+        ("all_gather", 3),
+        ("all_gather", 2),
+        ("all_gather", 1),
+        ("reduce_scatter", 2),
+        ("all_gather", 0),
+        ("reduce_scatter", 1),
+        ("reduce_scatter", 3),
+        ("reduce_scatter", 0),
+    ]
     # None (the default) keeps the root gathered into backward: one gather fewer than True.
-    assert [op for op in fsdp2_order(4, None) if op[0] == "all_gather"].count(("all_gather", 3)) == 1
-    assert [op for op in fsdp2_order(4, False) if op[0] == "all_gather"] == [("all_gather", u) for u in (3, 0, 1, 2)]
+    assert [op for op in fsdp2_order(4, None) if op[0] == "all_gather"].count(
+        ("all_gather", 3)
+    ) == 1
+    assert [op for op in fsdp2_order(4, False) if op[0] == "all_gather"] == [
+        ("all_gather", u) for u in (3, 0, 1, 2)
+    ]
 
 
 @pytest.mark.slow
 def test_ddp_and_zero_redundancy_with_several_buckets_are_predicted():
     from placement_edu.runtime.torch_ref_result import run_torch_refs
-    runs = run_torch_refs([TorchRefConfig(impl, 2, "mlp:512,512,512,512,16", steps=2)
-                     for impl in ("ddp", "zero_redundancy", "fsdp2")])
+
+    runs = run_torch_refs(
+        [
+            TorchRefConfig(impl, 2, "mlp:512,512,512,512,16", steps=2)
+            for impl in ("ddp", "zero_redundancy", "fsdp2")
+        ]
+    )
     for run in runs:
         assert run.differences() == [] and run.equivalent, str(run)
 
 
 def test_the_command_prints_json_with_the_issue_s_fields():
-    out = subprocess.run([sys.executable, "-m", "placement_edu.cli", "torch-ref", "fsdp2_root_kept",
-                          "--world-size", "2", "--steps", "1", "--json"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "placement_edu.cli",
+            "torch-ref",
+            "fsdp2_root_kept",
+            "--world-size",
+            "2",
+            "--steps",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["impl"] == "fsdp2_root_kept" and result["world_size"] == 2
@@ -161,23 +244,38 @@ def test_the_command_prints_json_with_the_issue_s_fields():
     rank = result["measured"][0]
     assert set(rank) >= {"params", "grads", "optimizer", "storage_params", "ops"}
     assert set(rank["ops"][0]) == {"step", "op", "payload_bytes", "group"}
-    assert rank == {**result["predicted"][0], "optimizer_step_counters": rank["optimizer_step_counters"]}
+    assert rank == {
+        **result["predicted"][0],
+        "optimizer_step_counters": rank["optimizer_step_counters"],
+    }
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["ddpx"], "invalid choice: 'ddpx'"),
-    (["ddp", "--world-size", "1"], "world_size must be at least 2"),
-    (["ddp", "--model", "mlp:64"], "at least two positive integers"),
-    (["ddp", "--model", "cnn:3"], "model must be transformer or look like mlp:"),
-    (["ddp", "--model", "transformer"], "ddp trains an MLP"),
-    (["dtensor_tp", "--world-size", "3"], "world_size must divide 8"),
-    (["pipelining_gpipe", "--world-size", "4"], "mlp:64,128,128,16 has 3; give an MLP with at least 4 Linears"),
-    (["pipelining_1f1b", "--model", "mlp:64,128,96,16", "--world-size", "2"], "hidden widths"),
-    (["ddp", "--steps", "0"], "steps"),
-    (["ddp", "--timeout", "nan"], "nan"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["ddpx"], "invalid choice: 'ddpx'"),
+        (["ddp", "--world-size", "1"], "world_size must be at least 2"),
+        (["ddp", "--model", "mlp:64"], "at least two positive integers"),
+        (["ddp", "--model", "cnn:3"], "model must be transformer or look like mlp:"),
+        (["ddp", "--model", "transformer"], "ddp trains an MLP"),
+        (["dtensor_tp", "--world-size", "3"], "world_size must divide 8"),
+        (
+            ["pipelining_gpipe", "--world-size", "4"],
+            "mlp:64,128,128,16 has 3; give an MLP with at least 4 Linears",
+        ),
+        (["pipelining_1f1b", "--model", "mlp:64,128,96,16", "--world-size", "2"], "hidden widths"),
+        (["ddp", "--steps", "0"], "steps"),
+        (["ddp", "--timeout", "nan"], "nan"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, says):
-    out = subprocess.run([sys.executable, "-m", "placement_edu.cli", "torch-ref", *argv],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "placement_edu.cli", "torch-ref", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1, (
+        out.stderr
+    )
     assert says in out.stderr

@@ -16,14 +16,23 @@ def bar_heights(explorer: ZeroExplorer, state: State) -> list[float]:
 
 def test_moving_the_device_slider_moves_the_bars_to_the_core_numbers() -> None:
     explorer = ZeroExplorer(psi=7.5e9, devices=64)
-    assert bar_heights(explorer, State.OPTIMIZER) == pytest.approx([90, 1.40625, 1.40625, 1.40625])  # GB
+    assert bar_heights(explorer, State.OPTIMIZER) == pytest.approx(
+        [90, 1.40625, 1.40625, 1.40625]
+    )  # GB
     explorer.devices.value = 8
-    expected = [float(analyze(s, 7.5e9, 8).memory.device[State.OPTIMIZER]) / GB
-                for s in ("dp", "zero1", "zero2", "zero3")]
+    expected = [
+        float(analyze(s, 7.5e9, 8).memory.device[State.OPTIMIZER]) / GB
+        for s in ("dp", "zero1", "zero2", "zero3")
+    ]
     assert bar_heights(explorer, State.OPTIMIZER) == pytest.approx(expected)
     assert expected == [90, 11.25, 11.25, 11.25]  # 12 B x 7.5e9 / 8
     assert "15 GB (13.970 GiB)" in explorer.table.value  # zero3 model state at N = 8: 120/8 GB
-    assert [label.get_text() for label in explorer.charts.memory_labels] == ["120 GB", "41.25 GB", "28.12 GB", "15 GB"]
+    assert [label.get_text() for label in explorer.charts.memory_labels] == [
+        "120 GB",
+        "41.25 GB",
+        "28.12 GB",
+        "15 GB",
+    ]
     assert bytes(explorer.image.value[:4]) == b"\x89PNG"  # what the notebook shows was re-rendered
 
 
@@ -46,7 +55,9 @@ def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_app
 
 def test_smaller_gather_units_shrink_only_the_transient_peak() -> None:
     explorer = ZeroExplorer(psi=1e9, devices=8)
-    assert explorer.units.value == 32 and explorer.units.label == "32 = one per layer"  # the default
+    assert (
+        explorer.units.value == 32 and explorer.units.label == "32 = one per layer"
+    )  # the default
     explorer.units.value = 1
     assert explorer.units.label == "1 = whole model (worst case)"
     whole = [bar.get_height() for bar in explorer.charts.transient_bars]
@@ -54,7 +65,9 @@ def test_smaller_gather_units_shrink_only_the_transient_peak() -> None:
     quarter = [bar.get_height() for bar in explorer.charts.transient_bars]
     # zero3: window 2 GB + bucket 2 GB for one unit of the whole model; 0.5 + 0.5 GB in quarters.
     assert (whole[3], quarter[3]) == pytest.approx((4.0, 1.0))
-    assert [b.get_height() for b in explorer.charts.state_bars[State.PARAMS]] == pytest.approx([2, 2, 2, 0.25])
+    assert [b.get_height() for b in explorer.charts.state_bars[State.PARAMS]] == pytest.approx(
+        [2, 2, 2, 0.25]
+    )
 
 
 # --- time (SPEC §9): the explorer and the plan table call the core --------------------------------
@@ -65,19 +78,37 @@ def test_time_explorer_bars_are_the_cores_step_times_and_move_with_the_bandwidth
 
     explorer = TimeExplorer(bandwidth_gbs=50, tflops=400, tokens=4096, overlap="none")
     hw = explorer.hardware()
-    expected = step_time("zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", hw, 4096, "none")
+    expected = step_time(
+        "zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", hw, 4096, "none"
+    )
     z3 = explorer.names.index("zero3")
     assert explorer.compute_bars[z3].get_height() == pytest.approx(expected.compute_s)
     assert explorer.exposed_bars[z3].get_height() == pytest.approx(expected.exposed_comm_s)
     before = [bar.get_height() for bar in explorer.exposed_bars]
-    explorer.bandwidth.value = 500                                   # 10x the bandwidth: a tenth of the bytes' time
+    explorer.bandwidth.value = 500  # 10x the bandwidth: a tenth of the bytes' time
     after = [bar.get_height() for bar in explorer.exposed_bars]
-    moved = step_time("zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", explorer.hardware(), 4096, "none")
+    moved = step_time(
+        "zero3",
+        ModelSpec(explorer.psi),
+        Mesh.of(data=64),
+        "mixed_adam",
+        explorer.hardware(),
+        4096,
+        "none",
+    )
     assert after[z3] == pytest.approx(moved.exposed_comm_s)
-    alpha = 3 * 63 * 5e-6                                            # 3 ring collectives of 63 steps, 5 µs each
-    assert after[z3] - alpha == pytest.approx((before[z3] - alpha) / 10)   # the bytes' time, a tenth
+    alpha = 3 * 63 * 5e-6  # 3 ring collectives of 63 steps, 5 µs each
+    assert after[z3] - alpha == pytest.approx((before[z3] - alpha) / 10)  # the bytes' time, a tenth
     assert explorer.thresholds["zero3"] == pytest.approx(
-        compute_bound_tokens("zero3", ModelSpec(explorer.psi), Mesh.of(data=64), "mixed_adam", explorer.hardware(), "none"))
+        compute_bound_tokens(
+            "zero3",
+            ModelSpec(explorer.psi),
+            Mesh.of(data=64),
+            "mixed_adam",
+            explorer.hardware(),
+            "none",
+        )
+    )
     assert bytes(explorer.image.value[:4]) == b"\x89PNG"
 
 
@@ -85,7 +116,7 @@ def test_time_explorer_per_pass_hides_dp_communication_above_its_threshold() -> 
     from placement_edu.presentation.time_explorer import TimeExplorer
 
     explorer = TimeExplorer(bandwidth_gbs=50, tflops=400, tokens=512, overlap="per_pass")
-    assert explorer.times["dp"].exposed_comm_s > 0                   # 512 < F/W = 8000 tokens
+    assert explorer.times["dp"].exposed_comm_s > 0  # 512 < F/W = 8000 tokens
     explorer.tokens.value = 16384
     assert explorer.times["dp"].exposed_comm_s == 0.0 and explorer.thresholds["dp"] < 16384
     assert explorer.times["tp"].compute_s == pytest.approx(explorer.times["dp"].compute_s, rel=1e-9)

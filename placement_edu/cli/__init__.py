@@ -26,8 +26,16 @@ from placement_edu.errors import PlacementError
 __all__ = ["build_parser", "main"]
 
 #: One ``add_parser(sub)`` per subcommand, in the order ``--help`` lists them.
-PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [table.add_parser, check.add_parser, run.add_parser, estimate.add_parser, calibrate.add_parser, plan.add_parser,
-                                                          torch_ref.add_parser, fit.add_parser]
+PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [
+    table.add_parser,
+    check.add_parser,
+    run.add_parser,
+    estimate.add_parser,
+    calibrate.add_parser,
+    plan.add_parser,
+    torch_ref.add_parser,
+    fit.add_parser,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,16 +50,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: sys.argv[1:]), run the subcommand, return the exit status."""
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as done:                         # --help (0) or a usage error (2)
+    except SystemExit as done:  # --help (0) or a usage error (2)
         return int(done.code or 0)
     try:
         return int(args.handler(args) or 0)
     except PlacementError as error:
         print(f"placement-edu: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:                          # Ctrl-C before or after a run's ranks exist
+    except KeyboardInterrupt:  # Ctrl-C before or after a run's ranks exist
         print("placement-edu: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:                            # the reader left early (``| head``): not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # (Python flushes at exit)
-        return 141                                     # 128 + SIGPIPE, as a shell reports it
+    except BrokenPipeError:  # the reader left early (``| head``): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python flushes at exit)
+        return 141  # 128 + SIGPIPE, as a shell reports it

@@ -24,7 +24,7 @@ MAX_REPEATS = 1000
 
 
 def _world_sizes(text: str) -> tuple[int, ...]:
-    """"2,4" -> (2, 4): each a whole number of ranks, 2 to MAX_LOCAL_WORLD_SIZE."""
+    """ "2,4" -> (2, 4): each a whole number of ranks, 2 to MAX_LOCAL_WORLD_SIZE."""
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
         raise PlacementError(f"{text!r} names no world size; give e.g. 2,4")
@@ -37,30 +37,62 @@ def _log2_bytes(text: str) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="time collectives on this machine and fit α and W (SPEC §9)",
-                       description=__doc__.splitlines()[0].replace("``", ""))
-    p.add_argument("--world-sizes", type=flag_type(_world_sizes), default=(2, 4),
-                   help="comma-separated ranks per launch (default 2,4)")
-    p.add_argument("--min-size", type=flag_type(_log2_bytes), default=10,
-                   help="smallest payload, log2 of bytes (default 10: 1 KiB)")
-    p.add_argument("--max-size", type=flag_type(_log2_bytes), default=22,
-                   help="largest payload, log2 of bytes (default 22: 4 MiB)")
-    p.add_argument("--repeats", type=flag_type(read_int, "repeats", MAX_REPEATS), default=10,
-                   help="timed calls per point (default 10; the median is fitted)")
-    p.add_argument("--timeout", type=flag_type(read_seconds), default=60.0,
-                   help="seconds a collective may wait before the calibration is ended (default 60)")
-    p.add_argument("--json", action="store_true", help="print JSON (every repeat, the fits, the hardware line)")
+    p = sub.add_parser(
+        "calibrate",
+        help="time collectives on this machine and fit α and W (SPEC §9)",
+        description=__doc__.splitlines()[0].replace("``", ""),
+    )
+    p.add_argument(
+        "--world-sizes",
+        type=flag_type(_world_sizes),
+        default=(2, 4),
+        help="comma-separated ranks per launch (default 2,4)",
+    )
+    p.add_argument(
+        "--min-size",
+        type=flag_type(_log2_bytes),
+        default=10,
+        help="smallest payload, log2 of bytes (default 10: 1 KiB)",
+    )
+    p.add_argument(
+        "--max-size",
+        type=flag_type(_log2_bytes),
+        default=22,
+        help="largest payload, log2 of bytes (default 22: 4 MiB)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=flag_type(read_int, "repeats", MAX_REPEATS),
+        default=10,
+        help="timed calls per point (default 10; the median is fitted)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=flag_type(read_seconds),
+        default=60.0,
+        help="seconds a collective may wait before the calibration is ended (default 60)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print JSON (every repeat, the fits, the hardware line)"
+    )
     p.set_defaults(handler=_calibrate)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     from placement_edu.runtime.calibrate import calibrate
+
     if args.min_size > args.max_size:
         raise PlacementError(f"--min-size {args.min_size} is above --max-size {args.max_size}")
-    sizes = tuple(2 ** k for k in range(args.min_size, args.max_size + 1))
-    return launched(lambda: calibrate(args.world_sizes, sizes, args.repeats, timeout_s=args.timeout),
-                    lambda result: json.dumps(as_dict(result), indent=2, ensure_ascii=False) if args.json
-                    else report(result), what="calibration")
+    sizes = tuple(2**k for k in range(args.min_size, args.max_size + 1))
+    return launched(
+        lambda: calibrate(args.world_sizes, sizes, args.repeats, timeout_s=args.timeout),
+        lambda result: (
+            json.dumps(as_dict(result), indent=2, ensure_ascii=False)
+            if args.json
+            else report(result)
+        ),
+        what="calibration",
+    )
 
 
 # --- presentation ------------------------------------------------------------------------------
@@ -72,11 +104,13 @@ def _memory_bytes() -> int:
 def _source(result) -> str:
     flops = result.flops()
     noise = _noise(result)
-    return (f"fitted by `placement-edu calibrate` on this {os.cpu_count()}-core machine, {date.today().isoformat()}: "
-            f"gloo over loopback at N = {', '.join(map(str, result.world_sizes))}, payloads "
-            f"{_size(min(s.payload_bytes for s in result.samples))}-{_size(max(s.payload_bytes for s in result.samples))}, "
-            f"median of {result.repeats} repeats; spread (max-min)/median over repeats: median {noise[0]:.0%}, "
-            f"worst {noise[1]:.0%}; flops: {flops.what} on {flops.group} ranks at once")
+    return (
+        f"fitted by `placement-edu calibrate` on this {os.cpu_count()}-core machine, {date.today().isoformat()}: "
+        f"gloo over loopback at N = {', '.join(map(str, result.world_sizes))}, payloads "
+        f"{_size(min(s.payload_bytes for s in result.samples))}-{_size(max(s.payload_bytes for s in result.samples))}, "
+        f"median of {result.repeats} repeats; spread (max-min)/median over repeats: median {noise[0]:.0%}, "
+        f"worst {noise[1]:.0%}; flops: {flops.what} on {flops.group} ranks at once"
+    )
 
 
 def _noise(result) -> tuple[float, float]:
@@ -88,11 +122,12 @@ def _noise(result) -> tuple[float, float]:
 def hardware(result):
     """The fitted ``this_machine`` preset (``timing.Hardware``)."""
     from placement_edu.timing_fit import this_machine
+
     return this_machine(result.fit, result.flops().flops_per_s, _memory_bytes(), _source(result))
 
 
 def _size(n: float) -> str:
-    for unit, div in (("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+    for unit, div in (("MiB", 2**20), ("KiB", 2**10)):
         if n >= div:
             return f"{n / div:g} {unit}"
     return f"{n:g} B"
@@ -103,25 +138,32 @@ def _us(seconds: float) -> str:
 
 
 def _fit_line(name: str, fit) -> str:
-    return (f"{name:16} α = {fit.alpha_s * 1e6:8.1f} µs per step   W = {fit.bandwidth / 1e9:7.3f} GB/s   "
-            f"rms relative error {fit.rms_relative_error:.0%} over {fit.points} points")
+    return (
+        f"{name:16} α = {fit.alpha_s * 1e6:8.1f} µs per step   W = {fit.bandwidth / 1e9:7.3f} GB/s   "
+        f"rms relative error {fit.rms_relative_error:.0%} over {fit.points} points"
+    )
 
 
 def report(result) -> str:
     """Measured medians beside the fitted model, per op and size; the fits; the hardware line."""
     from placement_edu.timing_fit import hardware_line
+
     fit = result.fit
-    lines = [f"Collectives on gloo, this machine ({os.cpu_count()} CPUs); µs; each point: median of "
-             f"{result.repeats} repeats (min-max), slowest rank; fit: t = α·steps + bytes/W (SPEC §9)",
-             f"{'op':15}{'N':>3}{'payload':>10}{'steps':>6}{'sent B':>10}{'median':>10}{'min':>9}{'max':>10}"
-             f"{'fit(op)':>10}{'fit(all)':>10}"]
+    lines = [
+        f"Collectives on gloo, this machine ({os.cpu_count()} CPUs); µs; each point: median of "
+        f"{result.repeats} repeats (min-max), slowest rank; fit: t = α·steps + bytes/W (SPEC §9)",
+        f"{'op':15}{'N':>3}{'payload':>10}{'steps':>6}{'sent B':>10}{'median':>10}{'min':>9}{'max':>10}"
+        f"{'fit(op)':>10}{'fit(all)':>10}",
+    ]
     for s in result.samples:
         lo, mid, hi = s.spread
         pooled = fit.host if s.op == "h2d" else fit.pooled
-        lines.append(f"{s.op:15}{s.group:>3}{_size(s.payload_bytes):>10}{s.steps:>6}{int(s.sent_bytes):>10}"
-                     f"{_us(mid):>10}{_us(lo):>9}{_us(hi):>10}"
-                     f"{_us(fit.by_op[s.op].seconds(s.op, s.group, s.payload_bytes)):>10}"
-                     f"{_us(pooled.seconds(s.op, s.group, s.payload_bytes)) if pooled else '-':>10}")
+        lines.append(
+            f"{s.op:15}{s.group:>3}{_size(s.payload_bytes):>10}{s.steps:>6}{int(s.sent_bytes):>10}"
+            f"{_us(mid):>10}{_us(lo):>9}{_us(hi):>10}"
+            f"{_us(fit.by_op[s.op].seconds(s.op, s.group, s.payload_bytes)):>10}"
+            f"{_us(pooled.seconds(s.op, s.group, s.payload_bytes)) if pooled else '-':>10}"
+        )
     lines.append("")
     lines.append("Fits (least squares of relative error):")
     lines += [_fit_line(op, f) for op, f in fit.by_op.items()]
@@ -132,13 +174,19 @@ def report(result) -> str:
         if at.pooled is not None:
             lines.append(_fit_line(f"pooled at N = {n}", at.pooled))
     noise = _noise(result)
-    lines.append(f"Spread over repeats, (max-min)/median: median {noise[0]:.0%} of the points' medians, "
-                 f"worst {noise[1]:.0%} (a shared {os.cpu_count()}-core machine: other processes compete)")
+    lines.append(
+        f"Spread over repeats, (max-min)/median: median {noise[0]:.0%} of the points' medians, "
+        f"worst {noise[1]:.0%} (a shared {os.cpu_count()}-core machine: other processes compete)"
+    )
     lines.append("")
-    lines.append("Compute, every rank at once (achieved FLOP/s per rank; median (min-max) over repeats):")
+    lines.append(
+        "Compute, every rank at once (achieved FLOP/s per rank; median (min-max) over repeats):"
+    )
     for c in result.compute:
         lo, mid, hi = c.spread
-        lines.append(f"  N = {c.group}: {c.what}: {mid / 1e9:.3g} GFLOP/s ({lo / 1e9:.3g}-{hi / 1e9:.3g})")
+        lines.append(
+            f"  N = {c.group}: {c.what}: {mid / 1e9:.3g} GFLOP/s ({lo / 1e9:.3g}-{hi / 1e9:.3g})"
+        )
     try:
         line = hardware_line(hardware(result))
     except PlacementError as error:
@@ -152,25 +200,64 @@ def as_dict(result) -> dict:
     from placement_edu.timing_fit import hardware_line
 
     def fit_dict(f):
-        return None if f is None else {"alpha_s": f.alpha_s, "bandwidth": f.bandwidth, "points": f.points,
-                                       "rms_relative_error": f.rms_relative_error}
+        return (
+            None
+            if f is None
+            else {
+                "alpha_s": f.alpha_s,
+                "bandwidth": f.bandwidth,
+                "points": f.points,
+                "rms_relative_error": f.rms_relative_error,
+            }
+        )
+
     fit = result.fit
     try:
         line, why = hardware_line(hardware(result)), None
     except PlacementError as error:
         line, why = None, str(error)
     return {
-        "units": {"time": "seconds", "size": "bytes", "bandwidth": "bytes per second", "flops": "FLOP/s"},
-        "model": "t = alpha_s * steps + sent_bytes / bandwidth (SPEC §9)", "repeats": result.repeats,
+        "units": {
+            "time": "seconds",
+            "size": "bytes",
+            "bandwidth": "bytes per second",
+            "flops": "FLOP/s",
+        },
+        "model": "t = alpha_s * steps + sent_bytes / bandwidth (SPEC §9)",
+        "repeats": result.repeats,
         "world_sizes": list(result.world_sizes),
-        "samples": [{"op": s.op, "world_size": s.group, "payload_bytes": s.payload_bytes, "steps": s.steps,
-                     "sent_bytes": s.sent_bytes, "median_s": s.median_s, "seconds": list(s.seconds),
-                     "fit_op_s": fit.by_op[s.op].seconds(s.op, s.group, s.payload_bytes)} for s in result.samples],
-        "fit": {"by_op": {op: fit_dict(f) for op, f in fit.by_op.items()}, "pooled": fit_dict(fit.pooled),
-                "host": fit_dict(fit.host),
-                "by_world_size": {str(n): fit_dict(result.fit_at(n).pooled) for n in result.world_sizes}},
-        "compute": [{"what": c.what, "world_size": c.group, "flops": c.flops, "flops_per_s": c.flops_per_s,
-                     "seconds": list(c.seconds)} for c in result.compute],
+        "samples": [
+            {
+                "op": s.op,
+                "world_size": s.group,
+                "payload_bytes": s.payload_bytes,
+                "steps": s.steps,
+                "sent_bytes": s.sent_bytes,
+                "median_s": s.median_s,
+                "seconds": list(s.seconds),
+                "fit_op_s": fit.by_op[s.op].seconds(s.op, s.group, s.payload_bytes),
+            }
+            for s in result.samples
+        ],
+        "fit": {
+            "by_op": {op: fit_dict(f) for op, f in fit.by_op.items()},
+            "pooled": fit_dict(fit.pooled),
+            "host": fit_dict(fit.host),
+            "by_world_size": {
+                str(n): fit_dict(result.fit_at(n).pooled) for n in result.world_sizes
+            },
+        },
+        "compute": [
+            {
+                "what": c.what,
+                "world_size": c.group,
+                "flops": c.flops,
+                "flops_per_s": c.flops_per_s,
+                "seconds": list(c.seconds),
+            }
+            for c in result.compute
+        ],
         "noise": dict(zip(("median", "worst"), _noise(result))),
-        "hardware_line": line, "hardware_error": why,
+        "hardware_line": line,
+        "hardware_error": why,
     }

@@ -18,18 +18,29 @@ from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="does a strategy train like a single device? (gradient integrity, "
-                                     "state consistency, composition rules)",
-                       description="Check a strategy's placements and derived schedule for gradient "
-                                   "integrity and state consistency (SPEC §5), and a composition for the "
-                                   "safety rules of SPEC §6; optionally with a named fault edited in.")
-    p.add_argument("strategy", help=f"one of: {', '.join(STRATEGIES)}; compositions: {', '.join(COMPOSITIONS)}")
+    p = sub.add_parser(
+        "check",
+        help="does a strategy train like a single device? (gradient integrity, "
+        "state consistency, composition rules)",
+        description="Check a strategy's placements and derived schedule for gradient "
+        "integrity and state consistency (SPEC §5), and a composition for the "
+        "safety rules of SPEC §6; optionally with a named fault edited in.",
+    )
+    p.add_argument(
+        "strategy", help=f"one of: {', '.join(STRATEGIES)}; compositions: {', '.join(COMPOSITIONS)}"
+    )
     p.add_argument("--fault", default=None, help=f"one of: {', '.join(FAULTS)}")
-    p.add_argument("--mesh", default=None,
-                   help="e.g. data=2,tensor=2 (default: 4 devices on a one-axis strategy's axis, "
-                        "2 per axis for a composition)")
-    p.add_argument("--precision", default="mixed_adam",
-                   help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}")
+    p.add_argument(
+        "--mesh",
+        default=None,
+        help="e.g. data=2,tensor=2 (default: 4 devices on a one-axis strategy's axis, "
+        "2 per axis for a composition)",
+    )
+    p.add_argument(
+        "--precision",
+        default="mixed_adam",
+        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     p.set_defaults(handler=_check)
 

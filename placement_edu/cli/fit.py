@@ -29,35 +29,71 @@ MAX_MICRO_BATCH = 1024
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fit", help="will one rank's training step fit? the peak of a real model, by event",
-                       description=__doc__.splitlines()[0])
-    p.add_argument("--model", type=flag_type(_model), required=True,
-                   help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), or PATH/config.json: "
-                        "a local HF config built with transformers (pip install 'placement-edu[hf]')")
-    p.add_argument("--strategy", choices=["fsdp2"], default="fsdp2",
-                   help="fsdp2: fully_shard on every block, then on the root (N = 1 without mixed "
-                        "precision: plain single-device training)")
-    p.add_argument("--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True, help="N")
-    p.add_argument("--rank", type=flag_type(read_int, "rank", MAX_DEVICES - 1, "", 0), default=0,
-                   help="the rank to describe, 0..N-1 (default 0; the last ranks hold fewer rows)")
-    p.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
-                   help="fp32; fsdp2_bf16: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B")
-    p.add_argument("--micro-batch", type=flag_type(read_int, "sequences", MAX_MICRO_BATCH), default=1, help="b")
-    p.add_argument("--seq", type=flag_type(read_int, "tokens", MAX_SEQ), default=None,
-                   help="s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))")
+    p = sub.add_parser(
+        "fit",
+        help="will one rank's training step fit? the peak of a real model, by event",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument(
+        "--model",
+        type=flag_type(_model),
+        required=True,
+        help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), or PATH/config.json: "
+        "a local HF config built with transformers (pip install 'placement-edu[hf]')",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=["fsdp2"],
+        default="fsdp2",
+        help="fsdp2: fully_shard on every block, then on the root (N = 1 without mixed "
+        "precision: plain single-device training)",
+    )
+    p.add_argument(
+        "--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True, help="N"
+    )
+    p.add_argument(
+        "--rank",
+        type=flag_type(read_int, "rank", MAX_DEVICES - 1, "", 0),
+        default=0,
+        help="the rank to describe, 0..N-1 (default 0; the last ranks hold fewer rows)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=list(PRECISIONS),
+        default="fp32",
+        help="fp32; fsdp2_bf16: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B",
+    )
+    p.add_argument(
+        "--micro-batch", type=flag_type(read_int, "sequences", MAX_MICRO_BATCH), default=1, help="b"
+    )
+    p.add_argument(
+        "--seq",
+        type=flag_type(read_int, "tokens", MAX_SEQ),
+        default=None,
+        help="s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))",
+    )
     p.add_argument("--attention", choices=["eager", "sdpa"], default="eager")
-    p.add_argument("--recompute", choices=["none", "full"], default="none",
-                   help="full: torch.utils.checkpoint on every block")
+    p.add_argument(
+        "--recompute",
+        choices=["none", "full"],
+        default="none",
+        help="full: torch.utils.checkpoint on every block",
+    )
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam-foreach")
-    p.add_argument("--memory-gb", type=flag_type(_gb), default=None, help="device memory, GB = 10^9 bytes")
+    p.add_argument(
+        "--memory-gb", type=flag_type(_gb), default=None, help="device memory, GB = 10^9 bytes"
+    )
     p.add_argument("--json", action="store_true", help="print JSON (bytes)")
-    p.add_argument("--verify", action="store_true",
-                   help="run PyTorch's tracker for this rank (fake process group) and print it beside")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="run PyTorch's tracker for this rank (fake process group) and print it beside",
+    )
     p.set_defaults(handler=_fit)
 
 
 def _model(text: str) -> str:
-    get_architecture(text)                             # a bad name or an unreadable config: one line, exit 2
+    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
     return text
 
 
@@ -65,9 +101,13 @@ def _gb(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise PlacementError(f"{text[:40]!r} is not a number; give device memory in GB (e.g. 80)") from None
+        raise PlacementError(
+            f"{text[:40]!r} is not a number; give device memory in GB (e.g. 80)"
+        ) from None
     if not (0 < value < 1e9):
-        raise PlacementError(f"{text[:40]!r} is out of range; give device memory in GB, > 0 (e.g. 80)")
+        raise PlacementError(
+            f"{text[:40]!r} is out of range; give device memory in GB, > 0 (e.g. 80)"
+        )
     return value
 
 
@@ -75,21 +115,36 @@ def _check(args: argparse.Namespace) -> int:
     """The sequence length, after refusing what cannot run (one line, exit 2)."""
     arch = get_architecture(args.model)
     seq = args.seq or DEFAULT_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
-    expect(args.rank < args.devices, f"--rank {args.rank} is not a rank of {args.devices} devices (0..{args.devices - 1})")
-    expect(arch.positions == 0 or seq <= arch.positions,
-           f"--seq {seq} is longer than {args.model}'s {arch.positions} learned positions")
-    expect(not args.verify or args.devices <= MAX_VERIFY_DEVICES,
-           f"--verify shards over at most {MAX_VERIFY_DEVICES} fake ranks, got --devices {args.devices}")
+    expect(
+        args.rank < args.devices,
+        f"--rank {args.rank} is not a rank of {args.devices} devices (0..{args.devices - 1})",
+    )
+    expect(
+        arch.positions == 0 or seq <= arch.positions,
+        f"--seq {seq} is longer than {args.model}'s {arch.positions} learned positions",
+    )
+    expect(
+        not args.verify or args.devices <= MAX_VERIFY_DEVICES,
+        f"--verify shards over at most {MAX_VERIFY_DEVICES} fake ranks, got --devices {args.devices}",
+    )
     return seq
 
 
 def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
     top = peak.peak
-    out = {"memory": {"params": peak.params, "grads": peak.grads, "optimizer": peak.optimizer,
-                      "activations": peak.activations, "transients": peak.transients()},
-           "peak_bytes": top.total, "peak_at": top.name,
-           "forward_backward_peak_bytes": peak.forward_backward_peak.total,
-           "step_peak_bytes": peak.step_peak.total}
+    out = {
+        "memory": {
+            "params": peak.params,
+            "grads": peak.grads,
+            "optimizer": peak.optimizer,
+            "activations": peak.activations,
+            "transients": peak.transients(),
+        },
+        "peak_bytes": top.total,
+        "peak_at": top.name,
+        "forward_backward_peak_bytes": peak.forward_backward_peak.total,
+        "step_peak_bytes": peak.step_peak.total,
+    }
     if memory_bytes is not None:
         out["memory_bytes"], out["fits"] = memory_bytes, top.total <= memory_bytes
     return out
@@ -97,14 +152,32 @@ def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
 
 def _measured(states: dict, snapshot: dict) -> dict:
     """The tracker's figures under the same keys (``peak_at`` names the phase, as the tracker does)."""
-    persistent = {"Sharded Param", "Parameter", "Sharded Grad", "Gradient", "OptState", "Optstate", "Total",
-                  "Inputs", "Other", "Buffer"}
+    persistent = {
+        "Sharded Param",
+        "Parameter",
+        "Sharded Grad",
+        "Gradient",
+        "OptState",
+        "Optstate",
+        "Total",
+        "Inputs",
+        "Other",
+        "Buffer",
+    }
     fb, step = states["forward_backward_peak"], states["step_peak"]
-    return {"memory": {"params": states["params"], "grads": states["grads"], "optimizer": states["optimizer"],
-                       "activations": states["activations"],
-                       "transients": {k: v for k, v in snapshot.items() if k not in persistent and v}},
-            "peak_bytes": max(fb, step), "peak_at": "forward/backward" if fb >= step else "optimizer step",
-            "forward_backward_peak_bytes": fb, "step_peak_bytes": step}
+    return {
+        "memory": {
+            "params": states["params"],
+            "grads": states["grads"],
+            "optimizer": states["optimizer"],
+            "activations": states["activations"],
+            "transients": {k: v for k, v in snapshot.items() if k not in persistent and v},
+        },
+        "peak_bytes": max(fb, step),
+        "peak_at": "forward/backward" if fb >= step else "optimizer step",
+        "forward_backward_peak_bytes": fb,
+        "step_peak_bytes": step,
+    }
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -113,52 +186,98 @@ def _fit(args: argparse.Namespace) -> int:
         try:
             import transformers  # noqa: F401
         except ImportError:
-            raise PlacementError("--model PATH/config.json builds HF's module with transformers: "
-                                 "pip install 'placement-edu[hf]'") from None
+            raise PlacementError(
+                "--model PATH/config.json builds HF's module with transformers: "
+                "pip install 'placement-edu[hf]'"
+            ) from None
     from placement_edu.runtime.profiles import get_profile
+
     compute = PRECISIONS[args.precision].compute_name
-    profile, cached = get_profile(args.model, args.micro_batch, seq, compute, args.attention, args.recompute)
+    profile, cached = get_profile(
+        args.model, args.micro_batch, seq, compute, args.attention, args.recompute
+    )
     peak = derive(args.model, profile, args.devices, args.rank, args.precision, args.optimizer)
     memory_bytes = round(args.memory_gb * GB) if args.memory_gb is not None else None
-    result = {"model": args.model, "strategy": args.strategy, "devices": args.devices, "rank": args.rank,
-              "precision": args.precision, "micro_batch": args.micro_batch, "seq": seq,
-              "attention": args.attention, "recompute": args.recompute, "optimizer": args.optimizer,
-              **_report(peak, memory_bytes),
-              "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
-              "profile": {**profile.to_dict(), "cached": cached}}
+    result = {
+        "model": args.model,
+        "strategy": args.strategy,
+        "devices": args.devices,
+        "rank": args.rank,
+        "precision": args.precision,
+        "micro_batch": args.micro_batch,
+        "seq": seq,
+        "attention": args.attention,
+        "recompute": args.recompute,
+        "optimizer": args.optimizer,
+        **_report(peak, memory_bytes),
+        "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
+        "profile": {**profile.to_dict(), "cached": cached},
+    }
     result["profile"].pop("moments")
     if args.verify:
         from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
-        raw = measure_in_subprocess(model=args.model, devices=args.devices, rank=args.rank,
-                                    precision=args.precision, micro_batch=args.micro_batch, seq=seq,
-                                    attention=args.attention, recompute=args.recompute, optimizer=args.optimizer)
+
+        raw = measure_in_subprocess(
+            model=args.model,
+            devices=args.devices,
+            rank=args.rank,
+            precision=args.precision,
+            micro_batch=args.micro_batch,
+            seq=seq,
+            attention=args.attention,
+            recompute=args.recompute,
+            optimizer=args.optimizer,
+        )
         fsdp = args.devices > 1 or args.precision != "fp32"
-        result["measured"] = {**_measured(states(raw, fsdp), raw["forward_backward_peak"]),
-                              "seconds": raw["seconds"]}
+        result["measured"] = {
+            **_measured(states(raw, fsdp), raw["forward_backward_peak"]),
+            "seconds": raw["seconds"],
+        }
     print(json.dumps(result, indent=2) if args.json else _text(result, peak))
     return 0
 
 
 def _text(r: dict, peak: StepPeak) -> str:
     fsdp = r["devices"] > 1 or r["precision"] != "fp32"
-    where = (f"FSDP2 (fully_shard per block + root) on {r['devices']} devices, rank {r['rank']}" if fsdp
-             else "one device")
+    where = (
+        f"FSDP2 (fully_shard per block + root) on {r['devices']} devices, rank {r['rank']}"
+        if fsdp
+        else "one device"
+    )
     p = r["profile"]
-    lines = [f"{r['model']}, {where}; {r['precision']}; b = {r['micro_batch']}, s = {r['seq']}, "
-             f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}",
-             f"profile (measured from the module under FakeTensorMode{', cached' if p['cached'] else ''}): "
-             f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it between column- and "
-             f"row-parallel layers: what tensor parallelism would split), outside the blocks {fmt_bytes(p['outside'])}",
-             ""]
+    lines = [
+        f"{r['model']}, {where}; {r['precision']}; b = {r['micro_batch']}, s = {r['seq']}, "
+        f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}",
+        f"profile (measured from the module under FakeTensorMode{', cached' if p['cached'] else ''}): "
+        f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it between column- and "
+        f"row-parallel layers: what tensor parallelism would split), outside the blocks {fmt_bytes(p['outside'])}",
+        "",
+    ]
     m = r.get("measured")
-    rows = [("params" + (" (sharded, padded)" if fsdp else ""), r["memory"]["params"], m and m["memory"]["params"]),
-            ("grads" + (" (sharded)" if fsdp else ""), r["memory"]["grads"], m and m["memory"]["grads"]),
-            ("optimizer (Adam m, v, step)", r["memory"]["optimizer"], m and m["memory"]["optimizer"]),
-            ("activations after forward", r["memory"]["activations"], m and m["memory"]["activations"]),
-            ("forward/backward peak", r["forward_backward_peak_bytes"], m and m["forward_backward_peak_bytes"]),
-            ("optimizer-step peak", r["step_peak_bytes"], m and m["step_peak_bytes"]),
-            ("peak", r["peak_bytes"], m and m["peak_bytes"])]
-    head = f"{'':30} {'predicted':>34}" + (f" {'measured (PyTorch tracker)':>34} {'ratio':>8}" if m else "")
+    rows = [
+        (
+            "params" + (" (sharded, padded)" if fsdp else ""),
+            r["memory"]["params"],
+            m and m["memory"]["params"],
+        ),
+        (
+            "grads" + (" (sharded)" if fsdp else ""),
+            r["memory"]["grads"],
+            m and m["memory"]["grads"],
+        ),
+        ("optimizer (Adam m, v, step)", r["memory"]["optimizer"], m and m["memory"]["optimizer"]),
+        ("activations after forward", r["memory"]["activations"], m and m["memory"]["activations"]),
+        (
+            "forward/backward peak",
+            r["forward_backward_peak_bytes"],
+            m and m["forward_backward_peak_bytes"],
+        ),
+        ("optimizer-step peak", r["step_peak_bytes"], m and m["step_peak_bytes"]),
+        ("peak", r["peak_bytes"], m and m["peak_bytes"]),
+    ]
+    head = f"{'':30} {'predicted':>34}" + (
+        f" {'measured (PyTorch tracker)':>34} {'ratio':>8}" if m else ""
+    )
     lines.append(head)
     for name, pred, meas in rows:
         line = f"{name:30} {fmt_bytes(pred):>34}"

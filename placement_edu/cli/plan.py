@@ -21,32 +21,76 @@ MAX_MEMORY_GB = 10**6
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="rank placements and meshes that fit by predicted step time",
-                       description="Enumerate placements (dp, zero1/2/3, fsdp_grad_op, hsdp, composed with "
-                                   "tp and pp) on every mesh of DEVICES devices and each recomputation "
-                                   "choice; drop those whose peak exceeds the budget; rank the rest by "
-                                   "predicted step time (SPEC §9).")
-    p.add_argument("--params", type=flag_type(read_int, "parameters", MAX_PARAMS, "70e9"),
-                   help="Ψ; without the transformer flags a published shape near Ψ is assumed (and printed)")
+    p = sub.add_parser(
+        "plan",
+        help="rank placements and meshes that fit by predicted step time",
+        description="Enumerate placements (dp, zero1/2/3, fsdp_grad_op, hsdp, composed with "
+        "tp and pp) on every mesh of DEVICES devices and each recomputation "
+        "choice; drop those whose peak exceeds the budget; rank the rest by "
+        "predicted step time (SPEC §9).",
+    )
+    p.add_argument(
+        "--params",
+        type=flag_type(read_int, "parameters", MAX_PARAMS, "70e9"),
+        help="Ψ; without the transformer flags a published shape near Ψ is assumed (and printed)",
+    )
     t = p.add_argument_group("transformer (instead of --params)")
     for flag, what in SHAPE:
-        t.add_argument(f"--{flag}", type=_count(flag), help=what + " (--seq may also reshape the --params default)")
-    t.add_argument("--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)")
-    t.add_argument("--micro-batch", type=_count("sequences"), default=1,
-                   help="b, sequences per micro-batch per device (default 1)")
-    p.add_argument("--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True,
-                   help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})")
-    p.add_argument("--memory-gb", type=flag_type(read_int, "GB (10^9 bytes)", MAX_MEMORY_GB, "80"), default=None,
-                   help="memory budget per device in GB = 1e9 bytes (default: the hardware's)")
-    p.add_argument("--hardware", choices=list(HARDWARE), default="h100-nvlink-ib",
-                   help="a hardware preset (default h100-nvlink-ib)")
-    p.add_argument("--global-batch", type=_count("sequences"), default=None,
-                   help="sequences per optimizer step (default 1024: 4M tokens at s = 4096)")
-    p.add_argument("--overlap", choices=OVERLAPS, default="per_pass",
-                   help="how communication hides under compute (default per_pass)")
-    p.add_argument("--precision", default="mixed_adam", help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}")
-    p.add_argument("--top", type=_count("rows"), default=10, help="rows of the text table (default 10)")
-    p.add_argument("--json", action="store_true", help="print JSON (bytes, seconds) instead of a table")
+        t.add_argument(
+            f"--{flag}",
+            type=_count(flag),
+            help=what + " (--seq may also reshape the --params default)",
+        )
+    t.add_argument(
+        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
+    )
+    t.add_argument(
+        "--micro-batch",
+        type=_count("sequences"),
+        default=1,
+        help="b, sequences per micro-batch per device (default 1)",
+    )
+    p.add_argument(
+        "--devices",
+        type=flag_type(read_int, "devices", MAX_DEVICES),
+        required=True,
+        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
+    )
+    p.add_argument(
+        "--memory-gb",
+        type=flag_type(read_int, "GB (10^9 bytes)", MAX_MEMORY_GB, "80"),
+        default=None,
+        help="memory budget per device in GB = 1e9 bytes (default: the hardware's)",
+    )
+    p.add_argument(
+        "--hardware",
+        choices=list(HARDWARE),
+        default="h100-nvlink-ib",
+        help="a hardware preset (default h100-nvlink-ib)",
+    )
+    p.add_argument(
+        "--global-batch",
+        type=_count("sequences"),
+        default=None,
+        help="sequences per optimizer step (default 1024: 4M tokens at s = 4096)",
+    )
+    p.add_argument(
+        "--overlap",
+        choices=OVERLAPS,
+        default="per_pass",
+        help="how communication hides under compute (default per_pass)",
+    )
+    p.add_argument(
+        "--precision",
+        default="mixed_adam",
+        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
+    )
+    p.add_argument(
+        "--top", type=_count("rows"), default=10, help="rows of the text table (default 10)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print JSON (bytes, seconds) instead of a table"
+    )
     p.set_defaults(handler=_plan)
 
 
@@ -56,25 +100,39 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
     given = [f"--{k}" for k, v in shape.items() if v is not None and k != "seq"]
     if args.params is not None:
         if given or args.ffn is not None:
-            raise PlacementError(f"give either --params or the transformer flags, not both (got --params with "
-                                 f"{', '.join(given + (['--ffn'] if args.ffn is not None else []))})")
+            raise PlacementError(
+                f"give either --params or the transformer flags, not both (got --params with "
+                f"{', '.join(given + (['--ffn'] if args.ffn is not None else []))})"
+            )
         return default_transformer(args.params, args.micro_batch, args.seq)
     missing = [f"--{k}" for k, v in shape.items() if v is None]
     if len(missing) == len(shape):
-        raise PlacementError("give --params (e.g. 70e9) or a transformer (--layers --hidden --heads --seq --vocab)")
+        raise PlacementError(
+            "give --params (e.g. 70e9) or a transformer (--layers --hidden --heads --seq --vocab)"
+        )
     if missing:
         raise PlacementError(f"a transformer needs {', '.join(missing)} too")
     model = TransformerSpec(micro_batch=args.micro_batch, ffn=args.ffn or 0, **shape)
     if model.psi > MAX_PARAMS:
-        raise PlacementError(f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}")
+        raise PlacementError(
+            f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
+        )
     return model, ""
 
 
 def _plan(args: argparse.Namespace) -> int:
     model, assumption = transformer_from_args(args)
     budget = None if args.memory_gb is None else args.memory_gb * GB
-    result = plan(model, args.devices, budget, args.hardware, args.precision, args.global_batch, args.overlap,
-                  assumption=assumption)
+    result = plan(
+        model,
+        args.devices,
+        budget,
+        args.hardware,
+        args.precision,
+        args.global_batch,
+        args.overlap,
+        assumption=assumption,
+    )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

@@ -19,8 +19,11 @@ from placement_edu.runtime.args import add_arguments, config_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a strategy on real processes; measured against predicted",
-                       description=__doc__.splitlines()[0])
+    p = sub.add_parser(
+        "run",
+        help="run a strategy on real processes; measured against predicted",
+        description=__doc__.splitlines()[0],
+    )
     add_arguments(p)
     p.set_defaults(handler=_run)
 
@@ -30,6 +33,7 @@ def launched(launch: Callable[[], object], show: Callable[[object], str], what: 
     launching command ends the same way: Ctrl-C or SIGTERM, one line and 130 or 143; a failed rank,
     the report (root cause first) and 1."""
     from placement_edu.runtime.launcher import RunFailed, RunInterrupted
+
     try:
         result = launch()
     except RunInterrupted as stopped:
@@ -44,7 +48,10 @@ def launched(launch: Callable[[], object], show: Callable[[object], str], what: 
 
 def _run(args: argparse.Namespace) -> int:
     from placement_edu.runtime.launcher import run
+
     config = config_from_args(args, args.world_size)
-    config.validate()                                  # bad input: one line, exit 2, no processes
-    return launched(lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
-                    lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result))
+    config.validate()  # bad input: one line, exit 2, no processes
+    return launched(
+        lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
+        lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result),
+    )

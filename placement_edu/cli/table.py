@@ -7,8 +7,15 @@ import argparse
 import json
 
 from placement_edu.arguments import flag_type
-from placement_edu.errors import (MAX_COUNT, MAX_DEVICES, MAX_MICRO_BATCHES, MAX_PARAMS, PlacementError,
-                                  read_int, show_limit)
+from placement_edu.errors import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_MICRO_BATCHES,
+    MAX_PARAMS,
+    PlacementError,
+    read_int,
+    show_limit,
+)
 from placement_edu.models import Model, ModelSpec, TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.report import compare
@@ -27,57 +34,112 @@ _count = count_flag
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("table", help="per-device memory and per-step communication of strategies",
-                       description="Derive per-device memory (bytes) and per-step communication "
-                                   "for each strategy on an abstract model of PARAMS parameters, "
-                                   "or on a transformer.")
-    p.add_argument("--params", type=flag_type(read_int, "parameters", MAX_PARAMS, "7.5e9"),
-                   help=f"Ψ, the number of parameters (e.g. 7.5e9; at most {show_limit(MAX_PARAMS)})")
+    p = sub.add_parser(
+        "table",
+        help="per-device memory and per-step communication of strategies",
+        description="Derive per-device memory (bytes) and per-step communication "
+        "for each strategy on an abstract model of PARAMS parameters, "
+        "or on a transformer.",
+    )
+    p.add_argument(
+        "--params",
+        type=flag_type(read_int, "parameters", MAX_PARAMS, "7.5e9"),
+        help=f"Ψ, the number of parameters (e.g. 7.5e9; at most {show_limit(MAX_PARAMS)})",
+    )
     t = p.add_argument_group("transformer (instead of --params; needed to price tp and pp)")
     for flag, what in SHAPE:
         t.add_argument(f"--{flag}", type=_count(flag), help=what)
-    t.add_argument("--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)")
-    t.add_argument("--micro-batch", type=_count("sequences"), default=None,
-                   help="b, sequences per micro-batch per device (default 1)")
-    t.add_argument("--recompute", choices=TransformerSpec.RECOMPUTE, default=None,
-                   help="activation recomputation (Korthikanti et al. 2022; default none)")
-    t.add_argument("--sequence-parallel", action="store_true",
-                   help="Megatron sequence parallelism on the tensor axis (model and strategies)")
-    p.add_argument("--micro-batches", type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES), default=None,
-                   help=f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})")
-    p.add_argument("--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True,
-                   help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})")
-    p.add_argument("--strategies", default="dp,zero1,zero2,zero3",
-                   help=f"comma-separated, from: {', '.join(STRATEGIES)}")
-    p.add_argument("--precision", default="mixed_adam",
-                   help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}")
-    p.add_argument("--mesh", default=None, help="e.g. data=8 or tensor=8 (degrees multiply to --devices)")
-    p.add_argument("--json", action="store_true", help="print JSON (bytes, exact) instead of a table")
+    t.add_argument(
+        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
+    )
+    t.add_argument(
+        "--micro-batch",
+        type=_count("sequences"),
+        default=None,
+        help="b, sequences per micro-batch per device (default 1)",
+    )
+    t.add_argument(
+        "--recompute",
+        choices=TransformerSpec.RECOMPUTE,
+        default=None,
+        help="activation recomputation (Korthikanti et al. 2022; default none)",
+    )
+    t.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="Megatron sequence parallelism on the tensor axis (model and strategies)",
+    )
+    p.add_argument(
+        "--micro-batches",
+        type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES),
+        default=None,
+        help=f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})",
+    )
+    p.add_argument(
+        "--devices",
+        type=flag_type(read_int, "devices", MAX_DEVICES),
+        required=True,
+        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
+    )
+    p.add_argument(
+        "--strategies",
+        default="dp,zero1,zero2,zero3",
+        help=f"comma-separated, from: {', '.join(STRATEGIES)}",
+    )
+    p.add_argument(
+        "--precision",
+        default="mixed_adam",
+        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
+    )
+    p.add_argument(
+        "--mesh", default=None, help="e.g. data=8 or tensor=8 (degrees multiply to --devices)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print JSON (bytes, exact) instead of a table"
+    )
     p.set_defaults(handler=_table)
 
 
 def model_from_args(args: argparse.Namespace) -> Model:
     """--params for an abstract model, or the transformer flags for a TransformerSpec."""
     shape = {k: getattr(args, k) for k, _ in SHAPE}
-    extras = {"--ffn": args.ffn, "--micro-batch": args.micro_batch, "--recompute": args.recompute,
-              "--sequence-parallel": args.sequence_parallel or None}
+    extras = {
+        "--ffn": args.ffn,
+        "--micro-batch": args.micro_batch,
+        "--recompute": args.recompute,
+        "--sequence-parallel": args.sequence_parallel or None,
+    }
     if args.params is not None:
-        given = [flag for flag, v in {**{f"--{k}": v for k, v in shape.items()}, **extras}.items() if v is not None]
+        given = [
+            flag
+            for flag, v in {**{f"--{k}": v for k, v in shape.items()}, **extras}.items()
+            if v is not None
+        ]
         if given:
-            raise PlacementError(f"give either --params or the transformer flags, not both "
-                                 f"(got --params with {', '.join(given)})")
+            raise PlacementError(
+                f"give either --params or the transformer flags, not both "
+                f"(got --params with {', '.join(given)})"
+            )
         return ModelSpec(psi=args.params)
     missing = [f"--{k}" for k, v in shape.items() if v is None]
     if len(missing) == len(shape):
-        raise PlacementError("give --params (e.g. 7.5e9) or a transformer (--layers --hidden --heads --seq --vocab)")
+        raise PlacementError(
+            "give --params (e.g. 7.5e9) or a transformer (--layers --hidden --heads --seq --vocab)"
+        )
     if missing:
         raise PlacementError(f"a transformer needs {', '.join(missing)} too")
-    model = TransformerSpec(micro_batch=args.micro_batch or 1, ffn=args.ffn or 0,
-                            recompute=args.recompute or "none", sequence_parallel=args.sequence_parallel,
-                            **shape)
+    model = TransformerSpec(
+        micro_batch=args.micro_batch or 1,
+        ffn=args.ffn or 0,
+        recompute=args.recompute or "none",
+        sequence_parallel=args.sequence_parallel,
+        **shape,
+    )
     if model.psi > MAX_PARAMS:
-        raise PlacementError(f"this transformer has {model.psi:,} parameters, more than "
-                             f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --vocab")
+        raise PlacementError(
+            f"this transformer has {model.psi:,} parameters, more than "
+            f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --vocab"
+        )
     return model
 
 

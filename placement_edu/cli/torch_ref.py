@@ -14,27 +14,58 @@ import sys
 from placement_edu.arguments import flag_type
 from placement_edu.cli.run import launched
 from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
-from placement_edu.implementations import DEFAULT_MODEL, IMPLEMENTATIONS, TorchRefConfig, parse_model
+from placement_edu.implementations import (
+    DEFAULT_MODEL,
+    IMPLEMENTATIONS,
+    TorchRefConfig,
+    parse_model,
+)
 
 #: Ranks this machine can start (each is a process that imports torch: ~0.2 GiB).
 MAX_WORLD_SIZE = 64
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("torch-ref", help="PyTorch's own DDP / ZeroRedundancyOptimizer / FSDP2, measured "
-                                         "against the core's prediction",
-                       description=__doc__.splitlines()[0])
-    p.add_argument("impl", choices=IMPLEMENTATIONS, help="the implementation: " + "; ".join(
-        f"{k}: {v.what}" for k, v in IMPLEMENTATIONS.items()))
-    p.add_argument("--world-size", type=flag_type(read_int, "world size", MAX_WORLD_SIZE), default=4,
-                   help=f"ranks (2 to {MAX_WORLD_SIZE}; default 4)")
-    p.add_argument("--model", type=flag_type(_model), default=None,
-                   help=f"mlp:a,b,c,...: a float64 Tanh MLP of these widths, seed 0 (default {DEFAULT_MODEL}); "
-                        "transformer: the one-block toy dtensor_tp trains (its default)")
-    p.add_argument("--steps", type=flag_type(read_int, "steps", 1000), default=3, help="optimizer steps (default 3)")
-    p.add_argument("--timeout", type=flag_type(read_seconds, MAX_TIMEOUT_S), default=60.0,
-                   help="seconds a collective may wait before the run fails (default 60)")
-    p.add_argument("--json", action="store_true", help="print JSON: measured and predicted per rank")
+    p = sub.add_parser(
+        "torch-ref",
+        help="PyTorch's own DDP / ZeroRedundancyOptimizer / FSDP2, measured "
+        "against the core's prediction",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument(
+        "impl",
+        choices=IMPLEMENTATIONS,
+        help="the implementation: "
+        + "; ".join(f"{k}: {v.what}" for k, v in IMPLEMENTATIONS.items()),
+    )
+    p.add_argument(
+        "--world-size",
+        type=flag_type(read_int, "world size", MAX_WORLD_SIZE),
+        default=4,
+        help=f"ranks (2 to {MAX_WORLD_SIZE}; default 4)",
+    )
+    p.add_argument(
+        "--model",
+        type=flag_type(_model),
+        default=None,
+        help=f"mlp:a,b,c,...: a float64 Tanh MLP of these widths, seed 0 (default {DEFAULT_MODEL}); "
+        "transformer: the one-block toy dtensor_tp trains (its default)",
+    )
+    p.add_argument(
+        "--steps",
+        type=flag_type(read_int, "steps", 1000),
+        default=3,
+        help="optimizer steps (default 3)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=flag_type(read_seconds, MAX_TIMEOUT_S),
+        default=60.0,
+        help="seconds a collective may wait before the run fails (default 60)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print JSON: measured and predicted per rank"
+    )
     p.set_defaults(handler=_torch_ref)
 
 
@@ -46,7 +77,10 @@ def _model(text: str) -> str:
 def _torch_ref(args: argparse.Namespace) -> int:
     model = args.model or ("transformer" if args.impl == "dtensor_tp" else DEFAULT_MODEL)
     config = TorchRefConfig(args.impl, args.world_size, model, args.steps)
-    config.validate()                                  # bad input: one line, exit 2, no processes
+    config.validate()  # bad input: one line, exit 2, no processes
     from placement_edu.runtime.torch_ref_result import run
-    return launched(lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
-                    lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result))
+
+    return launched(
+        lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
+        lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result),
+    )

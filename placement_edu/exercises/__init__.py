@@ -57,7 +57,7 @@ class Verdict:
     right: bool
     given: Answer
     message: str
-    expected: Answer = field(repr=False, default=None)   # not shown when wrong
+    expected: Answer = field(repr=False, default=None)  # not shown when wrong
 
     def __bool__(self) -> bool:
         return self.right
@@ -67,8 +67,10 @@ class Verdict:
 
     def _repr_html_(self) -> str:
         colour = "#009E73" if self.right else "#D55E00"
-        return f'<p style="color:{colour}"><b>{"✔ right" if self.right else "✘ not yet"}</b> ({self.name}): ' \
-               f"{html.escape(self.message)}</p>"
+        return (
+            f'<p style="color:{colour}"><b>{"✔ right" if self.right else "✘ not yet"}</b> ({self.name}): '
+            f"{html.escape(self.message)}</p>"
+        )
 
 
 def _collect() -> Mapping[str, Exercise]:
@@ -94,7 +96,9 @@ def solution(name: str) -> Answer:
 
 def _same(given: Answer, expected: Answer, tolerance: float) -> bool:
     if isinstance(expected, str):
-        return isinstance(given, str) and " ".join(given.lower().split()) == " ".join(expected.lower().split())
+        return isinstance(given, str) and " ".join(given.lower().split()) == " ".join(
+            expected.lower().split()
+        )
     if isinstance(expected, bool) or isinstance(given, bool):
         return given is expected
     if isinstance(given, float) or tolerance:
@@ -106,7 +110,13 @@ def _same(given: Answer, expected: Answer, tolerance: float) -> bool:
 def _shown(value: Answer) -> str:
     if isinstance(value, Fraction):
         return f"{value} (= {float(value):g})" if value.denominator != 1 else str(value.numerator)
-    return repr(value) if isinstance(value, str) else f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    return (
+        repr(value)
+        if isinstance(value, str)
+        else f"{value:,}"
+        if isinstance(value, int) and not isinstance(value, bool)
+        else str(value)
+    )
 
 
 def check_answer(name: str, answer: Answer) -> Verdict:
@@ -114,20 +124,28 @@ def check_answer(name: str, answer: Answer) -> Verdict:
     exercise = _exercise(name)
     expected = exercise.reference()
     numeric = not isinstance(expected, (str, bool))
-    if numeric and (isinstance(answer, (str, bool)) or not isinstance(answer, (int, float, Fraction))):
+    if numeric and (
+        isinstance(answer, (str, bool)) or not isinstance(answer, (int, float, Fraction))
+    ):
         raise PlacementError(f"exercise {name!r} takes a number in {exercise.unit}, got {answer!r}")
     if numeric and isinstance(answer, float) and answer != answer:
         raise PlacementError(f"exercise {name!r} takes a number in {exercise.unit}, got nan")
     if not numeric and not isinstance(answer, type(expected)):
-        raise PlacementError(f"exercise {name!r} takes {'True or False' if isinstance(expected, bool) else 'a word'}, "
-                             f"got {answer!r}")
+        raise PlacementError(
+            f"exercise {name!r} takes {'True or False' if isinstance(expected, bool) else 'a word'}, "
+            f"got {answer!r}"
+        )
     if _same(answer, expected, exercise.tolerance):
         return Verdict(name, True, answer, exercise.why, expected)
     for wrong, reason in exercise.mistakes:
         if _same(answer, wrong, exercise.tolerance):
-            return Verdict(name, False, answer, f"{_shown(answer)} {exercise.unit}: {reason}".strip(), expected)
+            return Verdict(
+                name, False, answer, f"{_shown(answer)} {exercise.unit}: {reason}".strip(), expected
+            )
     hint = f" Hint: {exercise.hint}" if exercise.hint else ""
-    return Verdict(name, False, answer, f"{_shown(answer)} {exercise.unit} is not it.{hint}", expected)
+    return Verdict(
+        name, False, answer, f"{_shown(answer)} {exercise.unit} is not it.{hint}", expected
+    )
 
 
 EXERCISES: Mapping[str, Exercise] = _collect()

@@ -18,16 +18,35 @@ from placement_edu.lazy import exports
 _P = "placement_edu.presentation."
 #: Where each public name lives (``__all__`` is its keys); imported on first use.
 _EXPORTS = {
-    **dict.fromkeys(["ActivationExplorer", "CONFIGS", "KORTHIKANTI_TABLE_3", "LiveSetExplorer", "config_label",
-                     "korthikanti_model"], _P + "activation_explorer"),
+    **dict.fromkeys(
+        [
+            "ActivationExplorer",
+            "CONFIGS",
+            "KORTHIKANTI_TABLE_3",
+            "LiveSetExplorer",
+            "config_label",
+            "korthikanti_model",
+        ],
+        _P + "activation_explorer",
+    ),
     "ConventionExplorer": _P + "convention_explorer",
     "GridExplorer": _P + "grid_explorer",
     "MeshExplorer": _P + "mesh_explorer",
     **dict.fromkeys(["ModeExplorer", "schedule_text"], _P + "mode_explorer"),
     "PipelineExplorer": _P + "pipeline_explorer",
     **dict.fromkeys(["RuntimeExplorer", "deviation_chart"], _P + "runtime_explorer"),
-    **dict.fromkeys(["MODE_LEGEND", "OP_COLORS", "STATE_COLORS", "device_grid", "legend_lines", "new_figure",
-                     "png"], _P + "style"),
+    **dict.fromkeys(
+        [
+            "MODE_LEGEND",
+            "OP_COLORS",
+            "STATE_COLORS",
+            "device_grid",
+            "legend_lines",
+            "new_figure",
+            "png",
+        ],
+        _P + "style",
+    ),
     **dict.fromkeys(["PlanTable", "TimeExplorer"], _P + "time_explorer"),
     **dict.fromkeys(["CheckExplorer", "ZeroExplorer"], _P + "widgets"),
 }
@@ -35,16 +54,29 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from placement_edu.presentation.activation_explorer import (CONFIGS, KORTHIKANTI_TABLE_3, ActivationExplorer,
-                                                                LiveSetExplorer, config_label, korthikanti_model)
+    from placement_edu.presentation.activation_explorer import (
+        CONFIGS,
+        KORTHIKANTI_TABLE_3,
+        ActivationExplorer,
+        LiveSetExplorer,
+        config_label,
+        korthikanti_model,
+    )
     from placement_edu.presentation.convention_explorer import ConventionExplorer
     from placement_edu.presentation.grid_explorer import GridExplorer
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
     from placement_edu.presentation.pipeline_explorer import PipelineExplorer
     from placement_edu.presentation.runtime_explorer import RuntimeExplorer, deviation_chart
-    from placement_edu.presentation.style import (MODE_LEGEND, OP_COLORS, STATE_COLORS, device_grid, legend_lines,
-                                                  new_figure, png)
+    from placement_edu.presentation.style import (
+        MODE_LEGEND,
+        OP_COLORS,
+        STATE_COLORS,
+        device_grid,
+        legend_lines,
+        new_figure,
+        png,
+    )
     from placement_edu.presentation.time_explorer import PlanTable, TimeExplorer
     from placement_edu.presentation.widgets import CheckExplorer, ZeroExplorer
 

@@ -43,10 +43,20 @@ SEQ_CHOICES = (512, 1024, 2048, 4096, 8192)
 TENSOR_CHOICES = (1, 2, 4, 8, 16)
 #: How each term of a layer's activations is drawn (one colour: activations; shades for the terms).
 TERM_STYLE = {
-    "outside_tp": dict(alpha=0.95, hatch=None, label="10sbh (÷t with SP): outside tensor parallelism (norm/block inputs, dropout masks)"),
+    "outside_tp": dict(
+        alpha=0.95,
+        hatch=None,
+        label="10sbh (÷t with SP): outside tensor parallelism (norm/block inputs, dropout masks)",
+    ),
     "inside_tp": dict(alpha=0.55, hatch=None, label="24sbh/t: inside the tensor-parallel blocks"),
-    "attention_scores": dict(alpha=0.3, hatch="//", label="5as²b/t: attention softmax + dropout mask"),
-    "layer_input": dict(alpha=0.95, hatch="..", label="2sbh (÷t with SP): the layer input, all full recomputation keeps"),
+    "attention_scores": dict(
+        alpha=0.3, hatch="//", label="5as²b/t: attention softmax + dropout mask"
+    ),
+    "layer_input": dict(
+        alpha=0.95,
+        hatch="..",
+        label="2sbh (÷t with SP): the layer input, all full recomputation keeps",
+    ),
 }
 CONFIGS = tuple((r, sp) for r in TransformerSpec.RECOMPUTE for sp in (False, True))
 
@@ -54,7 +64,9 @@ CONFIGS = tuple((r, sp) for r in TransformerSpec.RECOMPUTE for sp in (False, Tru
 def korthikanti_model(name: str, **changes: object) -> TransformerSpec:
     """A model of ``KORTHIKANTI_TABLE_3`` as a ``TransformerSpec`` (s = 2048, V = 51200, b = 1)."""
     shape = {k: v for k, v in KORTHIKANTI_TABLE_3[name].items() if k not in ("tensor", "pipeline")}
-    return TransformerSpec(**{**shape, "seq": 2048, "vocab": 51200, "micro_batch": 1, "name": name, **changes})
+    return TransformerSpec(
+        **{**shape, "seq": 2048, "vocab": 51200, "micro_batch": 1, "name": name, **changes}
+    )
 
 
 def config_label(recompute: str, sequence_parallel: bool) -> str:
@@ -66,40 +78,89 @@ class ActivationExplorer:
     t, sequence parallelism. ``spec()`` is the chosen ``TransformerSpec``; ``update()`` asks it for
     each configuration's terms, redraws and returns the chosen one's terms (bytes per layer)."""
 
-    def __init__(self, model: str = "GPT-3 175B", micro_batch: int = 1, seq: int = 2048, recompute: str = "none",
-                 tensor: int = 8, sequence_parallel: bool = False) -> None:
+    def __init__(
+        self,
+        model: str = "GPT-3 175B",
+        micro_batch: int = 1,
+        seq: int = 2048,
+        recompute: str = "none",
+        tensor: int = 8,
+        sequence_parallel: bool = False,
+    ) -> None:
         import ipywidgets as w
 
         self.model = w.Dropdown(options=list(KORTHIKANTI_TABLE_3), value=model, description="model")
-        self.micro_batch = w.IntSlider(value=micro_batch, min=1, max=16, description="b (micro-batch)",
-                                       continuous_update=False, style={"description_width": "initial"})
-        self.seq = w.SelectionSlider(options=SEQ_CHOICES, value=seq, description="s (sequence)",
-                                     continuous_update=False, style={"description_width": "initial"})
-        self.recompute = w.ToggleButtons(options=list(TransformerSpec.RECOMPUTE), value=recompute,
-                                         description="recompute")
-        self.tensor = w.SelectionSlider(options=TENSOR_CHOICES, value=tensor, description="t (tensor)",
-                                        continuous_update=False, style={"description_width": "initial"})
-        self.sequence_parallel = w.Checkbox(value=sequence_parallel, description="sequence parallel")
+        self.micro_batch = w.IntSlider(
+            value=micro_batch,
+            min=1,
+            max=16,
+            description="b (micro-batch)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+        self.seq = w.SelectionSlider(
+            options=SEQ_CHOICES,
+            value=seq,
+            description="s (sequence)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+        self.recompute = w.ToggleButtons(
+            options=list(TransformerSpec.RECOMPUTE), value=recompute, description="recompute"
+        )
+        self.tensor = w.SelectionSlider(
+            options=TENSOR_CHOICES,
+            value=tensor,
+            description="t (tensor)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+        self.sequence_parallel = w.Checkbox(
+            value=sequence_parallel, description="sequence parallel"
+        )
         self.image = w.Image(format="png")
         self.readout = w.HTML()
-        controls = (self.model, self.micro_batch, self.seq, self.recompute, self.tensor, self.sequence_parallel)
+        controls = (
+            self.model,
+            self.micro_batch,
+            self.seq,
+            self.recompute,
+            self.tensor,
+            self.sequence_parallel,
+        )
         for control in controls:
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.model, self.micro_batch, self.seq]),
-                              w.HBox([self.recompute, self.tensor, self.sequence_parallel]), self.image, self.readout])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.model, self.micro_batch, self.seq]),
+                w.HBox([self.recompute, self.tensor, self.sequence_parallel]),
+                self.image,
+                self.readout,
+            ]
+        )
         self.terms: dict[tuple[str, bool], dict[str, Fraction]] = {}
         self.bars: dict[tuple[str, bool], dict[str, Rectangle]] = {}
         self.update()
 
     def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "activation bytes per layer, by term") + self.readout.value)
+        show(
+            self.widget,
+            png_html(self.image.value, "activation bytes per layer, by term") + self.readout.value,
+        )
 
-    def spec(self, recompute: str | None = None, sequence_parallel: bool | None = None) -> TransformerSpec:
+    def spec(
+        self, recompute: str | None = None, sequence_parallel: bool | None = None
+    ) -> TransformerSpec:
         """The chosen model, with the chosen (or the given) recomputation and sequence parallelism."""
         return korthikanti_model(
-            self.model.value, micro_batch=self.micro_batch.value, seq=self.seq.value,
+            self.model.value,
+            micro_batch=self.micro_batch.value,
+            seq=self.seq.value,
             recompute=self.recompute.value if recompute is None else recompute,
-            sequence_parallel=self.sequence_parallel.value if sequence_parallel is None else sequence_parallel)
+            sequence_parallel=self.sequence_parallel.value
+            if sequence_parallel is None
+            else sequence_parallel,
+        )
 
     @property
     def chosen(self) -> tuple[str, bool]:
@@ -117,33 +178,76 @@ class ActivationExplorer:
             for term, value in self.terms[config].items():
                 width = float(value) / GB
                 style = TERM_STYLE[term]
-                self.bars[config][term] = ax.barh(y, width, left=left, color=colour, alpha=style["alpha"],
-                                                  hatch=style["hatch"], edgecolor=colour, height=0.7)[0]
+                self.bars[config][term] = ax.barh(
+                    y,
+                    width,
+                    left=left,
+                    color=colour,
+                    alpha=style["alpha"],
+                    hatch=style["hatch"],
+                    edgecolor=colour,
+                    height=0.7,
+                )[0]
                 left += width
             chosen = config == self.chosen
-            ax.barh(y, left, fill=False, edgecolor="black" if chosen else "none", linewidth=2, height=0.78)
-            ax.text(left, y, f" {fmt_bytes(sum(self.terms[config].values()))}", va="center", fontsize=7,
-                    fontweight="bold" if chosen else "normal")
-        ax.set_yticks(range(len(CONFIGS)), [config_label(*c) for c in reversed(CONFIGS)], fontsize=8)
-        ax.set_xlabel("activation bytes per layer, one micro-batch, one tensor rank (GB = 1e9 bytes)", fontsize=8)
+            ax.barh(
+                y,
+                left,
+                fill=False,
+                edgecolor="black" if chosen else "none",
+                linewidth=2,
+                height=0.78,
+            )
+            ax.text(
+                left,
+                y,
+                f" {fmt_bytes(sum(self.terms[config].values()))}",
+                va="center",
+                fontsize=7,
+                fontweight="bold" if chosen else "normal",
+            )
+        ax.set_yticks(
+            range(len(CONFIGS)), [config_label(*c) for c in reversed(CONFIGS)], fontsize=8
+        )
+        ax.set_xlabel(
+            "activation bytes per layer, one micro-batch, one tensor rank (GB = 1e9 bytes)",
+            fontsize=8,
+        )
         ax.set_xlim(0, max(float(sum(v.values())) for v in self.terms.values()) / GB * 1.45)
         spec = self.spec()
-        ax.set_title(f"{self.model.value}: h={spec.hidden} a={spec.heads} s={spec.seq} b={spec.micro_batch}, "
-                     f"t={t} (Korthikanti et al. 2022, Table 2)", fontsize=9)
-        handles = [Rectangle((0, 0), 1, 1, facecolor=colour, alpha=s["alpha"], hatch=s["hatch"], edgecolor=colour)
-                   for s in TERM_STYLE.values()]
-        figure.legend(handles, [s["label"] for s in TERM_STYLE.values()], loc="lower left", fontsize=7, ncol=2,
-                      frameon=False)
+        ax.set_title(
+            f"{self.model.value}: h={spec.hidden} a={spec.heads} s={spec.seq} b={spec.micro_batch}, "
+            f"t={t} (Korthikanti et al. 2022, Table 2)",
+            fontsize=9,
+        )
+        handles = [
+            Rectangle(
+                (0, 0), 1, 1, facecolor=colour, alpha=s["alpha"], hatch=s["hatch"], edgecolor=colour
+            )
+            for s in TERM_STYLE.values()
+        ]
+        figure.legend(
+            handles,
+            [s["label"] for s in TERM_STYLE.values()],
+            loc="lower left",
+            fontsize=7,
+            ncol=2,
+            frameon=False,
+        )
         self.image.value = png(figure)
         chosen = self.terms[self.chosen]
         total = sum(chosen.values())
-        rows = "".join(f"<tr><td>{html.escape(TERM_STYLE[k]['label'])}</td><td>{html.escape(fmt_bytes(v))}</td></tr>"
-                       for k, v in chosen.items() if v)
+        rows = "".join(
+            f"<tr><td>{html.escape(TERM_STYLE[k]['label'])}</td><td>{html.escape(fmt_bytes(v))}</td></tr>"
+            for k, v in chosen.items()
+            if v
+        )
         self.readout.value = (
             f"<table><caption>{html.escape(config_label(*self.chosen))}, t = {t}: per layer</caption>{rows}"
             f"<tr><td><b>per layer</b></td><td><b>{html.escape(fmt_bytes(total))}</b></td></tr>"
             f"<tr><td>× {spec.layers} layers (all on one device: no pipeline)</td>"
-            f"<td>{html.escape(fmt_bytes(total * spec.layers))}</td></tr></table>")
+            f"<td>{html.escape(fmt_bytes(total * spec.layers))}</td></tr></table>"
+        )
         return chosen
 
 
@@ -154,70 +258,139 @@ class LiveSetExplorer:
 
     SCHEDULES = ("no pipeline", "gpipe", "1f1b")
 
-    def __init__(self, model: TransformerSpec | None = None, schedule: str = "1f1b", stages: int = 4,
-                 micro_batches: int = 8, precision: str = "mixed_adam") -> None:
+    def __init__(
+        self,
+        model: TransformerSpec | None = None,
+        schedule: str = "1f1b",
+        stages: int = 4,
+        micro_batches: int = 8,
+        precision: str = "mixed_adam",
+    ) -> None:
         import ipywidgets as w
 
-        self.model = model or TransformerSpec(layers=32, hidden=4096, heads=32, seq=2048, vocab=51200,
-                                              recompute="selective", name="a 7B-class model")
+        self.model = model or TransformerSpec(
+            layers=32,
+            hidden=4096,
+            heads=32,
+            seq=2048,
+            vocab=51200,
+            recompute="selective",
+            name="a 7B-class model",
+        )
         self.precision = get_precision(precision)
-        self.schedule = w.ToggleButtons(options=list(self.SCHEDULES), value=schedule, description="schedule")
-        self.stages = w.SelectionSlider(options=(2, 4, 8), value=stages, description="p (stages)",
-                                        continuous_update=False)
-        self.micro_batches = w.IntSlider(value=micro_batches, min=1, max=16, description="m (micro-batches)",
-                                         continuous_update=False, style={"description_width": "initial"})
+        self.schedule = w.ToggleButtons(
+            options=list(self.SCHEDULES), value=schedule, description="schedule"
+        )
+        self.stages = w.SelectionSlider(
+            options=(2, 4, 8), value=stages, description="p (stages)", continuous_update=False
+        )
+        self.micro_batches = w.IntSlider(
+            value=micro_batches,
+            min=1,
+            max=16,
+            description="m (micro-batches)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         self.image = w.Image(format="png")
         self.readout = w.HTML()
         for control in (self.schedule, self.stages, self.micro_batches):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([self.schedule, w.HBox([self.stages, self.micro_batches]), self.image, self.readout])
+        self.widget = w.VBox(
+            [self.schedule, w.HBox([self.stages, self.micro_batches]), self.image, self.readout]
+        )
         self.live_bytes: list[Fraction] = []
         self.blocks: list[int] = []
         self.update()
 
     def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "activations held per pipeline stage") + self.readout.value)
+        show(
+            self.widget,
+            png_html(self.image.value, "activations held per pipeline stage") + self.readout.value,
+        )
 
     def strategy_and_mesh(self):
         """What the controls mean: dp with m accumulation micro-batches (no pipeline), or pp."""
         m = self.micro_batches.value
         if self.schedule.value == "no pipeline":
             return get_strategy("dp").with_(micro_batches=m), Mesh.of(data=self.stages.value)
-        return (get_strategy("pp").with_(micro_batches=m, pipeline_schedule=self.schedule.value),
-                Mesh.of(pipeline=self.stages.value))
+        return (
+            get_strategy("pp").with_(micro_batches=m, pipeline_schedule=self.schedule.value),
+            Mesh.of(pipeline=self.stages.value),
+        )
 
     def update(self) -> list[Fraction]:
         strategy, mesh = self.strategy_and_mesh()
         ranks = range(mesh.world_size)
-        self.live_bytes = [Fraction(derive_memory(strategy, self.model, mesh, self.precision, r)
-                                    .transient_peak("activations")) for r in ranks]
+        self.live_bytes = [
+            Fraction(
+                derive_memory(strategy, self.model, mesh, self.precision, r).transient_peak(
+                    "activations"
+                )
+            )
+            for r in ranks
+        ]
         # Micro-batches in flight = live bytes / one micro-batch's bytes on that device.
         pipelined = self.schedule.value != "no pipeline"
-        one = [derive_memory(strategy.with_(micro_batches=1), self.model, mesh, self.precision, r)
-               .transient_peak("activations") for r in ranks]
+        one = [
+            derive_memory(
+                strategy.with_(micro_batches=1), self.model, mesh, self.precision, r
+            ).transient_peak("activations")
+            for r in ranks
+        ]
         self.blocks = [int(live / o) if o else 0 for live, o in zip(self.live_bytes, one)]
         m, columns = self.micro_batches.value, mesh.world_size
         figure = new_figure(1.4 + 1.3 * columns, 3.6)
         ax = figure.add_axes((0.1, 0.22, 0.88, 0.64))
         colour = STATE_COLORS[State.ACTIVATIONS]
         for c, (n, live) in enumerate(zip(self.blocks, self.live_bytes)):
-            ax.add_patch(Rectangle((c + 0.1, 0), 0.8, m, fill=False, edgecolor="#444444", linewidth=0.6))
+            ax.add_patch(
+                Rectangle((c + 0.1, 0), 0.8, m, fill=False, edgecolor="#444444", linewidth=0.6)
+            )
             for k in range(n):
-                ax.add_patch(Rectangle((c + 0.14, k + 0.06), 0.72, 0.88, facecolor=colour, alpha=0.35,
-                                       edgecolor=colour, linestyle=":", linewidth=1.5))
+                ax.add_patch(
+                    Rectangle(
+                        (c + 0.14, k + 0.06),
+                        0.72,
+                        0.88,
+                        facecolor=colour,
+                        alpha=0.35,
+                        edgecolor=colour,
+                        linestyle=":",
+                        linewidth=1.5,
+                    )
+                )
             ax.text(c + 0.5, m + 0.25, fmt_bytes(live), ha="center", fontsize=7)
         ax.set_xlim(0, columns)
         ax.set_ylim(0, m + 0.9)
-        ax.set_xticks([c + 0.5 for c in range(columns)],
-                      [f"stage {c}" if pipelined else f"rank {c}" for c in range(columns)], fontsize=8)
+        ax.set_xticks(
+            [c + 0.5 for c in range(columns)],
+            [f"stage {c}" if pipelined else f"rank {c}" for c in range(columns)],
+            fontsize=8,
+        )
         ax.set_ylabel("micro-batches held at peak", fontsize=8)
-        what = {"no pipeline": f"dp on data={columns}, m = {m} accumulated micro-batches",
-                "gpipe": f"GPipe on pipeline={columns}, m = {m}", "1f1b": f"1F1B on pipeline={columns}, m = {m}"}
+        what = {
+            "no pipeline": f"dp on data={columns}, m = {m} accumulated micro-batches",
+            "gpipe": f"GPipe on pipeline={columns}, m = {m}",
+            "1f1b": f"1F1B on pipeline={columns}, m = {m}",
+        }
         ax.set_title(f"activations (M) live at the peak: {what[self.schedule.value]}", fontsize=9)
-        figure.text(0.01, 0.02, f"{self.model.description}; each dotted block: one micro-batch's activations "
-                    "on that device (its layers only). Bytes: the core's derive_memory.", fontsize=6.5)
+        figure.text(
+            0.01,
+            0.02,
+            f"{self.model.description}; each dotted block: one micro-batch's activations "
+            "on that device (its layers only). Bytes: the core's derive_memory.",
+            fontsize=6.5,
+        )
         self.image.value = png(figure)
-        self.readout.value = "<p>" + html.escape(", ".join(
-            f"{'stage' if pipelined else 'rank'} {r}: {n} micro-batch{'es' * (n != 1)} = {fmt_bytes(b)}"
-            for r, (n, b) in enumerate(zip(self.blocks, self.live_bytes)))) + "</p>"
+        self.readout.value = (
+            "<p>"
+            + html.escape(
+                ", ".join(
+                    f"{'stage' if pipelined else 'rank'} {r}: {n} micro-batch{'es' * (n != 1)} = {fmt_bytes(b)}"
+                    for r, (n, b) in enumerate(zip(self.blocks, self.live_bytes))
+                )
+            )
+            + "</p>"
+        )
         return self.live_bytes

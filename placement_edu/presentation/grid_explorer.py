@@ -38,23 +38,47 @@ class GridExplorer:
     ``update()`` derives (``report()``), redraws the grid image and the table, and returns the
     report; ``bytes_per_state()`` gives the numbers the table shows, straight from the core."""
 
-    def __init__(self, strategy: str = "zero3", psi: float = 1e9, devices: int = 4,
-                 precision: str = "mixed_adam", strategies: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        strategy: str = "zero3",
+        psi: float = 1e9,
+        devices: int = 4,
+        precision: str = "mixed_adam",
+        strategies: tuple[str, ...] | None = None,
+    ) -> None:
         import ipywidgets as w
 
         options = list(strategies or STRATEGIES)
         self.strategy = w.Dropdown(options=options, value=strategy, description="strategy")
-        self.psi = w.FloatLogSlider(value=psi, base=10, min=6, max=12, step=0.01, description="Ψ (params)",
-                                    readout_format=".3g", continuous_update=False)
-        self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
-                                         continuous_update=False)
+        self.psi = w.FloatLogSlider(
+            value=psi,
+            base=10,
+            min=6,
+            max=12,
+            step=0.01,
+            description="Ψ (params)",
+            readout_format=".3g",
+            continuous_update=False,
+        )
+        self.devices = w.SelectionSlider(
+            options=DEVICE_CHOICES,
+            value=devices,
+            description="N (devices)",
+            continuous_update=False,
+        )
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
         self.image = w.Image(format="png")
         self.table = w.HTML()
         for control in (self.strategy, self.psi, self.devices, self.precision):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.strategy, self.precision]), w.HBox([self.psi, self.devices]),
-                              self.image, self.table])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.strategy, self.precision]),
+                w.HBox([self.psi, self.devices]),
+                self.image,
+                self.table,
+            ]
+        )
         self.update()
 
     def _ipython_display_(self) -> None:
@@ -64,15 +88,21 @@ class GridExplorer:
     def model(self) -> ModelSpec:
         """The abstract model of the chosen Ψ, in LAYERS layers (one gather unit per layer), with a
         b·s·h boundary activation (BOUNDARY) for tp and pp."""
-        return ModelSpec(round(self.psi.value), layers=LAYERS, gather_units=LAYERS,
-                         boundary_elements=BOUNDARY["b"] * BOUNDARY["s"] * BOUNDARY["h"])
+        return ModelSpec(
+            round(self.psi.value),
+            layers=LAYERS,
+            gather_units=LAYERS,
+            boundary_elements=BOUNDARY["b"] * BOUNDARY["s"] * BOUNDARY["h"],
+        )
 
     def mesh(self) -> str:
         """Every device on the strategy's one axis (data; tensor for tp, pipeline for pp)."""
         return f"{grid_axis(self.strategy.value)}={self.devices.value}"
 
     def report(self) -> Report:
-        return analyze(self.strategy.value, self.model(), precision=self.precision.value, mesh=self.mesh())
+        return analyze(
+            self.strategy.value, self.model(), precision=self.precision.value, mesh=self.mesh()
+        )
 
     def bytes_per_state(self) -> dict[str, tuple]:
         """{state: (device bytes, host bytes)} on rank 0, and "model_state", "peak" -- the core's numbers."""
@@ -95,23 +125,33 @@ class GridExplorer:
         rows = "".join(
             f"<tr><td>{s.value}</td><td>{report.strategy.placement.mode(s, axis).value}</td>"
             f"<td>{report.precision.bytes_per(s)} B</td><td>{fmt_bytes(memory.device[s])}</td>"
-            f"<td>{fmt_bytes(memory.host[s])}</td></tr>" for s in MODEL_STATES)
-        transient = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in memory.transient[memory.peak_phase].items() if v)
+            f"<td>{fmt_bytes(memory.host[s])}</td></tr>"
+            for s in MODEL_STATES
+        )
+        transient = ", ".join(
+            f"{name} {fmt_bytes(v)}" for name, v in memory.transient[memory.peak_phase].items() if v
+        )
         activations = report.strategy.placement.mode(State.ACTIVATIONS, axis).value
-        caption = (f"{html.escape(report.strategy.name)} on {report.mesh}, Ψ = {report.model.psi:,} parameters "
-                   f"({LAYERS} layers), {report.precision.name}: one device (rank 0). GB = 10^9 bytes, "
-                   "GiB = 2^30 bytes.")
+        caption = (
+            f"{html.escape(report.strategy.name)} on {report.mesh}, Ψ = {report.model.psi:,} parameters "
+            f"({LAYERS} layers), {report.precision.name}: one device (rank 0). GB = 10^9 bytes, "
+            "GiB = 2^30 bytes."
+        )
         if axis != "data":
-            caption += (f" Its traffic moves activations: priced for one micro-batch of b·s·h = "
-                        f"{BOUNDARY['b']}·{BOUNDARY['s']}·{BOUNDARY['h']} elements.")
-        return (f"<table><caption>{caption}</caption><thead><tr><th>state</th><th>mode on {axis}</th>"
-                "<th>bytes/param</th><th>on the device</th><th>in host memory</th></tr></thead>"
-                f"<tbody>{rows}<tr><td>activations</td><td>{activations}</td><td>-</td>"
-                "<td colspan=2>per micro-batch: depends on b·s·h and layers, not Ψ (notebook 09)</td></tr>"
-                f"<tr><th>model state</th><td></td><td></td><th>{fmt_bytes(memory.model_state)}</th>"
-                f"<td>{fmt_bytes(memory.host_total)}</td></tr>"
-                f"<tr><th>peak</th><td colspan=2>in {memory.peak_phase}</td><th>{fmt_bytes(memory.peak)}</th>"
-                f"<td>{html.escape(transient) or 'no transient term'}</td></tr>"
-                f"<tr><th>communication</th><td colspan=2>per step, ZeRO convention</td>"
-                f"<td>{float(report.volume_psi):g} Ψ</td><td>ring: {fmt_bytes(report.ring_bytes)} sent</td></tr>"
-                "</tbody></table>")
+            caption += (
+                f" Its traffic moves activations: priced for one micro-batch of b·s·h = "
+                f"{BOUNDARY['b']}·{BOUNDARY['s']}·{BOUNDARY['h']} elements."
+            )
+        return (
+            f"<table><caption>{caption}</caption><thead><tr><th>state</th><th>mode on {axis}</th>"
+            "<th>bytes/param</th><th>on the device</th><th>in host memory</th></tr></thead>"
+            f"<tbody>{rows}<tr><td>activations</td><td>{activations}</td><td>-</td>"
+            "<td colspan=2>per micro-batch: depends on b·s·h and layers, not Ψ (notebook 09)</td></tr>"
+            f"<tr><th>model state</th><td></td><td></td><th>{fmt_bytes(memory.model_state)}</th>"
+            f"<td>{fmt_bytes(memory.host_total)}</td></tr>"
+            f"<tr><th>peak</th><td colspan=2>in {memory.peak_phase}</td><th>{fmt_bytes(memory.peak)}</th>"
+            f"<td>{html.escape(transient) or 'no transient term'}</td></tr>"
+            f"<tr><th>communication</th><td colspan=2>per step, ZeRO convention</td>"
+            f"<td>{float(report.volume_psi):g} Ψ</td><td>ring: {fmt_bytes(report.ring_bytes)} sent</td></tr>"
+            "</tbody></table>"
+        )

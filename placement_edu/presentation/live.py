@@ -12,23 +12,28 @@ from __future__ import annotations
 
 import base64
 
-STILL = "placement-edu-still"     # the class of the line and still shown until the cells run
-LIVE = "placement-edu-live"       # the class of the live widget
-_HIDE_STILL = (f"<style>.jp-Cell:has(.{LIVE}) .{STILL}, .cell:has(.{LIVE}) .{STILL} "
-               "{display: none}</style>")
+STILL = "placement-edu-still"  # the class of the line and still shown until the cells run
+LIVE = "placement-edu-live"  # the class of the live widget
+_HIDE_STILL = (
+    f"<style>.jp-Cell:has(.{LIVE}) .{STILL}, .cell:has(.{LIVE}) .{STILL} {{display: none}}</style>"
+)
 
 
 def png_html(png: bytes, alt: str) -> str:
     """An ``<img>`` of PNG bytes, inline."""
-    return (f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}" alt="{alt}" '
-            'style="max-width: 760px">')
+    return (
+        f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}" alt="{alt}" '
+        'style="max-width: 760px">'
+    )
 
 
 def still_html(still: str = "") -> str:
     """The line, then ``still`` (HTML: what the controls showed when the notebook was last run)."""
     until = " Until then, what they showed when this notebook was last run:" if still else ""
-    return (f'<div class="{STILL}"><p>▶ <b>Run the cells</b> (Run ▸ Run All Cells) to use the controls '
-            f'of this cell.{until}</p>{still}</div>')
+    return (
+        f'<div class="{STILL}"><p>▶ <b>Run the cells</b> (Run ▸ Run All Cells) to use the controls '
+        f"of this cell.{until}</p>{still}</div>"
+    )
 
 
 def show(widget, still: str = "") -> None:
@@ -39,6 +44,6 @@ def show(widget, still: str = "") -> None:
     display(HTML(still_html(still)))
     live = w.VBox([w.HTML(_HIDE_STILL), widget])
     live.add_class(LIVE)
-    bundle = live._repr_mimebundle_()                  # the widget, and for a viewer without it:
+    bundle = live._repr_mimebundle_()  # the widget, and for a viewer without it:
     bundle["text/plain"] = "(the controls of this cell appear here once the cells run)"
     display(bundle, raw=True)

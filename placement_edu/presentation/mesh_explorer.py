@@ -26,11 +26,13 @@ from placement_edu.units import GB, fmt_bytes
 
 #: The model the explorer prices: Llama-2-7B's widths as a GPT-style block (Touvron et al. 2023),
 #: one sequence of 4,096 tokens per micro-batch, selective recomputation (Korthikanti et al. 2022).
-MODEL = TransformerSpec(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, recompute="selective")
+MODEL = TransformerSpec(
+    layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, recompute="selective"
+)
 DEGREES = (1, 2, 4, 8)
 
 #: The choices per axis: label -> (params, grads, optimizer) modes on that axis, and options.
-DATA_CHOICES: Mapping[str, tuple[str, str, str, bool]] = {   # ..., reshard_after_forward
+DATA_CHOICES: Mapping[str, tuple[str, str, str, bool]] = {  # ..., reshard_after_forward
     "dp: P R, G R, O R": ("R", "R", "R", True),
     "zero1: P R, G R, O S": ("R", "R", "S", True),
     "zero2: P R, G S, O S": ("R", "S", "S", True),
@@ -53,23 +55,48 @@ PIPELINE_CHOICES: Mapping[str, tuple[str, str, str]] = {
 REPLICA_MODES = ("R", "R", "R")
 
 
-def composed_strategy(replica: int, data: int, tensor: int, pipeline: int, data_choice: str, tensor_choice: str,
-                      pipeline_choice: str, micro_batches: int = 1) -> tuple[Strategy, Mesh]:
+def composed_strategy(
+    replica: int,
+    data: int,
+    tensor: int,
+    pipeline: int,
+    data_choice: str,
+    tensor_choice: str,
+    pipeline_choice: str,
+    micro_batches: int = 1,
+) -> tuple[Strategy, Mesh]:
     """The strategy and mesh the choices describe (axes of degree 1 are left out)."""
     degrees = {"replica": replica, "data": data, "tensor": tensor, "pipeline": pipeline}
     axes = [a for a, n in degrees.items() if n > 1]
     mesh = Mesh.of(**{a: degrees[a] for a in axes}) if axes else Mesh.of(data=1)
     *data_modes, reshard = DATA_CHOICES[data_choice]
     *tensor_modes, two_dims = TENSOR_CHOICES[tensor_choice]
-    per_axis = {"replica": REPLICA_MODES, "data": tuple(data_modes), "tensor": tuple(tensor_modes),
-                "pipeline": PIPELINE_CHOICES[pipeline_choice]}
-    modes = {state: {a: per_axis[a][i] for a in axes} or "R"
-             for i, state in enumerate(("params", "grads", "optimizer"))}
-    short = {"replica": "r", "data": data_choice.split(":")[0].split(",")[0], "tensor": "tp", "pipeline": "pp"}
+    per_axis = {
+        "replica": REPLICA_MODES,
+        "data": tuple(data_modes),
+        "tensor": tuple(tensor_modes),
+        "pipeline": PIPELINE_CHOICES[pipeline_choice],
+    }
+    modes = {
+        state: {a: per_axis[a][i] for a in axes} or "R"
+        for i, state in enumerate(("params", "grads", "optimizer"))
+    }
+    short = {
+        "replica": "r",
+        "data": data_choice.split(":")[0].split(",")[0],
+        "tensor": "tp",
+        "pipeline": "pp",
+    }
     name = "×".join(short[a] for a in axes) or "one device"
     options = {"shard_dims": {"tensor": ("hidden", "heads")}} if two_dims and tensor > 1 else {}
-    strategy = Strategy(name, Placement(**modes), reshard_after_forward=reshard, micro_batches=micro_batches,
-                        mesh_axes=tuple(axes), **options)
+    strategy = Strategy(
+        name,
+        Placement(**modes),
+        reshard_after_forward=reshard,
+        micro_batches=micro_batches,
+        mesh_axes=tuple(axes),
+        **options,
+    )
     return strategy, mesh
 
 
@@ -96,7 +123,13 @@ def mesh_view(strategy: Strategy, mesh: Mesh, model: TransformerSpec = MODEL) ->
     except PlacementError as error:
         return MeshView(strategy, mesh, None, None, f"refused: {error}")
     if checked.rule_violations:
-        return MeshView(strategy, mesh, checked, None, "not priced: " + "; ".join(map(str, checked.rule_violations)))
+        return MeshView(
+            strategy,
+            mesh,
+            checked,
+            None,
+            "not priced: " + "; ".join(map(str, checked.rule_violations)),
+        )
     return MeshView(strategy, mesh, checked, analyze(strategy, model, mesh=mesh))
 
 
@@ -104,46 +137,96 @@ class MeshExplorer:
     """Sliders for r, d, t, p and micro-batches m; a placement choice per axis. Shows per-device memory
     (model state and peak), ring bytes per axis, and the checker's verdict with any broken rule."""
 
-    def __init__(self, replica: int = 1, data: int = 2, tensor: int = 2, pipeline: int = 2, micro_batches: int = 4,
-                 data_choice: str = "zero1: P R, G R, O S", tensor_choice: str = "Megatron TP: P S, G S, O S",
-                 pipeline_choice: str = "stages: P S, G S, O S") -> None:
+    def __init__(
+        self,
+        replica: int = 1,
+        data: int = 2,
+        tensor: int = 2,
+        pipeline: int = 2,
+        micro_batches: int = 4,
+        data_choice: str = "zero1: P R, G R, O S",
+        tensor_choice: str = "Megatron TP: P S, G S, O S",
+        pipeline_choice: str = "stages: P S, G S, O S",
+    ) -> None:
         import ipywidgets as w
 
         def degree(label: str, value: int):
-            return w.SelectionSlider(options=DEGREES, value=value, description=label, continuous_update=False)
+            return w.SelectionSlider(
+                options=DEGREES, value=value, description=label, continuous_update=False
+            )
+
         self.replica, self.data = degree("r (replica)", replica), degree("d (data)", data)
         self.tensor, self.pipeline = degree("t (tensor)", tensor), degree("p (pipeline)", pipeline)
-        self.micro_batches = w.IntSlider(value=micro_batches, min=1, max=16, description="m (micro-batches)",
-                                         continuous_update=False, style={"description_width": "initial"})
+        self.micro_batches = w.IntSlider(
+            value=micro_batches,
+            min=1,
+            max=16,
+            description="m (micro-batches)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         wide = w.Layout(width="420px")
-        self.data_choice = w.Dropdown(options=list(DATA_CHOICES), value=data_choice, description="on data",
-                                      layout=wide)
-        self.tensor_choice = w.Dropdown(options=list(TENSOR_CHOICES), value=tensor_choice,
-                                        description="on tensor", layout=wide)
-        self.pipeline_choice = w.Dropdown(options=list(PIPELINE_CHOICES), value=pipeline_choice,
-                                          description="on pipeline", layout=wide)
+        self.data_choice = w.Dropdown(
+            options=list(DATA_CHOICES), value=data_choice, description="on data", layout=wide
+        )
+        self.tensor_choice = w.Dropdown(
+            options=list(TENSOR_CHOICES), value=tensor_choice, description="on tensor", layout=wide
+        )
+        self.pipeline_choice = w.Dropdown(
+            options=list(PIPELINE_CHOICES),
+            value=pipeline_choice,
+            description="on pipeline",
+            layout=wide,
+        )
         self.figure = new_figure(9.0, 3.4)
         self.memory_ax = self.figure.add_axes((0.08, 0.1, 0.2, 0.68))
         self.comm_ax = self.figure.add_axes((0.66, 0.1, 0.32, 0.68))
         self.image = w.Image(format="png")
         self.text = w.HTML()
-        controls = (self.replica, self.data, self.tensor, self.pipeline, self.micro_batches,
-                    self.data_choice, self.tensor_choice, self.pipeline_choice)
+        controls = (
+            self.replica,
+            self.data,
+            self.tensor,
+            self.pipeline,
+            self.micro_batches,
+            self.data_choice,
+            self.tensor_choice,
+            self.pipeline_choice,
+        )
         for control in controls:
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.replica, self.data]), w.HBox([self.tensor, self.pipeline]),
-                              self.micro_batches, self.data_choice, self.tensor_choice, self.pipeline_choice,
-                              self.image, self.text])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.replica, self.data]),
+                w.HBox([self.tensor, self.pipeline]),
+                self.micro_batches,
+                self.data_choice,
+                self.tensor_choice,
+                self.pipeline_choice,
+                self.image,
+                self.text,
+            ]
+        )
         self.view: MeshView | None = None
         self.update()
 
     def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "memory and communication per device") + self.text.value)
+        show(
+            self.widget,
+            png_html(self.image.value, "memory and communication per device") + self.text.value,
+        )
 
     def strategy_and_mesh(self) -> tuple[Strategy, Mesh]:
-        return composed_strategy(self.replica.value, self.data.value, self.tensor.value, self.pipeline.value,
-                                 self.data_choice.value, self.tensor_choice.value, self.pipeline_choice.value,
-                                 self.micro_batches.value)
+        return composed_strategy(
+            self.replica.value,
+            self.data.value,
+            self.tensor.value,
+            self.pipeline.value,
+            self.data_choice.value,
+            self.tensor_choice.value,
+            self.pipeline_choice.value,
+            self.micro_batches.value,
+        )
 
     def update(self) -> MeshView:
         view = mesh_view(*self.strategy_and_mesh())
@@ -161,8 +244,16 @@ class MeshExplorer:
         self.figure.suptitle(title, fontsize=10, y=0.985)
         if view.report is None:
             for ax in (mem, comm):
-                ax.text(0.5, 0.5, "not priced:\nsee the rule below", ha="center", va="center", fontsize=10,
-                        color="#D55E00", transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    "not priced:\nsee the rule below",
+                    ha="center",
+                    va="center",
+                    fontsize=10,
+                    color="#D55E00",
+                    transform=ax.transAxes,
+                )
                 ax.set_xticks([])
                 ax.set_yticks([])
             self.memory_bars, self.comm_bars = [], []
@@ -171,14 +262,34 @@ class MeshExplorer:
         bottom, self.memory_bars = 0.0, []
         for state in MODEL_STATES:
             value = float(m.device[state]) / GB
-            self.memory_bars.append(mem.bar(["per device"], [value], bottom=bottom, color=STATE_COLORS[state],
-                                            label=f"{state.value} ({view.strategy.placement.mode(state, 'data').value if view.mesh.degree('data') > 1 else '-'} on data)")[0])
+            self.memory_bars.append(
+                mem.bar(
+                    ["per device"],
+                    [value],
+                    bottom=bottom,
+                    color=STATE_COLORS[state],
+                    label=f"{state.value} ({view.strategy.placement.mode(state, 'data').value if view.mesh.degree('data') > 1 else '-'} on data)",
+                )[0]
+            )
             bottom += value
         transient = float(m.peak - m.model_state) / GB
-        self.memory_bars.append(mem.bar(["per device"], [transient], bottom=bottom, color=STATE_COLORS[State.ACTIVATIONS],
-                                        alpha=0.35, hatch="..", label=f"transient at peak ({m.peak_phase})")[0])
+        self.memory_bars.append(
+            mem.bar(
+                ["per device"],
+                [transient],
+                bottom=bottom,
+                color=STATE_COLORS[State.ACTIVATIONS],
+                alpha=0.35,
+                hatch="..",
+                label=f"transient at peak ({m.peak_phase})",
+            )[0]
+        )
         mem.set_ylabel("GB (1e9 bytes)")
-        mem.set_title(f"memory multiplies: model state {float(m.model_state) / GB:.2f} GB,\npeak {float(m.peak) / GB:.2f} GB per device", fontsize=9, loc="left")
+        mem.set_title(
+            f"memory multiplies: model state {float(m.model_state) / GB:.2f} GB,\npeak {float(m.peak) / GB:.2f} GB per device",
+            fontsize=9,
+            loc="left",
+        )
         mem.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         mem.set_xlim(-0.8, 0.8)
         by_axis = view.report.schedule.ring_bytes_by_axis()
@@ -192,19 +303,34 @@ class MeshExplorer:
 
     @staticmethod
     def _describe(view: MeshView) -> str:
-        lines = [f"<b>{html.escape(view.strategy.name)}</b> [{html.escape(str(view.strategy.placement))}] on "
-                 f"{view.mesh}, micro-batches m = {view.strategy.micro_batches}"]
+        lines = [
+            f"<b>{html.escape(view.strategy.name)}</b> [{html.escape(str(view.strategy.placement))}] on "
+            f"{view.mesh}, micro-batches m = {view.strategy.micro_batches}"
+        ]
         if view.report is not None:
             m, r = view.report.memory, view.report
-            lines.append(" · ".join(f"{s.value} {html.escape(fmt_bytes(m.device[s]))}" for s in MODEL_STATES)
-                         + f" · model state {html.escape(fmt_bytes(m.model_state))} · peak {html.escape(fmt_bytes(m.peak))}")
-            lines.append(f"communication per step: {html.escape(fmt_bytes(r.ring_bytes))} ring bytes sent per device; by axis: "
-                         + ", ".join(f"{a} {html.escape(fmt_bytes(v))}" for a, v in r.schedule.ring_bytes_by_axis().items()))
+            lines.append(
+                " · ".join(f"{s.value} {html.escape(fmt_bytes(m.device[s]))}" for s in MODEL_STATES)
+                + f" · model state {html.escape(fmt_bytes(m.model_state))} · peak {html.escape(fmt_bytes(m.peak))}"
+            )
+            lines.append(
+                f"communication per step: {html.escape(fmt_bytes(r.ring_bytes))} ring bytes sent per device; by axis: "
+                + ", ".join(
+                    f"{a} {html.escape(fmt_bytes(v))}"
+                    for a, v in r.schedule.ring_bytes_by_axis().items()
+                )
+            )
         if view.checked is not None:
             for name in ("gradient_integrity", "state_consistency"):
                 c = getattr(view.checked, name)
-                lines.append(f"{name.replace('_', ' ')}: <b>{'holds' if c.holds else 'BROKEN'}</b>. {html.escape(c.reason)}")
+                lines.append(
+                    f"{name.replace('_', ' ')}: <b>{'holds' if c.holds else 'BROKEN'}</b>. {html.escape(c.reason)}"
+                )
             lines += [f"warning: {html.escape(w)}" for w in view.checked.warnings]
         if view.refused:
             lines.append(f"<span style='color:#D55E00'>{html.escape(view.refused)}</span>")
-        return "<div style='max-width: 760px'>" + "".join(f"<p>{line}</p>" for line in lines) + "</div>"
+        return (
+            "<div style='max-width: 760px'>"
+            + "".join(f"<p>{line}</p>" for line in lines)
+            + "</div>"
+        )

@@ -33,14 +33,18 @@ from placement_edu.units import fmt_bytes
 #: Device counts the N slider offers (a mode on one device is no mode at all).
 DEVICE_CHOICES = (2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 #: The replicated mode's knob: bytes per parameter of P/G/O (SPEC §1, §8: 16 vs 18 vs 20 B).
-PRECISION_CHOICES = (("16 B: mixed_adam (ZeRO)", "mixed_adam"),
-                     ("18 B: fp32 main grads (Megatron)", "mixed_adam_fp32_grads"),
-                     ("20 B: fp32 accumulation (Playbook)", "mixed_adam_fp32_accum"),
-                     ("16 B: fp32_adam", "fp32_adam"))
+PRECISION_CHOICES = (
+    ("16 B: mixed_adam (ZeRO)", "mixed_adam"),
+    ("18 B: fp32 main grads (Megatron)", "mixed_adam_fp32_grads"),
+    ("20 B: fp32 accumulation (Playbook)", "mixed_adam_fp32_accum"),
+    ("16 B: fp32_adam", "fp32_adam"),
+)
 #: The sharded mode's knob: which states are S, and ZeRO-1's two schedules (SPEC §4 rule 1).
-SHARDED_CHOICES = (("zero1 (O sharded; ZeRO §7)", "zero1"),
-                   ("zero1_allreduce (O; ZeroRedundancyOptimizer)", "zero1_allreduce"),
-                   ("zero2 (G and O sharded)", "zero2"))
+SHARDED_CHOICES = (
+    ("zero1 (O sharded; ZeRO §7)", "zero1"),
+    ("zero1_allreduce (O; ZeroRedundancyOptimizer)", "zero1_allreduce"),
+    ("zero2 (G and O sharded)", "zero2"),
+)
 #: The sharded-with-gather mode's knobs.
 UNIT_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16)
@@ -70,9 +74,15 @@ def grouped_ops(report: Report) -> list[OpLine]:
             continue
         key = (o.phase, o.op, o.state.value)
         old = lines.get(key)
-        lines[key] = OpLine(o.phase, o.op, o.state.value, (old.count if old else 0) + 1,
-                            (old.payload_bytes if old else 0) + Fraction(o.payload_bytes),
-                            (old.ring_bytes if old else 0) + Fraction(o.ring_bytes), o.why)
+        lines[key] = OpLine(
+            o.phase,
+            o.op,
+            o.state.value,
+            (old.count if old else 0) + 1,
+            (old.payload_bytes if old else 0) + Fraction(o.payload_bytes),
+            (old.ring_bytes if old else 0) + Fraction(o.ring_bytes),
+            o.why,
+        )
     return list(lines.values())
 
 
@@ -83,15 +93,21 @@ def schedule_text(report: Report, grouped: bool = False) -> str:
     if grouped:
         for o in grouped_ops(report):
             if o.phase != STARTUP:
-                lines.append(f"  {o.phase:8} {o.count} × {o.op} {o.state}: payload {fmt_bytes(o.payload_bytes)}, "
-                             f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}")
+                lines.append(
+                    f"  {o.phase:8} {o.count} × {o.op} {o.state}: payload {fmt_bytes(o.payload_bytes)}, "
+                    f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}"
+                )
     else:
         for o in report.schedule.per_step:
             if o.is_collective:
-                lines.append(f"  {o.phase:8} {o.op:14} {o.state.value:7} payload {fmt_bytes(o.payload_bytes)}, "
-                             f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}")
-    lines.append(f"  per step: {float(report.volume_psi):g}Ψ (ZeRO convention), {fmt_bytes(report.ring_bytes)} "
-                 "ring bytes sent by this device")
+                lines.append(
+                    f"  {o.phase:8} {o.op:14} {o.state.value:7} payload {fmt_bytes(o.payload_bytes)}, "
+                    f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}"
+                )
+    lines.append(
+        f"  per step: {float(report.volume_psi):g}Ψ (ZeRO convention), {fmt_bytes(report.ring_bytes)} "
+        "ring bytes sent by this device"
+    )
     return "\n".join(lines)
 
 
@@ -103,44 +119,101 @@ class ModeExplorer:
     numbers of the last update (bytes, Ψ) for a test or a notebook to read.
     """
 
-    def __init__(self, mode: str = "SG", psi: float = 7.5e9, devices: int = 8, *,
-                 precision: str = "mixed_adam", strategy: str = "zero1", units: int = 1,
-                 reshard_after_forward: bool = True, micro_batches: int = 1, max_ranks: int = 4) -> None:
+    def __init__(
+        self,
+        mode: str = "SG",
+        psi: float = 7.5e9,
+        devices: int = 8,
+        *,
+        precision: str = "mixed_adam",
+        strategy: str = "zero1",
+        units: int = 1,
+        reshard_after_forward: bool = True,
+        micro_batches: int = 1,
+        max_ranks: int = 4,
+    ) -> None:
         import ipywidgets as w
 
         if mode not in MODES:
             from placement_edu.errors import PlacementError
-            raise PlacementError(f"mode must be one of {', '.join(MODES)} (replicated, sharded, "
-                                 f"sharded-with-gather), got {mode!r}")
+
+            raise PlacementError(
+                f"mode must be one of {', '.join(MODES)} (replicated, sharded, "
+                f"sharded-with-gather), got {mode!r}"
+            )
         self.mode, self.max_ranks = mode, max_ranks
-        self.psi = w.FloatLogSlider(value=psi, base=10, min=6, max=12, step=0.01, description="Ψ (params)",
-                                    readout_format=".3g", continuous_update=False)
-        self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
-                                         continuous_update=False)
+        self.psi = w.FloatLogSlider(
+            value=psi,
+            base=10,
+            min=6,
+            max=12,
+            step=0.01,
+            description="Ψ (params)",
+            readout_format=".3g",
+            continuous_update=False,
+        )
+        self.devices = w.SelectionSlider(
+            options=DEVICE_CHOICES,
+            value=devices,
+            description="N (devices)",
+            continuous_update=False,
+        )
         wide = {"description_width": "initial"}
-        self.precision = w.Dropdown(options=PRECISION_CHOICES, value=precision, description="bytes per param",
-                                    style=wide)
-        self.strategy = w.Dropdown(options=SHARDED_CHOICES, value=strategy, description="sharded",
-                                   style=wide, layout=w.Layout(width="420px"))
-        self.units = w.SelectionSlider(options=UNIT_CHOICES, value=units, description="gather units",
-                                       continuous_update=False, style=wide)
-        self.reshard = w.ToggleButtons(options=(("reshard after forward", True), ("keep through backward", False)),
-                                       value=reshard_after_forward, style={"button_width": "170px"})
-        self.micro_batches = w.SelectionSlider(options=MICRO_BATCH_CHOICES, value=micro_batches,
-                                               description="micro-batches m", continuous_update=False, style=wide)
-        knobs = {"R": [self.precision], "S": [self.strategy],
-                 "SG": [self.units, self.reshard, self.micro_batches]}[mode]
+        self.precision = w.Dropdown(
+            options=PRECISION_CHOICES, value=precision, description="bytes per param", style=wide
+        )
+        self.strategy = w.Dropdown(
+            options=SHARDED_CHOICES,
+            value=strategy,
+            description="sharded",
+            style=wide,
+            layout=w.Layout(width="420px"),
+        )
+        self.units = w.SelectionSlider(
+            options=UNIT_CHOICES,
+            value=units,
+            description="gather units",
+            continuous_update=False,
+            style=wide,
+        )
+        self.reshard = w.ToggleButtons(
+            options=(("reshard after forward", True), ("keep through backward", False)),
+            value=reshard_after_forward,
+            style={"button_width": "170px"},
+        )
+        self.micro_batches = w.SelectionSlider(
+            options=MICRO_BATCH_CHOICES,
+            value=micro_batches,
+            description="micro-batches m",
+            continuous_update=False,
+            style=wide,
+        )
+        knobs = {
+            "R": [self.precision],
+            "S": [self.strategy],
+            "SG": [self.units, self.reshard, self.micro_batches],
+        }[mode]
         self.image = w.Image(format="png", layout=w.Layout(max_width="760px"))
         self.table = w.HTML()
         self.values: dict[str, object] = {}
         for control in (self.psi, self.devices, *knobs):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.psi, self.devices]), w.HBox(knobs[:2]), *knobs[2:],
-                              self.image, self.table])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.psi, self.devices]),
+                w.HBox(knobs[:2]),
+                *knobs[2:],
+                self.image,
+                self.table,
+            ]
+        )
         self.update()
 
     def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, f"device grid of mode {self.mode}") + self.table.value)
+        show(
+            self.widget,
+            png_html(self.image.value, f"device grid of mode {self.mode}") + self.table.value,
+        )
 
     # --- what the controls mean ------------------------------------------------------------
     def chosen_strategy(self) -> Strategy:
@@ -150,7 +223,11 @@ class ModeExplorer:
         if self.mode == "S":
             return get_strategy(self.strategy.value)
         base = get_strategy("zero3" if self.reshard.value else "fsdp_grad_op")
-        return base.with_(micro_batches=self.micro_batches.value) if self.micro_batches.value > 1 else base
+        return (
+            base.with_(micro_batches=self.micro_batches.value)
+            if self.micro_batches.value > 1
+            else base
+        )
 
     def model(self) -> ModelSpec:
         units = self.units.value if self.mode == "SG" else 1
@@ -160,45 +237,83 @@ class ModeExplorer:
         return self.precision.value if self.mode == "R" else "mixed_adam"
 
     def report(self) -> Report:
-        return analyze(self.chosen_strategy(), self.model(), self.devices.value, self.chosen_precision())
+        return analyze(
+            self.chosen_strategy(), self.model(), self.devices.value, self.chosen_precision()
+        )
 
     # --- drawing -----------------------------------------------------------------------------
     def update(self) -> Report:
         report = self.report()
-        figure = device_grid(report.strategy, report.model, report.mesh, report.precision.name,
-                             max_ranks=self.max_ranks)
+        figure = device_grid(
+            report.strategy,
+            report.model,
+            report.mesh,
+            report.precision.name,
+            max_ranks=self.max_ranks,
+        )
         self.image.value = png(figure)
         m = report.memory
-        self.values = {"strategy": report.strategy.name, "devices": report.mesh.world_size,
-                       **{s.value: m.device[s] for s in MODEL_STATES}, "model_state": m.model_state,
-                       "peak": m.peak, "peak_phase": m.peak_phase, "volume_psi": report.volume_psi,
-                       "ring_bytes": report.ring_bytes}
+        self.values = {
+            "strategy": report.strategy.name,
+            "devices": report.mesh.world_size,
+            **{s.value: m.device[s] for s in MODEL_STATES},
+            "model_state": m.model_state,
+            "peak": m.peak,
+            "peak_phase": m.peak_phase,
+            "volume_psi": report.volume_psi,
+            "ring_bytes": report.ring_bytes,
+        }
         self.table.value = self._table(report)
         return report
 
     def _table(self, report: Report) -> str:
         m, psi = report.memory, report.model.psi
-        rows = [(f"{s.value} ({report.strategy.placement.mode(s, 'data').value})", fmt_bytes(m.device[s]),
-                 f"{_coefficient(m.device[s], psi)}") for s in MODEL_STATES]
-        rows.append(("<b>model state</b> P+G+O", f"<b>{fmt_bytes(m.model_state)}</b>",
-                     _coefficient(m.model_state, psi)))
+        rows = [
+            (
+                f"{s.value} ({report.strategy.placement.mode(s, 'data').value})",
+                fmt_bytes(m.device[s]),
+                f"{_coefficient(m.device[s], psi)}",
+            )
+            for s in MODEL_STATES
+        ]
+        rows.append(
+            (
+                "<b>model state</b> P+G+O",
+                f"<b>{fmt_bytes(m.model_state)}</b>",
+                _coefficient(m.model_state, psi),
+            )
+        )
         for phase in PHASES:
             for term, value in m.transient.get(phase, {}).items():
-                rows.append((f"{phase}: {term} (transient)", fmt_bytes(value), _coefficient(value, psi)))
-        rows.append((f"<b>peak</b> (in {m.peak_phase})", f"<b>{fmt_bytes(m.peak)}</b>", _coefficient(m.peak, psi)))
+                rows.append(
+                    (f"{phase}: {term} (transient)", fmt_bytes(value), _coefficient(value, psi))
+                )
+        rows.append(
+            (
+                f"<b>peak</b> (in {m.peak_phase})",
+                f"<b>{fmt_bytes(m.peak)}</b>",
+                _coefficient(m.peak, psi),
+            )
+        )
         memory = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
         ops = "".join(
             f"<tr><td>{o.phase}</td><td>{o.count} × {o.op} {o.state}</td><td>{fmt_bytes(o.payload_bytes)}</td>"
             f"<td>{'once, at start-up' if o.phase == STARTUP else fmt_bytes(o.ring_bytes)}</td>"
-            f"<td>{html.escape(o.why)}</td></tr>" for o in grouped_ops(report))
-        total = (f"per step: <b>{float(report.volume_psi):g} Ψ</b> (ZeRO convention) = "
-                 f"<b>{fmt_bytes(report.ring_bytes)}</b> ring bytes sent per device")
-        return (f"<p><b>{html.escape(report.strategy.name)}</b> [{html.escape(str(report.strategy.placement))}] on "
-                f"{report.mesh}, Ψ = {psi:,}, {report.precision.name} (P/G/O = {report.precision.params}/"
-                f"{report.precision.grads}/{report.precision.optimizer} B); per device, GB = 10^9 B, GiB = 2^30 B</p>"
-                f"<table><thead><tr><th>memory</th><th>bytes</th><th>× Ψ bytes</th></tr></thead>{memory}</table>"
-                f"<table><thead><tr><th>phase</th><th>collectives</th><th>payload</th><th>ring bytes</th>"
-                f"<th>why</th></tr></thead>{ops}</table><p>{total}</p>")
+            f"<td>{html.escape(o.why)}</td></tr>"
+            for o in grouped_ops(report)
+        )
+        total = (
+            f"per step: <b>{float(report.volume_psi):g} Ψ</b> (ZeRO convention) = "
+            f"<b>{fmt_bytes(report.ring_bytes)}</b> ring bytes sent per device"
+        )
+        return (
+            f"<p><b>{html.escape(report.strategy.name)}</b> [{html.escape(str(report.strategy.placement))}] on "
+            f"{report.mesh}, Ψ = {psi:,}, {report.precision.name} (P/G/O = {report.precision.params}/"
+            f"{report.precision.grads}/{report.precision.optimizer} B); per device, GB = 10^9 B, GiB = 2^30 B</p>"
+            f"<table><thead><tr><th>memory</th><th>bytes</th><th>× Ψ bytes</th></tr></thead>{memory}</table>"
+            f"<table><thead><tr><th>phase</th><th>collectives</th><th>payload</th><th>ring bytes</th>"
+            f"<th>why</th></tr></thead>{ops}</table><p>{total}</p>"
+        )
 
 
 def _coefficient(n_bytes, psi: int) -> str:

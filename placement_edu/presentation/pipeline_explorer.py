@@ -25,7 +25,9 @@ from placement_edu.units import GB, fmt_bytes
 
 #: The model whose activations the explorer weighs: Llama-2-7B's widths (Touvron et al. 2023) as a
 #: GPT-style block, one sequence of 4,096 tokens per micro-batch, selective recomputation.
-MODEL = TransformerSpec(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, recompute="selective")
+MODEL = TransformerSpec(
+    layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, recompute="selective"
+)
 #: Forward passes are drawn in the activations' colour (forward makes them), backward passes in the
 #: gradients' colour (backward makes them).
 PASS_COLORS = {"F": STATE_COLORS[State.ACTIVATIONS], "B": STATE_COLORS[State.GRADS]}
@@ -38,10 +40,10 @@ class PipelineView:
     stages: int
     micro_batches: int
     schedule: str
-    timeline: list[list[tuple[str, int, int, int]]]     # per stage: (pass, micro-batch, start, end)
-    bubble: dict[str, Fraction]                           # of_ideal, of_total
-    activations: list[Fraction]                           # bytes per stage at its peak (derive_memory)
-    per_micro_batch: list[Fraction]                       # bytes one micro-batch leaves on each stage
+    timeline: list[list[tuple[str, int, int, int]]]  # per stage: (pass, micro-batch, start, end)
+    bubble: dict[str, Fraction]  # of_ideal, of_total
+    activations: list[Fraction]  # bytes per stage at its peak (derive_memory)
+    per_micro_batch: list[Fraction]  # bytes one micro-batch leaves on each stage
 
     @property
     def in_flight(self) -> list[int]:
@@ -54,17 +56,33 @@ class PipelineView:
         return max(row[-1][3] for row in self.timeline)
 
 
-def pipeline_view(stages: int, micro_batches: int, schedule: str, model: TransformerSpec = MODEL,
-                  precision: str = "mixed_adam") -> PipelineView:
+def pipeline_view(
+    stages: int,
+    micro_batches: int,
+    schedule: str,
+    model: TransformerSpec = MODEL,
+    precision: str = "mixed_adam",
+) -> PipelineView:
     """Ask the core for the timeline, the bubble and each stage's activations."""
     strategy = get_strategy("pp").with_(micro_batches=micro_batches, pipeline_schedule=schedule)
     mesh, prec = Mesh.of(pipeline=stages), get_precision(precision)
     memories = [derive_memory(strategy, model, mesh, prec, rank=s) for s in range(stages)]
-    return PipelineView(stages, micro_batches, schedule, pipeline_timeline(schedule, stages, micro_batches),
-                        pipeline_bubble(stages, micro_batches),
-                        [Fraction(m.transient_peak("activations")) for m in memories],
-                        [Fraction(model.activation_bytes_per_microbatch(1, Fraction(layers_on_stage(model, stages, s))))
-                         for s in range(stages)])
+    return PipelineView(
+        stages,
+        micro_batches,
+        schedule,
+        pipeline_timeline(schedule, stages, micro_batches),
+        pipeline_bubble(stages, micro_batches),
+        [Fraction(m.transient_peak("activations")) for m in memories],
+        [
+            Fraction(
+                model.activation_bytes_per_microbatch(
+                    1, Fraction(layers_on_stage(model, stages, s))
+                )
+            )
+            for s in range(stages)
+        ],
+    )
 
 
 class PipelineExplorer:
@@ -73,10 +91,20 @@ class PipelineExplorer:
     def __init__(self, stages: int = 4, micro_batches: int = 8, schedule: str = "1f1b") -> None:
         import ipywidgets as w
 
-        self.stages = w.IntSlider(value=stages, min=2, max=8, description="p (stages)", continuous_update=False)
-        self.micro_batches = w.IntSlider(value=micro_batches, min=1, max=32, description="m (micro-batches)",
-                                         continuous_update=False, style={"description_width": "initial"})
-        self.schedule = w.Dropdown(options=list(PIPELINE_SCHEDULES), value=schedule, description="schedule")
+        self.stages = w.IntSlider(
+            value=stages, min=2, max=8, description="p (stages)", continuous_update=False
+        )
+        self.micro_batches = w.IntSlider(
+            value=micro_batches,
+            min=1,
+            max=32,
+            description="m (micro-batches)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+        self.schedule = w.Dropdown(
+            options=list(PIPELINE_SCHEDULES), value=schedule, description="schedule"
+        )
         self.figure = new_figure(9.4, 3.8)
         self.timeline_ax = self.figure.add_axes((0.08, 0.3, 0.6, 0.6))
         self.memory_ax = self.figure.add_axes((0.77, 0.3, 0.21, 0.6))
@@ -84,7 +112,9 @@ class PipelineExplorer:
         self.table = w.HTML()
         for control in (self.stages, self.micro_batches, self.schedule):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.stages, self.micro_batches, self.schedule]), self.image, self.table])
+        self.widget = w.VBox(
+            [w.HBox([self.stages, self.micro_batches, self.schedule]), self.image, self.table]
+        )
         self.view: PipelineView | None = None
         self.update()
 
@@ -105,7 +135,8 @@ class PipelineExplorer:
             f"{float(b['of_total']):.1%}</td></tr>"
             f"<tr><td>activations in flight on stage 0</td><td>{view.in_flight[0]} micro-batch"
             f"{'es' * (view.in_flight[0] != 1)} = {html.escape(fmt_bytes(view.activations[0]))}</td></tr>"
-            "</tbody></table>")
+            "</tbody></table>"
+        )
         return view
 
     def _draw(self, view: PipelineView) -> None:
@@ -117,20 +148,46 @@ class PipelineExplorer:
         for stage, row in enumerate(view.timeline):
             y = p - 1 - stage
             for kind, k, start, end in row:
-                self.blocks.append(ax.barh(y, end - start, left=start, height=0.8, color=PASS_COLORS[kind],
-                                           edgecolor="white", linewidth=0.5)[0])
+                self.blocks.append(
+                    ax.barh(
+                        y,
+                        end - start,
+                        left=start,
+                        height=0.8,
+                        color=PASS_COLORS[kind],
+                        edgecolor="white",
+                        linewidth=0.5,
+                    )[0]
+                )
                 if view.micro_batches <= 16:
-                    ax.text((start + end) / 2, y, f"{kind}{k}", ha="center", va="center", fontsize=6)
+                    ax.text(
+                        (start + end) / 2, y, f"{kind}{k}", ha="center", va="center", fontsize=6
+                    )
         ax.set_yticks(range(p), [f"stage {p - 1 - y}" for y in range(p)], fontsize=8)
         ax.set_xlim(0, view.length)
-        ax.set_xlabel("time (units: a forward pass = 1, a backward = 2); white = bubble", fontsize=8)
-        ax.set_title(f"{view.schedule}, p = {p}, m = {view.micro_batches}: bubble {view.bubble['of_total']} of total "
-                     f"= {view.bubble['of_ideal']} of ideal", fontsize=9)
-        ax.legend(handles=[Patch(color=PASS_COLORS["F"], label="forward (makes activations)"),
-                           Patch(color=PASS_COLORS["B"], label="backward (makes gradients)")], fontsize=7,
-                  loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+        ax.set_xlabel(
+            "time (units: a forward pass = 1, a backward = 2); white = bubble", fontsize=8
+        )
+        ax.set_title(
+            f"{view.schedule}, p = {p}, m = {view.micro_batches}: bubble {view.bubble['of_total']} of total "
+            f"= {view.bubble['of_ideal']} of ideal",
+            fontsize=9,
+        )
+        ax.legend(
+            handles=[
+                Patch(color=PASS_COLORS["F"], label="forward (makes activations)"),
+                Patch(color=PASS_COLORS["B"], label="backward (makes gradients)"),
+            ],
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.22),
+            ncol=2,
+            frameon=False,
+        )
         gb = [float(a) / GB for a in view.activations]
-        self.activation_bars = mem.barh([p - 1 - s for s in range(p)], gb, color=STATE_COLORS[State.ACTIVATIONS])
+        self.activation_bars = mem.barh(
+            [p - 1 - s for s in range(p)], gb, color=STATE_COLORS[State.ACTIVATIONS]
+        )
         for s, (value, n) in enumerate(zip(gb, view.in_flight)):
             mem.text(value, p - 1 - s, f" {n}×", va="center", fontsize=7)
         mem.set_yticks(range(p), [f"stage {p - 1 - y}" for y in range(p)], fontsize=7)

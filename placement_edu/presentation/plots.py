@@ -24,7 +24,10 @@ from placement_edu.units import GB
 if TYPE_CHECKING:
     from placement_edu.report import Comparison
 
-from placement_edu.presentation.style import OP_COLORS as _OP_COLORS, STATE_COLORS  # one visual language
+from placement_edu.presentation.style import (
+    OP_COLORS as _OP_COLORS,
+    STATE_COLORS,
+)  # one visual language
 
 OP_COLORS = {op: _OP_COLORS[op] for op in ("all_reduce", "reduce_scatter", "all_gather", "send")}
 
@@ -34,7 +37,9 @@ class CostCharts:
     per-step communication (ZeRO-convention volume in Ψ, stacked by collective, exact ring bytes
     written above) for a fixed list of strategies."""
 
-    def __init__(self, strategies: Sequence[str], figsize: tuple[float, float] = (11, 4.4), dpi: int = 80) -> None:
+    def __init__(
+        self, strategies: Sequence[str], figsize: tuple[float, float] = (11, 4.4), dpi: int = 80
+    ) -> None:
         self.names = list(strategies)
         self.figure = Figure(figsize=figsize, dpi=dpi)
         FigureCanvasAgg(self.figure)
@@ -42,13 +47,31 @@ class CostCharts:
         self.figure.subplots_adjust(left=0.07, right=0.99, top=0.92, bottom=0.24, wspace=0.22)
         zeros = [0.0] * len(self.names)
         m, c = self.memory_ax, self.comm_ax
-        self.state_bars = {s: m.bar(self.names, zeros, color=STATE_COLORS[s], label=s.value) for s in MODEL_STATES}
-        self.transient_bars = m.bar(self.names, zeros, color="none", edgecolor="grey", hatch="//",
-                                    label="transient at peak (gather window, buckets, activations)")
-        self.op_bars = {op: c.bar(self.names, zeros, color=color, label=op) for op, color in OP_COLORS.items()}
-        self.memory_labels = [m.annotate("", (i, 0), ha="center", va="bottom", fontsize=9) for i in range(len(self.names))]
-        self.comm_labels = [c.annotate("", (i, 0), ha="center", va="bottom", fontsize=9) for i in range(len(self.names))]
-        self.silence = c.text(0.5, 0.5, "one device: nothing to communicate", transform=c.transAxes, ha="center")
+        self.state_bars = {
+            s: m.bar(self.names, zeros, color=STATE_COLORS[s], label=s.value) for s in MODEL_STATES
+        }
+        self.transient_bars = m.bar(
+            self.names,
+            zeros,
+            color="none",
+            edgecolor="grey",
+            hatch="//",
+            label="transient at peak (gather window, buckets, activations)",
+        )
+        self.op_bars = {
+            op: c.bar(self.names, zeros, color=color, label=op) for op, color in OP_COLORS.items()
+        }
+        self.memory_labels = [
+            m.annotate("", (i, 0), ha="center", va="bottom", fontsize=9)
+            for i in range(len(self.names))
+        ]
+        self.comm_labels = [
+            c.annotate("", (i, 0), ha="center", va="bottom", fontsize=9)
+            for i in range(len(self.names))
+        ]
+        self.silence = c.text(
+            0.5, 0.5, "one device: nothing to communicate", transform=c.transAxes, ha="center"
+        )
         m.set_ylabel("bytes per device (GB = 1e9 B)")
         m.set_title("Memory per device: model state (bars), transient peak (hatched)", fontsize=10)
         c.set_ylabel("volume per step (Ψ elements, ZeRO convention)")
@@ -64,13 +87,19 @@ class CostCharts:
         self.background = self.figure.canvas.copy_from_bbox(self.figure.bbox)
 
     def _moving(self) -> list:
-        bars = [b for group in (*self.state_bars.values(), self.transient_bars, *self.op_bars.values()) for b in group]
+        bars = [
+            b
+            for group in (*self.state_bars.values(), self.transient_bars, *self.op_bars.values())
+            for b in group
+        ]
         return bars + self.memory_labels + self.comm_labels + [self.silence]
 
     def update(self, comparison: "Comparison") -> None:
         reports = comparison.reports
         if [r.strategy.name for r in reports] != self.names:
-            raise ValueError(f"these charts show {self.names}, got {[r.strategy.name for r in reports]}")
+            raise ValueError(
+                f"these charts show {self.names}, got {[r.strategy.name for r in reports]}"
+            )
         bottoms = [0.0] * len(reports)
         for state, bars in self.state_bars.items():
             heights = [float(r.memory.device[state]) / GB for r in reports]
@@ -84,11 +113,16 @@ class CostCharts:
 
         bottoms = [0.0] * len(reports)
         for op, bars in self.op_bars.items():
-            heights = [float(sum(o.zero_volume_elements for o in r.schedule.collectives if o.op == op))
-                       / r.model.psi for r in reports]
+            heights = [
+                float(sum(o.zero_volume_elements for o in r.schedule.collectives if o.op == op))
+                / r.model.psi
+                for r in reports
+            ]
             bottoms = _stack(bars, heights, bottoms)
         for label, r, top in zip(self.comm_labels, reports, bottoms):
-            label.set_text(f"{float(r.volume_psi):g} Ψ\n{float(r.ring_bytes) / GB:.4g} GB ring" if top else "")
+            label.set_text(
+                f"{float(r.volume_psi):g} Ψ\n{float(r.ring_bytes) / GB:.4g} GB ring" if top else ""
+            )
             label.xy = label.xyann = (label.xy[0], top)
         self.comm_ax.set_ylim(0, max(bottoms + [1.0]) * 1.3)
         self.silence.set_visible(not any(bottoms))

@@ -13,7 +13,7 @@ from placement_edu.runtime.engines import RUNNABLE
 from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
 
-FLOOR = 1e-18     # a deviation of exactly 0 is drawn here on the log scale
+FLOOR = 1e-18  # a deviation of exactly 0 is drawn here on the log scale
 
 
 def deviation_chart(results: Sequence[RunResult], ax=None):
@@ -24,7 +24,9 @@ def deviation_chart(results: Sequence[RunResult], ax=None):
     for r in results:
         steps = range(1, len(r.deviation) + 1)
         style = "-" if r.config.fault is None else "--"
-        ax.plot(steps, [max(d, FLOOR) for d in r.deviation], style, marker="o", label=r.config.label)
+        ax.plot(
+            steps, [max(d, FLOOR) for d in r.deviation], style, marker="o", label=r.config.label
+        )
     ax.axhline(results[0].config.tolerance if results else 1e-10, color="grey", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
@@ -50,7 +52,9 @@ class RuntimeExplorer:
         import ipywidgets as w
 
         self.strategy = w.Dropdown(options=list(RUNNABLE), value=strategy, description="strategy")
-        self.world = w.Dropdown(options=self.world_sizes(strategy), value=world_size, description="ranks")
+        self.world = w.Dropdown(
+            options=self.world_sizes(strategy), value=world_size, description="ranks"
+        )
         self.fault = w.Dropdown(description="fault")
         self.steps = w.IntSlider(value=steps, min=1, max=10, description="steps")
         self.button = w.Button(description="Run", button_style="primary")
@@ -58,26 +62,38 @@ class RuntimeExplorer:
         self.status = w.HTML("Press <b>Run</b>.")
         self.chart = w.Image(format="png", layout=w.Layout(max_width="760px"))
         self.report = w.HTML()
-        for name, widget in (("progress", self.bar), ("status", self.status), ("chart", self.chart),
-                             ("report", self.report)):
+        for name, widget in (
+            ("progress", self.bar),
+            ("status", self.status),
+            ("chart", self.chart),
+            ("report", self.report),
+        ):
             widget.add_class(f"placement-edu-{name}")  # what the browser test looks for
         self.strategy.observe(lambda _change: self._world_sizes(), names="value")
         self.world.observe(lambda _change: self._faults(), names="value")
         self.button.on_click(lambda _b: self.run())
         self._faults()
         from placement_edu.runtime.pool import shared_pool
-        shared_pool(max(self.WORLD_SIZES)).start()     # warm by the time the learner clicks Run
-        self.widget = w.VBox([w.HBox([self.strategy, self.world, self.fault]),
-                              w.HBox([self.steps, self.button]), w.HBox([self.bar, self.status]),
-                              self.chart, self.report])
+
+        shared_pool(max(self.WORLD_SIZES)).start()  # warm by the time the learner clicks Run
+        self.widget = w.VBox(
+            [
+                w.HBox([self.strategy, self.world, self.fault]),
+                w.HBox([self.steps, self.button]),
+                w.HBox([self.bar, self.status]),
+                self.chart,
+                self.report,
+            ]
+        )
 
     def _ipython_display_(self) -> None:
-        show(self.widget)            # after a line telling a notebook opened without running what to do
+        show(self.widget)  # after a line telling a notebook opened without running what to do
 
     @classmethod
     def world_sizes(cls, strategy: str) -> list[int]:
         """The offered world sizes on which ``strategy`` runs (a composition needs 4: 2 x 2)."""
         from placement_edu.errors import PlacementError
+
         out = []
         for n in cls.WORLD_SIZES:
             try:
@@ -96,6 +112,7 @@ class RuntimeExplorer:
 
     def _faults(self) -> None:
         from placement_edu.runtime.verdict import applicable
+
         config = RunConfig(self.strategy.value, self.world.value)
         names = applicable(config.resolved_strategy(), config.resolved_mesh())
         self.fault.options = ["(none)", *names]
@@ -112,14 +129,17 @@ class RuntimeExplorer:
         import time
 
         from placement_edu.runtime.pool import shared_pool
+
         start = time.monotonic()
-        self.button.disabled = True                    # one run at a time
+        self.button.disabled = True  # one run at a time
         self.bar.value, self.bar.layout.visibility = 0, "visible"
         self.status.value = "starting…"
         try:
             # The kernel's warm ranks (started when the widget was made): no start-up per click.
-            results = shared_pool(self.world.value).run_many(self.configs(), progress=self._progress)
-        except Exception as error:                     # shown in the widget, not raised
+            results = shared_pool(self.world.value).run_many(
+                self.configs(), progress=self._progress
+            )
+        except Exception as error:  # shown in the widget, not raised
             self.status.value = f"<b>error</b>: {html.escape(str(error))}"
             self.chart.value, self.report.value = b"", ""
             return []
@@ -127,8 +147,9 @@ class RuntimeExplorer:
             self.bar.layout.visibility = "hidden"
             self.button.disabled = False
         self.chart.value = chart_png(results)
-        self.report.value = "".join(f"<pre style='white-space: pre-wrap'>{html.escape(str(r))}</pre>"
-                                    for r in results)
+        self.report.value = "".join(
+            f"<pre style='white-space: pre-wrap'>{html.escape(str(r))}</pre>" for r in results
+        )
         runs = "1 run" if len(results) == 1 else f"{len(results)} runs"
         self.status.value = f"done: {runs} in {time.monotonic() - start:.2f} s"
         return results
@@ -144,6 +165,7 @@ def chart_png(results: Sequence[RunResult]) -> bytes:
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
     figure = Figure(figsize=(7, 3.5), dpi=90)
     FigureCanvasAgg(figure)
     deviation_chart(results, figure.add_subplot())

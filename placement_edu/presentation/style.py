@@ -27,11 +27,23 @@ from placement_edu.units import fmt_bytes
 
 #: Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
 #: deficiency. One colour per training state, in every figure.
-STATE_COLORS = {State.PARAMS: "#0072B2", State.GRADS: "#E69F00", State.OPTIMIZER: "#009E73",
-                State.ACTIVATIONS: "#CC79A7"}
+STATE_COLORS = {
+    State.PARAMS: "#0072B2",
+    State.GRADS: "#E69F00",
+    State.OPTIMIZER: "#009E73",
+    State.ACTIVATIONS: "#CC79A7",
+}
 #: One colour per operation, in every figure (host transfers grey: they use the host link).
-OP_COLORS = {"all_reduce": "#56B4E9", "reduce_scatter": "#D55E00", "all_gather": "#F0E442",
-             "broadcast": "#999999", "send": "#000000", "recv": "#000000", "h2d": "#BBBBBB", "d2h": "#BBBBBB"}
+OP_COLORS = {
+    "all_reduce": "#56B4E9",
+    "reduce_scatter": "#D55E00",
+    "all_gather": "#F0E442",
+    "broadcast": "#999999",
+    "send": "#000000",
+    "recv": "#000000",
+    "h2d": "#BBBBBB",
+    "d2h": "#BBBBBB",
+}
 HOST_HATCH = "xx"
 #: What each mode looks like in a device grid.
 MODE_LEGEND = {
@@ -63,8 +75,14 @@ def save(figure: Figure, path: str, dpi: int = 200) -> str:
     return path
 
 
-def device_grid(strategy, model: Model | float = 1e9, mesh: Mesh | str | int = 4,
-                precision: str = "mixed_adam", max_ranks: int = 8, title: str = "") -> Figure:
+def device_grid(
+    strategy,
+    model: Model | float = 1e9,
+    mesh: Mesh | str | int = 4,
+    precision: str = "mixed_adam",
+    max_ranks: int = 8,
+    title: str = "",
+) -> Figure:
     """Who holds what: one column per rank (the first ``max_ranks``), one row per state. The outline
     is the whole state; the filled part is what this rank keeps on the device between steps, drawn
     at its slice's place (disjoint slices visibly tile the state across ranks); SG's dashed whole is
@@ -79,24 +97,47 @@ def device_grid(strategy, model: Model | float = 1e9, mesh: Mesh | str | int = 4
     states = [State.PARAMS, State.GRADS, State.OPTIMIZER, State.ACTIVATIONS]
     width = 1.6 + 1.55 * len(ranks)
     figure = new_figure(width, 3.9)
-    left = 1.15 / width                                    # room for "(OFF on pipeline)" labels, in inches
+    left = 1.15 / width  # room for "(OFF on pipeline)" labels, in inches
     ax = figure.add_axes((left, 0.2, 0.99 - left, 0.68))
     ax.set_xlim(0, len(ranks))
     ax.set_ylim(-0.2, len(states))
-    ax.set_yticks([len(states) - i - 0.5 for i in range(len(states))],
-                  [f"{s.value}\n({strategy.placement.mode(s, axis).value} on {axis})" for s in states], fontsize=8)
-    ax.set_xticks([r + 0.5 for r in ranks], [f"rank {r}" + _coords(mesh, r) for r in ranks], fontsize=8)
+    ax.set_yticks(
+        [len(states) - i - 0.5 for i in range(len(states))],
+        [f"{s.value}\n({strategy.placement.mode(s, axis).value} on {axis})" for s in states],
+        fontsize=8,
+    )
+    ax.set_xticks(
+        [r + 0.5 for r in ranks], [f"rank {r}" + _coords(mesh, r) for r in ranks], fontsize=8
+    )
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
     for column, (rank, memory) in enumerate(zip(ranks, memories)):
         for row, state in enumerate(states):
-            _cell(ax, column, len(states) - row - 1, strategy, mesh, model, precision, memory, state, rank, axis)
-    more = f" (first {len(ranks)} of {mesh.world_size} ranks)" if mesh.world_size > len(ranks) else ""
+            _cell(
+                ax,
+                column,
+                len(states) - row - 1,
+                strategy,
+                mesh,
+                model,
+                precision,
+                memory,
+                state,
+                rank,
+                axis,
+            )
+    more = (
+        f" (first {len(ranks)} of {mesh.world_size} ranks)" if mesh.world_size > len(ranks) else ""
+    )
     ax.set_title(title or f"{strategy.name} on {mesh}: who holds what{more}", fontsize=10)
-    figure.text(0.01, 0.02, "filled: kept on the device between steps; dashed: gathered for use; hatched: "
-                "in host memory; dotted: transient.\nBytes: persistent per device (activations: at peak).",
-                fontsize=7)
+    figure.text(
+        0.01,
+        0.02,
+        "filled: kept on the device between steps; dashed: gathered for use; hatched: "
+        "in host memory; dotted: transient.\nBytes: persistent per device (activations: at peak).",
+        fontsize=7,
+    )
     return figure
 
 
@@ -114,17 +155,44 @@ def _coords(mesh: Mesh, rank: int) -> str:
     return "\n" + ",".join(f"{a[0]}{coords[a]}" for a, _ in axes)
 
 
-def _cell(ax, column: int, row: int, strategy, mesh: Mesh, model, precision, memory, state: State, rank: int,
-          axis: str = "data") -> None:
+def _cell(
+    ax,
+    column: int,
+    row: int,
+    strategy,
+    mesh: Mesh,
+    model,
+    precision,
+    memory,
+    state: State,
+    rank: int,
+    axis: str = "data",
+) -> None:
     x0, width, y0, height = column + 0.08, 0.84, row + 0.25, 0.5
     colour = STATE_COLORS[state]
     ax.add_patch(Rectangle((x0, y0), width, height, fill=False, edgecolor="#444444", linewidth=0.6))
     if state is State.ACTIVATIONS:
         held = memory.transient_peak("activations")
-        ax.add_patch(Rectangle((x0, y0), width, height, facecolor=colour, alpha=0.25, edgecolor=colour,
-                               linestyle=":", linewidth=1.5))
-        ax.text(x0 + width / 2, y0 - 0.12, fmt_bytes(held) if held else "per micro-batch", ha="center",
-                va="center", fontsize=7)
+        ax.add_patch(
+            Rectangle(
+                (x0, y0),
+                width,
+                height,
+                facecolor=colour,
+                alpha=0.25,
+                edgecolor=colour,
+                linestyle=":",
+                linewidth=1.5,
+            )
+        )
+        ax.text(
+            x0 + width / 2,
+            y0 - 0.12,
+            fmt_bytes(held) if held else "per micro-batch",
+            ha="center",
+            va="center",
+            fontsize=7,
+        )
         return
     mode = strategy.placement.mode(state, axis)
     on_device, on_host = memory.device[state], memory.host[state]
@@ -135,11 +203,25 @@ def _cell(ax, column: int, row: int, strategy, mesh: Mesh, model, precision, mem
     start = index * share if mode in SPLIT_MODES or mode in HOST_MODES else 0
     start = min(start, 1 - share)
     if mode in GATHERED and mode is not Mode.OFF:
-        ax.add_patch(Rectangle((x0, y0), width, height, fill=False, edgecolor=colour, linestyle="--", linewidth=1.2))
-    ax.add_patch(Rectangle((x0 + float(start) * width, y0), float(share) * width, height, facecolor=colour,
-                           hatch=HOST_HATCH if on_host else None, alpha=0.45 if on_host else 0.9,
-                           edgecolor=colour))
-    label = " + ".join([fmt_bytes(on_device)] * bool(on_device) + [f"host {fmt_bytes(on_host)}"] * bool(on_host))
+        ax.add_patch(
+            Rectangle(
+                (x0, y0), width, height, fill=False, edgecolor=colour, linestyle="--", linewidth=1.2
+            )
+        )
+    ax.add_patch(
+        Rectangle(
+            (x0 + float(start) * width, y0),
+            float(share) * width,
+            height,
+            facecolor=colour,
+            hatch=HOST_HATCH if on_host else None,
+            alpha=0.45 if on_host else 0.9,
+            edgecolor=colour,
+        )
+    )
+    label = " + ".join(
+        [fmt_bytes(on_device)] * bool(on_device) + [f"host {fmt_bytes(on_host)}"] * bool(on_host)
+    )
     ax.text(x0 + width / 2, y0 - 0.12, label or "0 B", ha="center", va="center", fontsize=7)
 
 

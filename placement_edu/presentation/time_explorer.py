@@ -20,8 +20,16 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
 from placement_edu.planner import Plan, default_transformer, plan
 from placement_edu.presentation.live import png_html, show
-from placement_edu.timing import (HARDWARE, OVERLAPS, Hardware, Link, StepTime, compute_bound_tokens, step_time,
-                                  tp_compute_bound)
+from placement_edu.timing import (
+    HARDWARE,
+    OVERLAPS,
+    Hardware,
+    Link,
+    StepTime,
+    compute_bound_tokens,
+    step_time,
+    tp_compute_bound,
+)
 
 #: Tokens per device the explorer offers: powers of two, 512 to 131,072.
 TOKEN_CHOICES = tuple(2**k for k in range(9, 18))
@@ -36,20 +44,49 @@ class TimeExplorer:
     bars of one step's seconds per strategy: dp, zero1/2/3 on data = ``devices`` (Ψ of the
     transformer below), and tp on tensor = ``tensor``. One W prices every axis here."""
 
-    def __init__(self, bandwidth_gbs: float = 50.0, tflops: float = 400.0, tokens: int = 4096,
-                 overlap: str = "per_pass", devices: int = 64, tensor: int = 8, alpha_s: float = 5e-6) -> None:
+    def __init__(
+        self,
+        bandwidth_gbs: float = 50.0,
+        tflops: float = 400.0,
+        tokens: int = 4096,
+        overlap: str = "per_pass",
+        devices: int = 64,
+        tensor: int = 8,
+        alpha_s: float = 5e-6,
+    ) -> None:
         import ipywidgets as w
 
         self.devices, self.tensor, self.alpha_s = devices, tensor, alpha_s
         self.tp_model = TransformerSpec(**TP_SHAPE)
         self.psi = self.tp_model.psi
         self.names = (*DATA_STRATEGIES, "tp")
-        self.bandwidth = w.FloatLogSlider(value=bandwidth_gbs, base=10, min=0, max=3, step=0.01,
-                                          description="W (GB/s)", readout_format=".3g", continuous_update=False)
-        self.flops = w.FloatLogSlider(value=tflops, base=10, min=1, max=3.5, step=0.01,
-                                      description="TFLOP/s", readout_format=".3g", continuous_update=False)
-        self.tokens = w.SelectionSlider(options=TOKEN_CHOICES, value=tokens, description="tokens/device",
-                                        continuous_update=False, style={"description_width": "initial"})
+        self.bandwidth = w.FloatLogSlider(
+            value=bandwidth_gbs,
+            base=10,
+            min=0,
+            max=3,
+            step=0.01,
+            description="W (GB/s)",
+            readout_format=".3g",
+            continuous_update=False,
+        )
+        self.flops = w.FloatLogSlider(
+            value=tflops,
+            base=10,
+            min=1,
+            max=3.5,
+            step=0.01,
+            description="TFLOP/s",
+            readout_format=".3g",
+            continuous_update=False,
+        )
+        self.tokens = w.SelectionSlider(
+            options=TOKEN_CHOICES,
+            value=tokens,
+            description="tokens/device",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
         self.figure = Figure(figsize=(11, 4.2), dpi=80)
         FigureCanvasAgg(self.figure)
@@ -59,8 +96,14 @@ class TimeExplorer:
         self.table = w.HTML()
         for control in (self.bandwidth, self.flops, self.tokens, self.overlap):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.bandwidth, self.flops]), w.HBox([self.tokens, self.overlap]),
-                              self.image, self.table])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.bandwidth, self.flops]),
+                w.HBox([self.tokens, self.overlap]),
+                self.image,
+                self.table,
+            ]
+        )
         self.times: dict[str, StepTime] = {}
         self.thresholds: dict[str, float] = {}
         self.update()
@@ -71,19 +114,30 @@ class TimeExplorer:
     def hardware(self) -> Hardware:
         """One device at the chosen FLOP/s; every axis on one link of the chosen W and fixed α."""
         link = Link(self.alpha_s, self.bandwidth.value * 1e9, "the explorer's slider")
-        return Hardware("explorer", self.flops.value * 1e12, 80 * 2**30,
-                        tuple((a, link) for a in ("data", "tensor", "pipeline", "replica")))
+        return Hardware(
+            "explorer",
+            self.flops.value * 1e12,
+            80 * 2**30,
+            tuple((a, link) for a in ("data", "tensor", "pipeline", "replica")),
+        )
 
     def derive(self) -> None:
         """Ask the core for each strategy's step and threshold at the controls' values."""
         hw, tokens, overlap = self.hardware(), self.tokens.value, self.overlap.value
         data, abstract = Mesh.of(data=self.devices), ModelSpec(self.psi)
-        self.times = {s: step_time(s, abstract, data, "mixed_adam", hw, tokens, overlap) for s in DATA_STRATEGIES}
-        self.thresholds = {s: compute_bound_tokens(s, abstract, data, "mixed_adam", hw, overlap)
-                           for s in DATA_STRATEGIES}
+        self.times = {
+            s: step_time(s, abstract, data, "mixed_adam", hw, tokens, overlap)
+            for s in DATA_STRATEGIES
+        }
+        self.thresholds = {
+            s: compute_bound_tokens(s, abstract, data, "mixed_adam", hw, overlap)
+            for s in DATA_STRATEGIES
+        }
         # tp: t devices share each sequence, so b = tokens·t/s sequences per micro-batch.
         tp_model = TransformerSpec(**TP_SHAPE, micro_batch=tokens * self.tensor // TP_SHAPE["seq"])
-        self.times["tp"] = step_time("tp", tp_model, Mesh.of(tensor=self.tensor), "mixed_adam", hw, tokens, overlap)
+        self.times["tp"] = step_time(
+            "tp", tp_model, Mesh.of(tensor=self.tensor), "mixed_adam", hw, tokens, overlap
+        )
         self.tp_rule = tp_compute_bound(tp_model, self.tensor, hw)
 
     def update(self) -> dict[str, StepTime]:
@@ -100,19 +154,43 @@ class TimeExplorer:
         shown = [self.times[n].exposed_comm_s for n in names]
         hidden = [self.times[n].comm_s - self.times[n].exposed_comm_s for n in names]
         self.compute_bars = ax.bar(names, compute, color="#4C72B0", label="compute")
-        self.exposed_bars = ax.bar(names, shown, bottom=compute, color="#C44E52", label="exposed communication")
-        self.hidden_bars = ax.bar(names, hidden, bottom=[c + e for c, e in zip(compute, shown)], color="none",
-                                  edgecolor="grey", hatch="//", label="hidden communication (under compute)")
+        self.exposed_bars = ax.bar(
+            names, shown, bottom=compute, color="#C44E52", label="exposed communication"
+        )
+        self.hidden_bars = ax.bar(
+            names,
+            hidden,
+            bottom=[c + e for c, e in zip(compute, shown)],
+            color="none",
+            edgecolor="grey",
+            hatch="//",
+            label="hidden communication (under compute)",
+        )
         ax.set_ylabel("seconds per optimizer step")
-        ax.set_title(f"Ψ = {self.psi / 1e9:.2f}e9, N = {self.devices} (tp: t = {self.tensor}), "
-                     f"{self.tokens.value:,} tokens/device", fontsize=10)
+        ax.set_title(
+            f"Ψ = {self.psi / 1e9:.2f}e9, N = {self.devices} (tp: t = {self.tensor}), "
+            f"{self.tokens.value:,} tokens/device",
+            fontsize=10,
+        )
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3)
         for i, name in enumerate(DATA_STRATEGIES):
             at = self.thresholds[name]
-            line.plot([at] if math.isfinite(at) else [], [i] if math.isfinite(at) else [], "o", color="#C44E52")
-            line.annotate(f"{at:,.0f}" if math.isfinite(at) else "never", (TOKEN_CHOICES[0], i),
-                          xytext=(4, 4), textcoords="offset points", fontsize=8)
-        self.current = line.axvline(self.tokens.value, color="#4C72B0", label="tokens per device (slider)")
+            line.plot(
+                [at] if math.isfinite(at) else [],
+                [i] if math.isfinite(at) else [],
+                "o",
+                color="#C44E52",
+            )
+            line.annotate(
+                f"{at:,.0f}" if math.isfinite(at) else "never",
+                (TOKEN_CHOICES[0], i),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=8,
+            )
+        self.current = line.axvline(
+            self.tokens.value, color="#4C72B0", label="tokens per device (slider)"
+        )
         line.set_xscale("log")
         line.set_xlim(TOKEN_CHOICES[0] / 2, TOKEN_CHOICES[-1] * 2)
         line.set_ylim(-0.5, len(DATA_STRATEGIES) - 0.5)
@@ -125,13 +203,17 @@ class TimeExplorer:
         self.image.value = buffer.getvalue()
         rows = "".join(
             f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td><td>{t.exposed_comm_s:.4g}</td>"
-            f"<td>{t.total_s:.4g}</td><td>{self.thresholds[n]:,.0f}</td></tr>" if n in self.thresholds else
-            f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td><td>{t.exposed_comm_s:.4g}</td>"
+            f"<td>{t.total_s:.4g}</td><td>{self.thresholds[n]:,.0f}</td></tr>"
+            if n in self.thresholds
+            else f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td><td>{t.exposed_comm_s:.4g}</td>"
             f"<td>{t.total_s:.4g}</td><td>width h ≥ {self.tp_rule['h_needed']:,.0f} (h = {self.tp_rule['h']:,.0f})</td></tr>"
-            for n, t in self.times.items())
-        self.table.value = ("<table><thead><tr><th>strategy</th><th>compute s</th><th>comm s</th><th>exposed s</th>"
-                            "<th>step s</th><th>compute-bound above (tokens/device)</th></tr></thead>"
-                            f"<tbody>{rows}</tbody></table>")
+            for n, t in self.times.items()
+        )
+        self.table.value = (
+            "<table><thead><tr><th>strategy</th><th>compute s</th><th>comm s</th><th>exposed s</th>"
+            "<th>step s</th><th>compute-bound above (tokens/device)</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
 
 
 DEVICE_CHOICES = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -140,24 +222,54 @@ DEVICE_CHOICES = (8, 16, 32, 64, 128, 256, 512, 1024)
 class PlanTable:
     """Ψ, devices, memory budget (GB), hardware and overlap; the planner's ranked placements."""
 
-    def __init__(self, psi: float = 70e9, devices: int = 64, memory_gb: int = 80,
-                 hardware: str = "h100-nvlink-ib", overlap: str = "per_pass", top: int = 10) -> None:
+    def __init__(
+        self,
+        psi: float = 70e9,
+        devices: int = 64,
+        memory_gb: int = 80,
+        hardware: str = "h100-nvlink-ib",
+        overlap: str = "per_pass",
+        top: int = 10,
+    ) -> None:
         import ipywidgets as w
 
         self.top = top
-        self.psi = w.FloatLogSlider(value=psi, base=10, min=9, max=12, step=0.01, description="Ψ (params)",
-                                    readout_format=".3g", continuous_update=False)
-        self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
-                                         continuous_update=False)
-        self.memory = w.IntSlider(value=memory_gb, min=8, max=192, step=8, description="GB / device",
-                                  continuous_update=False)
+        self.psi = w.FloatLogSlider(
+            value=psi,
+            base=10,
+            min=9,
+            max=12,
+            step=0.01,
+            description="Ψ (params)",
+            readout_format=".3g",
+            continuous_update=False,
+        )
+        self.devices = w.SelectionSlider(
+            options=DEVICE_CHOICES,
+            value=devices,
+            description="N (devices)",
+            continuous_update=False,
+        )
+        self.memory = w.IntSlider(
+            value=memory_gb,
+            min=8,
+            max=192,
+            step=8,
+            description="GB / device",
+            continuous_update=False,
+        )
         self.hardware = w.Dropdown(options=list(HARDWARE), value=hardware, description="hardware")
         self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
         self.output = w.HTML()
         for control in (self.psi, self.devices, self.memory, self.hardware, self.overlap):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.psi, self.devices, self.memory]), w.HBox([self.hardware, self.overlap]),
-                              self.output])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.psi, self.devices, self.memory]),
+                w.HBox([self.hardware, self.overlap]),
+                self.output,
+            ]
+        )
         self.update()
 
     def _ipython_display_(self) -> None:
@@ -165,8 +277,14 @@ class PlanTable:
 
     def plan(self) -> Plan:
         model, assumption = default_transformer(round(self.psi.value))
-        return plan(model, self.devices.value, self.memory.value * 10**9, self.hardware.value,
-                    overlap=self.overlap.value, assumption=assumption)
+        return plan(
+            model,
+            self.devices.value,
+            self.memory.value * 10**9,
+            self.hardware.value,
+            overlap=self.overlap.value,
+            assumption=assumption,
+        )
 
     def update(self) -> Plan:
         result = self.plan()
@@ -174,11 +292,15 @@ class PlanTable:
             f"<tr><td>{i + 1}</td><td>{html.escape(c.strategy.name)}</td><td>{c.mesh}</td><td>{c.recompute}</td>"
             f"<td>{c.time.total_s:.4g}</td><td>{c.time.compute_s:.4g}</td><td>{c.time.exposed_comm_s:.4g}</td>"
             f"<td>{c.time.bubble_s:.4g}</td><td>{c.peak_bytes / 1e9:.1f}</td></tr>"
-            for i, c in enumerate(result.ranked[:self.top]))
-        why = "".join(f"<li>{html.escape(result.explain(i))}</li>" for i in range(min(3, len(result.ranked))))
+            for i, c in enumerate(result.ranked[: self.top])
+        )
+        why = "".join(
+            f"<li>{html.escape(result.explain(i))}</li>" for i in range(min(3, len(result.ranked)))
+        )
         self.output.value = (
             f"<p>{html.escape(result.assumption)}</p><p>{len(result.ranked)} placements fit, "
             f"{len(result.infeasible)} do not.</p><table><thead><tr><th>#</th><th>strategy</th><th>mesh</th>"
             "<th>recompute</th><th>step s</th><th>compute s</th><th>exposed comm s</th><th>bubble s</th>"
-            f"<th>peak GB</th></tr></thead><tbody>{rows}</tbody></table><ol>{why}</ol>")
+            f"<th>peak GB</th></tr></thead><tbody>{rows}</tbody></table><ol>{why}</ol>"
+        )
         return result

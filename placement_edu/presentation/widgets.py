@@ -11,8 +11,13 @@ from placement_edu.report import Comparison, compare
 
 DEVICE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 #: Gather units of an SG state: (label, units). One unit is the whole model at once, the worst case.
-UNIT_CHOICES = (("1 = whole model (worst case)", 1), *((str(n), n) for n in (2, 4, 8, 16)),
-                ("32 = one per layer", 32), ("64", 64), ("128", 128))
+UNIT_CHOICES = (
+    ("1 = whole model (worst case)", 1),
+    *((str(n), n) for n in (2, 4, 8, 16)),
+    ("32 = one per layer", 32),
+    ("64", 64),
+    ("128", 128),
+)
 
 
 class ZeroExplorer:
@@ -24,30 +29,58 @@ class ZeroExplorer:
     chart image (the benchmark times it).
     """
 
-    def __init__(self, psi: float = 7.5e9, devices: int = 64, precision: str = "mixed_adam",
-                 strategies: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3"), units: int = 32) -> None:
+    def __init__(
+        self,
+        psi: float = 7.5e9,
+        devices: int = 64,
+        precision: str = "mixed_adam",
+        strategies: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3"),
+        units: int = 32,
+    ) -> None:
         import ipywidgets as w
 
         self.strategies = strategies
-        self.psi = w.FloatLogSlider(value=psi, base=10, min=6, max=12, step=0.01,
-                                    description="Ψ (params)", readout_format=".3g",
-                                    continuous_update=False)
-        self.devices = w.SelectionSlider(options=DEVICE_CHOICES, value=devices, description="N (devices)",
-                                         continuous_update=False)
+        self.psi = w.FloatLogSlider(
+            value=psi,
+            base=10,
+            min=6,
+            max=12,
+            step=0.01,
+            description="Ψ (params)",
+            readout_format=".3g",
+            continuous_update=False,
+        )
+        self.devices = w.SelectionSlider(
+            options=DEVICE_CHOICES,
+            value=devices,
+            description="N (devices)",
+            continuous_update=False,
+        )
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
         # How many units an SG state is gathered in (FSDP wraps each layer: units = layers; default
         # 32, one per layer of a 32-layer model). Only the transient peak moves: a smaller unit, a
         # smaller gather window and reduce bucket. One unit -- the whole model gathered at once --
         # is the worst case, and labelled so.
-        self.units = w.SelectionSlider(options=UNIT_CHOICES, value=units, description="gather units",
-                                       continuous_update=False, style={"description_width": "initial"})
+        self.units = w.SelectionSlider(
+            options=UNIT_CHOICES,
+            value=units,
+            description="gather units",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         self.charts = CostCharts(strategies)
         self.image = w.Image(format="png")
         self.table = w.HTML()
         for control in (self.psi, self.devices, self.precision, self.units):
             control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.psi, self.devices]), w.HBox([self.precision, self.units]),
-                              self.image, self.table])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.psi, self.devices]),
+                w.HBox([self.precision, self.units]),
+                self.image,
+                self.table,
+            ]
+        )
         self.update()
 
     def _ipython_display_(self) -> None:
@@ -74,7 +107,9 @@ class CheckExplorer:
         from placement_edu.faults import FAULTS
         from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 
-        self.strategy = w.Dropdown(options=[*STRATEGIES, *COMPOSITIONS], value=strategy, description="strategy")
+        self.strategy = w.Dropdown(
+            options=[*STRATEGIES, *COMPOSITIONS], value=strategy, description="strategy"
+        )
         self.fault = w.Dropdown(options=["none", *FAULTS], value=fault, description="fault")
         self.output = w.HTML()
         for control in (self.strategy, self.fault):
@@ -83,7 +118,10 @@ class CheckExplorer:
         self.update()
 
     def _ipython_display_(self) -> None:
-        show(self.widget, f"<p>strategy {self.strategy.value}, fault {self.fault.value}:</p>{self.output.value}")
+        show(
+            self.widget,
+            f"<p>strategy {self.strategy.value}, fault {self.fault.value}:</p>{self.output.value}",
+        )
 
     def update(self) -> str:
         import html
@@ -92,7 +130,12 @@ class CheckExplorer:
         from placement_edu.errors import PlacementError
 
         try:
-            text = str(check(self.strategy.value, fault=None if self.fault.value == "none" else self.fault.value))
+            text = str(
+                check(
+                    self.strategy.value,
+                    fault=None if self.fault.value == "none" else self.fault.value,
+                )
+            )
         except PlacementError as error:
             text = f"refused: {error}"
         self.output.value = f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"

@@ -39,9 +39,21 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
 #: layers (they save their replicated input), the dropout after the row-parallel layer. Everything
 #: else a block saves lies between a column- and a row-parallel layer, and is split over t.
-TP_WHOLE = ("ln_1", "ln_2", "attn.c_attn", "mlp.c_fc", "attn.resid_dropout", "mlp.dropout",
-            "input_layernorm", "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj",
-            "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")
+TP_WHOLE = (
+    "ln_1",
+    "ln_2",
+    "attn.c_attn",
+    "mlp.c_fc",
+    "attn.resid_dropout",
+    "mlp.dropout",
+    "input_layernorm",
+    "post_attention_layernorm",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+)
 #: Categories of ``MemTracker`` that are neither model state nor the batch.
 LIVE = (_MemRefType.ACT, _MemRefType.TEMP)
 
@@ -59,13 +71,15 @@ class _Saved:
 
     def __init__(self, model: CausalLM, excluded: set[int], checkpointed: bool = False) -> None:
         self.stack: list[str] = []
-        self.kept: dict[int, tuple[int, str, str]] = {}       # storage -> (bytes, dtype, module)
+        self.kept: dict[int, tuple[int, str, str]] = {}  # storage -> (bytes, dtype, module)
         self.excluded = excluded
         blocks = {id(b) for b in model.blocks}
         self.pending = [name for name, m in model.named_modules() if id(m) in blocks]
         self.handles = []
         for name, module in model.named_modules():
-            self.handles.append(module.register_forward_pre_hook(lambda m, a, name=name: self.stack.append(name)))
+            self.handles.append(
+                module.register_forward_pre_hook(lambda m, a, name=name: self.stack.append(name))
+            )
             self.handles.append(module.register_forward_hook(self._leave))
         if checkpointed:
             for block in model.blocks:
@@ -73,9 +87,9 @@ class _Saved:
 
     def _inputs(self, mod: nn.Module, args: tuple) -> None:
         if not torch.is_grad_enabled():
-            return                                        # the replay in backward keeps nothing new
+            return  # the replay in backward keeps nothing new
         for a in args:
-            for t in (a if isinstance(a, tuple) else (a,)):
+            for t in a if isinstance(a, tuple) else (a,):
                 if isinstance(t, torch.Tensor):
                     self.keep(t)
 
@@ -109,8 +123,14 @@ def _peak(tracker: MemTracker, module: nn.Module, state: _ModState) -> tuple[int
     return max((_live(s) for s in snaps), key=lambda v: v[0] + v[1], default=(0, 0))
 
 
-def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, compute: str = "fp32",
-            attention: str = "eager", recompute: str = "none") -> ActivationProfile:
+def measure(
+    arch: Architecture | str,
+    micro_batch: int = 1,
+    seq: int = 1024,
+    compute: str = "fp32",
+    attention: str = "eager",
+    recompute: str = "none",
+) -> ActivationProfile:
     """Profile ``arch`` at micro-batch ``micro_batch`` and sequence ``seq``, computing in ``compute``
     ("fp32", or "bf16" as FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)`` computes)."""
     arch = get_architecture(arch)
@@ -121,7 +141,9 @@ def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, com
         stack.callback(torch.set_default_dtype, default)
         model = build_model(two, attention, recompute)
         ids, labels = batch(two, micro_batch, seq)
-        excluded = {_storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)}
+        excluded = {
+            _storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)
+        }
         saved = _Saved(model, excluded, checkpointed=recompute == "full")
         stack.callback(saved.remove)
         tracker = MemTracker()
@@ -134,8 +156,19 @@ def measure(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, com
         moments = _moments(model, tracker)
         result = _storage(loss).nbytes()
         buffers = sum({_storage(b)._cdata: _storage(b).nbytes() for b in model.buffers()}.values())
-    return _profile(arch, micro_batch, seq, compute, attention, recompute, saved.kept, after_forward, moments,
-                    result, buffers)
+    return _profile(
+        arch,
+        micro_batch,
+        seq,
+        compute,
+        attention,
+        recompute,
+        saved.kept,
+        after_forward,
+        moments,
+        result,
+        buffers,
+    )
 
 
 def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
@@ -146,22 +179,37 @@ def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
     block_grads = sum(p.numel() * p.element_size() for p in b1.parameters())
     out: list[Moment] = []
 
-    def add(name: str, phase: str, module: nn.Module, state: _ModState, block: int | None = None,
-            minus: int = 0) -> None:
+    def add(
+        name: str,
+        phase: str,
+        module: nn.Module,
+        state: _ModState,
+        block: int | None = None,
+        minus: int = 0,
+    ) -> None:
         live, grads = _peak(tracker, module, state)
         out.append(Moment(name, phase, live, grads - minus, block))
 
     add("forward, last block", "forward", b1, _ModState.PEAK_FW, block=-1)
     for name, module in (("final norm", norm), ("head", model.lm_head), ("loss", model.loss)):
         add(f"forward, {name}", "forward", module, _ModState.PEAK_FW)
-    for name, module in (("loss (logits' gradient)", model.loss), ("head", model.lm_head), ("final norm", norm)):
+    for name, module in (
+        ("loss (logits' gradient)", model.loss),
+        ("head", model.lm_head),
+        ("final norm", norm),
+    ):
         add(f"backward, {name}", "backward", module, _ModState.PEAK_BW)
     add("backward, block", "backward", b1, _ModState.PEAK_BW, block=1)
     add("backward, first block", "backward", b0, _ModState.PEAK_BW, block=0, minus=block_grads)
     embeddings = ["wte", "wpe"] if model.arch.kind == "gpt2" else ["embed_tokens"]
-    for name in embeddings:              # gradients of the blocks (all done by now) are not the root's
-        add(f"backward, embedding ({name})", "backward", getattr(body, name), _ModState.PEAK_BW,
-            minus=2 * block_grads)
+    for name in embeddings:  # gradients of the blocks (all done by now) are not the root's
+        add(
+            f"backward, embedding ({name})",
+            "backward",
+            getattr(body, name),
+            _ModState.PEAK_BW,
+            minus=2 * block_grads,
+        )
     return tuple(out)
 
 
@@ -172,12 +220,26 @@ def _in_block(module: str, prefix: str) -> str | None:
     return module.removeprefix(prefix + ".") if module.startswith(prefix + ".") else None
 
 
-def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, recompute: str,
-             kept: dict[int, tuple[int, str, str]], after_forward: int, moments: tuple[Moment, ...],
-             result: int, buffers: int) -> ActivationProfile:
+def _profile(
+    arch: Architecture,
+    b: int,
+    s: int,
+    compute: str,
+    attention: str,
+    recompute: str,
+    kept: dict[int, tuple[int, str, str]],
+    after_forward: int,
+    moments: tuple[Moment, ...],
+    result: int,
+    buffers: int,
+) -> ActivationProfile:
     """Sort the saved storages: block 1's are one block's; block 0's are one block's plus what the
     blocks share; the rest is outside the blocks."""
-    first, second = ("transformer.h.0", "transformer.h.1") if arch.kind == "gpt2" else ("model.layers.0", "model.layers.1")
+    first, second = (
+        ("transformer.h.0", "transformer.h.1")
+        if arch.kind == "gpt2"
+        else ("model.layers.0", "model.layers.1")
+    )
     block = tp_split = 0
     by_module: dict[str, int] = {}
     by_dtype: dict[str, int] = {}
@@ -189,7 +251,7 @@ def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, r
             by_dtype[dtype] = by_dtype.get(dtype, 0) + n
             key = f"block.{inside}" if inside else "block"
         elif _in_block(module, first) is not None:
-            continue                                        # counted below, as block + shared
+            continue  # counted below, as block + shared
         else:
             key = module or "(model)"
         by_module[key] = by_module.get(key, 0) + n
@@ -197,8 +259,20 @@ def _profile(arch: Architecture, b: int, s: int, compute: str, attention: str, r
     shared = total - 2 * block - sum(v for k, v in by_module.items() if not k.startswith("block"))
     if shared:
         by_module["shared by the blocks"] = shared
-    return ActivationProfile(arch.name or arch.kind, b, s, compute, attention, recompute, block=block,
-                             outside=total - 2 * block, block_by_dtype=dict(sorted(by_dtype.items())),
-                             by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
-                             kept_after_forward=after_forward, moments=moments, result=result, buffers=buffers,
-                             block_tp_split=tp_split)
+    return ActivationProfile(
+        arch.name or arch.kind,
+        b,
+        s,
+        compute,
+        attention,
+        recompute,
+        block=block,
+        outside=total - 2 * block,
+        block_by_dtype=dict(sorted(by_dtype.items())),
+        by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
+        kept_after_forward=after_forward,
+        moments=moments,
+        result=result,
+        buffers=buffers,
+        block_tp_split=tp_split,
+    )

@@ -19,11 +19,13 @@ class Adam:
     beta2: float = 0.999
     eps: float = 1e-3
 
-    def delta(self, grad: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int) -> torch.Tensor:
+    def delta(
+        self, grad: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int
+    ) -> torch.Tensor:
         """Update m and v in place (step counts from 1) and return the amount to subtract from the
         parameters. Element-wise: no element's update depends on another element."""
         m.mul_(self.beta1).add_(grad, alpha=1 - self.beta1)
         v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
-        m_hat = m / (1 - self.beta1 ** step)
-        v_hat = v / (1 - self.beta2 ** step)
+        m_hat = m / (1 - self.beta1**step)
+        v_hat = v / (1 - self.beta2**step)
         return self.lr * m_hat / (v_hat.sqrt() + self.eps)

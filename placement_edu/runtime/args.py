@@ -9,7 +9,13 @@ from __future__ import annotations
 import argparse
 
 from placement_edu.arguments import OneLineParser, flag_type
-from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, MAX_RUN_MICRO_BATCHES, MAX_STEPS, read_int, read_seconds
+from placement_edu.errors import (
+    MAX_LOCAL_WORLD_SIZE,
+    MAX_RUN_MICRO_BATCHES,
+    MAX_STEPS,
+    read_int,
+    read_seconds,
+)
 from placement_edu.faults import FAULTS
 from placement_edu.strategies import PIPELINE_SCHEDULES
 
@@ -22,21 +28,47 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
     """The run options, on ``p``; ``world_size=False`` for torchrun, which sets the world size."""
     # (The list of runnable names lives in runtime.engines, which may import torch: the help names
     # examples, and a name the runtime cannot run is refused with the whole list.)
-    p.add_argument("strategy", help="a strategy the runtime executes, e.g. zero3, hsdp or dp×tp "
-                                    "(× may be typed x); another name is refused with the list")
+    p.add_argument(
+        "strategy",
+        help="a strategy the runtime executes, e.g. zero3, hsdp or dp×tp "
+        "(× may be typed x); another name is refused with the list",
+    )
     if world_size:
-        p.add_argument("--world-size", type=flag_type(read_int, "processes", MAX_LOCAL_WORLD_SIZE, "4", 2),
-                       required=True, help="number of processes (ranks) on this machine, at least 2 (one process is the reference run)")
-    p.add_argument("--steps", type=flag_type(read_int, "optimizer steps", MAX_STEPS), default=3,
-                   help="optimizer steps (default 3)")
+        p.add_argument(
+            "--world-size",
+            type=flag_type(read_int, "processes", MAX_LOCAL_WORLD_SIZE, "4", 2),
+            required=True,
+            help="number of processes (ranks) on this machine, at least 2 (one process is the reference run)",
+        )
+    p.add_argument(
+        "--steps",
+        type=flag_type(read_int, "optimizer steps", MAX_STEPS),
+        default=3,
+        help="optimizer steps (default 3)",
+    )
     p.add_argument("--fault", default=None, help=f"inject a fault of SPEC §5: {', '.join(FAULTS)}")
-    p.add_argument("--mesh", default=None, help="e.g. data=2,tensor=2 (degrees multiply to the world size)")
-    p.add_argument("--micro-batches", type=flag_type(read_int, "micro-batches", MAX_RUN_MICRO_BATCHES), default=None,
-                   help="m, for pipeline strategies (default 4)")
-    p.add_argument("--schedule", default=None, choices=PIPELINE_SCHEDULES, help="pipeline schedule (default 1f1b)")
+    p.add_argument(
+        "--mesh", default=None, help="e.g. data=2,tensor=2 (degrees multiply to the world size)"
+    )
+    p.add_argument(
+        "--micro-batches",
+        type=flag_type(read_int, "micro-batches", MAX_RUN_MICRO_BATCHES),
+        default=None,
+        help="m, for pipeline strategies (default 4)",
+    )
+    p.add_argument(
+        "--schedule",
+        default=None,
+        choices=PIPELINE_SCHEDULES,
+        help="pipeline schedule (default 1f1b)",
+    )
     p.add_argument("--dtype", default="float64", choices=DTYPE_NAMES, help="default float64")
-    p.add_argument("--timeout", type=flag_type(read_seconds), default=60.0,
-                   help="seconds a collective may wait before the run is ended (default 60)")
+    p.add_argument(
+        "--timeout",
+        type=flag_type(read_seconds),
+        default=60.0,
+        help="seconds a collective may wait before the run is ended (default 60)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (exact bytes, the full ledger)")
 
 
@@ -49,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
 
 def runnable_name(text: str) -> str:
     """The runtime's name for a typed strategy: "dpxtp" and "dp*tp" are "dp×tp"."""
-    from placement_edu.runtime.engines import RUNNABLE   # (imported here: it may bring torch)
+    from placement_edu.runtime.engines import RUNNABLE  # (imported here: it may bring torch)
+
     strategy = text.strip().lower().replace("x", "×").replace("*", "×")
     return strategy.replace("×", "x") if strategy.replace("×", "x") in RUNNABLE else strategy
 
@@ -57,6 +90,14 @@ def runnable_name(text: str) -> str:
 def config_from_args(args: argparse.Namespace, world_size: int):
     """The ``RunConfig`` the parsed options describe (imports torch: call it only to run)."""
     from placement_edu.runtime.config import RunConfig
-    return RunConfig(runnable_name(args.strategy), world_size, steps=args.steps, fault=args.fault,
-                     mesh=args.mesh, dtype=args.dtype, micro_batches=args.micro_batches,
-                     pipeline_schedule=args.schedule)
+
+    return RunConfig(
+        runnable_name(args.strategy),
+        world_size,
+        steps=args.steps,
+        fault=args.fault,
+        mesh=args.mesh,
+        dtype=args.dtype,
+        micro_batches=args.micro_batches,
+        pipeline_schedule=args.schedule,
+    )

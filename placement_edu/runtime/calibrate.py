@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from placement_edu.errors import expect
 from placement_edu.runtime.launcher import launch
 from placement_edu.runtime.probes import DEFAULT_SIZES, Calibration
-from placement_edu.timing_fit import CalibrationFit, ComputeSample, Sample, fit_calibration, sample_from
+from placement_edu.timing_fit import (
+    CalibrationFit,
+    ComputeSample,
+    Sample,
+    fit_calibration,
+    sample_from,
+)
 
 
 # --- in the process that asked -----------------------------------------------------------------
@@ -41,7 +47,9 @@ class CalibrationResult:
 
     def flops(self) -> ComputeSample:
         """The matmul probe at the smallest world size (one rank per core on a 2-core machine)."""
-        return min((c for c in self.compute if c.what.startswith("float64 matmul")), key=lambda c: c.group)
+        return min(
+            (c for c in self.compute if c.what.startswith("float64 matmul")), key=lambda c: c.group
+        )
 
     @classmethod
     def build(cls, per_world: dict[int, list[dict]], repeats: int) -> "CalibrationResult":
@@ -57,13 +65,20 @@ class CalibrationResult:
         return cls(tuple(samples), tuple(compute), repeats, tuple(per_world))
 
 
-def calibrate(world_sizes: tuple[int, ...] = (2, 4), sizes: tuple[int, ...] = DEFAULT_SIZES,
-              repeats: int = 10, warmup: int = 3, timeout_s: float = 60.0) -> CalibrationResult:
+def calibrate(
+    world_sizes: tuple[int, ...] = (2, 4),
+    sizes: tuple[int, ...] = DEFAULT_SIZES,
+    repeats: int = 10,
+    warmup: int = 3,
+    timeout_s: float = 60.0,
+) -> CalibrationResult:
     """Time the collectives and compute at each world size (one launch each, so N ranks run on
     N processes, as a run of N does) and return the measurements with their fit."""
     jobs = [Calibration(n, tuple(sizes), repeats, warmup) for n in world_sizes]
     expect(len(jobs) > 0, "give at least one world size")
     for job in jobs:
         job.validate()
-    per_world = {job.world_size: launch([job], job.world_size, timeout_s, progress=False)[0] for job in jobs}
+    per_world = {
+        job.world_size: launch([job], job.world_size, timeout_s, progress=False)[0] for job in jobs
+    }
     return CalibrationResult.build(per_world, repeats)

@@ -40,12 +40,12 @@ class CollectiveTimeout(RuntimeError):
 class Entry:
     """One measured operation on one rank. Bytes are exact integers."""
 
-    step: int            # -1 for start-up
+    step: int  # -1 for start-up
     phase: str
     op: str
     state: str
     axis: str | None
-    group: int           # ranks in the group (1 for host transfers)
+    group: int  # ranks in the group (1 for host transfers)
     payload_bytes: int
     ring_bytes: int
 
@@ -59,22 +59,33 @@ class Comm:
     when a run fails, a rank that wrote no error and was not waiting in a collective is the one
     that stopped first (the launcher's report names it)."""
 
-    def __init__(self, groups: dict[str, tuple[object, list[int]]], timeout_s: float,
-                 beacon: str | None = None) -> None:
+    def __init__(
+        self,
+        groups: dict[str, tuple[object, list[int]]],
+        timeout_s: float,
+        beacon: str | None = None,
+    ) -> None:
         self.groups = groups
         self.timeout_s = timeout_s
         self._beacon = os.open(beacon, os.O_WRONLY | os.O_CREAT) if beacon else None
         self.entries: list[Entry] = []
         self.step, self.phase = -1, STARTUP
         self._pending_sends: list = []
-        self.seconds: dict[int, float] = {}           # step -> seconds inside collectives (-1: start-up)
+        self.seconds: dict[int, float] = {}  # step -> seconds inside collectives (-1: start-up)
 
     def at(self, step: int, phase: str) -> None:
         """Label the entries that follow with ``step`` and ``phase``."""
         self.step, self.phase = step, phase
 
-    def _record(self, op: str, state: str, axis: str | None, n: int, tensor: torch.Tensor,
-                sends: bool = True) -> None:
+    def _record(
+        self,
+        op: str,
+        state: str,
+        axis: str | None,
+        n: int,
+        tensor: torch.Tensor,
+        sends: bool = True,
+    ) -> None:
         payload = tensor.numel() * tensor.element_size()
         # ``sends``: False for a broadcast's receivers (only its root sends: (n - 1) x S).
         ring = 0 if self.phase == STARTUP or not sends else ring_factor(op, n) * payload
@@ -104,11 +115,13 @@ class Comm:
             if "timed out" in text or "timeout" in text:
                 raise CollectiveTimeout(
                     f"{where} did not complete within {self.timeout_s:g} s: another rank never "
-                    f"joined it -- it hung or skipped the call. Underlying error: {first}") from error
+                    f"joined it -- it hung or skipped the call. Underlying error: {first}"
+                ) from error
             if "connection closed" in text or "reset by peer" in text:
                 raise CollectiveTimeout(
                     f"{where} lost its peer: another rank exited (its own error comes first in "
-                    f"the report). Underlying error: {first}") from error
+                    f"the report). Underlying error: {first}"
+                ) from error
             raise
 
     def _group(self, axis: str):
@@ -133,7 +146,9 @@ class Comm:
     def broadcast(self, tensor: torch.Tensor, state: str, axis: str, root: int = 0) -> None:
         """Rank ``root`` of the ``axis`` group (0: its first) sends ``tensor`` to the others."""
         group, ranks = self._group(axis)
-        self._record("broadcast", state, axis, len(ranks), tensor, sends=dist.get_rank() == ranks[root])
+        self._record(
+            "broadcast", state, axis, len(ranks), tensor, sends=dist.get_rank() == ranks[root]
+        )
         self._run("broadcast", axis, dist.broadcast, tensor, src=ranks[root], group=group)
 
     def send(self, tensor: torch.Tensor, dst: int, state: str, axis: str) -> None:
@@ -149,7 +164,7 @@ class Comm:
         self._run("recv", axis, work.wait)
 
     def wait_sends(self) -> None:
-        for work, _tensor in self._pending_sends:       # the tensor stays alive until sent
+        for work, _tensor in self._pending_sends:  # the tensor stays alive until sent
             self._run("send", "pipeline", work.wait)
         self._pending_sends.clear()
 

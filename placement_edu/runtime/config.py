@@ -15,7 +15,10 @@ from placement_edu.precision import Precision, get_precision
 from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.runtime.toy import TinyMLP, TinyTransformer
 
-DTYPES = {"float64": (torch.float64, "fp64_adam", 1e-10), "float32": (torch.float32, "fp32_adam", 1e-4)}
+DTYPES = {
+    "float64": (torch.float64, "fp64_adam", 1e-10),
+    "float32": (torch.float32, "fp32_adam", 1e-4),
+}
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,11 @@ class RunConfig:
         changes: dict[str, object] = {}
         if self.micro_batches is not None:
             m = changes["micro_batches"] = positive_int("micro_batches", self.micro_batches)
-            expect(m <= MAX_RUN_MICRO_BATCHES, f"micro_batches of a run must be at most {MAX_RUN_MICRO_BATCHES} "
-                   f"(each one is real compute on every rank), got {m:,}")
+            expect(
+                m <= MAX_RUN_MICRO_BATCHES,
+                f"micro_batches of a run must be at most {MAX_RUN_MICRO_BATCHES} "
+                f"(each one is real compute on every rank), got {m:,}",
+            )
         if self.pipeline_schedule is not None:
             changes["pipeline_schedule"] = self.pipeline_schedule
         return strategy.with_(**changes) if changes else strategy
@@ -60,19 +66,26 @@ class RunConfig:
     def resolved_mesh(self) -> Mesh:
         strategy = self.resolved_strategy()
         n = positive_int("world_size", self.world_size)
-        expect(n >= 2, "world_size must be at least 2: a run on one process is the reference itself")
+        expect(
+            n >= 2, "world_size must be at least 2: a run on one process is the reference itself"
+        )
         if self.mesh:
             mesh = Mesh.parse(self.mesh)
         elif len(strategy.axes) == 1:
             mesh = strategy.default_mesh(n)
         else:
             others = [a for a in strategy.axes if a != "data"]
-            expect(n % 2 ** len(others) == 0 and n >= 2 ** len(strategy.axes),
-                   f"{strategy.name} needs a mesh with {', '.join(strategy.axes)} axes; "
-                   f"world_size = {n} is too small or odd; give mesh=..., e.g. mesh=\""
-                   + ",".join(f"{a}=2" for a in strategy.axes) + '"')
+            expect(
+                n % 2 ** len(others) == 0 and n >= 2 ** len(strategy.axes),
+                f"{strategy.name} needs a mesh with {', '.join(strategy.axes)} axes; "
+                f'world_size = {n} is too small or odd; give mesh=..., e.g. mesh="'
+                + ",".join(f"{a}=2" for a in strategy.axes)
+                + '"',
+            )
             mesh = Mesh.of(data=n // 2 ** len(others), **{a: 2 for a in others})
-        expect(mesh.world_size == n, f"mesh {mesh} has {mesh.world_size} devices, but world_size = {n}")
+        expect(
+            mesh.world_size == n, f"mesh {mesh} has {mesh.world_size} devices, but world_size = {n}"
+        )
         return mesh
 
     @property
@@ -104,8 +117,10 @@ class RunConfig:
         the batch ranks are the data degree times the replica degree (hsdp; 1 elsewhere)."""
         mesh, m = self.resolved_mesh(), self.resolved_strategy().micro_batches
         d = mesh.degree("data") * mesh.degree("replica")
-        expect(self.global_batch % (d * m) == 0,
-               f"global batch {self.global_batch} does not split into {d} data ranks x {m} micro-batches")
+        expect(
+            self.global_batch % (d * m) == 0,
+            f"global batch {self.global_batch} does not split into {d} data ranks x {m} micro-batches",
+        )
         return self.global_batch // (d * m)
 
     def concrete_model(self) -> ConcreteModel:
@@ -115,32 +130,50 @@ class RunConfig:
         micro-batch."""
         module, rows = self.module(), self.micro_rows()
         act = self.precision.activations
-        rule = "greedy" if self.resolved_strategy().owner_update == "allreduce_broadcast" else "zero"
+        rule = (
+            "greedy" if self.resolved_strategy().owner_update == "allreduce_broadcast" else "zero"
+        )
         if isinstance(module, TinyTransformer):
             rep, split = module.activation_elements(rows, 1)
             return ConcreteModel.from_module(
-                module, rule=rule, tp_plan=TinyTransformer.TP_PLAN,
-                boundary_elements=rows * module.seq * module.hidden, tp_blocks_per_layer=2,
-                activation_bytes=(rep + split) * act, activation_bytes_replicated=rep * act,
-                name="tiny transformer block")
+                module,
+                rule=rule,
+                tp_plan=TinyTransformer.TP_PLAN,
+                boundary_elements=rows * module.seq * module.hidden,
+                tp_blocks_per_layer=2,
+                activation_bytes=(rep + split) * act,
+                activation_bytes_replicated=rep * act,
+                name="tiny transformer block",
+            )
         return ConcreteModel.from_module(
-            module, rule=rule, boundary_elements=rows * module.width,
-            activation_bytes=module.activation_elements(rows) * act, name="tiny MLP")
+            module,
+            rule=rule,
+            boundary_elements=rows * module.width,
+            activation_bytes=module.activation_elements(rows) * act,
+            name="tiny MLP",
+        )
 
     def validate(self) -> None:
         """Refuse what cannot run, before any process starts."""
         from placement_edu.runtime.engines import engine_for
         from placement_edu.runtime.verdict import refuse_inapplicable
         from placement_edu.schedule import validate as validate_placement
+
         positive_int("steps", self.steps)
         positive_int("global_batch", self.global_batch)
-        expect(positive_int("width", self.width) <= 1024 and positive_int("layers", self.layers) <= 64,
-               f"the toy MLP is small by design: width at most 1024 and layers at most 64, got "
-               f"width={self.width}, layers={self.layers}")
-        expect(isinstance(self.seed, int) and not isinstance(self.seed, bool),
-               f"seed must be an int, got {self.seed!r} of type {type(self.seed).__name__}")
-        expect(self.fault is None or isinstance(self.fault, str),
-               f"fault must be a fault's name or None, got {self.fault!r}")
+        expect(
+            positive_int("width", self.width) <= 1024 and positive_int("layers", self.layers) <= 64,
+            f"the toy MLP is small by design: width at most 1024 and layers at most 64, got "
+            f"width={self.width}, layers={self.layers}",
+        )
+        expect(
+            isinstance(self.seed, int) and not isinstance(self.seed, bool),
+            f"seed must be an int, got {self.seed!r} of type {type(self.seed).__name__}",
+        )
+        expect(
+            self.fault is None or isinstance(self.fault, str),
+            f"fault must be a fault's name or None, got {self.fault!r}",
+        )
         strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
         validate_placement(strategy, mesh)
         engine_for(strategy, mesh)

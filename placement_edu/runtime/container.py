@@ -59,11 +59,15 @@ class MemoryLimit:
         return max(self.limit - self.in_use, 0)
 
     def __str__(self) -> str:
-        return (f"memory limit {self.limit / MiB:,.0f} MiB, {self.in_use / MiB:,.0f} MiB in use, "
-                f"{self.free / MiB:,.0f} MiB free ({self.source})")
+        return (
+            f"memory limit {self.limit / MiB:,.0f} MiB, {self.in_use / MiB:,.0f} MiB in use, "
+            f"{self.free / MiB:,.0f} MiB free ({self.source})"
+        )
 
 
-def cgroup_dirs(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> list[tuple[str, int]]:
+def cgroup_dirs(
+    proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup"
+) -> list[tuple[str, int]]:
     """(memory cgroup directory, cgroup version) of this process: the v1 memory controller's if
     the machine has one, else the v2 unified hierarchy's. Empty when neither can be read."""
     try:
@@ -76,7 +80,11 @@ def cgroup_dirs(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgr
         if "memory" in controllers.split(","):
             found.append((os.path.join(root, "memory", path.lstrip("/")), 1))
     for hierarchy, controllers, path in lines:
-        if hierarchy == "0" and controllers == "" and os.path.exists(os.path.join(root, "cgroup.controllers")):
+        if (
+            hierarchy == "0"
+            and controllers == ""
+            and os.path.exists(os.path.join(root, "cgroup.controllers"))
+        ):
             found.append((os.path.join(root, path.lstrip("/")), 2))
     return found
 
@@ -98,12 +106,17 @@ def _stat(directory: str, key: str) -> int:
     return 0
 
 
-def memory_limit(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> MemoryLimit | None:
+def memory_limit(
+    proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup"
+) -> MemoryLimit | None:
     """The tightest memory limit over this process's cgroup and its parents, with what is in use
     there; None when no limit is set (or none can be read)."""
     for directory, version in cgroup_dirs(proc_cgroup, root):
-        limit_file, usage_file, inactive = (("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
-                                            if version == 1 else ("memory.max", "memory.current", "inactive_file"))
+        limit_file, usage_file, inactive = (
+            ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            if version == 1
+            else ("memory.max", "memory.current", "inactive_file")
+        )
         best: MemoryLimit | None = None
         here = directory
         while here.startswith(root) and os.path.isdir(here):
@@ -111,9 +124,14 @@ def memory_limit(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cg
             if text is not None and text != "max" and text.isdigit() and int(text) < UNLIMITED:
                 if best is None or int(text) < best.limit:
                     usage = int(_read(os.path.join(here, usage_file)) or 0)
-                    best = MemoryLimit(int(text), max(usage - _stat(here, inactive), 0),
-                                       os.path.join(here, limit_file))
-            if os.path.normpath(here) == os.path.normpath(os.path.join(root, "memory" if version == 1 else "")):
+                    best = MemoryLimit(
+                        int(text),
+                        max(usage - _stat(here, inactive), 0),
+                        os.path.join(here, limit_file),
+                    )
+            if os.path.normpath(here) == os.path.normpath(
+                os.path.join(root, "memory" if version == 1 else "")
+            ):
                 break
             here = os.path.dirname(here)
         if best is not None:
@@ -126,12 +144,13 @@ def rank_bytes(jobs: list) -> int:
     ``RANK_MIB``, plus ``TORCH_REF_STATE_FACTOR`` times the model's whole state for a job of
     PyTorch's own implementations (the engines' toy models are a few KiB)."""
     from placement_edu.implementations import TorchRefConfig, parse_model
+
     state = 0
     for job in jobs:
         if isinstance(job, TorchRefConfig) and parse_model(job.model):
             widths = parse_model(job.model)
             params = sum(a * b + b for a, b in zip(widths, widths[1:]))
-            state = max(state, 32 * params)        # float64: 8 (P) + 8 (G) + 16 (Adam m, v) bytes
+            state = max(state, 32 * params)  # float64: 8 (P) + 8 (G) + 16 (Adam m, v) bytes
     return RANK_MIB * MiB + int(TORCH_REF_STATE_FACTOR * state)
 
 
@@ -142,23 +161,29 @@ def ranks_that_fit(free_bytes: int, per_rank: int, forkserver_running: bool = Fa
     return max(room // per_rank, 0)
 
 
-def check_fits(world_size: int, per_rank: int = RANK_MIB * MiB, forkserver_running: bool = False,
-               limit: MemoryLimit | None = None) -> None:
+def check_fits(
+    world_size: int,
+    per_rank: int = RANK_MIB * MiB,
+    forkserver_running: bool = False,
+    limit: MemoryLimit | None = None,
+) -> None:
     """Refuse, in one line that says why, a run of ``world_size`` ranks of ``per_rank`` bytes each
     that this container has no room for (a ``PlacementError``, before any rank starts). Nothing
     happens where no limit is set."""
     from placement_edu.errors import PlacementError
+
     limit = memory_limit() if limit is None else limit
     if limit is None:
         return
     fit = ranks_that_fit(limit.free, per_rank, forkserver_running)
     if world_size > fit:
         start = 0 if forkserver_running else FORKSERVER_MIB
-        rank_mib = -(-per_rank // MiB)                 # rounded up
+        rank_mib = -(-per_rank // MiB)  # rounded up
         advice = f"run {fit} ranks or fewer" if fit >= 2 else "no run of 2 ranks or more fits"
         raise PlacementError(
             f"not enough memory for {world_size} ranks: they need about {world_size * rank_mib + start} MiB "
             f"({rank_mib} MiB a rank"
             f"{f' + {start} MiB to start them' if start else ''}), and this container's limit is "
             f"{limit.limit / MiB:.0f} MiB with {limit.in_use / MiB:.0f} MiB in use ({limit.source}); "
-            f"{advice}, or shut down other notebooks' kernels")
+            f"{advice}, or shut down other notebooks' kernels"
+        )

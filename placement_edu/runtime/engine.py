@@ -24,11 +24,11 @@ class Context:
     """Everything an engine needs from the outside world, made once per run on each rank."""
 
     rank: int
-    strategy: Strategy               # its placement chose the engine; its options steer it
+    strategy: Strategy  # its placement chose the engine; its options steer it
     mesh: Mesh
     comm: Comm
     mem: MemoryLedger
-    module: torch.nn.Module          # the architecture (its own parameters are never trained)
+    module: torch.nn.Module  # the architecture (its own parameters are never trained)
     dtype: torch.dtype
     device: torch.device
     host: torch.device
@@ -68,7 +68,10 @@ class Engine:
         """The model's initial parameters: the same seed on every rank, unless ``unsynced-init``
         gives each rank its own (and the start-up broadcast is then skipped)."""
         seed = self.ctx.seed + (1000 * (self.ctx.rank + 1) if self.fault("unsynced-init") else 0)
-        return {n: t.to(self.ctx.device) for n, t in init_params(self.ctx.module, seed, self.ctx.dtype).items()}
+        return {
+            n: t.to(self.ctx.device)
+            for n, t in init_params(self.ctx.module, seed, self.ctx.dtype).items()
+        }
 
     def replicated_params(self) -> torch.Tensor:
         """The whole model as one flat leaf tensor, replicated (R) on the data axis. Replicated
@@ -82,7 +85,9 @@ class Engine:
 
     def local_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's equal slice of the global batch of ``step``: one of r x d (replica, data)."""
-        x, y = make_batch(step, self.ctx.module, self.ctx.global_batch, self.ctx.seed, self.ctx.dtype)
+        x, y = make_batch(
+            step, self.ctx.module, self.ctx.global_batch, self.ctx.seed, self.ctx.dtype
+        )
         rows = self.ctx.global_batch // (self.r * self.d)
         index = self.ri * self.d + self.di
         part = slice(index * rows, (index + 1) * rows)
@@ -93,7 +98,9 @@ class Engine:
         assert isinstance(self.ctx.module, TinyMLP)
         return loss_fn(mlp_forward(params, x, range(len(self.ctx.module.layers))), y)
 
-    def forward(self, leaf: torch.Tensor, x: torch.Tensor, y: torch.Tensor, micro_batch: int = 0) -> torch.Tensor:
+    def forward(
+        self, leaf: torch.Tensor, x: torch.Tensor, y: torch.Tensor, micro_batch: int = 0
+    ) -> torch.Tensor:
         """Forward of one micro-batch on the flat parameter buffer ``leaf``, counting what autograd
         keeps for backward."""
         with self.mem.forward(micro_batch):
@@ -105,7 +112,9 @@ class Engine:
         loss.backward()
         self.mem.backward_done(micro_batch)
 
-    def forward_backward(self, leaf: torch.Tensor, x: torch.Tensor, y: torch.Tensor, step: int) -> None:
+    def forward_backward(
+        self, leaf: torch.Tensor, x: torch.Tensor, y: torch.Tensor, step: int
+    ) -> None:
         loss = self.forward(leaf, x, y)
         self.comm.at(step, "backward")
         self.backward(loss)
@@ -114,7 +123,7 @@ class Engine:
         """Turn the summed gradient into the mean over the r x d batch ranks: divide once."""
         grad.div_(self.r * self.d)
         if self.fault("double-scale"):
-            grad.div_(self.r * self.d)             # FAULT double-scale: divided by N a second time
+            grad.div_(self.r * self.d)  # FAULT double-scale: divided by N a second time
 
     # --- what the runner asks of an engine -------------------------------------------------
     def step(self, step: int) -> None:
@@ -138,7 +147,9 @@ class Engine:
         mine, where = self.held()
         local = self.local_reference(ref)
         full = flat.flatten(local, self.shapes, max(where.stop, flat.numel(self.shapes)))
-        return float((mine.detach().cpu().to(torch.float64) - full[where].to(torch.float64)).abs().max())
+        return float(
+            (mine.detach().cpu().to(torch.float64) - full[where].to(torch.float64)).abs().max()
+        )
 
     def boundary(self) -> None:
         device, host = self.states()

@@ -25,12 +25,14 @@ def owned(numel: int, n: int, index: int) -> slice:
     return slice(index * k, (index + 1) * k)
 
 
-def flatten(tensors: dict[str, torch.Tensor], shapes: Shapes, length: int | None = None) -> torch.Tensor:
+def flatten(
+    tensors: dict[str, torch.Tensor], shapes: Shapes, length: int | None = None
+) -> torch.Tensor:
     """Concatenate ``tensors`` in ``shapes`` order into one buffer of ``length`` (zero padding)."""
     body = torch.cat([tensors[name].reshape(-1) for name, _ in shapes])
     total = length or body.numel()
     out = torch.zeros(total, dtype=body.dtype, device=body.device)
-    out[:body.numel()] = body
+    out[: body.numel()] = body
     return out
 
 
@@ -39,7 +41,7 @@ def views(flat: torch.Tensor, shapes: Shapes) -> dict[str, torch.Tensor]:
     out, offset = {}, 0
     for name, shape in shapes:
         n = math.prod(shape)
-        out[name] = flat[offset:offset + n].view(shape)
+        out[name] = flat[offset : offset + n].view(shape)
         offset += n
     return out
 
@@ -52,14 +54,14 @@ def take(buffer: torch.Tensor, part: slice) -> torch.Tensor:
     """A copy of ``buffer[part]``, zero-padded where ``part`` runs past the end (the padding)."""
     out = torch.zeros(part.stop - part.start, dtype=buffer.dtype, device=buffer.device)
     body = buffer[part]
-    out[:body.numel()] = body
+    out[: body.numel()] = body
     return out
 
 
 def put(buffer: torch.Tensor, part: slice, values: torch.Tensor) -> None:
     """Write ``values`` into ``buffer[part]``, dropping what falls in the padding."""
     body = buffer[part]
-    body.copy_(values[:body.numel()])
+    body.copy_(values[: body.numel()])
 
 
 def pad(t: torch.Tensor, length: int) -> torch.Tensor:
@@ -67,5 +69,5 @@ def pad(t: torch.Tensor, length: int) -> torch.Tensor:
     if t.numel() == length:
         return t
     out = torch.zeros(length, dtype=t.dtype, device=t.device)
-    out[:t.numel()] = t
+    out[: t.numel()] = t
     return out

@@ -23,9 +23,15 @@ import threading
 #: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
 #: FSDP2, DTensor, pipelining) -- 75 MiB more in the server, and 115 MiB less in each of those ranks.
 #: (Importing pipelining makes torch's compiler cache folder: ``start_method`` puts it in ours.)
-PRELOAD = ["placement_edu.runtime.worker", "placement_edu.runtime.torch_reference", "torch.distributed.optim",
-           "torch.nn.parallel", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
-           "torch.distributed.pipelining"]
+PRELOAD = [
+    "placement_edu.runtime.worker",
+    "placement_edu.runtime.torch_reference",
+    "torch.distributed.optim",
+    "torch.nn.parallel",
+    "torch.distributed.fsdp",
+    "torch.distributed.tensor.parallel",
+    "torch.distributed.pipelining",
+]
 
 #: Seconds the server stays after its last holder let go (the next run then skips importing torch).
 IDLE_S = 60.0
@@ -36,10 +42,11 @@ _timer: threading.Timer | None = None
 
 
 def start_method() -> str:
-    """"forkserver", with ``PRELOAD`` to be imported when the server starts (set before it does;
+    """ "forkserver", with ``PRELOAD`` to be imported when the server starts (set before it does;
     a running server keeps what it has). PLACEMENT_EDU_START_METHOD=spawn brings back the old
     way, to compare."""
     from multiprocessing import forkserver
+
     if os.environ.get("PLACEMENT_EDU_START_METHOD") == "spawn":
         return "spawn"
     forkserver.set_forkserver_preload(PRELOAD)
@@ -55,12 +62,14 @@ def owner() -> tuple[int, str]:
     TMPDIR, "pymp-…", where the server's socket lives). If this process is killed, nobody else
     would remove that folder; its ranks do (``worker._exit_with``)."""
     from multiprocessing import util
+
     return os.getpid(), util.get_temp_dir()
 
 
 def running() -> bool:
     """Whether this process's server is up (a run then skips importing torch)."""
     from multiprocessing import forkserver
+
     return forkserver._forkserver._forkserver_pid is not None
 
 
@@ -99,5 +108,6 @@ def stop() -> None:
     """End the server and give its memory back. It exits once every rank it forked has (they hold
     the other end of its pipe), which is why only an unheld server is stopped."""
     from multiprocessing import forkserver
+
     if running():
         forkserver._forkserver._stop()

@@ -18,19 +18,27 @@ from placement_edu.runtime.reference_models import CausalLM, CausalLMLoss, build
 
 
 class HFCausalLM(CausalLM):
-    def __init__(self, arch: Architecture, attention: str = "eager", recompute: str = "none") -> None:
+    def __init__(
+        self, arch: Architecture, attention: str = "eager", recompute: str = "none"
+    ) -> None:
         try:
             from transformers import AutoConfig, AutoModelForCausalLM
         except ImportError:
-            raise ImportError("building a model from an HF config.json needs transformers: "
-                              "pip install 'placement-edu[hf]'") from None
+            raise ImportError(
+                "building a model from an HF config.json needs transformers: "
+                "pip install 'placement-edu[hf]'"
+            ) from None
         nn.Module.__init__(self)
         self.arch, self.recompute = arch, recompute
         config = AutoConfig.from_pretrained(arch.config, local_files_only=True)
-        setattr(config, "n_layer" if arch.kind == "gpt2" else "num_hidden_layers", arch.layers)  # a profile's 2
+        setattr(
+            config, "n_layer" if arch.kind == "gpt2" else "num_hidden_layers", arch.layers
+        )  # a profile's 2
         # The dtype is ours, not the config's ``torch_dtype``: fp32 storage (bf16 compute comes from FSDP2's
         # policy; a bf16 profile sets torch's default dtype).
-        hf = AutoModelForCausalLM.from_config(config, attn_implementation=attention, dtype=torch.get_default_dtype())
+        hf = AutoModelForCausalLM.from_config(
+            config, attn_implementation=attention, dtype=torch.get_default_dtype()
+        )
         if recompute == "full":
             hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         hf.train()
@@ -47,4 +55,6 @@ class HFCausalLM(CausalLM):
 
 def build_model(arch: Architecture, attention: str = "eager", recompute: str = "none") -> CausalLM:
     """HF's own module when ``arch`` was read from a ``config.json``, else the plain-torch reference."""
-    return HFCausalLM(arch, attention, recompute) if arch.config else build(arch, attention, recompute)
+    return (
+        HFCausalLM(arch, attention, recompute) if arch.config else build(arch, attention, recompute)
+    )

@@ -53,8 +53,13 @@ class RunInterrupted(RunFailed):
         return 128 + self.signum
 
 
-def launch(jobs: list[RunConfig | Calibration], world_size: int, timeout_s: float = 60.0, progress: bool = True,
-           failure: dict | None = None) -> list[list[dict]]:
+def launch(
+    jobs: list[RunConfig | Calibration],
+    world_size: int,
+    timeout_s: float = 60.0,
+    progress: bool = True,
+    failure: dict | None = None,
+) -> list[list[dict]]:
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
     rank's raw measurements."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -62,33 +67,55 @@ def launch(jobs: list[RunConfig | Calibration], world_size: int, timeout_s: floa
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     from placement_edu.runtime import worker
+
     timeout_s = positive_seconds("timeout_s", timeout_s)
-    if not jobs or not all(isinstance(job, (RunConfig, Calibration, TorchRefConfig)) for job in jobs):
-        raise PlacementError(f"launch runs a non-empty list of RunConfig (or Calibration), got {jobs!r}")
+    if not jobs or not all(
+        isinstance(job, (RunConfig, Calibration, TorchRefConfig)) for job in jobs
+    ):
+        raise PlacementError(
+            f"launch runs a non-empty list of RunConfig (or Calibration), got {jobs!r}"
+        )
     for job in jobs:
         job.validate()
-    check_fits(world_size, rank_bytes(jobs), forkserver.running())   # refused before any rank starts
+    check_fits(world_size, rank_bytes(jobs), forkserver.running())  # refused before any rank starts
     forkserver.hold(jobs)
     run_dir = rundir.make("run")
     rundir.quiet_resource_tracker()
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size,
-                          run_id=f"placement-edu-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
-                          rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                          start_method=forkserver.start_method(), logs_specs=rundir.logs(run_dir))
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=world_size,
+        run_id=f"placement-edu-{uuid.uuid4().hex[:12]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method=forkserver.start_method(),
+        logs_specs=rundir.logs(run_dir),
+    )
     stop, handlers = threading.Event(), _handlers()
     threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
     if progress:
-        threading.Thread(target=progress_file.show_on_stderr, args=(os.path.join(run_dir, "progress"), stop,
-                                                                    world_size), daemon=True).start()
+        threading.Thread(
+            target=progress_file.show_on_stderr,
+            args=(os.path.join(run_dir, "progress"), stop, world_size),
+            daemon=True,
+        ).start()
     before = set(multiprocessing.active_children())
     try:
-        with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held(), _stop_on_signals():
+        with (
+            warnings.catch_warnings(),
+            _quiet_launcher(),
+            ranks_start_with_sigint_held(),
+            _stop_on_signals(),
+        ):
             warnings.simplefilter("ignore")
-            per_rank = elastic_launch(config, worker.main)(jobs, timeout_s, run_dir, failure,
-                                                           forkserver.owner())
-    except (_Stop, SignalException) as error:          # Ctrl-C or SIGTERM: stop every rank
+            per_rank = elastic_launch(config, worker.main)(
+                jobs, timeout_s, run_dir, failure, forkserver.owner()
+            )
+    except (_Stop, SignalException) as error:  # Ctrl-C or SIGTERM: stop every rank
         signum = error.signum if isinstance(error, _Stop) else error.sigval
-        for child in set(multiprocessing.active_children()) - before:   # this launch's ranks
+        for child in set(multiprocessing.active_children()) - before:  # this launch's ranks
             child.kill()
             child.join()
         raise RunInterrupted(signum, interrupted(signum, run_dir, world_size)) from None
@@ -107,20 +134,32 @@ def run(config: RunConfig, timeout_s: float = 60.0, progress: bool = True) -> Ru
     return run_many([config], timeout_s, progress)[0]
 
 
-def run_many(configs: list[RunConfig], timeout_s: float = 60.0, progress: bool = True) -> list[RunResult]:
+def run_many(
+    configs: list[RunConfig], timeout_s: float = 60.0, progress: bool = True
+) -> list[RunResult]:
     """Several configurations of one world size in one launch (processes start once: 4 ranks take
     several seconds to start on a small machine)."""
-    if not isinstance(configs, (list, tuple)) or not configs or not all(isinstance(c, RunConfig) for c in configs):
+    if (
+        not isinstance(configs, (list, tuple))
+        or not configs
+        or not all(isinstance(c, RunConfig) for c in configs)
+    ):
         raise PlacementError(f"run_many runs a non-empty list of RunConfig, got {configs!r}")
     sizes = {c.world_size for c in configs}
     if len(sizes) != 1:
-        raise PlacementError(f"run_many needs one world size per launch, got {sorted(sizes, key=str)}")
+        raise PlacementError(
+            f"run_many needs one world size per launch, got {sorted(sizes, key=str)}"
+        )
     raw = launch(list(configs), sizes.pop(), timeout_s, progress)
     return [RunResult.build(c, r) for c, r in zip(configs, raw)]
 
 
 #: The signals torch's launcher takes over in the main thread (TORCHELASTIC_SIGNALS_TO_HANDLE).
-SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+    if hasattr(signal, name)
+)
 
 
 class _Stop(BaseException):
@@ -153,7 +192,7 @@ class _stop_on_signals:
                 os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
             else:
                 os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = self.env
-        return False                                   # (the handlers: put back by _restore)
+        return False  # (the handlers: put back by _restore)
 
 
 def _raise_stop(signum: int, _frame) -> None:
@@ -171,7 +210,9 @@ class ranks_start_with_sigint_held:
     def __enter__(self):
         self.helper = threading.Event()
         if threading.current_thread() is threading.main_thread():
-            threading.Thread(target=self.helper.wait, name="placement-edu-sigint", daemon=True).start()
+            threading.Thread(
+                target=self.helper.wait, name="placement-edu-sigint", daemon=True
+            ).start()
         self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         return self
 
@@ -197,13 +238,21 @@ def _restore(handlers: dict | None) -> None:
 def interrupted(signum: int, run_dir: str, world_size: int) -> str:
     """One line: which signal, how many ranks were stopped, and where the run was."""
     now = progress_file.read(os.path.join(run_dir, "progress"), 0.0, world_size)
-    where = (f"of {now.label} after step {now.step} of {now.steps}" if now.started
-             else "while they were starting")
+    where = (
+        f"of {now.label} after step {now.step} of {now.steps}"
+        if now.started
+        else "while they were starting"
+    )
     return f"interrupted by {signal.Signals(signum).name}: stopped {world_size} ranks {where}"
 
 
 #: What a rank's error says when it lost a peer rather than failing itself.
-LOST_PEER = ("lost its peer", "Connection closed by peer", "Connection reset by peer", "did not complete within")
+LOST_PEER = (
+    "lost its peer",
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "did not complete within",
+)
 
 
 def _beacon(run_dir: str, rank: int) -> tuple[str, float]:
@@ -242,33 +291,50 @@ def _explain(run_dir: str, error, world_size: int) -> str:
                 when, _, trace = f.read().partition("\n")
             try:
                 reports.append((float(when), int(name[6:]), trace.rstrip()))
-            except ValueError:                         # not a rank's report: skip it
+            except ValueError:  # not a rank's report: skip it
                 continue
     reports.sort()
     wrote = {rank for _, rank, _ in reports}
-    killed = [rank for rank, f in sorted(error.failures.items())
-              if rank not in wrote and f.exitcode is not None and f.exitcode < 0]
-    lines = [f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} (it wrote no error)"
-             for rank in killed]
+    killed = [
+        rank
+        for rank, f in sorted(error.failures.items())
+        if rank not in wrote and f.exitcode is not None and f.exitcode < 0
+    ]
+    lines = [
+        f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} (it wrote no error)"
+        for rank in killed
+    ]
     lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
-    if not lines and lost:                             # the first rank to stop wrote nothing
+    if not lines and lost:  # the first rank to stop wrote nothing
         silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
-        if silent:                                     # a collective timed out: it hung; else it died
+        if silent:  # a collective timed out: it hung; else it died
             hung = any("did not complete within" in trace for _, _, trace in reports)
-            how = ("hung (the others timed out waiting for it)" if hung else
-                   "died without an error, killed (the others lost their connection to it)")
+            how = (
+                "hung (the others timed out waiting for it)"
+                if hung
+                else "died without an error, killed (the others lost their connection to it)"
+            )
             lines.append(f"rank {', '.join(map(str, silent))} stopped first: it {how}")
-    if not reports and not lines:                      # failed before reaching the worker's code
-        return "\n".join(f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
-                         for rank, f in error.failures.items() if f.exitcode >= 0) or str(error)
-    if not reports:                                    # the launcher ended the others before they noticed
+    if not reports and not lines:  # failed before reaching the worker's code
+        return "\n".join(
+            f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
+            for rank, f in error.failures.items()
+            if f.exitcode >= 0
+        ) or str(error)
+    if not reports:  # the launcher ended the others before they noticed
         rest = [str(r) for r in range(world_size) if r not in killed]
         if rest:
-            lines.append(f"then rank {', '.join(rest)} stopped: the launcher ended "
-                         f"{'it' if len(rest) == 1 else 'them'} (no error of their own)")
+            lines.append(
+                f"then rank {', '.join(rest)} stopped: the launcher ended "
+                f"{'it' if len(rest) == 1 else 'them'} (no error of their own)"
+            )
         return "\n".join(lines)
-    lines += [f"then rank {reports[0][1]} failed:" if lines else f"rank {reports[0][1]} failed first (the root cause):",
-              reports[0][2]]
+    lines += [
+        f"then rank {reports[0][1]} failed:"
+        if lines
+        else f"rank {reports[0][1]} failed first (the root cause):",
+        reports[0][2],
+    ]
     for _, rank, trace in reports[1:]:
         lines += [f"then rank {rank} failed:", trace.splitlines()[-1]]
     return "\n".join(lines)
@@ -279,9 +345,14 @@ class _quiet_launcher:
 
     def __enter__(self):
         import logging
-        prefixes = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
+
+        prefixes = (
+            "torch.distributed.elastic",
+            "torch.distributed.launcher",
+            "torch.multiprocessing",
+        )
         names = [n for n in list(logging.root.manager.loggerDict) if n.startswith(prefixes)]
-        self.loggers = [logging.getLogger(n) for n in {*prefixes, *names}]   # each has its own level
+        self.loggers = [logging.getLogger(n) for n in {*prefixes, *names}]  # each has its own level
         self.levels = [lg.level for lg in self.loggers]
         for lg in self.loggers:
             lg.setLevel(logging.CRITICAL)

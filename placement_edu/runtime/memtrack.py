@@ -23,7 +23,7 @@ import torch
 
 from placement_edu.placement import MODEL_STATES, PHASES
 
-STATES = tuple(s.value for s in MODEL_STATES)     # the model states by name, as the ledger keys them
+STATES = tuple(s.value for s in MODEL_STATES)  # the model states by name, as the ledger keys them
 
 
 def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
@@ -42,7 +42,7 @@ class MemoryLedger:
         self.host = {s: 0 for s in STATES}
         self.transient: dict[str, dict[str, int]] = {p: {} for p in PHASES}
         self.param_storages: set[int] = set()
-        self._live: dict[int, int] = {}          # micro-batch -> activation bytes kept
+        self._live: dict[int, int] = {}  # micro-batch -> activation bytes kept
         self.phase = "forward"
 
     def boundary(self, device: dict[str, list], host: dict[str, list] | None = None) -> None:
@@ -87,6 +87,11 @@ class MemoryLedger:
             self.peak("activations", phase, live)
 
     def to_dict(self) -> dict:
-        return {"device": dict(self.device), "host": dict(self.host),
-                "transient": {p: dict(t) for p, t in self.transient.items()},
-                "activations_peak": max((t.get("activations", 0) for t in self.transient.values()), default=0)}
+        return {
+            "device": dict(self.device),
+            "host": dict(self.host),
+            "transient": {p: dict(t) for p, t in self.transient.items()},
+            "activations_peak": max(
+                (t.get("activations", 0) for t in self.transient.values()), default=0
+            ),
+        }

@@ -47,13 +47,25 @@ def _reset_peak(tracker) -> None:
 
 
 def _optimizer(model: torch.nn.Module, optimizer: str) -> torch.optim.Optimizer:
-    variant = {"adam-foreach": {"foreach": True}, "adam-fused": {"fused": True}, "adam-for": {"foreach": False}}
+    variant = {
+        "adam-foreach": {"foreach": True},
+        "adam-fused": {"fused": True},
+        "adam-for": {"foreach": False},
+    }
     return torch.optim.Adam(model.parameters(), lr=1e-3, **variant[optimizer])
 
 
-def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", micro_batch: int = 1,
-            seq: int = 1024, attention: str = "eager", recompute: str = "none",
-            optimizer: str = "adam-foreach") -> dict:
+def measure(
+    model: str,
+    devices: int,
+    rank: int = 0,
+    precision: str = "fp32",
+    micro_batch: int = 1,
+    seq: int = 1024,
+    attention: str = "eager",
+    recompute: str = "none",
+    optimizer: str = "adam-foreach",
+) -> dict:
     """One tracked steady-state step of rank ``rank`` of ``devices`` (bytes by tracker category)."""
     arch = get_architecture(model)
     fsdp = devices > 1 or precision != "fp32"
@@ -63,6 +75,7 @@ def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", mi
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         from torch.testing._internal.distributed.fake_pg import FakeStore
+
         dist.init_process_group("fake", rank=rank, world_size=devices, store=FakeStore())
         mesh = init_device_mesh("cpu", (devices,))
     try:
@@ -76,7 +89,7 @@ def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", mi
                 fully_shard(net, mesh=mesh, mp_policy=policy)
             opt = _optimizer(net, optimizer)
             ids, labels = batch(arch, micro_batch, seq)
-            net(ids, labels).backward()                       # warm-up: Adam's state exists after it
+            net(ids, labels).backward()  # warm-up: Adam's state exists after it
             opt.step()
             opt.zero_grad()
             if fsdp:
@@ -84,6 +97,7 @@ def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", mi
                 tracker.track_inputs((ids, labels))
             else:
                 from torch.distributed._tools.mem_tracker import MemTracker
+
                 tracker = MemTracker()
                 tracker.track_external(net, opt, ids, labels)
             with tracker:
@@ -100,29 +114,42 @@ def measure(model: str, devices: int, rank: int = 0, precision: str = "fp32", mi
     finally:
         if fsdp:
             dist.destroy_process_group()
-    return {"after_forward": after_forward, "after_backward": after_backward, "after_step": after_step,
-            "forward_backward_peak": forward_backward_peak, "step_peak": step_peak,
-            "seconds": round(time.perf_counter() - started, 3)}
+    return {
+        "after_forward": after_forward,
+        "after_backward": after_backward,
+        "after_step": after_step,
+        "forward_backward_peak": forward_backward_peak,
+        "step_peak": step_peak,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 def states(measured: dict, fsdp: bool) -> dict[str, int]:
     """The tracker's figures under the names ``placement_edu.peak`` uses (bytes)."""
     after = measured["after_step"]
-    return {"params": after["Sharded Param" if fsdp else "Parameter"],
-            "grads": after["Sharded Grad" if fsdp else "Gradient"],
-            "optimizer": after["OptState" if fsdp else "Optstate"],
-            "activations": measured["after_forward"]["Activation"],
-            "forward_backward_peak": measured["forward_backward_peak"]["Total"],
-            "step_peak": measured["step_peak"]["Total"]}
+    return {
+        "params": after["Sharded Param" if fsdp else "Parameter"],
+        "grads": after["Sharded Grad" if fsdp else "Gradient"],
+        "optimizer": after["OptState" if fsdp else "Optstate"],
+        "activations": measured["after_forward"]["Activation"],
+        "forward_backward_peak": measured["forward_backward_peak"]["Total"],
+        "step_peak": measured["step_peak"]["Total"],
+    }
 
 
 def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
     """``measure(**case)`` in a fresh interpreter (a fake process group is one per process)."""
-    done = subprocess.run([sys.executable, "-m", "placement_edu.runtime.peak_tracker", json.dumps(case)],
-                          capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(
+        [sys.executable, "-m", "placement_edu.runtime.peak_tracker", json.dumps(case)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"the tracker run {case} failed: {done.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(
+            f"the tracker run {case} failed: {done.stderr.strip().splitlines()[-1:]}"
+        )
     return json.loads(lines[-1])
 
 

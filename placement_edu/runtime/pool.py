@@ -34,11 +34,21 @@ import uuid
 import warnings
 from typing import Callable
 
-from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, positive_int, positive_seconds
+from placement_edu.errors import (
+    MAX_LOCAL_WORLD_SIZE,
+    PlacementError,
+    positive_int,
+    positive_seconds,
+)
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
-from placement_edu.runtime.launcher import RunFailed, _explain, _quiet_launcher, ranks_start_with_sigint_held
+from placement_edu.runtime.launcher import (
+    RunFailed,
+    _explain,
+    _quiet_launcher,
+    ranks_start_with_sigint_held,
+)
 from placement_edu.runtime.progress import Progress
 from placement_edu.runtime.result import RunResult
 
@@ -50,10 +60,14 @@ IDLE_S = 300.0
 class WorkerPool:
     """N warm ranks on this machine (gloo on CPU, NCCL where every rank has a GPU)."""
 
-    def __init__(self, world_size: int, timeout_s: float = 60.0, idle_s: float | None = IDLE_S) -> None:
+    def __init__(
+        self, world_size: int, timeout_s: float = 60.0, idle_s: float | None = IDLE_S
+    ) -> None:
         self.world_size = positive_int("world_size", world_size)
         if not 2 <= self.world_size <= MAX_LOCAL_WORLD_SIZE:
-            raise PlacementError(f"a pool holds 2 to {MAX_LOCAL_WORLD_SIZE} ranks, got {world_size}")
+            raise PlacementError(
+                f"a pool holds 2 to {MAX_LOCAL_WORLD_SIZE} ranks, got {world_size}"
+            )
         self.timeout_s = positive_seconds("timeout_s", timeout_s)
         self.idle_s = None if idle_s is None else positive_seconds("idle_s", idle_s)
         self.owner = os.getpid()
@@ -77,21 +91,33 @@ class WorkerPool:
 
     def _start(self) -> None:
         from placement_edu.runtime.container import check_fits
-        check_fits(self.world_size, forkserver_running=forkserver.running())   # refused before any rank starts
+
+        check_fits(
+            self.world_size, forkserver_running=forkserver.running()
+        )  # refused before any rank starts
         forkserver.hold(self)
         import torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
         from placement_edu.runtime import worker
+
         self._dir = rundir.make("pool")
         rundir.quiet_resource_tracker()
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.jobs, self.failure = 0, None
-        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=self.world_size,
-                              run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}", rdzv_backend="c10d",
-                              rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                              start_method=forkserver.start_method(), logs_specs=rundir.logs(self._dir))
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=self.world_size,
+            run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}",
+            rdzv_backend="c10d",
+            rdzv_endpoint="localhost:0",
+            max_restarts=0,
+            monitor_interval=0.1,
+            start_method=forkserver.start_method(),
+            logs_specs=rundir.logs(self._dir),
+        )
 
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
@@ -100,11 +126,12 @@ class WorkerPool:
             try:
                 with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
                     warnings.simplefilter("ignore")
-                    elastic_launch(config, worker.pool_main)(self.store.port, self.timeout_s, self._dir,
-                                                             forkserver.owner())
+                    elastic_launch(config, worker.pool_main)(
+                        self.store.port, self.timeout_s, self._dir, forkserver.owner()
+                    )
             except ChildFailedError as error:
                 self.failure = RunFailed(_explain(self._dir, error, self.world_size))
-            except BaseException as error:             # e.g. the rendezvous failed
+            except BaseException as error:  # e.g. the rendezvous failed
                 self.failure = RunFailed(f"the pool's ranks could not start: {error}")
             finally:
                 stop.set()
@@ -113,18 +140,22 @@ class WorkerPool:
         self._thread.start()
         self._used = time.monotonic()
         if self.idle_s is not None:
-            threading.Thread(target=self._close_when_idle, args=(self._thread,), name="placement-edu-pool-idle",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._close_when_idle,
+                args=(self._thread,),
+                name="placement-edu-pool-idle",
+                daemon=True,
+            ).start()
 
     def _close_when_idle(self, ranks: threading.Thread) -> None:
         """Close the pool once it has had no run for ``idle_s`` seconds (while ``ranks``, the set of
         ranks this watch was started for, is the pool's: a closed and restarted pool has its own)."""
         while True:
-            time.sleep(min(self.idle_s / 4, 5.0))      # type: ignore[operator]
-            with self._lock:                           # never during a run
+            time.sleep(min(self.idle_s / 4, 5.0))  # type: ignore[operator]
+            with self._lock:  # never during a run
                 if self._thread is not ranks or not ranks.is_alive():
                     return
-                if time.monotonic() - self._used >= self.idle_s:   # type: ignore[operator]
+                if time.monotonic() - self._used >= self.idle_s:  # type: ignore[operator]
                     self.close()
                     return
 
@@ -141,25 +172,39 @@ class WorkerPool:
         forkserver.release(self)
 
     # --- runs ------------------------------------------------------------------------------
-    def run(self, config: RunConfig, progress: bool | Callable[[Progress], None] = True) -> RunResult:
+    def run(
+        self, config: RunConfig, progress: bool | Callable[[Progress], None] = True
+    ) -> RunResult:
         """One run, compared with the prediction and the single-process run (as ``run``)."""
         return self.run_many([config], progress)[0]
 
-    def run_many(self, configs: list[RunConfig], progress: bool | Callable[[Progress], None] = True,
-                 _failure: dict | None = None) -> list[RunResult]:
+    def run_many(
+        self,
+        configs: list[RunConfig],
+        progress: bool | Callable[[Progress], None] = True,
+        _failure: dict | None = None,
+    ) -> list[RunResult]:
         """Several runs one after another on the warm ranks. ``progress``: True shows a line on
         stderr after 3 s; a function is called with a ``Progress`` whenever it changes, from this
         thread (a widget's bar updates from the kernel's main thread, not from a background one)."""
         if os.getpid() != self.owner:
-            raise PlacementError("this pool belongs to another process; make a WorkerPool of your own")
-        if not isinstance(configs, (list, tuple)) or not configs or not all(isinstance(c, RunConfig) for c in configs):
+            raise PlacementError(
+                "this pool belongs to another process; make a WorkerPool of your own"
+            )
+        if (
+            not isinstance(configs, (list, tuple))
+            or not configs
+            or not all(isinstance(c, RunConfig) for c in configs)
+        ):
             raise PlacementError(f"run_many runs a non-empty list of RunConfig, got {configs!r}")
         for config in configs:
             config.validate()
             if config.world_size > self.world_size:
-                raise PlacementError(f"{config.label} needs {config.world_size} ranks; this pool has "
-                                     f"{self.world_size}")
-        with self._lock:                               # one job at a time: the ranks run in step
+                raise PlacementError(
+                    f"{config.label} needs {config.world_size} ranks; this pool has "
+                    f"{self.world_size}"
+                )
+        with self._lock:  # one job at a time: the ranks run in step
             if not self.alive:
                 self._start()
             k = self.jobs
@@ -177,12 +222,13 @@ class WorkerPool:
         stop = threading.Event()
         path = os.path.join(self._dir, f"progress-{k}")
         if progress is True:
-            threading.Thread(target=progress_file.show_on_stderr, args=(path, stop, self.world_size),
-                             daemon=True).start()
+            threading.Thread(
+                target=progress_file.show_on_stderr, args=(path, stop, self.world_size), daemon=True
+            ).start()
         keys = [f"result/{k}/{r}" for r in range(ranks)]
         start, shown = time.monotonic(), [None]
 
-        def report(ready: int) -> None:                # call progress when something moved
+        def report(ready: int) -> None:  # call progress when something moved
             now = progress_file.read(path, time.monotonic() - start, self.world_size, ready)
             if callable(progress) and (now.ranks_ready, now.run, now.step) != shown[0]:
                 shown[0] = (now.ranks_ready, now.run, now.step)
@@ -190,7 +236,7 @@ class WorkerPool:
 
         try:
             while not self.store.check(keys):
-                if not self.alive:                     # a rank failed: the launcher stopped them all
+                if not self.alive:  # a rank failed: the launcher stopped them all
                     failure = self.failure or RunFailed("the pool's ranks stopped")
                     self.close()
                     raise failure
@@ -198,7 +244,7 @@ class WorkerPool:
                     report(self.store.add("ready", 0))
                     time.sleep(0.005)
                 time.sleep(0.002)
-            report(self.world_size)                    # the last step, however fast the run was
+            report(self.world_size)  # the last step, however fast the run was
         finally:
             stop.set()
         return [pickle.loads(self.store.get(key)) for key in keys]

@@ -32,7 +32,7 @@ from placement_edu.runtime.comm import _all_gather, _reduce_scatter
 from placement_edu.timing_fit import CALIBRATED_OPS
 
 #: Payload sizes S in bytes: 1 KiB to 4 MiB, every power of two (float64 elements: 128 to 524,288).
-DEFAULT_SIZES = tuple(2 ** k for k in range(10, 23))
+DEFAULT_SIZES = tuple(2**k for k in range(10, 23))
 ELEMENT = torch.float64
 
 
@@ -58,16 +58,27 @@ class Calibration:
     def validate(self) -> None:
         """Refuse what cannot run, before any process starts."""
         n = positive_int("world_size", self.world_size)
-        expect(2 <= n <= MAX_LOCAL_WORLD_SIZE, f"a calibration needs 2 to {MAX_LOCAL_WORLD_SIZE} ranks, got {n}")
+        expect(
+            2 <= n <= MAX_LOCAL_WORLD_SIZE,
+            f"a calibration needs 2 to {MAX_LOCAL_WORLD_SIZE} ranks, got {n}",
+        )
         positive_int("repeats", self.repeats)
-        expect(isinstance(self.warmup, int) and self.warmup >= 0, f"warmup must be a whole number >= 0, got {self.warmup!r}")
+        expect(
+            isinstance(self.warmup, int) and self.warmup >= 0,
+            f"warmup must be a whole number >= 0, got {self.warmup!r}",
+        )
         expect(bool(self.sizes), "give at least one payload size")
         for size in self.sizes:
-            expect(positive_int("size", size) // ELEMENT.itemsize >= n,
-                   f"a payload of {size} B holds fewer than one float64 per rank on {n} ranks; "
-                   f"give sizes of at least {8 * n} B")
+            expect(
+                positive_int("size", size) // ELEMENT.itemsize >= n,
+                f"a payload of {size} B holds fewer than one float64 per rank on {n} ranks; "
+                f"give sizes of at least {8 * n} B",
+            )
         unknown = set(self.ops) - set(CALIBRATED_OPS)
-        expect(not unknown, f"cannot calibrate {sorted(unknown)}; known ops: {', '.join(CALIBRATED_OPS)}")
+        expect(
+            not unknown,
+            f"cannot calibrate {sorted(unknown)}; known ops: {', '.join(CALIBRATED_OPS)}",
+        )
         positive_int("matmul", self.matmul)
 
     def elements(self, size: int) -> int:
@@ -94,8 +105,8 @@ def _op_call(op: str, elements: int, group, ranks: list[int]):
             return lambda: dist.isend(full, ranks[1]).wait()
         if rank == ranks[1]:
             return lambda: dist.irecv(full, ranks[0]).wait()
-        return lambda: None                            # the other ranks wait at the barriers
-    if op == "h2d":                                    # a host copy, as ``Comm.h2d`` makes it
+        return lambda: None  # the other ranks wait at the barriers
+    if op == "h2d":  # a host copy, as ``Comm.h2d`` makes it
         host = torch.empty_like(full)
         return lambda: host.copy_(full)
     raise PlacementError(f"cannot calibrate {op!r}")
@@ -119,6 +130,7 @@ def _toy_step(world_size: int):
     the model and batch split ``placement-edu run dp --world-size N`` uses."""
     from placement_edu.runtime.config import RunConfig
     from placement_edu.runtime.toy import init_params, loss_fn, make_batch, mlp_forward
+
     config = RunConfig("dp", world_size)
     module, rows = config.module(), config.micro_rows()
     params = {n: p.requires_grad_() for n, p in init_params(module, 0, ELEMENT).items()}
@@ -127,7 +139,12 @@ def _toy_step(world_size: int):
 
     def step() -> None:
         loss_fn(mlp_forward(params, x, range(len(module.layers))), y).backward()
-    return step, 6 * psi * rows, f"toy MLP forward+backward (Ψ = {psi}, {rows} rows; 6·Ψ·rows FLOPs)"
+
+    return (
+        step,
+        6 * psi * rows,
+        f"toy MLP forward+backward (Ψ = {psi}, {rows} rows; 6·Ψ·rows FLOPs)",
+    )
 
 
 def run_rank(job: Calibration, group, ranks: list[int] | None) -> dict | None:
@@ -141,12 +158,25 @@ def run_rank(job: Calibration, group, ranks: list[int] | None) -> dict | None:
     for op in job.ops:
         for size in job.sizes:
             elements = job.elements(size)
-            ops.append([op, elements * ELEMENT.itemsize,
-                        _timed(_op_call(op, elements, group, ranks), job.repeats, job.warmup, group)])
-    a, b = torch.rand(job.matmul, job.matmul, dtype=ELEMENT), torch.rand(job.matmul, job.matmul, dtype=ELEMENT)
+            ops.append(
+                [
+                    op,
+                    elements * ELEMENT.itemsize,
+                    _timed(_op_call(op, elements, group, ranks), job.repeats, job.warmup, group),
+                ]
+            )
+    a, b = (
+        torch.rand(job.matmul, job.matmul, dtype=ELEMENT),
+        torch.rand(job.matmul, job.matmul, dtype=ELEMENT),
+    )
     toy, toy_flops, toy_label = _toy_step(job.world_size)
-    compute = [[f"float64 matmul {job.matmul}x{job.matmul} (2·n³ FLOPs)", 2 * job.matmul ** 3,
-                _timed(lambda: a @ b, job.repeats, job.warmup, group)],
-               [toy_label, toy_flops, _timed(toy, job.repeats, job.warmup, group)]]
-    dist.barrier()                                     # no rank starts the next job early
+    compute = [
+        [
+            f"float64 matmul {job.matmul}x{job.matmul} (2·n³ FLOPs)",
+            2 * job.matmul**3,
+            _timed(lambda: a @ b, job.repeats, job.warmup, group),
+        ],
+        [toy_label, toy_flops, _timed(toy, job.repeats, job.warmup, group)],
+    ]
+    dist.barrier()  # no rank starts the next job early
     return {"rank": dist.get_rank(), "ops": ops, "compute": compute}

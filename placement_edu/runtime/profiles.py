@@ -8,6 +8,7 @@ no torch. ``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -23,40 +24,69 @@ from placement_edu.peak import ActivationProfile
 #: (``python -m placement_edu.runtime.profiles`` writes them; a test checks they equal a fresh measurement).
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "profiles"
 #: (model, seq, compute) of the shipped profiles: b = 1, eager attention, no recomputation.
-SHIPPED_CASES = tuple((m, s, c) for m, s in (("gpt2", 1024), ("llama-1b", 2048), ("llama-8b", 4096))
-                      for c in ("fp32", "bf16"))
+SHIPPED_CASES = tuple(
+    (m, s, c)
+    for m, s in (("gpt2", 1024), ("llama-1b", 2048), ("llama-8b", 4096))
+    for c in ("fp32", "bf16")
+)
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "placement_edu" / "profiles"
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "placement_edu"
+        / "profiles"
+    )
 
 
-#: The code a profile comes from: a change to it measures again.
+#: The code a profile comes from: a change to what it does (not to its comments or layout: the key
+#: reads its syntax tree) measures again.
 MEASURING = ("activation_profile.py", "reference_models.py", "hf_models.py")
 
 
-def _key(arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str) -> str:
-    source = Path(arch.config).read_text() if arch.config else ""      # an HF config: its contents too
-    code = [(Path(__file__).parent / name).read_text() for name in MEASURING]
-    text = json.dumps([asdict(arch), source, code, micro_batch, seq, compute, attention, recompute,
-                       version("torch")], sort_keys=True)
+def _key(
+    arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
+) -> str:
+    source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
+    code = [ast.dump(ast.parse((Path(__file__).parent / name).read_text())) for name in MEASURING]
+    text = json.dumps(
+        [
+            asdict(arch),
+            source,
+            code,
+            micro_batch,
+            seq,
+            compute,
+            attention,
+            recompute,
+            version("torch"),
+        ],
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def get_profile(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024, compute: str = "fp32",
-                attention: str = "eager", recompute: str = "none") -> tuple[ActivationProfile, bool]:
+def get_profile(
+    arch: Architecture | str,
+    micro_batch: int = 1,
+    seq: int = 1024,
+    compute: str = "fp32",
+    attention: str = "eager",
+    recompute: str = "none",
+) -> tuple[ActivationProfile, bool]:
     """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not cached."""
     arch = get_architecture(arch)
     name = f"{_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
     path = cache_dir() / name
     use_cache = os.environ.get("PLACEMENT_EDU_NO_CACHE") != "1"
-    for known in ((SHIPPED / name, path) if use_cache else ()):
+    for known in (SHIPPED / name, path) if use_cache else ():
         if known.is_file():
             try:
                 return ActivationProfile.from_dict(json.loads(known.read_text())), True
             except (ValueError, TypeError, KeyError):
-                pass                                      # a damaged entry is measured again
+                pass  # a damaged entry is measured again
     from placement_edu.runtime.activation_profile import measure
+
     profile = measure(arch, micro_batch, seq, compute, attention, recompute)
     if use_cache:
         try:
@@ -65,7 +95,7 @@ def get_profile(arch: Architecture | str, micro_batch: int = 1, seq: int = 1024,
             tmp.write_text(json.dumps(profile.to_dict()))
             tmp.replace(path)
         except OSError:
-            pass                                          # a read-only home still answers
+            pass  # a read-only home still answers
     return profile, False
 
 
@@ -73,6 +103,7 @@ def write_shipped() -> list[Path]:
     """Measure the shipped cases afresh and write them into the package (run after changing the
     measuring code or torch: their key names both)."""
     from placement_edu.runtime.activation_profile import measure
+
     SHIPPED.mkdir(parents=True, exist_ok=True)
     for old in SHIPPED.glob("*.json"):
         old.unlink()

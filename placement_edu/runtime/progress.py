@@ -41,7 +41,9 @@ class Progress:
     @property
     def text(self) -> str:
         if not self.started:
-            ready = "" if self.ranks_ready is None else f": {self.ranks_ready} of {self.world_size} up"
+            ready = (
+                "" if self.ranks_ready is None else f": {self.ranks_ready} of {self.world_size} up"
+            )
             return f"starting {self.world_size} ranks{ready}"
         of = f" (run {self.run + 1} of {self.runs})" if self.runs > 1 else ""
         return f"{self.label}: step {self.step}/{self.steps}{of}"
@@ -61,7 +63,9 @@ def read(path: str, elapsed_s: float, world_size: int, ranks_ready: int | None =
     try:
         with open(path) as f:
             run, runs, step, steps, label = f.read().split(" ", 4)
-        return Progress(elapsed_s, world_size, ranks_ready, int(run), int(runs), int(step), int(steps), label)
+        return Progress(
+            elapsed_s, world_size, ranks_ready, int(run), int(runs), int(step), int(steps), label
+        )
     except (OSError, ValueError):
         return Progress(elapsed_s, world_size, ranks_ready)
 

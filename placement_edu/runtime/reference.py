@@ -8,12 +8,25 @@ import torch
 
 from placement_edu.runtime import flat
 from placement_edu.runtime.adam import Adam
-from placement_edu.runtime.toy import (Params, TinyMLP, init_params, loss_fn, make_batch,
-                                       mlp_forward, transformer_forward)
+from placement_edu.runtime.toy import (
+    Params,
+    TinyMLP,
+    init_params,
+    loss_fn,
+    make_batch,
+    mlp_forward,
+    transformer_forward,
+)
 
 
-def reference_run(module: torch.nn.Module, steps: int, global_batch: int, seed: int,
-                  dtype: torch.dtype, adam: Adam) -> list[Params]:
+def reference_run(
+    module: torch.nn.Module,
+    steps: int,
+    global_batch: int,
+    seed: int,
+    dtype: torch.dtype,
+    adam: Adam,
+) -> list[Params]:
     """Parameters after each of ``steps`` steps (index k: after step k)."""
     shapes = [(n, tuple(p.shape)) for n, p in module.named_parameters()]
     params = flat.flatten(init_params(module, seed, dtype), shapes).requires_grad_()
@@ -22,8 +35,11 @@ def reference_run(module: torch.nn.Module, steps: int, global_batch: int, seed: 
     for step in range(steps):
         x, y = make_batch(step, module, global_batch, seed, dtype)
         p = flat.views(params, shapes)
-        out = (mlp_forward(p, x, range(len(module.layers))) if isinstance(module, TinyMLP)
-               else transformer_forward(p, x, module.heads))
+        out = (
+            mlp_forward(p, x, range(len(module.layers)))
+            if isinstance(module, TinyMLP)
+            else transformer_forward(p, x, module.heads)
+        )
         params.grad = None
         loss_fn(out, y).backward()
         with torch.no_grad():

@@ -43,7 +43,9 @@ def gelu_new(x: torch.Tensor) -> torch.Tensor:
     """HF's ``NewGELUActivation``: tanh GeLU written out as Python ops. Each op saves what its own
     backward needs -- x, x³'s input, the tanh output, ... -- 3 more [b, s, 4h] tensors than one
     fused GeLU would keep (SPEC §3)."""
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+    return (
+        0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+    )
 
 
 class GPT2Attention(nn.Module):
@@ -56,12 +58,20 @@ class GPT2Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
         b, s, h = x.shape
-        q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in self.c_attn(x).split(h, dim=2))
-        if self.attention == "sdpa":             # saves q, k, v, output and logsumexp, no s² terms
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
-        else:                                    # saves the [b, a, s, s] scores, probabilities, mask
-            w = torch.matmul(q, k.transpose(-1, -2)) / torch.full([], v.size(-1) ** 0.5, dtype=q.dtype, device=q.device)
-            w = torch.where(causal, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device))
+        q, k, v = (
+            t.view(b, s, self.heads, -1).transpose(1, 2) for t in self.c_attn(x).split(h, dim=2)
+        )
+        if self.attention == "sdpa":  # saves q, k, v, output and logsumexp, no s² terms
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True
+            )
+        else:  # saves the [b, a, s, s] scores, probabilities, mask
+            w = torch.matmul(q, k.transpose(-1, -2)) / torch.full(
+                [], v.size(-1) ** 0.5, dtype=q.dtype, device=q.device
+            )
+            w = torch.where(
+                causal, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device)
+            )
             w = self.attn_dropout(F.softmax(w, dim=-1).type(v.dtype))
             y = torch.matmul(w, v)
         y = y.transpose(1, 2).reshape(b, s, h)
@@ -121,7 +131,7 @@ class RMSNorm(nn.Module):
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -137,13 +147,20 @@ class LlamaAttention(nn.Module):
     def __init__(self, arch: Architecture, attention: str) -> None:
         super().__init__()
         h, d = arch.hidden, arch.head_dim
-        self.heads, self.kv_heads, self.head_dim, self.attention = arch.heads, arch.kv_heads, d, attention
+        self.heads, self.kv_heads, self.head_dim, self.attention = (
+            arch.heads,
+            arch.kv_heads,
+            d,
+            attention,
+        )
         self.q_proj = nn.Linear(h, arch.heads * d, bias=False)
         self.k_proj = nn.Linear(h, arch.kv_heads * d, bias=False)
         self.v_proj = nn.Linear(h, arch.kv_heads * d, bias=False)
         self.o_proj = nn.Linear(arch.heads * d, h, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], causal: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], causal: torch.Tensor
+    ) -> torch.Tensor:
         b, s, _ = x.shape
         q = self.q_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
@@ -151,11 +168,11 @@ class LlamaAttention(nn.Module):
         cos, sin = (t.unsqueeze(1) for t in rope)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         n_rep = self.heads // self.kv_heads
-        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)          # k, v expanded to every head
+        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # k, v expanded to every head
         if self.attention == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim ** -0.5 + causal
+            w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim**-0.5 + causal
             w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
             y = torch.matmul(w, v)
         return self.o_proj(y.transpose(1, 2).reshape(b, s, -1))
@@ -182,7 +199,9 @@ class LlamaBlock(nn.Module):
         self.input_layernorm = RMSNorm(arch.hidden)
         self.post_attention_layernorm = RMSNorm(arch.hidden)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], causal: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], causal: torch.Tensor
+    ) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), rope, causal)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -197,8 +216,11 @@ class LlamaBody(nn.Module):
         self.layers = nn.ModuleList(LlamaBlock(arch, attention) for _ in range(arch.layers))
         self.norm = RMSNorm(arch.hidden)
         d = arch.head_dim
-        self.register_buffer("inv_freq", 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d),
-                             persistent=False)
+        self.register_buffer(
+            "inv_freq",
+            1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d),
+            persistent=False,
+        )
 
     def rope(self, s: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(s, device=self.inv_freq.device, dtype=torch.float32)
@@ -214,7 +236,9 @@ class CausalLM(nn.Module):
     ``recompute="full"`` wraps every block in ``torch.utils.checkpoint`` (non-reentrant): a block
     then keeps only its input, and replays its forward in backward."""
 
-    def __init__(self, arch: Architecture, attention: str = "eager", recompute: str = "none") -> None:
+    def __init__(
+        self, arch: Architecture, attention: str = "eager", recompute: str = "none"
+    ) -> None:
         super().__init__()
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
@@ -251,7 +275,9 @@ class CausalLM(nn.Module):
             extra: tuple = (causal,)
         else:
             x = body.embed_tokens(ids)
-            causal = torch.full((s, s), torch.finfo(x.dtype).min, dtype=x.dtype, device=ids.device).triu(1)[None, None]
+            causal = torch.full(
+                (s, s), torch.finfo(x.dtype).min, dtype=x.dtype, device=ids.device
+            ).triu(1)[None, None]
             extra = (body.rope(s, x.dtype), causal)
         for block in self.blocks:
             if self.recompute == "full":
@@ -261,7 +287,7 @@ class CausalLM(nn.Module):
         return body.ln_f(x) if self.arch.kind == "gpt2" else body.norm(x)
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        logits = self.lm_head(self.hidden_states(ids))             # [b, s, V] in the compute dtype
+        logits = self.lm_head(self.hidden_states(ids))  # [b, s, V] in the compute dtype
         return self.loss(logits, labels)
 
 
@@ -277,7 +303,9 @@ class CausalLMLoss(nn.Module):
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         logits = logits.float()
         labels = F.pad(labels, (0, 1), value=self.ignore_index)[..., 1:].contiguous()
-        return F.cross_entropy(logits.view(-1, self.vocab), labels.view(-1), ignore_index=self.ignore_index)
+        return F.cross_entropy(
+            logits.view(-1, self.vocab), labels.view(-1), ignore_index=self.ignore_index
+        )
 
 
 def build(arch: Architecture, attention: str = "eager", recompute: str = "none") -> CausalLM:

@@ -18,12 +18,15 @@ from placement_edu.runtime.walltime import StepWall, predicted_step, time_line, 
 from placement_edu.schedule import Op, Schedule, derive_schedule
 from placement_edu.units import plain
 
-LEDGER_OPS = frozenset({"all_reduce", "reduce_scatter", "all_gather", "send", "recv", "broadcast",
-                        "h2d", "d2h"})
+LEDGER_OPS = frozenset(
+    {"all_reduce", "reduce_scatter", "all_gather", "send", "recv", "broadcast", "h2d", "d2h"}
+)
 STATES = tuple(s.value for s in MODEL_STATES)
 TRANSIENTS = ("gather_window", "reduce_bucket", "gather_buffer", "offload_staging")
-POOLS_NOTE = ("CPU-only run: 'device' and 'host' pools are both CPU memory; offloaded state is "
-              "kept apart by bookkeeping. With CUDA the device pool is GPU memory.")
+POOLS_NOTE = (
+    "CPU-only run: 'device' and 'host' pools are both CPU memory; offloaded state is "
+    "kept apart by bookkeeping. With CUDA the device pool is GPU memory."
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,10 @@ class Side:
         row["host"] = {s: plain(m.host[State(s)]) for s in STATES}
         row["activations_peak"] = plain(m.transient_peak("activations"))
         row.update({t: plain(m.transient_peak(t)) for t in TRANSIENTS})
-        ring = sum((Fraction(step.ring_bytes) for step in self.steps), Fraction(0)) / len(self.steps)
-        row["comm_ring_bytes"] = plain(ring)                                # per step
+        ring = sum((Fraction(step.ring_bytes) for step in self.steps), Fraction(0)) / len(
+            self.steps
+        )
+        row["comm_ring_bytes"] = plain(ring)  # per step
         row["padding_elements"] = m.padding
         row[STARTUP] = [_view(o) for o in self.startup.ops]
         row["steps"] = [[_view(o) for o in step.ops] for step in self.steps]
@@ -54,40 +59,70 @@ class Side:
 
 
 def _view(op: Op) -> tuple:
-    return (op.op, str(op.state), op.axis, plain(Fraction(op.payload_bytes)), plain(Fraction(op.ring_bytes)))
+    return (
+        op.op,
+        str(op.state),
+        op.axis,
+        plain(Fraction(op.payload_bytes)),
+        plain(Fraction(op.ring_bytes)),
+    )
 
 
 def predict(config: RunConfig) -> list[Side]:
     """Per rank: the core's derivation of the run -- memory, and the ledger of one step."""
-    strategy, mesh, model, precision = (config.resolved_strategy(), config.resolved_mesh(),
-                                        config.concrete_model(), config.precision)
+    strategy, mesh, model, precision = (
+        config.resolved_strategy(),
+        config.resolved_mesh(),
+        config.concrete_model(),
+        config.precision,
+    )
     out = []
     for rank in range(mesh.world_size):
         # A faulted run is compared with the schedule the checker edits the fault into.
-        schedule = edited_schedule(derive_schedule(strategy, model, mesh, precision, rank),
-                                   config.fault, strategy, mesh)
+        schedule = edited_schedule(
+            derive_schedule(strategy, model, mesh, precision, rank), config.fault, strategy, mesh
+        )
         moved = [o for o in schedule.ops if o.op in LEDGER_OPS]
-        out.append(Side(derive_memory(strategy, model, mesh, precision, rank),
-                        Schedule(tuple(o for o in moved if o.once)),
-                        (Schedule(tuple(o for o in moved if not o.once)),)))
+        out.append(
+            Side(
+                derive_memory(strategy, model, mesh, precision, rank),
+                Schedule(tuple(o for o in moved if o.once)),
+                (Schedule(tuple(o for o in moved if not o.once)),),
+            )
+        )
     return out
 
 
 def measured(rank_result: dict, steps: int, precision: Precision) -> Side:
     """The same, read from one rank's ledgers and turned into the core's types."""
     mem = rank_result["memory"]
-    memory = Memory({State(s): mem["device"][s] for s in STATES}, {State(s): mem["host"][s] for s in STATES},
-                    {phase: dict(terms) for phase, terms in mem["transient"].items()})
+    memory = Memory(
+        {State(s): mem["device"][s] for s in STATES},
+        {State(s): mem["host"][s] for s in STATES},
+        {phase: dict(terms) for phase, terms in mem["transient"].items()},
+    )
 
     def op(e: dict) -> Op:
         state = State(e["state"])
         width = precision.activations if state is State.ACTIVATIONS else precision.bytes_per(state)
-        return Op(e["op"], state, e["axis"], e["phase"], Fraction(e["payload_bytes"], width), width, e["group"],
-                  "measured", root=e["op"] == "broadcast" and e["ring_bytes"] > 0)
+        return Op(
+            e["op"],
+            state,
+            e["axis"],
+            e["phase"],
+            Fraction(e["payload_bytes"], width),
+            width,
+            e["group"],
+            "measured",
+            root=e["op"] == "broadcast" and e["ring_bytes"] > 0,
+        )
 
     ledger = rank_result["ledger"]
-    return Side(memory, Schedule(tuple(op(e) for e in ledger if e["step"] < 0)),
-                tuple(Schedule(tuple(op(e) for e in ledger if e["step"] == k)) for k in range(steps)))
+    return Side(
+        memory,
+        Schedule(tuple(op(e) for e in ledger if e["step"] < 0)),
+        tuple(Schedule(tuple(op(e) for e in ledger if e["step"] == k)) for k in range(steps)),
+    )
 
 
 @dataclass
@@ -95,13 +130,15 @@ class RunResult:
     """One run: configuration, verdicts, and predicted / measured per rank (``Side`` values)."""
 
     config: RunConfig
-    deviation: list[float]                   # per step: max over ranks of max |θ − θ_ref|
+    deviation: list[float]  # per step: max over ranks of max |θ − θ_ref|
     predicted_sides: list[Side]
     measured_sides: list[Side]
-    ledger: list[list[dict]]                 # per rank, every entry in issue order
-    reasons: dict[str, str] = field(default_factory=dict)   # broken condition -> checker's reason
+    ledger: list[list[dict]]  # per rank, every entry in issue order
+    reasons: dict[str, str] = field(default_factory=dict)  # broken condition -> checker's reason
     device: str = "cpu"
-    walls: list[list[StepWall]] = field(default_factory=list)   # per rank, per step: wall seconds (SPEC §9)
+    walls: list[list[StepWall]] = field(
+        default_factory=list
+    )  # per rank, per step: wall seconds (SPEC §9)
 
     @classmethod
     def build(cls, config: RunConfig, per_rank: list[dict]) -> "RunResult":
@@ -109,10 +146,18 @@ class RunResult:
         steps = len(per_rank[0]["deviation"])
         deviation = [max(r["deviation"][k] for r in per_rank) for k in range(steps)]
         strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
-        return cls(config, deviation, predict(config), [measured(r, config.steps, config.precision) for r in per_rank],
-                   [r["ledger"] for r in per_rank],
-                   broken_conditions(strategy, mesh, config.fault, config.concrete_model(), config.precision),
-                   per_rank[0].get("device", "cpu"), [walls(r) for r in per_rank])
+        return cls(
+            config,
+            deviation,
+            predict(config),
+            [measured(r, config.steps, config.precision) for r in per_rank],
+            [r["ledger"] for r in per_rank],
+            broken_conditions(
+                strategy, mesh, config.fault, config.concrete_model(), config.precision
+            ),
+            per_rank[0].get("device", "cpu"),
+            [walls(r) for r in per_rank],
+        )
 
     @property
     def predicted(self) -> list[dict]:
@@ -142,21 +187,27 @@ class RunResult:
         of an op a fault removed (``Fault.removes``: skip-param-sync drops the all-gather after the
         step, and the padded buffer it fills)."""
         from placement_edu.faults import FAULTS
+
         removed = FAULTS[self.config.fault].removes if self.config.fault else ()
         return ("activations",) + tuple(t for t in TRANSIENTS if t not in removed)
 
     def memory_differences(self) -> list[str]:
         """Per rank, what differs between predicted and measured memory (``Memory.differences``)."""
-        return [f"rank {rank} {d} (predicted vs measured)"
-                for rank, (p, m) in enumerate(zip(self.predicted_sides, self.measured_sides))
-                for d in p.memory.differences(m.memory, self.compared_transients())]
+        return [
+            f"rank {rank} {d} (predicted vs measured)"
+            for rank, (p, m) in enumerate(zip(self.predicted_sides, self.measured_sides))
+            for d in p.memory.differences(m.memory, self.compared_transients())
+        ]
 
     def ledger_differences(self) -> list[str]:
         """Per rank and step, where the measured ledger departs from the predicted schedule
         (``Schedule.differences``, entry by entry: op, state, axis, phase, bytes, group)."""
         out = []
         for rank, (p, m) in enumerate(zip(self.predicted_sides, self.measured_sides)):
-            out += [f"rank {rank} start-up ledger: {d} (predicted vs measured)" for d in p.startup.differences(m.startup)]
+            out += [
+                f"rank {rank} start-up ledger: {d} (predicted vs measured)"
+                for d in p.startup.differences(m.startup)
+            ]
             for k, step in enumerate(m.steps):
                 diff = p.steps[0].differences(step)
                 if diff:
@@ -181,7 +232,10 @@ class RunResult:
     def time(self) -> dict:
         """Measured seconds per step beside the core's prediction on ``this_machine``, and the
         ratio measured / predicted (``walltime.py`` says exactly what each number is)."""
-        return time_view(self.walls, predicted_step(self.config, [side.steps[0] for side in self.predicted_sides]))
+        return time_view(
+            self.walls,
+            predicted_step(self.config, [side.steps[0] for side in self.predicted_sides]),
+        )
 
     # --- presentation -----------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -191,18 +245,27 @@ class RunResult:
             return {k: v for k, v in row.items() if k not in (STARTUP, "per_step", "steps")}
 
         return {
-            "strategy": self.config.resolved_strategy().name, "world_size": self.config.world_size,
-            "mesh": dict(mesh.degrees), "steps": self.config.steps, "fault": self.config.fault,
-            "dtype": self.config.dtype, "model": self.config.concrete_model().description,
+            "strategy": self.config.resolved_strategy().name,
+            "world_size": self.config.world_size,
+            "mesh": dict(mesh.degrees),
+            "steps": self.config.steps,
+            "fault": self.config.fault,
+            "dtype": self.config.dtype,
+            "model": self.config.concrete_model().description,
             "psi": self.config.concrete_model().psi,
-            "max_abs_deviation": self.max_abs_deviation, "deviation_per_step": self.deviation,
-            "equivalent": self.equivalent, "broken_conditions": self.broken, "broken_reasons": self.reasons,
-            "memory_matches": self.memory_matches(), "ledger_matches": self.ledger_matches(),
-            "units": "bytes", "pools": POOLS_NOTE if self.device == "cpu" else f"device pool: {self.device}",
+            "max_abs_deviation": self.max_abs_deviation,
+            "deviation_per_step": self.deviation,
+            "equivalent": self.equivalent,
+            "broken_conditions": self.broken,
+            "broken_reasons": self.reasons,
+            "memory_matches": self.memory_matches(),
+            "ledger_matches": self.ledger_matches(),
+            "units": "bytes",
+            "pools": POOLS_NOTE if self.device == "cpu" else f"device pool: {self.device}",
             "predicted": [public(r) for r in self.predicted],
             "measured": [public(r) for r in self.measured],
             "ledger": self.ledger,
-            "timing": [[w.to_dict() for w in rank] for rank in self.walls],   # per rank, per step
+            "timing": [[w.to_dict() for w in rank] for rank in self.walls],  # per rank, per step
             "time": self.time(),
         }
 
@@ -217,25 +280,37 @@ class RunResult:
                     value = row[c] + (row["host"].get(c, 0) if c in STATES else 0)
                     host = " (host)" if c in STATES and row["host"].get(c) else ""
                     cells.append(f"{str(value) + host:>18}")
-                lines.append(f"{rank if label == 'predicted' else '':>4}  {label:9}" + "".join(cells))
+                lines.append(
+                    f"{rank if label == 'predicted' else '':>4}  {label:9}" + "".join(cells)
+                )
         return "\n".join(lines)
 
     def __str__(self) -> str:
         c = self.config
-        verdict = ("equivalent to one process" if self.equivalent else
-                   f"DIVERGES from one process (broken: {', '.join(self.broken) or 'none named'})")
-        lines = [f"{c.label}: {c.steps} steps, {c.dtype}, {self.config.concrete_model().description}",
-                 f"max |θ − θ_one_process| = {self.max_abs_deviation:.3e} -> {verdict}",
-                 "per step: " + ", ".join(f"{d:.1e}" for d in self.deviation),
-                 f"memory measured = predicted: {self.memory_matches()}; "
-                 f"ledger measured = predicted: {self.ledger_matches()}",
-                 self.table(), time_line(self.time())]
-        lines += [f"{name.replace('_', ' ')} broken: {reason}" for name, reason in self.reasons.items()]
+        verdict = (
+            "equivalent to one process"
+            if self.equivalent
+            else f"DIVERGES from one process (broken: {', '.join(self.broken) or 'none named'})"
+        )
+        lines = [
+            f"{c.label}: {c.steps} steps, {c.dtype}, {self.config.concrete_model().description}",
+            f"max |θ − θ_one_process| = {self.max_abs_deviation:.3e} -> {verdict}",
+            "per step: " + ", ".join(f"{d:.1e}" for d in self.deviation),
+            f"memory measured = predicted: {self.memory_matches()}; "
+            f"ledger measured = predicted: {self.ledger_matches()}",
+            self.table(),
+            time_line(self.time()),
+        ]
+        lines += [
+            f"{name.replace('_', ' ')} broken: {reason}" for name, reason in self.reasons.items()
+        ]
         lines += self.mismatches()[:6]
         if self.predicted[0]["padding_elements"]:
-            lines.append(f"padding: ZeRO's flat buffer of Ψ = {c.concrete_model().psi} elements is padded by "
-                         f"{self.predicted[0]['padding_elements']} to a multiple of the data degree; the padding "
-                         "is stored in the shards and moved by every collective (counted above)")
+            lines.append(
+                f"padding: ZeRO's flat buffer of Ψ = {c.concrete_model().psi} elements is padded by "
+                f"{self.predicted[0]['padding_elements']} to a multiple of the data degree; the padding "
+                "is stored in the shards and moved by every collective (counted above)"
+            )
         if self.device == "cpu" and any(any(r["host"].values()) for r in self.predicted):
             lines.append(POOLS_NOTE)
         return "\n".join(lines)

@@ -40,6 +40,7 @@ def remove_stale() -> None:
 def logs(path: str):
     """torch's launcher logs (and its per-rank error files) inside ``path``, not in TMPDIR."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+
     return DefaultLogsSpecs(log_dir=os.path.join(path, "logs"))
 
 
@@ -50,12 +51,12 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:                            # another user's process
+    except PermissionError:  # another user's process
         return True
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:                                    # no /proc here (macOS): it runs
+    except OSError:  # no /proc here (macOS): it runs
         return True
 
 
@@ -64,6 +65,7 @@ def quiet_resource_tracker() -> None:
     semaphores if this process is killed, and then warns about "leaked semaphore objects" -- the
     very ones it cleans up. (Nothing changes if it already runs.)"""
     from multiprocessing import resource_tracker
+
     saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
     try:
@@ -89,5 +91,5 @@ def reap(path: str, stop: threading.Event, grace_s: float = 2.0) -> None:
             try:
                 with open(os.path.join(path, name)) as f:
                     os.kill(int(f.read()), signal.SIGKILL)
-            except (OSError, ValueError):              # gone already, or a half-written file
+            except (OSError, ValueError):  # gone already, or a half-written file
                 pass

@@ -26,27 +26,44 @@ class TorchRefResult:
     config: TorchRefConfig
     measured: list[dict]
     predicted: list[dict]
-    deviation: float                # max over ranks and steps of |θ − θ_single-process|
-    differs: str                    # how its schedule differs from the placement's ideal one
-    ideal: list[dict]               # rank 0's ideal schedule of one step
+    deviation: float  # max over ranks and steps of |θ − θ_single-process|
+    differs: str  # how its schedule differs from the placement's ideal one
+    ideal: list[dict]  # rank 0's ideal schedule of one step
     wall_s: float
-    metadata_bytes: int = 0         # rank 0: pickled objects sent or received (pipelining's shapes)
+    metadata_bytes: int = 0  # rank 0: pickled objects sent or received (pipelining's shapes)
 
     @classmethod
     def build(cls, config: TorchRefConfig, raw: list[dict]) -> "TorchRefResult":
         predicted = predict(config)
 
         def ops(steps) -> list[dict]:
-            return [{"step": k - 1, "op": o[0], "payload_bytes": o[1], "group": o[2]}
-                    for k, entries in enumerate(steps) for o in entries]
-        measured = [{**{s: r["steps"][-1]["held"][s] for s in STATES},
-                     "optimizer_step_counters": r["steps"][-1]["held"]["optimizer_step_counters"],
-                     "ops": [{"step": st["step"], **o} for st in r["steps"] for o in st["ops"]]} for r in raw]
+            return [
+                {"step": k - 1, "op": o[0], "payload_bytes": o[1], "group": o[2]}
+                for k, entries in enumerate(steps)
+                for o in entries
+            ]
+
+        measured = [
+            {
+                **{s: r["steps"][-1]["held"][s] for s in STATES},
+                "optimizer_step_counters": r["steps"][-1]["held"]["optimizer_step_counters"],
+                "ops": [{"step": st["step"], **o} for st in r["steps"] for o in st["ops"]],
+            }
+            for r in raw
+        ]
         mine = [{**{s: p[s] for s in STATES}, "ops": ops(p["steps"])} for p in predicted]
         deviation = max(st["deviation"] for r in raw for st in r["steps"][1:])
         ideal = [{"op": o[0], "payload_bytes": o[1], "group": o[2]} for o in predicted[0]["ideal"]]
-        return cls(config, measured, mine, deviation, predicted[0]["differs"], ideal,
-                   max(r["wall_s"] for r in raw), raw[0].get("metadata_bytes", 0))
+        return cls(
+            config,
+            measured,
+            mine,
+            deviation,
+            predicted[0]["differs"],
+            ideal,
+            max(r["wall_s"] for r in raw),
+            raw[0].get("metadata_bytes", 0),
+        )
 
     @property
     def ops_match(self) -> bool:
@@ -64,45 +81,80 @@ class TorchRefResult:
         """Each disagreement between measured and predicted, one line; empty when they agree."""
         out = []
         for rank, (m, p) in enumerate(zip(self.measured, self.predicted)):
-            out += [f"rank {rank} {s}: measured {m[s]:,} B, predicted {p[s]:,} B" for s in STATES if m[s] != p[s]]
+            out += [
+                f"rank {rank} {s}: measured {m[s]:,} B, predicted {p[s]:,} B"
+                for s in STATES
+                if m[s] != p[s]
+            ]
             if m["ops"] != p["ops"]:
-                at = next((i for i, (a, b) in enumerate(zip(m["ops"], p["ops"])) if a != b),
-                          min(len(m["ops"]), len(p["ops"])))
-                show = lambda ops: (_op(ops[at]) if at < len(ops) else "nothing")   # noqa: E731
-                out.append(f"rank {rank} op {at}: measured {show(m['ops'])}, predicted {show(p['ops'])} "
-                           f"({len(m['ops'])} vs {len(p['ops'])} ops)")
+                at = next(
+                    (i for i, (a, b) in enumerate(zip(m["ops"], p["ops"])) if a != b),
+                    min(len(m["ops"]), len(p["ops"])),
+                )
+                show = lambda ops: _op(ops[at]) if at < len(ops) else "nothing"  # noqa: E731
+                out.append(
+                    f"rank {rank} op {at}: measured {show(m['ops'])}, predicted {show(p['ops'])} "
+                    f"({len(m['ops'])} vs {len(p['ops'])} ops)"
+                )
         return out
 
     def to_dict(self) -> dict:
-        return {"impl": self.config.impl, "world_size": self.config.world_size, "model": self.config.model,
-                "steps": self.config.steps, "measured": self.measured, "predicted": self.predicted,
-                "ops_match": self.ops_match, "bytes_match": self.bytes_match, "equivalent": self.equivalent,
-                "deviation": self.deviation, "ideal_step": self.ideal, "differs_from_ideal": self.differs,
-                "metadata_bytes": self.metadata_bytes, "wall_s": self.wall_s}
+        return {
+            "impl": self.config.impl,
+            "world_size": self.config.world_size,
+            "model": self.config.model,
+            "steps": self.config.steps,
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "ops_match": self.ops_match,
+            "bytes_match": self.bytes_match,
+            "equivalent": self.equivalent,
+            "deviation": self.deviation,
+            "ideal_step": self.ideal,
+            "differs_from_ideal": self.differs,
+            "metadata_bytes": self.metadata_bytes,
+            "wall_s": self.wall_s,
+        }
 
     def __str__(self) -> str:
         c = self.config
         impl = IMPLEMENTATIONS[c.impl]
         placement, rule, what = impl.placement, impl.rule, impl.what
-        sliced = (f"sliced by the {rule} rule" if c.splits_batch else "whole Linears per stage" if c.micro_batches > 1
-                  else "split by Megatron's column/row plan")
-        lines = [f"{what} on {c.world_size} ranks, {c.model} ({c.steps} steps; the placement {placement}, {sliced})",
-                 "rank  state            measured B   predicted B"]
+        sliced = (
+            f"sliced by the {rule} rule"
+            if c.splits_batch
+            else "whole Linears per stage"
+            if c.micro_batches > 1
+            else "split by Megatron's column/row plan"
+        )
+        lines = [
+            f"{what} on {c.world_size} ranks, {c.model} ({c.steps} steps; the placement {placement}, {sliced})",
+            "rank  state            measured B   predicted B",
+        ]
         for rank, (m, p) in enumerate(zip(self.measured, self.predicted)):
             for s in STATES:
-                lines.append(f"{rank:>4}  {s:<15} {m[s]:>11,}  {p[s]:>12,}" + ("" if m[s] == p[s] else "  <-- differs"))
-        lines.append(f"(Adam's per-tensor step counters, not model state: {self.measured[0]['optimizer_step_counters']} B on rank 0)")
+                lines.append(
+                    f"{rank:>4}  {s:<15} {m[s]:>11,}  {p[s]:>12,}"
+                    + ("" if m[s] == p[s] else "  <-- differs")
+                )
+        lines.append(
+            f"(Adam's per-tensor step counters, not model state: {self.measured[0]['optimizer_step_counters']} B on rank 0)"
+        )
         if self.metadata_bytes:
-            lines.append(f"(pickled shape metadata at the first step, not in the ledger: {self.metadata_bytes} B sent and "
-                         "received by rank 0)")
+            lines.append(
+                f"(pickled shape metadata at the first step, not in the ledger: {self.metadata_bytes} B sent and "
+                "received by rank 0)"
+            )
         first = [o for o in self.measured[0]["ops"] if o["step"] == c.steps - 1]
         lines.append(f"rank 0, step {c.steps - 1}: " + ", ".join(_op(o) for o in first))
         lines.append("vs the placement's ideal step: " + ", ".join(_op(o) for o in self.ideal))
         lines.append(f"  {self.differs}")
-        lines.append(f"ops: {'measured = predicted, entry by entry' if self.ops_match else 'DIFFER'}; "
-                     f"state bytes: {'measured = predicted' if self.bytes_match else 'DIFFER'}; "
-                     f"{'equivalent' if self.equivalent else 'NOT equivalent'} to one process "
-                     f"(max |Δθ| = {self.deviation:.1e}, float64)")
+        lines.append(
+            f"ops: {'measured = predicted, entry by entry' if self.ops_match else 'DIFFER'}; "
+            f"state bytes: {'measured = predicted' if self.bytes_match else 'DIFFER'}; "
+            f"{'equivalent' if self.equivalent else 'NOT equivalent'} to one process "
+            f"(max |Δθ| = {self.deviation:.1e}, float64)"
+        )
         return "\n".join(lines + self.differences())
 
 
@@ -110,10 +162,12 @@ def _op(o: dict) -> str:
     return f"{o['op']} {o['payload_bytes']:,} B/{o['group']}"
 
 
-def run_torch_refs(configs: list[TorchRefConfig], timeout_s: float = 60.0,
-                   progress: bool = False) -> list[TorchRefResult]:
+def run_torch_refs(
+    configs: list[TorchRefConfig], timeout_s: float = 60.0, progress: bool = False
+) -> list[TorchRefResult]:
     """Several implementations on one world size in one launch (the ranks start once)."""
     from placement_edu.runtime.launcher import launch
+
     sizes = {c.world_size for c in configs}
     expect(len(sizes) == 1, f"run_torch_refs needs one world size per launch, got {sorted(sizes)}")
     raw = launch(list(configs), sizes.pop(), timeout_s, progress)
@@ -123,4 +177,3 @@ def run_torch_refs(configs: list[TorchRefConfig], timeout_s: float = 60.0,
 def run(config: TorchRefConfig, timeout_s: float = 60.0, progress: bool = False) -> TorchRefResult:
     """Train ``config`` on fresh processes (torch's elastic launcher) and compare with the core."""
     return run_torch_refs([config], timeout_s, progress)[0]
-

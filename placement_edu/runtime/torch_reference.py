@@ -35,7 +35,12 @@ from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from placement_edu.models import stage_layers
-from placement_edu.implementations import IMPLEMENTATIONS, TRANSFORMER, TRANSFORMER_TP_PLAN, TorchRefConfig
+from placement_edu.implementations import (
+    IMPLEMENTATIONS,
+    TRANSFORMER,
+    TRANSFORMER_TP_PLAN,
+    TorchRefConfig,
+)
 
 #: Adam as every run here uses it: eps large enough that the update sees the gradient's scale
 #: (SPEC §5: with torch's 1e-8 Adam is nearly scale-invariant and a doubly-scaled gradient hides).
@@ -64,16 +69,16 @@ class Block(nn.Module):
     def __init__(self, hidden: int, heads: int, ffn: int, seq: int) -> None:
         super().__init__()
         self.head_dim = hidden // heads
-        linear = lambda a, b: nn.Linear(a, b, bias=False, dtype=torch.float64)   # noqa: E731
+        linear = lambda a, b: nn.Linear(a, b, bias=False, dtype=torch.float64)  # noqa: E731
         self.embed, self.q, self.k, self.v, self.o = (linear(hidden, hidden) for _ in range(5))
         self.up, self.down = linear(hidden, ffn), linear(ffn, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         e = self.embed(x)
-        heads = lambda t: t.view(b, s, -1, self.head_dim).transpose(1, 2)      # noqa: E731
+        heads = lambda t: t.view(b, s, -1, self.head_dim).transpose(1, 2)  # noqa: E731
         q, k, v = heads(self.q(e)), heads(self.k(e)), heads(self.v(e))
-        context = torch.softmax(q @ k.transpose(-1, -2) / self.head_dim ** 0.5, dim=-1) @ v
+        context = torch.softmax(q @ k.transpose(-1, -2) / self.head_dim**0.5, dim=-1) @ v
         y = e + self.o(context.transpose(1, 2).reshape(b, s, -1))
         return y + self.down(torch.tanh(self.up(y)))
 
@@ -90,11 +95,16 @@ def batch(config: TorchRefConfig, step: int) -> tuple[torch.Tensor, torch.Tensor
     """The global batch of ``step``, the same on every rank and in the single-process run."""
     g = torch.Generator().manual_seed(10_000 * config.seed + step)
     if config.widths:
-        shape_in, shape_out = (config.global_batch, config.widths[0]), (config.global_batch, config.widths[-1])
+        shape_in, shape_out = (
+            (config.global_batch, config.widths[0]),
+            (config.global_batch, config.widths[-1]),
+        )
     else:
         shape_in = shape_out = (config.global_batch, TRANSFORMER["seq"], TRANSFORMER["hidden"])
-    return (torch.randn(shape_in, generator=g, dtype=torch.float64),
-            torch.randn(shape_out, generator=g, dtype=torch.float64))
+    return (
+        torch.randn(shape_in, generator=g, dtype=torch.float64),
+        torch.randn(shape_out, generator=g, dtype=torch.float64),
+    )
 
 
 def my_rows(config: TorchRefConfig, rank: int) -> slice:
@@ -138,7 +148,7 @@ WATCHED = {
 #: DTensor's collectives are functional ops dispatched by torch (not ``torch.distributed``
 #: calls): the op each is, and how to read its group's size from the op's arguments.
 FUNCTIONAL = {
-    "_c10d_functional.all_reduce.default": "all_reduce",            # (input, reduce_op, group_name)
+    "_c10d_functional.all_reduce.default": "all_reduce",  # (input, reduce_op, group_name)
     "_c10d_functional.all_gather_into_tensor.default": "all_gather",  # (input, group_size, group_name)
     "_c10d_functional.reduce_scatter_tensor.default": "reduce_scatter",
 }
@@ -168,16 +178,21 @@ class Ledger:
 
     def __init__(self) -> None:
         self.ops: list[dict] = []
-        self.metadata_bytes = 0        # integer tensors sent or received: objects, not training state
+        self.metadata_bytes = 0  # integer tensors sent or received: objects, not training state
 
     def add(self, op: str, tensors: list[torch.Tensor], group) -> None:
-        self.ops.append({"op": op, "payload_bytes": sum(t.numel() * t.element_size() for t in tensors),
-                         "group": dist.get_world_size(group)})
+        self.ops.append(
+            {
+                "op": op,
+                "payload_bytes": sum(t.numel() * t.element_size() for t in tensors),
+                "group": dist.get_world_size(group),
+            }
+        )
 
     @contextlib.contextmanager
     def recording(self) -> Iterator["Ledger"]:
         originals = {name: getattr(dist, name) for name in WATCHED if hasattr(dist, name)}
-        coalesced = dist._broadcast_coalesced          # DDP's start-up broadcast (a C++ function)
+        coalesced = dist._broadcast_coalesced  # DDP's start-up broadcast (a C++ function)
 
         def watch(name: str, call):
             op, argument = WATCHED[name]
@@ -188,9 +203,10 @@ class Ledger:
                 tensor = bound[argument]
                 if tensor.is_floating_point():
                     self.add(op, [tensor], bound.get("group"))
-                else:                                  # pickled objects: pipelining's shape metadata
+                else:  # pickled objects: pipelining's shape metadata
                     self.metadata_bytes += tensor.numel() * tensor.element_size()
                 return call(*args, **kwargs)
+
             return wrapped
 
         def broadcast_coalesced(group, tensors, buffer_size, src=0):
@@ -220,18 +236,26 @@ class Ledger:
         return ops
 
 
-def ddp_allreduce_hook(group, bucket):  # (no annotations: DDP checks them, and they are strings here)
+def ddp_allreduce_hook(
+    group, bucket
+):  # (no annotations: DDP checks them, and they are strings here)
     """What DDP's default hook does (divide by the group size, all-reduce the bucket), through the
     Python ``dist.all_reduce`` so the ledger sees it: DDP's reducer otherwise calls C++ directly."""
     tensor = bucket.buffer().div_(dist.get_world_size(group))
-    return dist.all_reduce(tensor, group=group, async_op=True).get_future().then(lambda f: f.value()[0])
+    return (
+        dist.all_reduce(tensor, group=group, async_op=True)
+        .get_future()
+        .then(lambda f: f.value()[0])
+    )
 
 
 # --- the implementations ----------------------------------------------------------------------
 def forward_backward(module: nn.Module):
     """One step's forward and backward on this rank's rows: the loss is the mean over them."""
+
     def run(x: torch.Tensor, y: torch.Tensor) -> None:
         nn.functional.mse_loss(module(x), y).backward()
+
     return run
 
 
@@ -239,13 +263,21 @@ def pipeline(config: TorchRefConfig, model: nn.Sequential):
     """This rank's stage of ``model`` (its whole Linears, the core's stage split) under
     ``torch.distributed.pipelining``'s GPipe or 1F1B schedule: (forward-backward, stage, optimizer)."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
     rank, stages = dist.get_rank(), config.world_size
     mine = stage_layers(len(config.widths) - 1, stages, rank)
-    stage_module = nn.Sequential(OrderedDict(
-        (name, child) for name, child in model.named_children() if int(name) // 2 in mine))   # Linear i is child 2i
+    stage_module = nn.Sequential(
+        OrderedDict(
+            (name, child) for name, child in model.named_children() if int(name) // 2 in mine
+        )
+    )  # Linear i is child 2i
     stage = PipelineStage(stage_module, rank, stages, torch.device("cpu"))
-    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[IMPLEMENTATIONS[config.impl].pipeline_schedule]
-    schedule = kind(stage, n_microbatches=config.micro_batches, loss_fn=nn.functional.mse_loss)   # grads / m
+    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[
+        IMPLEMENTATIONS[config.impl].pipeline_schedule
+    ]
+    schedule = kind(
+        stage, n_microbatches=config.micro_batches, loss_fn=nn.functional.mse_loss
+    )  # grads / m
 
     def run(x: torch.Tensor, y: torch.Tensor) -> None:
         if rank == 0:
@@ -254,6 +286,7 @@ def pipeline(config: TorchRefConfig, model: nn.Sequential):
             schedule.step(target=y)
         else:
             schedule.step()
+
     return run, stage_module, torch.optim.Adam(stage_module.parameters(), **ADAM)
 
 
@@ -270,25 +303,40 @@ def _wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
     impl = IMPLEMENTATIONS[config.impl]
     if impl.family in ("ddp", "zero_redundancy"):
         from torch.nn.parallel import DistributedDataParallel as DDP
-        with ledger.recording():                       # DDP broadcasts rank 0's state at start-up
+
+        with ledger.recording():  # DDP broadcasts rank 0's state at start-up
             ddp = DDP(model)
         ddp.register_comm_hook(None, ddp_allreduce_hook)
         if impl.family == "ddp":
             return ddp, torch.optim.Adam(ddp.parameters(), **ADAM)
         from torch.distributed.optim import ZeroRedundancyOptimizer
-        return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, **ADAM)
+
+        return ddp, ZeroRedundancyOptimizer(
+            ddp.parameters(), optimizer_class=torch.optim.Adam, **ADAM
+        )
     from torch.distributed.device_mesh import init_device_mesh
+
     # Every mesh follows the backend: on gloo a CPU mesh, even on a machine with CUDA (FSDP2 without
     # a mesh builds a CUDA one and crashes a gloo run there).
     mesh = init_device_mesh("cpu" if dist.get_backend() == "gloo" else "cuda", (config.world_size,))
     if impl.family == "dtensor_tp":
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            RowwiseParallel,
+            parallelize_module,
+        )
+
         style = {"col": ColwiseParallel, "row": RowwiseParallel}
-        plan = {name.removesuffix(".weight"): style[tp]() for name, tp in TRANSFORMER_TP_PLAN.items() if tp}
+        plan = {
+            name.removesuffix(".weight"): style[tp]()
+            for name, tp in TRANSFORMER_TP_PLAN.items()
+            if tp
+        }
         return parallelize_module(model, mesh, plan), torch.optim.Adam(model.parameters(), **ADAM)
     from torch.distributed.fsdp import fully_shard
+
     linears = [m for m in model if isinstance(m, nn.Linear)]
-    for layer in linears[:-1]:                         # one unit per Linear; the root owns the last
+    for layer in linears[:-1]:  # one unit per Linear; the root owns the last
         fully_shard(layer, mesh=mesh, reshard_after_forward=impl.reshard)
     fully_shard(model, mesh=mesh, reshard_after_forward=impl.reshard)
     return model, torch.optim.Adam(model.parameters(), **ADAM)
@@ -302,23 +350,27 @@ def held(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Bytes this rank holds now: parameters, gradients and Adam's two moments (local shards), the
     padded storage behind FSDP2's shards, and Adam's per-tensor step counters apart."""
     params = list(model.parameters())
-    size = lambda t: t.numel() * t.element_size()       # noqa: E731
+    size = lambda t: t.numel() * t.element_size()  # noqa: E731
     moments = counters = 0
-    inner = getattr(optimizer, "optim", optimizer)       # ZeroRedundancyOptimizer's local Adam
+    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's local Adam
     for state in inner.state.values():
         for key, value in state.items():
             if key == "step":
                 counters += size(_local(value))
             else:
                 moments += size(_local(value))
-    return {"params": sum(size(_local(p)) for p in params),
-            "grads": sum(size(_local(p.grad)) for p in params if p.grad is not None),
-            "optimizer": moments,
-            "storage_params": sum(_local(p).untyped_storage().nbytes() for p in params),
-            "optimizer_step_counters": counters}
+    return {
+        "params": sum(size(_local(p)) for p in params),
+        "grads": sum(size(_local(p.grad)) for p in params if p.grad is not None),
+        "optimizer": moments,
+        "storage_params": sum(_local(p).untyped_storage().nbytes() for p in params),
+        "optimizer_step_counters": counters,
+    }
 
 
-def deviation(model: nn.Module, reference: dict[str, torch.Tensor], world_size: int, rank: int) -> float:
+def deviation(
+    model: nn.Module, reference: dict[str, torch.Tensor], world_size: int, rank: int
+) -> float:
     """Max |θ − θ_reference| over the parameter elements this rank holds: a DTensor's shard is
     compared with the same slice of the reference (chunks of ceil(size/N) along its shard dim)."""
     worst = 0.0
@@ -341,7 +393,7 @@ def run_job(config: TorchRefConfig) -> dict:
     reference = single_process(config)
     ledger = Ledger()
     step_fn, model, optimizer = wrap(config, build_model(config), ledger)
-    steps: list[dict] = [{"step": -1, "ops": ledger.take()}]   # start-up
+    steps: list[dict] = [{"step": -1, "ops": ledger.take()}]  # start-up
     for step in range(config.steps):
         x, y = batch(config, step)
         rows = my_rows(config, rank)
@@ -349,8 +401,18 @@ def run_job(config: TorchRefConfig) -> dict:
         with ledger.recording():
             step_fn(x[rows], y[rows])
             optimizer.step()
-        steps.append({"step": step, "ops": ledger.take(), "held": held(model, optimizer),
-                      "deviation": deviation(model, reference[step], config.world_size, rank)})
+        steps.append(
+            {
+                "step": step,
+                "ops": ledger.take(),
+                "held": held(model, optimizer),
+                "deviation": deviation(model, reference[step], config.world_size, rank),
+            }
+        )
     dist.barrier()
-    return {"rank": rank, "steps": steps, "wall_s": time.perf_counter() - start,
-            "metadata_bytes": ledger.metadata_bytes}
+    return {
+        "rank": rank,
+        "steps": steps,
+        "wall_s": time.perf_counter() - start,
+        "metadata_bytes": ledger.metadata_bytes,
+    }

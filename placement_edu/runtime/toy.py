@@ -47,15 +47,22 @@ class TinyTransformer(nn.Module):
     def __init__(self, hidden: int = 8, heads: int = 4, ffn: int = 16, seq: int = 4) -> None:
         super().__init__()
         self.hidden, self.heads, self.ffn, self.seq = hidden, heads, ffn, seq
-        self.embed = nn.Linear(hidden, hidden, bias=False)          # replicated across tensor ranks
+        self.embed = nn.Linear(hidden, hidden, bias=False)  # replicated across tensor ranks
         self.attn = nn.ModuleDict({k: nn.Linear(hidden, hidden, bias=False) for k in "qkvo"})
-        self.mlp = nn.ModuleDict({"up": nn.Linear(hidden, ffn, bias=False),
-                                  "down": nn.Linear(ffn, hidden, bias=False)})
+        self.mlp = nn.ModuleDict(
+            {"up": nn.Linear(hidden, ffn, bias=False), "down": nn.Linear(ffn, hidden, bias=False)}
+        )
 
     #: Megatron's split of each weight: column-parallel splits output rows (dim 0), row-parallel
     #: splits input columns (dim 1); the input projection stays whole on every tensor rank.
-    TP_PLAN = {"attn.q.weight": "col", "attn.k.weight": "col", "attn.v.weight": "col",
-               "attn.o.weight": "row", "mlp.up.weight": "col", "mlp.down.weight": "row"}
+    TP_PLAN = {
+        "attn.q.weight": "col",
+        "attn.k.weight": "col",
+        "attn.v.weight": "col",
+        "attn.o.weight": "row",
+        "mlp.up.weight": "col",
+        "mlp.down.weight": "row",
+    }
 
     def activation_elements(self, rows: int, tensor: int = 1) -> tuple[int, int]:
         """(replicated, tensor-split) elements autograd keeps per micro-batch of ``rows`` sequences
@@ -94,8 +101,9 @@ def mlp_forward(p: Params, x: torch.Tensor, layers: Iterable[int]) -> torch.Tens
     return x
 
 
-def transformer_forward(p: Params, x: torch.Tensor, heads: int,
-                        enter: Callable = Identity, leave: Callable = Identity) -> torch.Tensor:
+def transformer_forward(
+    p: Params, x: torch.Tensor, heads: int, enter: Callable = Identity, leave: Callable = Identity
+) -> torch.Tensor:
     """The block on ``heads`` local heads. ``enter``/``leave`` are Megatron's f and g: identity in
     one process; under tensor parallelism ``leave`` all-reduces the row-parallel partial output
     (forward) and ``enter`` all-reduces the input gradient (backward)."""
@@ -108,7 +116,7 @@ def transformer_forward(p: Params, x: torch.Tensor, heads: int,
 def _attention(p: Params, x: torch.Tensor, heads: int) -> torch.Tensor:
     b, s, _ = x.shape
 
-    def split_heads(t: torch.Tensor) -> torch.Tensor:          # (b, s, heads*dh) -> (b, heads, s, dh)
+    def split_heads(t: torch.Tensor) -> torch.Tensor:  # (b, s, heads*dh) -> (b, heads, s, dh)
         return t.view(b, s, heads, -1).transpose(1, 2)
 
     q, k, v = (split_heads(F.linear(x, p[f"attn.{n}.weight"])) for n in "qkv")
@@ -122,12 +130,16 @@ def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(out, target)
 
 
-def make_batch(step: int, model: nn.Module, global_batch: int, seed: int,
-               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def make_batch(
+    step: int, model: nn.Module, global_batch: int, seed: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The global batch of ``step``: the same on every rank and in the single-process reference."""
     g = torch.Generator().manual_seed(10_000 * seed + step)
-    shape = ((global_batch, model.width) if isinstance(model, TinyMLP)
-             else (global_batch, model.seq, model.hidden))
+    shape = (
+        (global_batch, model.width)
+        if isinstance(model, TinyMLP)
+        else (global_batch, model.seq, model.hidden)
+    )
     x = torch.randn(shape, generator=g, dtype=torch.float64)
     y = torch.randn(shape, generator=g, dtype=torch.float64)
     return x.to(dtype), y.to(dtype)

@@ -7,9 +7,11 @@ from __future__ import annotations
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 
+
 def applicable(strategy, mesh: Mesh) -> tuple[str, ...]:
     """The faults that have an operation to break in ``strategy`` on ``mesh``."""
     from placement_edu.faults import applicable_faults
+
     return tuple(applicable_faults(strategy, mesh))
 
 
@@ -18,20 +20,24 @@ def refuse_inapplicable(strategy, mesh: Mesh, fault: str | None) -> None:
     if fault is None:
         return
     from placement_edu.faults import FAULTS
+
     if fault not in FAULTS:
         raise PlacementError(f"unknown fault {fault!r}; known faults: {', '.join(FAULTS)}")
     ok = applicable(strategy, mesh)
     if fault not in ok:
         raise PlacementError(
             f"fault {fault!r} does not apply to {strategy.name} on {mesh}: it needs "
-            f"{FAULTS[fault].needs}; faults that apply here: {', '.join(ok) or 'none'}")
+            f"{FAULTS[fault].needs}; faults that apply here: {', '.join(ok) or 'none'}"
+        )
 
 
-def broken_conditions(strategy, mesh: Mesh, fault: str | None, model=None,
-                      precision=None) -> dict[str, str]:
+def broken_conditions(
+    strategy, mesh: Mesh, fault: str | None, model=None, precision=None
+) -> dict[str, str]:
     """The correctness conditions the checker says ``fault`` breaks, each with the checker's reason
     (empty for a correct run)."""
     from placement_edu.checker import check
+
     kwargs = {"mesh": mesh, "fault": fault}
     if model is not None:
         kwargs["model"] = model
@@ -46,4 +52,5 @@ def edited_schedule(schedule, fault: str | None, strategy, mesh: Mesh):
     if fault is None:
         return schedule
     from placement_edu.faults import apply_fault
+
     return apply_fault(schedule, fault, strategy, mesh)

@@ -45,7 +45,9 @@ class StepWall:
 
 def walls(rank_result: dict) -> list[StepWall]:
     """One rank's steps, from what ``worker.run_job`` returned (empty if it timed nothing)."""
-    return [StepWall(s, c) for s, c in zip(rank_result.get("step_s", []), rank_result.get("comm_s", []))]
+    return [
+        StepWall(s, c) for s, c in zip(rank_result.get("step_s", []), rank_result.get("comm_s", []))
+    ]
 
 
 def measured_step(per_rank: list[list[StepWall]]) -> tuple[StepWall, list[int]] | None:
@@ -55,23 +57,41 @@ def measured_step(per_rank: list[list[StepWall]]) -> tuple[StepWall, list[int]] 
     if steps == 0:
         return None
     counted = list(range(1, steps)) if steps > 1 else [0]
-    slowest = sorted((max((w[k] for w in per_rank), key=lambda s: s.step_s) for k in counted),
-                     key=lambda s: s.step_s)
-    return slowest[(len(slowest) - 1) // 2], counted   # (the lower middle: a real step, compute + comm)
+    slowest = sorted(
+        (max((w[k] for w in per_rank), key=lambda s: s.step_s) for k in counted),
+        key=lambda s: s.step_s,
+    )
+    return slowest[
+        (len(slowest) - 1) // 2
+    ], counted  # (the lower middle: a real step, compute + comm)
 
 
 def predicted_step(config, schedules: list[Schedule]):
     """The core's ``StepTime`` of the slowest rank on ``this_machine``, or a one-line reason why
     there is none (no such preset yet, or a strategy the time model cannot price)."""
     from placement_edu import timing
+
     if HARDWARE_NAME not in timing.HARDWARE:
-        return (f"no {HARDWARE_NAME!r} hardware preset: run `placement-edu calibrate` and add its line "
-                "to placement_edu.timing.HARDWARE")
+        return (
+            f"no {HARDWARE_NAME!r} hardware preset: run `placement-edu calibrate` and add its line "
+            "to placement_edu.timing.HARDWARE"
+        )
     module = config.module()
     tokens = config.global_batch * getattr(module, "seq", 1) / config.world_size
     try:
-        times = [timing.step_time(config.resolved_strategy(), config.concrete_model(), config.resolved_mesh(),
-                                  config.precision, HARDWARE_NAME, tokens, "none", schedule=s) for s in schedules]
+        times = [
+            timing.step_time(
+                config.resolved_strategy(),
+                config.concrete_model(),
+                config.resolved_mesh(),
+                config.precision,
+                HARDWARE_NAME,
+                tokens,
+                "none",
+                schedule=s,
+            )
+            for s in schedules
+        ]
     except PlacementError as error:
         return f"no prediction: {error}"
     return max(times, key=lambda t: t.total_s)
@@ -80,21 +100,36 @@ def predicted_step(config, schedules: list[Schedule]):
 def time_view(per_rank: list[list[StepWall]], predicted) -> dict:
     """The ``time`` entry of a run's JSON: measured and predicted seconds per step, and the ratios
     measured / predicted (> 1: slower than the model)."""
-    out: dict = {"hardware": HARDWARE_NAME, "overlap": "none", "units": "seconds per optimizer step"}
+    out: dict = {
+        "hardware": HARDWARE_NAME,
+        "overlap": "none",
+        "units": "seconds per optimizer step",
+    }
     found = measured_step(per_rank)
     if found is not None:
         step, counted = found
-        out.update(measured_step_s=step.step_s, measured_comm_s=step.comm_s, measured_compute_s=step.compute_s,
-                   steps_counted=counted)
+        out.update(
+            measured_step_s=step.step_s,
+            measured_comm_s=step.comm_s,
+            measured_compute_s=step.compute_s,
+            steps_counted=counted,
+        )
     if isinstance(predicted, str):
         out.update(predicted_step_s=None, ratio=None, note=predicted)
         return out
-    out.update(predicted_step_s=predicted.total_s, predicted_comm_s=predicted.comm_s,
-               predicted_compute_s=predicted.compute_s, predicted_bubble_s=predicted.bubble_s)
+    out.update(
+        predicted_step_s=predicted.total_s,
+        predicted_comm_s=predicted.comm_s,
+        predicted_compute_s=predicted.compute_s,
+        predicted_bubble_s=predicted.bubble_s,
+    )
     if found is not None:
         ratio = lambda m, p: m / p if p > 0 else None  # noqa: E731
-        out.update(ratio=ratio(step.step_s, predicted.total_s), comm_ratio=ratio(step.comm_s, predicted.comm_s),
-                   compute_ratio=ratio(step.compute_s, predicted.compute_s))
+        out.update(
+            ratio=ratio(step.step_s, predicted.total_s),
+            comm_ratio=ratio(step.comm_s, predicted.comm_s),
+            compute_ratio=ratio(step.compute_s, predicted.compute_s),
+        )
     return out
 
 
@@ -105,13 +140,17 @@ def time_line(view: dict) -> str:
     ms = lambda s: f"{s * 1e3:.3g} ms"  # noqa: E731
     steps = view["steps_counted"]
     which = f"step {steps[0] + 1}" if len(steps) == 1 else f"steps {steps[0] + 1}-{steps[-1] + 1}"
-    line = (f"time per step (median of {which}, slowest rank): measured {ms(view['measured_step_s'])} = "
-            f"compute {ms(view['measured_compute_s'])} + comm {ms(view['measured_comm_s'])}")
+    line = (
+        f"time per step (median of {which}, slowest rank): measured {ms(view['measured_step_s'])} = "
+        f"compute {ms(view['measured_compute_s'])} + comm {ms(view['measured_comm_s'])}"
+    )
     if view.get("predicted_step_s") is None:
         return f"{line}; {view.get('note', 'no prediction')}"
     ratio = lambda r: "-" if r is None else f"{r:.3g}"  # noqa: E731
-    return (f"{line}; predicted on {view['hardware']} (α–β, no overlap) {ms(view['predicted_step_s'])} = "
-            f"compute {ms(view['predicted_compute_s'])} + comm {ms(view['predicted_comm_s'])}"
-            + (f" + bubble {ms(view['predicted_bubble_s'])}" if view["predicted_bubble_s"] else "")
-            + f" -> measured/predicted {ratio(view.get('ratio'))} (compute {ratio(view.get('compute_ratio'))}, "
-              f"comm {ratio(view.get('comm_ratio'))})")
+    return (
+        f"{line}; predicted on {view['hardware']} (α–β, no overlap) {ms(view['predicted_step_s'])} = "
+        f"compute {ms(view['predicted_compute_s'])} + comm {ms(view['predicted_comm_s'])}"
+        + (f" + bubble {ms(view['predicted_bubble_s'])}" if view["predicted_bubble_s"] else "")
+        + f" -> measured/predicted {ratio(view.get('ratio'))} (compute {ratio(view.get('compute_ratio'))}, "
+        f"comm {ratio(view.get('comm_ratio'))})"
+    )

@@ -40,8 +40,10 @@ if TYPE_CHECKING:
     from placement_edu.runtime.probes import Calibration
 
 _GROUPS: dict[tuple[int, ...], object] = {}
-_BEACON: str | None = None      # this rank's "in a collective?" file (Comm's beacon)
-_OWNER: tuple[int, str] | None = None   # the process that launched this rank, its folder (``_exit_with``)
+_BEACON: str | None = None  # this rank's "in a collective?" file (Comm's beacon)
+_OWNER: tuple[int, str] | None = (
+    None  # the process that launched this rank, its folder (``_exit_with``)
+)
 
 
 def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[object, list[int]]]:
@@ -49,14 +51,17 @@ def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[obj
     in the same order (torch.distributed requires it); groups are reused across jobs."""
     out = {}
     for axis, _ in mesh:
-        for r in range(mesh.world_size):               # all groups of this axis, in a fixed order
+        for r in range(mesh.world_size):  # all groups of this axis, in a fixed order
             ranks = mesh.group(r, axis)
             if r != ranks[0]:
                 continue
             key = tuple(ranks)
-            if key not in _GROUPS:                     # (a warm pool may hold more ranks than the run)
-                _GROUPS[key] = (dist.new_group(ranks, timeout=timedelta(seconds=timeout_s))
-                                if len(ranks) < dist.get_world_size() else dist.group.WORLD)
+            if key not in _GROUPS:  # (a warm pool may hold more ranks than the run)
+                _GROUPS[key] = (
+                    dist.new_group(ranks, timeout=timedelta(seconds=timeout_s))
+                    if len(ranks) < dist.get_world_size()
+                    else dist.group.WORLD
+                )
             if rank in ranks:
                 out[axis] = (_GROUPS[key], ranks)
     return out
@@ -65,7 +70,9 @@ def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[obj
 def _backend() -> str:
     """NCCL when every local rank can have its own GPU, else gloo on the CPU."""
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_ranks else "gloo"
+    return (
+        "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_ranks else "gloo"
+    )
 
 
 def _device() -> tuple[torch.device, torch.device]:
@@ -77,24 +84,35 @@ def _device() -> tuple[torch.device, torch.device]:
     return torch.device("cpu"), torch.device("cpu")
 
 
-def run_job(config: RunConfig | Calibration | TorchRefConfig, timeout_s: float, progress: str | None = None,
-            references: dict | None = None, index: tuple[int, int] = (0, 1)) -> dict:
+def run_job(
+    config: RunConfig | Calibration | TorchRefConfig,
+    timeout_s: float,
+    progress: str | None = None,
+    references: dict | None = None,
+    index: tuple[int, int] = (0, 1),
+) -> dict:
     """Run one configuration on this rank; return its ledger, memory, per-step deviation and
     per-step wall time (``step_s``, and ``comm_s``: the part spent inside collectives).
     A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
     waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
     the progress line. A ``Calibration`` (probes.py) times collectives instead of training."""
     rank = dist.get_rank()
-    if not isinstance(config, RunConfig):              # their modules: only in a rank that runs one
+    if not isinstance(config, RunConfig):  # their modules: only in a rank that runs one
         from placement_edu.implementations import TorchRefConfig
         from placement_edu.runtime.probes import Calibration, run_rank
-        if isinstance(config, TorchRefConfig):        # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
+
+        if isinstance(
+            config, TorchRefConfig
+        ):  # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
             from placement_edu.runtime import torch_reference
+
             return torch_reference.run_job(config)
         if isinstance(config, Calibration):
             group = _axis_groups(config.mesh, rank, timeout_s).get("data")
             return run_rank(config, *(group or (None, None)))
-        raise TypeError(f"a rank runs a RunConfig, a Calibration or a TorchRefConfig, got {config!r}")
+        raise TypeError(
+            f"a rank runs a RunConfig, a Calibration or a TorchRefConfig, got {config!r}"
+        )
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
     groups = _axis_groups(mesh, rank, timeout_s)
@@ -104,32 +122,61 @@ def run_job(config: RunConfig | Calibration | TorchRefConfig, timeout_s: float, 
     comm = Comm(groups, timeout_s, _BEACON)
     module = config.module()
     adam = Adam()
-    ctx = Context(rank, strategy, mesh, comm, MemoryLedger(), module, config.torch_dtype, device, host,
-                  config.seed, config.global_batch, strategy.micro_batches, strategy.pipeline_schedule,
-                  config.fault, adam)
-    key = (type(module).__name__, config.steps, config.global_batch, config.seed, config.dtype,
-           config.width, config.layers)
+    ctx = Context(
+        rank,
+        strategy,
+        mesh,
+        comm,
+        MemoryLedger(),
+        module,
+        config.torch_dtype,
+        device,
+        host,
+        config.seed,
+        config.global_batch,
+        strategy.micro_batches,
+        strategy.pipeline_schedule,
+        config.fault,
+        adam,
+    )
+    key = (
+        type(module).__name__,
+        config.steps,
+        config.global_batch,
+        config.seed,
+        config.dtype,
+        config.width,
+        config.layers,
+    )
     references = {} if references is None else references
-    if key not in references:                          # the single-process run, once per model
-        references[key] = reference_run(module, config.steps, config.global_batch, config.seed,
-                                        config.torch_dtype, adam)
+    if key not in references:  # the single-process run, once per model
+        references[key] = reference_run(
+            module, config.steps, config.global_batch, config.seed, config.torch_dtype, adam
+        )
     reference = references[key]
     start = time.perf_counter()
     engine = engine_for(strategy, mesh)(ctx)
     deviation, step_s = [], []
     for step in range(config.steps):
-        began = time.perf_counter()                    # wall time of the step: its compute and its collectives
+        began = time.perf_counter()  # wall time of the step: its compute and its collectives
         engine.step(step)
         comm.wait_sends()
         step_s.append(time.perf_counter() - began)
         deviation.append(engine.deviation(reference[step]))
         if progress and rank == 0:
             progress_line(progress, *index, step + 1, config.steps, config.label)
-    dist.barrier()                                     # no rank starts the next job early
-    return {"rank": rank, "ledger": [e.to_dict() for e in comm.entries],
-            "memory": ctx.mem.to_dict(), "deviation": deviation, "device": str(device),
-            "host": str(host), "wall_s": time.perf_counter() - start,
-            "step_s": step_s, "comm_s": [comm.seconds.get(k, 0.0) for k in range(config.steps)]}
+    dist.barrier()  # no rank starts the next job early
+    return {
+        "rank": rank,
+        "ledger": [e.to_dict() for e in comm.entries],
+        "memory": ctx.mem.to_dict(),
+        "deviation": deviation,
+        "device": str(device),
+        "host": str(host),
+        "wall_s": time.perf_counter() - start,
+        "step_s": step_s,
+        "comm_s": [comm.seconds.get(k, 0.0) for k in range(config.steps)],
+    }
 
 
 def _inject_failure(failure: dict | None, timeout_s: float) -> None:
@@ -144,16 +191,21 @@ def _inject_failure(failure: dict | None, timeout_s: float) -> None:
     if failure.get("kind") == "raise":
         raise RuntimeError("injected failure: this rank raised on purpose")
     if failure.get("kind") == "hang":
-        time.sleep(10 * timeout_s)                     # the others wait in a collective and time out
+        time.sleep(10 * timeout_s)  # the others wait in a collective and time out
     if failure.get("kind") == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)           # dies at once: no traceback, no error file
+        os.kill(os.getpid(), signal.SIGKILL)  # dies at once: no traceback, no error file
     if failure.get("kind") == "freeze":
-        os.kill(os.getpid(), signal.SIGSTOP)           # frozen: deaf to SIGTERM until killed
+        os.kill(os.getpid(), signal.SIGSTOP)  # frozen: deaf to SIGTERM until killed
 
 
 @record
-def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = None,
-         failure: dict | None = None, owner: tuple[int, str] | None = None) -> list[dict]:
+def main(
+    jobs: list[RunConfig],
+    timeout_s: float = 60.0,
+    run_dir: str | None = None,
+    failure: dict | None = None,
+    owner: tuple[int, str] | None = None,
+) -> list[dict]:
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause). ``owner``: the process that
@@ -165,7 +217,10 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
         _inject_failure(failure, timeout_s)
         references: dict = {}
         progress = os.path.join(run_dir, "progress") if run_dir else None
-        results = [run_job(job, timeout_s, progress, references, (j, len(jobs))) for j, job in enumerate(jobs)]
+        results = [
+            run_job(job, timeout_s, progress, references, (j, len(jobs)))
+            for j, job in enumerate(jobs)
+        ]
         if failure and failure.get("kind") == "hang":  # a hang test must not pass silently
             raise AssertionError("the injected hang did not end the run")
         return results
@@ -177,7 +232,9 @@ def main(jobs: list[RunConfig], timeout_s: float = 60.0, run_dir: str | None = N
             dist.destroy_process_group()
 
 
-def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] | None = None) -> None:
+def _start_rank(
+    run_dir: str | None, warm: bool = False, owner: tuple[int, str] | None = None
+) -> None:
     """Every rank: its inherited objects frozen (``gc.freeze``: the garbage collector would otherwise
     write to every object the forkserver imported, copying its pages into this rank -- 100 MiB a
     rank); one thread for torch; a watchdog that ends this rank if the process that started
@@ -187,11 +244,15 @@ def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] 
     even inside a collective (its launcher reports the interruption in one line); a warm pool's
     rank ignores it, and the pool stays up for the next run. (A Ctrl-C that came while the rank
     still imported torch was held until here: ``launcher.ranks_start_with_sigint_held``.)"""
-    gc.freeze()                                        # (see below)
+    gc.freeze()  # (see below)
     torch.set_num_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN if warm else signal.SIG_DFL)   # SIG_DFL: the OS ends it
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # held since the launcher started us
-    if run_dir:                                        # for the launcher's reaper and report
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN if warm else signal.SIG_DFL
+    )  # SIG_DFL: the OS ends it
+    signal.pthread_sigmask(
+        signal.SIG_UNBLOCK, {signal.SIGINT}
+    )  # held since the launcher started us
+    if run_dir:  # for the launcher's reaper and report
         global _BEACON
         rank = os.environ.get("RANK", "0")
         with open(os.path.join(run_dir, f"pid-{rank}"), "w") as f:
@@ -199,16 +260,18 @@ def _start_rank(run_dir: str | None, warm: bool = False, owner: tuple[int, str] 
         _BEACON = os.path.join(run_dir, f"at-{rank}")
         stopped = os.path.join(run_dir, f"stopped-{rank}")
 
-        def on_sigterm(*_) -> None:                    # the launcher stopping a rank that still ran
+        def on_sigterm(*_) -> None:  # the launcher stopping a rank that still ran
             open(stopped, "w").close()
             os._exit(128 + signal.SIGTERM)
+
         signal.signal(signal.SIGTERM, on_sigterm)
     global _OWNER
     _OWNER = owner or (os.getppid(), "")
-    if _OWNER[0] == 1:                                 # torchrun's agent died before we could watch it
+    if _OWNER[0] == 1:  # torchrun's agent died before we could watch it
         os._exit(1)
-    threading.Thread(target=_exit_with, args=(_OWNER, run_dir), name="placement-edu-parent-watch",
-                     daemon=True).start()
+    threading.Thread(
+        target=_exit_with, args=(_OWNER, run_dir), name="placement-edu-parent-watch", daemon=True
+    ).start()
 
 
 def _exit_with(owner: tuple[int, str], run_dir: str | None) -> None:
@@ -219,9 +282,9 @@ def _exit_with(owner: tuple[int, str], run_dir: str | None) -> None:
     (Linux >= 5.3) becomes readable the moment its process ends; elsewhere, poll every 0.5 s."""
     try:
         pidfd = os.pidfd_open(owner[0])
-    except ProcessLookupError:                         # gone already
+    except ProcessLookupError:  # gone already
         pidfd = None
-    except (AttributeError, OSError):                  # no pidfd here: poll
+    except (AttributeError, OSError):  # no pidfd here: poll
         while rundir.alive(owner[0]):
             time.sleep(0.5)
         pidfd = None
@@ -238,11 +301,11 @@ def _leave(run_dir: str | None, owner_dir: str) -> None:
     if run_dir:
         gone = f"{run_dir}-gone-{os.getpid()}"
         try:
-            os.rename(run_dir, gone)                   # one rank wins; the others find it gone
+            os.rename(run_dir, gone)  # one rank wins; the others find it gone
         except OSError:
             gone = ""
         rundir.remove(gone)
-        time.sleep(0.1)                                # a file opened just before the rename
+        time.sleep(0.1)  # a file opened just before the rename
         rundir.remove(gone)
     rundir.remove(owner_dir)
     os._exit(1)
@@ -255,12 +318,16 @@ def _fail(run_dir: str | None) -> None:
     the exception goes on to torch's ``record``."""
     if not run_dir:
         raise
-    try:                                               # nothing escapes: torch would pickle it to TMPDIR
-        if _OWNER is not None and not rundir.alive(_OWNER[0]):   # it failed because the kernel was killed
+    try:  # nothing escapes: torch would pickle it to TMPDIR
+        if _OWNER is not None and not rundir.alive(
+            _OWNER[0]
+        ):  # it failed because the kernel was killed
             _leave(run_dir, _OWNER[1])
         rank = os.environ.get("RANK", "?")
-        partial = os.path.join(run_dir, f".error-{rank}")   # whole or absent: the launcher may read it now
-        with open(partial, "w") as f:                  # (the folder is gone if the run already ended)
+        partial = os.path.join(
+            run_dir, f".error-{rank}"
+        )  # whole or absent: the launcher may read it now
+        with open(partial, "w") as f:  # (the folder is gone if the run already ended)
             f.write(f"{time.time():.6f}\n{traceback.format_exc()}")
         os.replace(partial, os.path.join(run_dir, f"error-{rank}"))
         sys.stderr.flush()
@@ -269,7 +336,9 @@ def _fail(run_dir: str | None) -> None:
 
 
 @record
-def pool_main(port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] | None = None) -> list:
+def pool_main(
+    port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] | None = None
+) -> list:
     """Entry point of every rank of a warm ``WorkerPool`` (``pool.py``): set up torch.distributed
     once, then run job after job. Job k is the key ``job/k`` of the pool's store (a TCPStore the
     parent holds on ``port``): a pickled (configs, failure) pair, or "stop". Each rank puts its
@@ -279,12 +348,14 @@ def pool_main(port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] 
     try:
         _start_rank(run_dir, warm=True, owner=owner)
         dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
-        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s))
+        store = dist.TCPStore(
+            "127.0.0.1", port, is_master=False, timeout=timedelta(seconds=timeout_s)
+        )
         rank = dist.get_rank()
-        store.add("ready", 1)                          # for the parent's progress bar
+        store.add("ready", 1)  # for the parent's progress bar
         references: dict = {}
         for k in itertools.count():
-            while not store.check([f"job/{k}"]):      # wait for the next job
+            while not store.check([f"job/{k}"]):  # wait for the next job
                 time.sleep(0.002)
             job = pickle.loads(store.get(f"job/{k}"))
             if job == "stop":
@@ -292,8 +363,10 @@ def pool_main(port: int, timeout_s: float, run_dir: str, owner: tuple[int, str] 
             configs, failure = job
             _inject_failure(failure, timeout_s)
             progress = os.path.join(run_dir, f"progress-{k}")
-            results = [run_job(c, timeout_s, progress, references, (j, len(configs)))
-                       for j, c in enumerate(configs)]
+            results = [
+                run_job(c, timeout_s, progress, references, (j, len(configs)))
+                for j, c in enumerate(configs)
+            ]
             store.set(f"result/{k}/{rank}", pickle.dumps(results))
     except BaseException:
         _fail(run_dir)
@@ -310,15 +383,16 @@ def _torchrun(argv: list[str]) -> int:
 
     from placement_edu.runtime.args import config_from_args, parser
     from placement_edu.runtime.result import RunResult
+
     args = parser().parse_args(argv)
     config = config_from_args(args, int(os.environ["WORLD_SIZE"]))
     config.validate()
-    _start_rank(None)                                  # the watchdog: exit if torchrun's agent dies
+    _start_rank(None)  # the watchdog: exit if torchrun's agent dies
     dist.init_process_group(_backend(), timeout=timedelta(seconds=args.timeout))
     try:
         mine = run_job(config, args.timeout)
         everyone = [None] * dist.get_world_size()
-        dist.all_gather_object(everyone, mine)         # (outside the ledger: reporting only)
+        dist.all_gather_object(everyone, mine)  # (outside the ledger: reporting only)
     finally:
         _GROUPS.clear()
         if dist.is_initialized():

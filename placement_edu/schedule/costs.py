@@ -11,7 +11,6 @@ from types import MappingProxyType
 from typing import Any
 
 
-
 def _over(numerator: Any, n: Any) -> Any:
     """numerator / n: an exact Fraction for whole numbers, float division for numpy arrays."""
     return Fraction(numerator, n) if isinstance(n, int) else numerator / n
@@ -31,17 +30,23 @@ class OpCost:
     steps: Callable[[int], int]
 
 
-OP_COSTS: Mapping[str, OpCost] = MappingProxyType({
-    "all_reduce": OpCost(lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)),  # reduce-scatter + all-gather
-    "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),           # S = the full output
-    "reduce_scatter": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),       # S = the full input
-    "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),                           # point to point: S by the sender
-    # the root sends S to each of the N-1 others; the message passes N-1 hops, every member waits
-    "broadcast": OpCost(lambda n: n - 1, 1, lambda n: n - 1),
-    # a host transfer crosses the host link, not the network: no ring bytes, one message
-    "h2d": OpCost(lambda n: 0 * n, 0, lambda n: 1),
-    "d2h": OpCost(lambda n: 0 * n, 0, lambda n: 1),
-})
+OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
+    {
+        "all_reduce": OpCost(
+            lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)
+        ),  # reduce-scatter + all-gather
+        "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),  # S = the full output
+        "reduce_scatter": OpCost(
+            lambda n: _over(n - 1, n), 1, lambda n: n - 1
+        ),  # S = the full input
+        "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),  # point to point: S by the sender
+        # the root sends S to each of the N-1 others; the message passes N-1 hops, every member waits
+        "broadcast": OpCost(lambda n: n - 1, 1, lambda n: n - 1),
+        # a host transfer crosses the host link, not the network: no ring bytes, one message
+        "h2d": OpCost(lambda n: 0 * n, 0, lambda n: 1),
+        "d2h": OpCost(lambda n: 0 * n, 0, lambda n: 1),
+    }
+)
 #: Two columns of ``OP_COSTS`` for the network collectives, as notebook 01 prints them.
 RING_FACTOR = MappingProxyType({op: c.ring for op, c in OP_COSTS.items() if c.zero})
 ZERO_FACTOR = MappingProxyType({op: c.zero for op, c in OP_COSTS.items() if c.zero})
@@ -53,5 +58,3 @@ def ring_factor(op: str, n: int) -> Fraction:
     """Bytes this device sends for ``op`` as a multiple of its payload (recv: counted by the
     sender; a broadcast: by its root, see ``Op.ring_bytes``; local ops: nothing)."""
     return Fraction(OP_COSTS[op].ring(n)) if op in OP_COSTS else Fraction(0)
-
-

@@ -7,38 +7,61 @@ from collections.abc import Callable
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model
-from placement_edu.placement import (State)
+from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.axes import validate
 from placement_edu.schedule.ops import Op, Repeat, Schedule
 from placement_edu.schedule.pipeline import pipeline_runs
-from placement_edu.schedule.rules import Device, gather_before_use, offload_grad_slice, owner_update_sync, pipeline_boundary, reduce_partial_grads, reduces_per_micro_batch, scale_once, sequence_parallel_norms, startup_broadcasts, tensor_parallel_collectives
+from placement_edu.schedule.rules import (
+    Device,
+    gather_before_use,
+    offload_grad_slice,
+    owner_update_sync,
+    pipeline_boundary,
+    reduce_partial_grads,
+    reduces_per_micro_batch,
+    scale_once,
+    sequence_parallel_norms,
+    startup_broadcasts,
+    tensor_parallel_collectives,
+)
 
 
 # --- the schedule ----------------------------------------------------------------------------
-def passes_held_once(runs: list[tuple[tuple[tuple[str, int], ...], int]], m: int,
-                     one_pass: Callable[[str, int, tuple[int, ...] | range], list[Op]],
-                     differs: Callable[[str, int], bool]) -> list[Op | Repeat]:
+def passes_held_once(
+    runs: list[tuple[tuple[tuple[str, int], ...], int]],
+    m: int,
+    one_pass: Callable[[str, int, tuple[int, ...] | range], list[Op]],
+    differs: Callable[[str, int], bool],
+) -> list[Op | Repeat]:
     """The ops of every pass of ``runs`` (``pipeline_runs``), in order. ``one_pass(kind, k, tag)``:
     the ops of pass (kind, k), its own ops tagged ``tag``; ``differs(kind, k)``: whether that pass
     runs ops the other passes of its kind do not (k is 0 or m - 1). Those passes are listed one by
     one; each stretch of identical repetitions between them is held once, as a ``Repeat``."""
     entries: list[Op | Repeat] = []
     for pattern, times in runs:
-        odd = {k - k0 for kind, k0 in pattern for k in (0, m - 1) if 0 <= k - k0 < times and differs(kind, k)}
+        odd = {
+            k - k0
+            for kind, k0 in pattern
+            for k in (0, m - 1)
+            if 0 <= k - k0 < times and differs(kind, k)
+        }
         cuts = sorted({0, times} | odd | {i + 1 for i in odd})
         for i0, i1 in zip(cuts, cuts[1:]):
-            if i1 - i0 == 1:                       # one repetition: its ops, one by one
+            if i1 - i0 == 1:  # one repetition: its ops, one by one
                 entries += [o for kind, k0 in pattern for o in one_pass(kind, k0 + i0, (k0 + i0,))]
                 continue
-            body = tuple(o for kind, k0 in pattern for o in one_pass(kind, k0 + i0, range(k0 + i0, k0 + i1)))
+            body = tuple(
+                o for kind, k0 in pattern for o in one_pass(kind, k0 + i0, range(k0 + i0, k0 + i1))
+            )
             if body:
                 entries.append(Repeat(body, i1 - i0))
     return entries
 
 
-def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
-                    rank: int = 0, strict: bool = True) -> Schedule:
+def derive_schedule(
+    strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0, strict: bool = True
+) -> Schedule:
     """The operations one device (``rank`` of ``mesh``) performs in one optimizer step, in order:
     start-up, then each pipeline pass (forward, backward) of each micro-batch, the optimizer step,
     and the re-synchronisation of replicated parameters. Passes that repeat identically (all but
@@ -55,14 +78,27 @@ def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
         if kind == "F":
             ops = pipeline_boundary(dev, "recv", "forward", tag)
             if k == 0 or reshard:
-                ops += gather_before_use(dev, "forward", "parameters are stored as slices: gather them "
-                                                         "just before forward uses them (rule 3)")
-            return ops + tensor_parallel_collectives(dev, "forward") + pipeline_boundary(dev, "send", "forward", tag)
+                ops += gather_before_use(
+                    dev,
+                    "forward",
+                    "parameters are stored as slices: gather them "
+                    "just before forward uses them (rule 3)",
+                )
+            return (
+                ops
+                + tensor_parallel_collectives(dev, "forward")
+                + pipeline_boundary(dev, "send", "forward", tag)
+            )
         ops = pipeline_boundary(dev, "recv", "backward", tag)
         if reshard:
-            ops += gather_before_use(dev, "backward", "parameters were freed after forward: gather "
-                                                      "them again for backward (rule 3)")
-        ops += tensor_parallel_collectives(dev, "backward") + pipeline_boundary(dev, "send", "backward", tag)
+            ops += gather_before_use(
+                dev,
+                "backward",
+                "parameters were freed after forward: gather them again for backward (rule 3)",
+            )
+        ops += tensor_parallel_collectives(dev, "backward") + pipeline_boundary(
+            dev, "send", "backward", tag
+        )
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
             ops += sequence_parallel_norms(dev, tag) + reduce_partial_grads(dev, tag)
@@ -70,11 +106,22 @@ def derive_schedule(strategy, model: Model, mesh: Mesh, precision: Precision,
         return ops
 
     def differs(kind: str, k: int) -> bool:
-        return (kind == "F" and k == 0 and not reshard) or (kind == "B" and k == m - 1 and not per_micro_batch)
+        return (kind == "F" and k == 0 and not reshard) or (
+            kind == "B" and k == m - 1 and not per_micro_batch
+        )
 
     runs = pipeline_runs(strategy.pipeline_schedule, dev.stages, dev.stage, m)
     entries += passes_held_once(runs, m, one_pass, differs)
-    entries.append(dev.op("optimizer_step", State.OPTIMIZER, None, "step", 0, 1,
-                          "each device updates the optimizer state and parameters it owns"))
+    entries.append(
+        dev.op(
+            "optimizer_step",
+            State.OPTIMIZER,
+            None,
+            "step",
+            0,
+            1,
+            "each device updates the optimizer state and parameters it owns",
+        )
+    )
     entries += owner_update_sync(dev)
     return Schedule(tuple(entries), tuple(warnings))

@@ -11,7 +11,7 @@ from fractions import Fraction
 from placement_edu.placement import STARTUP
 from placement_edu.errors import expect
 from placement_edu.models import Number
-from placement_edu.placement import (State)
+from placement_edu.placement import State
 from placement_edu.schedule.costs import COLLECTIVES, HOST_TRANSFERS, OP_COSTS, ring_factor
 
 
@@ -60,19 +60,29 @@ class Op:
 
     def key(self) -> tuple:
         """What a measurement sees of the op, and what "measured = predicted" compares."""
-        return (self.op, str(self.state), self.axis, self.phase, self.payload_bytes, self.ring_bytes, self.group)
+        return (
+            self.op,
+            str(self.state),
+            self.axis,
+            self.phase,
+            self.payload_bytes,
+            self.ring_bytes,
+            self.group,
+        )
 
     def describe(self) -> str:
-        return (f"{self.phase} {self.op} {self.state} on {self.axis} (group {self.group}){self.for_micro_batches}: "
-                f"{self.payload_bytes} B payload, {self.ring_bytes} B sent")
+        return (
+            f"{self.phase} {self.op} {self.state} on {self.axis} (group {self.group}){self.for_micro_batches}: "
+            f"{self.payload_bytes} B payload, {self.ring_bytes} B sent"
+        )
 
     @property
     def for_micro_batches(self) -> str:
-        """" for micro-batch 3", " for micro-batches 0..99" (a repeated op), or ""."""
+        """ " for micro-batch 3", " for micro-batches 0..99" (a repeated op), or ""."""
         ks = self.micro_batches
         if not ks:
             return ""
-        one = ks[0] == ks[-1]                      # (a range: no len() beyond 2^63)
+        one = ks[0] == ks[-1]  # (a range: no len() beyond 2^63)
         return f" for micro-batch {ks[0]}" if one else f" for micro-batches {ks[0]}..{ks[-1]}"
 
     @property
@@ -113,7 +123,11 @@ class Repeat:
     def expand(self) -> Iterator[Op]:
         for i in range(self.times):
             for o in self.ops:
-                yield replace(o, micro_batches=(o.micro_batches[i],)) if isinstance(o.micro_batches, range) else o
+                yield (
+                    replace(o, micro_batches=(o.micro_batches[i],))
+                    if isinstance(o.micro_batches, range)
+                    else o
+                )
 
 
 @dataclass(frozen=True)
@@ -144,11 +158,15 @@ class Schedule:
     def ops(self) -> tuple[Op, ...]:
         """Every operation, one by one, in execution order; refused above ``MAX_LISTED_OPS``."""
         n = self.length
-        expect(n <= MAX_LISTED_OPS,
-               f"this step runs {n:,} operations (repeated once per micro-batch); listing them one by one "
-               f"stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, volume_psi) or "
-               "counted(), which holds each repeated operation once with its count")
-        return tuple(o for e in self.entries for o in (e.expand() if isinstance(e, Repeat) else (e,)))
+        expect(
+            n <= MAX_LISTED_OPS,
+            f"this step runs {n:,} operations (repeated once per micro-batch); listing them one by one "
+            f"stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, volume_psi) or "
+            "counted(), which holds each repeated operation once with its count",
+        )
+        return tuple(
+            o for e in self.entries for o in (e.expand() if isinstance(e, Repeat) else (e,))
+        )
 
     def edited(self, edit: Callable[[tuple[Op, ...]], tuple[Op, ...]]) -> "Schedule":
         """The schedule with ``edit`` (ops -> ops, op by op, e.g. a fault) applied to every stretch of
@@ -181,8 +199,14 @@ class Schedule:
     def host_link_bytes(self) -> Number:
         """Bytes moved between this device and its host per step (offloaded state, SPEC §7):
         their own total, never counted as network ring bytes."""
-        return sum((o.payload_bytes * n for o, n in self.counted()
-                    if not o.once and o.op in HOST_TRANSFERS), 0)
+        return sum(
+            (
+                o.payload_bytes * n
+                for o, n in self.counted()
+                if not o.once and o.op in HOST_TRANSFERS
+            ),
+            0,
+        )
 
     def volume_psi(self, psi: int) -> Number:
         """Per-step volume in units of Ψ elements, ZeRO convention (dp: 2, zero3: 3)."""
@@ -194,11 +218,15 @@ class Schedule:
         mine, theirs = [o.key() for o in self.ops], [o.key() for o in other.ops]
         if mine == theirs:
             return []
-        at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+        at = next(
+            (i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs))
+        )
         left = self.ops[at].describe() if at < len(mine) else "nothing"
         right = other.ops[at].describe() if at < len(theirs) else "nothing"
-        return [f"entry {at} of {max(len(mine), len(theirs))}: {left} vs {right}"
-                + (f" ({len(mine)} vs {len(theirs)} entries)" if len(mine) != len(theirs) else "")]
+        return [
+            f"entry {at} of {max(len(mine), len(theirs))}: {left} vs {right}"
+            + (f" ({len(mine)} vs {len(theirs)} entries)" if len(mine) != len(theirs) else "")
+        ]
 
     def ring_bytes_by_axis(self) -> dict[str, Number]:
         out: dict[str, Number] = {}
@@ -206,5 +234,3 @@ class Schedule:
             if not o.once and o.axis is not None and o.is_collective:
                 out[o.axis] = out.get(o.axis, 0) + o.ring_bytes * n
         return out
-
-

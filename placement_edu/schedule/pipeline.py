@@ -10,7 +10,9 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.schedule.ops import MAX_LISTED_OPS
 
 
-def pipeline_runs(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple[tuple[tuple[str, int], ...], int]]:
+def pipeline_runs(
+    schedule: str, stages: int, stage: int, micro_batches: int
+) -> list[tuple[tuple[tuple[str, int], ...], int]]:
     """``pipeline_order`` held compactly: (pattern, times) runs, in order. Repetition i of a run
     runs the pattern's passes, each ("F" | "B", k) with micro-batch k + i.
 
@@ -26,18 +28,26 @@ def pipeline_runs(schedule: str, stages: int, stage: int, micro_batches: int) ->
     return [(pattern, times) for pattern, times in runs if times > 0]
 
 
-def pipeline_order(schedule: str, stages: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:
+def pipeline_order(
+    schedule: str, stages: int, stage: int, micro_batches: int
+) -> list[tuple[str, int]]:
     """The order in which pipeline ``stage`` runs forward ("F", k) and backward ("B", k) passes.
 
     GPipe: all m forwards, then all m backwards. 1F1B: min(p - stage - 1, m) warm-up forwards,
     then one forward / one backward alternating, then the remaining backwards. A list of 2m
     passes: refused above ``MAX_LISTED_OPS`` (``pipeline_runs`` holds any m in a few runs).
     """
-    expect(2 * micro_batches <= MAX_LISTED_OPS,
-           f"listing the {2 * micro_batches:,} passes of m = {micro_batches:,} micro-batches one by one stops at "
-           f"{MAX_LISTED_OPS:,}; pipeline_runs holds them in a few runs")
-    return [(kind, k + i) for pattern, times in pipeline_runs(schedule, stages, stage, micro_batches)
-            for i in range(times) for kind, k in pattern]
+    expect(
+        2 * micro_batches <= MAX_LISTED_OPS,
+        f"listing the {2 * micro_batches:,} passes of m = {micro_batches:,} micro-batches one by one stops at "
+        f"{MAX_LISTED_OPS:,}; pipeline_runs holds them in a few runs",
+    )
+    return [
+        (kind, k + i)
+        for pattern, times in pipeline_runs(schedule, stages, stage, micro_batches)
+        for i in range(times)
+        for kind, k in pattern
+    ]
 
 
 def pipeline_bubble(stages: int, micro_batches: int) -> dict[str, Fraction]:
@@ -51,8 +61,9 @@ def pipeline_bubble(stages: int, micro_batches: int) -> dict[str, Fraction]:
     return {"of_ideal": Fraction(p - 1, m), "of_total": Fraction(p - 1, m + p - 1)}
 
 
-def pipeline_timeline(schedule: str, stages: int, micro_batches: int, forward: int = 1,
-                      backward: int = 2) -> list[list[tuple[str, int, int, int]]]:
+def pipeline_timeline(
+    schedule: str, stages: int, micro_batches: int, forward: int = 1, backward: int = 2
+) -> list[list[tuple[str, int, int, int]]]:
     """When each stage runs each pass: per stage, (pass "F" | "B", micro-batch, start, end) in time
     units, in ``pipeline_order``'s order. A pass starts once its stage is free and its input has
     arrived: forward k after forward k on the stage before; backward k after backward k on the
@@ -60,10 +71,13 @@ def pipeline_timeline(schedule: str, stages: int, micro_batches: int, forward: i
     ``forward`` units, a backward ``backward`` (2: twice the FLOPs). The idle share of the picture
     is ``pipeline_bubble``'s ``of_total``, (p-1)/(m+p-1), for GPipe and 1F1B alike."""
     p, m = positive_int("stages", stages), positive_int("micro_batches", micro_batches)
-    expect(2 * p * m <= MAX_LISTED_OPS, f"a timeline of p = {p:,} stages and m = {m:,} micro-batches has "
-           f"{2 * p * m:,} passes; it draws at most {MAX_LISTED_OPS:,}")
+    expect(
+        2 * p * m <= MAX_LISTED_OPS,
+        f"a timeline of p = {p:,} stages and m = {m:,} micro-batches has "
+        f"{2 * p * m:,} passes; it draws at most {MAX_LISTED_OPS:,}",
+    )
     orders = [pipeline_order(schedule, p, s, m) for s in range(p)]
-    done: dict[tuple[str, int, int], int] = {}          # (pass, micro-batch, stage) -> end time
+    done: dict[tuple[str, int, int], int] = {}  # (pass, micro-batch, stage) -> end time
     rows: list[list[tuple[str, int, int, int]]] = [[] for _ in range(p)]
     free, nxt = [0] * p, [0] * p
     while any(nxt[s] < len(orders[s]) for s in range(p)):
@@ -72,8 +86,11 @@ def pipeline_timeline(schedule: str, stages: int, micro_batches: int, forward: i
             if nxt[s] == len(orders[s]):
                 continue
             kind, k = orders[s][nxt[s]]
-            needs = (("F", k, s - 1) if s > 0 else None) if kind == "F" else \
-                    (("B", k, s + 1) if s < p - 1 else ("F", k, s))
+            needs = (
+                (("F", k, s - 1) if s > 0 else None)
+                if kind == "F"
+                else (("B", k, s + 1) if s < p - 1 else ("F", k, s))
+            )
             if needs is not None and needs not in done:
                 continue
             start = max(free[s], done[needs] if needs is not None else 0)
@@ -82,5 +99,3 @@ def pipeline_timeline(schedule: str, stages: int, micro_batches: int, forward: i
             done[(kind, k, s)], free[s], nxt[s], moved = end, end, nxt[s] + 1, True
         expect(moved, f"pipeline schedule {schedule!r} deadlocks at p = {p}, m = {m}")
     return rows
-
-

@@ -27,8 +27,15 @@ from placement_edu.placement import STARTUP
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, stage_layers
-from placement_edu.placement import (BATCH_AXES, GATHERED, HOST_MODES, SPLIT_MODES, WHOLE, Mode,
-                                     State)
+from placement_edu.placement import (
+    BATCH_AXES,
+    GATHERED,
+    HOST_MODES,
+    SPLIT_MODES,
+    WHOLE,
+    Mode,
+    State,
+)
 from placement_edu.precision import Precision
 from placement_edu.axes import model_axis_degree, split_axes
 from placement_edu.schedule.ops import Op, Tag
@@ -73,7 +80,9 @@ class Device:
         other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
         flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)  # batch axes slice the flat buffer
         if flat == 1:
-            return self.model.traffic_elements(other, self.mesh.degree(axis) if padded else 1, self.coords)
+            return self.model.traffic_elements(
+                other, self.mesh.degree(axis) if padded else 1, self.coords
+            )
         return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
 
     def units_on(self, state: State, axis: str) -> Sequence[Number]:
@@ -85,9 +94,22 @@ class Device:
             return self.model.unit_elements(other, self.mesh.degree(axis), self.coords)
         return [Fraction(u, flat) for u in self.model.unit_elements(other, flat, self.coords)]
 
-    def op(self, op: str, state: State, axis: str | None, phase: str, elements: Number, group: int = 1,
-           why: str = "", **extra: Any) -> Op:
-        element_bytes = self.precision.activations if state is State.ACTIVATIONS else self.precision.bytes_per(state)
+    def op(
+        self,
+        op: str,
+        state: State,
+        axis: str | None,
+        phase: str,
+        elements: Number,
+        group: int = 1,
+        why: str = "",
+        **extra: Any,
+    ) -> Op:
+        element_bytes = (
+            self.precision.activations
+            if state is State.ACTIVATIONS
+            else self.precision.bytes_per(state)
+        )
         return Op(op, state, axis, phase, elements, element_bytes, group, why, **extra)
 
 
@@ -95,9 +117,19 @@ class Device:
 def startup_broadcasts(dev: Device) -> list[Op]:
     """SPEC §4 rule 4: replicated parameters start identical -- one broadcast at start-up along
     every axis they are whole on, not per step."""
-    return [dev.op("broadcast", State.PARAMS, axis, STARTUP, dev.size_on(State.PARAMS, axis, False), n,
-                   "replicated parameters start identical (rule 4)")
-            for axis, n in dev.mesh if n > 1 and axis in BATCH_AXES and dev.mode(State.PARAMS, axis) in WHOLE]
+    return [
+        dev.op(
+            "broadcast",
+            State.PARAMS,
+            axis,
+            STARTUP,
+            dev.size_on(State.PARAMS, axis, False),
+            n,
+            "replicated parameters start identical (rule 4)",
+        )
+        for axis, n in dev.mesh
+        if n > 1 and axis in BATCH_AXES and dev.mode(State.PARAMS, axis) in WHOLE
+    ]
 
 
 def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
@@ -109,8 +141,17 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
             continue
         for unit in dev.units_on(State.PARAMS, axis):
             if dev.mode(State.PARAMS, axis) is Mode.OFF:
-                ops.append(dev.op("h2d", State.PARAMS, axis, phase, Fraction(unit, n), 1,
-                                  "stream this unit's parameter slice up from host memory before its gather (SPEC §7)"))
+                ops.append(
+                    dev.op(
+                        "h2d",
+                        State.PARAMS,
+                        axis,
+                        phase,
+                        Fraction(unit, n),
+                        1,
+                        "stream this unit's parameter slice up from host memory before its gather (SPEC §7)",
+                    )
+                )
             ops.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
     return ops
 
@@ -146,8 +187,10 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
         if dev.mode(State.OPTIMIZER, axis) in WHOLE:
             why = "optimizer state is whole on every device, so every device needs the whole summed gradient (rule 1)"
         elif whole:
-            why = ("grads are replicated, so the whole summed gradient is all-reduced to every device; each "
-                   "owner then updates its slice and broadcasts it (PyTorch's ZeroRedundancyOptimizer, rule 1)")
+            why = (
+                "grads are replicated, so the whole summed gradient is all-reduced to every device; each "
+                "owner then updates its slice and broadcasts it (PyTorch's ZeroRedundancyOptimizer, rule 1)"
+            )
         else:
             why = "optimizer state is sliced, so each owner needs only its slice of the summed gradient (rule 1)"
         if sizes is None:  # the first reduction works on the whole local gradient
@@ -156,8 +199,13 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
                 sizes = dev.model.unit_elements(split, 1 if whole else n, dev.coords)[::-1]
             else:
                 sizes = [dev.model.traffic_elements(split, 1 if whole else n, dev.coords)]
-        ops += [dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag) for size in sizes]
-        sizes = sizes if whole else [Fraction(size, n) for size in sizes]  # later axes: this rank's slice
+        ops += [
+            dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag)
+            for size in sizes
+        ]
+        sizes = (
+            sizes if whole else [Fraction(size, n) for size in sizes]
+        )  # later axes: this rank's slice
     return ops
 
 
@@ -169,9 +217,19 @@ def scale_once(dev: Device, tag: Tag) -> list[Op]:
         return []
     total = math.prod(dev.mesh.degree(a) for a in batch)
     ways = " × ".join(f"{a} {dev.mesh.degree(a)}" for a in batch)
-    return [dev.op("scale", State.GRADS, batch[0], "backward", 0, total,
-                   f"divide the summed gradient by {total}, once, to get the batch mean"
-                   + (f" (the batch is split {ways} ways)" if len(batch) > 1 else ""), micro_batches=tag)]
+    return [
+        dev.op(
+            "scale",
+            State.GRADS,
+            batch[0],
+            "backward",
+            0,
+            total,
+            f"divide the summed gradient by {total}, once, to get the batch mean"
+            + (f" (the batch is split {ways} ways)" if len(batch) > 1 else ""),
+            micro_batches=tag,
+        )
+    ]
 
 
 def offload_grad_slice(dev: Device, tag: Tag) -> list[Op]:
@@ -180,8 +238,18 @@ def offload_grad_slice(dev: Device, tag: Tag) -> list[Op]:
     d = dev.mesh.degree("data")
     if d == 1 or dev.mode(State.GRADS, "data") is not Mode.OFF:
         return []
-    return [dev.op("d2h", State.GRADS, "data", "backward", Fraction(dev.size_on(State.GRADS, "data", True), d), 1,
-                   "move the reduced gradient slice to host memory, where the optimizer runs", micro_batches=tag)]
+    return [
+        dev.op(
+            "d2h",
+            State.GRADS,
+            "data",
+            "backward",
+            Fraction(dev.size_on(State.GRADS, "data", True), d),
+            1,
+            "move the reduced gradient slice to host memory, where the optimizer runs",
+            micro_batches=tag,
+        )
+    ]
 
 
 def sequence_parallel_norms(dev: Device, tag: Tag) -> list[Op]:
@@ -195,9 +263,19 @@ def sequence_parallel_norms(dev: Device, tag: Tag) -> list[Op]:
     size = dev.model.tensor_replicated_elements(layers, dev.stage == dev.stages - 1)
     if not size:
         return []
-    return [dev.op("all_reduce", State.GRADS, "tensor", "backward", size, t,
-                   "parameters replicated across tensor ranks (norms) saw only their slice of the "
-                   "sequence: sum their gradients on tensor (SPEC §6 rule 3)", micro_batches=tag)]
+    return [
+        dev.op(
+            "all_reduce",
+            State.GRADS,
+            "tensor",
+            "backward",
+            size,
+            t,
+            "parameters replicated across tensor ranks (norms) saw only their slice of the "
+            "sequence: sum their gradients on tensor (SPEC §6 rule 3)",
+            micro_batches=tag,
+        )
+    ]
 
 
 def owner_update_sync(dev: Device) -> list[Op]:
@@ -215,16 +293,44 @@ def owner_update_sync(dev: Device) -> list[Op]:
             for owner in range(n):
                 elements = dev.model.local_elements(split, {**dev.coords, axis: owner})
                 if elements:
-                    ops.append(dev.op("broadcast", State.PARAMS, axis, "step", elements, n,
-                                      f"rank {owner} of the {axis} group owns this slice and updated it: it "
-                                      "broadcasts it to every replica (rule 2)", root=owner == mine))
+                    ops.append(
+                        dev.op(
+                            "broadcast",
+                            State.PARAMS,
+                            axis,
+                            "step",
+                            elements,
+                            n,
+                            f"rank {owner} of the {axis} group owns this slice and updated it: it "
+                            "broadcasts it to every replica (rule 2)",
+                            root=owner == mine,
+                        )
+                    )
             continue
         total = dev.size_on(State.PARAMS, axis, True)
         if dev.mode(State.OPTIMIZER, axis) in HOST_MODES:
-            ops.append(dev.op("h2d", State.PARAMS, axis, "step", Fraction(total, n), 1,
-                              "bring the updated parameter slice back from host memory"))
-        ops.append(dev.op("all_gather", State.PARAMS, axis, "step", total, n,
-                          "only owners updated their slice of the replicated parameters: all-gather them (rule 2)"))
+            ops.append(
+                dev.op(
+                    "h2d",
+                    State.PARAMS,
+                    axis,
+                    "step",
+                    Fraction(total, n),
+                    1,
+                    "bring the updated parameter slice back from host memory",
+                )
+            )
+        ops.append(
+            dev.op(
+                "all_gather",
+                State.PARAMS,
+                axis,
+                "step",
+                total,
+                n,
+                "only owners updated their slice of the replicated parameters: all-gather them (rule 2)",
+            )
+        )
     return ops
 
 
@@ -236,9 +342,11 @@ def reduces_per_micro_batch(dev: Device) -> tuple[bool, list[str]]:
     if not split_on or m == 1:
         return False, []
     axis = split_on[0]
-    return True, [f"grads are {dev.mode(State.GRADS, axis)} on the {axis} axis, so they cannot be accumulated "
-                  f"locally over the {m} micro-batches: the gradient reduction runs {m} times per step ({m}x its "
-                  "traffic; DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for this reason)"]
+    return True, [
+        f"grads are {dev.mode(State.GRADS, axis)} on the {axis} axis, so they cannot be accumulated "
+        f"locally over the {m} micro-batches: the gradient reduction runs {m} times per step ({m}x its "
+        "traffic; DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for this reason)"
+    ]
 
 
 def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
@@ -249,10 +357,14 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
     t = dev.tensor
     if t == 1:
         return []
-    expect(dev.model.boundary_elements > 0,
-           "tensor parallelism moves activations, not parameters: the model needs "
-           "boundary_elements (b·s·h), e.g. a TransformerSpec")
-    blocks = dev.model.tp_blocks_per_layer * len(stage_layers(dev.model.layers, dev.stages, dev.stage))
+    expect(
+        dev.model.boundary_elements > 0,
+        "tensor parallelism moves activations, not parameters: the model needs "
+        "boundary_elements (b·s·h), e.g. a TransformerSpec",
+    )
+    blocks = dev.model.tp_blocks_per_layer * len(
+        stage_layers(dev.model.layers, dev.stages, dev.stage)
+    )
     size = dev.model.boundary_elements
     passes = ["forward"] if phase == "forward" else ["backward"]
     if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
@@ -261,17 +373,54 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
     for kind in passes:
         for _ in range(blocks):
             if dev.strategy.sequence_parallel:
-                ops.append(dev.op("all_gather", State.ACTIVATIONS, "tensor", phase, size, t,
-                                  f"{kind}: gather the sequence-split block input (sequence parallelism)"))
-                ops.append(dev.op("reduce_scatter", State.ACTIVATIONS, "tensor", phase, size, t,
-                                  f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence"))
+                ops.append(
+                    dev.op(
+                        "all_gather",
+                        State.ACTIVATIONS,
+                        "tensor",
+                        phase,
+                        size,
+                        t,
+                        f"{kind}: gather the sequence-split block input (sequence parallelism)",
+                    )
+                )
+                ops.append(
+                    dev.op(
+                        "reduce_scatter",
+                        State.ACTIVATIONS,
+                        "tensor",
+                        phase,
+                        size,
+                        t,
+                        f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence",
+                    )
+                )
             elif kind == "backward":
-                ops.append(dev.op("all_reduce", State.ACTIVATIONS, "tensor", phase, size, t,
-                                  "column-parallel input gradient is a partial sum: all-reduce it"))
+                ops.append(
+                    dev.op(
+                        "all_reduce",
+                        State.ACTIVATIONS,
+                        "tensor",
+                        phase,
+                        size,
+                        t,
+                        "column-parallel input gradient is a partial sum: all-reduce it",
+                    )
+                )
             else:
-                ops.append(dev.op("all_reduce", State.ACTIVATIONS, "tensor", phase, size, t,
-                                  "row-parallel output is a partial sum: all-reduce it" if kind == "forward" else
-                                  "recomputation replays forward: the row-parallel output is all-reduced again"))
+                ops.append(
+                    dev.op(
+                        "all_reduce",
+                        State.ACTIVATIONS,
+                        "tensor",
+                        phase,
+                        size,
+                        t,
+                        "row-parallel output is a partial sum: all-reduce it"
+                        if kind == "forward"
+                        else "recomputation replays forward: the row-parallel output is all-reduced again",
+                    )
+                )
     return ops
 
 
@@ -282,16 +431,28 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
     p, stage = dev.stages, dev.stage
     if p == 1:
         return []
-    expect(dev.model.boundary_elements > 0,
-           "pipeline parallelism sends activations between stages: the model needs "
-           "boundary_elements (b·s·h), e.g. a TransformerSpec")
-    towards_next = (op == "send") == (phase == "forward")   # forward sends on, backward sends back
+    expect(
+        dev.model.boundary_elements > 0,
+        "pipeline parallelism sends activations between stages: the model needs "
+        "boundary_elements (b·s·h), e.g. a TransformerSpec",
+    )
+    towards_next = (op == "send") == (phase == "forward")  # forward sends on, backward sends back
     if (towards_next and stage == p - 1) or (not towards_next and stage == 0):
         return []
     what = "activation" if phase == "forward" else "gradient"
-    verb = {"send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
-            "recv": "receive the boundary " + what}[op]
-    return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, dev.model.boundary_elements, p, verb,
-                   micro_batches=tag)]
-
-
+    verb = {
+        "send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
+        "recv": "receive the boundary " + what,
+    }[op]
+    return [
+        dev.op(
+            op,
+            State.ACTIVATIONS,
+            "pipeline",
+            phase,
+            dev.model.boundary_elements,
+            p,
+            verb,
+            micro_batches=tag,
+        )
+    ]

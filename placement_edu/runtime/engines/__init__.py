@@ -33,17 +33,17 @@ from placement_edu.strategies import COMPOSITIONS, STRATEGIES, Strategy, example
 #: None for any.
 ENGINES: tuple[tuple[tuple[str, str, str], str | None, str | None, str], ...] = (
     # data: P,  G,     O       other       owner_update           engine
-    (("R", "R", "R"),          None,       None,                  "dp.DataParallel"),
-    (("R", "R", "S"),          None,       "allreduce_broadcast", "zero1_allreduce.Zero1AllReduce"),
-    (("R", "R", "S"),          None,       "scatter_gather",      "zero1.Zero1"),
-    (("R", "S", "S"),          None,       None,                  "zero2.Zero2"),
-    (("SG", "S", "S"),         None,       None,                  "zero3.Zero3"),
-    (("R", "OFF", "OFF"),      None,       None,                  "offload.Zero2Offload"),
-    (("OFF", "OFF", "OFF"),    None,       None,                  "zero3_offload.Zero3Offload"),
-    (("SG", "S", "S"),         "replica",  None,                  "hsdp.HybridShard"),
-    (("R", "R", "R"),          "tensor",   None,                  "tp.TensorParallel"),
-    (("SG", "S", "S"),         "tensor",   None,                  "tp.TensorParallelZero3"),
-    (("R", "R", "R"),          "pipeline", None,                  "pp.Pipeline"),
+    (("R", "R", "R"), None, None, "dp.DataParallel"),
+    (("R", "R", "S"), None, "allreduce_broadcast", "zero1_allreduce.Zero1AllReduce"),
+    (("R", "R", "S"), None, "scatter_gather", "zero1.Zero1"),
+    (("R", "S", "S"), None, None, "zero2.Zero2"),
+    (("SG", "S", "S"), None, None, "zero3.Zero3"),
+    (("R", "OFF", "OFF"), None, None, "offload.Zero2Offload"),
+    (("OFF", "OFF", "OFF"), None, None, "zero3_offload.Zero3Offload"),
+    (("SG", "S", "S"), "replica", None, "hsdp.HybridShard"),
+    (("R", "R", "R"), "tensor", None, "tp.TensorParallel"),
+    (("SG", "S", "S"), "tensor", None, "tp.TensorParallelZero3"),
+    (("R", "R", "R"), "pipeline", None, "pp.Pipeline"),
 )
 
 #: What every state must be on the ``other`` axis for the row to apply.
@@ -56,23 +56,31 @@ def _match(strategy: Strategy, mesh: Mesh) -> tuple[str | None, str]:
     data = tuple(str(pl.mode(s, "data")) for s in MODEL_STATES)
     others = [a for a, n in mesh if a != "data" and n > 1]
     if len(others) > 1:
-        return None, f"the engines use at most one axis besides data; {mesh} has {', '.join(others)}"
+        return (
+            None,
+            f"the engines use at most one axis besides data; {mesh} has {', '.join(others)}",
+        )
     other = others[0] if others else None
-    if other is not None and any(pl.mode(s, other) is not OTHER_AXIS_MODE[other] for s in MODEL_STATES):
+    if other is not None and any(
+        pl.mode(s, other) is not OTHER_AXIS_MODE[other] for s in MODEL_STATES
+    ):
         want = OTHER_AXIS_MODE[other]
         return None, f"on the {other} axis the engines need every state {want}"
     if strategy.sequence_parallel:
         return None, "the engines do not run sequence parallelism (the core prices it: analyze())"
     if strategy.shard_dims:
-        return None, ("the engines shard with their own rules (flat on data, Megatron's plan on tensor, "
-                      "layers on pipeline); shard_dims is priced by analyze() only")
+        return None, (
+            "the engines shard with their own rules (flat on data, Megatron's plan on tensor, "
+            "layers on pipeline); shard_dims is priced by analyze() only"
+        )
     if strategy.micro_batches > 1 and other != "pipeline":
         return None, "only the pipeline engine splits a step into micro-batches"
     for modes, axis, owner_update, engine in ENGINES:
         if modes == data and axis == other and owner_update in (None, strategy.owner_update):
             return engine, ""
     return None, f"no engine executes P, G, O = {', '.join(data)} on the data axis" + (
-        f" with the {other} axis" if other else "")
+        f" with the {other} axis" if other else ""
+    )
 
 
 def engine_for(strategy: Strategy, mesh: Mesh) -> Callable:
@@ -80,14 +88,20 @@ def engine_for(strategy: Strategy, mesh: Mesh) -> Callable:
     why and listing what runs, where none does."""
     engine, why = _match(strategy, mesh)
     if engine is None:
-        raise PlacementError(f"the runtime cannot execute {strategy.name} ({strategy.placement}) on {mesh}: "
-                             f"{why}. It runs these placements: {', '.join(RUNNABLE)}; analyze() and "
-                             "check() derive any placement", in_context=True)
+        raise PlacementError(
+            f"the runtime cannot execute {strategy.name} ({strategy.placement}) on {mesh}: "
+            f"{why}. It runs these placements: {', '.join(RUNNABLE)}; analyze() and "
+            "check() derive any placement",
+            in_context=True,
+        )
     module, name = engine.split(".")
     return getattr(importlib.import_module(f"placement_edu.runtime.engines.{module}"), name)
 
 
 #: The named strategies and compositions the runtime executes (on their example meshes), in the
 #: order they are listed.
-RUNNABLE: tuple[str, ...] = tuple(s.name for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
-                                  if _match(s, example_mesh(s))[0] is not None)
+RUNNABLE: tuple[str, ...] = tuple(
+    s.name
+    for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
+    if _match(s, example_mesh(s))[0] is not None
+)

@@ -13,11 +13,10 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class DataParallel(Engine):
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.params = self.replicated_params()
-        self.params.grad = torch.zeros_like(self.params)              # G: whole, on every rank
+        self.params.grad = torch.zeros_like(self.params)  # G: whole, on every rank
         self.m, self.v = torch.zeros_like(self.params), torch.zeros_like(self.params)  # O: whole
 
     def step(self, step: int) -> None:
@@ -39,7 +38,11 @@ class DataParallel(Engine):
         self.boundary()
 
     def states(self):
-        return {"params": [self.params], "grads": [self.params.grad], "optimizer": [self.m, self.v]}, {}
+        return {
+            "params": [self.params],
+            "grads": [self.params.grad],
+            "optimizer": [self.m, self.v],
+        }, {}
 
     def held(self):
         return self.params, slice(0, self.params.numel())

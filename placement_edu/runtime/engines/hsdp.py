@@ -22,7 +22,6 @@ from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class HybridShard(Zero3):
-
     def initial_shard(self) -> torch.Tensor:
         shard = super().initial_shard()
         if self.r > 1 and not self.fault("unsynced-init"):
@@ -32,7 +31,7 @@ class HybridShard(Zero3):
         return shard
 
     def reduce_gradient(self, bucket: torch.Tensor) -> None:
-        super().reduce_gradient(bucket)                # reduce-scatter within the data group
+        super().reduce_gradient(bucket)  # reduce-scatter within the data group
         if self.r > 1:
             # The slice is still partial across replica groups, and its optimizer state is
             # replicated there: all-reduce the slice along replica (rule 1, R on replica).

@@ -20,7 +20,6 @@ from placement_edu.runtime.engines.zero1 import gather_params
 
 
 class Zero2Offload(Engine):
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.psi = flat.numel(self.shapes)
@@ -29,20 +28,20 @@ class Zero2Offload(Engine):
         self.params = self.replicated_params()  # P: R, device
         k = self.padded // self.d
         host = dict(dtype=ctx.dtype, device=ctx.host)
-        self.grad = torch.zeros(k, **host)                          # G: slice, host (OFF)
+        self.grad = torch.zeros(k, **host)  # G: slice, host (OFF)
         self.m, self.v = torch.zeros(k, **host), torch.zeros(k, **host)  # O: slice, host (OFF)
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
         x, y = self.local_batch(step)
         bucket = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
-        self.params.grad = bucket[:self.psi]
+        self.params.grad = bucket[: self.psi]
         self.forward_backward(self.params, x, y, step)
         self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
         staging = torch.empty(self.grad.numel(), dtype=self.ctx.dtype, device=self.ctx.device)
         self.mem.peak("offload_staging", "backward", staging.numel() * staging.element_size())
         if self.fault("skip-grad-reduce"):
-            staging.copy_(bucket[self.mine])           # FAULT: the partial gradient reaches Adam
+            staging.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Each rank's host optimizer needs only its slice of the summed gradient (rule 1).
             self.comm.reduce_scatter(staging, bucket, "grads", "data")
@@ -54,7 +53,7 @@ class Zero2Offload(Engine):
         self.boundary()
 
         self.comm.at(step, "step")
-        update = self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)   # on the host
+        update = self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)  # on the host
         # The update of this rank's slice comes back to the device.
         self.comm.h2d(staging, update, "params")
         with torch.no_grad():
@@ -67,8 +66,7 @@ class Zero2Offload(Engine):
         self.boundary()
 
     def states(self):
-        return ({"params": [self.params]},
-                {"grads": [self.grad], "optimizer": [self.m, self.v]})
+        return ({"params": [self.params]}, {"grads": [self.grad], "optimizer": [self.m, self.v]})
 
     def held(self):
         return self.params, slice(0, self.psi)

@@ -26,16 +26,23 @@ from placement_edu.schedule import pipeline_order
 
 
 class Pipeline(DataParallel):
-
     def model_shapes(self):
         # The core's one stage split: contiguous layers, earlier stages take the extra ones.
-        self.layers = stage_layers(len(self.ctx.module.layers), self.ctx.mesh.degree("pipeline"),
-                                   self.coords["pipeline"])
-        return [(name, shape) for name, shape in super().model_shapes()
-                if int(name.split(".")[1]) in self.layers]
+        self.layers = stage_layers(
+            len(self.ctx.module.layers), self.ctx.mesh.degree("pipeline"), self.coords["pipeline"]
+        )
+        return [
+            (name, shape)
+            for name, shape in super().model_shapes()
+            if int(name.split(".")[1]) in self.layers
+        ]
 
     def step(self, step: int) -> None:
-        p, stage, m = self.ctx.mesh.degree("pipeline"), self.coords["pipeline"], self.ctx.micro_batches
+        p, stage, m = (
+            self.ctx.mesh.degree("pipeline"),
+            self.coords["pipeline"],
+            self.ctx.micro_batches,
+        )
         pipe = self.comm.groups["pipeline"][1] if p > 1 else [self.ctx.rank]
         first, last = stage == 0, stage == p - 1
         x, y = self.local_batch(step)

@@ -64,34 +64,39 @@ class TensorParallelModel:
 
     ctx: object
 
-    def model_shapes(self):                                       # type: ignore[override]
-        t = self.ctx.mesh.degree("tensor")                        # type: ignore[attr-defined]
+    def model_shapes(self):  # type: ignore[override]
+        t = self.ctx.mesh.degree("tensor")  # type: ignore[attr-defined]
         out = []
-        for name, p in self.ctx.module.named_parameters():        # type: ignore[attr-defined]
+        for name, p in self.ctx.module.named_parameters():  # type: ignore[attr-defined]
             shape = list(p.shape)
             if name in TinyTransformer.TP_PLAN:
                 shape[DIM[TinyTransformer.TP_PLAN[name]]] //= t
             out.append((name, tuple(shape)))
         return out
 
-    def local_reference(self, ref: Params) -> Params:             # type: ignore[override]
+    def local_reference(self, ref: Params) -> Params:  # type: ignore[override]
         """This tensor rank's block of each tensor (also used to slice the initial parameters)."""
         t, ti = self.ctx.mesh.degree("tensor"), self.coords["tensor"]  # type: ignore[attr-defined]
         out = {}
-        for name, _ in self.shapes:                               # type: ignore[attr-defined]
+        for name, _ in self.shapes:  # type: ignore[attr-defined]
             tensor = ref[name]
             if name in TinyTransformer.TP_PLAN:
                 tensor = tensor.chunk(t, dim=DIM[TinyTransformer.TP_PLAN[name]])[ti]
             out[name] = tensor.contiguous()
         return out
 
-    def initial_params(self) -> Params:                           # type: ignore[override]
-        return self.local_reference(super().initial_params())     # type: ignore[misc]
+    def initial_params(self) -> Params:  # type: ignore[override]
+        return self.local_reference(super().initial_params())  # type: ignore[misc]
 
     def forward_loss(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         comm, heads = self.comm, self.ctx.module.heads // self.ctx.mesh.degree("tensor")  # type: ignore
-        out = transformer_forward(params, x, heads, enter=lambda a: _Enter.apply(a, comm),
-                                  leave=lambda a: _Leave.apply(a, comm))
+        out = transformer_forward(
+            params,
+            x,
+            heads,
+            enter=lambda a: _Enter.apply(a, comm),
+            leave=lambda a: _Leave.apply(a, comm),
+        )
         return loss_fn(out, y)
 
 
@@ -99,7 +104,5 @@ class TensorParallel(TensorParallelModel, DataParallel):
     """``tp`` (no data axis) and ``dp×tp`` (parameters replicated on data, gradients all-reduced)."""
 
 
-
 class TensorParallelZero3(TensorParallelModel, Zero3):
     """``zero3×tp``: each tensor rank's slice is ZeRO-3-sharded over the data axis."""
-

@@ -16,16 +16,15 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class Zero1(Engine):
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
-        self.mine = flat.owned(self.psi, self.d, self.di)             # this rank's slice
+        self.mine = flat.owned(self.psi, self.d, self.di)  # this rank's slice
         self.params = self.replicated_params()
-        self.params.grad = torch.zeros_like(self.params)              # G: whole (R)
+        self.params.grad = torch.zeros_like(self.params)  # G: whole (R)
         k = self.padded // self.d
-        self.m = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)   # O: this rank's slice (S)
+        self.m = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)  # O: this rank's slice (S)
         self.v = torch.zeros_like(self.m)
 
     def step(self, step: int) -> None:
@@ -35,12 +34,14 @@ class Zero1(Engine):
         self.forward_backward(self.params, x, y, step)
         self.boundary()
 
-        bucket = flat.pad(self.params.grad, self.padded)    # the collective moves equal, padded chunks
+        bucket = flat.pad(
+            self.params.grad, self.padded
+        )  # the collective moves equal, padded chunks
         if bucket is not self.params.grad:
             self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
         grad = torch.empty_like(self.m)
         if self.fault("skip-grad-reduce"):
-            grad.copy_(bucket[self.mine])              # FAULT: the partial gradient reaches Adam
+            grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Only this rank's optimizer slice needs the summed gradient: reduce-scatter (rule 1).
             self.comm.reduce_scatter(grad, bucket, "grads", "data")
@@ -52,7 +53,11 @@ class Zero1(Engine):
         self.boundary()
 
     def states(self):
-        return {"params": [self.params], "grads": [self.params.grad], "optimizer": [self.m, self.v]}, {}
+        return {
+            "params": [self.params],
+            "grads": [self.params.grad],
+            "optimizer": [self.m, self.v],
+        }, {}
 
     def held(self):
         return self.params, slice(0, self.psi)
@@ -61,12 +66,12 @@ class Zero1(Engine):
 def update_owned_slice(engine: Engine, grad: torch.Tensor, step: int) -> None:
     """The owner-only step of zero1 and zero2: Adam updates this rank's slice of the replicated
     parameters, then the slices are all-gathered so every replica is whole again (rule 2)."""
-    params, mine_at = engine.params.data, engine.mine                  # type: ignore[attr-defined]
+    params, mine_at = engine.params.data, engine.mine  # type: ignore[attr-defined]
     with torch.no_grad():
         mine = flat.take(params, mine_at)
         mine -= engine.ctx.adam.delta(grad, engine.m, engine.v, step + 1)  # type: ignore[attr-defined]
         if engine.fault("skip-param-sync"):
-            flat.put(params, mine_at, mine)          # FAULT: the other ranks' slices stay stale here
+            flat.put(params, mine_at, mine)  # FAULT: the other ranks' slices stay stale here
         else:
             gather_params(engine, mine)
 
@@ -74,11 +79,14 @@ def update_owned_slice(engine: Engine, grad: torch.Tensor, step: int) -> None:
 def gather_params(engine: Engine, mine: torch.Tensor) -> None:
     """All-gather the owners' updated slices into the replicated flat parameters (straight into
     them when there is no padding; through a padded buffer otherwise)."""
-    params = engine.params.data                                        # type: ignore[attr-defined]
-    padded = engine.padded                                             # type: ignore[attr-defined]
-    full = params if params.numel() == padded else torch.empty(padded, dtype=params.dtype,
-                                                                device=params.device)
+    params = engine.params.data  # type: ignore[attr-defined]
+    padded = engine.padded  # type: ignore[attr-defined]
+    full = (
+        params
+        if params.numel() == padded
+        else torch.empty(padded, dtype=params.dtype, device=params.device)
+    )
     engine.comm.all_gather(full, mine, "params", "data")
     if full is not params:
         engine.mem.peak("gather_buffer", "step", full.numel() * full.element_size())
-        params.copy_(full[:params.numel()])
+        params.copy_(full[: params.numel()])

@@ -23,19 +23,20 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class Zero1AllReduce(Engine):
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.params = self.replicated_params()                        # P: whole (R)
-        self.params.grad = torch.zeros_like(self.params)              # G: whole (R)
+        self.params = self.replicated_params()  # P: whole (R)
+        self.params.grad = torch.zeros_like(self.params)  # G: whole (R)
         sizes = [math.prod(shape) for _, shape in self.shapes]
         owners = greedy_partition(sizes, self.d)
         starts = [sum(sizes[:i]) for i in range(len(sizes))]
         # Per data rank, the flat-buffer slices of the whole tensors it owns (in model order).
-        self.owned = [[slice(s, s + n) for s, n, o in zip(starts, sizes, owners) if o == rank]
-                      for rank in range(self.d)]
+        self.owned = [
+            [slice(s, s + n) for s, n, o in zip(starts, sizes, owners) if o == rank]
+            for rank in range(self.d)
+        ]
         mine = sum(part.stop - part.start for part in self.owned[self.di])
-        self.m = torch.zeros(mine, dtype=ctx.dtype, device=ctx.device)   # O: my tensors only (S)
+        self.m = torch.zeros(mine, dtype=ctx.dtype, device=ctx.device)  # O: my tensors only (S)
         self.v = torch.zeros_like(self.m)
 
     def step(self, step: int) -> None:
@@ -48,16 +49,20 @@ class Zero1AllReduce(Engine):
         if not self.fault("skip-grad-reduce"):
             # DDP's way: every rank gets the whole summed gradient, though it updates only its tensors.
             self.comm.all_reduce(grad, "grads", "data")
-        self.scale(grad)                                # FAULT skip-grad-reduce: a partial gradient
+        self.scale(grad)  # FAULT skip-grad-reduce: a partial gradient
 
         self.comm.at(step, "step")
         with torch.no_grad():
             mine = self.owned[self.di]
             if mine:
                 packed = torch.cat([self.params.data[part] for part in mine])
-                packed -= self.ctx.adam.delta(torch.cat([grad[part] for part in mine]), self.m, self.v, step + 1)
+                packed -= self.ctx.adam.delta(
+                    torch.cat([grad[part] for part in mine]), self.m, self.v, step + 1
+                )
                 self._unpack(packed, mine)
-            if not self.fault("skip-param-sync"):      # FAULT: the other owners' tensors stay stale here
+            if not self.fault(
+                "skip-param-sync"
+            ):  # FAULT: the other owners' tensors stay stale here
                 self._broadcast_owned()
         self.boundary()
 
@@ -69,8 +74,11 @@ class Zero1AllReduce(Engine):
             if owner == self.di:
                 buffer = torch.cat([self.params.data[part] for part in parts])
             else:
-                buffer = torch.empty(sum(p.stop - p.start for p in parts), dtype=self.ctx.dtype,
-                                     device=self.ctx.device)
+                buffer = torch.empty(
+                    sum(p.stop - p.start for p in parts),
+                    dtype=self.ctx.dtype,
+                    device=self.ctx.device,
+                )
             self.comm.broadcast(buffer, "params", "data", root=owner)
             if owner != self.di:
                 self._unpack(buffer, parts)
@@ -79,11 +87,15 @@ class Zero1AllReduce(Engine):
         offset = 0
         for part in parts:
             n = part.stop - part.start
-            self.params.data[part] = packed[offset:offset + n]
+            self.params.data[part] = packed[offset : offset + n]
             offset += n
 
     def states(self):
-        return {"params": [self.params], "grads": [self.params.grad], "optimizer": [self.m, self.v]}, {}
+        return {
+            "params": [self.params],
+            "grads": [self.params.grad],
+            "optimizer": [self.m, self.v],
+        }, {}
 
     def held(self):
         return self.params, slice(0, flat.numel(self.shapes))

@@ -15,7 +15,6 @@ from placement_edu.runtime.engines.zero1 import update_owned_slice
 
 
 class Zero2(Engine):
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.psi = flat.numel(self.shapes)
@@ -23,22 +22,22 @@ class Zero2(Engine):
         self.mine = flat.owned(self.psi, self.d, self.di)
         self.params = self.replicated_params()  # P: R
         k = self.padded // self.d
-        self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)   # G: this rank's slice (S)
+        self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)  # G: this rank's slice (S)
         self.m, self.v = torch.zeros_like(self.grad), torch.zeros_like(self.grad)  # O: slice (S)
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
         x, y = self.local_batch(step)
         bucket = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
-        self.params.grad = bucket[:self.psi]           # backward writes the partial gradient here
+        self.params.grad = bucket[: self.psi]  # backward writes the partial gradient here
         self.forward_backward(self.params, x, y, step)
         self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
         if self.fault("skip-grad-reduce"):
-            self.grad.copy_(bucket[self.mine])         # FAULT: the partial gradient reaches Adam
+            self.grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Each rank keeps only its slice of the summed gradient: reduce-scatter (rule 1).
             self.comm.reduce_scatter(self.grad, bucket, "grads", "data")
-        self.params.grad = None                        # free the bucket: G is sharded from here on
+        self.params.grad = None  # free the bucket: G is sharded from here on
         del bucket
         self.scale(self.grad)
         self.boundary()

@@ -22,19 +22,20 @@ from placement_edu.runtime.engine import Context, Engine
 
 
 class Zero3(Engine):
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.reshard = ctx.strategy.reshard_after_forward
         self.psi = flat.numel(self.shapes)
         self.padded = flat.padded(self.psi, self.d)
         self.mine = flat.owned(self.psi, self.d, self.di)
-        self.shard = self.initial_shard()                                # P: this rank's slice (SG)
-        self.grad = torch.zeros_like(self.shard)                         # G: slice (S)
+        self.shard = self.initial_shard()  # P: this rank's slice (SG)
+        self.grad = torch.zeros_like(self.shard)  # G: slice (S)
         self.m, self.v = torch.zeros_like(self.shard), torch.zeros_like(self.shard)  # O: slice (S)
         self.stale = self.shard.clone() if self.fault("stale-gather") else None
         # The gather window: a whole flat buffer whose storage exists only while gathered.
-        self.window = torch.zeros(self.padded, dtype=ctx.dtype, device=ctx.device, requires_grad=True)
+        self.window = torch.zeros(
+            self.padded, dtype=ctx.dtype, device=ctx.device, requires_grad=True
+        )
         self._free()
 
     # --- what the variants (zero3_offload, hsdp) change ---------------------------------------
@@ -50,7 +51,7 @@ class Zero3(Engine):
     def reduce_gradient(self, bucket: torch.Tensor) -> None:
         """Sum the partial gradient ``bucket`` over the data ranks into this rank's slice ``self.grad``."""
         if self.fault("skip-grad-reduce"):
-            self.grad.copy_(bucket[self.mine])         # FAULT: the partial gradient reaches Adam
+            self.grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Each owner needs only its slice of the summed gradient: reduce-scatter (rule 1).
             self.comm.reduce_scatter(self.grad, bucket, "grads", "data")
@@ -59,8 +60,10 @@ class Zero3(Engine):
     def _gather(self, phase: str) -> None:
         """Rebuild the whole parameters from the owners' slices, just before use (rule 3)."""
         self.window.untyped_storage().resize_(self.padded * self.window.element_size())
-        self.mem.parameters_live_in(self.window)       # its views in autograd are not activations
-        source = self.stale if self.stale is not None else self.shard   # FAULT stale-gather: last step's slices
+        self.mem.parameters_live_in(self.window)  # its views in autograd are not activations
+        source = (
+            self.stale if self.stale is not None else self.shard
+        )  # FAULT stale-gather: last step's slices
         mine = self.slice_to_gather(source, phase)
         self.comm.all_gather(self.window.data, mine, "params", "data")
         self.mem.peak("gather_window", phase, self.window.untyped_storage().nbytes())
@@ -74,18 +77,18 @@ class Zero3(Engine):
         self._gather("forward")
         loss = self.forward(self.window, x, y)
         if self.reshard:
-            self._free()                               # FULL_SHARD: free the window after forward
+            self._free()  # FULL_SHARD: free the window after forward
         self.boundary()
 
         self.comm.at(step, "backward")
         if self.reshard:
-            self._gather("backward")                   # ... so gather the parameters again
+            self._gather("backward")  # ... so gather the parameters again
         else:
             self.mem.peak("gather_window", "backward", self.window.untyped_storage().nbytes())
         self.window.grad = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
         self.backward(loss)
         self._free()
-        bucket = self.window.grad                      # the whole partial gradient
+        bucket = self.window.grad  # the whole partial gradient
         self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
         self.reduce_gradient(bucket)
         self.window.grad = None
@@ -96,7 +99,7 @@ class Zero3(Engine):
         self.comm.at(step, "step")
         if self.stale is not None:
             self.stale.copy_(self.shard)
-        with torch.no_grad():                          # each owner updates only its own slice (where it lives)
+        with torch.no_grad():  # each owner updates only its own slice (where it lives)
             self.shard -= self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)
         self.boundary()
 

@@ -19,11 +19,10 @@ from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class Zero3Offload(Zero3):
-
     # zero3's slices (P, G, m, v: made like the shard) are put on the host; the window stays on the device.
 
     def initial_shard(self) -> torch.Tensor:
-        return super().initial_shard().to(self.ctx.host)          # P: slice, host (OFF)
+        return super().initial_shard().to(self.ctx.host)  # P: slice, host (OFF)
 
     def _staging(self, phase: str) -> torch.Tensor:
         """A device buffer of one slice, on its way to or from the host."""
@@ -40,7 +39,7 @@ class Zero3Offload(Zero3):
     def reduce_gradient(self, bucket: torch.Tensor) -> None:
         staging = self._staging("backward")
         if self.fault("skip-grad-reduce"):
-            staging.copy_(bucket[self.mine])           # FAULT: the partial gradient reaches Adam
+            staging.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # The host optimizer of each rank needs only its slice of the summed gradient (rule 1).
             self.comm.reduce_scatter(staging, bucket, "grads", "data")
