@@ -1,10 +1,11 @@
-"""Exercises with checkable answers: ``check_answer("zero2-memory", 16.640625)`` says right or wrong, and why.
+"""Exercises with checkable answers: ``check_answer("zero2-memory", 16.640625)`` says right or
+wrong, and why.
 
 Each exercise is a question whose reference answer the core computes (never a typed-in number), the
 unit the answer is given in, and what a right answer teaches; common wrong answers carry their own
 explanation ("3 is ZeroRedundancyOptimizer's schedule, ..."). Exercises live in one module per
-notebook in this package (``exercises/<notebook>.py``, each defining ``EXERCISES``) and are collected
-once, at import, into the read-only ``EXERCISES`` mapping.
+notebook in this package (``exercises/<notebook>.py``, each defining ``EXERCISES``) and are
+collected once, at import, into the read-only ``EXERCISES`` mapping.
 
 In a notebook::
 
@@ -68,7 +69,8 @@ class Verdict:
     def _repr_html_(self) -> str:
         colour = "#009E73" if self.right else "#D55E00"
         return (
-            f'<p style="color:{colour}"><b>{"✔ right" if self.right else "✘ not yet"}</b> ({self.name}): '
+            f'<p style="color:{colour}"><b>{"✔ right" if self.right else "✘ not yet"}</b> '
+            f"({self.name}): "
             f"{html.escape(self.message)}</p>"
         )
 
@@ -120,7 +122,8 @@ def _shown(value: Answer) -> str:
 
 
 def check_answer(name: str, answer: Answer) -> Verdict:
-    """Right or wrong, and why (named apart from ``placement_edu.check``, the correctness checker). ``answer`` in the exercise's unit (a number, or a word)."""
+    """Right or wrong, and why (named apart from ``placement_edu.check``, the correctness
+    checker). ``answer`` in the exercise's unit (a number, or a word)."""
     exercise = _exercise(name)
     expected = exercise.reference()
     numeric = not isinstance(expected, (str, bool))
@@ -132,8 +135,8 @@ def check_answer(name: str, answer: Answer) -> Verdict:
         raise PlacementError(f"exercise {name!r} takes a number in {exercise.unit}, got nan")
     if not numeric and not isinstance(answer, type(expected)):
         raise PlacementError(
-            f"exercise {name!r} takes {'True or False' if isinstance(expected, bool) else 'a word'}, "
-            f"got {answer!r}"
+            f"exercise {name!r} takes "
+            f"{'True or False' if isinstance(expected, bool) else 'a word'}, got {answer!r}"
         )
     if _same(answer, expected, exercise.tolerance):
         return Verdict(name, True, answer, exercise.why, expected)

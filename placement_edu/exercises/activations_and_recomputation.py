@@ -1,4 +1,5 @@
-"""Exercises of the notebook "Activations and recomputation" (Korthikanti et al. 2022, arXiv 2205.05198)."""
+"""Exercises of the notebook "Activations and recomputation" (Korthikanti et al. 2022, arXiv
+2205.05198)."""
 
 from __future__ import annotations
 
@@ -28,18 +29,19 @@ def gpt3(**changes: object) -> TransformerSpec:
 EXERCISES = (
     Exercise(
         "activations-175b-t8-gb",
-        "GPT-3 175B at tensor-parallel degree t = 8, no sequence parallelism, no recomputation: how many "
-        "GB (1e9 bytes) of activations does one layer keep on one tensor rank, per sequence (within 0.1%)?",
+        "GPT-3 175B at tensor-parallel degree t = 8, no sequence parallelism, no recomputation: "
+        "how many GB (1e9 bytes) of activations does one layer keep on one tensor rank, per "
+        "sequence (within 0.1%)?",
         lambda: Fraction(gpt3().activation_bytes_per_layer(8)) / GB,
         "GB (1e9 bytes)",
         "sbh(10 + 24/t + 5as/(ht)) = sbh(10 + 3 + 10) = 23·sbh = 0.579 GB. The 10·sbh outside the "
-        "tensor-parallel blocks (layernorm and block inputs, dropout masks) is whole on every rank: "
-        "tensor parallelism alone divides 114·sbh by 4.96, not by 8.",
+        "tensor-parallel blocks (layernorm and block inputs, dropout masks) is whole on every "
+        "rank: tensor parallelism alone divides 114·sbh by 4.96, not by 8.",
         mistakes=(
             (
                 Fraction(gpt3().activation_bytes_per_layer(1), 8 * GB),
-                "that divides everything by t: tensor parallelism leaves 10·sbh replicated (sequence "
-                "parallelism is what splits it).",
+                "that divides everything by t: tensor parallelism leaves 10·sbh replicated "
+                "(sequence parallelism is what splits it).",
             ),
             (
                 Fraction(gpt3(sequence_parallel=True).activation_bytes_per_layer(8)) / GB,
@@ -51,16 +53,16 @@ EXERCISES = (
     ),
     Exercise(
         "activations-sp-selective-factor",
-        "GPT-3 175B at t = 8: by what factor do sequence parallelism plus selective recomputation shrink "
-        "the activations of the tensor-parallel baseline (within 1%)?",
+        "GPT-3 175B at t = 8: by what factor do sequence parallelism plus selective recomputation "
+        "shrink the activations of the tensor-parallel baseline (within 1%)?",
         lambda: Fraction(
             gpt3().activation_bytes_per_layer(8),
             gpt3(sequence_parallel=True, recompute="selective").activation_bytes_per_layer(8),
         ),
         "×",
-        "23·sbh / (34/8)·sbh = 92/17 ≈ 5.4×: the paper's headline 'reduces activation memory by 5x'. "
-        "Sequence parallelism splits the 10·sbh, selective recomputation drops the 5as/(ht) term (the "
-        "attention scores, cheap to recompute and the largest term at long s).",
+        "23·sbh / (34/8)·sbh = 92/17 ≈ 5.4×: the paper's headline 'reduces activation memory by "
+        "5x'. Sequence parallelism splits the 10·sbh, selective recomputation drops the 5as/(ht) "
+        "term (the attention scores, cheap to recompute and the largest term at long s).",
         mistakes=(
             (
                 8,
@@ -72,8 +74,8 @@ EXERCISES = (
     ),
     Exercise(
         "activations-full-recompute-flops",
-        "A dense transformer costs 6Ψ FLOPs per token per step (2Ψ forward, 4Ψ backward). How many Ψ "
-        "with FULL recomputation?",
+        "A dense transformer costs 6Ψ FLOPs per token per step (2Ψ forward, 4Ψ backward). How many "
+        "Ψ with FULL recomputation?",
         lambda: Fraction(sum(flops_per_token(1, "full").values())),
         "Ψ per token",
         "8Ψ: backward replays the forward (2Ψ) before its own 4Ψ: 33% more compute for a layer's "
@@ -91,9 +93,10 @@ EXERCISES = (
         "True or False: at N = 8, ZeRO-3 divides a device's activation bytes by 8.",
         lambda: False,
         "",
-        "False: ZeRO-3's N× is a model-state reduction. Activations belong to each device's own samples "
-        "and are materialized (M) under every ZeRO stage; only tensor/sequence parallelism, pipeline "
-        "stages, smaller micro-batches or recomputation shrink them (SPEC §8).",
+        "False: ZeRO-3's N× is a model-state reduction. Activations belong to each device's own "
+        "samples and are materialized (M) under every ZeRO stage; only tensor/sequence "
+        "parallelism, pipeline stages, smaller micro-batches or recomputation "
+        "shrink them (SPEC §8).",
         hint="which states does ZeRO-3 shard?",
     ),
 )

@@ -1,4 +1,5 @@
-"""Exercises of the notebook "Collectives and time": ring bytes, α–β seconds, compute-bound tokens."""
+"""Exercises of the notebook "Collectives and time": ring bytes, α–β seconds, compute-bound
+tokens."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from placement_edu.placement import State
 from placement_edu.schedule import Op, ring_factor
 from placement_edu.timing import Hardware, Link, compute_bound_tokens, op_time
 
-#: The link of the α–β exercise: α = 10 µs per ring step, W = 50 GB/s (InfiniBand NDR, one NIC per GPU).
+#: The link of the α–β exercise: α = 10 µs per ring step, W = 50 GB/s (InfiniBand NDR, one NIC
+#: per GPU).
 LINK = Link(10e-6, 50e9, "exercise: InfiniBand NDR-like")
 #: The hardware of the threshold exercise: 400e12 FLOP/s achieved, W = 100 GB/s, no latency.
 THRESHOLD_HW = Hardware(
@@ -30,11 +32,12 @@ def _all_gather_ms() -> float:
 EXERCISES = (
     Exercise(
         "collectives-all-reduce-ring-bytes",
-        "A ring all-reduce of S = 1e9 bytes over N = 8 devices: how many bytes does each device send?",
+        "A ring all-reduce of S = 1e9 bytes over N = 8 devices: how many bytes "
+        "does each device send?",
         lambda: ring_factor("all_reduce", 8) * 10**9,
         "bytes",
-        "2(N−1)/N · S = 2·7/8 · 1e9 = 1.75e9: a reduce-scatter ((N−1)/N · S) followed by an all-gather "
-        "((N−1)/N · S). Each of the 2(N−1) ring steps sends one chunk of S/N.",
+        "2(N−1)/N · S = 2·7/8 · 1e9 = 1.75e9: a reduce-scatter ((N−1)/N · S) followed by an "
+        "all-gather ((N−1)/N · S). Each of the 2(N−1) ring steps sends one chunk of S/N.",
         mistakes=(
             (
                 2 * 10**9,
@@ -55,13 +58,13 @@ EXERCISES = (
     ),
     Exercise(
         "collectives-all-gather-time",
-        "An all-gather whose full output is S = 64e6 bytes, over N = 8 devices on a link of α = 10 µs "
-        "per ring step and W = 50 GB/s (5e10 bytes per second): how many milliseconds does it take "
-        "(α–β model, within 0.1%)?",
+        "An all-gather whose full output is S = 64e6 bytes, over N = 8 devices on a link of α = 10 "
+        "µs per ring step and W = 50 GB/s (5e10 bytes per second): how many milliseconds does it "
+        "take (α–β model, within 0.1%)?",
         _all_gather_ms,
         "ms",
-        "α·(N−1) + (N−1)/N · S / W = 7 × 10 µs + 7/8 × 64e6 / 5e10 s = 0.07 ms + 1.12 ms = 1.19 ms. "
-        "At this size latency is 6% of the time; at 64 KB it would be most of it.",
+        "α·(N−1) + (N−1)/N · S / W = 7 × 10 µs + 7/8 × 64e6 / 5e10 s = 0.07 ms + 1.12 ms = 1.19 "
+        "ms. At this size latency is 6% of the time; at 64 KB it would be most of it.",
         mistakes=(
             (
                 1.12,
@@ -76,14 +79,15 @@ EXERCISES = (
     Exercise(
         "collectives-dp-threshold",
         "dp on N = 8 devices, mixed_adam (2-byte gradients), per-pass overlap, a device achieving "
-        "400e12 FLOP/s on a data link of W = 100 GB/s (1e11 bytes per second) with α = 0: above how "
-        "many tokens per device is the step compute-bound (within 0.1%)?",
+        "400e12 FLOP/s on a data link of W = 100 GB/s (1e11 bytes per second) with α = 0: above "
+        "how many tokens per device is the step compute-bound (within 0.1%)?",
         lambda: compute_bound_tokens(
             "dp", ModelSpec(10**9), Mesh.of(data=8), "mixed_adam", THRESHOLD_HW, "per_pass"
         ),
         "tokens per device",
-        "dp's all-reduce runs in backward, so it must hide under backward's 4Ψ·T/F: 4Ψ·T/F ≥ 2·(7/8)·2Ψ/W, "
-        "T ≥ (7/8)·F/W = 0.875 × 4000 = 3500 tokens. Ψ cancels: both sides grow with it.",
+        "dp's all-reduce runs in backward, so it must hide under backward's 4Ψ·T/F: 4Ψ·T/F ≥ "
+        "2·(7/8)·2Ψ/W, T ≥ (7/8)·F/W = 0.875 × 4000 = 3500 tokens. Ψ cancels: "
+        "both sides grow with it.",
         mistakes=(
             (4000, "F/W is the large-N limit: at N = 8 the ring sends only (N−1)/N = 7/8 of it."),
             (

@@ -16,7 +16,8 @@ from placement_edu.report import analyze
 from placement_edu.exercises import Exercise
 from placement_edu.units import GB
 
-#: Ψ = 70e9 as an abstract model that tensor and pipeline axes can price (80 layers, b·s·h = 4096·8192).
+#: Ψ = 70e9 as an abstract model that tensor and pipeline axes can price (80 layers,
+#: b·s·h = 4096·8192).
 PSI_70B = ModelSpec(psi=70_000_000_000, layers=80, boundary_elements=4096 * 8192)
 
 
@@ -51,8 +52,8 @@ def _dp_over_gb() -> Fraction:
 EXERCISES = (
     Exercise(
         "composition-optimizer-gb",
-        "zero1×tp×pp on data=4, tensor=8, pipeline=2 (64 devices), Ψ = 70e9, mixed_adam: how many GB of "
-        "optimizer state does one device hold?",
+        "zero1×tp×pp on data=4, tensor=8, pipeline=2 (64 devices), Ψ = 70e9, mixed_adam: how many "
+        "GB of optimizer state does one device hold?",
         _optimizer_gb,
         "GB (1e9 bytes)",
         "O is S on all three axes, so memory multiplies: 12Ψ/(d·t·p) = 12 × 70e9 / 64 = 13.125 GB "
@@ -70,12 +71,12 @@ EXERCISES = (
     ),
     Exercise(
         "composition-data-reduction-elements",
-        "dp×tp on data=8, tensor=8, Ψ = 70e9: how many elements does the data-axis gradient all-reduce "
-        "carry per step on one device (S in SPEC §4's sense)?",
+        "dp×tp on data=8, tensor=8, Ψ = 70e9: how many elements does the data-axis gradient "
+        "all-reduce carry per step on one device (S in SPEC §4's sense)?",
         _data_reduction_elements,
         "elements",
-        "communication adds, each axis on what the others left: a tensor rank holds Ψ/t of the gradient, "
-        "so the data-axis all-reduce moves Ψ/t = 8.75e9 elements, not Ψ (SPEC §6).",
+        "communication adds, each axis on what the others left: a tensor rank holds Ψ/t of the "
+        "gradient, so the data-axis all-reduce moves Ψ/t = 8.75e9 elements, not Ψ (SPEC §6).",
         mistakes=(
             (
                 70_000_000_000,
@@ -92,15 +93,18 @@ EXERCISES = (
     ),
     Exercise(
         "composition-hsdp-scale",
-        "hsdp on replica=4, data=8 (32 devices): the summed gradient is divided once, by what number?",
+        "hsdp on replica=4, data=8 (32 devices): the summed gradient is divided "
+        "once, by what number?",
         _hsdp_divisor,
         "",
-        "both axes split the batch: reduce-scatter on data (8), all-reduce of the slice on replica (4), then "
-        "one division by r·d = 32 -- every sample counted once, the same normalisation (SPEC §5, §6).",
+        "both axes split the batch: reduce-scatter on data (8), all-reduce of the slice on replica "
+        "(4), then one division by r·d = 32 -- every sample counted once, the same "
+        "normalisation (SPEC §5, §6).",
         mistakes=(
             (
                 8,
-                "replica splits the batch too: its groups see different samples, so the mean is over r·d.",
+                "replica splits the batch too: its groups see different samples, so "
+                "the mean is over r·d.",
             ),
             (4, "data splits the batch as well: divide by r·d."),
         ),
@@ -108,13 +112,14 @@ EXERCISES = (
     ),
     Exercise(
         "planning-dp-over-budget",
-        "Ψ = 70e9 on 64 devices of 80 GB (the planner's Llama-2-70B-shaped model, 1,024 sequences per step): "
-        "by how many GB does plain dp exceed the budget at its best, with full recomputation (within 0.1%)?",
+        "Ψ = 70e9 on 64 devices of 80 GB (the planner's Llama-2-70B-shaped model, 1,024 sequences "
+        "per step): by how many GB does plain dp exceed the budget at its best, with full "
+        "recomputation (within 0.1%)?",
         _dp_over_gb,
         "GB (1e9 bytes)",
         "16Ψ = 1,119.99 GB of replicated model state on every device, plus the layer inputs full "
-        "recomputation keeps (2·s·b·h per layer: 80 × 2 × 4096 × 8192 B = 5.37 GB): 1,125.4 GB, about "
-        "1,045.4 GB over. Only splitting the model state across devices can fit it.",
+        "recomputation keeps (2·s·b·h per layer: 80 × 2 × 4096 × 8192 B = 5.37 GB): 1,125.4 GB, "
+        "about 1,045.4 GB over. Only splitting the model state across devices can fit it.",
         mistakes=(
             (
                 Fraction(1040),

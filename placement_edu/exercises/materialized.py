@@ -42,22 +42,23 @@ EXERCISES = (
     Exercise(
         "materialized-175b-layer-gb",
         "GPT-3 175B (h = 12288, a = 96), one sequence of s = 2048 (b = 1), no parallelism, no "
-        "recomputation, 16-bit: how many GB (1e9 bytes) of activations does ONE layer keep for backward "
-        "(within 0.1%)?",
+        "recomputation, 16-bit: how many GB (1e9 bytes) of activations does ONE layer keep for "
+        "backward (within 0.1%)?",
         lambda: Fraction(GPT3.activation_bytes_per_layer(1)) / GB,
         "GB (1e9 bytes)",
-        "s·b·h·(34 + 5as/h) = 25,165,824 × (34 + 80) bytes = 2.869 GB per layer, 275 GB for 96 layers: "
-        "far more than the 80 GB of one GPU, before any model state. The 5as/h = 80 term (attention "
-        "scores, quadratic in s) is the larger part at s = 2048.",
+        "s·b·h·(34 + 5as/h) = 25,165,824 × (34 + 80) bytes = 2.869 GB per layer, 275 GB for 96 "
+        "layers: far more than the 80 GB of one GPU, before any model state. The 5as/h = 80 term "
+        "(attention scores, quadratic in s) is the larger part at s = 2048.",
         mistakes=(
             (
                 Fraction(GPT3.activation_bytes_per_layer(1) * 2, GB),
-                "that multiplies by 2 bytes per element again: Korthikanti's coefficients are already bytes "
-                "of 16-bit tensors (SPEC §3).",
+                "that multiplies by 2 bytes per element again: Korthikanti's coefficients are "
+                "already bytes of 16-bit tensors (SPEC §3).",
             ),
             (
                 Fraction(34 * 2048 * 12288, GB),
-                "that is sbh·34 alone: without recomputation the attention scores, 5as/h·sbh, are kept too.",
+                "that is sbh·34 alone: without recomputation the attention scores, "
+                "5as/h·sbh, are kept too.",
             ),
         ),
         hint="sbh(34 + 5as/h), with s·b·h = 2048 × 1 × 12288.",
@@ -65,13 +66,13 @@ EXERCISES = (
     ),
     Exercise(
         "materialized-1f1b-stage0",
-        "A pipeline of p = 4 stages runs m = 8 micro-batches with the 1F1B schedule. How many micro-batches' "
-        "activations does stage 0 hold at its peak?",
+        "A pipeline of p = 4 stages runs m = 8 micro-batches with the 1F1B schedule. How many "
+        "micro-batches' activations does stage 0 hold at its peak?",
         lambda: live_set_bytes("1f1b", 4, 8) / live_set_bytes("1f1b", 4, 1),
         "micro-batches",
-        "1F1B starts a micro-batch's backward as soon as it can: stage 0 runs p = 4 forwards before its "
-        "first backward arrives, then alternates, so it never holds more than p − stage = 4 (SPEC §4). "
-        "The last stage holds 1.",
+        "1F1B starts a micro-batch's backward as soon as it can: stage 0 runs p = 4 forwards "
+        "before its first backward arrives, then alternates, so it never holds more than p − stage "
+        "= 4 (SPEC §4). The last stage holds 1.",
         mistakes=(
             (8, "8 = m is GPipe: all forwards first, then all backwards."),
             (
@@ -83,12 +84,12 @@ EXERCISES = (
     ),
     Exercise(
         "materialized-gpipe-over-1f1b",
-        "Same pipeline (p = 4, m = 8, a 7B-class model, selective recomputation): how many times stage "
-        "0's 1F1B activation peak is its GPipe peak?",
+        "Same pipeline (p = 4, m = 8, a 7B-class model, selective recomputation): how many times "
+        "stage 0's 1F1B activation peak is its GPipe peak?",
         lambda: live_set_bytes("gpipe", 4, 8) / live_set_bytes("1f1b", 4, 8),
         "×",
-        "GPipe keeps m = 8 micro-batches in flight, 1F1B p = 4: 2×. Same bubble, (p − 1)/m of ideal "
-        "time, for both: 1F1B's gain is memory, not time.",
+        "GPipe keeps m = 8 micro-batches in flight, 1F1B p = 4: 2×. Same bubble, (p − 1)/m of "
+        "ideal time, for both: 1F1B's gain is memory, not time.",
         mistakes=(
             (Fraction(1, 2), "that is 1F1B over GPipe; the question asks GPipe over 1F1B."),
             (1, "the bubbles are equal; the live sets are not."),
@@ -97,8 +98,8 @@ EXERCISES = (
     ),
     Exercise(
         "materialized-zero3-activations",
-        "A transformer trained with zero3 on N = 8 devices: what fraction of dp's activation bytes per "
-        "device does zero3 keep (as a fraction, e.g. 1/8)?",
+        "A transformer trained with zero3 on N = 8 devices: what fraction of dp's activation bytes "
+        "per device does zero3 keep (as a fraction, e.g. 1/8)?",
         lambda: _activation_ratio("zero3", 8),
         "× dp's",
         "1: activations are M under every ZeRO stage. ZeRO-3's N× is a model-state reduction; the "

@@ -40,16 +40,17 @@ def _startup_payload(psi: float, n: int) -> Fraction:
 EXERCISES = (
     Exercise(
         "replicated-model-state",
-        "Ψ = 70e9 parameters on N = 8 devices with plain data parallelism (dp, mixed_adam): how many GB "
-        "(1e9 bytes) of model state does ONE device hold?",
+        "Ψ = 70e9 parameters on N = 8 devices with plain data parallelism (dp, mixed_adam): how "
+        "many GB (1e9 bytes) of model state does ONE device hold?",
         lambda: _model_state_gb("dp", 70e9, 8),
         "GB (1e9 bytes)",
-        "every state is replicated: each device holds the whole 2Ψ + 2Ψ + 12Ψ = 16Ψ = 1,120 GB, whatever N "
-        "is. Adding devices to dp adds throughput, never memory headroom.",
+        "every state is replicated: each device holds the whole 2Ψ + 2Ψ + 12Ψ = 16Ψ = 1,120 GB, "
+        "whatever N is. Adding devices to dp adds throughput, never memory headroom.",
         mistakes=(
             (
                 140,
-                "140 GB is 16Ψ/N: that is zero3 (SG), where every state is split. A replica is whole.",
+                "140 GB is 16Ψ/N: that is zero3 (SG), where every state is "
+                "split. A replica is whole.",
             ),
             (
                 Fraction(1120 * 10**9, 2**30),
@@ -57,19 +58,24 @@ EXERCISES = (
             ),
             (
                 280,
-                "280 GB is 4Ψ, parameters and gradients only: the optimizer's 12Ψ is replicated too.",
+                "280 GB is 4Ψ, parameters and gradients only: the optimizer's "
+                "12Ψ is replicated too.",
             ),
         ),
-        hint="R: persistent bytes per device = |s|. Add P, G and O at 2, 2 and 12 bytes per parameter.",
+        hint=(
+            "R: persistent bytes per device = |s|. Add P, G and O at 2, 2 and 12 "
+            "bytes per parameter."
+        ),
     ),
     Exercise(
         "replicated-ring-bytes",
-        "Ψ = 1e9 parameters, 2-byte gradients, N = 4 devices, dp. How many bytes does ONE device send in "
-        "the ring all-reduce of the gradients, per step (exact ring bytes, SPEC §4)?",
+        "Ψ = 1e9 parameters, 2-byte gradients, N = 4 devices, dp. How many bytes does ONE device "
+        "send in the ring all-reduce of the gradients, per step (exact ring bytes, SPEC §4)?",
         lambda: int(analyze("dp", 1e9, 4).ring_bytes),
         "bytes",
-        "a ring all-reduce of S bytes is a reduce-scatter then an all-gather, each sending (N−1)/N·S: "
-        "2·(3/4)·2e9 = 3e9 bytes. ZeRO's convention rounds this up to 2S = 2Ψ elements = 4e9 bytes.",
+        "a ring all-reduce of S bytes is a reduce-scatter then an all-gather, each sending "
+        "(N−1)/N·S: 2·(3/4)·2e9 = 3e9 bytes. ZeRO's convention rounds this up to 2S = 2Ψ "
+        "elements = 4e9 bytes.",
         mistakes=(
             (
                 4 * 10**9,
@@ -87,12 +93,14 @@ EXERCISES = (
     ),
     Exercise(
         "replicated-startup-broadcast",
-        "Ψ = 1e9 parameters (2-byte working copy), N = 8, dp, a run of 1,000 optimizer steps. How many "
-        "bytes of payload do the parameter broadcasts carry over the whole run (SPEC §4 rule 4)?",
+        "Ψ = 1e9 parameters (2-byte working copy), N = 8, dp, a run of 1,000 optimizer steps. How "
+        "many bytes of payload do the parameter broadcasts carry over the whole "
+        "run (SPEC §4 rule 4)?",
         lambda: int(_startup_payload(1e9, 8)),
         "bytes",
-        "one broadcast at start-up makes the replicas identical; after that, identical updates (from the "
-        "same all-reduced gradient) keep them identical, so no broadcast is needed again: 2e9 bytes in total.",
+        "one broadcast at start-up makes the replicas identical; after that, identical updates "
+        "(from the same all-reduced gradient) keep them identical, so no broadcast is needed "
+        "again: 2e9 bytes in total.",
         mistakes=(
             (
                 2 * 10**12,
@@ -101,24 +109,25 @@ EXERCISES = (
             ),
             (
                 0,
-                "skipping it is the fault unsynced-init: ranks that start from different seeds never "
-                "agree, however well the gradients are reduced.",
+                "skipping it is the fault unsynced-init: ranks that start from different seeds "
+                "never agree, however well the gradients are reduced.",
             ),
         ),
         hint="rule 4: replicated states start identical -- how often must that be done?",
     ),
     Exercise(
         "replicated-ddp-buckets",
-        f"DistributedDataParallel trains {EXERCISE_MODEL} (Linears 256→2048→2048→2048→256 with biases; "
-        "float64, 8 bytes per gradient element) with its default buckets. How many all-reduces does it "
-        "issue at the SECOND step (step index 1)?",
+        f"DistributedDataParallel trains {EXERCISE_MODEL} (Linears 256→2048→2048→2048→256 with "
+        "biases; float64, 8 bytes per gradient element) with its default buckets. How many "
+        "all-reduces does it issue at the SECOND step (step index 1)?",
         lambda: len(ddp_bucket_bytes(EXERCISE_MODEL)),
         "all-reduces",
-        "from the second step DDP fills buckets in reverse parameter order. The last Linear (4,196,352 B) "
-        "already passes 1 MiB: bucket 1. The next bucket closes at 25 MiB = 26,214,400 B, which one "
-        "2048×2048 Linear (33,570,816 B with its bias) passes alone: buckets 2 and 3. The first Linear "
-        "(4,210,688 B) is the remainder: 4 all-reduces, the same bytes as one all-reduce of the whole "
-        "gradient, split so that communication overlaps backward.",
+        "from the second step DDP fills buckets in reverse parameter order. The last Linear "
+        "(4,196,352 B) already passes 1 MiB: bucket 1. The next bucket closes at 25 MiB = "
+        "26,214,400 B, which one 2048×2048 Linear (33,570,816 B with its bias) passes alone: "
+        "buckets 2 and 3. The first Linear (4,210,688 B) is the remainder: 4 all-reduces, the same "
+        "bytes as one all-reduce of the whole gradient, split so that "
+        "communication overlaps backward.",
         mistakes=(
             (
                 1,
@@ -133,6 +142,9 @@ EXERCISES = (
                 "(32 MiB) fills one on its own.",
             ),
         ),
-        hint="ddp_buckets: reverse parameter order; close the first bucket at ≥ 1 MiB, the later ones at ≥ 25 MiB.",
+        hint=(
+            "ddp_buckets: reverse parameter order; close the first bucket at ≥ 1 MiB, the "
+            "later ones at ≥ 25 MiB."
+        ),
     ),
 )

@@ -33,12 +33,12 @@ def _memory_ratio(strategy: str, psi: float, n: int) -> Fraction:
 EXERCISES = (
     Exercise(
         "sharded-zero1-memory",
-        "Ψ = 70e9 parameters on N = 8 devices, zero1 (optimizer state sharded), mixed_adam: how many GB "
-        "(1e9 bytes) of model state does one device hold?",
+        "Ψ = 70e9 parameters on N = 8 devices, zero1 (optimizer state sharded), mixed_adam: how "
+        "many GB (1e9 bytes) of model state does one device hold?",
         lambda: Fraction(analyze("zero1", 70e9, 8).memory.model_state) / GB,
         "GB (1e9 bytes)",
-        "P and G stay whole (2Ψ + 2Ψ = 280 GB); only the 12Ψ of fp32 master weights, m and v is split: "
-        "840/8 = 105 GB. 4Ψ + 12Ψ/N = 385 GB.",
+        "P and G stay whole (2Ψ + 2Ψ = 280 GB); only the 12Ψ of fp32 master weights, m and v is "
+        "split: 840/8 = 105 GB. 4Ψ + 12Ψ/N = 385 GB.",
         mistakes=(
             (Fraction(1120, 8), "140 GB is 16Ψ/N, zero3: zero1 splits only the optimizer state."),
             (Fraction(2625, 10), "262.5 GB is zero2 (2Ψ + 14Ψ/N): zero1 keeps the whole gradient."),
@@ -47,16 +47,18 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-zero2-vs-dp",
-        'ZeRO\'s paper says ZeRO-2 cuts model-state memory by "8×". At N = 64 (Ψ = 7.5e9, mixed_adam), by '
-        "how many times exactly does zero2 hold less model state than dp (within 0.1%)?",
+        'ZeRO\'s paper says ZeRO-2 cuts model-state memory by "8×". At N = 64 (Ψ = 7.5e9, '
+        "mixed_adam), by how many times exactly does zero2 hold less model state "
+        "than dp (within 0.1%)?",
         lambda: _memory_ratio("zero2", 7.5e9, 64),
         "× (dp / zero2)",
-        '16Ψ / (2Ψ + 14Ψ/N) = 16 / (2 + 14/64) = 7.21×. The "8×" is this ratio\'s limit as N grows: the '
-        "whole 2Ψ of fp16 parameters stays on every device (SPEC §8).",
+        '16Ψ / (2Ψ + 14Ψ/N) = 16 / (2 + 14/64) = 7.21×. The "8×" is this ratio\'s limit as N '
+        "grows: the whole 2Ψ of fp16 parameters stays on every device (SPEC §8).",
         mistakes=(
             (
                 8,
-                "8× is the limit 16/2 for N → ∞; at N = 64 the 14Ψ/N term still counts. Compute it.",
+                "8× is the limit 16/2 for N → ∞; at N = 64 the 14Ψ/N term "
+                "still counts. Compute it.",
             ),
             (64, "64× is zero3 (16Ψ/N): zero2 keeps the parameters whole."),
         ),
@@ -65,14 +67,14 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-zero1-allreduce-volume",
-        "PyTorch's ZeroRedundancyOptimizer under DDP (zero1_allreduce) all-reduces the gradient, then each "
-        "owner broadcasts its updated parameters. How many Ψ per device per step is that (ZeRO's "
-        "convention)?",
+        "PyTorch's ZeroRedundancyOptimizer under DDP (zero1_allreduce) all-reduces the gradient, "
+        "then each owner broadcasts its updated parameters. How many Ψ per device per step is that "
+        "(ZeRO's convention)?",
         lambda: analyze("zero1_allreduce", 7.5e9, 64).volume_psi,
         "Ψ",
-        "all-reduce 2Ψ + broadcasts Ψ (every parameter is sent once, by its owner) = 3Ψ. ZeRO §7's schedule "
-        "reduce-scatters (Ψ) and all-gathers (Ψ): 2Ψ for the same placement. Both are real ZeRO-1s; say "
-        "which schedule a figure belongs to (SPEC §4 rule 1, §8).",
+        "all-reduce 2Ψ + broadcasts Ψ (every parameter is sent once, by its owner) = 3Ψ. ZeRO §7's "
+        "schedule reduce-scatters (Ψ) and all-gathers (Ψ): 2Ψ for the same placement. Both are "
+        "real ZeRO-1s; say which schedule a figure belongs to (SPEC §4 rule 1, §8).",
         mistakes=(
             (
                 2,
@@ -85,15 +87,16 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-greedy-last-rank",
-        f"ZeroRedundancyOptimizer on N = 4 ranks trains the MLP {DEFAULT_MODEL} (tensors of 8192, 128, "
-        "16384, 128, 2048 and 16 elements) with float64 Adam (m and v: 16 bytes per element). It gives "
-        "whole tensors, largest first, to the least-loaded rank. How many bytes of optimizer state does "
-        "rank 3 hold?",
+        f"ZeroRedundancyOptimizer on N = 4 ranks trains the MLP {DEFAULT_MODEL} (tensors of 8192, "
+        "128, 16384, 128, 2048 and 16 elements) with float64 Adam (m and v: 16 bytes per element). "
+        "It gives whole tensors, largest first, to the least-loaded rank. How many bytes of "
+        "optimizer state does rank 3 hold?",
         lambda: greedy_optimizer_bytes(3),
         "bytes",
-        "16384 → rank 0, 8192 → rank 1, 2048 → rank 2, then rank 3 (empty) takes 128, is still the least "
-        "loaded and takes the other 128, and then the 16: 272 elements × 16 B = 4,352 B, against "
-        "262,144 B on rank 0. Whole tensors cannot be cut evenly: the largest tensor sets the peak.",
+        "16384 → rank 0, 8192 → rank 1, 2048 → rank 2, then rank 3 (empty) takes 128, is still the "
+        "least loaded and takes the other 128, and then the 16: 272 elements × 16 B = 4,352 B, "
+        "against 262,144 B on rank 0. Whole tensors cannot be cut evenly: the largest "
+        "tensor sets the peak.",
         mistakes=(
             (
                 430336 // 4,
@@ -110,14 +113,15 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-zero2-peak",
-        "Ψ = 7.5e9, N = 64, zero2, mixed_adam. Its model state is 16.640625 GB. What is its peak in GB, "
-        "counting the gradient bucket that backward holds unreduced before its reduce-scatter (an "
-        "abstract model reduces its whole gradient at once)?",
+        "Ψ = 7.5e9, N = 64, zero2, mixed_adam. Its model state is 16.640625 GB. What is its peak "
+        "in GB, counting the gradient bucket that backward holds unreduced before its "
+        "reduce-scatter (an abstract model reduces its whole gradient at once)?",
         lambda: Fraction(analyze("zero2", 7.5e9, 64).memory.peak) / GB,
         "GB (1e9 bytes)",
-        'S for gradients means "kept as a slice between steps": backward still produces the whole partial '
-        "gradient (2Ψ = 15 GB) before the reduce-scatter leaves each device its 1/N. Peak = 16.640625 + "
-        "15 = 31.640625 GB; real implementations reduce bucket by bucket to shrink that term.",
+        'S for gradients means "kept as a slice between steps": backward still produces the whole '
+        "partial gradient (2Ψ = 15 GB) before the reduce-scatter leaves each device its 1/N. Peak "
+        "= 16.640625 + 15 = 31.640625 GB; real implementations reduce bucket by bucket "
+        "to shrink that term.",
         mistakes=(
             (
                 Fraction(16640625, 10**6),

@@ -16,7 +16,8 @@ def _device_bytes(strategy: str, state: State, psi: int, n: int, rank: int = 0):
 
 
 def _full_copies(strategy: str, state: State, psi: int, n: int) -> int:
-    """How many of the n ranks keep the whole state on their device (the core's bytes, rank by rank)."""
+    """How many of the n ranks keep the whole state on their device (the core's bytes, rank by
+    rank)."""
     whole = psi * analyze(strategy, ModelSpec(psi), n).precision.bytes_per(state)
     return sum(_device_bytes(strategy, state, psi, n, rank) == whole for rank in range(n))
 
@@ -24,13 +25,13 @@ def _full_copies(strategy: str, state: State, psi: int, n: int) -> int:
 EXERCISES = (
     Exercise(
         "start-here-zero2-grad-bytes",
-        "Ψ = 1e9 parameters, N = 8 devices, mixed_adam (2 B per gradient element): how many bytes of "
-        "gradients does one zero2 rank keep between steps?",
+        "Ψ = 1e9 parameters, N = 8 devices, mixed_adam (2 B per gradient element): how many bytes "
+        "of gradients does one zero2 rank keep between steps?",
         lambda: _device_bytes("zero2", State.GRADS, 10**9, 8),
         "bytes",
-        "zero2 shards the gradients (S): each rank keeps its own 1/N slice, 2 B × 1e9 / 8 = 250,000,000 "
-        "bytes (0.25 GB). During backward it briefly holds an unreduced bucket before the reduce-scatter "
-        "(a transient term, not model state).",
+        "zero2 shards the gradients (S): each rank keeps its own 1/N slice, 2 B × 1e9 / 8 = "
+        "250,000,000 bytes (0.25 GB). During backward it briefly holds an unreduced bucket before "
+        "the reduce-scatter (a transient term, not model state).",
         mistakes=(
             (
                 2 * 10**9,
@@ -44,12 +45,12 @@ EXERCISES = (
     ),
     Exercise(
         "start-here-zero3-param-mode",
-        "Under zero3, what mode do the parameters have on the data axis? Answer with the mode's letters "
-        "(R, S, SG, M or OFF).",
+        "Under zero3, what mode do the parameters have on the data axis? Answer with the mode's "
+        "letters (R, S, SG, M or OFF).",
         lambda: get_strategy("zero3").placement.mode(State.PARAMS, "data").value,
         "",
-        "SG, sharded-with-gather: each rank stores a 1/N slice, but a layer's forward needs the whole "
-        "weights, so each unit is all-gathered just before use and freed right after.",
+        "SG, sharded-with-gather: each rank stores a 1/N slice, but a layer's forward needs the "
+        "whole weights, so each unit is all-gathered just before use and freed right after.",
         mistakes=(
             (
                 "S",
@@ -66,12 +67,13 @@ EXERCISES = (
         "Under zero1 on N = 8 devices, how many devices hold a full copy of the optimizer state?",
         lambda: _full_copies("zero1", State.OPTIMIZER, 10**9, 8),
         "devices",
-        "none: O is S, so its N slices are disjoint and cover the state once; no device holds it all "
-        "(the whole exists only as the union of the slices). Under dp all 8 do.",
+        "none: O is S, so its N slices are disjoint and cover the state once; no device holds it "
+        "all (the whole exists only as the union of the slices). Under dp all 8 do.",
         mistakes=(
             (
                 1,
-                "there is no 'owner of everything': each rank owns 1/N, and updates only that slice.",
+                "there is no 'owner of everything': each rank owns 1/N, and "
+                "updates only that slice.",
             ),
             (8, "that is dp (O replicated); zero1 shards exactly this state."),
         ),

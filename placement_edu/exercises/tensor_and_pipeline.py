@@ -49,17 +49,18 @@ EXERCISES = (
     Exercise(
         "tp-allreduces-full-recompute",
         "A 24-layer transformer runs Megatron tensor parallelism on tensor=4 with FULL activation "
-        "recomputation, one micro-batch per step. How many all-reduces does one device issue per step?",
+        "recomputation, one micro-batch per step. How many all-reduces does one "
+        "device issue per step?",
         lambda: _all_reduces("full"),
         "all-reduces",
-        "2 per layer in forward (g after attention and after the MLP), 2 in backward (f's input gradients), "
-        "and full recomputation replays the 2 forward ones before backward: 6 per layer, 144 for 24 layers "
-        "(Korthikanti et al. 2022, §4).",
+        "2 per layer in forward (g after attention and after the MLP), 2 in backward (f's input "
+        "gradients), and full recomputation replays the 2 forward ones before backward: 6 per "
+        "layer, 144 for 24 layers (Korthikanti et al. 2022, §4).",
         mistakes=(
             (
                 96,
-                "that is 4 per layer, without recomputation: full recomputation reruns each layer's "
-                "forward in backward, and with it the forward's 2 all-reduces.",
+                "that is 4 per layer, without recomputation: full recomputation reruns each "
+                "layer's forward in backward, and with it the forward's 2 all-reduces.",
             ),
             (
                 192,
@@ -75,13 +76,14 @@ EXERCISES = (
     ),
     Exercise(
         "tp-ring-bytes-per-step",
-        "The same model (b = 2, s = 2,048, h = 4,096, 16-bit activations) without recomputation, tensor=4: "
-        "how many bytes does one device SEND for tensor parallelism per step (exact ring bytes)?",
+        "The same model (b = 2, s = 2,048, h = 4,096, 16-bit activations) without recomputation, "
+        "tensor=4: how many bytes does one device SEND for tensor parallelism per "
+        "step (exact ring bytes)?",
         lambda: int(_tp_report().ring_bytes),
         "bytes",
-        "96 all-reduces of b·s·h·2 = 33,554,432 bytes each, and a ring all-reduce sends 2(t−1)/t = 1.5 times "
-        "its payload: 96 × 1.5 × 33,554,432 = 4,831,838,208 bytes -- about 4.8 GB per micro-batch, whatever Ψ "
-        "is: tensor-parallel traffic scales with the activations.",
+        "96 all-reduces of b·s·h·2 = 33,554,432 bytes each, and a ring all-reduce sends 2(t−1)/t = "
+        "1.5 times its payload: 96 × 1.5 × 33,554,432 = 4,831,838,208 bytes -- about 4.8 GB per "
+        "micro-batch, whatever Ψ is: tensor-parallel traffic scales with the activations.",
         mistakes=(
             (
                 96 * 33_554_432,
@@ -98,16 +100,20 @@ EXERCISES = (
                 "that counts elements, not bytes: activations are 2 bytes each.",
             ),
         ),
-        hint="bytes of one payload = b·s·h·2; count the all-reduces; a ring all-reduce sends 2(t−1)/t of its payload.",
+        hint=(
+            "bytes of one payload = b·s·h·2; count the all-reduces; a ring all-reduce sends "
+            "2(t−1)/t of its payload."
+        ),
     ),
     Exercise(
         "pp-bubble-of-total",
-        "A pipeline of p = 8 stages runs m = 32 micro-batches per step. What fraction of the TOTAL step "
-        "time is bubble (answer as a fraction or a decimal)?",
+        "A pipeline of p = 8 stages runs m = 32 micro-batches per step. What fraction of the TOTAL "
+        "step time is bubble (answer as a fraction or a decimal)?",
         lambda: pipeline_bubble(8, 32)["of_total"],
         "of total time",
-        "(p−1)/(m+p−1) = 7/39 ≈ 17.9% of total time -- the same bubble is (p−1)/m = 7/32 ≈ 21.9% of the "
-        "ideal, bubble-free time (Narayanan et al. 2021 quote this one). Say which you quote.",
+        "(p−1)/(m+p−1) = 7/39 ≈ 17.9% of total time -- the same bubble is (p−1)/m = 7/32 ≈ 21.9% "
+        "of the ideal, bubble-free time (Narayanan et al. 2021 quote this one). "
+        "Say which you quote.",
         mistakes=(
             (
                 Fraction(7, 32),
@@ -120,12 +126,13 @@ EXERCISES = (
     ),
     Exercise(
         "pp-1f1b-in-flight",
-        "p = 8 stages, m = 32 micro-batches, 1F1B: how many micro-batches' activations does stage 0 hold "
-        "at its peak?",
+        "p = 8 stages, m = 32 micro-batches, 1F1B: how many micro-batches' activations does stage "
+        "0 hold at its peak?",
         lambda: _in_flight(8, 32, "1f1b"),
         "micro-batches",
-        "1F1B runs p − 1 = 7 warm-up forwards, then one more forward before its first backward: p = 8 in "
-        "flight on stage 0, whatever m is (Narayanan et al. 2021, §2.2.1). GPipe would hold all 32.",
+        "1F1B runs p − 1 = 7 warm-up forwards, then one more forward before its first backward: p "
+        "= 8 in flight on stage 0, whatever m is (Narayanan et al. 2021, §2.2.1). "
+        "GPipe would hold all 32.",
         mistakes=(
             (32, "that is GPipe, which runs every forward before any backward."),
             (
@@ -138,28 +145,30 @@ EXERCISES = (
     ),
     Exercise(
         "pp-zero3-micro-batched-volume",
-        "zero3 on data=8 with m = 8 micro-batches per step (pipeline or gradient accumulation, no local "
-        "unsharded accumulator): how many Ψ does one device send per step (ZeRO's convention)?",
+        "zero3 on data=8 with m = 8 micro-batches per step (pipeline or gradient accumulation, no "
+        "local unsharded accumulator): how many Ψ does one device send per step "
+        "(ZeRO's convention)?",
         lambda: analyze(get_strategy("zero3").with_(micro_batches=8), 7.5e9, 8).volume_psi,
         "Ψ",
         "each micro-batch gathers the parameters for forward (Ψ) and again for backward (Ψ) and "
-        "reduce-scatters its gradient slice (Ψ): 3Ψ × 8 = 24Ψ (SPEC §4 rule 5) -- why DeepSpeed forbids "
-        "ZeRO-2/3 with pipeline parallelism, and why FSDP's no_sync trades +|G| of memory for one reduction.",
+        "reduce-scatters its gradient slice (Ψ): 3Ψ × 8 = 24Ψ (SPEC §4 rule 5) -- why DeepSpeed "
+        "forbids ZeRO-2/3 with pipeline parallelism, and why FSDP's no_sync trades +|G| of "
+        "memory for one reduction.",
         mistakes=(
             (
                 3,
-                "that is zero3 with one micro-batch: a sharded gradient cannot be accumulated locally, "
-                "so the reduce-scatter -- and the gathers -- repeat per micro-batch.",
+                "that is zero3 with one micro-batch: a sharded gradient cannot be accumulated "
+                "locally, so the reduce-scatter -- and the gathers -- repeat per micro-batch.",
             ),
             (
                 9,
-                "that is zero2 at m = 8 (8 reduce-scatters and one all-gather after the step); zero3 "
-                "also gathers the parameters twice per micro-batch.",
+                "that is zero2 at m = 8 (8 reduce-scatters and one all-gather after the step); "
+                "zero3 also gathers the parameters twice per micro-batch.",
             ),
             (
                 10,
-                "the gathers repeat per micro-batch too: each micro-batch's forward and backward needs "
-                "the whole parameters.",
+                "the gathers repeat per micro-batch too: each micro-batch's forward and backward "
+                "needs the whole parameters.",
             ),
         ),
         hint="count one micro-batch's collectives in Ψ, then multiply.",

@@ -16,7 +16,8 @@ def _model_state_gb(strategy: str, psi: float, n: int) -> Fraction:
 EXERCISES = (
     Exercise(
         "zero2-memory",
-        "Ψ = 7.5e9, N = 64, mixed_adam: how many GB of model state does one zero2 device hold (within 0.1%)?",
+        "Ψ = 7.5e9, N = 64, mixed_adam: how many GB of model state does one zero2 "
+        "device hold (within 0.1%)?",
         lambda: _model_state_gb("zero2", 7.5e9, 64),
         "GB (1e9 bytes)",
         "2Ψ of replicated fp16 parameters plus 14Ψ/N of sharded gradients and optimizer state: "
@@ -42,12 +43,13 @@ EXERCISES = (
             compare(["dp", "zero3"], 70e9, 8).reports[1]
         )["comm"],
         "× dp",
-        "zero3 gathers the parameters before forward and again before backward (2Ψ) and reduce-scatters "
-        "the gradients (Ψ): 3Ψ against dp's all-reduce of 2Ψ, 1.5x at every N.",
+        "zero3 gathers the parameters before forward and again before backward (2Ψ) and "
+        "reduce-scatters the gradients (Ψ): 3Ψ against dp's all-reduce of 2Ψ, 1.5x at every N.",
         mistakes=(
             (
                 2,
-                "that counts an all-reduce as Ψ: ZeRO counts it as 2Ψ (reduce-scatter + all-gather).",
+                "that counts an all-reduce as Ψ: ZeRO counts it as 2Ψ "
+                "(reduce-scatter + all-gather).",
             ),
             (1, "zero3 also gathers the parameters twice per step."),
         ),
@@ -58,8 +60,8 @@ EXERCISES = (
         "How many Ψ does zero1 (ZeRO §7's schedule) send per device per step?",
         lambda: analyze("zero1", 7.5e9, 64).volume_psi,
         "Ψ",
-        "optimizer state is sliced, so gradients are reduce-scattered (Ψ) and the updated parameters "
-        "all-gathered (Ψ): 2Ψ, the same as dp (SPEC §4 rule 1).",
+        "optimizer state is sliced, so gradients are reduce-scattered (Ψ) and the updated "
+        "parameters all-gathered (Ψ): 2Ψ, the same as dp (SPEC §4 rule 1).",
         mistakes=(
             (
                 3,
@@ -95,16 +97,19 @@ def _grad_op_extra_peak_gb(psi: int, n: int, units: int) -> Fraction:
 EXERCISES = EXERCISES + (
     Exercise(
         "zero-fp32-grads-extra-gb",
-        "Ψ = 7.5e9, N = 64: switch the precision from mixed_adam (2 B gradients) to mixed_adam_fp32_grads "
-        "(4 B gradients, Megatron's 18 B/param). How many GB more model state does one zero2 device hold?",
+        "Ψ = 7.5e9, N = 64: switch the precision from mixed_adam (2 B gradients) to "
+        "mixed_adam_fp32_grads (4 B gradients, Megatron's 18 B/param). How many GB more model "
+        "state does one zero2 device hold?",
         lambda: _extra_gb_with_fp32_grads("zero2", 7.5e9, 64),
         "GB (1e9 bytes)",
-        "zero2 shards the gradients, so the 2 extra bytes per parameter cost 2Ψ/N = 15/64 = 0.234375 GB per "
-        "device; dp and zero1 keep them whole and pay 2Ψ = 15 GB. zero3's saving stays exactly N×.",
+        "zero2 shards the gradients, so the 2 extra bytes per parameter cost 2Ψ/N = 15/64 = "
+        "0.234375 GB per device; dp and zero1 keep them whole and pay 2Ψ = 15 GB. zero3's "
+        "saving stays exactly N×.",
         mistakes=(
             (
                 15,
-                "that is dp's and zero1's extra (2Ψ): they keep the gradients whole; zero2 shards them.",
+                "that is dp's and zero1's extra (2Ψ): they keep the gradients "
+                "whole; zero2 shards them.",
             ),
             (
                 Fraction(15, 32),
@@ -116,14 +121,14 @@ EXERCISES = EXERCISES + (
     ),
     Exercise(
         "zero-grad-op-extra-peak-gb",
-        "Ψ = 1e9 parameters in 32 equal gather units, N = 8, mixed_adam. fsdp_grad_op keeps the gathered "
-        "parameters through backward (one all-gather per step instead of two). How many GB higher is its "
-        "peak than zero3's?",
+        "Ψ = 1e9 parameters in 32 equal gather units, N = 8, mixed_adam. fsdp_grad_op keeps the "
+        "gathered parameters through backward (one all-gather per step instead of two). How many "
+        "GB higher is its peak than zero3's?",
         lambda: _grad_op_extra_peak_gb(10**9, 8, 32),
         "GB (1e9 bytes)",
-        "zero3's window is one gathered unit (2Ψ/32 = 0.0625 GB); fsdp_grad_op holds every gathered unit "
-        "until backward frees it, the whole fp16 model (2Ψ = 2 GB): 2 − 0.0625 = 1.9375 GB more, for 1Ψ "
-        "less traffic.",
+        "zero3's window is one gathered unit (2Ψ/32 = 0.0625 GB); fsdp_grad_op holds every "
+        "gathered unit until backward frees it, the whole fp16 model (2Ψ = 2 GB): 2 − 0.0625 = "
+        "1.9375 GB more, for 1Ψ less traffic.",
         mistakes=(
             (
                 0,
@@ -132,6 +137,9 @@ EXERCISES = EXERCISES + (
             ),
             (2, "that is fsdp_grad_op's whole window; zero3 already holds one unit of it."),
         ),
-        hint="the window is what is gathered at once: one unit for zero3, all of them for fsdp_grad_op.",
+        hint=(
+            "the window is what is gathered at once: one unit for zero3, all of "
+            "them for fsdp_grad_op."
+        ),
     ),
 )
