@@ -2,14 +2,16 @@
 
 An ``Architecture`` names every parameter tensor of the reference modules in
 ``placement_edu.runtime.reference_models`` -- same names, same shapes, same order -- and the FSDP2
-unit each belongs to: ``"root"`` (embeddings, final norm, head: the module ``fully_shard`` is applied
-to last) or the block's index. The peak derivation (``placement_edu.peak``) reads only this.
+unit each belongs to: ``"root"`` (embeddings, final norm, head: the module ``fully_shard`` is
+applied to last) or the block's index. The peak derivation (``placement_edu.peak``) reads only this.
 
 Presets (shapes from the published HF ``config.json`` files):
 
 - ``gpt2``: HF GPT-2 124M -- 12 layers, h = 768, 12 heads, V = 50257, 1024 positions, tied head,
-  HF's Conv1D weights stored [in, out], dropout 0.1 (``resid_pdrop``, ``embd_pdrop``, ``attn_pdrop``).
-- ``llama-1b``: Llama-3.2-1B -- 16 layers, h = 2048, 32 heads, 8 kv heads, ffn 8192, V = 128256, tied.
+  HF's Conv1D weights stored [in, out], dropout 0.1 (``resid_pdrop``, ``embd_pdrop``,
+  ``attn_pdrop``).
+- ``llama-1b``: Llama-3.2-1B -- 16 layers, h = 2048, 32 heads, 8 kv heads, ffn 8192, V = 128256,
+  tied.
 - ``llama-8b``: Llama-3-8B -- 32 layers, h = 4096, 32 heads, 8 kv heads, ffn 14336, V = 128256.
 """
 
@@ -56,7 +58,8 @@ class Architecture:
             object.__setattr__(self, "kv_heads", self.heads)
         expect(
             self.hidden % self.heads == 0 and self.heads % self.kv_heads == 0,
-            f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads ({self.kv_heads})",
+            f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads "
+            f"({self.kv_heads})",
         )
         expect(0.0 <= self.dropout < 1.0, f"dropout is a probability in [0, 1), got {self.dropout}")
 
@@ -135,7 +138,8 @@ class Architecture:
 #: The reference shapes (HF config.json of each model).
 PRESETS: Mapping[str, Architecture] = MappingProxyType(
     {
-        # openai-community/gpt2: n_layer 12, n_embd 768, n_head 12, n_inner None (4h), n_positions 1024.
+        # openai-community/gpt2: n_layer 12, n_embd 768, n_head 12, n_inner None (4h), n_positions
+        # 1024.
         "gpt2": Architecture(
             "gpt2", 12, 768, 12, 3072, 50257, positions=1024, dropout=0.1, name="gpt2"
         ),
@@ -150,7 +154,8 @@ PRESETS: Mapping[str, Architecture] = MappingProxyType(
 
 
 def from_hf_config(config: Mapping, path: str = "") -> Architecture:
-    """The shape an HF ``config.json`` describes (``model_type`` gpt2 or llama), read as plain JSON."""
+    """The shape an HF ``config.json`` describes (``model_type`` gpt2 or llama), read as plain
+    JSON."""
     kind = config.get("model_type")
     expect(
         kind in KINDS,

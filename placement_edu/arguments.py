@@ -37,7 +37,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 def flag_type(read: Callable[..., T], *args: object) -> Callable[[str], T]:
     """An argparse ``type=``: ``read(text, *args)``, its PlacementError shown as argparse's own
-    one-line "argument --flag: ..." error (argparse hides any other message behind "invalid value")."""
+    one-line "argument --flag: ..." error (argparse hides any other message behind "invalid
+    value")."""
 
     def parse(text: str) -> T:
         try:

@@ -153,9 +153,9 @@ def gradient_integrity(
                 else:
                     n = op.group
                     problems.append(
-                        f"grads are summed on the {op.axis} axis where they are not partial (an extra "
-                        f"{op.op}): the step uses {n}× the summed gradient; reduce each gradient "
-                        f"exactly once per batch-splitting axis."
+                        f"grads are summed on the {op.axis} axis where they are not partial (an "
+                        f"extra {op.op}): the step uses {n}× the summed gradient; reduce each "
+                        "gradient exactly once per batch-splitting axis."
                     )
                     break
         elif op.op == "scale":
@@ -188,15 +188,15 @@ def gradient_integrity(
         )
         if axis == "tensor":
             fix = (
-                "all-reduce the gradients of parameters replicated across tensor ranks (e.g. norms) on "
-                "tensor: under sequence parallelism each tensor rank saw only its slice of the sequence "
-                "(SPEC §6 rule 3)"
+                "all-reduce the gradients of parameters replicated across tensor ranks (e.g. "
+                "norms) on tensor: under sequence parallelism each tensor rank saw only its slice "
+                "of the sequence (SPEC §6 rule 3)"
             )
         else:
             reduction = grad_reduction(strategy, axis)
             fix = (
-                f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads on {axis} "
-                "in backward, before optimizer_step"
+                f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads "
+                f"on {axis} in backward, before optimizer_step"
             )
         problems.append(
             f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
@@ -209,20 +209,22 @@ def gradient_integrity(
         ways = " × ".join(f"{a} {mesh.degree(a)}" for a in batch) or "1"
         if not signature:
             problems.append(
-                f"the summed gradient is never divided by {need} ({ways}): the optimizer steps with "
-                f"{need}× the batch-mean gradient; scale it once by {need} after the reduction."
+                f"the summed gradient is never divided by {need} ({ways}): the optimizer steps "
+                f"with {need}× the batch-mean gradient; scale it once by {need} after the "
+                "reduction."
             )
         elif len(signature) > 1:
             total = math.prod(signature)
             problems.append(
-                f"the summed gradient is divided {len(signature)} times ({' then '.join(map(str, signature))}, "
-                f"{total} in all) instead of once by {need}: every step is {total // need}× too small "
-                "(the double-scale fault); scale exactly once, after the reduction."
+                f"the summed gradient is divided {len(signature)} times "
+                f"({' then '.join(map(str, signature))}, {total} in all) instead of once by "
+                f"{need}: every step is {total // need}× too small (the double-scale fault); scale "
+                "exactly once, after the reduction."
             )
         else:
             problems.append(
-                f"the summed gradient is divided by {signature[0]}, but the batch is split {need} ways "
-                f"({ways}): divide it once by {need}."
+                f"the summed gradient is divided by {signature[0]}, but the batch is split "
+                f"{need} ways ({ways}): divide it once by {need}."
             )
     problems += [
         str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "gradient_integrity"
@@ -232,8 +234,8 @@ def gradient_integrity(
 
     if not batch:
         reason = (
-            f"No axis of this mesh ({mesh}) splits the batch, so each gradient is whole when backward "
-            "ends"
+            f"No axis of this mesh ({mesh}) splits the batch, so each gradient is whole when "
+            "backward ends"
             + (f" and the {m} micro-batches' gradients accumulate locally" if m > 1 else "")
             + "; none reaches optimizer_step partial and none needs scaling."
         )
@@ -249,14 +251,16 @@ def gradient_integrity(
     if m > 1:
         per = any(o.micro_batches for o, _ in schedule.counted() if o.state is State.GRADS)
         when = (
-            f", once for each of the {m} micro-batches as it is produced (×{m} traffic, SPEC §6 rule 5)"
+            f", once for each of the {m} micro-batches as it is produced (×{m} traffic, SPEC §6 "
+            "rule 5)"
             if per
             else f", after local accumulation over the {m} micro-batches"
         )
     return Condition(
         True,
-        f"Each gradient leaves backward partial on {ways}; {ops} sum{'s' if len(batch) == 1 else ''} "
-        f"it before optimizer_step{when}, and it is divided by {need} exactly once.",
+        f"Each gradient leaves backward partial on {ways}; "
+        f"{ops} sum{'s' if len(batch) == 1 else ''} it before optimizer_step{when}, and it is "
+        f"divided by {need} exactly once.",
     )
 
 
@@ -314,10 +318,10 @@ def state_consistency(
                 good.append(f"replicated params start identical (start-up broadcast on {axis})")
             else:
                 problems.append(
-                    f"params are replicated on the {axis} axis ({n} ranks) but no start-up broadcast "
-                    f"makes the copies identical: each rank keeps its own initialisation (e.g. its "
-                    f"own seed), so there is no single model to match; broadcast params on {axis} "
-                    "once at start-up (SPEC §4 rule 4)."
+                    f"params are replicated on the {axis} axis ({n} ranks) but no start-up "
+                    "broadcast makes the copies identical: each rank keeps its own initialisation "
+                    "(e.g. its own seed), so there is no single model to match; broadcast params "
+                    f"on {axis} once at start-up (SPEC §4 rule 4)."
                 )
             if axis in BATCH_AXES and O in SPLIT_MODES:
                 resync = {
@@ -334,10 +338,10 @@ def state_consistency(
                     )
                 else:
                     problems.append(
-                        f"optimizer state is {O} on the {axis} axis, so each of the {n} ranks updates "
-                        f"only its own slice of the replicated params, and no all-gather of params on "
-                        f"{axis} follows optimizer_step: the copies drift apart from the first step; "
-                        f"all-gather params on {axis} after the step (SPEC §4 rule 2)."
+                        f"optimizer state is {O} on the {axis} axis, so each of the {n} ranks "
+                        "updates only its own slice of the replicated params, and no all-gather of "
+                        f"params on {axis} follows optimizer_step: the copies drift apart from the "
+                        f"first step; all-gather params on {axis} after the step (SPEC §4 rule 2)."
                     )
         if P in GATHERED and axis in BATCH_AXES:
             forward = params_ops("all_gather", axis, ("forward",))
@@ -345,29 +349,30 @@ def state_consistency(
             stale = [o for o in forward + backward if o.stale]
             if not forward:
                 problems.append(
-                    f"params are {P} on the {axis} axis but nothing all-gathers them before forward: "
-                    f"each rank holds only a 1/{n} slice; all-gather params on {axis} before forward "
-                    "(SPEC §4 rule 3)."
+                    f"params are {P} on the {axis} axis but nothing all-gathers them before "
+                    f"forward: each rank holds only a 1/{n} slice; all-gather params on "
+                    f"{axis} before forward (SPEC §4 rule 3)."
                 )
             elif strategy.reshard_after_forward and not backward:
                 problems.append(
-                    f"params are freed after forward but no all-gather on {axis} rebuilds them before "
-                    f"backward; gather them again on {axis} (SPEC §4 rule 3)."
+                    f"params are freed after forward but no all-gather on {axis} rebuilds them "
+                    f"before backward; gather them again on {axis} (SPEC §4 rule 3)."
                 )
             if stale:
                 phases = " and ".join(
                     sorted({o.phase for o in stale}, key=("forward", "backward").index)
                 )
                 problems.append(
-                    f"the all-gather of params on {axis} before {phases} returns the previous step's "
-                    f"slices (a stale gather): forward and backward use parameters one update behind "
-                    f"the ones the optimizer holds, so the gradients belong to an old model; every "
-                    f"gather on {axis} must read the slices written by the latest optimizer_step."
+                    f"the all-gather of params on {axis} before {phases} returns the previous "
+                    "step's slices (a stale gather): forward and backward use parameters one "
+                    "update behind the ones the optimizer holds, so the gradients belong to an old "
+                    f"model; every gather on {axis} must read the slices written by the latest "
+                    "optimizer_step."
                 )
             elif forward:
                 good.append(
-                    f"params are stored as disjoint 1/{n} slices on {axis} and every all-gather rebuilds "
-                    "the current step's version"
+                    f"params are stored as disjoint 1/{n} slices on {axis} and every all-gather "
+                    "rebuilds the current step's version"
                 )
     for o in ops:  # a gather that has no slices to rebuild on its axis is misplaced
         if o.op != "all_gather" or o.state is not State.PARAMS or o.axis is None:
@@ -402,8 +407,8 @@ def state_consistency(
         if n > 1
     ):
         good.append(
-            "each sharded state is split along one axis per dimension, so its slices are disjoint and "
-            "cover it"
+            "each sharded state is split along one axis per dimension, so its slices are disjoint "
+            "and cover it"
         )
     if not good:
         return Condition(
@@ -416,7 +421,8 @@ def state_consistency(
 
 # --- the checker ------------------------------------------------------------------------------
 def default_model(mesh: Mesh) -> ModelSpec:
-    """A small abstract model that every mesh can derive (tensor and pipeline need boundary_elements)."""
+    """A small abstract model that every mesh can derive (tensor and pipeline need
+    boundary_elements)."""
     return ModelSpec(
         psi=1_000_000,
         layers=max(8, mesh.degree("pipeline")),

@@ -84,8 +84,8 @@ def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
                     ", ".join(states),
                     (axis,),
                     f"the {axis} axis shards {' and '.join(repr(d) for d in dims)} of "
-                    f"{' and '.join(states)} at once: one axis may split one dimension only, so its "
-                    f"collectives move contiguous slices; give {axis} one dimension "
+                    f"{' and '.join(states)} at once: one axis may split one dimension only, so "
+                    f"its collectives move contiguous slices; give {axis} one dimension "
                     "(Strategy.shard_dims) and let another axis split the other -- two axes may "
                     "share a dimension, nested",
                 )
@@ -143,7 +143,8 @@ def consistency_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
 
 def gather_scope(strategy, mesh: Mesh) -> list[RuleViolation]:
     """Rule 4: an SG state is gathered only along the axis it is SG on, and that axis splits the
-    batch (ZeRO-3 on data with TP on tensor gathers over data and yields the tensor-parallel slice)."""
+    batch (ZeRO-3 on data with TP on tensor gathers over data and yields the tensor-parallel
+    slice)."""
     pl, out = strategy.placement, []
     for axis, n in mesh:
         if n == 1 or axis in BATCH_AXES:

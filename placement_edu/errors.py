@@ -86,7 +86,8 @@ def positive_int(name: str, value: object) -> int:
 
 
 def non_negative_int(name: str, value: object) -> int:
-    """Return value as an int if it is a whole number >= 0 (0 allowed), else a PlacementError naming it."""
+    """Return value as an int if it is a whole number >= 0 (0 allowed), else a PlacementError naming
+    it."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
         return 0
     try:
@@ -124,7 +125,8 @@ def _shown(text: str, limit: int = 40) -> str:
 
 
 def _decimal(text: str, accepted: str):
-    """The exact value of ``text`` ("7.5e9", "1_000", "123456789012345678901"): never through a float."""
+    """The exact value of ``text`` ("7.5e9", "1_000", "123456789012345678901"): never through a
+    float."""
     from decimal import Decimal, InvalidOperation
 
     try:

@@ -135,18 +135,20 @@ class DeepSpeedRow:
 
     @property
     def options(self) -> str:
-        """The Options column as DeepSpeed prints it (``f'{OffloadDeviceEnum.cpu:4}'`` is "cpu ")."""
+        """The Options column as DeepSpeed prints it
+        (``f'{OffloadDeviceEnum.cpu:4}'`` is "cpu ")."""
         device = lambda on: "cpu " if on else "none"  # noqa: E731
         if self.stage == 2:
             return f"offload_optimizer={device(self.offload_optimizer)}"
         return (
-            f"offload_param={device(self.offload_param)}, offload_optimizer={device(self.offload_optimizer)}, "
-            f"zero_init={int(self.zero_init)}"
+            f"offload_param={device(self.offload_param)}, "
+            f"offload_optimizer={device(self.offload_optimizer)}, zero_init={int(self.zero_init)}"
         )
 
     @property
     def printed(self) -> str:
-        """The row exactly as DeepSpeed prints it: ``f" {cpu/2**30:7.2f}GB | {gpu/2**30:6.2f}GB | ..."``."""
+        """The row exactly as DeepSpeed prints it:
+        ``f" {cpu/2**30:7.2f}GB | {gpu/2**30:6.2f}GB | ..."``."""
         return f" {self.cpu.printed} | {self.gpu.printed} | {self.options}"
 
     @property
@@ -229,8 +231,8 @@ def deepspeed_zero2(
     buffer_factor: Fraction = Fraction(3, 2),
     formula: str = "pr5099",
 ) -> DeepSpeedRow:
-    """DeepSpeed ``estimate_zero2_model_states_mem_needs`` (deepspeed/runtime/zero/stage_1_and_2.py),
-    as the code computes it, in bytes:
+    """DeepSpeed ``estimate_zero2_model_states_mem_needs``
+    (deepspeed/runtime/zero/stage_1_and_2.py), as the code computes it, in bytes:
 
     - offload_optimizer: GPU 2Ψ (fp16 params); CPU Ψ·max(4·total_gpus, 16)·factor per node;
     - otherwise: GPU 2Ψ + int(18Ψ/total_gpus) ("pr5099", today) or 4Ψ + int(16Ψ/total_gpus)
@@ -290,15 +292,16 @@ def deepspeed_zero3(
     """DeepSpeed ``estimate_zero3_model_states_mem_needs`` (deepspeed/runtime/zero/stage3.py), in
     bytes. GPU: 4·largest_layer (its fp16 params gathered + their fp16 grads) plus, by offload,
     int(18Ψ/total_gpus) (nothing offloaded), int(2Ψ/total_gpus) (optimizer offloaded: the fp16
-    param slice) or nothing (both offloaded). CPU per node, with gpus_factor = 1/nodes:
+    param slice) or nothing (both offloaded). CPU per node, with gpus_factor = 1/nodes and
+    g = gpus_per_node:
 
-    ==================  ==================================  ==========================================
-    offload             zero_init=1                         zero_init=0
-    ==================  ==================================  ==========================================
-    param + optimizer   Ψ·18·gpus_factor·factor             Ψ·max(4·gpus_per_node, 18·gpus_factor)·factor
-    optimizer only      Ψ·16·gpus_factor·factor             Ψ·max(4·gpus_per_node, 16·gpus_factor)·factor
-    none                largest_layer·4·gpus_per_node·f.    Ψ·4·gpus_per_node·factor
-    ==================  ==================================  ==========================================
+    ==================  ==========================  ==================================
+    offload             zero_init=1                 zero_init=0
+    ==================  ==========================  ==================================
+    param + optimizer   Ψ·18·gpus_factor·factor     Ψ·max(4·g, 18·gpus_factor)·factor
+    optimizer only      Ψ·16·gpus_factor·factor     Ψ·max(4·g, 16·gpus_factor)·factor
+    none                largest_layer·4·g·factor    Ψ·4·g·factor
+    ==================  ==========================  ==================================
 
     (Offloading parameters without the optimizer is not a DeepSpeed option and is refused.)"""
     psi, ll, gpn, nodes = (
@@ -373,7 +376,8 @@ def deepspeed_table(
     largest_layer: int | None = None,
     formula: str = "pr5099",
 ) -> tuple[DeepSpeedRow, ...]:
-    """Every row DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints, in its order."""
+    """Every row DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints, in its
+    order."""
     expect(stage in (2, 3), f"DeepSpeed's estimators cover ZeRO stage 2 and 3, got stage {stage!r}")
     if stage == 2:
         return tuple(
@@ -425,8 +429,8 @@ def megatron_theoretical_memory(
     distributed_optimizer: bool = False,
     micro_batches: int | None = None,
 ) -> Estimate:
-    """Megatron-LM ``report_theoretical_memory`` (megatron/training/theoretical_memory_usage.py) for a
-    dense GPT with LayerNorm, tied embeddings, no GQA/MoE/SwiGLU, no virtual pipeline; in bytes.
+    """Megatron-LM ``report_theoretical_memory`` (megatron/training/theoretical_memory_usage.py) for
+    a dense GPT with LayerNorm, tied embeddings, no GQA/MoE/SwiGLU, no virtual pipeline; in bytes.
 
     Weights and optimizer: the most loaded shard -- the first pipeline stage: (L/p layers of
     2h·(f + 2) + 4h² parameters, plus the final 2h layernorm, all over p) + the whole V·h embedding,
@@ -456,8 +460,9 @@ def megatron_theoretical_memory(
     block = L * per_layer_params + 2 * h
     shard = Fraction(Fraction(block, p) + V * h, t)
     why = (
-        f"the first stage holds (L·(2h(f+2) + 4h²) + 2h)/p + V·h = {float(shard * t):,.0f} parameters "
-        f"(the whole embedding, no biases, no position embeddings), / t = {float(shard):,.0f}"
+        "the first stage holds (L·(2h(f+2) + 4h²) + 2h)/p + V·h = "
+        f"{float(shard * t):,.0f} parameters (the whole embedding, no biases, no position "
+        f"embeddings), / t = {float(shard):,.0f}"
     )
     weights = [
         Term("bf16 params (2 B)", 2 * shard, why, "params"),
@@ -558,12 +563,14 @@ def megatron_theoretical_memory(
 
 
 # --- Accelerate ------------------------------------------------------------------------------
-#: ``accelerate estimate-memory``'s dtypes: the divisor of the fp32 size for the "Total Size" column.
+#: ``accelerate estimate-memory``'s dtypes: the divisor of the fp32 size for the "Total Size"
+#: column.
 ACCELERATE_DTYPES: Mapping[str, int] = {"float32": 1, "float16": 2, "int8": 4, "int4": 8}
 
 
 def accelerate_convert_bytes(size: float) -> str:
-    """accelerate.utils.convert_bytes: powers of 1024 labelled KB, MB, GB, rounded with round(x, 2)."""
+    """accelerate.utils.convert_bytes: powers of 1024 labelled KB, MB, GB, rounded with
+    round(x, 2)."""
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
         if size < 1024.0:
             return f"{round(size, 2)} {unit}"
@@ -632,7 +639,8 @@ def accelerate_table(
     dtypes: Sequence[str] = tuple(ACCELERATE_DTYPES),
 ) -> tuple[tuple[str, str, str, str], ...]:
     """The rows of ``accelerate estimate-memory``: (dtype, Largest Layer, Total Size, Training using
-    Adam), as it prints them. ``largest_layer`` is in parameters (fp32, 4 B each); None prints "?"."""
+    Adam), as it prints them. ``largest_layer`` is in parameters (fp32, 4 B each); None prints
+    "?"."""
     B = 4 * positive_int("params", psi) + buffer_bytes
     rows = []
     for dtype in dtypes:
@@ -669,8 +677,9 @@ def ours(
         Term(
             f"{state.value} ({p.bytes_per(state)} B/param)",
             where[state] * per_node,
-            f"{p.name}: {p.bytes_per(state)} B per parameter of Ψ = {report.model.psi:,}, divided by "
-            f"each axis it is split on ({report.strategy.placement.mode(state, 'data').value} on data)",
+            f"{p.name}: {p.bytes_per(state)} B per parameter of Ψ = {report.model.psi:,}, divided "
+            "by each axis it is split on "
+            f"({report.strategy.placement.mode(state, 'data').value} on data)",
             state.value,
         )
         for state in (State.PARAMS, State.GRADS, State.OPTIMIZER)
@@ -698,7 +707,8 @@ def ours(
 
 @dataclass(frozen=True)
 class Line:
-    """One kind of term on both sides: their bytes, ours, and why they differ (or that they agree)."""
+    """One kind of term on both sides: their bytes, ours, and why they differ (or that they
+    agree)."""
 
     kind: str
     theirs: Bytes

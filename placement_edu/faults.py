@@ -62,7 +62,8 @@ def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 
 def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    """Drop the re-synchronisation after the owner-only step: the all-gather, or the owners' broadcasts."""
+    """Drop the re-synchronisation after the owner-only step: the all-gather, or the owners'
+    broadcasts."""
     return tuple(
         o
         for o in ops
@@ -94,8 +95,8 @@ def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 @dataclass(frozen=True)
 class Fault:
     """A named fault (SPEC §5): the condition it breaks, what happens, what a strategy needs for it
-    to apply (``needs``, in words; ``applies``, read from the placement on a mesh), the edit it makes
-    to a derived schedule, and the transient terms it removes with the op it drops."""
+    to apply (``needs``, in words; ``applies``, read from the placement on a mesh), the edit it
+    makes to a derived schedule, and the transient terms it removes with the op it drops."""
 
     name: str
     condition: str  # "gradient_integrity" or "state_consistency"
@@ -113,7 +114,8 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
             Fault(
                 "skip-grad-reduce",
                 "gradient_integrity",
-                "the data-axis gradient reduction is left out, so each rank steps on its own partial gradient",
+                "the data-axis gradient reduction is left out, so each rank steps on its own "
+                "partial gradient",
                 "a data axis of degree > 1",
                 _data_axis,
                 _skip_grad_reduce,
@@ -129,8 +131,10 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
             Fault(
                 "skip-param-sync",
                 "state_consistency",
-                "owners update their slice of the replicated parameters and the all-gather after the step is skipped",
-                "params replicated (R) on the data axis with the optimizer state split there (S, SG or OFF)",
+                "owners update their slice of the replicated parameters and the all-gather after "
+                "the step is skipped",
+                "params replicated (R) on the data axis with the optimizer state split there (S, "
+                "SG or OFF)",
                 _owner_only_update,
                 _skip_param_sync,
                 removes=("gather_buffer",),
@@ -139,7 +143,8 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 "unsynced-init",
                 "state_consistency",
                 "ranks initialise from different seeds and no start-up broadcast follows",
-                "params replicated (R) along a batch-splitting axis of degree > 1, made identical by a start-up broadcast",
+                "params replicated (R) along a batch-splitting axis of degree > 1, made identical "
+                "by a start-up broadcast",
                 _replicas_broadcast_at_start,
                 _unsynced_init,
             ),
@@ -180,12 +185,14 @@ def strategies_for(name: str) -> tuple[str, ...]:
 
 
 def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Schedule:
-    """``schedule`` with fault ``fault_name`` edited in; refused (PlacementError) where it does not apply."""
+    """``schedule`` with fault ``fault_name`` edited in; refused (PlacementError) where it does not
+    apply."""
     fault = _fault(fault_name)
     if not fault.applies(strategy, mesh):
         raise PlacementError(
-            f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on {mesh}: "
-            f"it needs {fault.needs}; it applies to: {', '.join(strategies_for(fault.name))}",
+            f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on "
+            f"{mesh}: it needs {fault.needs}; it applies to: "
+            f"{', '.join(strategies_for(fault.name))}",
             in_context=True,
         )
     return schedule.edited(fault.edit)

@@ -69,9 +69,10 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "model",
                 "torch.nn.parallel.DistributedDataParallel",
                 "ddp",
-                "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 MiB, then 25 MiB, in "
-                "reverse parameter order) so that communication overlaps backward; the ideal schedule has one "
-                "all-reduce of the whole gradient -- the same bytes.",
+                "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 "
+                "MiB, then 25 MiB, in reverse parameter order) so that communication overlaps "
+                "backward; the ideal schedule has one all-reduce of the whole gradient -- the same "
+                "bytes.",
             ),
             Implementation(
                 "zero_redundancy",
@@ -80,8 +81,9 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "model",
                 "torch.distributed.optim.ZeroRedundancyOptimizer under DDP",
                 "zero_redundancy",
-                "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, where the ideal "
-                "schedule has one broadcast per owner -- the same bytes; the gradient all-reduce is DDP's, bucketed.",
+                "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, "
+                "where the ideal schedule has one broadcast per owner -- the same bytes; the "
+                "gradient all-reduce is DDP's, bucketed.",
             ),
             Implementation(
                 "fsdp2",
@@ -111,8 +113,8 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded",
                 "fsdp2",
                 _FSDP2_ORDER
-                + "; and reshard_after_forward=None keeps the root's unit gathered from forward into "
-                "backward, so it is gathered once, not twice (SPEC §4).",
+                + "; and reshard_after_forward=None keeps the root's unit gathered from forward "
+                "into backward, so it is gathered once, not twice (SPEC §4).",
                 reshard=None,
             ),
             Implementation(
@@ -123,9 +125,10 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "DTensor tensor parallelism: parallelize_module with "
                 "ColwiseParallel / RowwiseParallel (Megatron's plan)",
                 "dtensor_tp",
-                "DTensor all-reduces the gradient of the replicated block input once per column-parallel module "
-                "that reads it (q, k, v and up: 4 per layer), where Megatron's f sums them first and all-reduces "
-                "once per block (2): twice the backward tensor-parallel traffic, 1.5x per step.",
+                "DTensor all-reduces the gradient of the replicated block input once per "
+                "column-parallel module that reads it (q, k, v and up: 4 per layer), where "
+                "Megatron's f sums them first and all-reduces once per block (2): twice the "
+                "backward tensor-parallel traffic, 1.5x per step.",
             ),
             Implementation(
                 "pipelining_gpipe",
@@ -144,9 +147,10 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "model",
                 "torch.distributed.pipelining Schedule1F1B",
                 "pipelining",
-                "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook p - stage - 1 of "
-                "the ideal schedule, and fires each forward send with the next backward's receive (and each "
-                "backward send with the next forward's receive): the same messages and bytes in another order.",
+                "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook "
+                "p - stage - 1 of the ideal schedule, and fires each forward send with the next "
+                "backward's receive (and each backward send with the next forward's receive): the "
+                "same messages and bytes in another order.",
                 pipeline_schedule="1f1b",
             ),
         )
@@ -193,8 +197,8 @@ def parse_model(text: str) -> tuple[int, ...]:
         widths = ()
     expect(
         len(widths) >= 2 and all(0 < w <= MAX_COUNT for w in widths),
-        f"model {text!r}: the widths must be at least two positive integers (at most {MAX_COUNT:,}), "
-        "e.g. mlp:64,128,128,16",
+        f"model {text!r}: the widths must be at least two positive integers (at most "
+        f"{MAX_COUNT:,}), e.g. mlp:64,128,128,16",
     )
     expect(
         sum(a * b + b for a, b in zip(widths, widths[1:])) <= 10**8,
@@ -229,13 +233,14 @@ class TorchRefConfig:
             linears = len(widths) - 1
             expect(
                 2 <= n <= min(linears, PIPELINE_MICRO_BATCHES),
-                f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has {linears}; "
-                f"give an MLP with at least {n} Linears (e.g. mlp:64" + ",128" * (n - 1) + ",16)",
+                f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has "
+                f"{linears}; give an MLP with at least {n} Linears (e.g. "
+                "mlp:64" + ",128" * (n - 1) + ",16)",
             )
             expect(
                 len(set(widths[1:-1])) <= 1,
-                f"{self.impl}: the core prices one activation size at every stage boundary, so the hidden "
-                f"widths of {self.model} must be equal (e.g. mlp:64,128,128,16)",
+                f"{self.impl}: the core prices one activation size at every stage boundary, so the "
+                f"hidden widths of {self.model} must be equal (e.g. mlp:64,128,128,16)",
             )
         expect(
             tensor_parallel == (widths == ()),
@@ -248,14 +253,15 @@ class TorchRefConfig:
         )
         expect(
             not tensor_parallel or TRANSFORMER["heads"] % n == 0,
-            f"dtensor_tp splits the {TRANSFORMER['heads']} heads over the ranks: world_size must divide "
-            f"{TRANSFORMER['heads']} (2, 4 or 8), got {n}",
+            f"dtensor_tp splits the {TRANSFORMER['heads']} heads over the ranks: world_size must "
+            f"divide {TRANSFORMER['heads']} (2, 4 or 8), got {n}",
         )
         positive_int("rows_per_rank", self.rows_per_rank)
 
     @property
     def axis(self) -> str:
-        """The one mesh axis the implementation's placement splits states on: data, tensor or pipeline."""
+        """The one mesh axis the implementation's placement splits states on: data, tensor or
+        pipeline."""
         return get_strategy(IMPLEMENTATIONS[self.impl].placement).axes[0]
 
     @property
@@ -375,7 +381,8 @@ DDP_BUCKET_BYTES = 25 * 1024 * 1024
 
 
 def ddp_buckets(tensor_bytes: list[int], step: int) -> list[int]:
-    """Bytes of each bucket DDP all-reduces at ``step``, in order; ``tensor_bytes`` in parameter order."""
+    """Bytes of each bucket DDP all-reduces at ``step``, in order; ``tensor_bytes`` in parameter
+    order."""
     if step == 0:
         return [sum(tensor_bytes)]
     buckets, current, limit = [], 0, DDP_FIRST_BUCKET_BYTES
@@ -389,7 +396,8 @@ def ddp_buckets(tensor_bytes: list[int], step: int) -> list[int]:
 
 def zero_redundancy_broadcasts(tensor_elements: list[int], n: int) -> list[tuple[int, int]]:
     """(owner, elements) of each broadcast ``ZeroRedundancyOptimizer._sync_params`` issues after the
-    step: owner by owner, each owner's tensors largest first (its partition keeps the sorted order)."""
+    step: owner by owner, each owner's tensors largest first (its partition keeps the sorted
+    order)."""
     owners = greedy_partition(tensor_elements, n)
     order = sorted(range(len(tensor_elements)), key=lambda i: (-tensor_elements[i], i))
     return [(r, tensor_elements[i]) for r in range(n) for i in order if owners[i] == r]

@@ -72,7 +72,8 @@ class Memory:
             for state in MODEL_STATES:
                 if mine.get(state, 0) != theirs.get(state, 0):
                     out.append(
-                        f"{state} ({where}): {plain_bytes(mine.get(state, 0))} vs {plain_bytes(theirs.get(state, 0))}"
+                        f"{state} ({where}): {plain_bytes(mine.get(state, 0))} vs "
+                        f"{plain_bytes(theirs.get(state, 0))}"
                     )
         for term in terms:
             if self.transient_peak(term) != other.transient_peak(term):

@@ -63,7 +63,8 @@ class Mesh:
         return math.prod(d for _, d in self.degrees)
 
     def coords(self, rank: int) -> dict[str, int]:
-        """The index of ``rank`` along data, tensor and pipeline (and replica when the mesh has it)."""
+        """The index of ``rank`` along data, tensor and pipeline (and replica when the mesh has
+        it)."""
         if not 0 <= rank < self.world_size:
             raise PlacementError(f"rank {rank} is outside a mesh of {self.world_size} devices")
         out: dict[str, int] = {}
@@ -76,9 +77,9 @@ class Mesh:
 
     def group(self, rank: int, axis: str) -> list[int]:
         """The ranks that share every coordinate with ``rank`` except along ``axis``."""
-        # With the layout of the class docstring, a step along ``axis`` moves the rank by the product
-        # of the degrees of the axes inside it: the group is an arithmetic run of ranks (computed,
-        # not searched, so a mesh of 2^40 devices costs no more than one of 4).
+        # With the layout of the class docstring, a step along ``axis`` moves the rank by the
+        # product of the degrees of the axes inside it: the group is an arithmetic run of ranks
+        # (computed, not searched, so a mesh of 2^40 devices costs no more than one of 4).
         mine = self.coords(rank)
         stride = (
             math.prod(self.degree(a) for a in AXES[AXES.index(axis) + 1 :]) if axis in AXES else 1

@@ -132,7 +132,8 @@ class ModelSpec(IdealSlices):
         return Fraction(self.activation_bytes, tensor) * layers_here / self.layers
 
     def tensor_replicated_elements(self, layers: range, last_stage: bool) -> Number:
-        """Parameters of ``layers`` left whole on every tensor rank (their share of replicated_elements)."""
+        """Parameters of ``layers`` left whole on every tensor rank (their share of
+        replicated_elements)."""
         return Fraction(self.replicated_elements * len(layers), self.layers)
 
     @property
@@ -142,7 +143,8 @@ class ModelSpec(IdealSlices):
 
 @dataclass(frozen=True)
 class TransformerSpec(IdealSlices):
-    """A GPT-style decoder: ``layers`` blocks of attention + MLP, learned positions, tied embeddings.
+    """A GPT-style decoder: ``layers`` blocks of attention + MLP, learned positions, tied
+    embeddings.
 
     Parameter count per layer: 4h² + 4h (QKV and output projections with biases) + 2hf + f + h
     (MLP with biases) + 4h (two layernorms); plus embeddings V·h + s·h and a final layernorm 2h.
@@ -203,13 +205,15 @@ class TransformerSpec(IdealSlices):
 
     def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
         """Parameters Megatron leaves whole on every tensor rank: two layernorms (4h) and the biases
-        of the two row-parallel layers (2h) per layer, and the final layernorm (2h) on the last stage."""
+        of the two row-parallel layers (2h) per layer, and the final layernorm (2h) on the last
+        stage."""
         return 6 * self.hidden * len(layers) + (2 * self.hidden if last_stage else 0)
 
     def activation_bytes_per_layer(self, tensor: int = 1) -> Fraction:
-        """Bytes of activations one layer keeps for backward, for one micro-batch on one of ``tensor``
-        tensor-parallel ranks: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-        Transformer Models", Table 2 (16-bit; the coefficients are already bytes, SPEC §3).
+        """Bytes of activations one layer keeps for backward, for one micro-batch on one of
+        ``tensor`` tensor-parallel ranks: Korthikanti et al. 2022, "Reducing Activation
+        Recomputation in Large Transformer Models", Table 2 (16-bit; the coefficients are already
+        bytes, SPEC §3).
 
         ==================  ==========================  ====================
         recompute           tensor parallel t           with sequence parallel
@@ -336,7 +340,8 @@ class ConcreteModel:
         )
         expect(
             self.rule != "greedy" or self.units == "model",
-            "the greedy rule owns whole tensors for an optimizer step; it has no gather units (units='model')",
+            "the greedy rule owns whole tensors for an optimizer step; it has no gather units "
+            "(units='model')",
         )
 
     @classmethod
@@ -417,11 +422,13 @@ class ConcreteModel:
                 dim = {"col": 0, "row": 1}.get(t.tp, len(shape))
                 expect(
                     dim < len(shape),
-                    f"tensor {t.name}: tp split {t.tp!r} does not fit shape {shape}; use 'col' or 'row'",
+                    f"tensor {t.name}: tp split {t.tp!r} does not fit shape {shape}; use 'col' or "
+                    "'row'",
                 )
                 expect(
                     shape[dim] % degree == 0,
-                    f"tensor {t.name}: dim {dim} of size {shape[dim]} is not divisible by tensor degree {degree}",
+                    f"tensor {t.name}: dim {dim} of size {shape[dim]} is not divisible by tensor "
+                    f"degree {degree}",
                 )
                 shape = shape[:dim] + (shape[dim] // degree,) + shape[dim + 1 :]
             out.append((t.name, shape))

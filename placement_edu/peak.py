@@ -1,27 +1,28 @@
 """The peak of a real model's step (SPEC §3, "The peak of a real model"), derived without torch.
 
 Inputs are plain data: the model's tensors (``placement_edu.architectures``), an activation profile
-measured from the module (``ActivationProfile``, filled by ``placement_edu.runtime.activation_profile``),
-the rank of an FSDP2 group of N (``fully_shard`` on every block, then on the root), a precision
-with storage, compute and reduce dtypes, and the optimizer's variant. Output: the bytes of every
-state on that rank, and the live set at every event of the step; the peak is the largest, named by
-its event. All figures are bytes; GB = 10^9 bytes, GiB = 2^30 bytes where shown.
+measured from the module (``ActivationProfile``, filled by
+``placement_edu.runtime.activation_profile``), the rank of an FSDP2 group of N (``fully_shard`` on
+every block, then on the root), a precision with storage, compute and reduce dtypes, and the
+optimizer's variant. Output: the bytes of every state on that rank, and the live set at every event
+of the step; the peak is the largest, named by its event. All figures are bytes; GB = 10^9 bytes,
+GiB = 2^30 bytes where shown.
 
 FSDP2's storage, as PyTorch lays it out:
 - every tensor is split along dim 0 into chunks of ceil(rows/N) rows; every rank *stores* a padded
   chunk (the last ranks hold fewer rows, or none, in the same storage);
 - a unit's all-gather fills one flat buffer of N padded chunks in the compute dtype; the unsharded
-  parameters are copied out of it (padded per tensor); the root unit stays gathered from forward into
-  backward (``reshard_after_forward`` is False for the root), blocks are freed after their forward and
-  gathered again in backward, one block ahead (the implicit backward prefetch);
+  parameters are copied out of it (padded per tensor); the root unit stays gathered from forward
+  into backward (``reshard_after_forward`` is False for the root), blocks are freed after their
+  forward and gathered again in backward, one block ahead (the implicit backward prefetch);
 - a unit's gradients are reduce-scattered from one padded flat buffer in the reduce dtype, and the
-  sharded gradient is a view into the padded output chunk; the last input buffer lives until the next
-  reduce-scatter is issued;
+  sharded gradient is a view into the padded output chunk; the last input buffer lives until the
+  next reduce-scatter is issued;
 - Adam's m and v are ``zeros_like`` the local shard (unpadded: the rows this rank holds), plus one
   fp32 ``step`` scalar per tensor (4 B each, on a CPU group);
 - foreach Adam (PyTorch's default on GPUs) makes ``sqrt(v)`` for every local element at the step:
-  +4 B per local parameter in fp32. Fused Adam makes none; the for-loop variant makes two temporaries
-  the size of one tensor at a time.
+  +4 B per local parameter in fp32. Fused Adam makes none; the for-loop variant makes two
+  temporaries the size of one tensor at a time.
 """
 
 from __future__ import annotations
@@ -74,12 +75,14 @@ ZERO_MIXED = ZERO_PRESETS["mixed_adam"]
 @dataclass(frozen=True)
 class Moment:
     """One measured moment of the profile's two-block step: ``live`` bytes of activations and
-    temporaries (``MemTracker``'s Activation + Temp) at the peak of one module's forward or backward,
-    and ``grads`` bytes of gradients of the root and of the running block made by then (compute dtype).
+    temporaries (``MemTracker``'s Activation + Temp) at the peak of one module's forward or
+    backward, and ``grads`` bytes of gradients of the root and of the running block made by then
+    (compute dtype).
 
-    ``block``: None for a moment outside the blocks; -1 the last block's forward; 1 a block's backward
-    (it stands for every block k >= 1 of an L-block step: block k sees k - 1 more blocks' activations
-    than the profile's block 1); 0 the first block's. Moments after the blocks see L - 2 more blocks."""
+    ``block``: None for a moment outside the blocks; -1 the last block's forward; 1 a block's
+    backward (it stands for every block k >= 1 of an L-block step: block k sees k - 1 more blocks'
+    activations than the profile's block 1); 0 the first block's. Moments after the blocks see L - 2
+    more blocks."""
 
     name: str
     phase: str
@@ -114,9 +117,9 @@ class ActivationProfile:
     #: Bytes of the module's buffers (Llama's RoPE inverse frequencies), which every rank keeps.
     buffers: int = 0
     #: Bytes of ``block`` that tensor parallelism (Megatron's column- then row-parallel pairs) would
-    #: split over t: what is saved between the pair. The rest of ``block`` -- norms, the inputs of the
-    #: column-parallel layers, dropout after the row-parallel one -- stays whole on every tensor rank,
-    #: and is what sequence parallelism splits too.
+    #: split over t: what is saved between the pair. The rest of ``block`` -- norms, the inputs of
+    #: the column-parallel layers, dropout after the row-parallel one -- stays whole on every tensor
+    #: rank, and is what sequence parallelism splits too.
     block_tp_split: int = 0
 
     def activations(self, layers: int) -> int:
@@ -213,7 +216,7 @@ def input_bytes(micro_batch: int, seq: int) -> int:
     return 2 * micro_batch * seq * 8
 
 
-# --- the step --------------------------------------------------------------------------------------
+# --- the step -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Event:
     """The live bytes at one event of the step, by term; ``total`` is their sum."""
@@ -270,8 +273,9 @@ class StepPeak:
 
 
 def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
-    """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for all
-    of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one tensor."""
+    """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for
+    all of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one
+    tensor."""
     expect(
         optimizer in OPTIMIZERS, f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}"
     )
@@ -288,7 +292,8 @@ def derive(
 ) -> StepPeak:
     """Rank ``rank``'s states and the live set at every event of one steady-state step (optimizer
     state present, gradients freed by ``zero_grad``), under FSDP2 per block and on the root when
-    ``devices`` > 1 or precision is mixed, plain single-device training when ``devices`` == 1 and fp32."""
+    ``devices`` > 1 or precision is mixed, plain single-device training when ``devices`` == 1 and
+    fp32."""
     arch = get_architecture(arch)
     prec = (
         PRECISIONS[precision]
@@ -299,7 +304,8 @@ def derive(
         raise PlacementError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
     expect(
         profile.compute == prec.compute_name,
-        f"the profile was measured in {profile.compute}, the precision {prec.name} computes in {prec.compute_name}",
+        f"the profile was measured in {profile.compute}, the precision {prec.name} computes in "
+        f"{prec.compute_name}",
     )
     expect(
         arch.layers >= 2,
@@ -323,7 +329,8 @@ def derive(
     c, r = prec.compute, prec.reduce
     blk = blocks[0]
     gathered_root = {"root gathered": root.gathered * c} if fsdp else {}
-    # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies remain).
+    # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies
+    # remain).
     ag, rs = (blk.gathered * c, blk.gathered * r) if devices > 1 else (0, 0)
     events: list[Event] = []
 

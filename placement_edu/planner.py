@@ -85,9 +85,9 @@ def default_transformer(
     )
     model = with_ffn(shape, f)
     words = (
-        f"no transformer flags: assumed {name}'s shape ({source}), GPT-style blocks, L={layers} h={h} a={a} "
-        f"s={s} V={v} b={micro_batch}, with MLP width f={f:,} chosen so that Ψ = {model.psi:,} "
-        f"(asked {psi:,})"
+        f"no transformer flags: assumed {name}'s shape ({source}), GPT-style blocks, "
+        f"L={layers} h={h} a={a} s={s} V={v} b={micro_batch}, with MLP width f={f:,} chosen so "
+        f"that Ψ = {model.psi:,} (asked {psi:,})"
     )
     return model, words
 
@@ -102,7 +102,8 @@ DATA_PLACEMENTS: dict[str, tuple[str, str, str, bool]] = {
     "fsdp_grad_op": ("SG", "S", "S", False),
 }
 RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
-#: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per server).
+#: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per
+#: server).
 MAX_TENSOR = 8
 
 
@@ -185,7 +186,8 @@ def comm_seconds(
     one gather, the optimizer's all-gather) or once per micro-batch (tensor-parallel collectives,
     pipeline sends, resharded gathers, and ZeRO-2/3's reductions under SPEC §4 rule 5), so its
     seconds are affine in m: derived at m = 1 and m = 2, they are exact at any m, without listing
-    m micro-batches' operations (``tests/test_planner.py`` checks this against the full derivation)."""
+    m micro-batches' operations (``tests/test_planner.py`` checks this against the full
+    derivation)."""
     m = strategy.micro_batches
     one, two = (
         comm_time(derive_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw)
@@ -273,13 +275,19 @@ class Plan:
         if t.bubble_s:
             parts.append(f"pipeline bubble {t.bubble_s:.3g} s")
         head = f"#{i + 1} {c.label()}: {t.total_s:.3g} s per step = " + " + ".join(parts)
-        room = f"; peak {c.peak_bytes / GB:.1f} GB leaves {-c.over_bytes / GB:.1f} GB of the {self.budget_bytes / GB:g} GB"
+        room = (
+            f"; peak {c.peak_bytes / GB:.1f} GB leaves {-c.over_bytes / GB:.1f} GB of the "
+            f"{self.budget_bytes / GB:g} GB"
+        )
         if i == 0:
             why = "; the fastest that fits"
         else:
             prev = self.ranked[i - 1].time
             assert prev is not None
-            why = f"; {t.total_s - prev.total_s:.3g} s ({t.total_s / prev.total_s - 1:.2%}) slower than #{i}"
+            why = (
+                f"; {t.total_s - prev.total_s:.3g} s ({t.total_s / prev.total_s - 1:.2%}) "
+                f"slower than #{i}"
+            )
         return head + room + why + "."
 
     def to_dict(self) -> dict[str, Any]:
@@ -317,9 +325,9 @@ class Plan:
             t = c.time
             assert t is not None
             out.append(
-                f"  {i + 1:>3}. {c.label().ljust(width)}  {t.total_s:8.3f} s  (compute {t.compute_s:.3f}, "
-                f"comm {t.comm_s:.3f}, exposed {t.exposed_comm_s:.3f}, bubble {t.bubble_s:.3f})  "
-                f"peak {c.peak_bytes / GB:.1f} GB"
+                f"  {i + 1:>3}. {c.label().ljust(width)}  {t.total_s:8.3f} s  (compute "
+                f"{t.compute_s:.3f}, comm {t.comm_s:.3f}, exposed {t.exposed_comm_s:.3f}, bubble "
+                f"{t.bubble_s:.3f})  peak {c.peak_bytes / GB:.1f} GB"
             )
         out += ["Why:"] + [f"  {self.explain(i)}" for i in range(min(3, len(self.ranked)))]
         out.append("Over the budget (smallest excess first):")
@@ -331,7 +339,8 @@ class Plan:
         if plain_dp:
             c = min(plain_dp, key=lambda c: c.over_bytes)
             out.append(
-                f"  plain {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB over"
+                f"  plain {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB "
+                "over"
             )
         return out
 
@@ -350,8 +359,8 @@ def plan(
     recomputes: tuple[str, ...] = RECOMPUTES,
     assumption: str = "",
 ) -> Plan:
-    """Rank every placement of ``model`` on ``devices`` devices that fits ``memory_bytes`` per device
-    (default: the hardware's memory) by predicted step time.
+    """Rank every placement of ``model`` on ``devices`` devices that fits ``memory_bytes`` per
+    device (default: the hardware's memory) by predicted step time.
 
     ``global_batch``: sequences per optimizer step (default 1024: Llama 2's 4M tokens at s = 4096).
     Each data-parallel replica (r·d of them) takes global_batch/(r·d) sequences in micro-batches of

@@ -45,9 +45,9 @@ PRESETS: Mapping[str, Precision] = MappingProxyType(
         # Megatron-LM / nanotron: bf16 params, fp32 main grads, fp32 master + m + v: 18 B/param.
         "mixed_adam_fp32_grads": Precision("mixed_adam_fp32_grads", 2, 4, 12, 2),
         # bf16 gradients plus an fp32 accumulation copy (2 + 4 gradient bytes): the Ultra-Scale
-        # Playbook's 20 B/param (HuggingFace 2025, "Memory usage in Transformers": 2Ψ params, 2Ψ grads,
-        # 4Ψ fp32 grads for accumulation, 12Ψ optimizer), and the 2 + 4 bytes per gradient that
-        # DeepSpeed's ZeRO memory estimators count.
+        # Playbook's 20 B/param (HuggingFace 2025, "Memory usage in Transformers": 2Ψ params, 2Ψ
+        # grads, 4Ψ fp32 grads for accumulation, 12Ψ optimizer), and the 2 + 4 bytes per gradient
+        # that DeepSpeed's ZeRO memory estimators count.
         "mixed_adam_fp32_accum": Precision("mixed_adam_fp32_accum", 2, 6, 12, 2),
         # What the runtime uses by default, so rounding vanishes next to real faults.
         "fp64_adam": Precision("fp64_adam", 8, 8, 16, 8),
@@ -65,7 +65,8 @@ TRIPLE_FORM = "P/G/O or P/G/O/A bytes per element (e.g. 2/6/12; activations defa
 
 def parse_precision(text: str) -> Precision:
     """Read a custom "P/G/O" (or "P/G/O/A") string of bytes per element: "2/6/12" is
-    Precision("2/6/12", 2, 6, 12, 2). The name is the text itself, so a report shows what was typed."""
+    Precision("2/6/12", 2, 6, 12, 2). The name is the text itself, so a report shows what was
+    typed."""
     parts = [part.strip() for part in text.split("/")]
     if len(parts) not in (3, 4) or not all(
         part.isascii() and part.isdigit() and len(part) <= 6 for part in parts

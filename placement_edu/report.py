@@ -24,7 +24,8 @@ from placement_edu.units import fmt_bytes, fmt_gb, plain
 
 @dataclass(frozen=True)
 class Report:
-    """What ``strategy`` costs one device (``rank``) of ``mesh`` for ``model`` under ``precision``."""
+    """What ``strategy`` costs one device (``rank``) of ``mesh`` for ``model`` under
+    ``precision``."""
 
     strategy: Strategy
     model: Model
@@ -144,8 +145,9 @@ class Report:
                     a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()
                 },
                 "host_link_bytes": plain(self.schedule.host_link_bytes),
-                # each op once, with how many times in a row it runs ("times"; a repeated micro-batch
-                # pass) and the micro-batches it runs for ("micro_batches": first and last)
+                # each op once, with how many times in a row it runs ("times"; a repeated
+                # micro-batch pass) and the micro-batches it runs for ("micro_batches": first and
+                # last)
                 "schedule": [
                     {
                         "op": o.op,

@@ -65,8 +65,8 @@ class Strategy:
         object.__setattr__(self, "micro_batches", positive_int("micro_batches", self.micro_batches))
         expect(
             self.micro_batches <= MAX_MICRO_BATCHES,
-            f"micro_batches must be at most {show_limit(MAX_MICRO_BATCHES)}, far beyond any real step, "
-            f"got {self.micro_batches:,}",
+            f"micro_batches must be at most {show_limit(MAX_MICRO_BATCHES)}, far beyond any real "
+            f"step, got {self.micro_batches:,}",
         )
         if self.owner_update not in OWNER_UPDATES:
             raise PlacementError(
@@ -270,7 +270,8 @@ COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType(
             ),
             _s(
                 "hsdp",
-                "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
+                "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica "
+                "groups",
                 params={"replica": "R", "data": "SG"},
                 grads={"replica": "R", "data": "S"},
                 optimizer={"replica": "R", "data": "S"},
@@ -283,7 +284,8 @@ COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType(
 
 def example_mesh(strategy: Strategy, devices: int = 4, per_axis: int = 2) -> Mesh:
     """The small mesh the checker uses when none is given: ``devices`` on a one-axis strategy's
-    axis (data=4 for zero3), ``per_axis`` devices on each axis of a composition (data=2,tensor=2)."""
+    axis (data=4 for zero3), ``per_axis`` devices on each axis of a composition
+    (data=2,tensor=2)."""
     if len(strategy.axes) == 1:
         return strategy.default_mesh(devices)
     return Mesh.of(**{axis: per_axis for axis in strategy.axes})

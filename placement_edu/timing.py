@@ -14,8 +14,8 @@ SPEC §4 counts bytes; this module turns them into seconds. Read top to bottom:
 - ``compute_bound_tokens``  the tokens per device above which a strategy is compute-bound
 
 Units: seconds, bytes, bytes per second, FLOP/s. Every time is a float (a time is a model, not an
-exact count: the bytes it starts from stay exact in ``schedule``). Two views of the same step, side by
-side (SPEC §9): *volume* (``Schedule.ring_bytes``, exact) and *time* (this module, a model).
+exact count: the bytes it starts from stay exact in ``schedule``). Two views of the same step, side
+by side (SPEC §9): *volume* (``Schedule.ring_bytes``, exact) and *time* (this module, a model).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from placement_edu.schedule import (
 )
 from placement_edu.strategies import Strategy, get_strategy
 
-#: The passes a step's time is split into; "step" is the optimizer step (its compute is not modelled).
+#: The passes a step's time is split into; "step" is the optimizer step (its compute is not
+#: modelled).
 PASSES: tuple[str, ...] = ("forward", "backward", "step")
 #: How communication may hide under compute (SPEC §9). "none": every collective waits for compute
 #: and compute for it; "per_pass": each pass's collectives run under that pass's compute.
@@ -70,7 +71,8 @@ class Link:
             isinstance(self.bandwidth, (int, float))
             and math.isfinite(self.bandwidth)
             and self.bandwidth > 0,
-            f"a link's bandwidth is bytes per second > 0 (e.g. 450e9 for NVLink 4), got {self.bandwidth!r}",
+            "a link's bandwidth is bytes per second > 0 (e.g. 450e9 for NVLink 4), got "
+            f"{self.bandwidth!r}",
         )
 
 
@@ -93,12 +95,13 @@ class Hardware:
     def __post_init__(self) -> None:
         expect(
             isinstance(self.flops, (int, float)) and math.isfinite(self.flops) and self.flops > 0,
-            f"hardware {self.name!r}: flops is achieved FLOP/s per device > 0 (e.g. 400e12), got {self.flops!r}",
+            f"hardware {self.name!r}: flops is achieved FLOP/s per device > 0 (e.g. 400e12), got "
+            f"{self.flops!r}",
         )
         expect(
             isinstance(self.memory_bytes, int) and self.memory_bytes > 0,
-            f"hardware {self.name!r}: memory_bytes is a whole number of bytes > 0 (e.g. 80 * 10**9), "
-            f"got {self.memory_bytes!r}",
+            f"hardware {self.name!r}: memory_bytes is a whole number of bytes > 0 (e.g. 80 * "
+            f"10**9), got {self.memory_bytes!r}",
         )
         object.__setattr__(self, "links", tuple(dict(self.links).items()))  # accept a mapping too
 
@@ -187,23 +190,26 @@ def _one_node(name: str, flops: float, source: str, inside: Link, host: Link) ->
     )
 
 
-#: Named presets. A plain dict, so the other engineer's calibrated "this_machine" can be added to it.
+#: Named presets. A plain dict, so the other engineer's calibrated "this_machine" can be added to
+#: it.
 HARDWARE: dict[str, Hardware] = {
     "a100-nvlink-ib": _cluster("a100-nvlink-ib", 0.5 * 312e12, _A100, NVLINK3, IB_HDR, PCIE4),
     "h100-nvlink-ib": _cluster("h100-nvlink-ib", 0.4 * 989e12, _H100, NVLINK4, IB_NDR, PCIE5),
     "a100-nvlink": _one_node("a100-nvlink", 0.5 * 312e12, _A100, NVLINK3, PCIE4),
     "h100-nvlink": _one_node("h100-nvlink", 0.4 * 989e12, _H100, NVLINK4, PCIE5),
-    # Measured, not published: `placement-edu calibrate` prints this line (README, "Calibrating this machine").
+    # Measured, not published: `placement-edu calibrate` prints this line (README, "Calibrating this
+    # machine").
     "this_machine": Hardware(
         "this_machine",
         3.22e10,
         25276203008,
         tuple((axis, Link(3.94e-4, 1.17e9)) for axis in ("data", "tensor", "pipeline", "replica")),
-        source="fitted by `placement-edu calibrate` on this 2-core machine (shared with other jobs), 2026-12-03: "
-        "gloo over loopback at N = 2, 4, payloads 1 KiB-4 MiB, median of 10 repeats, pooled over "
-        "all-reduce, all-gather, reduce-scatter and send (rms relative error 59%); spread (max-min)/median "
-        "over repeats: median 179%, worst 1418%; flops: a float64 256x256 matmul, 2 ranks at once "
-        "(the toy MLP's own step achieves ~0.07e9); memory: the machine's RAM, shared by every rank",
+        source="fitted by `placement-edu calibrate` on this 2-core machine (shared with other "
+        "jobs), 2026-12-03: gloo over loopback at N = 2, 4, payloads 1 KiB-4 MiB, median of 10 "
+        "repeats, pooled over all-reduce, all-gather, reduce-scatter and send (rms relative error "
+        "59%); spread (max-min)/median over repeats: median 179%, worst 1418%; flops: a float64 "
+        "256x256 matmul, 2 ranks at once (the toy MLP's own step achieves ~0.07e9); memory: the "
+        "machine's RAM, shared by every rank",
         host_link=Link(
             1.41e-5, 1.80e10, "a memory copy (CPU-only: the 'host link' of offloaded state)"
         ),
@@ -252,8 +258,8 @@ def op_link(op: Op, hw: Hardware) -> Link | None:
     if op.op in HOST_TRANSFERS:
         expect(
             hw.host_link is not None,
-            f"hardware {hw.name!r} has no host link, but the schedule moves offloaded state ({op.op}); "
-            "give it host_link=Link(...) (PCIe)",
+            f"hardware {hw.name!r} has no host link, but the schedule moves offloaded state "
+            f"({op.op}); give it host_link=Link(...) (PCIe)",
         )
         return hw.host_link
     if op.is_collective and op.axis is not None:
@@ -372,7 +378,8 @@ class StepTime:
 
 def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
     """Tokens per device a transformer's shape fixes: m micro-batches of b sequences of s tokens on
-    each data replica, shared by its t·p devices (m·b·s/(t·p)); None for a model without a sequence."""
+    each data replica, shared by its t·p devices (m·b·s/(t·p)); None for a model without a
+    sequence."""
     if not isinstance(model, TransformerSpec):
         return None
     share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(
@@ -415,9 +422,10 @@ def step_time(
         )
         expect(
             math.isclose(float(tokens_per_device), float(fixed), rel_tol=1e-12),
-            f"this transformer's shape fixes the tokens per device: m·b·s/(t·p) = {strategy.micro_batches}·"
-            f"{model.micro_batch}·{model.seq}/{share} = {float(fixed):g}, got tokens_per_device="
-            f"{tokens_per_device!r}; change micro_batch or micro_batches, or leave tokens_per_device out",
+            "this transformer's shape fixes the tokens per device: m·b·s/(t·p) = "
+            f"{strategy.micro_batches}·{model.micro_batch}·{model.seq}/{share} = {float(fixed):g}, "
+            f"got tokens_per_device={tokens_per_device!r}; change micro_batch or micro_batches, or "
+            "leave tokens_per_device out",
         )
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
     recompute = getattr(model, "recompute", "none")
@@ -480,8 +488,8 @@ def compute_bound_tokens(
     hw = get_hardware(hw)
     expect(
         tokens_of(model, strategy, mesh) is None and model.boundary_elements == 0,
-        "compute_bound_tokens is for communication that does not grow with tokens (dp, zero1/2/3 on "
-        "an abstract ModelSpec); for tensor parallelism use tp_compute_bound",
+        "compute_bound_tokens is for communication that does not grow with tokens (dp, zero1/2/3 "
+        "on an abstract ModelSpec); for tensor parallelism use tp_compute_bound",
     )
     comm = comm_time(derive_schedule(strategy, model, mesh, get_precision(precision)), hw)
     per_token = {

@@ -14,7 +14,8 @@ device sends) are the least-squares solution of that linear equation in the two 
 - ``Sample``          one measured (op, N, payload) point: its repeats, median and spread
 - ``sample_from``     per-rank, per-repeat seconds -> a ``Sample`` (slowest rank, median repeat)
 - ``fit_link``        least squares of seconds against (ring steps, ring bytes) -> ``LinkFit``
-- ``fit_calibration`` one fit per op, one pooled over the collectives (the link), the host copy apart
+- ``fit_calibration`` one fit per op, one pooled over the collectives (the link), the host copy
+                      apart
 - ``this_machine``    the fit as a ``timing.Hardware`` preset, and ``hardware_line`` to paste it
 
 Why *relative* least squares: the sizes span 2^10..2^22 bytes, so the times span three orders of
@@ -37,7 +38,8 @@ from placement_edu.timing import Hardware, Link, ring_steps
 #: The ops a calibration times, in the order the tables print them: four over the link between
 #: ranks, and h2d, a host copy (on a CPU-only machine: a memory copy, the offloaded state's "link").
 CALIBRATED_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send", "h2d")
-#: The mesh axes a machine's one link serves (every rank talks to every other over the same loopback).
+#: The mesh axes a machine's one link serves (every rank talks to every other over the same
+#: loopback).
 AXES = ("data", "tensor", "pipeline", "replica")
 
 
@@ -106,7 +108,8 @@ class LinkFit:
         return self.alpha_s * ring_steps(op, n) + float(sent_bytes(op, n, payload_bytes)) * beta
 
     def link(self, source: str = "") -> Link:
-        """This fit as the core's ``Link`` (refused when the sizes were too small to show a bandwidth)."""
+        """This fit as the core's ``Link`` (refused when the sizes were too small to show a
+        bandwidth)."""
         expect(
             math.isfinite(self.bandwidth),
             "the fit found no bandwidth term (W = ∞): the sizes were too "
@@ -151,7 +154,8 @@ def fit_link(samples: Iterable[Sample]) -> LinkFit:
 @dataclass(frozen=True)
 class CalibrationFit:
     """One ``LinkFit`` per op; ``pooled``: one α and W for the link, fitted to every collective
-    together (None when only host copies were timed); ``host``: the host copy's (None if untimed)."""
+    together (None when only host copies were timed); ``host``: the host copy's (None if
+    untimed)."""
 
     by_op: dict[str, LinkFit]
     pooled: LinkFit | None
@@ -185,7 +189,8 @@ def this_machine(fit: CalibrationFit, flops: float, memory_bytes: int, source: s
 
 
 def hardware_line(hw: Hardware) -> str:
-    """Python source that rebuilds ``hw`` (one link on every axis), to paste into ``timing.HARDWARE``."""
+    """Python source that rebuilds ``hw`` (one link on every axis), to paste into
+    ``timing.HARDWARE``."""
     links = dict(hw.links)
     expect(
         len({(each.alpha_s, each.bandwidth) for each in links.values()}) == 1,
@@ -199,7 +204,8 @@ def hardware_line(hw: Hardware) -> str:
     )
     return (
         f'"{hw.name}": Hardware("{hw.name}", {hw.flops:.3g}, {hw.memory_bytes}, '
-        f"tuple((axis, Link({link.alpha_s:.3g}, {link.bandwidth:.3g})) for axis in {tuple(links)!r}), "
+        f"tuple((axis, Link({link.alpha_s:.3g}, {link.bandwidth:.3g})) for axis in "
+        f"{tuple(links)!r}), "
         f"source={hw.source!r}{host}),"
     )
 

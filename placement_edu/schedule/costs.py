@@ -40,7 +40,8 @@ OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
             lambda n: _over(n - 1, n), 1, lambda n: n - 1
         ),  # S = the full input
         "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),  # point to point: S by the sender
-        # the root sends S to each of the N-1 others; the message passes N-1 hops, every member waits
+        # the root sends S to each of the N-1 others; the message passes N-1 hops, every member
+        # waits
         "broadcast": OpCost(lambda n: n - 1, 1, lambda n: n - 1),
         # a host transfer crosses the host link, not the network: no ring bytes, one message
         "h2d": OpCost(lambda n: 0 * n, 0, lambda n: 1),

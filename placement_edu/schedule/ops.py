@@ -72,8 +72,9 @@ class Op:
 
     def describe(self) -> str:
         return (
-            f"{self.phase} {self.op} {self.state} on {self.axis} (group {self.group}){self.for_micro_batches}: "
-            f"{self.payload_bytes} B payload, {self.ring_bytes} B sent"
+            f"{self.phase} {self.op} {self.state} on {self.axis} (group "
+            f"{self.group}){self.for_micro_batches}: {self.payload_bytes} B payload, "
+            f"{self.ring_bytes} B sent"
         )
 
     @property
@@ -151,7 +152,8 @@ class Schedule:
 
     @property
     def length(self) -> int:
-        """How many operations the step runs, repeats counted (``len(ops)`` without listing them)."""
+        """How many operations the step runs, repeats counted (``len(ops)`` without listing
+        them)."""
         return sum(times for _, times in self.counted())
 
     @property
@@ -160,17 +162,17 @@ class Schedule:
         n = self.length
         expect(
             n <= MAX_LISTED_OPS,
-            f"this step runs {n:,} operations (repeated once per micro-batch); listing them one by one "
-            f"stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, volume_psi) or "
-            "counted(), which holds each repeated operation once with its count",
+            f"this step runs {n:,} operations (repeated once per micro-batch); listing them one by "
+            f"one stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, "
+            "volume_psi) or counted(), which holds each repeated operation once with its count",
         )
         return tuple(
             o for e in self.entries for o in (e.expand() if isinstance(e, Repeat) else (e,))
         )
 
     def edited(self, edit: Callable[[tuple[Op, ...]], tuple[Op, ...]]) -> "Schedule":
-        """The schedule with ``edit`` (ops -> ops, op by op, e.g. a fault) applied to every stretch of
-        single ops and to the body of every repeated run."""
+        """The schedule with ``edit`` (ops -> ops, op by op, e.g. a fault) applied to every stretch
+        of single ops and to the body of every repeated run."""
         out: list[Op | Repeat] = []
         single: list[Op] = []
         for e in self.entries + (None,):

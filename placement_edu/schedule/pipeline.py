@@ -39,8 +39,8 @@ def pipeline_order(
     """
     expect(
         2 * micro_batches <= MAX_LISTED_OPS,
-        f"listing the {2 * micro_batches:,} passes of m = {micro_batches:,} micro-batches one by one stops at "
-        f"{MAX_LISTED_OPS:,}; pipeline_runs holds them in a few runs",
+        f"listing the {2 * micro_batches:,} passes of m = {micro_batches:,} micro-batches one by "
+        f"one stops at {MAX_LISTED_OPS:,}; pipeline_runs holds them in a few runs",
     )
     return [
         (kind, k + i)

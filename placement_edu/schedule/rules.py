@@ -149,7 +149,8 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
                         phase,
                         Fraction(unit, n),
                         1,
-                        "stream this unit's parameter slice up from host memory before its gather (SPEC §7)",
+                        "stream this unit's parameter slice up from host memory before its gather "
+                        "(SPEC §7)",
                     )
                 )
             ops.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
@@ -185,14 +186,21 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
         op = grad_reduction(dev.strategy, axis)
         whole = op == "all_reduce"
         if dev.mode(State.OPTIMIZER, axis) in WHOLE:
-            why = "optimizer state is whole on every device, so every device needs the whole summed gradient (rule 1)"
+            why = (
+                "optimizer state is whole on every device, so every device needs the whole "
+                "summed gradient (rule 1)"
+            )
         elif whole:
             why = (
-                "grads are replicated, so the whole summed gradient is all-reduced to every device; each "
-                "owner then updates its slice and broadcasts it (PyTorch's ZeroRedundancyOptimizer, rule 1)"
+                "grads are replicated, so the whole summed gradient is all-reduced to every "
+                "device; each owner then updates its slice and broadcasts it (PyTorch's "
+                "ZeroRedundancyOptimizer, rule 1)"
             )
         else:
-            why = "optimizer state is sliced, so each owner needs only its slice of the summed gradient (rule 1)"
+            why = (
+                "optimizer state is sliced, so each owner needs only its slice of the summed "
+                "gradient (rule 1)"
+            )
         if sizes is None:  # the first reduction works on the whole local gradient
             split = split_axes(dev.strategy.placement, State.GRADS, dev.mesh, exclude=BATCH_AXES)
             if dev.model.reduces_per_unit and dev.mode(State.PARAMS, axis) in GATHERED:
@@ -328,7 +336,8 @@ def owner_update_sync(dev: Device) -> list[Op]:
                 "step",
                 total,
                 n,
-                "only owners updated their slice of the replicated parameters: all-gather them (rule 2)",
+                "only owners updated their slice of the replicated parameters: all-gather them "
+                "(rule 2)",
             )
         )
     return ops
@@ -343,9 +352,10 @@ def reduces_per_micro_batch(dev: Device) -> tuple[bool, list[str]]:
         return False, []
     axis = split_on[0]
     return True, [
-        f"grads are {dev.mode(State.GRADS, axis)} on the {axis} axis, so they cannot be accumulated "
-        f"locally over the {m} micro-batches: the gradient reduction runs {m} times per step ({m}x its "
-        "traffic; DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for this reason)"
+        f"grads are {dev.mode(State.GRADS, axis)} on the {axis} axis, so they cannot be "
+        f"accumulated locally over the {m} micro-batches: the gradient reduction runs {m} times "
+        f"per step ({m}x its traffic; DeepSpeed forbids ZeRO-2/3 with pipeline parallelism for "
+        "this reason)"
     ]
 
 
@@ -392,7 +402,8 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
                         phase,
                         size,
                         t,
-                        f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence",
+                        f"{kind}: the block output is a partial sum: reduce-scatter it along the "
+                        "sequence",
                     )
                 )
             elif kind == "backward":
@@ -418,7 +429,8 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
                         t,
                         "row-parallel output is a partial sum: all-reduce it"
                         if kind == "forward"
-                        else "recomputation replays forward: the row-parallel output is all-reduced again",
+                        else "recomputation replays forward: the row-parallel output is "
+                        "all-reduced again",
                     )
                 )
     return ops
