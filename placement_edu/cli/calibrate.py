@@ -4,8 +4,8 @@ the ``this_machine`` hardware line to paste into ``placement_edu.timing.HARDWARE
 
 Each world size is one launch of N ranks (as a run of N is); every point is the median of
 ``--repeats`` timed calls after warm-up ones, each counting its slowest rank. The fit is the core's
-(``placement_edu.timing_fit``); the measuring is the runtime's (``placement_edu.runtime.calibrate``).
-Only the handler imports torch.
+(``placement_edu.timing_fit``); the measuring is the runtime's
+(``placement_edu.runtime.calibrate``). Only the handler imports torch.
 """
 
 from __future__ import annotations
@@ -105,10 +105,13 @@ def _source(result) -> str:
     flops = result.flops()
     noise = _noise(result)
     return (
-        f"fitted by `placement-edu calibrate` on this {os.cpu_count()}-core machine, {date.today().isoformat()}: "
+        f"fitted by `placement-edu calibrate` on this {os.cpu_count()}-core machine, "
+        f"{date.today().isoformat()}: "
         f"gloo over loopback at N = {', '.join(map(str, result.world_sizes))}, payloads "
-        f"{_size(min(s.payload_bytes for s in result.samples))}-{_size(max(s.payload_bytes for s in result.samples))}, "
-        f"median of {result.repeats} repeats; spread (max-min)/median over repeats: median {noise[0]:.0%}, "
+        f"{_size(min(s.payload_bytes for s in result.samples))}-"
+        f"{_size(max(s.payload_bytes for s in result.samples))}, "
+        f"median of {result.repeats} repeats; spread (max-min)/median over repeats: "
+        f"median {noise[0]:.0%}, "
         f"worst {noise[1]:.0%}; flops: {flops.what} on {flops.group} ranks at once"
     )
 
@@ -139,7 +142,8 @@ def _us(seconds: float) -> str:
 
 def _fit_line(name: str, fit) -> str:
     return (
-        f"{name:16} α = {fit.alpha_s * 1e6:8.1f} µs per step   W = {fit.bandwidth / 1e9:7.3f} GB/s   "
+        f"{name:16} α = {fit.alpha_s * 1e6:8.1f} µs per step   "
+        f"W = {fit.bandwidth / 1e9:7.3f} GB/s   "
         f"rms relative error {fit.rms_relative_error:.0%} over {fit.points} points"
     )
 
@@ -152,7 +156,8 @@ def report(result) -> str:
     lines = [
         f"Collectives on gloo, this machine ({os.cpu_count()} CPUs); µs; each point: median of "
         f"{result.repeats} repeats (min-max), slowest rank; fit: t = α·steps + bytes/W (SPEC §9)",
-        f"{'op':15}{'N':>3}{'payload':>10}{'steps':>6}{'sent B':>10}{'median':>10}{'min':>9}{'max':>10}"
+        f"{'op':15}{'N':>3}{'payload':>10}{'steps':>6}{'sent B':>10}"
+        f"{'median':>10}{'min':>9}{'max':>10}"
         f"{'fit(op)':>10}{'fit(all)':>10}",
     ]
     for s in result.samples:

@@ -1,5 +1,5 @@
-"""``placement-edu estimate --convention deepspeed|megatron|accelerate [...]``: another tool's memory
-estimate, exactly as it prints it, beside ours, with a term-by-term reconciliation (SPEC §8).
+"""``placement-edu estimate --convention deepspeed|megatron|accelerate [...]``: another tool's
+memory estimate, exactly as it prints it, beside ours, with a term-by-term reconciliation (SPEC §8).
 
 Every number comes from ``placement_edu.estimators`` (their formulas) and ``report.analyze`` (ours).
 Torch is never imported.
@@ -143,8 +143,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--precision",
         default=None,
-        help=f"ours: a preset ({', '.join(PRESETS)}) or a custom {TRIPLE_FORM}; default: the preset "
-        "that counts what the tool counts",
+        help=f"ours: a preset ({', '.join(PRESETS)}) or a custom {TRIPLE_FORM}; "
+        "default: the preset that counts what the tool counts",
     )
     p.add_argument("--json", action="store_true", help="print JSON (exact bytes) instead of text")
     p.set_defaults(handler=_estimate)
@@ -233,7 +233,8 @@ def _megatron(args: argparse.Namespace) -> tuple[str, list[tuple[str, Reconcilia
     )
     mine = ours(report, "per GPU, pipeline stage 0", transient=("activations",))
     return (
-        f'Megatron-LM report_theoretical_memory, as Megatron prints it ("MB" there is MiB = 2^20 bytes):\n\n'
+        "Megatron-LM report_theoretical_memory, as Megatron prints it "
+        '("MB" there is MiB = 2^20 bytes):\n\n'
         f"{theirs.printed}"
     ), [("first pipeline stage, per GPU", reconcile(theirs, mine))]
 
@@ -255,7 +256,8 @@ def _accelerate(args: argparse.Namespace) -> tuple[str, list[tuple[str, Reconcil
             )
         )
     return (
-        f'accelerate estimate-memory, as Accelerate prints it ("KB/MB/GB" there are powers of 1024):\n\n'
+        "accelerate estimate-memory, as Accelerate prints it "
+        '("KB/MB/GB" there are powers of 1024):\n\n'
         f"{table}"
         + (
             ""
@@ -273,8 +275,8 @@ def _show(label: str, r: Reconciliation) -> list[str]:
     )
     lines = [
         f"{label}:",
-        f"  theirs  {r.theirs.printed.strip()} = {fmt_bytes(r.theirs.total_bytes)}  [{r.theirs.convention}; "
-        f"{r.theirs.unit}]",
+        f"  theirs  {r.theirs.printed.strip()} = {fmt_bytes(r.theirs.total_bytes)}  "
+        f"[{r.theirs.convention}; {r.theirs.unit}]",
         f"  ours    {fmt_bytes(r.ours.total_bytes)}  [{r.ours.convention}; {r.ours.quantity}]",
         f"  -> {verdict}",
     ]

@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model",
         type=flag_type(_model),
         required=True,
-        help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), or PATH/config.json: "
+        help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), "
+        "or PATH/config.json: "
         "a local HF config built with transformers (pip install 'placement-edu[hf]')",
     )
     p.add_argument(
@@ -125,7 +126,8 @@ def _check(args: argparse.Namespace) -> int:
     )
     expect(
         not args.verify or args.devices <= MAX_VERIFY_DEVICES,
-        f"--verify shards over at most {MAX_VERIFY_DEVICES} fake ranks, got --devices {args.devices}",
+        f"--verify shards over at most {MAX_VERIFY_DEVICES} fake ranks, "
+        f"got --devices {args.devices}",
     )
     return seq
 
@@ -151,7 +153,8 @@ def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
 
 
 def _measured(states: dict, snapshot: dict) -> dict:
-    """The tracker's figures under the same keys (``peak_at`` names the phase, as the tracker does)."""
+    """The tracker's figures under the same keys (``peak_at`` names the phase, as the tracker
+    does)."""
     persistent = {
         "Sharded Param",
         "Parameter",
@@ -248,9 +251,11 @@ def _text(r: dict, peak: StepPeak) -> str:
     lines = [
         f"{r['model']}, {where}; {r['precision']}; b = {r['micro_batch']}, s = {r['seq']}, "
         f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}",
-        f"profile (measured from the module under FakeTensorMode{', cached' if p['cached'] else ''}): "
-        f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it between column- and "
-        f"row-parallel layers: what tensor parallelism would split), outside the blocks {fmt_bytes(p['outside'])}",
+        "profile (measured from the module under FakeTensorMode"
+        f"{', cached' if p['cached'] else ''}): "
+        f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it "
+        "between column- and row-parallel layers: what tensor parallelism would split), "
+        f"outside the blocks {fmt_bytes(p['outside'])}",
         "",
     ]
     m = r.get("measured")

@@ -95,7 +95,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, str]:
-    """The transformer flags, or the published shape assumed for --params (and the sentence saying so)."""
+    """The transformer flags, or the published shape assumed for --params (and the sentence saying
+    so)."""
     shape = {k: getattr(args, k) for k, _ in SHAPE}
     given = [f"--{k}" for k, v in shape.items() if v is not None and k != "seq"]
     if args.params is not None:

@@ -48,7 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model",
         type=flag_type(_model),
         default=None,
-        help=f"mlp:a,b,c,...: a float64 Tanh MLP of these widths, seed 0 (default {DEFAULT_MODEL}); "
+        help="mlp:a,b,c,...: a float64 Tanh MLP of these widths, seed 0 "
+        f"(default {DEFAULT_MODEL}); "
         "transformer: the one-block toy dtensor_tp trains (its default)",
     )
     p.add_argument(

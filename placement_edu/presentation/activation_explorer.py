@@ -74,9 +74,10 @@ def config_label(recompute: str, sequence_parallel: bool) -> str:
 
 
 class ActivationExplorer:
-    """Controls: model (Korthikanti Table 3), micro-batch b, sequence s, recomputation, tensor degree
-    t, sequence parallelism. ``spec()`` is the chosen ``TransformerSpec``; ``update()`` asks it for
-    each configuration's terms, redraws and returns the chosen one's terms (bytes per layer)."""
+    """Controls: model (Korthikanti Table 3), micro-batch b, sequence s, recomputation, tensor
+    degree t, sequence parallelism. ``spec()`` is the chosen ``TransformerSpec``; ``update()`` asks
+    it for each configuration's terms, redraws and returns the chosen one's terms (bytes per
+    layer)."""
 
     def __init__(
         self,
@@ -151,7 +152,8 @@ class ActivationExplorer:
     def spec(
         self, recompute: str | None = None, sequence_parallel: bool | None = None
     ) -> TransformerSpec:
-        """The chosen model, with the chosen (or the given) recomputation and sequence parallelism."""
+        """The chosen model, with the chosen (or the given) recomputation and sequence
+        parallelism."""
         return korthikanti_model(
             self.model.value,
             micro_batch=self.micro_batch.value,
@@ -216,7 +218,8 @@ class ActivationExplorer:
         ax.set_xlim(0, max(float(sum(v.values())) for v in self.terms.values()) / GB * 1.45)
         spec = self.spec()
         ax.set_title(
-            f"{self.model.value}: h={spec.hidden} a={spec.heads} s={spec.seq} b={spec.micro_batch}, "
+            f"{self.model.value}: h={spec.hidden} a={spec.heads} s={spec.seq} "
+            f"b={spec.micro_batch}, "
             f"t={t} (Korthikanti et al. 2022, Table 2)",
             fontsize=9,
         )
@@ -243,7 +246,8 @@ class ActivationExplorer:
             if v
         )
         self.readout.value = (
-            f"<table><caption>{html.escape(config_label(*self.chosen))}, t = {t}: per layer</caption>{rows}"
+            f"<table><caption>{html.escape(config_label(*self.chosen))}, t = {t}: per layer"
+            f"</caption>{rows}"
             f"<tr><td><b>per layer</b></td><td><b>{html.escape(fmt_bytes(total))}</b></td></tr>"
             f"<tr><td>× {spec.layers} layers (all on one device: no pipeline)</td>"
             f"<td>{html.escape(fmt_bytes(total * spec.layers))}</td></tr></table>"
@@ -387,7 +391,8 @@ class LiveSetExplorer:
             "<p>"
             + html.escape(
                 ", ".join(
-                    f"{'stage' if pipelined else 'rank'} {r}: {n} micro-batch{'es' * (n != 1)} = {fmt_bytes(b)}"
+                    f"{'stage' if pipelined else 'rank'} {r}: "
+                    f"{n} micro-batch{'es' * (n != 1)} = {fmt_bytes(b)}"
                     for r, (n, b) in enumerate(zip(self.blocks, self.live_bytes))
                 )
             )

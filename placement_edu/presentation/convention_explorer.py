@@ -57,7 +57,8 @@ CONVENTIONS: Mapping[str, Convention] = {
         _ZERO2,
         lambda n: n,
         "mixed_adam_fp32_accum",
-        "18 B/param divided: fp16 + fp32 gradients (2 + 4) and fp32 params + m + v (12); printed in GiB labelled GB.",
+        "18 B/param divided: fp16 + fp32 gradients (2 + 4) and fp32 params + m + v (12); "
+        "printed in GiB labelled GB.",
     ),
     "deepspeed-zero2-docs": Convention(
         "DeepSpeed ZeRO-2 per GPU, the docs' table (PR #965: 4Ψ + 16Ψ/N)",
@@ -65,7 +66,8 @@ CONVENTIONS: Mapping[str, Convention] = {
         _ZERO2,
         lambda n: n,
         "mixed_adam_fp32_accum",
-        "the first formula kept the fp16 gradients whole on every GPU; ZeRO-2 shards them (fixed in PR #5099).",
+        "the first formula kept the fp16 gradients whole on every GPU; ZeRO-2 shards them "
+        "(fixed in PR #5099).",
     ),
     "deepspeed-zero2-offload": Convention(
         "DeepSpeed ZeRO-2 + CPU optimizer offload, per GPU",
@@ -81,7 +83,8 @@ CONVENTIONS: Mapping[str, Convention] = {
         _DP,
         lambda n: 1,
         "fp32_adam",
-        "the largest of four phases: the step's 4 × the fp32 model = 16Ψ, which equals fp32 Adam's sum.",
+        "the largest of four phases: the step's 4 × the fp32 model = 16Ψ, "
+        "which equals fp32 Adam's sum.",
     ),
     "accelerate-float16": Convention(
         "Accelerate estimate-memory, float16, 'Training using Adam' (one device)",
@@ -107,7 +110,8 @@ def reconciliation(
     convention: str, psi: int, devices: int, precision: str = MATCHING
 ) -> Reconciliation:
     """Their estimate for ``convention`` at Ψ = ``psi`` on ``devices`` GPUs, reconciled with ours
-    (``estimators.reconcile``; ours from ``report.analyze`` of the placement the convention means)."""
+    (``estimators.reconcile``; ours from ``report.analyze`` of the placement the convention
+    means)."""
     c = CONVENTIONS[convention]
     chosen = c.precision if precision == MATCHING else precision
     report = analyze(Strategy(convention, c.placement), ModelSpec(psi), c.devices(devices), chosen)
@@ -184,7 +188,8 @@ class ConventionExplorer:
 
 
 def chart(result: Reconciliation):
-    """Two horizontal bars per kind of term -- theirs, ours -- in GB (10^9 bytes), and the totals."""
+    """Two horizontal bars per kind of term -- theirs, ours -- in GB (10^9 bytes), and the
+    totals."""
     lines = [line for line in result.lines if line.kind != "total"]
     figure = new_figure(9, 1.2 + 0.42 * (len(lines) + 1))
     ax = figure.add_axes((0.2, 0.22, 0.62, 0.66))
@@ -229,10 +234,12 @@ def table_html(result: Reconciliation, note: str = "") -> str:
     """The reconciliation as an HTML table: one row per kind of term."""
     head = (
         f"<p><b>theirs</b>: {html.escape(result.theirs.printed.strip())} "
-        f"= {html.escape(fmt_bytes(result.theirs.total_bytes))} [{html.escape(result.theirs.unit)}]<br>"
+        f"= {html.escape(fmt_bytes(result.theirs.total_bytes))} "
+        f"[{html.escape(result.theirs.unit)}]<br>"
         f"<b>ours</b>: {html.escape(fmt_bytes(result.ours.total_bytes))} "
         f"[{html.escape(result.ours.convention)}] — "
-        f"{'agree to the byte' if result.agrees else 'differ'}{'. ' + html.escape(note) if note else ''}</p>"
+        f"{'agree to the byte' if result.agrees else 'differ'}"
+        f"{'. ' + html.escape(note) if note else ''}</p>"
     )
     rows = "".join(
         f"<tr><td>{line.kind}</td><td>{html.escape(fmt_bytes(line.theirs))}</td>"

@@ -26,8 +26,8 @@ DEVICE_CHOICES = (2, 4, 8, 16, 32, 64)
 #: is gathered one layer at a time (FSDP wraps each layer), so its gather window is Ψ/LAYERS.
 LAYERS = 64
 #: Elements of one activation crossing a tensor- or pipeline-parallel boundary, b·s·h, for one
-#: micro-batch: b = 1 sequence of s = 4096 tokens at width h = 4096 (Llama-2-7B's width). Only tp and
-#: pp move it (their traffic scales with activations, not Ψ: SPEC §4); the table says so.
+#: micro-batch: b = 1 sequence of s = 4096 tokens at width h = 4096 (Llama-2-7B's width). Only tp
+#: and pp move it (their traffic scales with activations, not Ψ: SPEC §4); the table says so.
 BOUNDARY = dict(b=1, s=4096, h=4096)
 
 
@@ -105,7 +105,8 @@ class GridExplorer:
         )
 
     def bytes_per_state(self) -> dict[str, tuple]:
-        """{state: (device bytes, host bytes)} on rank 0, and "model_state", "peak" -- the core's numbers."""
+        """{state: (device bytes, host bytes)} on rank 0, and "model_state", "peak" -- the core's
+        numbers."""
         memory = self.report().memory
         out: dict[str, tuple] = {s.value: (memory.device[s], memory.host[s]) for s in MODEL_STATES}
         out["model_state"] = (memory.model_state, memory.host_total)
@@ -133,7 +134,8 @@ class GridExplorer:
         )
         activations = report.strategy.placement.mode(State.ACTIVATIONS, axis).value
         caption = (
-            f"{html.escape(report.strategy.name)} on {report.mesh}, Ψ = {report.model.psi:,} parameters "
+            f"{html.escape(report.strategy.name)} on {report.mesh}, "
+            f"Ψ = {report.model.psi:,} parameters "
             f"({LAYERS} layers), {report.precision.name}: one device (rank 0). GB = 10^9 bytes, "
             "GiB = 2^30 bytes."
         )
@@ -146,12 +148,15 @@ class GridExplorer:
             f"<table><caption>{caption}</caption><thead><tr><th>state</th><th>mode on {axis}</th>"
             "<th>bytes/param</th><th>on the device</th><th>in host memory</th></tr></thead>"
             f"<tbody>{rows}<tr><td>activations</td><td>{activations}</td><td>-</td>"
-            "<td colspan=2>per micro-batch: depends on b·s·h and layers, not Ψ (notebook 09)</td></tr>"
+            "<td colspan=2>per micro-batch: depends on b·s·h and layers, not Ψ (notebook 09)"
+            "</td></tr>"
             f"<tr><th>model state</th><td></td><td></td><th>{fmt_bytes(memory.model_state)}</th>"
             f"<td>{fmt_bytes(memory.host_total)}</td></tr>"
-            f"<tr><th>peak</th><td colspan=2>in {memory.peak_phase}</td><th>{fmt_bytes(memory.peak)}</th>"
+            f"<tr><th>peak</th><td colspan=2>in {memory.peak_phase}</td>"
+            f"<th>{fmt_bytes(memory.peak)}</th>"
             f"<td>{html.escape(transient) or 'no transient term'}</td></tr>"
             f"<tr><th>communication</th><td colspan=2>per step, ZeRO convention</td>"
-            f"<td>{float(report.volume_psi):g} Ψ</td><td>ring: {fmt_bytes(report.ring_bytes)} sent</td></tr>"
+            f"<td>{float(report.volume_psi):g} Ψ</td>"
+            f"<td>ring: {fmt_bytes(report.ring_bytes)} sent</td></tr>"
             "</tbody></table>"
         )

@@ -37,7 +37,8 @@ def still_html(still: str = "") -> str:
 
 
 def show(widget, still: str = "") -> None:
-    """Display the line and ``still``, then ``widget`` (with the style that hides them once live)."""
+    """Display the line and ``still``, then ``widget`` (with the style that hides them once
+    live)."""
     import ipywidgets as w
     from IPython.display import HTML, display
 

@@ -2,9 +2,9 @@
 composition (memory multiplies, communication adds, SPEC §6) or says which safety rule it breaks.
 
 The widget builds a ``Strategy`` from the choices -- a specification, nothing more -- and asks the
-core: ``checker.check`` for the conditions and the rules (which also refuses what cannot run at all),
-``report.analyze`` for memory and the schedule. A composition that breaks a rule is not priced (the
-core refuses to price it); the widget shows the rule instead.
+core: ``checker.check`` for the conditions and the rules (which also refuses what cannot run at
+all), ``report.analyze`` for memory and the schedule. A composition that breaks a rule is not priced
+(the core refuses to price it); the widget shows the rule instead.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def composed_strategy(
 @dataclass(frozen=True)
 class MeshView:
     """What the explorer shows: the strategy, the mesh, the checker's verdict, and the core's report
-    when the composition is priced (None when it breaks a rule or cannot run: ``refused`` says why)."""
+    when the composition is priced (None when it breaks a rule or cannot run: ``refused`` says
+    why)."""
 
     strategy: Strategy
     mesh: Mesh
@@ -134,8 +135,9 @@ def mesh_view(strategy: Strategy, mesh: Mesh, model: TransformerSpec = MODEL) ->
 
 
 class MeshExplorer:
-    """Sliders for r, d, t, p and micro-batches m; a placement choice per axis. Shows per-device memory
-    (model state and peak), ring bytes per axis, and the checker's verdict with any broken rule."""
+    """Sliders for r, d, t, p and micro-batches m; a placement choice per axis. Shows per-device
+    memory (model state and peak), ring bytes per axis, and the checker's verdict with any broken
+    rule."""
 
     def __init__(
         self,
@@ -262,13 +264,18 @@ class MeshExplorer:
         bottom, self.memory_bars = 0.0, []
         for state in MODEL_STATES:
             value = float(m.device[state]) / GB
+            on_data = (
+                view.strategy.placement.mode(state, "data").value
+                if view.mesh.degree("data") > 1
+                else "-"
+            )
             self.memory_bars.append(
                 mem.bar(
                     ["per device"],
                     [value],
                     bottom=bottom,
                     color=STATE_COLORS[state],
-                    label=f"{state.value} ({view.strategy.placement.mode(state, 'data').value if view.mesh.degree('data') > 1 else '-'} on data)",
+                    label=f"{state.value} ({on_data} on data)",
                 )[0]
             )
             bottom += value
@@ -286,7 +293,8 @@ class MeshExplorer:
         )
         mem.set_ylabel("GB (1e9 bytes)")
         mem.set_title(
-            f"memory multiplies: model state {float(m.model_state) / GB:.2f} GB,\npeak {float(m.peak) / GB:.2f} GB per device",
+            f"memory multiplies: model state {float(m.model_state) / GB:.2f} GB,\n"
+            f"peak {float(m.peak) / GB:.2f} GB per device",
             fontsize=9,
             loc="left",
         )
@@ -304,17 +312,20 @@ class MeshExplorer:
     @staticmethod
     def _describe(view: MeshView) -> str:
         lines = [
-            f"<b>{html.escape(view.strategy.name)}</b> [{html.escape(str(view.strategy.placement))}] on "
+            f"<b>{html.escape(view.strategy.name)}</b> "
+            f"[{html.escape(str(view.strategy.placement))}] on "
             f"{view.mesh}, micro-batches m = {view.strategy.micro_batches}"
         ]
         if view.report is not None:
             m, r = view.report.memory, view.report
             lines.append(
                 " · ".join(f"{s.value} {html.escape(fmt_bytes(m.device[s]))}" for s in MODEL_STATES)
-                + f" · model state {html.escape(fmt_bytes(m.model_state))} · peak {html.escape(fmt_bytes(m.peak))}"
+                + f" · model state {html.escape(fmt_bytes(m.model_state))}"
+                f" · peak {html.escape(fmt_bytes(m.peak))}"
             )
             lines.append(
-                f"communication per step: {html.escape(fmt_bytes(r.ring_bytes))} ring bytes sent per device; by axis: "
+                f"communication per step: {html.escape(fmt_bytes(r.ring_bytes))} "
+                "ring bytes sent per device; by axis: "
                 + ", ".join(
                     f"{a} {html.escape(fmt_bytes(v))}"
                     for a, v in r.schedule.ring_bytes_by_axis().items()
@@ -324,7 +335,8 @@ class MeshExplorer:
             for name in ("gradient_integrity", "state_consistency"):
                 c = getattr(view.checked, name)
                 lines.append(
-                    f"{name.replace('_', ' ')}: <b>{'holds' if c.holds else 'BROKEN'}</b>. {html.escape(c.reason)}"
+                    f"{name.replace('_', ' ')}: <b>{'holds' if c.holds else 'BROKEN'}</b>. "
+                    f"{html.escape(c.reason)}"
                 )
             lines += [f"warning: {html.escape(w)}" for w in view.checked.warnings]
         if view.refused:

@@ -94,18 +94,21 @@ def schedule_text(report: Report, grouped: bool = False) -> str:
         for o in grouped_ops(report):
             if o.phase != STARTUP:
                 lines.append(
-                    f"  {o.phase:8} {o.count} × {o.op} {o.state}: payload {fmt_bytes(o.payload_bytes)}, "
+                    f"  {o.phase:8} {o.count} × {o.op} {o.state}: "
+                    f"payload {fmt_bytes(o.payload_bytes)}, "
                     f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}"
                 )
     else:
         for o in report.schedule.per_step:
             if o.is_collective:
                 lines.append(
-                    f"  {o.phase:8} {o.op:14} {o.state.value:7} payload {fmt_bytes(o.payload_bytes)}, "
+                    f"  {o.phase:8} {o.op:14} {o.state.value:7} "
+                    f"payload {fmt_bytes(o.payload_bytes)}, "
                     f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}"
                 )
     lines.append(
-        f"  per step: {float(report.volume_psi):g}Ψ (ZeRO convention), {fmt_bytes(report.ring_bytes)} "
+        f"  per step: {float(report.volume_psi):g}Ψ (ZeRO convention), "
+        f"{fmt_bytes(report.ring_bytes)} "
         "ring bytes sent by this device"
     )
     return "\n".join(lines)
@@ -217,7 +220,8 @@ class ModeExplorer:
 
     # --- what the controls mean ------------------------------------------------------------
     def chosen_strategy(self) -> Strategy:
-        """The strategy the controls describe (named where one exists, so the grid's title says it)."""
+        """The strategy the controls describe (named where one exists, so the grid's title says
+        it)."""
         if self.mode == "R":
             return get_strategy("dp")
         if self.mode == "S":
@@ -297,7 +301,8 @@ class ModeExplorer:
         )
         memory = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
         ops = "".join(
-            f"<tr><td>{o.phase}</td><td>{o.count} × {o.op} {o.state}</td><td>{fmt_bytes(o.payload_bytes)}</td>"
+            f"<tr><td>{o.phase}</td><td>{o.count} × {o.op} {o.state}</td>"
+            f"<td>{fmt_bytes(o.payload_bytes)}</td>"
             f"<td>{'once, at start-up' if o.phase == STARTUP else fmt_bytes(o.ring_bytes)}</td>"
             f"<td>{html.escape(o.why)}</td></tr>"
             for o in grouped_ops(report)
@@ -307,11 +312,16 @@ class ModeExplorer:
             f"<b>{fmt_bytes(report.ring_bytes)}</b> ring bytes sent per device"
         )
         return (
-            f"<p><b>{html.escape(report.strategy.name)}</b> [{html.escape(str(report.strategy.placement))}] on "
-            f"{report.mesh}, Ψ = {psi:,}, {report.precision.name} (P/G/O = {report.precision.params}/"
-            f"{report.precision.grads}/{report.precision.optimizer} B); per device, GB = 10^9 B, GiB = 2^30 B</p>"
-            f"<table><thead><tr><th>memory</th><th>bytes</th><th>× Ψ bytes</th></tr></thead>{memory}</table>"
-            f"<table><thead><tr><th>phase</th><th>collectives</th><th>payload</th><th>ring bytes</th>"
+            f"<p><b>{html.escape(report.strategy.name)}</b> "
+            f"[{html.escape(str(report.strategy.placement))}] on "
+            f"{report.mesh}, Ψ = {psi:,}, {report.precision.name} "
+            f"(P/G/O = {report.precision.params}/"
+            f"{report.precision.grads}/{report.precision.optimizer} B); "
+            "per device, GB = 10^9 B, GiB = 2^30 B</p>"
+            "<table><thead><tr><th>memory</th><th>bytes</th><th>× Ψ bytes</th></tr></thead>"
+            f"{memory}</table>"
+            "<table><thead><tr><th>phase</th><th>collectives</th><th>payload</th>"
+            "<th>ring bytes</th>"
             f"<th>why</th></tr></thead>{ops}</table><p>{total}</p>"
         )
 

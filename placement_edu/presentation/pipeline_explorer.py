@@ -1,7 +1,8 @@
-"""The pipeline explorer: stages p, micro-batches m and a schedule (GPipe or 1F1B) move a timeline of
-forward and backward passes per stage, the bubble in both conventions, and the activations each stage
-keeps in flight. Every number is the core's: ``pipeline_timeline`` (the order of ``pipeline_order``,
-laid out in time), ``pipeline_bubble`` and ``derive_memory``; the widget only draws them.
+"""The pipeline explorer: stages p, micro-batches m and a schedule (GPipe or 1F1B) move a timeline
+of forward and backward passes per stage, the bubble in both conventions, and the activations each
+stage keeps in flight. Every number is the core's: ``pipeline_timeline`` (the order of
+``pipeline_order``, laid out in time), ``pipeline_bubble`` and ``derive_memory``; the widget only
+draws them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class PipelineView:
 
     @property
     def in_flight(self) -> list[int]:
-        """Micro-batches whose activations each stage holds at once (GPipe: m; 1F1B: min(p - stage, m))."""
+        """Micro-batches whose activations each stage holds at once (GPipe: m;
+        1F1B: min(p - stage, m))."""
         return [int(a / one) for a, one in zip(self.activations, self.per_micro_batch)]
 
     @property
@@ -86,7 +88,8 @@ def pipeline_view(
 
 
 class PipelineExplorer:
-    """Sliders for p and m and a schedule choice; the timeline, the bubble and activations in flight."""
+    """Sliders for p and m and a schedule choice; the timeline, the bubble and activations in
+    flight."""
 
     def __init__(self, stages: int = 4, micro_batches: int = 8, schedule: str = "1f1b") -> None:
         import ipywidgets as w
@@ -129,12 +132,15 @@ class PipelineExplorer:
         b = view.bubble
         self.table.value = (
             "<table><tbody>"
-            f"<tr><td>bubble, of ideal time (p−1)/m (Narayanan et al. 2021)</td><td>{b['of_ideal']} = "
+            "<tr><td>bubble, of ideal time (p−1)/m (Narayanan et al. 2021)</td>"
+            f"<td>{b['of_ideal']} = "
             f"{float(b['of_ideal']):.1%}</td></tr>"
-            f"<tr><td>bubble, of total time (p−1)/(m+p−1) (GPipe, Huang et al. 2019)</td><td>{b['of_total']} = "
+            "<tr><td>bubble, of total time (p−1)/(m+p−1) (GPipe, Huang et al. 2019)</td>"
+            f"<td>{b['of_total']} = "
             f"{float(b['of_total']):.1%}</td></tr>"
             f"<tr><td>activations in flight on stage 0</td><td>{view.in_flight[0]} micro-batch"
-            f"{'es' * (view.in_flight[0] != 1)} = {html.escape(fmt_bytes(view.activations[0]))}</td></tr>"
+            f"{'es' * (view.in_flight[0] != 1)} = "
+            f"{html.escape(fmt_bytes(view.activations[0]))}</td></tr>"
             "</tbody></table>"
         )
         return view
@@ -169,7 +175,8 @@ class PipelineExplorer:
             "time (units: a forward pass = 1, a backward = 2); white = bubble", fontsize=8
         )
         ax.set_title(
-            f"{view.schedule}, p = {p}, m = {view.micro_batches}: bubble {view.bubble['of_total']} of total "
+            f"{view.schedule}, p = {p}, m = {view.micro_batches}: "
+            f"bubble {view.bubble['of_total']} of total "
             f"= {view.bubble['of_ideal']} of ideal",
             fontsize=9,
         )

@@ -45,7 +45,8 @@ class RuntimeExplorer:
     such output mid-run). Run is disabled while a run is in flight; the result replaces the bar.
     """
 
-    #: World sizes the widget offers (8 ranks would take about 1.2 GiB: more than a Binder container).
+    #: World sizes the widget offers (8 ranks would take about 1.2 GiB: more than a Binder
+    #: container).
     WORLD_SIZES = (2, 4)
 
     def __init__(self, strategy: str = "zero3", world_size: int = 4, steps: int = 5) -> None:

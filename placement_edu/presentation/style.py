@@ -56,7 +56,8 @@ MODE_LEGEND = {
 
 
 def new_figure(width: float, height: float, dpi: int = 80) -> Figure:
-    """A bare Figure on the Agg canvas (no pyplot state): every figure of the package starts here."""
+    """A bare Figure on the Agg canvas (no pyplot state): every figure of the package starts
+    here."""
     figure = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(figure)
     return figure
@@ -142,7 +143,8 @@ def device_grid(
 
 
 def grid_axis(strategy) -> str:
-    """The mesh axis a device grid draws: a strategy's one axis (tp: tensor, pp: pipeline), else data."""
+    """The mesh axis a device grid draws: a strategy's one axis (tp: tensor, pp: pipeline), else
+    data."""
     strategy = get_strategy(strategy)
     return strategy.axes[0] if len(strategy.axes) == 1 else "data"
 

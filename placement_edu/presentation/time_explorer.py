@@ -202,11 +202,14 @@ class TimeExplorer:
         self.figure.savefig(buffer, format="png")
         self.image.value = buffer.getvalue()
         rows = "".join(
-            f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td><td>{t.exposed_comm_s:.4g}</td>"
+            f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td>"
+            f"<td>{t.exposed_comm_s:.4g}</td>"
             f"<td>{t.total_s:.4g}</td><td>{self.thresholds[n]:,.0f}</td></tr>"
             if n in self.thresholds
-            else f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td><td>{t.exposed_comm_s:.4g}</td>"
-            f"<td>{t.total_s:.4g}</td><td>width h ≥ {self.tp_rule['h_needed']:,.0f} (h = {self.tp_rule['h']:,.0f})</td></tr>"
+            else f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td>"
+            f"<td>{t.exposed_comm_s:.4g}</td>"
+            f"<td>{t.total_s:.4g}</td><td>width h ≥ {self.tp_rule['h_needed']:,.0f} "
+            f"(h = {self.tp_rule['h']:,.0f})</td></tr>"
             for n, t in self.times.items()
         )
         self.table.value = (
@@ -289,8 +292,10 @@ class PlanTable:
     def update(self) -> Plan:
         result = self.plan()
         rows = "".join(
-            f"<tr><td>{i + 1}</td><td>{html.escape(c.strategy.name)}</td><td>{c.mesh}</td><td>{c.recompute}</td>"
-            f"<td>{c.time.total_s:.4g}</td><td>{c.time.compute_s:.4g}</td><td>{c.time.exposed_comm_s:.4g}</td>"
+            f"<tr><td>{i + 1}</td><td>{html.escape(c.strategy.name)}</td><td>{c.mesh}</td>"
+            f"<td>{c.recompute}</td>"
+            f"<td>{c.time.total_s:.4g}</td><td>{c.time.compute_s:.4g}</td>"
+            f"<td>{c.time.exposed_comm_s:.4g}</td>"
             f"<td>{c.time.bubble_s:.4g}</td><td>{c.peak_bytes / 1e9:.1f}</td></tr>"
             for i, c in enumerate(result.ranked[: self.top])
         )
@@ -299,8 +304,10 @@ class PlanTable:
         )
         self.output.value = (
             f"<p>{html.escape(result.assumption)}</p><p>{len(result.ranked)} placements fit, "
-            f"{len(result.infeasible)} do not.</p><table><thead><tr><th>#</th><th>strategy</th><th>mesh</th>"
-            "<th>recompute</th><th>step s</th><th>compute s</th><th>exposed comm s</th><th>bubble s</th>"
+            f"{len(result.infeasible)} do not.</p>"
+            "<table><thead><tr><th>#</th><th>strategy</th><th>mesh</th>"
+            "<th>recompute</th><th>step s</th><th>compute s</th><th>exposed comm s</th>"
+            "<th>bubble s</th>"
             f"<th>peak GB</th></tr></thead><tbody>{rows}</tbody></table><ol>{why}</ol>"
         )
         return result

@@ -13,12 +13,13 @@ What is measured, on a two-block copy of the model (same widths, vocabulary, b, 
   ``block`` is what the second block keeps; ``outside`` is the rest: embeddings, final norm, head,
   the loss's fp32 log-softmax -- and what the blocks share.
 - **the moments of the step**, with PyTorch's ``MemTracker`` (``torch.distributed._tools``): for the
-  last block's forward, the head and loss, the start of backward (the logits' gradient), each block's
-  backward and the embedding's backward, the bytes of activations and temporaries live at that
-  module's peak (``Activation`` + ``Temp``) and the gradient bytes made so far (``Grad``, in the
-  compute dtype). ``placement_edu.peak`` places these moments in an L-block step.
+  last block's forward, the head and loss, the start of backward (the logits' gradient), each
+  block's backward and the embedding's backward, the bytes of activations and temporaries live at
+  that module's peak (``Activation`` + ``Temp``) and the gradient bytes made so far (``Grad``, in
+  the compute dtype). ``placement_edu.peak`` places these moments in an L-block step.
 
-The profile is plain data (``placement_edu.peak.ActivationProfile``): the derivation never imports torch.
+The profile is plain data (``placement_edu.peak.ActivationProfile``): the derivation never imports
+torch.
 """
 
 from __future__ import annotations
@@ -63,11 +64,11 @@ def _storage(t: torch.Tensor) -> torch.UntypedStorage:
 
 
 class _Saved:
-    """Saved-tensor hooks that charge each storage to the innermost running module, first saver wins.
-    A save made by the model itself between blocks -- ``torch.utils.checkpoint`` saving a block's
-    inputs before entering it -- is charged to the block about to run. Under full recomputation a
-    block's inputs nested in a tuple (Llama's RoPE cos and sin) are not saved by autograd but held
-    for the replay by the checkpoint: ``checkpointed`` charges them too."""
+    """Saved-tensor hooks that charge each storage to the innermost running module, first saver
+    wins. A save made by the model itself between blocks -- ``torch.utils.checkpoint`` saving a
+    block's inputs before entering it -- is charged to the block about to run. Under full
+    recomputation a block's inputs nested in a tuple (Llama's RoPE cos and sin) are not saved by
+    autograd but held for the replay by the checkpoint: ``checkpointed`` charges them too."""
 
     def __init__(self, model: CausalLM, excluded: set[int], checkpointed: bool = False) -> None:
         self.stack: list[str] = []
@@ -131,8 +132,9 @@ def measure(
     attention: str = "eager",
     recompute: str = "none",
 ) -> ActivationProfile:
-    """Profile ``arch`` at micro-batch ``micro_batch`` and sequence ``seq``, computing in ``compute``
-    ("fp32", or "bf16" as FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)`` computes)."""
+    """Profile ``arch`` at micro-batch ``micro_batch`` and sequence ``seq``, computing in
+    ``compute`` ("fp32", or "bf16" as FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)``
+    computes)."""
     arch = get_architecture(arch)
     two = arch.with_(layers=2)
     default = torch.get_default_dtype()
@@ -214,7 +216,8 @@ def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
 
 
 def _in_block(module: str, prefix: str) -> str | None:
-    """The module's name inside the block ``prefix`` ("" for the block itself), or None if outside it."""
+    """The module's name inside the block ``prefix`` ("" for the block itself), or None if outside
+    it."""
     if module == prefix:
         return ""
     return module.removeprefix(prefix + ".") if module.startswith(prefix + ".") else None

@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
             "--world-size",
             type=flag_type(read_int, "processes", MAX_LOCAL_WORLD_SIZE, "4", 2),
             required=True,
-            help="number of processes (ranks) on this machine, at least 2 (one process is the reference run)",
+            help="number of processes (ranks) on this machine, at least 2 "
+            "(one process is the reference run)",
         )
     p.add_argument(
         "--steps",
@@ -73,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The same options for ``python -m placement_edu.runtime.worker`` (world size from torchrun)."""
+    """The same options for ``python -m placement_edu.runtime.worker`` (world size from
+    torchrun)."""
     p = OneLineParser(prog="placement_edu.runtime.worker")
     add_arguments(p, world_size=False)
     return p

@@ -1,10 +1,10 @@
 """The communication ledger: every collective the runtime issues goes through here (SPEC §7).
 
-Each wrapper does the real ``torch.distributed`` call and records one ``Entry``: the op, the training
-state it moves, the mesh axis, the payload S in SPEC §4's sense (all-gather: the full output;
-reduce-scatter: the full input; all-reduce: the tensor; send/recv: the message) read from the
-tensor actually passed, and the ring bytes this rank sends for it (SPEC §4's exact ring formula on
-that payload). Host transfers of offloaded state (h2d, d2h) are recorded the same way.
+Each wrapper does the real ``torch.distributed`` call and records one ``Entry``: the op, the
+training state it moves, the mesh axis, the payload S in SPEC §4's sense (all-gather: the full
+output; reduce-scatter: the full input; all-reduce: the tensor; send/recv: the message) read from
+the tensor actually passed, and the ring bytes this rank sends for it (SPEC §4's exact ring formula
+on that payload). Host transfers of offloaded state (h2d, d2h) are recorded the same way.
 
 A collective that does not complete within the process group's timeout raises
 ``CollectiveTimeout`` naming the op, so a hung run ends with a message, not silence.

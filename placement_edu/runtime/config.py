@@ -113,13 +113,14 @@ class RunConfig:
         return TinyMLP(width=self.width, layers=self.layers)
 
     def micro_rows(self) -> int:
-        """Samples in one micro-batch on one rank: global batch / (batch ranks x micro-batches), where
-        the batch ranks are the data degree times the replica degree (hsdp; 1 elsewhere)."""
+        """Samples in one micro-batch on one rank: global batch / (batch ranks x micro-batches),
+        where the batch ranks are the data degree times the replica degree (hsdp; 1 elsewhere)."""
         mesh, m = self.resolved_mesh(), self.resolved_strategy().micro_batches
         d = mesh.degree("data") * mesh.degree("replica")
         expect(
             self.global_batch % (d * m) == 0,
-            f"global batch {self.global_batch} does not split into {d} data ranks x {m} micro-batches",
+            f"global batch {self.global_batch} does not split into {d} data ranks "
+            f"x {m} micro-batches",
         )
         return self.global_batch // (d * m)
 

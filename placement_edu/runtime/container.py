@@ -31,8 +31,8 @@ RANK_MIB = 20
 #: A rank running one of PyTorch's own implementations (``torch-ref``) holds, at its peak, about
 #: this many times the whole model's training state (float64 P + G + Adam m and v, 32 B per
 #: parameter): its own P, G and optimizer state, DDP's bucket copy of G, the single-process
-#: reference run it compares against, Adam's temporaries. Measured: 347-350 MiB private per rank
-#: for notebook 02's DDP run (Psi = 5,330,960; 163 MiB of state), (350 - 20) / 163 = 2.0, rounded up.
+#: reference run it compares against, Adam's temporaries. Measured: 347-350 MiB private per rank for
+#: notebook 02's DDP run (Psi = 5,330,960; 163 MiB of state), (350 - 20) / 163 = 2.0, rounded up.
 TORCH_REF_STATE_FACTOR = 2.1
 
 #: What the launching process needs beside its ranks, in MiB: the forkserver with torch and the
@@ -181,9 +181,11 @@ def check_fits(
         rank_mib = -(-per_rank // MiB)  # rounded up
         advice = f"run {fit} ranks or fewer" if fit >= 2 else "no run of 2 ranks or more fits"
         raise PlacementError(
-            f"not enough memory for {world_size} ranks: they need about {world_size * rank_mib + start} MiB "
+            f"not enough memory for {world_size} ranks: "
+            f"they need about {world_size * rank_mib + start} MiB "
             f"({rank_mib} MiB a rank"
             f"{f' + {start} MiB to start them' if start else ''}), and this container's limit is "
-            f"{limit.limit / MiB:.0f} MiB with {limit.in_use / MiB:.0f} MiB in use ({limit.source}); "
+            f"{limit.limit / MiB:.0f} MiB with {limit.in_use / MiB:.0f} MiB in use "
+            f"({limit.source}); "
             f"{advice}, or shut down other notebooks' kernels"
         )

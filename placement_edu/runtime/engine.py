@@ -94,7 +94,8 @@ class Engine:
         return x[part].to(self.ctx.device), y[part].to(self.ctx.device)
 
     def forward_loss(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The whole model on a micro-batch (overridden by the tensor- and pipeline-parallel engines)."""
+        """The whole model on a micro-batch (overridden by the tensor- and pipeline-parallel
+        engines)."""
         assert isinstance(self.ctx.module, TinyMLP)
         return loss_fn(mlp_forward(params, x, range(len(self.ctx.module.layers))), y)
 

@@ -21,8 +21,9 @@ import threading
 
 #: What the server imports once, before it forks any rank: the worker (torch with it) and the
 #: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
-#: FSDP2, DTensor, pipelining) -- 75 MiB more in the server, and 115 MiB less in each of those ranks.
-#: (Importing pipelining makes torch's compiler cache folder: ``start_method`` puts it in ours.)
+#: FSDP2, DTensor, pipelining) -- 75 MiB more in the server, and 115 MiB less in each of those
+#: ranks. (Importing pipelining makes torch's compiler cache folder: ``start_method`` puts it in
+#: ours.)
 PRELOAD = [
     "placement_edu.runtime.worker",
     "placement_edu.runtime.torch_reference",

@@ -1,6 +1,7 @@
 """A user's HF model, built from a local ``config.json`` with ``transformers`` (the optional ``hf``
-extra; nothing is downloaded): HF's own ``GPT2Model`` / ``LlamaModel`` and its head, so its memory is
-HF's memory, behind the interface of the reference ``CausalLM`` (``blocks``, ``lm_head``, ``loss``).
+extra; nothing is downloaded): HF's own ``GPT2Model`` / ``LlamaModel`` and its head, so its memory
+is HF's memory, behind the interface of the reference ``CausalLM`` (``blocks``, ``lm_head``,
+``loss``).
 
 The body runs HF's own forward (its masks, RoPE, attention implementation); the loss is HF's
 ``ForCausalLMLoss``, as ``GPT2LMHeadModel`` / ``LlamaForCausalLM`` compute it (the reference
@@ -34,8 +35,8 @@ class HFCausalLM(CausalLM):
         setattr(
             config, "n_layer" if arch.kind == "gpt2" else "num_hidden_layers", arch.layers
         )  # a profile's 2
-        # The dtype is ours, not the config's ``torch_dtype``: fp32 storage (bf16 compute comes from FSDP2's
-        # policy; a bf16 profile sets torch's default dtype).
+        # The dtype is ours, not the config's ``torch_dtype``: fp32 storage (bf16 compute comes from
+        # FSDP2's policy; a bf16 profile sets torch's default dtype).
         hf = AutoModelForCausalLM.from_config(
             config, attn_implementation=attention, dtype=torch.get_default_dtype()
         )
@@ -54,7 +55,8 @@ class HFCausalLM(CausalLM):
 
 
 def build_model(arch: Architecture, attention: str = "eager", recompute: str = "none") -> CausalLM:
-    """HF's own module when ``arch`` was read from a ``config.json``, else the plain-torch reference."""
+    """HF's own module when ``arch`` was read from a ``config.json``, else the plain-torch
+    reference."""
     return (
         HFCausalLM(arch, attention, recompute) if arch.config else build(arch, attention, recompute)
     )

@@ -256,8 +256,8 @@ LOST_PEER = (
 
 
 def _beacon(run_dir: str, rank: int) -> tuple[str, float]:
-    """("in" if ``rank`` was last waiting in a collective, else "out"; when it last wrote): ``Comm``'s
-    beacon. ("", 0) for a rank that never reached a collective."""
+    """("in" if ``rank`` was last waiting in a collective, else "out"; when it last wrote):
+    ``Comm``'s beacon. ("", 0) for a rank that never reached a collective."""
     path = os.path.join(run_dir, f"at-{rank}")
     try:
         with open(path) as f:
@@ -301,7 +301,8 @@ def _explain(run_dir: str, error, world_size: int) -> str:
         if rank not in wrote and f.exitcode is not None and f.exitcode < 0
     ]
     lines = [
-        f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} (it wrote no error)"
+        f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} "
+        "(it wrote no error)"
         for rank in killed
     ]
     lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
@@ -341,7 +342,8 @@ def _explain(run_dir: str, error, world_size: int) -> str:
 
 
 class _quiet_launcher:
-    """Silence the elastic agent's logs: a failure reaches the caller as RunFailed, root cause first."""
+    """Silence the elastic agent's logs: a failure reaches the caller as RunFailed, root cause
+    first."""
 
     def __enter__(self):
         import logging

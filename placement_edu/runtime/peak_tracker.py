@@ -5,15 +5,16 @@
   shape is real), ``fully_shard`` on every block and then on the root over an explicit CPU mesh;
 - N = 1 in fp32: ``MemTracker`` on the plain module.
 
-The model is built under ``FakeTensorMode``: no memory is allocated, so an 8B model on 1024 ranks runs
-on a laptop CPU. One warm-up step (outside the tracker) creates Adam's state and ``zero_grad`` frees
-the gradients: the tracked step is a steady-state step. Returned, in bytes, by the tracker's own
-categories: each state after the step, the activations after forward, the forward/backward peak and
-the optimizer-step peak (the tracker's peak is reset before ``step()``: it has no public reset, so
-this module sets its two peak fields).
+The model is built under ``FakeTensorMode``: no memory is allocated, so an 8B model on 1024 ranks
+runs on a laptop CPU. One warm-up step (outside the tracker) creates Adam's state and ``zero_grad``
+frees the gradients: the tracked step is a steady-state step. Returned, in bytes, by the tracker's
+own categories: each state after the step, the activations after forward, the forward/backward peak
+and the optimizer-step peak (the tracker's peak is reset before ``step()``: it has no public reset,
+so this module sets its two peak fields).
 
 A fake process group is one per process: ``measure_in_subprocess`` runs each case in its own
-interpreter (``python -m placement_edu.runtime.peak_tracker '<json>'``) and reads one JSON line back.
+interpreter (``python -m placement_edu.runtime.peak_tracker '<json>'``) and reads one JSON line
+back.
 """
 
 from __future__ import annotations

@@ -149,7 +149,8 @@ class WorkerPool:
 
     def _close_when_idle(self, ranks: threading.Thread) -> None:
         """Close the pool once it has had no run for ``idle_s`` seconds (while ``ranks``, the set of
-        ranks this watch was started for, is the pool's: a closed and restarted pool has its own)."""
+        ranks this watch was started for, is the pool's: a closed and restarted pool has its
+        own)."""
         while True:
             time.sleep(min(self.idle_s / 4, 5.0))  # type: ignore[operator]
             with self._lock:  # never during a run

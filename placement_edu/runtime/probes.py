@@ -82,7 +82,8 @@ class Calibration:
         positive_int("matmul", self.matmul)
 
     def elements(self, size: int) -> int:
-        """float64 elements of a payload of ``size`` bytes, rounded down to equal chunks per rank."""
+        """float64 elements of a payload of ``size`` bytes, rounded down to equal chunks per
+        rank."""
         return size // ELEMENT.itemsize // self.world_size * self.world_size
 
 

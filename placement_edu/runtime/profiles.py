@@ -1,9 +1,9 @@
 """Activation profiles, measured once and kept: the measurement imports torch and its trackers
 (about 2 s on a laptop CPU, most of it the import), so a measured profile is written to
 ``$XDG_CACHE_HOME/placement_edu/profiles`` (default ``~/.cache/...``) under a key naming the model's
-shape (and an HF config's contents), b, s, the compute dtype, attention, recomputation, torch's version
-and the source of the measuring code. Reading one back imports
-no torch. ``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
+shape (and an HF config's contents), b, s, the compute dtype, attention, recomputation, torch's
+version and the source of the measuring code. Reading one back imports no torch.
+``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile
 
 
-#: Profiles of the reference models at the shapes issue 22 checks, measured and shipped with the package
-#: (``python -m placement_edu.runtime.profiles`` writes them; a test checks they equal a fresh measurement).
+#: Profiles of the reference models at the shapes issue 22 checks, measured and shipped with the
+#: package (``python -m placement_edu.runtime.profiles`` writes them; a test checks they equal a
+#: fresh measurement).
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "profiles"
 #: (model, seq, compute) of the shipped profiles: b = 1, eager attention, no recomputation.
 SHIPPED_CASES = tuple(
@@ -74,7 +75,8 @@ def get_profile(
     attention: str = "eager",
     recompute: str = "none",
 ) -> tuple[ActivationProfile, bool]:
-    """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not cached."""
+    """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not
+    cached."""
     arch = get_architecture(arch)
     name = f"{_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
     path = cache_dir() / name

@@ -89,7 +89,8 @@ class GPT2MLP(nn.Module):
 
 
 class GPT2Block(nn.Module):
-    """Pre-norm: x + attn(ln_1(x)), then + mlp(ln_2(x)). LayerNorm saves its input, mean and rstd."""
+    """Pre-norm: x + attn(ln_1(x)), then + mlp(ln_2(x)). LayerNorm saves its input, mean and
+    rstd."""
 
     def __init__(self, arch: Architecture, attention: str) -> None:
         super().__init__()
@@ -115,7 +116,7 @@ class GPT2Body(nn.Module):
         self.ln_f = nn.LayerNorm(arch.hidden, eps=1e-5)
 
 
-# --- Llama (HF modeling_llama) ---------------------------------------------------------------------
+# --- Llama (HF modeling_llama) -------------------------------------------------------------------
 class RMSNorm(nn.Module):
     """HF's ``LlamaRMSNorm``: computed in fp32, so under bf16 it saves fp32 copies of its input."""
 
@@ -179,7 +180,8 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x)); keeps gate, up, silu(gate) and their product: 4 [b, s, f]."""
+    """SwiGLU: down(silu(gate(x)) * up(x)); keeps gate, up, silu(gate) and their product:
+    4 [b, s, f]."""
 
     def __init__(self, arch: Architecture) -> None:
         super().__init__()
@@ -229,7 +231,7 @@ class LlamaBody(nn.Module):
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-# --- the causal LM: body, head, HF's loss ------------------------------------------------------
+# --- the causal LM: body, head, HF's loss --------------------------------------------------------
 class CausalLM(nn.Module):
     """``GPT2LMHeadModel`` or ``LlamaForCausalLM``: ``model(ids, labels)`` returns HF's loss.
 
@@ -310,8 +312,8 @@ class CausalLMLoss(nn.Module):
 
 def build(arch: Architecture, attention: str = "eager", recompute: str = "none") -> CausalLM:
     """The reference model of ``arch``, fp32 (call under ``FakeTensorMode`` to allocate nothing;
-    bf16 compute comes from FSDP2's ``MixedPrecisionPolicy``, applied from outside). For a shape read
-    from an HF ``config.json``, ``hf_models.build_model`` builds HF's own module instead."""
+    bf16 compute comes from FSDP2's ``MixedPrecisionPolicy``, applied from outside). For a shape
+    read from an HF ``config.json``, ``hf_models.build_model`` builds HF's own module instead."""
     return CausalLM(arch, attention, recompute)
 
 

@@ -307,8 +307,9 @@ class RunResult:
         lines += self.mismatches()[:6]
         if self.predicted[0]["padding_elements"]:
             lines.append(
-                f"padding: ZeRO's flat buffer of Ψ = {c.concrete_model().psi} elements is padded by "
-                f"{self.predicted[0]['padding_elements']} to a multiple of the data degree; the padding "
+                f"padding: ZeRO's flat buffer of Ψ = {c.concrete_model().psi} elements "
+                f"is padded by {self.predicted[0]['padding_elements']} "
+                "to a multiple of the data degree; the padding "
                 "is stored in the shards and moved by every collective (counted above)"
             )
         if self.device == "cpu" and any(any(r["host"].values()) for r in self.predicted):

@@ -18,7 +18,8 @@ PREFIX = "placement-edu-"
 
 
 def make(kind: str) -> str:
-    """A new folder ``placement-edu-<pid>-<kind>-…`` in the temporary directory (stale ones removed)."""
+    """A new folder ``placement-edu-<pid>-<kind>-…`` in the temporary directory (stale ones
+    removed)."""
     remove_stale()
     return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-{kind}-")
 

@@ -128,7 +128,8 @@ class TorchRefResult:
             else "split by Megatron's column/row plan"
         )
         lines = [
-            f"{what} on {c.world_size} ranks, {c.model} ({c.steps} steps; the placement {placement}, {sliced})",
+            f"{what} on {c.world_size} ranks, {c.model} "
+            f"({c.steps} steps; the placement {placement}, {sliced})",
             "rank  state            measured B   predicted B",
         ]
         for rank, (m, p) in enumerate(zip(self.measured, self.predicted)):
@@ -138,12 +139,13 @@ class TorchRefResult:
                     + ("" if m[s] == p[s] else "  <-- differs")
                 )
         lines.append(
-            f"(Adam's per-tensor step counters, not model state: {self.measured[0]['optimizer_step_counters']} B on rank 0)"
+            "(Adam's per-tensor step counters, not model state: "
+            f"{self.measured[0]['optimizer_step_counters']} B on rank 0)"
         )
         if self.metadata_bytes:
             lines.append(
-                f"(pickled shape metadata at the first step, not in the ledger: {self.metadata_bytes} B sent and "
-                "received by rank 0)"
+                "(pickled shape metadata at the first step, not in the ledger: "
+                f"{self.metadata_bytes} B sent and received by rank 0)"
             )
         first = [o for o in self.measured[0]["ops"] if o["step"] == c.steps - 1]
         lines.append(f"rank 0, step {c.steps - 1}: " + ", ".join(_op(o) for o in first))

@@ -108,7 +108,8 @@ def batch(config: TorchRefConfig, step: int) -> tuple[torch.Tensor, torch.Tensor
 
 
 def my_rows(config: TorchRefConfig, rank: int) -> slice:
-    """This rank's rows: an equal slice under data parallelism, all of them under tensor parallelism."""
+    """This rank's rows: an equal slice under data parallelism, all of them under tensor
+    parallelism."""
     if not config.splits_batch:
         return slice(None)
     rows = config.rows_per_rank
@@ -149,7 +150,8 @@ WATCHED = {
 #: calls): the op each is, and how to read its group's size from the op's arguments.
 FUNCTIONAL = {
     "_c10d_functional.all_reduce.default": "all_reduce",  # (input, reduce_op, group_name)
-    "_c10d_functional.all_gather_into_tensor.default": "all_gather",  # (input, group_size, group_name)
+    # (input, group_size, group_name)
+    "_c10d_functional.all_gather_into_tensor.default": "all_gather",
     "_c10d_functional.reduce_scatter_tensor.default": "reduce_scatter",
 }
 
@@ -213,8 +215,9 @@ class Ledger:
             self.add("broadcast", list(tensors), group)
             return coalesced(group, tensors, buffer_size, src)
 
-        # P2POp checks its op against distributed_c10d's own isend/irecv: one wrapper under both names.
-        # (Only those two there: c10d's own functions call each other, and nothing may count twice.)
+        # P2POp checks its op against distributed_c10d's own isend/irecv: one wrapper under both
+        # names. (Only those two there: c10d's own functions call each other, and nothing may count
+        # twice.)
         wrappers = {name: watch(name, call) for name, call in originals.items()}
         for name, wrapper in wrappers.items():
             setattr(dist, name, wrapper)
@@ -261,7 +264,8 @@ def forward_backward(module: nn.Module):
 
 def pipeline(config: TorchRefConfig, model: nn.Sequential):
     """This rank's stage of ``model`` (its whole Linears, the core's stage split) under
-    ``torch.distributed.pipelining``'s GPipe or 1F1B schedule: (forward-backward, stage, optimizer)."""
+    ``torch.distributed.pipelining``'s GPipe or 1F1B schedule: (forward-backward, stage,
+    optimizer)."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     rank, stages = dist.get_rank(), config.world_size

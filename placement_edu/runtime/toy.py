@@ -26,7 +26,8 @@ Identity: Callable[[torch.Tensor], torch.Tensor] = lambda x: x  # noqa: E731
 
 
 class TinyMLP(nn.Module):
-    """``layers`` x (Linear(width, width) + tanh). Parameter names: ``layers.{i}.weight``/``bias``."""
+    """``layers`` x (Linear(width, width) + tanh). Parameter names:
+    ``layers.{i}.weight``/``bias``."""
 
     def __init__(self, width: int = 12, layers: int = 4) -> None:
         super().__init__()

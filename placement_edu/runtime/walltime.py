@@ -141,16 +141,19 @@ def time_line(view: dict) -> str:
     steps = view["steps_counted"]
     which = f"step {steps[0] + 1}" if len(steps) == 1 else f"steps {steps[0] + 1}-{steps[-1] + 1}"
     line = (
-        f"time per step (median of {which}, slowest rank): measured {ms(view['measured_step_s'])} = "
+        f"time per step (median of {which}, slowest rank): "
+        f"measured {ms(view['measured_step_s'])} = "
         f"compute {ms(view['measured_compute_s'])} + comm {ms(view['measured_comm_s'])}"
     )
     if view.get("predicted_step_s") is None:
         return f"{line}; {view.get('note', 'no prediction')}"
     ratio = lambda r: "-" if r is None else f"{r:.3g}"  # noqa: E731
     return (
-        f"{line}; predicted on {view['hardware']} (α–β, no overlap) {ms(view['predicted_step_s'])} = "
+        f"{line}; predicted on {view['hardware']} (α–β, no overlap) "
+        f"{ms(view['predicted_step_s'])} = "
         f"compute {ms(view['predicted_compute_s'])} + comm {ms(view['predicted_comm_s'])}"
         + (f" + bubble {ms(view['predicted_bubble_s'])}" if view["predicted_bubble_s"] else "")
-        + f" -> measured/predicted {ratio(view.get('ratio'))} (compute {ratio(view.get('compute_ratio'))}, "
+        + f" -> measured/predicted {ratio(view.get('ratio'))} "
+        f"(compute {ratio(view.get('compute_ratio'))}, "
         f"comm {ratio(view.get('comm_ratio'))})"
     )

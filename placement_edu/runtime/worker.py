@@ -235,15 +235,15 @@ def main(
 def _start_rank(
     run_dir: str | None, warm: bool = False, owner: tuple[int, str] | None = None
 ) -> None:
-    """Every rank: its inherited objects frozen (``gc.freeze``: the garbage collector would otherwise
-    write to every object the forkserver imported, copying its pages into this rank -- 100 MiB a
-    rank); one thread for torch; a watchdog that ends this rank if the process that started
-    it dies (``owner``, a killed kernel, or a lost torchrun agent: ``_exit_with``); and Ctrl-C
-    without a traceback. A terminal's Ctrl-C
-    or a Jupyter interrupt signals the whole process group: a run's rank exits at once, quietly,
-    even inside a collective (its launcher reports the interruption in one line); a warm pool's
-    rank ignores it, and the pool stays up for the next run. (A Ctrl-C that came while the rank
-    still imported torch was held until here: ``launcher.ranks_start_with_sigint_held``.)"""
+    """Every rank: its inherited objects frozen (``gc.freeze``: the garbage collector would
+    otherwise write to every object the forkserver imported, copying its pages into this rank --
+    100 MiB a rank); one thread for torch; a watchdog that ends this rank if the process that
+    started it dies (``owner``, a killed kernel, or a lost torchrun agent: ``_exit_with``); and
+    Ctrl-C without a traceback. A terminal's Ctrl-C or a Jupyter interrupt signals the whole
+    process group: a run's rank exits at once, quietly, even inside a collective (its launcher
+    reports the interruption in one line); a warm pool's rank ignores it, and the pool stays up for
+    the next run. (A Ctrl-C that came while the rank still imported torch was held until here:
+    ``launcher.ranks_start_with_sigint_held``.)"""
     gc.freeze()  # (see below)
     torch.set_num_threads(1)
     signal.signal(
@@ -378,7 +378,8 @@ def pool_main(
 
 
 def _torchrun(argv: list[str]) -> int:
-    """``torchrun ... -m placement_edu.runtime.worker STRATEGY [options]``: rank 0 prints the report."""
+    """``torchrun ... -m placement_edu.runtime.worker STRATEGY [options]``: rank 0 prints the
+    report."""
     import json
 
     from placement_edu.runtime.args import config_from_args, parser

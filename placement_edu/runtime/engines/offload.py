@@ -61,7 +61,8 @@ class Zero2Offload(Engine):
             if self.fault("skip-param-sync"):
                 flat.put(self.params.data, self.mine, mine)  # FAULT: other slices stay stale
             else:
-                # Only the owner updated each slice: all-gather them so every replica is whole (rule 2).
+                # Only the owner updated each slice: all-gather them so every replica is whole
+                # (rule 2).
                 gather_params(self, mine)
         self.boundary()
 

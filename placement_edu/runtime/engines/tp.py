@@ -101,7 +101,8 @@ class TensorParallelModel:
 
 
 class TensorParallel(TensorParallelModel, DataParallel):
-    """``tp`` (no data axis) and ``dp×tp`` (parameters replicated on data, gradients all-reduced)."""
+    """``tp`` (no data axis) and ``dp×tp`` (parameters replicated on data, gradients
+    all-reduced)."""
 
 
 class TensorParallelZero3(TensorParallelModel, Zero3):

@@ -3,8 +3,9 @@
 The placement is zero1's -- parameters and gradients replicated (R), optimizer state sharded (S)
 -- but the schedule is PyTorch's (the strategy's ``owner_update = "allreduce_broadcast"``):
   1. all-reduce the whole gradient, as DDP does: every rank gets the whole sum (2Ψ);
-  2. every *whole tensor* has one owner, chosen greedily (largest tensors first, each to the rank
-     that owns the fewest elements so far: ``models.greedy_partition``); the owner's Adam updates it;
+  2. every *whole tensor* has one owner, chosen greedily (largest tensors first, each to the
+     rank that owns the fewest elements so far: ``models.greedy_partition``); the owner's Adam
+     updates it;
   3. each owner, in rank order, broadcasts its updated tensors to every replica (rule 2).
 The broadcasts move Ψ in all, so a step costs 3Ψ -- 1.5x zero1's reduce-scatter + all-gather.
 No tensor is split, so nothing is padded and the optimizer bytes differ from rank to rank; a rank
@@ -47,7 +48,8 @@ class Zero1AllReduce(Engine):
         self.boundary()
         grad = self.params.grad
         if not self.fault("skip-grad-reduce"):
-            # DDP's way: every rank gets the whole summed gradient, though it updates only its tensors.
+            # DDP's way: every rank gets the whole summed gradient, though it updates only its
+            # tensors.
             self.comm.all_reduce(grad, "grads", "data")
         self.scale(grad)  # FAULT skip-grad-reduce: a partial gradient
 
@@ -67,7 +69,8 @@ class Zero1AllReduce(Engine):
         self.boundary()
 
     def _broadcast_owned(self) -> None:
-        """Each owner in rank order sends its updated tensors to every replica (one broadcast each)."""
+        """Each owner in rank order sends its updated tensors to every replica (one broadcast
+        each)."""
         for owner, parts in enumerate(self.owned):
             if not parts:
                 continue

@@ -49,7 +49,8 @@ class Zero3(Engine):
         return source
 
     def reduce_gradient(self, bucket: torch.Tensor) -> None:
-        """Sum the partial gradient ``bucket`` over the data ranks into this rank's slice ``self.grad``."""
+        """Sum the partial gradient ``bucket`` over the data ranks into this rank's slice
+        ``self.grad``."""
         if self.fault("skip-grad-reduce"):
             self.grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:

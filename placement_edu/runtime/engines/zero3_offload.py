@@ -19,7 +19,8 @@ from placement_edu.runtime.engines.zero3 import Zero3
 
 
 class Zero3Offload(Zero3):
-    # zero3's slices (P, G, m, v: made like the shard) are put on the host; the window stays on the device.
+    # zero3's slices (P, G, m, v: made like the shard) are put on the host; the window stays on the
+    # device.
 
     def initial_shard(self) -> torch.Tensor:
         return super().initial_shard().to(self.ctx.host)  # P: slice, host (OFF)
