@@ -1,7 +1,8 @@
-"""The course inside Binder's limits: each notebook executed top to bottom in a fresh kernel inside
+r"""The course inside Binder's limits: each notebook executed top to bottom in a fresh kernel inside
 a memory cgroup of 2 GiB (or 1 GiB), as Binder runs a learner's container, with the cgroup's peak.
 
-    sudo .venv/bin/python benchmarks/bench_binder.py [--limit 2GiB] [--limit 1GiB] [notebooks/02_replicated.ipynb ...]
+    sudo .venv/bin/python benchmarks/bench_binder.py [--limit 2GiB] [--limit 1GiB] \
+        [notebooks/02_replicated.ipynb ...]
 
 For each notebook and limit the script creates a memory cgroup under its own (cgroup v1
 ``memory.limit_in_bytes``, or v2 ``memory.max``), starts the notebook's runner inside it (an
@@ -86,7 +87,8 @@ class MemoryCgroup:
         return int(self._read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"))
 
     def anon(self) -> int:
-        """Bytes of anonymous memory now (plus shared memory): what page-cache reclaim cannot free."""
+        """Bytes of anonymous memory now (plus shared memory): what page-cache reclaim cannot
+        free."""
         stat = dict(line.split() for line in self._read("memory.stat").splitlines())
         keys = ("total_rss", "total_shmem") if self.version == 1 else ("anon", "shmem")
         return sum(int(stat.get(k, 0)) for k in keys)
@@ -275,12 +277,14 @@ def main(argv: list[str]) -> int:
     )  # a SIGTERM still removes the cgroup (finally)
     if os.geteuid() != 0:
         print(
-            f"bench_binder: creating a memory cgroup needs root; this is uid {os.geteuid()} (run it with sudo)"
+            "bench_binder: creating a memory cgroup needs root; this is uid "
+            f"{os.geteuid()} (run it with sudo)"
         )
         return 2
     if not cgroup_dirs():
         print(
-            "bench_binder: this machine has no memory cgroup (neither v1 memory nor v2) to run inside"
+            "bench_binder: this machine has no memory cgroup (neither v1 memory "
+            "nor v2) to run inside"
         )
         return 2
     limits = args.limit or [2 * GiB]
@@ -290,8 +294,9 @@ def main(argv: list[str]) -> int:
         parser.error(f"no such notebook: {', '.join(missing)}")
     version = cgroup_dirs()[0][1]
     print(
-        f"memory cgroup v{version}; peak = the cgroup's charge at its highest (memory.max_usage_in_bytes / "
-        f"memory.peak, page cache included); anon = anonymous + shared memory, sampled every 100 ms"
+        f"memory cgroup v{version}; peak = the cgroup's charge at its highest "
+        "(memory.max_usage_in_bytes / memory.peak, page cache included); anon = anonymous + "
+        "shared memory, sampled every 100 ms"
     )
     if not args.no_server:
         share = server_idle_share()
@@ -319,7 +324,8 @@ def main(argv: list[str]) -> int:
             if r["left"]:
                 result += f"; {r['left']} process(es) outlived the kernel by 5 s"
             print(
-                f"{path.name:36} {limit / GiB:>4.1f}Gi {r['peak'] / MiB:>9.0f} {r['anon_peak'] / MiB:>9.0f} "
+                f"{path.name:36} {limit / GiB:>4.1f}Gi {r['peak'] / MiB:>9.0f} "
+                f"{r['anon_peak'] / MiB:>9.0f} "
                 f"{spare:>6}  {result}" + (f" in {r['seconds']} s" if r["completed"] else ""),
                 flush=True,
             )

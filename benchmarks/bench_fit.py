@@ -2,9 +2,9 @@
 (target: under 2 s) as installed (the profile of this shape ships with the package: no torch is
 imported), and with the profile measured now (``PLACEMENT_EDU_NO_CACHE=1``: torch and its trackers
 imported, a two-block copy run under FakeTensorMode -- what any other shape costs once before the
-cache holds it), and how long ``--verify`` takes at N = 1024 (PyTorch's FSDPMemTracker on a fake group of 1024 ranks, the
-whole 8B model under FakeTensorMode). Each is a fresh ``placement-edu`` process, as a user runs it.
-Run: ``.venv/bin/python benchmarks/bench_fit.py [--no-verify]``."""
+cache holds it), and how long ``--verify`` takes at N = 1024 (PyTorch's FSDPMemTracker on a fake
+group of 1024 ranks, the whole 8B model under FakeTensorMode). Each is a fresh ``placement-edu``
+process, as a user runs it. Run: ``.venv/bin/python benchmarks/bench_fit.py [--no-verify]``."""
 
 from __future__ import annotations
 
@@ -38,11 +38,13 @@ def main() -> None:
         measured = [_run(ARGV, {**env, "PLACEMENT_EDU_NO_CACHE": "1"}) for _ in range(REPEATS)]
         print(f"{' '.join(ARGV)}")
         print(
-            f"  as installed (shipped profile, no torch): median {statistics.median(shipped):.2f} s "
+            "  as installed (shipped profile, no torch): "
+            f"median {statistics.median(shipped):.2f} s "
             f"(min {min(shipped):.2f}, max {max(shipped):.2f}); target < 2 s"
         )
         print(
-            f"  profile measured now (torch imported):    median {statistics.median(measured):.2f} s "
+            "  profile measured now (torch imported):    "
+            f"median {statistics.median(measured):.2f} s "
             f"(min {min(measured):.2f}, max {max(measured):.2f})"
         )
         if "--no-verify" not in sys.argv:

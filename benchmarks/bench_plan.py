@@ -1,8 +1,8 @@
-"""How long ``placement-edu plan`` takes to enumerate, price and rank every placement of a 70B model on
-1,024 devices (target: under 2 s). Run: ``.venv/bin/python benchmarks/bench_plan.py``.
+"""How long ``placement-edu plan`` takes to enumerate, price and rank every placement of a 70B
+model on 1,024 devices (target: under 2 s). Run: ``.venv/bin/python benchmarks/bench_plan.py``.
 
-Each repeat starts from an empty cache (the planner caches each schedule's seconds), so the figure is
-what one command pays; the median of the repeats is printed."""
+Each repeat starts from an empty cache (the planner caches each schedule's seconds), so the figure
+is what one command pays; the median of the repeats is printed."""
 
 from __future__ import annotations
 

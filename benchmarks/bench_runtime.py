@@ -61,9 +61,10 @@ def bench_warm(runs: int = 15) -> None:
             times.append(time.perf_counter() - start)
         times.sort()
         print(
-            f"warm pool, zero3, 4 ranks, 3 steps, {how}: median {times[len(times) // 2]:.3f} s click to "
-            f"result (min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; target < 0.5 s); the pool's "
-            f"first, cold run: {cold:.2f} s; equivalent={result.equivalent}"
+            f"warm pool, zero3, 4 ranks, 3 steps, {how}: median {times[len(times) // 2]:.3f} s "
+            f"click to result (min {times[0]:.3f}, max {times[-1]:.3f}, {runs} runs; "
+            f"target < 0.5 s); the pool's first, cold run: {cold:.2f} s; "
+            f"equivalent={result.equivalent}"
         )
     pool.close()
 
@@ -107,8 +108,8 @@ def bench_memory(world_size: int) -> None:
     pool.close()
     gib = 2**30
     print(
-        f"{world_size}-rank pool, peak over its ranks: RSS {peak[0] / gib:.2f} GiB, PSS {peak[1] / gib:.2f} GiB "
-        f"({peak[1] / world_size / 2**20:.0f} MiB PSS per rank)"
+        f"{world_size}-rank pool, peak over its ranks: RSS {peak[0] / gib:.2f} GiB, PSS "
+        f"{peak[1] / gib:.2f} GiB ({peak[1] / world_size / 2**20:.0f} MiB PSS per rank)"
     )
 
 

@@ -32,8 +32,9 @@ def bench_calibration(world_sizes: tuple[int, ...]) -> None:
     result = calibrate(world_sizes)
     text = report(result)
     print(
-        f"(a) calibration at N = {', '.join(map(str, world_sizes))}: {time.perf_counter() - start:.1f} s wall "
-        f"(`placement-edu calibrate` prints the whole table of medians)"
+        f"(a) calibration at N = {', '.join(map(str, world_sizes))}: "
+        f"{time.perf_counter() - start:.1f} s wall (`placement-edu calibrate` prints the "
+        "whole table of medians)"
     )
     print(text[text.index("Fits") :])
 
@@ -65,11 +66,14 @@ def bench_runs(world_sizes: tuple[int, ...], repeats: int, steps: int) -> None:
                 r.equivalent and r.ledger_matches() for r in results if r.config.strategy == name
             )
             pred = times[0]
+            comm = _spread([t["measured_comm_s"] for t in times], 1e3)
+            comm += " / " + format(pred["predicted_comm_s"] * 1e3, ".3g")
+            compute = _spread([t["measured_compute_s"] for t in times], 1e3)
+            compute += " / " + format(pred["predicted_compute_s"] * 1e3, ".3g")
             print(
                 f"{n:>2} {name:9}{_spread([t['measured_step_s'] for t in times], 1e3):>24}"
                 f"{pred['predicted_step_s'] * 1e3:>14.3g}{_spread([t['ratio'] for t in times]):>26}"
-                f"{_spread([t['measured_comm_s'] for t in times], 1e3) + ' / ' + format(pred['predicted_comm_s'] * 1e3, '.3g'):>30}"
-                f"{_spread([t['measured_compute_s'] for t in times], 1e3) + ' / ' + format(pred['predicted_compute_s'] * 1e3, '.3g'):>30}"
+                f"{comm:>30}{compute:>30}"
             )
         print(f"   ({len(configs)} runs at N = {n} in one launch: {wall:.1f} s wall)")
 

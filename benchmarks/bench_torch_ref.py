@@ -37,10 +37,12 @@ def main() -> None:
         inside.append(json.loads(out.stdout)["wall_s"])
     print(f"placement-edu torch-ref fsdp2 --world-size 4, {args.repeats} runs on {sys.platform}:")
     print(
-        f"  command wall time: median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max {max(walls):.2f})"
+        f"  command wall time: median {statistics.median(walls):.2f} s (min {min(walls):.2f}, "
+        f"max {max(walls):.2f})"
     )
     print(
-        f"  inside the ranks (model, reference, 3 steps, measurement): median {statistics.median(inside):.3f} s"
+        "  inside the ranks (model, reference, 3 steps, measurement): median "
+        f"{statistics.median(inside):.3f} s"
     )
 
 
