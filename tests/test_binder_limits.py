@@ -92,7 +92,9 @@ time.sleep(600)
 KERNEL_MID_RUN = """
 from placement_edu.runtime import RunConfig
 from placement_edu.runtime.launcher import launch
-launch([RunConfig("zero3", 4)], 4, timeout_s=300, progress=False, failure={"kind": "hang", "rank": 1})
+launch(
+    [RunConfig("zero3", 4)], 4, timeout_s=300, progress=False, failure={"kind": "hang", "rank": 1}
+)
 """
 
 
@@ -143,7 +145,8 @@ def test_a_kernel_killed_mid_4_rank_run_leaves_no_rank_within_5_s_and_nothing_in
 
 
 def test_an_idle_pool_closes_itself_and_then_the_forkserver_stops(tmp_path, monkeypatch):
-    """Memory given back: the pool's ranks after ``idle_s``, the forkserver ``IDLE_S`` after that."""
+    """Memory given back: the pool's ranks after ``idle_s``, the forkserver ``IDLE_S`` after
+    that."""
     from placement_edu.runtime import RunConfig, WorkerPool, forkserver
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -227,7 +230,9 @@ from placement_edu.errors import PlacementError
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.torch_ref_result import run_torch_refs
 try:
-    run_torch_refs([TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)])
+    run_torch_refs(
+        [TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)]
+    )
 except PlacementError as error:
     print(error)
 """

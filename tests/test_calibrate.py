@@ -34,7 +34,8 @@ def _exact(op: str, n: int, size: int, alpha: float = ALPHA, w: float = W) -> fl
 
 
 def _synthetic(alpha: float = ALPHA, w: float = W, noise: float = 0.0) -> list[Sample]:
-    """Every op at N = 2 and 4, the median exactly on the α–β line (the repeats spread around it)."""
+    """Every op at N = 2 and 4, the median exactly on the α–β line (the repeats spread around
+    it)."""
     return [
         Sample(
             op,
@@ -60,7 +61,8 @@ def test_the_fit_recovers_a_known_alpha_and_bandwidth_exactly_per_op_and_pooled(
         assert link.bandwidth == pytest.approx(W, rel=1e-9), name
         assert link.rms_relative_error < 1e-9
     assert fit.pooled.points == 4 * 2 * len(SIZES)  # every collective, both world sizes
-    # The fitted line reproduces SPEC §9's price of one op: 2(N-1)·α + 2(N-1)/N·S/W for an all-reduce.
+    # The fitted line reproduces SPEC §9's price of one op: 2(N-1)·α + 2(N-1)/N·S/W for an
+    # all-reduce.
     assert fit.pooled.seconds("all_reduce", 4, 2**20) == pytest.approx(6 * ALPHA + 1.5 * 2**20 / W)
 
 

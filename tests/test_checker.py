@@ -1,4 +1,5 @@
-"""The static checker (SPEC §5): gradient integrity and state consistency, and the five named faults."""
+"""The static checker (SPEC §5): gradient integrity and state consistency, and the five named
+faults."""
 
 from __future__ import annotations
 
@@ -166,7 +167,8 @@ def test_an_extra_reduction_sums_twice_and_a_missing_scale_is_named() -> None:
 
 
 def test_split_gradients_are_tracked_per_micro_batch() -> None:
-    # zero2 under 4 micro-batches reduces each micro-batch's gradient as it is made (SPEC §4 rule 5).
+    # zero2 under 4 micro-batches reduces each micro-batch's gradient as it is made
+    # (SPEC §4 rule 5).
     z2 = get_strategy("zero2").with_(micro_batches=4)
     mesh = Mesh.of(data=4)
     ops = schedule_of(z2, mesh).ops
@@ -187,7 +189,8 @@ def test_sequence_parallel_norms_need_their_gradients_all_reduced_on_tensor() ->
     assert check(sp, mesh=mesh).broken == [] and check(plain, mesh=mesh).broken == []
     assert [o for o in schedule_of(plain, mesh).ops if o.state is State.GRADS] == []
     ops = schedule_of(sp, mesh).ops
-    # the checker's model leaves 8 layers x 6 x 64 elements whole on every tensor rank (norms, biases)
+    # the checker's model leaves 8 layers x 6 x 64 elements whole on every tensor rank (norms,
+    # biases)
     assert [(o.op, o.axis, o.elements) for o in ops if o.state is State.GRADS] == [
         ("all_reduce", "tensor", 8 * 6 * 64)
     ]

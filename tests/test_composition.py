@@ -1,4 +1,5 @@
-"""Composition on a device mesh (SPEC §6): memory multiplies, communication adds, five safety rules."""
+"""Composition on a device mesh (SPEC §6): memory multiplies, communication adds, five safety
+rules."""
 
 from __future__ import annotations
 

@@ -115,10 +115,10 @@ def test_a_run_that_does_not_fit_is_refused_in_one_line_naming_each_number():
     message = str(error.value)
     assert "\n" not in message
     assert message == (
-        f"not enough memory for 8 ranks: they need about {800 + FORKSERVER_MIB} MiB (100 MiB a rank "
-        f"+ {FORKSERVER_MIB} MiB to start them), and this container's limit is 1024 MiB with 400 MiB "
-        "in use (/sys/fs/cgroup/memory/x/memory.limit_in_bytes); run 3 ranks or fewer, or shut down "
-        "other notebooks' kernels"
+        f"not enough memory for 8 ranks: they need about {800 + FORKSERVER_MIB} MiB (100 MiB a "
+        f"rank + {FORKSERVER_MIB} MiB to start them), and this container's limit is 1024 MiB with "
+        "400 MiB in use (/sys/fs/cgroup/memory/x/memory.limit_in_bytes); run 3 ranks or fewer, or "
+        "shut down other notebooks' kernels"
     )
     check_fits(
         3, 100 * MiB, forkserver_running=False, limit=limit

@@ -248,7 +248,8 @@ def test_a_report_prints_text_html_and_json_with_the_same_numbers() -> None:
 def test_pipeline_bubble_in_both_conventions() -> None:
     from placement_edu.schedule import pipeline_bubble
 
-    # Narayanan et al. 2021 §2.2: bubble / ideal time = (p-1)/m; GPipe (Huang et al. 2019): (p-1)/(m+p-1).
+    # Narayanan et al. 2021 §2.2: bubble / ideal time = (p-1)/m; GPipe (Huang et al. 2019):
+    # (p-1)/(m+p-1).
     assert pipeline_bubble(4, 8) == {"of_ideal": Fraction(3, 8), "of_total": Fraction(3, 11)}
     t = TransformerSpec(layers=4, hidden=64, heads=4, seq=16, vocab=100)
     report = analyze(get_strategy("pp").with_(micro_batches=8), t, 4)

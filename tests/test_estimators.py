@@ -35,7 +35,8 @@ def _rows(text: str) -> list[str]:
 # --- DeepSpeed ----------------------------------------------------------------------------
 def test_deepspeed_zero2_cold_table_for_t5_3b_as_the_docs_print_it(capsys) -> None:
     # DeepSpeed docs, "Memory Requirements" (docs/code-docs/source/memory.rst), ZeRO-2,
-    # estimate_zero2_model_states_mem_needs_all_cold(total_params=2851e6, num_gpus_per_node=8, num_nodes=1):
+    # estimate_zero2_model_states_mem_needs_all_cold(total_params=2851e6, num_gpus_per_node=8,
+    # num_nodes=1):
     #   127.45GB |   5.31GB | offload_optimizer=cpu
     #   127.45GB |  15.93GB | offload_optimizer=none
     # The docs were printed by the estimator's first formula (PR #965: 4Ψ + 16Ψ/N).
@@ -226,7 +227,8 @@ def test_megatron_22b_at_t8() -> None:
         "Theoretical memory footprints: weight and optimizer=47333.56 MB, "
         "activation=2505.50 MB, total=49839.06 MB"
     )
-    # Without sequence parallelism Megatron takes its other branch: sbh(10 + 24/t) per layer, × 1.05.
+    # Without sequence parallelism Megatron takes its other branch: sbh(10 + 24/t) per layer,
+    # × 1.05.
     plain = megatron_theoretical_memory(
         TransformerSpec(
             layers=48, hidden=6144, heads=64, seq=2048, vocab=51200, recompute="selective"

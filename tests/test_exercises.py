@@ -24,7 +24,8 @@ F = Fraction
 #: Each exercise's answer derived here by hand from SPEC's formulas and the question's numbers --
 #: never by the code that computes the reference -- so a wrong reference fails.
 DERIVED = {
-    # Korthikanti et al. 2022: sbh(10 + 24/t + 5as/(ht)) per layer at t = 8; s = 2048, h = 12288, a = 96
+    # Korthikanti et al. 2022: sbh(10 + 24/t + 5as/(ht)) per layer at t = 8; s = 2048,
+    # h = 12288, a = 96
     "activations-175b-t8-gb": F(2048 * 12288 * (10 + 3 + F(5 * 96 * 2048, 12288 * 8)), GB),
     "activations-sp-selective-factor": F(23) / F(34, 8),  # (10 + 24/8 + 10) / (34/8)
     "activations-full-recompute-flops": 8,  # SPEC §9: 8Ψ per token with full recompute
@@ -32,7 +33,8 @@ DERIVED = {
     "collectives-all-reduce-ring-bytes": F(2 * 7, 8) * 10**9,  # 2(N-1)/N · S
     "collectives-all-gather-time": (7 * 10e-6 + 7 / 8 * 64e6 / 5e10)
     * 1e3,  # α(N-1) + (N-1)/N S / W, ms
-    "collectives-dp-threshold": 3500.0,  # backward 4Ψ·T / 4e14 = all-reduce 2·(7/8)·2Ψ / 1e11  =>  T = 3500
+    # backward 4Ψ·T / 4e14 = all-reduce 2·(7/8)·2Ψ / 1e11  =>  T = 3500
+    "collectives-dp-threshold": 3500.0,
     "composition-optimizer-gb": F(12 * 70 * 10**9, 4 * 8 * 2 * GB),
     "composition-data-reduction-elements": 70 * 10**9 // 8,  # SPEC §6: Ψ/(t·p)
     "composition-hsdp-scale": 4 * 8,  # divided once by r·d
@@ -82,7 +84,8 @@ DERIVED = {
     "disagree-deepspeed-zero2-printed": F(2851 * 10**6 * (2 * 8 + 18), 8 * GiB),
     "disagree-zero2-saving-at-8": F(16) / (2 + F(14, 8)),
     "disagree-zero3-above-zero2-bytes": (8 + 2 + 2) * 10**6 - (2 + 7 + 2) * 10**6,
-    "disagree-accelerate-fp16-per-param": 8,  # accelerate estimate-memory's float16 Adam row (model × 4)
+    # accelerate estimate-memory's float16 Adam row (model × 4)
+    "disagree-accelerate-fp16-per-param": 8,
     "zero2-memory": F(2 * 75 * 10**8 + 14 * 75 * 10**8 // 64, GB),  # 16.640625 GB (ZeRO Table 1)
     "zero3-comm-ratio": 1.5,
     "zero1-comm": 2,

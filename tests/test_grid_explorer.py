@@ -1,4 +1,5 @@
-"""The mode explorer: changing a control redraws the device grid, and every byte it shows is the core's."""
+"""The mode explorer: changing a control redraws the device grid, and every byte it shows is the
+core's."""
 
 from __future__ import annotations
 

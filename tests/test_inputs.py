@@ -483,7 +483,8 @@ RAISERS = {"PlacementError", "expect", "positive_int", "ValueError", "RuntimeErr
 
 
 def _messages(path: Path) -> list[str]:
-    """Every string literal inside a call that raises or checks (PlacementError(...), expect(...), ...)."""
+    """Every string literal inside a call that raises or checks (PlacementError(...), expect(...),
+    ...)."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call):
@@ -632,8 +633,8 @@ print(code, seconds, peak, file=sys.stderr)
 @pytest.mark.parametrize(
     "argv",
     [
-        # 10^8 micro-batches used to grow one op per micro-batch (killed by the OOM killer at 23.6 GB);
-        # the repeated passes are now held once, with their count
+        # 10^8 micro-batches used to grow one op per micro-batch (killed by the OOM killer at
+        # 23.6 GB); the repeated passes are now held once, with their count
         [
             "table",
             "--layers",

@@ -302,8 +302,10 @@ def test_the_peak_derivation_and_a_cached_profile_import_no_torch() -> None:
     # Issue 22: placement_edu.peak and placement_edu.architectures are core (plain data and
     # arithmetic); reading a cached activation profile (runtime/profiles.py) needs no torch either.
     code = (
-        "import sys\nimport placement_edu.peak, placement_edu.architectures, placement_edu.runtime.profiles\n"
-        "import placement_edu.cli.fit\nprint('TORCH', 'torch' in sys.modules)"
+        "import sys\n"
+        "import placement_edu.peak, placement_edu.architectures, placement_edu.runtime.profiles\n"
+        "import placement_edu.cli.fit\n"
+        "print('TORCH', 'torch' in sys.modules)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120

@@ -1,6 +1,7 @@
-"""The peak of a real model, derived (issue 22): the reference shapes, FSDP2's padded storage and the
-peak against figures PyTorch's own ``FSDPMemTracker`` / ``MemTracker`` measured (pinned literals;
-``tests/test_peak_tracker.py`` compares prediction and tracker live). In-process, seconds."""
+"""The peak of a real model, derived (issue 22): the reference shapes, FSDP2's padded storage and
+the peak against figures PyTorch's own ``FSDPMemTracker`` / ``MemTracker`` measured (pinned
+literals; ``tests/test_peak_tracker.py`` compares prediction and tracker live). In-process,
+seconds."""
 
 from __future__ import annotations
 
@@ -53,15 +54,16 @@ def test_the_plain_torch_module_has_exactly_the_tensors_the_shape_lists(name: st
 
 
 def test_fsdp2_chunks_are_ceil_rows_over_n_and_the_last_ranks_hold_fewer_or_none() -> None:
-    # ln_1.weight of GPT-2 has 768 rows: at N = 1024 every rank stores a 1-row chunk, ranks >= 768 hold none.
+    # ln_1.weight of GPT-2 has 768 rows: at N = 1024 every rank stores a 1-row chunk, ranks >= 768
+    # hold none.
     assert chunk_rows(768, 1024) == 1
     assert held_rows(768, 1024, 767) == 1 and held_rows(768, 1024, 1023) == 0
     # wte: 50257 rows over 8 -> chunks of 6283; rank 7 holds 50257 - 7 * 6283 = 6276 rows.
     assert chunk_rows(50257, 8) == 6283 and held_rows(50257, 8, 7) == 6276
 
 
-# Measured by FSDPMemTracker on a fake process group (torch 2.13, foreach Adam, after a warm-up step):
-# (model, N, rank, precision) -> (Sharded Param, Sharded Grad, OptState) bytes.
+# Measured by FSDPMemTracker on a fake process group (torch 2.13, foreach Adam, after a warm-up
+# step): (model, N, rank, precision) -> (Sharded Param, Sharded Grad, OptState) bytes.
 TRACKER_STATES = {
     ("gpt2", 8, 0, "fp32"): (62_222_592, 62_222_592, 124_445_776),
     ("gpt2", 8, 7, "fsdp2_bf16"): (62_222_592, 62_222_592, 124_402_768),
@@ -172,9 +174,7 @@ def test_fit_json_names_the_peak_and_its_event() -> None:
     assert out["fits"] is True and out["step_peak_bytes"] == 311_129_940
 
 
-def test_what_tensor_parallelism_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_stats() -> (
-    None
-):
+def test_what_tp_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_stats() -> None:
     # Korthikanti et al. 2022, Table 2: 10·sbh bytes of a layer lie outside the column/row pairs
     # (two norm inputs 4sbh, attention and MLP inputs 2sbh each, two 1-byte dropout masks sbh each).
     # Measured on GPT-2 in bf16: CPU dropout keeps a bf16 noise tensor (2 bytes, not a 1-byte mask),
@@ -213,7 +213,8 @@ def test_fit_answers_from_a_cached_profile_without_importing_torch(tmp_path) -> 
 
 def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
     # placement_edu/data/profiles: written by `python -m placement_edu.runtime.profiles`; their file
-    # names hash the measuring code and torch's version, so a stale file is never read -- and fails here.
+    # names hash the measuring code and torch's version, so a stale file is never read -- and fails
+    # here.
     from placement_edu.architectures import get_architecture
     from placement_edu.runtime.activation_profile import measure
     from placement_edu.runtime.profiles import SHIPPED, SHIPPED_CASES, _key

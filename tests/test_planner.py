@@ -1,4 +1,5 @@
-"""The planner: it enumerates meshes and placements, keeps what fits, ranks by the core's step time."""
+"""The planner: it enumerates meshes and placements, keeps what fits, ranks by the core's step
+time."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ H100 = HARDWARE["h100-nvlink-ib"]
 
 def test_a_bare_70b_is_priced_as_llama_2_70b_s_shape_with_the_mlp_fitted_to_psi() -> None:
     model, words = default_transformer(70 * 10**9)
-    # Touvron et al. 2023 (Llama 2), Table 1 / §2.2: L = 80, h = 8192, 64 heads, 4096 tokens, V = 32000.
+    # Touvron et al. 2023 (Llama 2), Table 1 / §2.2: L = 80, h = 8192, 64 heads, 4096 tokens,
+    # V = 32000.
     assert (model.layers, model.hidden, model.heads, model.seq, model.vocab) == (
         80,
         8192,

@@ -31,7 +31,8 @@ LAZY = ("placement_edu", "placement_edu.presentation", "placement_edu.runtime")
 
 
 def notebook_imports(notebook: Path) -> list[tuple[str, str]]:
-    """(module, name) of every ``from placement_edu... import name`` in the notebook's code cells."""
+    """(module, name) of every ``from placement_edu... import name`` in the notebook's code
+    cells."""
     out = []
     for cell in json.loads(notebook.read_text())["cells"]:
         if cell["cell_type"] != "code":

@@ -100,8 +100,9 @@ def test_the_listed_schedule_is_the_pass_by_pass_one_on_every_stage(
 
 @pytest.mark.parametrize("name", NAMES)
 def test_totals_grow_by_one_micro_batchs_worth_per_micro_batch_up_to_10_to_the_8(name) -> None:
-    # r(m) = r(2) + (m - 2)·(r(3) - r(2)), exactly: what one more micro-batch costs, times the count.
-    # (m = 1 can differ: with one micro-batch the kept gather and the final reduction share a pass.)
+    # r(m) = r(2) + (m - 2)·(r(3) - r(2)), exactly: what one more micro-batch costs, times the
+    # count. (m = 1 can differ: with one micro-batch the kept gather and the final reduction
+    # share a pass.)
     base = get_strategy(name)
     mesh = example_mesh(base)
     hw = HARDWARE["h100-nvlink-ib"]
@@ -131,8 +132,8 @@ def test_totals_grow_by_one_micro_batchs_worth_per_micro_batch_up_to_10_to_the_8
 
 def test_a_pipeline_of_10_to_the_8_micro_batches_sends_exactly_m_boundary_activations() -> None:
     # The command: L=64 h=8192 a=64 s=4096, 64 stages. Stage 0 sends each micro-batch's
-    # boundary activation on, b·s·h = 4096·8192 elements of 2 bytes (mixed precision) = 67,108,864 B;
-    # it only receives gradients back (a recv is counted by its sender).
+    # boundary activation on, b·s·h = 4096·8192 elements of 2 bytes (mixed precision)
+    # = 67,108,864 B; it only receives gradients back (a recv is counted by its sender).
     model = TransformerSpec(layers=64, hidden=8192, heads=64, seq=4096, vocab=50000, micro_batch=1)
     m = 10**8
     report = analyze(get_strategy("pp").with_(micro_batches=m), model, mesh="pipeline=64")

@@ -74,8 +74,8 @@ def test_a_fault_that_does_not_apply_is_refused_before_any_process_starts(capsys
         (["run", "dp", "--world-size", "3"], "does not split into 3 data ranks"),
         (["run", "dpxtp", "--world-size", "4", "--mesh", "data=4"], "tensor"),
         (["run", "dp", "--world-size", "2", "--fault", "nope"], "unknown fault"),
-        # Nothing is split on tensor: refused by the core before any process starts (once: 4 processes
-        # died on a bare AssertionError).
+        # Nothing is split on tensor: refused by the core before any process starts (once: 4
+        # processes died on a bare AssertionError).
         (
             ["run", "dp", "--world-size", "4", "--mesh", "data=2,tensor=2"],
             "keeps params whole on the tensor axis",

@@ -1,6 +1,6 @@
 """The set-up files agree with each other and work off this project's machines: the pins a fresh
-machine resolves from PyPI carry no local version ("+cpu": PyPI serves none), Binder's file keeps the
-CPU index to itself and asks for every dependency pyproject.toml declares."""
+machine resolves from PyPI carry no local version ("+cpu": PyPI serves none), Binder's file keeps
+the CPU index to itself and asks for every dependency pyproject.toml declares."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _requirements(path: Path) -> dict[str, str]:
-    """name -> the rest of the line (version specifier), for the package lines of a requirements file."""
+    """name -> the rest of the line (version specifier), for the package lines of a requirements
+    file."""
     out = {}
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -31,9 +32,7 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def test_the_requirements_a_fresh_machine_resolves_from_pypi_pin_torch_without_a_local_version() -> (
-    None
-):
+def test_a_fresh_machines_pypi_requirements_pin_torch_without_a_local_version() -> None:
     dev = _requirements(ROOT / "requirements-dev.txt")
     assert dev["torch"] == "==2.13.0"  # never "+cpu": PyPI has no such wheel
     assert "download.pytorch.org" not in "".join(

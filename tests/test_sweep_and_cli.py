@@ -88,12 +88,14 @@ def test_table_prints_a_labelled_text_table(capsys: pytest.CaptureFixture) -> No
     [
         (
             ["--params", "0", "--devices", "8"],
-            "argument --params: '0' is less than 1; give a whole number of parameters, at least 1 and at most 10^15",
+            "argument --params: '0' is less than 1; give a whole number of parameters, at "
+            "least 1 and at most 10^15",
         ),
         (["--params", "-5", "--devices", "8"], "argument --params: '-5' is less than 1"),
         (
             ["--params", "1e9", "--devices", "0"],
-            "argument --devices: '0' is less than 1; give a whole number of devices, at least 1 and at most 2^40",
+            "argument --devices: '0' is less than 1; give a whole number of devices, at "
+            "least 1 and at most 2^40",
         ),
         (
             ["--params", "1e9", "--devices", "8", "--strategies", "zero4"],
@@ -170,8 +172,8 @@ def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
     )
     assert result.returncode == 2
     assert (
-        "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) has no pipeline axis"
-        in result.stderr
+        "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) "
+        "has no pipeline axis" in result.stderr
     )
 
 

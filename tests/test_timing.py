@@ -119,7 +119,7 @@ def test_offloaded_state_is_timed_on_the_host_link_and_refused_without_one() -> 
         comm_time(schedule, hw())
 
 
-# --- compute: 6Ψ per token ----------------------------------------------------------------------------
+# --- compute: 6Ψ per token ------------------------------------------------------------------------
 def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_recomputation() -> (
     None
 ):
@@ -130,7 +130,7 @@ def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_r
     assert compute_time(10**9, 1000, hw(flops=1e12), recompute="selective") == pytest.approx(t)
 
 
-# --- overlap models and the step ---------------------------------------------------------------------
+# --- overlap models and the step ------------------------------------------------------------------
 def test_none_exposes_everything_and_per_pass_only_what_a_pass_cannot_hide() -> None:
     compute, comm = (
         {"forward": 2.0, "backward": 4.0, "step": 0.0},
@@ -157,7 +157,7 @@ def test_step_time_adds_compute_exposed_comm_and_the_pipeline_bubble() -> None:
         )
 
 
-# --- the compute-bound threshold ----------------------------------------------------------------------
+# --- the compute-bound threshold ------------------------------------------------------------------
 @pytest.mark.parametrize("n", [8, 64])
 def test_dp_threshold_is_two_thirds_f_over_w_without_overlap_and_f_over_w_per_pass(n: int) -> None:
     h = hw(flops=4e14, bandwidth=1e11)  # F/W = 4000 tokens
@@ -195,9 +195,7 @@ def test_latency_adds_alpha_steps_to_the_threshold() -> None:
     ) == pytest.approx(expected)
 
 
-def test_zero1_and_zero2_hide_their_reduce_scatter_at_half_the_dp_threshold_but_not_the_step_gather() -> (
-    None
-):
+def test_zero1_and_zero2_hide_reduce_scatter_at_half_the_dp_threshold_not_the_step_gather() -> None:
     h = hw(flops=4e14, bandwidth=1e11)
     for name in ("zero1", "zero2"):
         t = compute_bound_tokens(
@@ -232,7 +230,8 @@ def test_at_the_threshold_the_step_is_exactly_compute_bound() -> None:
 def test_tensor_parallelism_is_compute_bound_by_width_not_tokens() -> None:
     model = TransformerSpec(layers=2, hidden=8192, heads=64, seq=2048, vocab=100)
     h100 = HARDWARE["h100-nvlink-ib"]
-    # (t-1)/3 · F/W = 7/3 · 395.6e12/450e9 = 2051.3: h = 8192 is 4x wider, so comm is ~1/4 of compute.
+    # (t-1)/3 · F/W = 7/3 · 395.6e12/450e9 = 2051.3: h = 8192 is 4x wider, so comm is ~1/4 of
+    # compute.
     got = tp_compute_bound(model, 8, h100)
     assert got["h_needed"] == pytest.approx(7 / 3 * 395.6e12 / 450e9)
     assert got["ratio"] == pytest.approx(2051.26 / 8192, rel=1e-4)
@@ -244,7 +243,7 @@ def test_threshold_refuses_communication_that_grows_with_tokens() -> None:
         compute_bound_tokens("tp", model, "tensor=2", "mixed_adam", hw())
 
 
-# --- published reference points --------------------------------------------------------------------
+# --- published reference points -------------------------------------------------------------------
 def test_jax_scaling_book_data_parallel_threshold_for_tpu_v5p_is_2550_tokens_per_chip() -> None:
     # Austin et al., "How to Scale Your Model" (2025), Part 5 "Training", Data Parallelism:
     # "For TPUv5p, C=4.6e14 and W=2 * 9e10 for 1D data parallelism over ICI, so our batch size
@@ -258,7 +257,8 @@ def test_jax_scaling_book_data_parallel_threshold_for_tpu_v5p_is_2550_tokens_per
         "dp", ModelSpec(10**9), Mesh.of(data=8960), "mixed_adam", v5p, "per_pass"
     )
     assert dp == pytest.approx(2550, rel=3e-3)
-    # Same section, FSDP: "we are compute bound when B/X < C/W = 2550 ... the same as data parallelism".
+    # Same section, FSDP: "we are compute bound when B/X < C/W = 2550 ... the same as data
+    # parallelism".
     fsdp = compute_bound_tokens(
         "zero3", ModelSpec(10**9), Mesh.of(data=8960), "mixed_adam", v5p, "per_pass"
     )

@@ -32,7 +32,8 @@ MLP = "mlp:64,128,128,16"
 
 def model_for(impl: str, n: int) -> str:
     """The MLP, the transformer toy for tensor parallelism, and for a pipeline of more stages than
-    the MLP's 3 Linears, one Linear per stage (128 wide, so every stage boundary is the same size)."""
+    the MLP's 3 Linears, one Linear per stage (128 wide, so every stage boundary is the same
+    size)."""
     if impl == "dtensor_tp":
         return "transformer"
     if impl.startswith("pipelining") and n > 3:
@@ -67,7 +68,8 @@ def test_fsdp2_slices_are_uneven_and_padded_at_three_ranks(results):
     if n != 3:
         pytest.skip("the N = 3 case")
     fsdp2 = next(r for r in runs if r.config.impl == "fsdp2")
-    # Rows 128 -> chunks of 43, 43, 42; 16 -> 6, 6, 4: rank 2 holds fewer elements than its padded storage.
+    # Rows 128 -> chunks of 43, 43, 42; 16 -> 6, 6, 4: rank 2 holds fewer elements than its padded
+    # storage.
     held = [m["params"] for m in fsdp2.measured]
     storage = [m["storage_params"] for m in fsdp2.measured]
     assert held == [72_928, 72_928, 69_312] and storage == [72_928] * 3
@@ -88,7 +90,8 @@ def test_dtensor_tp_all_reduces_each_column_input_gradient_apart(results):
     if not tp:
         pytest.skip(f"N = {n} does not divide the 8 heads")
     step = [o["op"] for o in tp[0].measured[0]["ops"] if o["step"] == 1]
-    # Megatron (the ideal): 2 all-reduces forward + 2 backward per layer; DTensor: 2 + 4 (q, k, v, up).
+    # Megatron (the ideal): 2 all-reduces forward + 2 backward per layer; DTensor: 2 + 4
+    # (q, k, v, up).
     assert step == ["all_reduce"] * 6 and len(tp[0].ideal) == 4
     h, f = 16, 32  # the toy's widths
     assert tp[0].measured[0]["params"] == 8 * (
@@ -99,8 +102,8 @@ def test_dtensor_tp_all_reduces_each_column_input_gradient_apart(results):
 def test_1f1b_as_torch_runs_it_one_more_warm_up_forward_and_fused_send_recv():
     from placement_edu.implementations import torch_1f1b_order
 
-    # Stage 0 of 4, m = 8: 4 warm-up forwards (the textbook: 3); the 4th forward's send goes out with
-    # the first backward's recv; stage 0 receives no forward and sends no backward.
+    # Stage 0 of 4, m = 8: 4 warm-up forwards (the textbook: 3); the 4th forward's send goes out
+    # with the first backward's recv; stage 0 receives no forward and sends no backward.
     assert torch_1f1b_order(4, 0, 8)[:6] == [
         ("send", "forward", 0),
         ("send", "forward", 1),
@@ -153,7 +156,8 @@ def test_a_one_byte_or_one_op_difference_is_named():
     bad = TorchRefResult.build(config, raw)
     assert not bad.ops_match and not bad.bytes_match
     assert bad.differences() == [
-        "rank 0 op 1: measured all_reduce 215,160 B/2, predicted all_reduce 215,168 B/2 (2 vs 2 ops)",
+        "rank 0 op 1: measured all_reduce 215,160 B/2, predicted all_reduce "
+        "215,168 B/2 (2 vs 2 ops)",
         "rank 1 grads: measured 215,169 B, predicted 215,168 B",
     ]
     assert replace(good, deviation=1e-3).equivalent is False
@@ -168,7 +172,8 @@ def test_ddp_buckets_one_at_the_first_step_then_1_mib_then_25_mib():
 
 
 def test_zero_redundancy_broadcasts_owner_by_owner_largest_first():
-    # Tensors of mlp:64,128,128,16: rank 0 owns 1.weight alone (16,384); rank 1 the rest, largest first.
+    # Tensors of mlp:64,128,128,16: rank 0 owns 1.weight alone (16,384); rank 1 the rest, largest
+    # first.
     numels = [8192, 128, 16384, 128, 2048, 16]
     assert zero_redundancy_broadcasts(numels, 2) == [
         (0, 16384),
