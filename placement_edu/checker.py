@@ -28,12 +28,14 @@ from typing import Any
 from placement_edu.placement import STARTUP
 from placement_edu.errors import context
 from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
-from placement_edu.faults import REDUCTIONS, _fault, apply_fault
+from placement_edu.faults import _fault, apply_fault
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelSpec, as_model
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
+    PARAM_SYNCS,
+    REDUCTIONS,
     Schedule,
     derive_schedule,
     grad_reduction,
@@ -327,9 +329,7 @@ def state_consistency(
                 resync = {
                     o.op
                     for o in ops[step + 1 :]
-                    if o.op in ("all_gather", "broadcast")
-                    and o.state is State.PARAMS
-                    and o.axis == axis
+                    if o.op in PARAM_SYNCS and o.state is State.PARAMS and o.axis == axis
                 }
                 if resync:
                     how = "all-gathered" if "all_gather" in resync else "broadcast by their owners"

@@ -16,9 +16,7 @@ from typing import Any, Callable, Mapping
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
-from placement_edu.schedule import Op, Schedule
-
-REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
+from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, Schedule
 
 
 # --- where a fault applies: read from the placement ---------------------------------------------
@@ -68,7 +66,7 @@ def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
         o
         for o in ops
         if not (
-            o.op in ("all_gather", "broadcast")
+            o.op in PARAM_SYNCS
             and o.state is State.PARAMS
             and o.axis == "data"
             and o.phase == "step"

@@ -17,7 +17,7 @@ from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, as_model
 from placement_edu.placement import State
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import Schedule, derive_schedule, pipeline_bubble
+from placement_edu.schedule import LINK_OPS, Schedule, derive_schedule, pipeline_bubble
 from placement_edu.strategies import STRATEGIES, Strategy, get_strategy
 from placement_edu.units import fmt_bytes, fmt_gb, plain
 
@@ -54,11 +54,9 @@ class Report:
         rows.append((f"peak (in {m.peak_phase})", fmt_bytes(m.peak)))
         if m.padding:
             rows.append(("padding added by sharding", f"{m.padding:,} elements"))
-        for (
-            o,
-            times,
-        ) in self.schedule.counted():  # a repeated micro-batch pass: once, with its count
-            if o.is_collective or o.op in ("h2d", "d2h"):
+        # a repeated micro-batch pass: once, with its count
+        for o, times in self.schedule.counted():
+            if o.op in LINK_OPS:
                 cost = "once, not per step" if o.once else f"{fmt_bytes(o.ring_bytes)} ring"
                 count = f" (×{times:,}, one per micro-batch)" if times > 1 else ""
                 rows.append(

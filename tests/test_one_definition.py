@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from placement_edu.schedule import OP_COSTS, RING_FACTOR, ZERO_FACTOR, ring_factor
+from placement_edu.schedule import (
+    COLLECTIVES,
+    HOST_TRANSFERS,
+    LINK_OPS,
+    OP_COSTS,
+    PARAM_SYNCS,
+    REDUCTIONS,
+    RING_FACTOR,
+    ZERO_FACTOR,
+    ring_factor,
+)
 from placement_edu.timing import ring_steps
 
 pytestmark = pytest.mark.fast
@@ -53,3 +63,26 @@ def test_the_phases_and_the_model_states_are_named_in_placement_only():
     assert definitions(r"""["']startup["']""") == ["placement.py"]
     assert definitions(r"""^\s*PHASES\s*[:=]""") == ["placement.py"]
     assert definitions(r"""^\s*\w*STATES\s*=\s*\(["']params["']""") == []
+
+
+#: The op names of the cost table and ``recv``: a collection of them is a kind of op.
+OP_NAMES = "all_reduce|all_gather|reduce_scatter|send|recv|broadcast|h2d|d2h"
+
+
+def test_each_set_of_op_names_is_defined_next_to_the_cost_table():
+    # a membership test against a literal of op names (``o.op in ("h2d", "d2h")``) ...
+    assert definitions(rf"""(?<!for )\bop\s+(not\s+)?in\s*[(\[{{]\s*["']({OP_NAMES})["']""") == []
+    # ... or a named collection of two or more op names is a second definition of a kind of op;
+    # timing_fit's CALIBRATED_OPS is which ops a calibration times, a choice, not a kind
+    named = rf"""^\s*\w+\s*(:[^=]*)?=\s*(frozenset\(\s*)?[(\[{{]\s*["']({OP_NAMES})["']\s*,"""
+    assert definitions(named) == ["schedule/costs.py", "timing_fit.py"]
+    assert HOST_TRANSFERS == {"h2d", "d2h"} and LINK_OPS == COLLECTIVES | HOST_TRANSFERS
+    assert COLLECTIVES == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "send",
+        "recv",
+        "broadcast",
+    }
+    assert REDUCTIONS < COLLECTIVES and PARAM_SYNCS < COLLECTIVES

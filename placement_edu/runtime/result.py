@@ -15,12 +15,9 @@ from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.verdict import broken_conditions, edited_schedule
 from placement_edu.runtime.walltime import StepWall, predicted_step, time_line, time_view, walls
-from placement_edu.schedule import Op, Schedule, derive_schedule
+from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
 from placement_edu.units import plain
 
-LEDGER_OPS = frozenset(
-    {"all_reduce", "reduce_scatter", "all_gather", "send", "recv", "broadcast", "h2d", "d2h"}
-)
 STATES = tuple(s.value for s in MODEL_STATES)
 TRANSIENTS = ("gather_window", "reduce_bucket", "gather_buffer", "offload_staging")
 POOLS_NOTE = (
@@ -82,7 +79,7 @@ def predict(config: RunConfig) -> list[Side]:
         schedule = edited_schedule(
             derive_schedule(strategy, model, mesh, precision, rank), config.fault, strategy, mesh
         )
-        moved = [o for o in schedule.ops if o.op in LEDGER_OPS]
+        moved = [o for o in schedule.ops if o.op in LINK_OPS]
         out.append(
             Side(
                 derive_memory(strategy, model, mesh, precision, rank),

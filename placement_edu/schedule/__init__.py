@@ -27,6 +27,9 @@ from placement_edu.schedule.costs import (
     ZERO_FACTOR,
     COLLECTIVES,
     HOST_TRANSFERS,
+    LINK_OPS,
+    REDUCTIONS,
+    PARAM_SYNCS,
     ring_factor,
 )
 from placement_edu.schedule.ops import (
@@ -73,6 +76,9 @@ __all__ = [
     "ZERO_FACTOR",
     "COLLECTIVES",
     "HOST_TRANSFERS",
+    "LINK_OPS",
+    "REDUCTIONS",
+    "PARAM_SYNCS",
     "ring_factor",
     "Op",
     "MAX_LISTED_OPS",

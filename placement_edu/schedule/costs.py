@@ -32,16 +32,15 @@ class OpCost:
 
 OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
     {
-        "all_reduce": OpCost(
-            lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)
-        ),  # reduce-scatter + all-gather
-        "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),  # S = the full output
-        "reduce_scatter": OpCost(
-            lambda n: _over(n - 1, n), 1, lambda n: n - 1
-        ),  # S = the full input
-        "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),  # point to point: S by the sender
-        # the root sends S to each of the N-1 others; the message passes N-1 hops, every member
-        # waits
+        # a reduce-scatter then an all-gather
+        "all_reduce": OpCost(lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)),
+        # S = the full output
+        "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
+        # S = the full input
+        "reduce_scatter": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
+        # point to point: S, counted by the sender (its ``recv`` is not in the table: 0 bytes)
+        "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),
+        # the root sends S to each of the N-1 others; the message passes N-1 hops, all members wait
         "broadcast": OpCost(lambda n: n - 1, 1, lambda n: n - 1),
         # a host transfer crosses the host link, not the network: no ring bytes, one message
         "h2d": OpCost(lambda n: 0 * n, 0, lambda n: 1),
@@ -51,8 +50,21 @@ OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
 #: Two columns of ``OP_COSTS`` for the network collectives, as notebook 01 prints them.
 RING_FACTOR = MappingProxyType({op: c.ring for op, c in OP_COSTS.items() if c.zero})
 ZERO_FACTOR = MappingProxyType({op: c.zero for op, c in OP_COSTS.items() if c.zero})
-COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "send", "recv", "broadcast"})
-HOST_TRANSFERS = frozenset({"h2d", "d2h"})
+
+# The kinds of op, read from the table; every other op of a schedule (scale, optimizer_step) is
+# local and moves nothing.
+#: Over the host link (offloaded state, SPEC §7): the rows that move no network bytes.
+HOST_TRANSFERS = frozenset(op for op, c in OP_COSTS.items() if not c.zero)
+#: Over the network: the rows that do, and ``recv``, the receiving end of a ``send``.
+COLLECTIVES = frozenset(op for op, c in OP_COSTS.items() if c.zero) | {"recv"}
+#: Every op that crosses a link, network or host: what a runtime's ledger records.
+LINK_OPS = COLLECTIVES | HOST_TRANSFERS
+#: The collectives that sum gradients over a batch-splitting axis (SPEC §5): all-reduce leaves the
+#: sum on every device, reduce-scatter each owner's slice of it.
+REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
+#: The collectives that bring the owners' updated parameters back to every replica after an
+#: owner-only step (SPEC §4 rule 2): an all-gather, or each owner's broadcast of its slice.
+PARAM_SYNCS = frozenset({"all_gather", "broadcast"})
 
 
 def ring_factor(op: str, n: int) -> Fraction:
