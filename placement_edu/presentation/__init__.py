@@ -30,6 +30,7 @@ _EXPORTS = {
         _P + "activation_explorer",
     ),
     "ConventionExplorer": _P + "convention_explorer",
+    **dict.fromkeys(["FitExplorer", "fit_comparison", "fit_peak"], _P + "fit_explorer"),
     "GridExplorer": _P + "grid_explorer",
     "MeshExplorer": _P + "mesh_explorer",
     **dict.fromkeys(["ModeExplorer", "schedule_text"], _P + "mode_explorer"),
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
         korthikanti_model,
     )
     from placement_edu.presentation.convention_explorer import ConventionExplorer
+    from placement_edu.presentation.fit_explorer import FitExplorer, fit_comparison, fit_peak
     from placement_edu.presentation.grid_explorer import GridExplorer
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
