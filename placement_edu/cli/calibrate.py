@@ -15,10 +15,16 @@ import json
 import os
 import statistics
 from datetime import date
+from typing import TYPE_CHECKING
 
 from placement_edu.arguments import flag_type
 from placement_edu.cli.run import launched
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, read_int, read_seconds
+
+if TYPE_CHECKING:  # the runtime imports torch: only the handler loads it
+    from placement_edu.runtime.calibrate import CalibrationResult
+    from placement_edu.timing import Hardware
+    from placement_edu.timing_fit import LinkFit
 
 MAX_REPEATS = 1000
 
@@ -101,7 +107,7 @@ def _memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _source(result) -> str:
+def _source(result: CalibrationResult) -> str:
     flops = result.flops()
     noise = _noise(result)
     return (
@@ -116,13 +122,13 @@ def _source(result) -> str:
     )
 
 
-def _noise(result) -> tuple[float, float]:
+def _noise(result: CalibrationResult) -> tuple[float, float]:
     """(median, max) over the points of (max − min) / median of the repeats."""
     spreads = [(hi - lo) / mid for lo, mid, hi in (s.spread for s in result.samples)]
     return statistics.median(spreads), max(spreads)
 
 
-def hardware(result):
+def hardware(result: CalibrationResult) -> Hardware:
     """The fitted ``this_machine`` preset (``timing.Hardware``)."""
     from placement_edu.timing_fit import this_machine
 
@@ -140,7 +146,7 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f}"
 
 
-def _fit_line(name: str, fit) -> str:
+def _fit_line(name: str, fit: LinkFit) -> str:
     return (
         f"{name:16} α = {fit.alpha_s * 1e6:8.1f} µs per step   "
         f"W = {fit.bandwidth / 1e9:7.3f} GB/s   "
@@ -148,7 +154,7 @@ def _fit_line(name: str, fit) -> str:
     )
 
 
-def report(result) -> str:
+def report(result: CalibrationResult) -> str:
     """Measured medians beside the fitted model, per op and size; the fits; the hardware line."""
     from placement_edu.timing_fit import hardware_line
 
@@ -200,11 +206,11 @@ def report(result) -> str:
     return "\n".join(lines)
 
 
-def as_dict(result) -> dict:
+def as_dict(result: CalibrationResult) -> dict:
     """Every repeat, the fits and the hardware line, as JSON."""
     from placement_edu.timing_fit import hardware_line
 
-    def fit_dict(f):
+    def fit_dict(f: LinkFit | None) -> dict[str, float] | None:
         return (
             None
             if f is None

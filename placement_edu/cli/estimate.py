@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, Callable
 
 from placement_edu.arguments import flag_type
 from placement_edu.cli.table import SHAPE, model_from_args
@@ -51,7 +51,7 @@ DEFAULT_PRECISION = {
 }
 
 
-def _count(what: str, maximum: int = MAX_COUNT):
+def _count(what: str, maximum: int = MAX_COUNT) -> Callable[[str], int]:
     return flag_type(read_int, what, maximum)
 
 
@@ -207,6 +207,7 @@ def _megatron(args: argparse.Namespace) -> tuple[str, list[tuple[str, Reconcilia
             f"not --params {args.params}"
         )
     model = model_from_args(args)
+    assert isinstance(model, TransformerSpec)  # no --params: the transformer flags
     t, p, d = args.tensor, args.pipeline, args.data
     theirs = megatron_theoretical_memory(
         model, t, p, d, args.distributed_optimizer, args.micro_batches

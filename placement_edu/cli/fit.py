@@ -287,6 +287,7 @@ def _text(r: dict, peak: StepPeak) -> str:
     for name, pred, meas in rows:
         line = f"{name:30} {fmt_bytes(pred):>34}"
         if m:
+            assert meas is not None  # measured: every row has the tracker's figure
             line += f" {fmt_bytes(meas):>34} {pred / meas if meas else float('nan'):>8.4f}"
         lines.append(line)
     lines += ["", f"the peak is at: {r['peak_at']}"]

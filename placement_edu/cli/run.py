@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable
+from typing import Callable, TypeVar
 
 from placement_edu.runtime.args import add_arguments, config_from_args
 
@@ -28,7 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run)
 
 
-def launched(launch: Callable[[], object], show: Callable[[object], str], what: str = "run") -> int:
+#: What a launch returns (a RunResult, a TorchRefResult, a CalibrationResult): ``show`` prints it.
+R = TypeVar("R")
+
+
+def launched(launch: Callable[[], R], show: Callable[[R], str], what: str = "run") -> int:
     """Run ``launch`` (it starts processes) and print ``show`` of its result; the exit status. Every
     launching command ends the same way: Ctrl-C or SIGTERM, one line and 130 or 143; a failed rank,
     the report (root cause first) and 1."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Callable
 
 from placement_edu.arguments import flag_type
 from placement_edu.errors import (
@@ -25,7 +26,7 @@ from placement_edu.strategies import STRATEGIES, get_strategy
 SHAPE = (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V"))
 
 
-def count_flag(what: str):
+def count_flag(what: str) -> Callable[[str], int]:
     """An argparse type for a whole count (layers, widths, sequences): exact, 1 to MAX_COUNT."""
     return flag_type(read_int, what, MAX_COUNT)
 
