@@ -1,4 +1,5 @@
-"""Every widget of the course in one notebook, so the browser test runs widgets, not whole notebooks.
+"""Every widget of the course in one notebook, so the browser test runs widgets, not whole
+notebooks.
 
 nbval executes every notebook top to bottom; the browser test then needs each *widget* live, not
 each notebook re-run. ``gallery`` takes each widget cell of each notebook (a code cell whose saved
@@ -77,8 +78,8 @@ def needed(sources: list[str], source: str) -> list[str]:
 
 
 def gallery(notebooks: list[Path]) -> dict:
-    """A notebook (nbformat 4, as JSON) with, for each widget cell of each notebook, a heading naming
-    the notebook and one code cell: the statements it needs, then the cell itself."""
+    """A notebook (nbformat 4, as JSON) with, for each widget cell of each notebook, a heading
+    naming the notebook and one code cell: the statements it needs, then the cell itself."""
     cells: list[dict] = [
         {
             "cell_type": "code",

@@ -65,7 +65,10 @@ SETTINGS = {
 #: cells, and even 'idle', before).
 SESSION = "window.jupyterapp.shell.currentWidget?.sessionContext?.session"
 KERNEL = "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status"
-RUNNING = f"{KERNEL} === 'idle' && ![...document.querySelectorAll('.jp-InputPrompt')].some(p => p.innerText.includes('*'))"
+RUNNING = (
+    f"{KERNEL} === 'idle' && "
+    "![...document.querySelectorAll('.jp-InputPrompt')].some(p => p.innerText.includes('*'))"
+)
 
 
 def _free_port() -> int:
@@ -243,10 +246,11 @@ def test_every_widget_of_the_course_is_controls_and_its_figure_follows_a_control
             assert_pixels_change(widget, lambda: change_a_control(widget))
 
 
-# What the learner sees in the runtime widget over a click on Run, recorded by the page itself at every
-# DOM change: the kernel indicator, whether Run is disabled, the text shown outside the controls (a
-# visible text node, not a label, option or readout), progress (a visible bar, or a line of
-# "starting"/"step i/n"), and whether the run's report (``result``, e.g. "dp on data=4: 5 steps") is shown.
+# What the learner sees in the runtime widget over a click on Run, recorded by the page itself at
+# every DOM change: the kernel indicator, whether Run is disabled, the text shown outside the
+# controls (a visible text node, not a label, option or readout), progress (a visible bar, or a line
+# of "starting"/"step i/n"), and whether the run's report (``result``, e.g. "dp on data=4: 5 steps")
+# is shown.
 WATCH = r"""(widget, result) => {
   const controls = 'select, option, button, label, input, .widget-readout';
   window.look = () => {
@@ -261,7 +265,8 @@ WATCH = r"""(widget, result) => {
     const bar = [...widget.querySelectorAll('.widget-progress')].some(
       b => b.checkVisibility({visibilityProperty: true}));
     return {kernel: document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status, text,
-            run_disabled: [...widget.querySelectorAll('button')].find(b => b.innerText.trim() === 'Run').disabled,
+            run_disabled: [...widget.querySelectorAll('button')]
+                .find(b => b.innerText.trim() === 'Run').disabled,
             progress: bar || /starting|step \d+\/\d+/.test(text), result: text.includes(result)};
   };
   window.seen = [look()];

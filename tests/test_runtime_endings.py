@@ -84,7 +84,8 @@ def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves
 
 
 def test_ctrl_c_while_the_ranks_start_is_one_line_too(tmp_path):
-    """While the ranks import torch and meet (torch would swallow its own signal exception there)."""
+    """While the ranks import torch and meet (torch would swallow its own signal exception
+    there)."""
     tmp = tmp_path / "tmp"
     command = _start(CLI + ["--steps", "2000"], tmp)
     try:
@@ -133,7 +134,8 @@ import sys
 from placement_edu.runtime import RunConfig, RunFailed
 from placement_edu.runtime.launcher import launch
 try:
-    launch([RunConfig("zero3", 4)], 4, timeout_s=5, progress=False, failure={"kind": sys.argv[1], "rank": 2})
+    failure = {"kind": sys.argv[1], "rank": 2}
+    launch([RunConfig("zero3", 4)], 4, timeout_s=5, progress=False, failure=failure)
 except RunFailed as error:
     print(error)
     sys.exit(1)
@@ -148,7 +150,8 @@ except RunFailed as error:
             "kill",
             (
                 "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
-                "rank 2 stopped first: it died without an error, killed (the others lost their connection to it)",
+                "rank 2 stopped first: it died without an error, killed "
+                "(the others lost their connection to it)",
             ),
         ),
         ("hang", ("rank 2 stopped first: it hung (the others timed out waiting for it)",)),
@@ -217,7 +220,8 @@ def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_ot
 
 
 def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
-    """torch's launcher installs its own SIGINT/SIGTERM handlers; a notebook kernel gets its back."""
+    """torch's launcher installs its own SIGINT/SIGTERM handlers; a notebook kernel gets its
+    back."""
     from placement_edu.runtime import RunConfig, run
 
     def mine(*_):

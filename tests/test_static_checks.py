@@ -1,5 +1,6 @@
-"""Lint, layout and types, in the suite: ruff (check and format) over the package, the tests and the benchmarks, and mypy over
-the core (the files pyproject.toml's ``[tool.mypy]`` lists). Both configured in pyproject.toml."""
+"""Lint, layout and types, in the suite: ruff (check and format) over the package, the tests and
+the benchmarks, and mypy over the files pyproject.toml's ``[tool.mypy]`` lists. Both configured in
+pyproject.toml."""
 
 from __future__ import annotations
 
