@@ -18,7 +18,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec
 from placement_edu.memory import derive_memory
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import OP_COSTS, derive_schedule
+from placement_edu.schedule import OP_COSTS, derive_schedule, ring_bytes
 from placement_edu.strategies import Strategy, get_strategy
 
 _PROBE_PSI = 2**20  # any Ψ works: the probe reads elements as a fraction of Ψ
@@ -55,8 +55,8 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
         if o.op != "broadcast"
     ]
     # The owners' broadcasts after the step (ZeroRedundancyOptimizer): N of them, Ψ/N each, so Ψ
-    # in all at every N; each device is the root of one and sends it to the N-1 others:
-    # (N-1)/N of Ψ per device, an all-gather's ring bytes.
+    # in all at every N, held as one term; each device is the root of one and sends it to the N-1
+    # others: (N-1)/N of Ψ per device.
     owners = [o for o in schedule.collectives if o.op == "broadcast"]
     if owners:
         collectives.append(
@@ -69,9 +69,13 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
     return Terms(whole, split, tuple(collectives))
 
 
-def _ring(op: str, n: np.ndarray) -> np.ndarray:
-    """SPEC §4's ring factor from the core's one table (``schedule.OP_COSTS``), over arrays."""
-    return OP_COSTS["all_gather" if op == "broadcast" else op].ring(n)
+def _ring_bytes_per_psi(
+    op: str, elements: Fraction, element_bytes: int, n: np.ndarray
+) -> np.ndarray:
+    """The core's ``ring_bytes`` of one term, per Ψ, over arrays of N. The broadcast term holds
+    the N owners' broadcasts (Ψ/N each); a device sends only the one it is the root of."""
+    mine = float(elements) / n if op == "broadcast" else float(elements)
+    return ring_bytes(op, n, mine * element_bytes)
 
 
 def sweep(
@@ -90,7 +94,7 @@ def sweep(
         t = terms(strategy, precision)
         many = n > 1
         volume = sum(OP_COSTS[op].zero * float(e) for op, e, _ in t.collectives) * many
-        ring = sum(_ring(op, n) * float(e) * b for op, e, b in t.collectives) * psi
+        ring = sum(_ring_bytes_per_psi(op, e, b, n) for op, e, b in t.collectives) * psi
         out[get_strategy(strategy).name] = {
             "model_state": psi * (float(t.whole) + float(t.split) / n),
             "volume_psi": np.broadcast_to(volume, np.broadcast(psi, n).shape),

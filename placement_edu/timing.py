@@ -37,6 +37,8 @@ from placement_edu.schedule import (
     derive_schedule,
     model_axis_degree,
     pipeline_bubble,
+    ring_bytes,
+    sent_bytes,
 )
 from placement_edu.strategies import Strategy, get_strategy
 
@@ -244,11 +246,12 @@ def ring_steps(op: str, n: int) -> int:
 def op_time(op: Op, link: Link) -> float:
     """Seconds one device spends on ``op`` over ``link``: α·steps + bytes / W (SPEC §9).
 
-    The bytes are the ones this device sends (``Op.ring_bytes``, SPEC §4; a host transfer: its
-    payload over the host link). Start-up ops (once, not per step) and local ops cost 0 s."""
+    The bytes are the ones this device sends (``schedule.sent_bytes``: the ring bytes of SPEC §4;
+    a host transfer: its payload over the host link). Start-up ops (once, not per step) and local
+    ops cost 0 s."""
     if op.once:
         return 0.0
-    sent = op.payload_bytes if op.op in HOST_TRANSFERS else op.ring_bytes
+    sent = sent_bytes(op.op, op.group, op.payload_bytes, op.root)
     return link.alpha_s * ring_steps(op.op, op.group) + float(sent) / link.bandwidth
 
 
@@ -512,9 +515,9 @@ def tp_compute_bound(model: TransformerSpec, tensor: int, hw: str | Hardware) ->
     hw = get_hardware(hw)
     t, h = tensor, model.hidden
     w = hw.link("tensor").bandwidth
-    ratio = (8 * h * (t - 1) / t / w) / (
-        24 * h * h / t / hw.flops
-    )  # per token b·s: (comm s) / (compute s)
+    # per token b·s: two all-reduces of h 16-bit values against 2·(12h²)/t FLOPs
+    comm_s = 2 * float(ring_bytes("all_reduce", t, 2 * h)) / w
+    ratio = comm_s / (24 * h * h / t / hw.flops)
     return {"h_needed": (t - 1) / 3 * hw.flops / w, "h": float(h), "ratio": ratio}
 
 

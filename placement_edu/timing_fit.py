@@ -28,11 +28,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Iterable, Sequence
 
 from placement_edu.errors import PlacementError, expect
-from placement_edu.schedule import HOST_TRANSFERS, ring_factor
+from placement_edu.schedule import HOST_TRANSFERS, sent_bytes
 from placement_edu.timing import Hardware, Link, ring_steps
 
 #: The ops a calibration times, in the order the tables print them: four over the link between
@@ -41,12 +40,6 @@ CALIBRATED_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send", "h2d")
 #: The mesh axes a machine's one link serves (every rank talks to every other over the same
 #: loopback).
 AXES = ("data", "tensor", "pipeline", "replica")
-
-
-def sent_bytes(op: str, n: int, payload_bytes: int) -> Fraction:
-    """Bytes one device sends for ``op`` on a payload of S bytes, as ``timing.op_time`` prices them:
-    SPEC §4's exact ring bytes for a collective, the payload itself for a host copy."""
-    return Fraction(payload_bytes) if op in HOST_TRANSFERS else ring_factor(op, n) * payload_bytes
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from placement_edu import timing_fit
 from placement_edu.schedule import (
     COLLECTIVES,
     HOST_TRANSFERS,
@@ -17,7 +18,9 @@ from placement_edu.schedule import (
     REDUCTIONS,
     RING_FACTOR,
     ZERO_FACTOR,
+    ring_bytes,
     ring_factor,
+    sent_bytes,
 )
 from placement_edu.timing import ring_steps
 
@@ -86,3 +89,18 @@ def test_each_set_of_op_names_is_defined_next_to_the_cost_table():
         "broadcast",
     }
     assert REDUCTIONS < COLLECTIVES and PARAM_SYNCS < COLLECTIVES
+
+
+def test_the_bytes_a_device_sends_are_computed_by_one_function():
+    # ring factor × payload, a row's ring column, or "the payload for a host transfer, else the
+    # ring bytes" outside the cost table is a second copy of SPEC §4's rule
+    assert definitions(r"ring_factor\([^()]*\)\s*\*|\.ring\(") == ["schedule/costs.py"]
+    assert definitions(r"\bHOST_TRANSFERS\s+else\b") == ["schedule/costs.py"]
+    assert timing_fit.sent_bytes is sent_bytes
+    # SPEC §4 at N = 8 on S = 100 B: a broadcast is sent by its root alone, (N-1)·S
+    assert (
+        ring_bytes("broadcast", 8, 100) == 700 and ring_bytes("broadcast", 8, 100, root=False) == 0
+    )
+    assert ring_bytes("all_reduce", 8, 100) == 175 and ring_bytes("recv", 8, 100) == 0
+    # a host transfer: no network bytes, its payload on the host link
+    assert ring_bytes("h2d", 8, 100) == 0 and sent_bytes("h2d", 8, 100) == 100

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from placement_edu.placement import STARTUP
-from placement_edu.schedule import ring_factor
+from placement_edu.schedule import ring_bytes
 
 # torch >= 2.7 names the tensor-in, tensor-out collectives *_single; older versions *_tensor.
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -88,7 +88,7 @@ class Comm:
     ) -> None:
         payload = tensor.numel() * tensor.element_size()
         # ``sends``: False for a broadcast's receivers (only its root sends: (n - 1) x S).
-        ring = 0 if self.phase == STARTUP or not sends else ring_factor(op, n) * payload
+        ring = 0 if self.phase == STARTUP else ring_bytes(op, n, payload, root=sends)
         assert Fraction(ring).denominator == 1, "ring bytes of an equal-chunk collective are whole"
         self.entries.append(Entry(self.step, self.phase, op, state, axis, n, payload, int(ring)))
 

@@ -31,6 +31,8 @@ from placement_edu.schedule.costs import (
     REDUCTIONS,
     PARAM_SYNCS,
     ring_factor,
+    ring_bytes,
+    sent_bytes,
 )
 from placement_edu.schedule.ops import (
     Op,
@@ -80,6 +82,8 @@ __all__ = [
     "REDUCTIONS",
     "PARAM_SYNCS",
     "ring_factor",
+    "ring_bytes",
+    "sent_bytes",
     "Op",
     "MAX_LISTED_OPS",
     "Repeat",

@@ -67,7 +67,27 @@ REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
 PARAM_SYNCS = frozenset({"all_gather", "broadcast"})
 
 
-def ring_factor(op: str, n: int) -> Fraction:
+def ring_factor(op: str, n: Any) -> Any:
     """Bytes this device sends for ``op`` as a multiple of its payload (recv: counted by the
-    sender; a broadcast: by its root, see ``Op.ring_bytes``; local ops: nothing)."""
-    return Fraction(OP_COSTS[op].ring(n)) if op in OP_COSTS else Fraction(0)
+    sender; a broadcast: by its root, see ``ring_bytes``; local ops: nothing). An int N gives an
+    exact Fraction, a numpy array of N floats (the sweep)."""
+    if op not in OP_COSTS:
+        return Fraction(0)
+    factor = OP_COSTS[op].ring(n)
+    return Fraction(factor) if isinstance(n, int) else factor
+
+
+def ring_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
+    """Bytes one device sends over the network for ``op`` on a payload of S bytes over a group of
+    ``n`` (SPEC §4): the ring factor times S. A broadcast is sent by its root alone, (N-1)·S: its
+    receivers (``root`` False) send nothing; so does a recv (its send counts) and a host transfer
+    (it crosses the host link, not the network)."""
+    if op == "broadcast" and not root:
+        return 0
+    return ring_factor(op, n) * payload_bytes
+
+
+def sent_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
+    """Bytes one device puts on the link ``op`` runs over, as the time model prices them (SPEC
+    §9): a collective's ring bytes on the network, a host transfer's payload on the host link."""
+    return payload_bytes if op in HOST_TRANSFERS else ring_bytes(op, n, payload_bytes, root)

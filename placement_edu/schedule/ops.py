@@ -12,7 +12,7 @@ from placement_edu.placement import STARTUP
 from placement_edu.errors import expect
 from placement_edu.models import Number
 from placement_edu.placement import State
-from placement_edu.schedule.costs import COLLECTIVES, HOST_TRANSFERS, OP_COSTS, ring_factor
+from placement_edu.schedule.costs import COLLECTIVES, HOST_TRANSFERS, OP_COSTS, ring_bytes
 
 
 #: The micro-batches an op belongs to: () for the step as a whole, (k,) for micro-batch k, or the
@@ -93,9 +93,7 @@ class Op:
     @property
     def ring_bytes(self) -> Number:
         """Exact bytes this device sends for the op per step (what a measurement sees)."""
-        if self.once or (self.op == "broadcast" and not self.root):
-            return 0
-        return ring_factor(self.op, self.group) * self.payload_bytes
+        return 0 if self.once else ring_bytes(self.op, self.group, self.payload_bytes, self.root)
 
     @property
     def zero_volume_elements(self) -> Number:
