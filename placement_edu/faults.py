@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from placement_edu.errors import PlacementError
+from placement_edu.memory import GATHER_BUFFER
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
 from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, Schedule
@@ -135,7 +136,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 "SG or OFF)",
                 _owner_only_update,
                 _skip_param_sync,
-                removes=("gather_buffer",),
+                removes=(GATHER_BUFFER,),
             ),  # the padded buffer the dropped all-gather fills
             Fault(
                 "unsynced-init",

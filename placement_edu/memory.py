@@ -25,6 +25,20 @@ from placement_edu.placement import (
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 
+# --- the transient terms, by name (SPEC §3) -----------------------------------------------------
+#: SG parameters gathered for use: one unit at a time, or all of them when kept through backward.
+GATHER_WINDOW = "gather_window"
+#: A whole, unreduced (partial) gradient before it is reduce-scattered to its owners.
+REDUCE_BUCKET = "reduce_bucket"
+#: The padded copy the all-gather after an owner-only step fills (a whole state is stored unpadded).
+GATHER_BUFFER = "gather_buffer"
+#: One unit of offloaded state on its way over the host link (SPEC §7).
+OFFLOAD_STAGING = "offload_staging"
+#: Activations kept from forward for backward: the state's own name.
+ACTIVATIONS = State.ACTIVATIONS.value
+#: The named buffers, in the order a run's table prints them (activations apart).
+TRANSIENT_BUFFERS: tuple[str, ...] = (GATHER_WINDOW, REDUCE_BUCKET, GATHER_BUFFER, OFFLOAD_STAGING)
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -132,22 +146,22 @@ def derive_memory(
             if strategy.reshard_after_forward
             else whole
         )
-        transient["forward"]["gather_window"] = window
-        transient["backward"]["gather_window"] = window
+        transient["forward"][GATHER_WINDOW] = window
+        transient["backward"][GATHER_WINDOW] = window
     if d > 1 and G in SPLIT_MODES:
         # Backward produces each unit's whole, unreduced (partial) gradient before it is
         # reduce-scattered to its owners: one unit's bucket is live. (A concrete model whose
         # parameters are not gathered by unit reduces its whole gradient at once.)
         by_unit = P in GATHERED or not model.reduces_per_unit
         bucket = largest_unit(State.GRADS) if by_unit else full_local(State.GRADS)
-        transient["backward"]["reduce_bucket"] = bucket * precision.grads
+        transient["backward"][REDUCE_BUCKET] = bucket * precision.grads
     if d > 1 and pl.mode(State.OPTIMIZER, "data") in SPLIT_MODES:
         # ZeRO's rule moves equal, padded chunks. A whole (R) state is stored unpadded, so when the
         # rule pads, the reduce-scatter reads (and the all-gather after the step fills) a padded
         # copy: a transient the size of the padded buffer. None for the ideal Ψ/N formula.
         for state, phase, term in (
-            (State.GRADS, "backward", "reduce_bucket"),
-            (State.PARAMS, "step", "gather_buffer"),
+            (State.GRADS, "backward", REDUCE_BUCKET),
+            (State.PARAMS, "step", GATHER_BUFFER),
         ):
             padded = full_local(state)
             if pl.mode(state, "data") is Mode.R and padded > model.local_elements(
@@ -160,7 +174,7 @@ def derive_memory(
             # whole offloaded slice.
             phase = "forward" if state is State.PARAMS else "backward"
             unit = Fraction(largest_unit(state) * precision.bytes_per(state), d)  # its slice
-            transient[phase]["offload_staging"] = transient[phase].get("offload_staging", 0) + unit
+            transient[phase][OFFLOAD_STAGING] = transient[phase].get(OFFLOAD_STAGING, 0) + unit
 
     stage = coords["pipeline"]
     m = strategy.micro_batches
@@ -173,8 +187,8 @@ def derive_memory(
         * in_flight
     )
     if activations:
-        transient["forward"]["activations"] = activations
-        transient["backward"]["activations"] = activations
+        transient["forward"][ACTIVATIONS] = activations
+        transient["backward"][ACTIVATIONS] = activations
 
     padding = (
         model.padding(d) if any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES) else 0

@@ -9,6 +9,15 @@ from pathlib import Path
 import pytest
 
 from placement_edu import timing_fit
+from placement_edu.memory import (
+    ACTIVATIONS,
+    GATHER_BUFFER,
+    GATHER_WINDOW,
+    OFFLOAD_STAGING,
+    REDUCE_BUCKET,
+    TRANSIENT_BUFFERS,
+)
+from placement_edu.placement import State
 from placement_edu.schedule import (
     COLLECTIVES,
     HOST_TRANSFERS,
@@ -104,3 +113,11 @@ def test_the_bytes_a_device_sends_are_computed_by_one_function():
     assert ring_bytes("all_reduce", 8, 100) == 175 and ring_bytes("recv", 8, 100) == 0
     # a host transfer: no network bytes, its payload on the host link
     assert ring_bytes("h2d", 8, 100) == 0 and sent_bytes("h2d", 8, 100) == 100
+
+
+def test_the_transient_terms_are_named_in_memory_only():
+    # the derivation, the faults, the runtime's engines and its result all import these names
+    names = "|".join(TRANSIENT_BUFFERS)
+    assert definitions(rf"""["']({names})["']""") == ["memory.py"]
+    assert TRANSIENT_BUFFERS == (GATHER_WINDOW, REDUCE_BUCKET, GATHER_BUFFER, OFFLOAD_STAGING)
+    assert ACTIVATIONS == State.ACTIVATIONS.value == "activations"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from placement_edu.memory import Memory, derive_memory
+from placement_edu.memory import ACTIVATIONS, TRANSIENT_BUFFERS, Memory, derive_memory
 from placement_edu.placement import MODEL_STATES, STARTUP, State
 from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
@@ -19,7 +19,6 @@ from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
 from placement_edu.units import plain
 
 STATES = tuple(s.value for s in MODEL_STATES)
-TRANSIENTS = ("gather_window", "reduce_bucket", "gather_buffer", "offload_staging")
 POOLS_NOTE = (
     "CPU-only run: 'device' and 'host' pools are both CPU memory; offloaded state is "
     "kept apart by bookkeeping. With CUDA the device pool is GPU memory."
@@ -42,8 +41,8 @@ class Side:
         m = self.memory
         row: dict = {s: plain(m.device[State(s)]) for s in STATES}
         row["host"] = {s: plain(m.host[State(s)]) for s in STATES}
-        row["activations_peak"] = plain(m.transient_peak("activations"))
-        row.update({t: plain(m.transient_peak(t)) for t in TRANSIENTS})
+        row["activations_peak"] = plain(m.transient_peak(ACTIVATIONS))
+        row.update({t: plain(m.transient_peak(t)) for t in TRANSIENT_BUFFERS})
         ring = sum((Fraction(step.ring_bytes) for step in self.steps), Fraction(0)) / len(
             self.steps
         )
@@ -186,7 +185,7 @@ class RunResult:
         from placement_edu.faults import FAULTS
 
         removed = FAULTS[self.config.fault].removes if self.config.fault else ()
-        return ("activations",) + tuple(t for t in TRANSIENTS if t not in removed)
+        return (ACTIVATIONS,) + tuple(t for t in TRANSIENT_BUFFERS if t not in removed)
 
     def memory_differences(self) -> list[str]:
         """Per rank, what differs between predicted and measured memory (``Memory.differences``)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from placement_edu.memory import OFFLOAD_STAGING, REDUCE_BUCKET
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import gather_params
@@ -37,9 +38,9 @@ class Zero2Offload(Engine):
         bucket = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
         self.params.grad = bucket[: self.psi]
         self.forward_backward(self.params, x, y, step)
-        self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
+        self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         staging = torch.empty(self.grad.numel(), dtype=self.ctx.dtype, device=self.ctx.device)
-        self.mem.peak("offload_staging", "backward", staging.numel() * staging.element_size())
+        self.mem.peak(OFFLOAD_STAGING, "backward", staging.numel() * staging.element_size())
         if self.fault("skip-grad-reduce"):
             staging.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:

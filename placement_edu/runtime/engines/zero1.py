@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from placement_edu.memory import GATHER_BUFFER, REDUCE_BUCKET
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
 
@@ -38,7 +39,7 @@ class Zero1(Engine):
             self.params.grad, self.padded
         )  # the collective moves equal, padded chunks
         if bucket is not self.params.grad:
-            self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
+            self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         grad = torch.empty_like(self.m)
         if self.fault("skip-grad-reduce"):
             grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
@@ -88,5 +89,5 @@ def gather_params(engine: Engine, mine: torch.Tensor) -> None:
     )
     engine.comm.all_gather(full, mine, "params", "data")
     if full is not params:
-        engine.mem.peak("gather_buffer", "step", full.numel() * full.element_size())
+        engine.mem.peak(GATHER_BUFFER, "step", full.numel() * full.element_size())
         params.copy_(full[: params.numel()])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from placement_edu.memory import REDUCE_BUCKET
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import update_owned_slice
@@ -31,7 +32,7 @@ class Zero2(Engine):
         bucket = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
         self.params.grad = bucket[: self.psi]  # backward writes the partial gradient here
         self.forward_backward(self.params, x, y, step)
-        self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
+        self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         if self.fault("skip-grad-reduce"):
             self.grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from placement_edu.memory import GATHER_WINDOW, REDUCE_BUCKET
 from placement_edu.runtime import flat
 from placement_edu.runtime.engine import Context, Engine
 
@@ -67,7 +68,7 @@ class Zero3(Engine):
         )  # FAULT stale-gather: last step's slices
         mine = self.slice_to_gather(source, phase)
         self.comm.all_gather(self.window.data, mine, "params", "data")
-        self.mem.peak("gather_window", phase, self.window.untyped_storage().nbytes())
+        self.mem.peak(GATHER_WINDOW, phase, self.window.untyped_storage().nbytes())
 
     def _free(self) -> None:
         self.window.untyped_storage().resize_(0)
@@ -85,12 +86,12 @@ class Zero3(Engine):
         if self.reshard:
             self._gather("backward")  # ... so gather the parameters again
         else:
-            self.mem.peak("gather_window", "backward", self.window.untyped_storage().nbytes())
+            self.mem.peak(GATHER_WINDOW, "backward", self.window.untyped_storage().nbytes())
         self.window.grad = torch.zeros(self.padded, dtype=self.ctx.dtype, device=self.ctx.device)
         self.backward(loss)
         self._free()
         bucket = self.window.grad  # the whole partial gradient
-        self.mem.peak("reduce_bucket", "backward", bucket.numel() * bucket.element_size())
+        self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         self.reduce_gradient(bucket)
         self.window.grad = None
         del bucket

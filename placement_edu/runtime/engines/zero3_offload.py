@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from placement_edu.memory import OFFLOAD_STAGING
 from placement_edu.runtime.engines.zero3 import Zero3
 
 
@@ -28,7 +29,7 @@ class Zero3Offload(Zero3):
     def _staging(self, phase: str) -> torch.Tensor:
         """A device buffer of one slice, on its way to or from the host."""
         staging = torch.empty(self.shard.numel(), dtype=self.ctx.dtype, device=self.ctx.device)
-        self.mem.peak("offload_staging", phase, staging.numel() * staging.element_size())
+        self.mem.peak(OFFLOAD_STAGING, phase, staging.numel() * staging.element_size())
         return staging
 
     def slice_to_gather(self, source: torch.Tensor, phase: str) -> torch.Tensor:
