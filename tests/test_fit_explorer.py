@@ -163,3 +163,27 @@ def test_breakdown_has_fit_jsons_keys() -> None:
         "step_peak_bytes",
     }
     assert set(out["memory"]) == {"params", "grads", "optimizer", "activations", "transients"}
+
+
+def test_agrees_is_byte_for_byte_and_fails_on_one_byte() -> None:
+    from dataclasses import replace
+
+    from placement_edu.presentation.fit_explorer import TrackerRun
+
+    c = fit_comparison("gpt2", devices=8)
+    assert not c.agrees()  # no tracker run: nothing to agree with
+    p = c.peak
+    states = {
+        "params": p.params,
+        "grads": p.grads,
+        "optimizer": p.optimizer,
+        "activations": p.activations,
+        "forward_backward_peak": p.forward_backward_peak.total,
+        "step_peak": p.step_peak.total,
+    }
+    run = TrackerRun(states, seconds=1.0, wall_seconds=2.0, peak_rss=300 * 2**20)
+    assert replace(c, tracker=run).agrees()
+    assert run.peak_at == "forward/backward" and run.peak_bytes == GPT2_N8_FORWARD_BACKWARD_PEAK
+    off = TrackerRun({**states, "step_peak": states["step_peak"] + 1}, 1.0, 2.0, 0)
+    assert not replace(c, tracker=off).agrees()
+    assert "300 MiB resident" in str(run)

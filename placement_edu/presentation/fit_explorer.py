@@ -39,7 +39,7 @@ from placement_edu.placement import State
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import OP_COLORS, STATE_COLORS, new_figure, png
 from placement_edu.report import analyze
-from placement_edu.units import GB, fmt_bytes
+from placement_edu.units import GB, MiB, fmt_bytes
 
 #: The widget's models: their profiles ship with the package (b = 1 at the default s) or are
 #: measured in a few seconds (Llama-3-8B is left out: its tracker run is not for a 2 GiB notebook).
@@ -171,6 +171,12 @@ class TrackerRun:
     @property
     def peak_bytes(self) -> int:
         return max(self.states["forward_backward_peak"], self.states["step_peak"])
+
+    def __str__(self) -> str:
+        return (
+            f"tracker run: {self.seconds:.1f} s tracked, {self.wall_seconds:.1f} s with the child "
+            f"process's start-up; its peak: {self.peak_rss / MiB:,.0f} MiB resident"
+        )
 
     @property
     def peak_at(self) -> str:
@@ -344,6 +350,22 @@ class FitComparison:
 
         return [(name, *(cell(v) for v in values)) for name, *values in figures]  # type: ignore[misc]
 
+    def agrees(self) -> bool:
+        """Whether every figure the tracker gives -- params, grads, optimizer, activations after
+        forward, both peaks -- equals the derived one to the byte (False without a tracker run)."""
+        if self.tracker is None:
+            return False
+        p = self.peak
+        derived = {
+            "params": p.params,
+            "grads": p.grads,
+            "optimizer": p.optimizer,
+            "activations": p.activations,
+            "forward_backward_peak": p.forward_backward_peak.total,
+            "step_peak": p.step_peak.total,
+        }
+        return all(self.tracker.states[k] == v for k, v in derived.items())
+
     def block_modules(self) -> list[tuple[str, int, float]]:
         """What one block keeps, by the module that saved it (measured): (module, bytes, bytes in
         units of one [b, s, h] tensor of the compute dtype), largest first."""
@@ -405,11 +427,8 @@ class FitComparison:
         lines.append(f"the peak is at: formula  {self.formula_peak_terms}")
         lines.append(f"                derived  {self.peak.peak.name}")
         if self.tracker:
-            t = self.tracker
-            lines.append(f"                tracker  {t.peak_at} (the tracker names a phase)")
             lines.append(
-                f"tracker run: {t.seconds:.1f} s tracked, {t.wall_seconds:.1f} s with start-up, "
-                f"child process peak {t.peak_rss / 2**20:,.0f} MiB resident"
+                f"                tracker  {self.tracker.peak_at} (the tracker names a phase)"
             )
         return "\n".join(lines)
 
