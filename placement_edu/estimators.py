@@ -23,6 +23,7 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import Placement, State
 from placement_edu.report import Report
+from placement_edu.strategies import STRATEGIES
 from placement_edu.units import GiB, MiB
 
 Bytes = Union[int, Fraction]
@@ -111,14 +112,15 @@ _WHAT = {
     "optimizer": "fp32 params + Adam m + v",
 }
 
-#: The placement each DeepSpeed option set means (SPEC §2), so ours is derived by placement.
+#: The placement each DeepSpeed option set means (SPEC §2), so ours is derived by placement: our
+#: named strategy's where there is one.
 DEEPSPEED_PLACEMENTS: Mapping[tuple[int, bool, bool], Placement] = {
     # (stage, offload_param, offload_optimizer)
-    (2, False, False): Placement(params="R", grads="S", optimizer="S"),
-    (2, False, True): Placement(params="R", grads="OFF", optimizer="OFF"),
-    (3, False, False): Placement(params="SG", grads="S", optimizer="S"),
+    (2, False, False): STRATEGIES["zero2"].placement,
+    (2, False, True): STRATEGIES["zero2_offload"].placement,
+    (3, False, False): STRATEGIES["zero3"].placement,
     (3, False, True): Placement(params="SG", grads="OFF", optimizer="OFF"),
-    (3, True, True): Placement(params="OFF", grads="OFF", optimizer="OFF"),
+    (3, True, True): STRATEGIES["zero3_offload"].placement,
 }
 
 

@@ -7,7 +7,7 @@ and pipeline parallelism) and every recomputation choice, it asks the core for t
 ranks the rest. Read top to bottom:
 
 - ``SHAPES`` and ``default_transformer``: a documented transformer shape for a bare Ψ
-- ``DATA_PLACEMENTS`` and ``compose``: the placement on the data axis, composed with tp and pp
+- ``DATA_STRATEGIES`` and ``compose``: the placement on the data axis, composed with tp and pp
 - ``meshes``: every r·d·t·p = devices the planner tries
 - ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
 - ``plan``: enumerate, price, split feasible from infeasible, rank, explain
@@ -25,10 +25,10 @@ from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
-from placement_edu.placement import Placement
+from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import derive_schedule
-from placement_edu.strategies import Strategy
+from placement_edu.strategies import STRATEGIES, Strategy
 from placement_edu.timing import (
     OVERLAPS,
     Hardware,
@@ -93,14 +93,9 @@ def default_transformer(
 
 
 # --- placements on the data axes, composed with tp and pp --------------------------------------
-#: (params, grads, optimizer, reshard_after_forward) on the data axis, SPEC §3's table.
-DATA_PLACEMENTS: dict[str, tuple[str, str, str, bool]] = {
-    "dp": ("R", "R", "R", True),
-    "zero1": ("R", "R", "S", True),
-    "zero2": ("R", "S", "S", True),
-    "zero3": ("SG", "S", "S", True),
-    "fsdp_grad_op": ("SG", "S", "S", False),
-}
+#: The strategies whose placement on the data axis the planner tries (SPEC §3's table); their
+#: modes and ``reshard_after_forward`` are read from ``strategies.STRATEGIES``.
+DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_op")
 RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
 #: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per
 #: server).
@@ -110,15 +105,16 @@ MAX_TENSOR = 8
 def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
     """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
     tensor and pipeline axes where the mesh has them. Named like the compositions: zero1×tp×pp."""
-    p, g, o, reshard = DATA_PLACEMENTS[data]
+    on_data = STRATEGIES[data]
     axes = [axis for axis, n in mesh if n > 1]
-    modes: dict[str, dict[str, str]] = {"params": {}, "grads": {}, "optimizer": {}}
+    modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
     if "data" in axes:
-        modes = {"params": {"data": p}, "grads": {"data": g}, "optimizer": {"data": o}}
+        for state in MODEL_STATES:
+            modes[state.value]["data"] = on_data.placement.mode(state, "data").value
     for axis in ("tensor", "pipeline"):
         if axis in axes:
-            for state in modes:
-                modes[state][axis] = "S"
+            for by_axis in modes.values():
+                by_axis[axis] = "S"
     parts = (
         [("hsdp" if data == "zero3" else f"{data}+replica")]
         if "replica" in axes
@@ -130,7 +126,7 @@ def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
     return Strategy(
         "×".join(parts) or "single",
         Placement(**modes),
-        reshard_after_forward=reshard,
+        reshard_after_forward=on_data.reshard_after_forward,
         micro_batches=micro_batches,
         mesh_axes=tuple(axes),
     )
@@ -396,7 +392,7 @@ def plan(
         datas = (
             ["zero3"]
             if mesh.degree("replica") > 1
-            else list(DATA_PLACEMENTS)
+            else list(DATA_STRATEGIES)
             if mesh.degree("data") > 1
             else ["dp"]
         )

@@ -17,7 +17,9 @@ from placement_edu.memory import (
     REDUCE_BUCKET,
     TRANSIENT_BUFFERS,
 )
-from placement_edu.placement import State
+from placement_edu.mesh import Mesh
+from placement_edu.placement import MODEL_STATES, Mode, State
+from placement_edu.planner import compose
 from placement_edu.schedule import (
     COLLECTIVES,
     HOST_TRANSFERS,
@@ -31,6 +33,7 @@ from placement_edu.schedule import (
     ring_factor,
     sent_bytes,
 )
+from placement_edu.strategies import STRATEGIES
 from placement_edu.timing import ring_steps
 
 pytestmark = pytest.mark.fast
@@ -121,3 +124,29 @@ def test_the_transient_terms_are_named_in_memory_only():
     assert definitions(rf"""["']({names})["']""") == ["memory.py"]
     assert TRANSIENT_BUFFERS == (GATHER_WINDOW, REDUCE_BUCKET, GATHER_BUFFER, OFFLOAD_STAGING)
     assert ACTIVATIONS == State.ACTIVATIONS.value == "activations"
+
+
+def test_the_data_axis_placements_are_written_in_strategies_only():
+    # a name mapped to a (params, grads, optimizer) row of modes, or a named strategy's placement
+    # spelled out, is a second table: the planner and the estimators read ``STRATEGIES``. (The
+    # runtime's engine table is keyed by placement, as it should be.) Two explorers still keep
+    # their own rows of presets; the set may shrink, never grow.
+    mode = r"""["'](R|SG|S|OFF|OFF-R)["']"""
+    rows = definitions(rf"""["'][^"'\n]+["']\s*:\s*\(\s*{mode}\s*,\s*{mode}\s*,\s*{mode}""")
+    spelled = set()
+    for strategy in STRATEGIES.values():
+        if strategy.placement.axes() == ("data",):
+            p, g, o = (strategy.placement.mode(s, "data").value for s in MODEL_STATES)
+            literal = (
+                rf"""^(?!\s*>>>).*params=["']{p}["'], grads=["']{g}["'], optimizer=["']{o}["']"""
+            )
+            spelled |= set(definitions(literal)) - {"strategies.py"}
+    assert set(rows) | spelled <= {
+        "presentation/mesh_explorer.py",
+        "presentation/convention_explorer.py",
+    }
+    on_data = compose("fsdp_grad_op", Mesh.of(data=4, tensor=2), 1)
+    assert on_data.placement.mode(State.PARAMS, "data") is Mode.SG
+    assert (
+        on_data.reshard_after_forward is STRATEGIES["fsdp_grad_op"].reshard_after_forward is False
+    )
