@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 from fractions import Fraction
+from typing import Any, TypedDict
 
 from matplotlib.patches import Rectangle
 
@@ -28,7 +29,7 @@ from placement_edu.placement import State
 from placement_edu.precision import get_precision
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
-from placement_edu.strategies import get_strategy
+from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.units import GB, fmt_bytes
 
 #: The four models of Korthikanti et al. 2022, Table 3 (s = 2048, V = 51200), with the tensor and
@@ -41,8 +42,18 @@ KORTHIKANTI_TABLE_3 = {
 }
 SEQ_CHOICES = (512, 1024, 2048, 4096, 8192)
 TENSOR_CHOICES = (1, 2, 4, 8, 16)
+
+
+class TermStyle(TypedDict):
+    """How a term is drawn: a shade of the activations colour, a hatch, its legend label."""
+
+    alpha: float
+    hatch: str | None
+    label: str
+
+
 #: How each term of a layer's activations is drawn (one colour: activations; shades for the terms).
-TERM_STYLE = {
+TERM_STYLE: dict[str, TermStyle] = {
     "outside_tp": dict(
         alpha=0.95,
         hatch=None,
@@ -61,8 +72,9 @@ TERM_STYLE = {
 CONFIGS = tuple((r, sp) for r in TransformerSpec.RECOMPUTE for sp in (False, True))
 
 
-def korthikanti_model(name: str, **changes: object) -> TransformerSpec:
-    """A model of ``KORTHIKANTI_TABLE_3`` as a ``TransformerSpec`` (s = 2048, V = 51200, b = 1)."""
+def korthikanti_model(name: str, **changes: Any) -> TransformerSpec:
+    """A model of ``KORTHIKANTI_TABLE_3`` as a ``TransformerSpec`` (s = 2048, V = 51200, b = 1).
+    ``changes``: any other ``TransformerSpec`` fields (micro_batch, seq, recompute, ...)."""
     shape = {k: v for k, v in KORTHIKANTI_TABLE_3[name].items() if k not in ("tensor", "pipeline")}
     return TransformerSpec(
         **{**shape, "seq": 2048, "vocab": 51200, "micro_batch": 1, "name": name, **changes}
@@ -191,12 +203,12 @@ class ActivationExplorer:
                     height=0.7,
                 )[0]
                 left += width
-            chosen = config == self.chosen
+            outlined = config == self.chosen
             ax.barh(
                 y,
                 left,
                 fill=False,
-                edgecolor="black" if chosen else "none",
+                edgecolor="black" if outlined else "none",
                 linewidth=2,
                 height=0.78,
             )
@@ -206,7 +218,7 @@ class ActivationExplorer:
                 f" {fmt_bytes(sum(self.terms[config].values()))}",
                 va="center",
                 fontsize=7,
-                fontweight="bold" if chosen else "normal",
+                fontweight="bold" if outlined else "normal",
             )
         ax.set_yticks(
             range(len(CONFIGS)), [config_label(*c) for c in reversed(CONFIGS)], fontsize=8
@@ -313,7 +325,7 @@ class LiveSetExplorer:
             png_html(self.image.value, "activations held per pipeline stage") + self.readout.value,
         )
 
-    def strategy_and_mesh(self):
+    def strategy_and_mesh(self) -> tuple[Strategy, Mesh]:
         """What the controls mean: dp with m accumulation micro-batches (no pipeline), or pp."""
         m = self.micro_batches.value
         if self.schedule.value == "no pipeline":

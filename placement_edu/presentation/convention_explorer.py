@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
+from matplotlib.figure import Figure
+
 from placement_edu.estimators import (
+    Estimate,
     GiB,
     Reconciliation,
     accelerate_training,
@@ -38,7 +41,7 @@ class Convention:
     tool counts (SPEC §1), ``note`` one sentence on where the two differ."""
 
     label: str
-    theirs: Callable[[int, int], object]
+    theirs: Callable[[int, int], Estimate]
     placement: Placement
     devices: Callable[[int], int]
     precision: str
@@ -187,7 +190,7 @@ class ConventionExplorer:
         return result
 
 
-def chart(result: Reconciliation):
+def chart(result: Reconciliation) -> Figure:
     """Two horizontal bars per kind of term -- theirs, ours -- in GB (10^9 bytes), and the
     totals."""
     lines = [line for line in result.lines if line.kind != "total"]

@@ -11,6 +11,10 @@ notebook shows the controls only.
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where a widget is shown: the package imports without ipywidgets
+    from ipywidgets import Widget
 
 STILL = "placement-edu-still"  # the class of the line and still shown until the cells run
 LIVE = "placement-edu-live"  # the class of the live widget
@@ -36,7 +40,7 @@ def still_html(still: str = "") -> str:
     )
 
 
-def show(widget, still: str = "") -> None:
+def show(widget: Widget, still: str = "") -> None:
     """Display the line and ``still``, then ``widget`` (with the style that hides them once
     live)."""
     import ipywidgets as w

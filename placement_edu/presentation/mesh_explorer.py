@@ -13,6 +13,8 @@ import html
 from dataclasses import dataclass
 from typing import Mapping
 
+from matplotlib.patches import Rectangle
+
 from placement_edu.checker import CheckResult, check
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
@@ -88,14 +90,14 @@ def composed_strategy(
         "pipeline": "pp",
     }
     name = "×".join(short[a] for a in axes) or "one device"
-    options = {"shard_dims": {"tensor": ("hidden", "heads")}} if two_dims and tensor > 1 else {}
+    shard_dims = (("tensor", ("hidden", "heads")),) if two_dims and tensor > 1 else ()
     strategy = Strategy(
         name,
         Placement(**modes),
         reshard_after_forward=reshard,
         micro_batches=micro_batches,
         mesh_axes=tuple(axes),
-        **options,
+        shard_dims=shard_dims,
     )
     return strategy, mesh
 
@@ -139,6 +141,10 @@ class MeshExplorer:
     memory (model state and peak), ring bytes per axis, and the checker's verdict with any broken
     rule."""
 
+    #: The bars of the last drawing (a test reads their heights): per state, then per axis.
+    memory_bars: list[Rectangle]
+    comm_bars: list[Rectangle]
+
     def __init__(
         self,
         replica: int = 1,
@@ -152,7 +158,7 @@ class MeshExplorer:
     ) -> None:
         import ipywidgets as w
 
-        def degree(label: str, value: int):
+        def degree(label: str, value: int) -> w.SelectionSlider:
             return w.SelectionSlider(
                 options=DEGREES, value=value, description=label, continuous_update=False
             )

@@ -28,7 +28,7 @@ from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import device_grid, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import Strategy, get_strategy
-from placement_edu.units import fmt_bytes
+from placement_edu.units import Number, fmt_bytes
 
 #: Device counts the N slider offers (a mode on one device is no mode at all).
 DEVICE_CHOICES = (2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -91,12 +91,12 @@ def schedule_text(report: Report, grouped: bool = False) -> str:
     phase and op, with counts), then the step's total in both conventions (SPEC §4)."""
     lines = []
     if grouped:
-        for o in grouped_ops(report):
-            if o.phase != STARTUP:
+        for g in grouped_ops(report):
+            if g.phase != STARTUP:
                 lines.append(
-                    f"  {o.phase:8} {o.count} × {o.op} {o.state}: "
-                    f"payload {fmt_bytes(o.payload_bytes)}, "
-                    f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}"
+                    f"  {g.phase:8} {g.count} × {g.op} {g.state}: "
+                    f"payload {fmt_bytes(g.payload_bytes)}, "
+                    f"ring {fmt_bytes(g.ring_bytes)} -- {g.why}"
                 )
     else:
         for o in report.schedule.per_step:
@@ -326,7 +326,7 @@ class ModeExplorer:
         )
 
 
-def _coefficient(n_bytes, psi: int) -> str:
+def _coefficient(n_bytes: Number, psi: int) -> str:
     """Bytes as a multiple of Ψ (e.g. "2.21875Ψ"), to read the formula off the number."""
     value = Fraction(n_bytes) / psi
     return f"{float(value):.6g}Ψ"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from PIL import Image
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -42,7 +43,7 @@ class CostCharts:
     ) -> None:
         self.names = list(strategies)
         self.figure = Figure(figsize=figsize, dpi=dpi)
-        FigureCanvasAgg(self.figure)
+        self.canvas = FigureCanvasAgg(self.figure)  # Agg's: it copies regions and gives RGBA bytes
         self.memory_ax, self.comm_ax = self.figure.subplots(1, 2)
         self.figure.subplots_adjust(left=0.07, right=0.99, top=0.92, bottom=0.24, wspace=0.22)
         zeros = [0.0] * len(self.names)
@@ -84,7 +85,7 @@ class CostCharts:
         for artist in self._moving():
             artist.set_animated(True)
         self.figure.canvas.draw()  # everything that never moves, once
-        self.background = self.figure.canvas.copy_from_bbox(self.figure.bbox)
+        self.background = self.canvas.copy_from_bbox(self.figure.bbox)
 
     def _moving(self) -> list:
         bars = [
@@ -130,7 +131,7 @@ class CostCharts:
     def png(self) -> bytes:
         """The figure as PNG bytes (what a notebook shows): the static background, then the
         y axes and every moving artist drawn over it."""
-        canvas = self.figure.canvas
+        canvas = self.canvas
         canvas.restore_region(self.background)
         for ax in (self.memory_ax, self.comm_ax):
             ax.draw_artist(ax.yaxis)
@@ -143,7 +144,7 @@ class CostCharts:
         return buffer.getvalue()
 
 
-def _stack(bars, heights: list[float], bottoms: list[float]) -> list[float]:
+def _stack(bars: BarContainer, heights: list[float], bottoms: list[float]) -> list[float]:
     """Set each bar's height and bottom; return the new tops."""
     for bar, h, b in zip(bars, heights, bottoms):
         bar.set_height(h)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 
 from placement_edu.presentation.live import show
 from placement_edu.runtime.config import RunConfig
@@ -16,7 +17,7 @@ from placement_edu.runtime.result import RunResult
 FLOOR = 1e-18  # a deviation of exactly 0 is drawn here on the log scale
 
 
-def deviation_chart(results: Sequence[RunResult], ax=None):
+def deviation_chart(results: Sequence[RunResult], ax: Axes | None = None) -> Axes:
     """Max |θ − θ_one_process| per step, log scale: correct runs lie flat at rounding level,
     faulted runs many orders of magnitude above."""
     if ax is None:

@@ -13,16 +13,17 @@ import io
 from fractions import Fraction
 from typing import Sequence
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from placement_edu.memory import derive_memory
+from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, as_model
 from placement_edu.placement import GATHERED, HOST_MODES, SPLIT_MODES, Mode, State
-from placement_edu.precision import get_precision
-from placement_edu.strategies import get_strategy
+from placement_edu.precision import Precision, get_precision
+from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.units import fmt_bytes
 
 #: Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
@@ -77,10 +78,10 @@ def save(figure: Figure, path: str, dpi: int = 200) -> str:
 
 
 def device_grid(
-    strategy,
+    strategy: str | Strategy,
     model: Model | float = 1e9,
     mesh: Mesh | str | int = 4,
-    precision: str = "mixed_adam",
+    precision: str | Precision = "mixed_adam",
     max_ranks: int = 8,
     title: str = "",
 ) -> Figure:
@@ -142,7 +143,7 @@ def device_grid(
     return figure
 
 
-def grid_axis(strategy) -> str:
+def grid_axis(strategy: str | Strategy) -> str:
     """The mesh axis a device grid draws: a strategy's one axis (tp: tensor, pp: pipeline), else
     data."""
     strategy = get_strategy(strategy)
@@ -158,14 +159,14 @@ def _coords(mesh: Mesh, rank: int) -> str:
 
 
 def _cell(
-    ax,
+    ax: Axes,
     column: int,
     row: int,
-    strategy,
+    strategy: Strategy,
     mesh: Mesh,
-    model,
-    precision,
-    memory,
+    model: Model,
+    precision: Precision,
+    memory: Memory,
     state: State,
     rank: int,
     axis: str = "data",

@@ -12,13 +12,14 @@ from __future__ import annotations
 import html
 import io
 import math
+from dataclasses import replace
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
-from placement_edu.planner import Plan, default_transformer, plan
+from placement_edu.planner import Choice, Plan, default_transformer, plan
 from placement_edu.presentation.live import png_html, show
 from placement_edu.timing import (
     HARDWARE,
@@ -35,7 +36,7 @@ from placement_edu.timing import (
 TOKEN_CHOICES = tuple(2**k for k in range(9, 18))
 #: The transformer the tensor-parallel bar runs (Llama-2-7B's widths, short sequences so that any
 #: token count above is whole sequences): its tokens per device are b·s/t.
-TP_SHAPE = dict(layers=32, hidden=4096, heads=32, seq=512, vocab=32000)
+TP_MODEL = TransformerSpec(layers=32, hidden=4096, heads=32, seq=512, vocab=32000)
 DATA_STRATEGIES = ("dp", "zero1", "zero2", "zero3")
 
 
@@ -57,7 +58,7 @@ class TimeExplorer:
         import ipywidgets as w
 
         self.devices, self.tensor, self.alpha_s = devices, tensor, alpha_s
-        self.tp_model = TransformerSpec(**TP_SHAPE)
+        self.tp_model = TP_MODEL
         self.psi = self.tp_model.psi
         self.names = (*DATA_STRATEGIES, "tp")
         self.bandwidth = w.FloatLogSlider(
@@ -134,7 +135,7 @@ class TimeExplorer:
             for s in DATA_STRATEGIES
         }
         # tp: t devices share each sequence, so b = tokens·t/s sequences per micro-batch.
-        tp_model = TransformerSpec(**TP_SHAPE, micro_batch=tokens * self.tensor // TP_SHAPE["seq"])
+        tp_model = replace(TP_MODEL, micro_batch=tokens * self.tensor // TP_MODEL.seq)
         self.times["tp"] = step_time(
             "tp", tp_model, Mesh.of(tensor=self.tensor), "mixed_adam", hw, tokens, overlap
         )
@@ -291,14 +292,7 @@ class PlanTable:
 
     def update(self) -> Plan:
         result = self.plan()
-        rows = "".join(
-            f"<tr><td>{i + 1}</td><td>{html.escape(c.strategy.name)}</td><td>{c.mesh}</td>"
-            f"<td>{c.recompute}</td>"
-            f"<td>{c.time.total_s:.4g}</td><td>{c.time.compute_s:.4g}</td>"
-            f"<td>{c.time.exposed_comm_s:.4g}</td>"
-            f"<td>{c.time.bubble_s:.4g}</td><td>{c.peak_bytes / 1e9:.1f}</td></tr>"
-            for i, c in enumerate(result.ranked[: self.top])
-        )
+        rows = "".join(_ranked_row(i, c) for i, c in enumerate(result.ranked[: self.top]))
         why = "".join(
             f"<li>{html.escape(result.explain(i))}</li>" for i in range(min(3, len(result.ranked)))
         )
@@ -311,3 +305,16 @@ class PlanTable:
             f"<th>peak GB</th></tr></thead><tbody>{rows}</tbody></table><ol>{why}</ol>"
         )
         return result
+
+
+def _ranked_row(i: int, c: Choice) -> str:
+    """Choice ``i`` of a plan's ranking as a table row (a ranked choice fits: it has a time)."""
+    t = c.time
+    assert t is not None
+    return (
+        f"<tr><td>{i + 1}</td><td>{html.escape(c.strategy.name)}</td><td>{c.mesh}</td>"
+        f"<td>{c.recompute}</td>"
+        f"<td>{t.total_s:.4g}</td><td>{t.compute_s:.4g}</td>"
+        f"<td>{t.exposed_comm_s:.4g}</td>"
+        f"<td>{t.bubble_s:.4g}</td><td>{c.peak_bytes / 1e9:.1f}</td></tr>"
+    )
