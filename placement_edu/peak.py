@@ -34,6 +34,7 @@ from typing import Mapping
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.placement import PHASES
 from placement_edu.precision import PRESETS as ZERO_PRESETS
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
@@ -247,7 +248,7 @@ class StepPeak:
 
     @property
     def peak(self) -> Event:
-        return self._max(("forward", "backward", "step"))
+        return self._max(PHASES)
 
     @property
     def forward_backward_peak(self) -> Event:

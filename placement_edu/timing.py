@@ -28,6 +28,7 @@ from typing import Mapping
 from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, TransformerSpec, as_model
+from placement_edu.placement import PHASES
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
     HOST_TRANSFERS,
@@ -42,9 +43,9 @@ from placement_edu.schedule import (
 )
 from placement_edu.strategies import Strategy, get_strategy
 
-#: The passes a step's time is split into; "step" is the optimizer step (its compute is not
-#: modelled).
-PASSES: tuple[str, ...] = ("forward", "backward", "step")
+#: The passes a step's time is split into: the step's phases; "step" is the optimizer step (its
+#: compute is not modelled).
+PASSES: tuple[str, ...] = PHASES
 #: How communication may hide under compute (SPEC §9). "none": every collective waits for compute
 #: and compute for it; "per_pass": each pass's collectives run under that pass's compute.
 OVERLAPS: tuple[str, ...] = ("none", "per_pass")

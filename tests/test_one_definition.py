@@ -77,6 +77,9 @@ def test_the_cost_of_each_op_is_one_row_of_one_table():
 def test_the_phases_and_the_model_states_are_named_in_placement_only():
     assert definitions(r"""["']startup["']""") == ["placement.py"]
     assert definitions(r"""^\s*PHASES\s*[:=]""") == ["placement.py"]
+    # a tuple of the three phases in code (not a docstring's words) is a second list of them
+    phases = r"""(=|\bin|\()\s*\(\s*["']forward["'],\s*["']backward["'],\s*["']step["']"""
+    assert definitions(phases) == ["placement.py"]
     assert definitions(r"""^\s*\w*STATES\s*=\s*\(["']params["']""") == []
 
 
