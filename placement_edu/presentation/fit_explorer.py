@@ -13,8 +13,8 @@ shape (``placement_edu.architectures``) -- three figures of one rank's memory:
    at N = 1; ``placement_edu.runtime.peak_tracker``), run in a child process whose wall time and peak
    resident memory are measured too.
 
-``fit_comparison`` gathers them (``FitComparison``; ``str()`` prints the table); ``FitExplorer`` is the widget.
-Presentation only: every byte comes from the core's derivations or from a measurement. Bytes are
+``fit_comparison`` gathers them (``FitComparison``; ``str()`` prints the table, ``reasons()`` why
+they differ); ``FitExplorer`` is the widget. Presentation only: every byte comes from the core's derivations or from a measurement. Bytes are
 exact integers; GB = 10^9 bytes and GiB = 2^30 bytes, both labelled (``fmt_bytes``).
 """
 
@@ -590,7 +590,7 @@ class FitExplorer:
         self.widget = w.VBox(
             [
                 w.HBox([self.model, self.recompute]),
-                w.HBox([self.micro_batch, self.seq, self.devices]),
+                w.HBox([self.devices, self.micro_batch, self.seq]),  # N first: cheap to move
                 self.precision,
                 self.status,
                 self.image,
