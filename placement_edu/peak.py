@@ -218,6 +218,25 @@ def input_bytes(micro_batch: int, seq: int) -> int:
 
 
 # --- the step -------------------------------------------------------------------------------------
+# The terms of a live set, by name. Persistent through the step: the states this rank stores (its
+# shards under FSDP2), the batch's inputs and the module's buffers.
+SHARDED_PARAMS, PARAMS = "sharded params", "params"
+SHARDED_GRADS, GRADS = "sharded grads", "grads"
+OPTIMIZER, INPUTS, BUFFERS = "optimizer", "inputs", "buffers"
+#: The persistent terms; every other term of an event is transient.
+PERSISTENT_TERMS = frozenset(
+    {SHARDED_PARAMS, PARAMS, SHARDED_GRADS, GRADS, OPTIMIZER, INPUTS, BUFFERS}
+)
+# Transient: a unit's parameters gathered for use (the root's from forward into backward, a
+# block's for its pass), the collectives' flat buffers, what the profile measured at the moment
+# (activations and temporaries, the gradients made so far), the loss, and Adam's temporaries.
+ROOT_GATHERED, BLOCK_GATHERED = "root gathered", "block gathered"
+ALL_GATHER_BUFFER, REDUCE_SCATTER_BUFFER = "all gather buffer", "reduce scatter buffer"
+ACTIVATIONS_AND_TEMPORARIES = "activations and temporaries"
+ROOT_GRADIENTS, GRADIENTS_BEING_MADE = "root gradients", "gradients being made"
+LOSS, OPTIMIZER_TEMPORARIES = "loss", "optimizer temporaries"
+
+
 @dataclass(frozen=True)
 class Event:
     """The live bytes at one event of the step, by term; ``total`` is their sum."""
@@ -260,17 +279,7 @@ class StepPeak:
 
     def transients(self) -> dict[str, int]:
         """The terms of the peak event that are neither persistent states nor kept activations."""
-        persistent = {
-            "sharded params",
-            "params",
-            "optimizer",
-            "inputs",
-            "buffers",
-            "sharded grads",
-            "grads",
-            "activations",
-        }
-        return {k: v for k, v in self.peak.terms.items() if k not in persistent and v}
+        return {k: v for k, v in self.peak.terms.items() if k not in PERSISTENT_TERMS and v}
 
 
 def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
@@ -322,82 +331,73 @@ def derive(
     grads = sum(u.stored for u in us) * prec.reduce if fsdp else params
     inputs, buffers = input_bytes(profile.micro_batch, profile.seq), profile.buffers
     base = {
-        "sharded params" if fsdp else "params": params,
-        "optimizer": optimizer_state,
-        "inputs": inputs,
-        "buffers": buffers,
+        SHARDED_PARAMS if fsdp else PARAMS: params,
+        OPTIMIZER: optimizer_state,
+        INPUTS: inputs,
+        BUFFERS: buffers,
     }
     c, r = prec.compute, prec.reduce
     blk = blocks[0]
-    gathered_root = {"root gathered": root.gathered * c} if fsdp else {}
+    gathered_root = {ROOT_GATHERED: root.gathered * c} if fsdp else {}
     # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies
     # remain).
     ag, rs = (blk.gathered * c, blk.gathered * r) if devices > 1 else (0, 0)
     events: list[Event] = []
 
-    def add(name: str, phase: str, **terms: int) -> None:
-        events.append(
-            Event(
-                name,
-                phase,
-                MappingProxyType(
-                    {**base, **gathered_root, **{k.replace("_", " "): v for k, v in terms.items()}}
-                ),
-            )
-        )
+    def add(name: str, phase: str, terms: dict[str, int]) -> None:
+        events.append(Event(name, phase, MappingProxyType({**base, **gathered_root, **terms})))
 
     for m in profile.moments:
         if m.block is None and m.name.startswith("backward, embedding"):
             done = (
-                {"sharded_grads": blk.stored * r * L, "reduce_scatter_buffer": rs}
+                {SHARDED_GRADS: blk.stored * r * L, REDUCE_SCATTER_BUFFER: rs}
                 if fsdp
-                else {"grads": blk.numel * s * L}
+                else {GRADS: blk.numel * s * L}
             )
-            add(m.name, m.phase, activations_and_temporaries=m.live, root_gradients=m.grads, **done)
-        elif (
-            m.block is None or m.block == -1
-        ):  # after the blocks in forward, or the start of backward
+            add(
+                m.name,
+                m.phase,
+                {ACTIVATIONS_AND_TEMPORARIES: m.live, ROOT_GRADIENTS: m.grads, **done},
+            )
+        # after the blocks in forward, or the start of backward
+        elif m.block is None or m.block == -1:
             shift = (L - 2) * A
-            fsdp_terms = {"all_gather_buffer": ag} if fsdp else {}
+            fsdp_terms = {ALL_GATHER_BUFFER: ag} if fsdp else {}
             if fsdp and m.block == -1:
-                fsdp_terms["block_gathered"] = blk.gathered * c
+                fsdp_terms[BLOCK_GATHERED] = blk.gathered * c
             add(
                 f"{m.name}" if m.block is None else f"forward, block {L - 1}",
                 m.phase,
-                activations_and_temporaries=m.live + shift,
-                root_gradients=m.grads,
-                **fsdp_terms,
+                {
+                    ACTIVATIONS_AND_TEMPORARIES: m.live + shift,
+                    ROOT_GRADIENTS: m.grads,
+                    **fsdp_terms,
+                },
             )
         else:  # block k's backward, k = L-1 .. 0
             for k in range(L - 1, 0, -1) if m.block == 1 else (0,):
                 done = L - 1 - k
                 terms = {
-                    "activations_and_temporaries": m.live + (k - 1) * A if k else m.live,
-                    "gradients_being_made": m.grads,
+                    ACTIVATIONS_AND_TEMPORARIES: m.live + (k - 1) * A if k else m.live,
+                    GRADIENTS_BEING_MADE: m.grads,
                 }
                 if fsdp:
-                    terms.update(
-                        block_gathered=blk.gathered * c,
-                        all_gather_buffer=ag if k > 0 else 0,
-                        reduce_scatter_buffer=rs if done else 0,
-                        sharded_grads=blk.stored * r * done,
-                    )
+                    terms[BLOCK_GATHERED] = blk.gathered * c
+                    terms[ALL_GATHER_BUFFER] = ag if k > 0 else 0
+                    terms[REDUCE_SCATTER_BUFFER] = rs if done else 0
+                    terms[SHARDED_GRADS] = blk.stored * r * done
                 else:
-                    terms["grads"] = blk.numel * s * done
-                add(f"backward, block {k}", m.phase, **terms)
+                    terms[GRADS] = blk.numel * s * done
+                add(f"backward, block {k}", m.phase, terms)
     held = sum(u.held for u in us)
     largest = max(u.largest_held for u in us)
     step = {
-        "sharded_grads" if fsdp else "grads": grads,
-        "loss": profile.result,
-        "optimizer_temporaries": optimizer_temporaries(optimizer, held, largest, s),
+        SHARDED_GRADS if fsdp else GRADS: grads,
+        LOSS: profile.result,
+        OPTIMIZER_TEMPORARIES: optimizer_temporaries(optimizer, held, largest, s),
     }
     events.append(
-        Event(
-            f"optimizer step ({optimizer})",
-            "step",
-            MappingProxyType({**base, **{k.replace("_", " "): v for k, v in step.items()}}),
-        )
+        Event(f"optimizer step ({optimizer})", "step", MappingProxyType({**base, **step}))
     )
     return StepPeak(
         params, grads, optimizer_state, profile.activations(L), inputs, buffers, tuple(events)
