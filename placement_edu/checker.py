@@ -455,9 +455,8 @@ def check(
 def _check(
     strategy: Strategy, mesh: Mesh, fault: str | None, model: Model, precision: Precision
 ) -> CheckResult:
-    validate(
-        strategy, mesh, strict=False
-    )  # what cannot run at all is still refused, with its reason
+    # what cannot run at all is still refused, with its reason
+    validate(strategy, mesh, strict=False)
     violations = safety_violations(strategy, mesh)
     integrity: Condition | None = None
     consistency: Condition | None = None

@@ -444,9 +444,8 @@ class ConcreteModel:
                 -(-sum(math.prod(s) for _, s in unit) // n) * n for unit in self._grouped(local)
             ]
             return sum(padded) // n, sum(padded)
-        if (
-            self.rule == "greedy"
-        ):  # whole tensors, no padding: a collective moves exactly the tensors
+        # whole tensors, no padding: a collective moves exactly the tensors
+        if self.rule == "greedy":
             sizes = [math.prod(s) for _, s in local]
             owners = greedy_partition(sizes, n)
             return sum(size for size, o in zip(sizes, owners) if o == index), sum(sizes)

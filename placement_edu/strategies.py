@@ -77,9 +77,8 @@ class Strategy:
                 f"unknown pipeline schedule {self.pipeline_schedule!r}; "
                 f"known: {', '.join(PIPELINE_SCHEDULES)}"
             )
-        dims = dict(
-            self.shard_dims
-        )  # accept a mapping; store sorted pairs so strategies stay hashable
+        # accept a mapping; store sorted pairs so strategies stay hashable
+        dims = dict(self.shard_dims)
         for axis in dims:
             if axis not in AXES:
                 raise PlacementError(

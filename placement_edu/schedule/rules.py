@@ -211,9 +211,8 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
             dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag)
             for size in sizes
         ]
-        sizes = (
-            sizes if whole else [Fraction(size, n) for size in sizes]
-        )  # later axes: this rank's slice
+        # later axes: this rank's slice
+        sizes = sizes if whole else [Fraction(size, n) for size in sizes]
     return ops
 
 
