@@ -7,7 +7,7 @@ or a local step that matters for correctness (scale, optimizer_step).
 One file per concern, read in this order:
 
 - ``costs.py``    SPEC §4's cost table (one table, read by the exact scalar path, the numpy sweep,
-                  the time model and the runtime's ledger)
+                  the time model and the runtime's ledger), the kinds of op, and ``ring_bytes``
 - ``ops.py``      the ``Op``, ``Repeat`` and ``Schedule`` values, and a schedule's totals
 - ``../axes.py``  what a placement leaves open on each axis, and ``validate``
 - ``pipeline.py`` GPipe and 1F1B orders, the bubble, the timeline

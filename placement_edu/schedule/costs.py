@@ -1,6 +1,8 @@
 """SPEC §4's cost table: what each kind of op sends over a group of N, in ring bytes and in ZeRO's
 convention, and its latency-bound steps (SPEC §9). One table, read by the exact scalar path, the
-numpy sweep, the time model and the runtime's ledger."""
+numpy sweep, the time model and the runtime's ledger; beside it, the kinds of op read from it
+(host transfers, collectives, reductions, ...) and the one function that says how many bytes a
+device sends (``ring_bytes``, and ``sent_bytes`` for the link it sends them over)."""
 
 from __future__ import annotations
 
