@@ -224,22 +224,9 @@ class TransformerSpec(IdealSlices):
         ==================  ==========================  ====================
 
         At t = 1 the first column is sbh(34 + 5as/h); selective recomputation drops the 5as/h term
-        (attention's softmax and dropout, recomputed in backward)."""
-        s, b, h, a, t = (
-            self.seq,
-            self.micro_batch,
-            self.hidden,
-            self.heads,
-            positive_int("tensor", tensor),
-        )
-        sbh = s * b * h
-        attention = Fraction(5 * a * s, h * t)  # 5as/(ht): softmax output, its dropout mask
-        if self.recompute == "full":
-            return Fraction(2 * sbh, t) if self.sequence_parallel else Fraction(2 * sbh)
-        kept = 0 if self.recompute == "selective" else attention
-        if self.sequence_parallel:
-            return sbh * (Fraction(34, t) + kept)
-        return sbh * (10 + Fraction(24, t) + kept)
+        (attention's softmax and dropout, recomputed in backward). The sum of
+        ``activation_terms_per_layer``, where each term is derived."""
+        return sum(self.activation_terms_per_layer(tensor).values(), Fraction(0))
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         return self.activation_bytes_per_layer(tensor) * layers_here
