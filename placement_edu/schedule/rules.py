@@ -378,61 +378,36 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
     passes = ["forward"] if phase == "forward" else ["backward"]
     if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
         passes = ["forward (recomputed)", "backward"]
-    ops: list[Op] = []
-    for kind in passes:
-        for _ in range(blocks):
-            if dev.strategy.sequence_parallel:
-                ops.append(
-                    dev.op(
-                        "all_gather",
-                        State.ACTIVATIONS,
-                        "tensor",
-                        phase,
-                        size,
-                        t,
-                        f"{kind}: gather the sequence-split block input (sequence parallelism)",
-                    )
-                )
-                ops.append(
-                    dev.op(
-                        "reduce_scatter",
-                        State.ACTIVATIONS,
-                        "tensor",
-                        phase,
-                        size,
-                        t,
-                        f"{kind}: the block output is a partial sum: reduce-scatter it along the "
-                        "sequence",
-                    )
-                )
-            elif kind == "backward":
-                ops.append(
-                    dev.op(
-                        "all_reduce",
-                        State.ACTIVATIONS,
-                        "tensor",
-                        phase,
-                        size,
-                        t,
-                        "column-parallel input gradient is a partial sum: all-reduce it",
-                    )
-                )
-            else:
-                ops.append(
-                    dev.op(
-                        "all_reduce",
-                        State.ACTIVATIONS,
-                        "tensor",
-                        phase,
-                        size,
-                        t,
-                        "row-parallel output is a partial sum: all-reduce it"
-                        if kind == "forward"
-                        else "recomputation replays forward: the row-parallel output is "
-                        "all-reduced again",
-                    )
-                )
-    return ops
+    return [
+        dev.op(collective, State.ACTIVATIONS, "tensor", phase, size, t, why)
+        for kind in passes
+        for _ in range(blocks)
+        for collective, why in tensor_block_collectives(kind, dev.strategy.sequence_parallel)
+    ]
+
+
+def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[str, str]]:
+    """The collectives of one column-then-row block in pass ``kind`` ("forward", "forward
+    (recomputed)" or "backward"), each with why it is there: Megatron's g (forward) and f
+    (backward) all-reduces, or with sequence parallelism an all-gather plus a reduce-scatter."""
+    if sequence_parallel:
+        return [
+            ("all_gather", f"{kind}: gather the sequence-split block input (sequence parallelism)"),
+            (
+                "reduce_scatter",
+                f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence",
+            ),
+        ]
+    if kind == "backward":
+        return [("all_reduce", "column-parallel input gradient is a partial sum: all-reduce it")]
+    if kind == "forward":
+        return [("all_reduce", "row-parallel output is a partial sum: all-reduce it")]
+    return [
+        (
+            "all_reduce",
+            "recomputation replays forward: the row-parallel output is all-reduced again",
+        )
+    ]
 
 
 def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
