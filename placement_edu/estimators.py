@@ -195,6 +195,26 @@ def _deepspeed_estimate(stage: int, quantity: str, terms: list[Term], fmt: str) 
     )
 
 
+def _deepspeed_row(
+    stage: int,
+    offload_param: bool,
+    offload_optimizer: bool,
+    zero_init: bool,
+    gpu: list[Term],
+    cpu: list[Term],
+) -> DeepSpeedRow:
+    """One row of DeepSpeed's table from its GPU and CPU terms: DeepSpeed prints the CPU figure in
+    a 7-wide field and the GPU figure in a 6-wide one."""
+    return DeepSpeedRow(
+        stage,
+        offload_param,
+        offload_optimizer,
+        zero_init,
+        _deepspeed_estimate(stage, "per GPU", gpu, "6"),
+        _deepspeed_estimate(stage, "per CPU (host memory of one node)", cpu, "7"),
+    )
+
+
 def _buffered(terms: list[Term], factor: Fraction, what: str) -> list[Term]:
     """``× additional_buffer_factor``: the extra (factor − 1) × base as its own term, then int()."""
     base = sum((t.bytes for t in terms), Fraction(0))
@@ -271,14 +291,7 @@ def deepspeed_zero2(
         cpu = _buffered(
             [_load_copy(psi, gpn, "model")], Fraction(buffer_factor), "the host estimate"
         )
-    return DeepSpeedRow(
-        2,
-        False,
-        offload_optimizer,
-        True,
-        _deepspeed_estimate(2, "per GPU", gpu, "6"),
-        _deepspeed_estimate(2, "per CPU (host memory of one node)", cpu, "7"),
-    )
+    return _deepspeed_row(2, False, offload_optimizer, True, gpu, cpu)
 
 
 def deepspeed_zero3(
@@ -360,14 +373,7 @@ def deepspeed_zero3(
     else:
         host = [_load_copy(psi, gpn, "model", _larger(4 * gpn, Fraction(per_param, nodes)))]
     cpu = _buffered(host, Fraction(buffer_factor), "the host estimate")
-    return DeepSpeedRow(
-        3,
-        offload_param,
-        offload_optimizer,
-        zero_init,
-        _deepspeed_estimate(3, "per GPU", gpu, "6"),
-        _deepspeed_estimate(3, "per CPU (host memory of one node)", cpu, "7"),
-    )
+    return _deepspeed_row(3, offload_param, offload_optimizer, zero_init, gpu, cpu)
 
 
 def deepspeed_table(
@@ -485,60 +491,46 @@ def megatron_theoretical_memory(
     )
     flight = f" × min(1, m/p) = {in_flight}" if in_flight != 1 else ""
     sp_selective = model.sequence_parallel and model.recompute == "selective"
+    # The two branches differ in the per-layer term, in dividing everything over t, and in the
+    # output layer; the embedding terms are the same formula in both.
     if sp_selective:
-        scale = in_flight / t
-        act = [
-            Term(
-                "transformer layers",
-                sbh * (18 + Fraction(4 * f, h)) * L * scale,
-                f"s·b·h·(18 + 4f/h) per layer (= 34·s·b·h when f = 4h) × L layers (L/p layers × p "
-                f"micro-batches in flight){flight}, / t",
-                "activations",
-            ),
-            Term(
-                "embedding input (token ids)",
-                8 * s * b * p * scale,
-                f"8·s·b·p{flight}, / t",
-                "activations",
-            ),
-            Term("embedding dropout mask", sbh * p * scale, f"s·b·h·p{flight}, / t", "activations"),
-        ]
-        if p == 1:
-            act.append(
-                Term(
-                    "output layer and loss",
-                    Fraction(4 * sbh + 4 * s * b * V, t),
-                    "4·s·b·h·(1 + V/h): inputs to the output layer and the fp32 logits, / t",
-                    "activations",
-                )
-            )
+        scale, note = in_flight / t, f"{flight}, / t"
+        layers = Term(
+            "transformer layers",
+            sbh * (18 + Fraction(4 * f, h)) * L * scale,
+            "s·b·h·(18 + 4f/h) per layer (= 34·s·b·h when f = 4h) × L layers (L/p layers × p "
+            f"micro-batches in flight){note}",
+            "activations",
+        )
+        output = Term(
+            "output layer and loss",
+            Fraction(4 * sbh + 4 * s * b * V, t),
+            "4·s·b·h·(1 + V/h): inputs to the output layer and the fp32 logits, / t",
+            "activations",
+        )
         branch = "compute_activation_memory (sequence parallel + selective recomputation)"
     else:
-        act = [
-            Term(
-                "transformer layers",
-                sbh * (10 + Fraction(24, t)) * L * in_flight,
-                f"s·b·h·(10 + 24/t) per layer × L (selective recomputation assumed, no sequence "
-                f"parallelism){flight}",
-                "activations",
-            ),
-            Term(
-                "embedding input (token ids)",
-                8 * s * b * p * in_flight,
-                f"8·s·b·p{flight}",
-                "activations",
-            ),
-            Term("embedding dropout mask", sbh * p * in_flight, f"s·b·h·p{flight}", "activations"),
-        ]
-        if p == 1:
-            act.append(
-                Term(
-                    "output layer and loss",
-                    2 * (Fraction(s * b * V, t) + sbh),
-                    "2·(s·b·V/t + s·b·h): logits and final layernorm output",
-                    "activations",
-                )
-            )
+        scale, note = in_flight, flight
+        layers = Term(
+            "transformer layers",
+            sbh * (10 + Fraction(24, t)) * L * scale,
+            "s·b·h·(10 + 24/t) per layer × L (selective recomputation assumed, no sequence "
+            f"parallelism){note}",
+            "activations",
+        )
+        output = Term(
+            "output layer and loss",
+            2 * (Fraction(s * b * V, t) + sbh),
+            "2·(s·b·V/t + s·b·h): logits and final layernorm output",
+            "activations",
+        )
+        branch = "compute_activation_memory_without_sp"
+    act = [
+        layers,
+        Term("embedding input (token ids)", 8 * s * b * p * scale, f"8·s·b·p{note}", "activations"),
+        Term("embedding dropout mask", sbh * p * scale, f"s·b·h·p{note}", "activations"),
+    ] + ([output] if p == 1 else [])
+    if not sp_selective:
         base = sum((x.bytes for x in act), Fraction(0))
         act.append(
             Term(
@@ -548,7 +540,6 @@ def megatron_theoretical_memory(
                 "buffer",
             )
         )
-        branch = "compute_activation_memory_without_sp"
     w = sum((x.bytes for x in weights), Fraction(0))
     a = sum((x.bytes for x in act), Fraction(0))
     printed = (
