@@ -34,7 +34,26 @@ from typing import Any, Mapping
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.memory import Memory
 from placement_edu.models import TransformerSpec
-from placement_edu.peak import PRECISIONS, ActivationProfile, StepPeak, derive, units
+from placement_edu.peak import (
+    ACTIVATIONS_AND_TEMPORARIES,
+    ALL_GATHER_BUFFER,
+    BLOCK_GATHERED,
+    GRADIENTS_BEING_MADE,
+    GRADS,
+    OPTIMIZER,
+    OPTIMIZER_TEMPORARIES,
+    PARAMS,
+    PRECISIONS,
+    REDUCE_SCATTER_BUFFER,
+    ROOT_GATHERED,
+    ROOT_GRADIENTS,
+    SHARDED_GRADS,
+    SHARDED_PARAMS,
+    ActivationProfile,
+    StepPeak,
+    derive,
+    units,
+)
 from placement_edu.placement import State
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import OP_COLORS, STATE_COLORS, new_figure, png
@@ -388,7 +407,7 @@ class FitComparison:
         last = self.devices - 1
         last_held = sum(u.held for u in units(arch, self.devices, last))
         storage = PRECISIONS[self.precision].storage
-        temporaries = p.step_peak.terms.get("optimizer temporaries", 0)
+        temporaries = p.step_peak.terms.get(OPTIMIZER_TEMPORARIES, 0)
         return [
             f"dtype: the formula counts 16-bit bytes ({fmt_bytes(self.formula_per_layer)} a layer); "
             f"at {c} B an element it is {fmt_bytes(formula_c)}, and the module's block keeps "
@@ -467,19 +486,19 @@ def fit_comparison(
 _GATHERED = dict(color=STATE_COLORS[State.PARAMS], alpha=0.45)
 #: How each term of an event is drawn: the state's colour, a collective's, or grey.
 TERM_STYLE: Mapping[str, dict[str, Any]] = {
-    "params": dict(color=STATE_COLORS[State.PARAMS]),
-    "sharded params": dict(color=STATE_COLORS[State.PARAMS]),
-    "root gathered": _GATHERED,
-    "block gathered": _GATHERED,
-    "grads": dict(color=STATE_COLORS[State.GRADS]),
-    "sharded grads": dict(color=STATE_COLORS[State.GRADS]),
-    "root gradients": dict(color=STATE_COLORS[State.GRADS], alpha=0.6),
-    "gradients being made": dict(color=STATE_COLORS[State.GRADS], alpha=0.6),
-    "optimizer": dict(color=STATE_COLORS[State.OPTIMIZER]),
-    "optimizer temporaries": dict(color=STATE_COLORS[State.OPTIMIZER], alpha=0.45, hatch="//"),
-    "activations and temporaries": dict(color=STATE_COLORS[State.ACTIVATIONS]),
-    "all gather buffer": dict(color=OP_COLORS["all_gather"]),
-    "reduce scatter buffer": dict(color=OP_COLORS["reduce_scatter"]),
+    PARAMS: dict(color=STATE_COLORS[State.PARAMS]),
+    SHARDED_PARAMS: dict(color=STATE_COLORS[State.PARAMS]),
+    ROOT_GATHERED: _GATHERED,
+    BLOCK_GATHERED: _GATHERED,
+    GRADS: dict(color=STATE_COLORS[State.GRADS]),
+    SHARDED_GRADS: dict(color=STATE_COLORS[State.GRADS]),
+    ROOT_GRADIENTS: dict(color=STATE_COLORS[State.GRADS], alpha=0.6),
+    GRADIENTS_BEING_MADE: dict(color=STATE_COLORS[State.GRADS], alpha=0.6),
+    OPTIMIZER: dict(color=STATE_COLORS[State.OPTIMIZER]),
+    OPTIMIZER_TEMPORARIES: dict(color=STATE_COLORS[State.OPTIMIZER], alpha=0.45, hatch="//"),
+    ACTIVATIONS_AND_TEMPORARIES: dict(color=STATE_COLORS[State.ACTIVATIONS]),
+    ALL_GATHER_BUFFER: dict(color=OP_COLORS["all_gather"]),
+    REDUCE_SCATTER_BUFFER: dict(color=OP_COLORS["reduce_scatter"]),
 }
 _OTHER = dict(color="#999999")
 
