@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 from placement_edu.errors import PlacementError, positive_int
-from placement_edu.placement import AXES
+from placement_edu.placement import AXES, known_axes
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,8 @@ class Mesh:
     @classmethod
     def of(cls, **degrees: int) -> "Mesh":
         """``Mesh.of(data=2, tensor=2)``."""
+        known_axes(degrees, "the mesh")
         for axis, degree in degrees.items():
-            if axis not in AXES:
-                raise PlacementError(f"unknown mesh axis {axis!r}; known axes: {', '.join(AXES)}")
             positive_int(f"degree of mesh axis {axis!r}", degree)
         return cls(tuple((a, int(degrees[a])) for a in AXES if a in degrees))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping, Union
+from typing import Iterable, Mapping, Union
 
 from placement_edu.errors import PlacementError
 
@@ -81,6 +81,15 @@ BATCH_AXES: tuple[str, ...] = ("data", "replica")
 #: flattened parameters, tensor the hidden dimension of weight matrices, pipeline the layer index.
 DEFAULT_SHARD_DIMS = {"replica": "flat", "data": "flat", "tensor": "hidden", "pipeline": "layer"}
 
+
+def known_axes(named: Iterable[str], where: str) -> None:
+    """Refuse an axis name that is not one of AXES; ``where`` says what named it, for the
+    message (e.g. "mesh_axes")."""
+    for axis in named:
+        if axis not in AXES:
+            raise PlacementError(f"{where} names axis {axis!r}; known axes: {', '.join(AXES)}")
+
+
 ModeSpec = Union[Mode, str, Mapping[str, Union[Mode, str]]]
 
 
@@ -114,11 +123,7 @@ def _axis_modes(state: State, spec: ModeSpec) -> tuple[Mode, ...]:
             f"{state} placement {spec!r} is not a mode ('R', 'S', 'SG', 'M', 'OFF', "
             "'OFF-R') or a mapping from axis to mode, e.g. {'data': 'SG', 'tensor': 'S'}"
         )
-    for axis in pairs:
-        if axis not in AXES:
-            raise PlacementError(
-                f"{state} is placed on axis {axis!r}; known axes: {', '.join(AXES)}"
-            )
+    known_axes(pairs, f"the {state} placement")
     return tuple(as_mode(pairs[axis]) if axis in pairs else default_mode(state) for axis in AXES)
 
 

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
 from placement_edu.mesh import Mesh
-from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement
+from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement, known_axes
 
 PIPELINE_SCHEDULES = ("1f1b", "gpipe")
 #: How owners' updated slices of replicated parameters get back to every replica (SPEC §4 rule 1):
@@ -79,19 +79,11 @@ class Strategy:
             )
         # accept a mapping; store sorted pairs so strategies stay hashable
         dims = dict(self.shard_dims)
-        for axis in dims:
-            if axis not in AXES:
-                raise PlacementError(
-                    f"shard_dims names axis {axis!r}; known axes: {', '.join(AXES)}"
-                )
+        known_axes(dims, "shard_dims")
         object.__setattr__(
             self, "shard_dims", tuple(sorted(dims.items(), key=lambda p: AXES.index(p[0])))
         )
-        for axis in self.mesh_axes:
-            if axis not in AXES:
-                raise PlacementError(
-                    f"mesh_axes names axis {axis!r}; known axes: {', '.join(AXES)}"
-                )
+        known_axes(self.mesh_axes, "mesh_axes")
         object.__setattr__(self, "mesh_axes", tuple(a for a in AXES if a in self.mesh_axes))
 
     def shard_dim(self, axis: str) -> tuple[str, ...]:
