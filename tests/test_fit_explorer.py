@@ -187,3 +187,18 @@ def test_agrees_is_byte_for_byte_and_fails_on_one_byte() -> None:
     off = TrackerRun({**states, "step_peak": states["step_peak"] + 1}, 1.0, 2.0, 0)
     assert not replace(c, tracker=off).agrees()
     assert "300 MiB resident" in str(run)
+
+
+def test_a_tracker_run_without_room_is_refused_in_one_line_before_it_starts() -> None:
+    from placement_edu.errors import PlacementError
+    from placement_edu.presentation.fit_explorer import TRACKER_MIB, check_tracker_fits
+    from placement_edu.runtime.container import MemoryLimit
+    from placement_edu.units import MiB
+
+    check_tracker_fits(MemoryLimit(2048 * MiB, 1024 * MiB, "memory.max"))  # room: nothing happens
+    tight = MemoryLimit(2048 * MiB, (2048 - TRACKER_MIB + 1) * MiB, "memory.max")
+    with pytest.raises(PlacementError, match=f"about {TRACKER_MIB} MiB") as refused:
+        check_tracker_fits(tight)
+    assert "\n" not in str(refused.value) and "shut down other notebooks' kernels" in str(
+        refused.value
+    )

@@ -29,9 +29,10 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.errors import PlacementError
 from placement_edu.memory import Memory
 from placement_edu.models import TransformerSpec
 from placement_edu.peak import (
@@ -59,6 +60,9 @@ from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import OP_COLORS, STATE_COLORS, new_figure, png
 from placement_edu.report import analyze
 from placement_edu.units import GB, MiB, fmt_bytes
+
+if TYPE_CHECKING:
+    from placement_edu.runtime.container import MemoryLimit
 
 #: The widget's models: their profiles ship with the package (b = 1 at the default s) or are
 #: measured in a few seconds (Llama-3-8B is left out: its tracker run is not for a 2 GiB notebook).
@@ -204,6 +208,26 @@ class TrackerRun:
         return "forward/backward" if fb >= step else "optimizer step"
 
 
+#: Peak resident memory of a tracker run's child process, in MiB: torch imported, the model under
+#: FakeTensorMode (no tensor memory). Measured by ``track`` (wait4's ru_maxrss, torch 2.13 CPU):
+#: 315-317 MiB for GPT-2 at N = 8 and N = 1 (full recomputation) and Llama-3.2-1B at N = 8. Rounded up.
+TRACKER_MIB = 330
+
+
+def check_tracker_fits(limit: MemoryLimit | None = None) -> None:
+    """Refuse a tracker run this container has no room for, in one line that says why (a
+    ``PlacementError``, before the child starts); nothing happens where no limit is set."""
+    from placement_edu.runtime.container import memory_limit
+
+    limit = memory_limit() if limit is None else limit
+    if limit is not None and limit.free < TRACKER_MIB * MiB:
+        raise PlacementError(
+            f"not enough memory for PyTorch's tracker run: its process needs about {TRACKER_MIB} MiB "
+            f"(torch imported; the model under FakeTensorMode holds no tensor memory), and {limit}; "
+            "shut down other notebooks' kernels"
+        )
+
+
 _TRACK = (
     "import json, sys\n"
     "from placement_edu.runtime.peak_tracker import measure, states\n"
@@ -235,6 +259,7 @@ def track(
         seq=seq or default_seq(model),
         recompute=recompute,
     )
+    check_tracker_fits()
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         child = subprocess.Popen(
