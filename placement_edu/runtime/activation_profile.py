@@ -115,7 +115,7 @@ class _Saved:
 
 def _live(snapshot: dict) -> tuple[int, int]:
     """(activation + temporary bytes, gradient bytes) of one ``MemTracker`` snapshot."""
-    dev = next(iter(snapshot.values()), {})
+    dev: dict[object, int] = next(iter(snapshot.values()), {})  # {memory kind: bytes}
     return sum(dev.get(k, 0) for k in LIVE), dev.get(_MemRefType.GRAD, 0)
 
 
@@ -175,8 +175,7 @@ def measure(
 
 def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
     """The measured moments of the two-block step, in step order (see ``Moment``)."""
-    body = model.body
-    norm = body.ln_f if model.arch.kind == "gpt2" else body.norm
+    body, norm = model.body, model.final_norm
     b0, b1 = model.blocks
     block_grads = sum(p.numel() * p.element_size() for p in b1.parameters())
     out: list[Moment] = []

@@ -7,6 +7,7 @@ so the command line can list them without importing torch; and the runtime never
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from placement_edu.arguments import OneLineParser, flag_type
 from placement_edu.errors import (
@@ -18,6 +19,9 @@ from placement_edu.errors import (
 )
 from placement_edu.faults import FAULTS
 from placement_edu.strategies import PIPELINE_SCHEDULES
+
+if TYPE_CHECKING:  # the config imports torch: the CLI builds its parser without it
+    from placement_edu.runtime.config import RunConfig
 
 #: The element types a run can use (``runtime.config.DTYPES`` maps each to torch, a precision
 #: preset and a tolerance; a test keeps the two in step).
@@ -89,7 +93,7 @@ def runnable_name(text: str) -> str:
     return strategy.replace("×", "x") if strategy.replace("×", "x") in RUNNABLE else strategy
 
 
-def config_from_args(args: argparse.Namespace, world_size: int):
+def config_from_args(args: argparse.Namespace, world_size: int) -> RunConfig:
     """The ``RunConfig`` the parsed options describe (imports torch: call it only to run)."""
     from placement_edu.runtime.config import RunConfig
 

@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from typing import Callable, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -30,6 +31,10 @@ from placement_edu.schedule import ring_bytes
 # torch >= 2.7 names the tensor-in, tensor-out collectives *_single; older versions *_tensor.
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+#: What a wrapped ``torch.distributed`` call returns (``_run`` passes it through).
+R = TypeVar("R")
 
 
 class CollectiveTimeout(RuntimeError):
@@ -100,7 +105,9 @@ class Comm:
         if self._beacon is not None:
             os.pwrite(self._beacon, where, 0)
 
-    def _run(self, op: str, axis: str | None, call, *args, **kwargs):
+    def _run(
+        self, op: str, axis: str | None, call: Callable[..., R], *args: object, **kwargs: object
+    ) -> R:
         self._mark(b"in ")
         began = time.perf_counter()
         try:
@@ -124,7 +131,7 @@ class Comm:
                 ) from error
             raise
 
-    def _group(self, axis: str):
+    def _group(self, axis: str) -> tuple[object, list[int]]:
         return self.groups[axis]
 
     # --- collectives ------------------------------------------------------------------------
@@ -161,6 +168,7 @@ class Comm:
     def recv(self, tensor: torch.Tensor, src: int, state: str, axis: str) -> None:
         self._record("recv", state, axis, len(self._group(axis)[1]), tensor)
         work = self._run("recv", axis, dist.irecv, tensor, src)
+        assert work is not None  # torch answers None only to a rank outside the group
         self._run("recv", axis, work.wait)
 
     def wait_sends(self) -> None:

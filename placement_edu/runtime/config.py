@@ -13,7 +13,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel
 from placement_edu.precision import Precision, get_precision
 from placement_edu.strategies import Strategy, get_strategy
-from placement_edu.runtime.toy import TinyMLP, TinyTransformer
+from placement_edu.runtime.toy import TinyMLP, TinyTransformer, ToyModel
 
 DTYPES = {
     "float64": (torch.float64, "fp64_adam", 1e-10),
@@ -101,12 +101,12 @@ class RunConfig:
         """Largest deviation from one process that still counts as rounding."""
         return self._dtype()[2]
 
-    def _dtype(self):
+    def _dtype(self) -> tuple[torch.dtype, str, float]:
         if self.dtype not in DTYPES:
             raise PlacementError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
         return DTYPES[self.dtype]
 
-    def module(self) -> torch.nn.Module:
+    def module(self) -> ToyModel:
         """The architecture: a transformer block when a tensor axis splits weights, else the MLP."""
         if self.resolved_mesh().degree("tensor") > 1:
             return TinyTransformer()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Sequence
 
 from placement_edu.units import MiB
 
@@ -139,7 +140,7 @@ def memory_limit(
     return None
 
 
-def rank_bytes(jobs: list) -> int:
+def rank_bytes(jobs: Sequence[object]) -> int:
     """Bytes one rank of a run of ``jobs`` needs at its peak, estimated from the constants above:
     ``RANK_MIB``, plus ``TORCH_REF_STATE_FACTOR`` times the model's whole state for a job of
     PyTorch's own implementations (the engines' toy models are a few KiB)."""

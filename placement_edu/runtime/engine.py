@@ -16,7 +16,15 @@ from placement_edu.runtime import flat
 from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.comm import Comm
 from placement_edu.runtime.memtrack import MemoryLedger
-from placement_edu.runtime.toy import Params, TinyMLP, init_params, loss_fn, make_batch, mlp_forward
+from placement_edu.runtime.toy import (
+    Params,
+    TinyMLP,
+    ToyModel,
+    init_params,
+    loss_fn,
+    make_batch,
+    mlp_forward,
+)
 
 
 @dataclass
@@ -28,7 +36,7 @@ class Context:
     mesh: Mesh
     comm: Comm
     mem: MemoryLedger
-    module: torch.nn.Module  # the architecture (its own parameters are never trained)
+    module: ToyModel  # the architecture (its own parameters are never trained)
     dtype: torch.dtype
     device: torch.device
     host: torch.device

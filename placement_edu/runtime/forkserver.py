@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Literal
 
 #: What the server imports once, before it forks any rank: the worker (torch with it) and the
 #: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
@@ -42,7 +43,7 @@ _lock = threading.Lock()
 _timer: threading.Timer | None = None
 
 
-def start_method() -> str:
+def start_method() -> Literal["forkserver", "spawn"]:
     """ "forkserver", with ``PRELOAD`` to be imported when the server starts (set before it does;
     a running server keeps what it has). PLACEMENT_EDU_START_METHOD=spawn brings back the old
     way, to compare."""
@@ -71,7 +72,8 @@ def running() -> bool:
     """Whether this process's server is up (a run then skips importing torch)."""
     from multiprocessing import forkserver
 
-    return forkserver._forkserver._forkserver_pid is not None
+    # (multiprocessing's private state: typeshed's stub lists only the public API)
+    return forkserver._forkserver._forkserver_pid is not None  # type: ignore[attr-defined]
 
 
 def hold(who: object) -> None:
@@ -111,4 +113,4 @@ def stop() -> None:
     from multiprocessing import forkserver
 
     if running():
-        forkserver._forkserver._stop()
+        forkserver._forkserver._stop()  # type: ignore[attr-defined]  # private, as above

@@ -25,6 +25,8 @@ import signal
 import threading
 import uuid
 import warnings
+from types import FrameType
+from typing import TYPE_CHECKING, Literal, Sequence
 
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
@@ -34,6 +36,9 @@ from placement_edu.runtime.probes import Calibration
 from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
 from placement_edu.runtime.result import RunResult
+
+if TYPE_CHECKING:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 
 class RunFailed(RuntimeError):
@@ -54,7 +59,7 @@ class RunInterrupted(RunFailed):
 
 
 def launch(
-    jobs: list[RunConfig | Calibration],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig],
     world_size: int,
     timeout_s: float = 60.0,
     progress: bool = True,
@@ -177,7 +182,7 @@ class _stop_on_signals:
     is told to leave them to us (``TORCHELASTIC_SIGNALS_TO_HANDLE``: it keeps SIGHUP and SIGQUIT).
     Elsewhere a thread cannot take signals: nothing changes."""
 
-    def __enter__(self):
+    def __enter__(self) -> _stop_on_signals:
         self.active = threading.current_thread() is threading.main_thread()
         if self.active:
             self.env = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
@@ -186,7 +191,7 @@ class _stop_on_signals:
                 signal.signal(sig, _raise_stop)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self.active:
             if self.env is None:
                 os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
@@ -195,7 +200,7 @@ class _stop_on_signals:
         return False  # (the handlers: put back by _restore)
 
 
-def _raise_stop(signum: int, _frame) -> None:
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
     raise _Stop(signum)
 
 
@@ -207,7 +212,7 @@ class ranks_start_with_sigint_held:
     that does not block it keeps this process receiving Ctrl-C meanwhile (Python runs the
     handler in the main thread all the same)."""
 
-    def __enter__(self):
+    def __enter__(self) -> ranks_start_with_sigint_held:
         self.helper = threading.Event()
         if threading.current_thread() is threading.main_thread():
             threading.Thread(
@@ -216,7 +221,7 @@ class ranks_start_with_sigint_held:
         self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
         self.helper.set()
         return False
@@ -280,7 +285,7 @@ def _stopped_first(run_dir: str, silent: list[int]) -> list[int]:
     return [r for r in outside if beacons[r][1] == quiet]
 
 
-def _explain(run_dir: str, error, world_size: int) -> str:
+def _explain(run_dir: str, error: ChildFailedError, world_size: int) -> str:
     """Who failed first and how, then every other failed rank. A rank killed by a signal, or
     frozen, writes no traceback: it is named first (from the exit status torch reports, or as the
     rank the others lost), before the ranks whose collectives failed because of it."""
@@ -345,7 +350,7 @@ class _quiet_launcher:
     """Silence the elastic agent's logs: a failure reaches the caller as RunFailed, root cause
     first."""
 
-    def __enter__(self):
+    def __enter__(self) -> _quiet_launcher:
         import logging
 
         prefixes = (
@@ -360,7 +365,7 @@ class _quiet_launcher:
             lg.setLevel(logging.CRITICAL)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for lg, level in zip(self.loggers, self.levels):
             lg.setLevel(level)
         return False

@@ -23,6 +23,8 @@ import json
 import sys
 import time
 from copy import deepcopy
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -32,27 +34,32 @@ from placement_edu.architectures import get_architecture
 from placement_edu.runtime.hf_models import build_model
 from placement_edu.runtime.reference_models import batch
 
+if TYPE_CHECKING:  # (imported where a step is tracked)
+    from torch.distributed._tools.mem_tracker import MemTracker
+
 MP = {"fp32": None, "fsdp2_bf16": (torch.bfloat16, torch.float32)}
 
 
-def _snapshot(tracker, kind: str = "current") -> dict[str, int]:
+def _snapshot(tracker: MemTracker, kind: str = "current") -> dict[str, int]:
     dev = next(iter(tracker.get_tracker_snapshot(kind).values()), {})
     return {str(getattr(k, "value", k)): int(v) for k, v in dev.items()}
 
 
-def _reset_peak(tracker) -> None:
+def _reset_peak(tracker: MemTracker) -> None:
     """Start a new peak from the current live set (``MemTracker`` keeps one running maximum)."""
     tracker._peak_mem_snap = deepcopy(tracker._curr_mem_snap)
     tracker._peak_mem = {dev: snap["Total"] for dev, snap in tracker._curr_mem_snap.items()}
 
 
 def _optimizer(model: torch.nn.Module, optimizer: str) -> torch.optim.Optimizer:
-    variant = {
-        "adam-foreach": {"foreach": True},
-        "adam-fused": {"fused": True},
-        "adam-for": {"foreach": False},
+    # (foreach, fused) of each variant; None is Adam's own default
+    variant: dict[str, tuple[bool | None, bool | None]] = {
+        "adam-foreach": (True, None),
+        "adam-fused": (None, True),
+        "adam-for": (False, None),
     }
-    return torch.optim.Adam(model.parameters(), lr=1e-3, **variant[optimizer])
+    foreach, fused = variant[optimizer]
+    return torch.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach, fused=fused)
 
 
 def measure(
@@ -92,6 +99,7 @@ def measure(
             net(ids, labels).backward()  # warm-up: Adam's state exists after it
             opt.step()
             opt.zero_grad()
+            tracker: MemTracker
             if fsdp:
                 tracker = FSDPMemTracker(net, opt)
                 tracker.track_inputs((ids, labels))
@@ -147,11 +155,18 @@ def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
     context = multiprocessing.get_context(forkserver.start_method())
     receive, send = context.Pipe(duplex=False)
     forkserver.hold(case)
-    child = context.Process(target=_measure_into, args=(send, case), daemon=True)
+    # (typeshed answers get_context(str) with BaseContext, which has no Process; a forkserver or
+    # spawn context, which this is, has one)
+    child = context.Process(  # type: ignore[attr-defined]
+        target=_measure_into, args=(send, case), daemon=True
+    )
     try:
         child.start()
         send.close()
-        answer = receive.recv() if receive.poll(timeout_s) else ("error", f"over {timeout_s} s")
+        # ("ok", the result) or ("error", why): unpickled from the child
+        answer: tuple[str, Any] = (
+            receive.recv() if receive.poll(timeout_s) else ("error", f"over {timeout_s} s")
+        )
     except EOFError:  # it died without a word (killed, out of memory)
         answer = ("error", "the process ended without an answer")
     finally:
@@ -164,7 +179,7 @@ def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
     return answer[1]
 
 
-def _measure_into(send, case: dict) -> None:
+def _measure_into(send: Connection, case: dict) -> None:
     """The child's side: one ``measure(**case)``, sent back as ("ok", result) or ("error", why)."""
     try:
         send.send(("ok", measure(**case)))

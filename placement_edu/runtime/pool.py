@@ -60,6 +60,9 @@ IDLE_S = 300.0
 class WorkerPool:
     """N warm ranks on this machine (gloo on CPU, NCCL where every rank has a GPU)."""
 
+    #: The ranks' run folder (``rundir.make``) while they are up; None once the pool is closed.
+    _dir: str | None
+
     def __init__(
         self, world_size: int, timeout_s: float = 60.0, idle_s: float | None = IDLE_S
     ) -> None:
@@ -102,7 +105,7 @@ class WorkerPool:
 
         from placement_edu.runtime import worker
 
-        self._dir = rundir.make("pool")
+        run_dir = self._dir = rundir.make("pool")
         rundir.quiet_resource_tracker()
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.jobs, self.failure = 0, None
@@ -122,15 +125,15 @@ class WorkerPool:
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
             stop = threading.Event()
-            threading.Thread(target=rundir.reap, args=(self._dir, stop), daemon=True).start()
+            threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
             try:
                 with warnings.catch_warnings(), _quiet_launcher(), ranks_start_with_sigint_held():
                     warnings.simplefilter("ignore")
                     elastic_launch(config, worker.pool_main)(
-                        self.store.port, self.timeout_s, self._dir, forkserver.owner()
+                        self.store.port, self.timeout_s, run_dir, forkserver.owner()
                     )
             except ChildFailedError as error:
-                self.failure = RunFailed(_explain(self._dir, error, self.world_size))
+                self.failure = RunFailed(_explain(run_dir, error, self.world_size))
             except BaseException as error:  # e.g. the rendezvous failed
                 self.failure = RunFailed(f"the pool's ranks could not start: {error}")
             finally:
@@ -165,7 +168,8 @@ class WorkerPool:
         if os.getpid() != self.owner:
             return
         if self.alive:
-            self.store.set(f"job/{self.jobs}", pickle.dumps("stop"))
+            # (torch's stub types a value as str; the store takes bytes, as pickle makes them)
+            self.store.set(f"job/{self.jobs}", pickle.dumps("stop"))  # type: ignore[arg-type]
             self._thread.join(timeout=self.timeout_s)  # type: ignore[union-attr]
         rundir.remove(getattr(self, "_dir", None))
         self._dir = None
@@ -210,7 +214,8 @@ class WorkerPool:
                 self._start()
             k = self.jobs
             self.jobs += 1
-            self.store.set(f"job/{k}", pickle.dumps((list(configs), _failure)))
+            job = pickle.dumps((list(configs), _failure))
+            self.store.set(f"job/{k}", job)  # type: ignore[arg-type]  # bytes, as in close()
             try:
                 raw = self._collect(k, max(c.world_size for c in configs), progress)
             finally:
@@ -218,8 +223,11 @@ class WorkerPool:
         per_job = [[raw[r][j] for r in range(c.world_size)] for j, c in enumerate(configs)]
         return [RunResult.build(c, r) for c, r in zip(configs, per_job)]
 
-    def _collect(self, k: int, ranks: int, progress) -> list[list[dict]]:
+    def _collect(
+        self, k: int, ranks: int, progress: bool | Callable[[Progress], None]
+    ) -> list[list[dict]]:
         """Each rank's results of job ``k``; RunFailed (and a pool to restart) if the ranks died."""
+        assert self._dir is not None  # the ranks are up: so is their folder
         stop = threading.Event()
         path = os.path.join(self._dir, f"progress-{k}")
         if progress is True:
@@ -227,7 +235,8 @@ class WorkerPool:
                 target=progress_file.show_on_stderr, args=(path, stop, self.world_size), daemon=True
             ).start()
         keys = [f"result/{k}/{r}" for r in range(ranks)]
-        start, shown = time.monotonic(), [None]
+        start = time.monotonic()
+        shown: list[tuple[int | None, int, int] | None] = [None]  # the last (ready, run, step)
 
         def report(ready: int) -> None:  # call progress when something moved
             now = progress_file.read(path, time.monotonic() - start, self.world_size, ready)

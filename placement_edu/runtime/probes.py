@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -88,7 +89,9 @@ class Calibration:
 
 
 # --- on every rank ---------------------------------------------------------------------------
-def _op_call(op: str, elements: int, group, ranks: list[int]):
+def _op_call(
+    op: str, elements: int, group: dist.ProcessGroup | None, ranks: list[int]
+) -> Callable[[], object]:
     """A function that issues ``op`` once on ``elements`` float64 -- the same torch calls the
     ``Comm`` ledger makes (send: non-blocking, then waited for, as a pipeline stage does; h2d: a
     copy, which on a CPU-only machine is a memory copy, on every rank at once)."""
@@ -103,9 +106,9 @@ def _op_call(op: str, elements: int, group, ranks: list[int]):
         return lambda: _reduce_scatter(part, full, group=group)
     if op == "send":
         if rank == ranks[0]:
-            return lambda: dist.isend(full, ranks[1]).wait()
+            return lambda: _wait(dist.isend(full, ranks[1]))
         if rank == ranks[1]:
-            return lambda: dist.irecv(full, ranks[0]).wait()
+            return lambda: _wait(dist.irecv(full, ranks[0]))
         return lambda: None  # the other ranks wait at the barriers
     if op == "h2d":  # a host copy, as ``Comm.h2d`` makes it
         host = torch.empty_like(full)
@@ -113,7 +116,15 @@ def _op_call(op: str, elements: int, group, ranks: list[int]):
     raise PlacementError(f"cannot calibrate {op!r}")
 
 
-def _timed(call, repeats: int, warmup: int, group) -> list[float]:
+def _wait(work: dist.Work | None) -> None:
+    """Wait for a point-to-point transfer (torch answers None only to a rank outside the group)."""
+    assert work is not None
+    work.wait()
+
+
+def _timed(
+    call: Callable[[], object], repeats: int, warmup: int, group: dist.ProcessGroup | None
+) -> list[float]:
     """Seconds of each of ``repeats`` calls on this rank, after ``warmup`` untimed ones; every call
     starts after a barrier."""
     out = []
@@ -126,14 +137,15 @@ def _timed(call, repeats: int, warmup: int, group) -> list[float]:
     return out
 
 
-def _toy_step(world_size: int):
+def _toy_step(world_size: int) -> tuple[Callable[[], None], int, str]:
     """(forward + backward of the toy MLP on one rank's micro-batch, its FLOPs 6·Ψ·rows, label):
     the model and batch split ``placement-edu run dp --world-size N`` uses."""
     from placement_edu.runtime.config import RunConfig
-    from placement_edu.runtime.toy import init_params, loss_fn, make_batch, mlp_forward
+    from placement_edu.runtime.toy import TinyMLP, init_params, loss_fn, make_batch, mlp_forward
 
     config = RunConfig("dp", world_size)
     module, rows = config.module(), config.micro_rows()
+    assert isinstance(module, TinyMLP)  # dp: no tensor axis, so the MLP
     params = {n: p.requires_grad_() for n, p in init_params(module, 0, ELEMENT).items()}
     x, y = make_batch(0, module, rows, 0, ELEMENT)
     psi = sum(p.numel() for p in params.values())
@@ -148,7 +160,9 @@ def _toy_step(world_size: int):
     )
 
 
-def run_rank(job: Calibration, group, ranks: list[int] | None) -> dict | None:
+def run_rank(
+    job: Calibration, group: dist.ProcessGroup | None, ranks: list[int] | None
+) -> dict | None:
     """This rank's times: ``{"ops": [[op, payload_bytes, [seconds per repeat]], ...],
     "compute": [[label, flops, [seconds per repeat]], ...]}``. ``ranks``: the calibration's group
     (None on a rank beyond it, which waits at the closing barrier and returns None)."""

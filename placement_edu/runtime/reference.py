@@ -4,6 +4,8 @@ distributed run is compared with (SPEC §5, §7)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from placement_edu.runtime import flat
@@ -11,6 +13,7 @@ from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.toy import (
     Params,
     TinyMLP,
+    ToyModel,
     init_params,
     loss_fn,
     make_batch,
@@ -20,7 +23,7 @@ from placement_edu.runtime.toy import (
 
 
 def reference_run(
-    module: torch.nn.Module,
+    module: ToyModel,
     steps: int,
     global_batch: int,
     seed: int,
@@ -42,7 +45,9 @@ def reference_run(
         )
         params.grad = None
         loss_fn(out, y).backward()
+        # backward() has just filled the gradient (a checker reads it as the None set above).
+        grad = cast(torch.Tensor, params.grad)
         with torch.no_grad():
-            params -= adam.delta(params.grad, m, v, step + 1)
+            params -= adam.delta(grad, m, v, step + 1)
         history.append({n: t.detach().clone() for n, t in flat.views(params, shapes).items()})
     return history

@@ -212,6 +212,8 @@ class LlamaBody(nn.Module):
     """HF's ``LlamaModel`` (``model``): embed_tokens, the blocks, the final norm; RoPE's inverse
     frequencies are a (non-persistent) fp32 buffer, cos and sin are made once per forward."""
 
+    inv_freq: torch.Tensor  # (the buffer registered below)
+
     def __init__(self, arch: Architecture, attention: str, theta: float = 500000.0) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(arch.vocab, arch.hidden)
@@ -260,33 +262,38 @@ class CausalLM(nn.Module):
 
     @property
     def embedding(self) -> nn.Embedding:
-        return self.body.wte if self.arch.kind == "gpt2" else self.body.embed_tokens
+        return self.transformer.wte if self.arch.kind == "gpt2" else self.model.embed_tokens
 
     @property
     def blocks(self) -> nn.ModuleList:
-        return self.body.h if self.arch.kind == "gpt2" else self.body.layers
+        return self.transformer.h if self.arch.kind == "gpt2" else self.model.layers
+
+    @property
+    def final_norm(self) -> nn.Module:
+        return self.transformer.ln_f if self.arch.kind == "gpt2" else self.model.norm
 
     def hidden_states(self, ids: torch.Tensor) -> torch.Tensor:
         """Embeddings, every block, the final norm: [b, s, h]."""
         s = ids.shape[1]
-        body = self.body
         if self.arch.kind == "gpt2":
+            gpt2 = self.transformer
             positions = torch.arange(s, device=ids.device)[None]
-            x = body.drop(body.wte(ids) + body.wpe(positions))
+            x = gpt2.drop(gpt2.wte(ids) + gpt2.wpe(positions))
             causal = torch.ones(s, s, dtype=torch.bool, device=ids.device).tril()[None, None]
             extra: tuple = (causal,)
         else:
-            x = body.embed_tokens(ids)
+            llama = self.model
+            x = llama.embed_tokens(ids)
             causal = torch.full(
                 (s, s), torch.finfo(x.dtype).min, dtype=x.dtype, device=ids.device
             ).triu(1)[None, None]
-            extra = (body.rope(s, x.dtype), causal)
+            extra = (llama.rope(s, x.dtype), causal)
         for block in self.blocks:
             if self.recompute == "full":
                 x = checkpoint(block, x, *extra, use_reentrant=False)
             else:
                 x = block(x, *extra)
-        return body.ln_f(x) if self.arch.kind == "gpt2" else body.norm(x)
+        return self.final_norm(x)
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         logits = self.lm_head(self.hidden_states(ids))  # [b, s, V] in the compute dtype

@@ -13,6 +13,10 @@ import shutil
 import signal
 import tempfile
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported where the launcher starts ranks
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 
 PREFIX = "placement-edu-"
 
@@ -38,11 +42,14 @@ def remove_stale() -> None:
             remove(os.path.join(root, name))
 
 
-def logs(path: str):
-    """torch's launcher logs (and its per-rank error files) inside ``path``, not in TMPDIR."""
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+def logs(path: str) -> DefaultLogsSpecs:
+    """torch's launcher logs (and its per-rank error files) inside ``path``, not in TMPDIR, and
+    each rank's stderr there too: a rank still meeting its peers when a run is stopped prints
+    c10d's warning and a C++ stack as the store goes away -- noise, not the one line a stopped run
+    prints. What a failed rank has to say is its traceback, which ``worker._fail`` leaves apart."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 
-    return DefaultLogsSpecs(log_dir=os.path.join(path, "logs"))
+    return DefaultLogsSpecs(log_dir=os.path.join(path, "logs"), redirects=Std.ERR)
 
 
 def alive(pid: int) -> bool:

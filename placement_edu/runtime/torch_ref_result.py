@@ -36,7 +36,7 @@ class TorchRefResult:
     def build(cls, config: TorchRefConfig, raw: list[dict]) -> "TorchRefResult":
         predicted = predict(config)
 
-        def ops(steps) -> list[dict]:
+        def ops(steps: list[list[tuple[str, int, int]]]) -> list[dict]:
             return [
                 {"step": k - 1, "op": o[0], "payload_bytes": o[1], "group": o[2]}
                 for k, entries in enumerate(steps)

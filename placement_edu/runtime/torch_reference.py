@@ -25,7 +25,7 @@ import inspect
 import math
 import time
 from collections import OrderedDict
-from typing import Iterator
+from typing import Callable, Iterator, Sequence, TypedDict
 
 import torch
 import torch.distributed as dist
@@ -42,9 +42,21 @@ from placement_edu.implementations import (
     TorchRefConfig,
 )
 
+
+class AdamOptions(TypedDict):
+    """``torch.optim.Adam``'s keyword arguments that the runs here set."""
+
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+
+
 #: Adam as every run here uses it: eps large enough that the update sees the gradient's scale
 #: (SPEC §5: with torch's 1e-8 Adam is nearly scale-invariant and a doubly-scaled gradient hides).
-ADAM = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-3}
+ADAM = AdamOptions(lr=1e-2, betas=(0.9, 0.999), eps=1e-3)
+
+#: What a step runs on this rank's rows (x, y): forward and backward, gradients left in place.
+StepFn = Callable[[torch.Tensor, torch.Tensor], None]
 
 
 # --- the models and their data ----------------------------------------------------------------
@@ -94,6 +106,8 @@ def build_model(config: TorchRefConfig) -> nn.Module:
 def batch(config: TorchRefConfig, step: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The global batch of ``step``, the same on every rank and in the single-process run."""
     g = torch.Generator().manual_seed(10_000 * config.seed + step)
+    shape_in: tuple[int, ...]
+    shape_out: tuple[int, ...]
     if config.widths:
         shape_in, shape_out = (
             (config.global_batch, config.widths[0]),
@@ -164,7 +178,13 @@ class _Functional(TorchDispatchMode):
         super().__init__()
         self.ledger = ledger
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: Sequence[type],
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> object:
         op = FUNCTIONAL.get(str(func))
         if op is not None:
             group = _resolve_process_group(args[-1])
@@ -182,7 +202,7 @@ class Ledger:
         self.ops: list[dict] = []
         self.metadata_bytes = 0  # integer tensors sent or received: objects, not training state
 
-    def add(self, op: str, tensors: list[torch.Tensor], group) -> None:
+    def add(self, op: str, tensors: list[torch.Tensor], group: dist.ProcessGroup | None) -> None:
         self.ops.append(
             {
                 "op": op,
@@ -196,11 +216,11 @@ class Ledger:
         originals = {name: getattr(dist, name) for name in WATCHED if hasattr(dist, name)}
         coalesced = dist._broadcast_coalesced  # DDP's start-up broadcast (a C++ function)
 
-        def watch(name: str, call):
+        def watch(name: str, call: Callable[..., object]) -> Callable[..., object]:
             op, argument = WATCHED[name]
             signature = inspect.signature(call)
 
-            def wrapped(*args, **kwargs):
+            def wrapped(*args: object, **kwargs: object) -> object:
                 bound = signature.bind(*args, **kwargs).arguments
                 tensor = bound[argument]
                 if tensor.is_floating_point():
@@ -211,9 +231,14 @@ class Ledger:
 
             return wrapped
 
-        def broadcast_coalesced(group, tensors, buffer_size, src=0):
-            self.add("broadcast", list(tensors), group)
-            return coalesced(group, tensors, buffer_size, src)
+        def broadcast_coalesced(
+            process_group: dist.ProcessGroup,
+            tensors: list[torch.Tensor],
+            buffer_size: int,
+            src: int = 0,
+        ) -> None:
+            self.add("broadcast", list(tensors), process_group)
+            return coalesced(process_group, tensors, buffer_size, src)
 
         # P2POp checks its op against distributed_c10d's own isend/irecv: one wrapper under both
         # names. (Only those two there: c10d's own functions call each other, and nothing may count
@@ -253,7 +278,7 @@ def ddp_allreduce_hook(
 
 
 # --- the implementations ----------------------------------------------------------------------
-def forward_backward(module: nn.Module):
+def forward_backward(module: nn.Module) -> StepFn:
     """One step's forward and backward on this rank's rows: the loss is the mean over them."""
 
     def run(x: torch.Tensor, y: torch.Tensor) -> None:
@@ -262,7 +287,9 @@ def forward_backward(module: nn.Module):
     return run
 
 
-def pipeline(config: TorchRefConfig, model: nn.Sequential):
+def pipeline(
+    config: TorchRefConfig, model: nn.Sequential
+) -> tuple[StepFn, nn.Module, torch.optim.Optimizer]:
     """This rank's stage of ``model`` (its whole Linears, the core's stage split) under
     ``torch.distributed.pipelining``'s GPipe or 1F1B schedule: (forward-backward, stage,
     optimizer)."""
@@ -276,9 +303,9 @@ def pipeline(config: TorchRefConfig, model: nn.Sequential):
         )
     )  # Linear i is child 2i
     stage = PipelineStage(stage_module, rank, stages, torch.device("cpu"))
-    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[
-        IMPLEMENTATIONS[config.impl].pipeline_schedule
-    ]
+    name = IMPLEMENTATIONS[config.impl].pipeline_schedule
+    assert name is not None  # a pipelining implementation names its schedule
+    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[name]
     schedule = kind(
         stage, n_microbatches=config.micro_batches, loss_fn=nn.functional.mse_loss
     )  # grads / m
@@ -294,16 +321,21 @@ def pipeline(config: TorchRefConfig, model: nn.Sequential):
     return run, stage_module, torch.optim.Adam(stage_module.parameters(), **ADAM)
 
 
-def wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
+def wrap(
+    config: TorchRefConfig, model: nn.Module, ledger: Ledger
+) -> tuple[StepFn, nn.Module, torch.optim.Optimizer]:
     """(forward-backward of one step, the module whose parameters this rank holds, its optimizer):
     ``model`` as ``config.impl`` trains it."""
     if IMPLEMENTATIONS[config.impl].family == "pipelining":
+        assert isinstance(model, nn.Sequential)  # pipelining splits the MLP's Linears
         return pipeline(config, model)
     module, optimizer = _wrap(config, model, ledger)
     return forward_backward(module), model, optimizer
 
 
-def _wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
+def _wrap(
+    config: TorchRefConfig, model: nn.Module, ledger: Ledger
+) -> tuple[nn.Module, torch.optim.Optimizer]:
     impl = IMPLEMENTATIONS[config.impl]
     if impl.family in ("ddp", "zero_redundancy"):
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -339,6 +371,7 @@ def _wrap(config: TorchRefConfig, model: nn.Module, ledger: Ledger):
         return parallelize_module(model, mesh, plan), torch.optim.Adam(model.parameters(), **ADAM)
     from torch.distributed.fsdp import fully_shard
 
+    assert isinstance(model, nn.Sequential)  # FSDP2 wraps the MLP's Linears
     linears = [m for m in model if isinstance(m, nn.Linear)]
     for layer in linears[:-1]:  # one unit per Linear; the root owns the last
         fully_shard(layer, mesh=mesh, reshard_after_forward=impl.reshard)
@@ -377,12 +410,17 @@ def deviation(
 ) -> float:
     """Max |θ − θ_reference| over the parameter elements this rank holds: a DTensor's shard is
     compared with the same slice of the reference (chunks of ceil(size/N) along its shard dim)."""
+    from torch.distributed.tensor import DTensor, Shard
+
     worst = 0.0
     for name, p in model.named_parameters():
         ref = reference[name.removeprefix("module.")]
         mine = _local(p.detach())
         if mine.shape != ref.shape:
-            dim = p.placements[0].dim
+            assert isinstance(p, DTensor)  # only a DTensor's local shard differs in shape
+            shard = p.placements[0]
+            assert isinstance(shard, Shard)
+            dim = shard.dim
             chunk = math.ceil(ref.shape[dim] / world_size)
             ref = ref.narrow(dim, rank * chunk, mine.shape[dim])
         if mine.numel():

@@ -80,6 +80,10 @@ class TinyTransformer(nn.Module):
         return replicated, split
 
 
+#: The models a run trains: the MLP, or the transformer block when a tensor axis splits weights.
+ToyModel = TinyMLP | TinyTransformer
+
+
 def init_params(module: nn.Module, seed: int, dtype: torch.dtype) -> Params:
     """The module's parameters after torch's default init under ``seed``, as detached tensors."""
     with torch.random.fork_rng(devices=[]):
@@ -132,7 +136,7 @@ def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def make_batch(
-    step: int, model: nn.Module, global_batch: int, seed: int, dtype: torch.dtype
+    step: int, model: ToyModel, global_batch: int, seed: int, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The global batch of ``step``: the same on every rank and in the single-process reference."""
     g = torch.Generator().manual_seed(10_000 * seed + step)

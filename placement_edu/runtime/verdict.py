@@ -4,18 +4,26 @@ same condition the derivation does. Imported inside each function: a rank import
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 
+if TYPE_CHECKING:
+    from placement_edu.models import Model
+    from placement_edu.precision import Precision
+    from placement_edu.schedule import Schedule
+    from placement_edu.strategies import Strategy
 
-def applicable(strategy, mesh: Mesh) -> tuple[str, ...]:
+
+def applicable(strategy: Strategy, mesh: Mesh) -> tuple[str, ...]:
     """The faults that have an operation to break in ``strategy`` on ``mesh``."""
     from placement_edu.faults import applicable_faults
 
     return tuple(applicable_faults(strategy, mesh))
 
 
-def refuse_inapplicable(strategy, mesh: Mesh, fault: str | None) -> None:
+def refuse_inapplicable(strategy: Strategy, mesh: Mesh, fault: str | None) -> None:
     """A fault that does not apply is refused with the reason, never silently ignored."""
     if fault is None:
         return
@@ -32,22 +40,25 @@ def refuse_inapplicable(strategy, mesh: Mesh, fault: str | None) -> None:
 
 
 def broken_conditions(
-    strategy, mesh: Mesh, fault: str | None, model=None, precision=None
+    strategy: Strategy,
+    mesh: Mesh,
+    fault: str | None,
+    model: Model | None = None,
+    precision: str | Precision | None = None,
 ) -> dict[str, str]:
     """The correctness conditions the checker says ``fault`` breaks, each with the checker's reason
     (empty for a correct run)."""
     from placement_edu.checker import check
 
-    kwargs = {"mesh": mesh, "fault": fault}
-    if model is not None:
-        kwargs["model"] = model
-    if precision is not None:
-        kwargs["precision"] = precision
-    result = check(strategy, **kwargs)
+    # (the checker's own default precision unless one is given)
+    kwargs = {} if precision is None else {"precision": precision}
+    result = check(strategy, mesh=mesh, fault=fault, model=model, **kwargs)
     return {name: getattr(result, name).reason for name in result.broken}
 
 
-def edited_schedule(schedule, fault: str | None, strategy, mesh: Mesh):
+def edited_schedule(
+    schedule: Schedule, fault: str | None, strategy: Strategy, mesh: Mesh
+) -> Schedule:
     """The schedule with ``fault`` edited in, as the checker edits it: what a faulted run issues."""
     if fault is None:
         return schedule

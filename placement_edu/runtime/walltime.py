@@ -19,9 +19,14 @@ Time is a model, not an exact count: the ratio is printed, never asserted equal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from placement_edu.errors import PlacementError
 from placement_edu.schedule import Schedule
+
+if TYPE_CHECKING:  # the config imports torch; the time model is imported when a step is priced
+    from placement_edu.runtime.config import RunConfig
+    from placement_edu.timing import StepTime
 
 #: The preset the runtime predicts with (``timing.HARDWARE``).
 HARDWARE_NAME = "this_machine"
@@ -66,7 +71,7 @@ def measured_step(per_rank: list[list[StepWall]]) -> tuple[StepWall, list[int]] 
     ], counted  # (the lower middle: a real step, compute + comm)
 
 
-def predicted_step(config, schedules: list[Schedule]):
+def predicted_step(config: RunConfig, schedules: list[Schedule]) -> StepTime | str:
     """The core's ``StepTime`` of the slowest rank on ``this_machine``, or a one-line reason why
     there is none (no such preset yet, or a strategy the time model cannot price)."""
     from placement_edu import timing
@@ -97,7 +102,7 @@ def predicted_step(config, schedules: list[Schedule]):
     return max(times, key=lambda t: t.total_s)
 
 
-def time_view(per_rank: list[list[StepWall]], predicted) -> dict:
+def time_view(per_rank: list[list[StepWall]], predicted: StepTime | str) -> dict:
     """The ``time`` entry of a run's JSON: measured and predicted seconds per step, and the ratios
     measured / predicted (> 1: slower than the model)."""
     out: dict = {

@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
 import torch
 import torch.distributed as dist
@@ -90,7 +90,7 @@ def run_job(
     progress: str | None = None,
     references: dict | None = None,
     index: tuple[int, int] = (0, 1),
-) -> dict:
+) -> dict | None:
     """Run one configuration on this rank; return its ledger, memory, per-step deviation and
     per-step wall time (``step_s``, and ``comm_s``: the part spent inside collectives).
     A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
@@ -200,12 +200,12 @@ def _inject_failure(failure: dict | None, timeout_s: float) -> None:
 
 @record
 def main(
-    jobs: list[RunConfig],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig],
     timeout_s: float = 60.0,
     run_dir: str | None = None,
     failure: dict | None = None,
     owner: tuple[int, str] | None = None,
-) -> list[dict]:
+) -> list[dict | None]:
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause). ``owner``: the process that
@@ -260,7 +260,7 @@ def _start_rank(
         _BEACON = os.path.join(run_dir, f"at-{rank}")
         stopped = os.path.join(run_dir, f"stopped-{rank}")
 
-        def on_sigterm(*_) -> None:  # the launcher stopping a rank that still ran
+        def on_sigterm(*_: object) -> None:  # the launcher stopping a rank that still ran
             open(stopped, "w").close()
             os._exit(128 + signal.SIGTERM)
 
@@ -311,7 +311,7 @@ def _leave(run_dir: str | None, owner_dir: str) -> None:
     os._exit(1)
 
 
-def _fail(run_dir: str | None) -> None:
+def _fail(run_dir: str | None) -> NoReturn:
     """Leave this rank's traceback, timed, where the launcher reads it (the earliest is the root
     cause), and exit 1. Launched by the package, the rank exits at once: the traceback is in the
     run folder, and torch's own error file (a pickle in TMPDIR) is never written. Under torchrun,
@@ -367,7 +367,8 @@ def pool_main(
                 run_job(c, timeout_s, progress, references, (j, len(configs)))
                 for j, c in enumerate(configs)
             ]
-            store.set(f"result/{k}/{rank}", pickle.dumps(results))
+            # (torch's stub types a value as str; the store takes bytes, as pickle makes them)
+            store.set(f"result/{k}/{rank}", pickle.dumps(results))  # type: ignore[arg-type]
     except BaseException:
         _fail(run_dir)
     finally:
@@ -392,14 +393,15 @@ def _torchrun(argv: list[str]) -> int:
     dist.init_process_group(_backend(), timeout=timedelta(seconds=args.timeout))
     try:
         mine = run_job(config, args.timeout)
-        everyone = [None] * dist.get_world_size()
+        everyone: list[dict | None] = [None] * dist.get_world_size()
         dist.all_gather_object(everyone, mine)  # (outside the ledger: reporting only)
     finally:
         _GROUPS.clear()
         if dist.is_initialized():
             dist.destroy_process_group()
     if int(os.environ["RANK"]) == 0:
-        result = RunResult.build(config, everyone)
+        # Every rank ran (torchrun's world is the run's): none answered None.
+        result = RunResult.build(config, [r for r in everyone if r is not None])
         print(json.dumps(result.to_dict(), indent=2) if args.json else result)
     return 0
 

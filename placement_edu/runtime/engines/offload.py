@@ -28,9 +28,8 @@ class Zero2Offload(Engine):
         self.mine = flat.owned(self.psi, self.d, self.di)
         self.params = self.replicated_params()  # P: R, device
         k = self.padded // self.d
-        host = dict(dtype=ctx.dtype, device=ctx.host)
-        self.grad = torch.zeros(k, **host)  # G: slice, host (OFF)
-        self.m, self.v = torch.zeros(k, **host), torch.zeros(k, **host)  # O: slice, host (OFF)
+        self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.host)  # G: slice, host (OFF)
+        self.m, self.v = torch.zeros_like(self.grad), torch.zeros_like(self.grad)  # O: slice, host
 
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
@@ -67,8 +66,8 @@ class Zero2Offload(Engine):
                 gather_params(self, mine)
         self.boundary()
 
-    def states(self):
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
         return ({"params": [self.params]}, {"grads": [self.grad], "optimizer": [self.m, self.v]})
 
-    def held(self):
+    def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, self.psi)

@@ -21,13 +21,14 @@ import torch
 from placement_edu.models import stage_layers
 from placement_edu.runtime import flat
 from placement_edu.runtime.engines.dp import DataParallel
-from placement_edu.runtime.toy import loss_fn, mlp_forward
+from placement_edu.runtime.toy import TinyMLP, loss_fn, mlp_forward
 from placement_edu.schedule import pipeline_order
 
 
 class Pipeline(DataParallel):
-    def model_shapes(self):
+    def model_shapes(self) -> flat.Shapes:
         # The core's one stage split: contiguous layers, earlier stages take the extra ones.
+        assert isinstance(self.ctx.module, TinyMLP)
         self.layers = stage_layers(
             len(self.ctx.module.layers), self.ctx.mesh.degree("pipeline"), self.coords["pipeline"]
         )
@@ -47,6 +48,7 @@ class Pipeline(DataParallel):
         first, last = stage == 0, stage == p - 1
         x, y = self.local_batch(step)
         xs, ys = x.chunk(m), y.chunk(m)
+        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
         self.params.grad.zero_()
         inputs: dict[int, torch.Tensor] = {}
         outputs: dict[int, torch.Tensor] = {}
@@ -78,7 +80,9 @@ class Pipeline(DataParallel):
                 self.mem.backward_done(k)
                 if not first:
                     # The previous stage needs d loss / d (its output) to continue backward.
-                    self.comm.send(inputs[k].grad, pipe[stage - 1], "activations", "pipeline")
+                    sent = inputs[k].grad
+                    assert sent is not None  # our input required grad: backward filled it
+                    self.comm.send(sent, pipe[stage - 1], "activations", "pipeline")
                 inputs.pop(k)
                 if k == m - 1 and self.d > 1:
                     if not self.fault("skip-grad-reduce"):

@@ -18,7 +18,11 @@ The data axis composes unchanged: ``dp×tp`` is the dp engine on each tensor ran
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import FunctionCtx
 
+from placement_edu.runtime import flat
+from placement_edu.runtime.comm import Comm
+from placement_edu.runtime.engine import Engine
 from placement_edu.runtime.engines.dp import DataParallel
 from placement_edu.runtime.toy import Params, TinyTransformer, loss_fn, transformer_forward
 from placement_edu.runtime.engines.zero3 import Zero3
@@ -30,16 +34,17 @@ class _Enter(torch.autograd.Function):
     """Megatron's f: identity forward; all-reduce the input gradient over the tensor axis."""
 
     @staticmethod
-    def forward(ctx, x, comm):
-        ctx.comm = comm
+    def forward(ctx: FunctionCtx, x: torch.Tensor, comm: Comm) -> torch.Tensor:
+        # A ctx carries what backward needs (torch's FunctionCtx stub declares no attributes).
+        ctx.comm = comm  # type: ignore[attr-defined]
         return x.view_as(x)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         grad = grad.contiguous()
         # Each rank's column-parallel weights saw only their heads: the input gradient is a
         # partial sum over tensor ranks. All-reduce it so every rank has the whole gradient.
-        ctx.comm.all_reduce(grad, "activations", "tensor")
+        ctx.comm.all_reduce(grad, "activations", "tensor")  # type: ignore[attr-defined]
         return grad, None
 
 
@@ -47,7 +52,7 @@ class _Leave(torch.autograd.Function):
     """Megatron's g: all-reduce the row-parallel partial output; identity backward."""
 
     @staticmethod
-    def forward(ctx, x, comm):
+    def forward(ctx: FunctionCtx, x: torch.Tensor, comm: Comm) -> torch.Tensor:
         x = x.contiguous()
         # The row-parallel weight multiplied only this rank's slice of the hidden units: the
         # output is a partial sum over tensor ranks. All-reduce it to get the block's output.
@@ -55,41 +60,41 @@ class _Leave(torch.autograd.Function):
         return x
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
 
 
-class TensorParallelModel:
-    """The tensor-parallel slice of the transformer: mixed into a data-axis engine."""
+class TensorParallelModel(Engine):
+    """The tensor-parallel slice of the transformer: mixed into a data-axis engine (first in the
+    bases, so its methods come before that engine's)."""
 
-    ctx: object
-
-    def model_shapes(self):  # type: ignore[override]
-        t = self.ctx.mesh.degree("tensor")  # type: ignore[attr-defined]
+    def model_shapes(self) -> flat.Shapes:
+        t = self.ctx.mesh.degree("tensor")
         out = []
-        for name, p in self.ctx.module.named_parameters():  # type: ignore[attr-defined]
+        for name, p in self.ctx.module.named_parameters():
             shape = list(p.shape)
             if name in TinyTransformer.TP_PLAN:
                 shape[DIM[TinyTransformer.TP_PLAN[name]]] //= t
             out.append((name, tuple(shape)))
         return out
 
-    def local_reference(self, ref: Params) -> Params:  # type: ignore[override]
+    def local_reference(self, ref: Params) -> Params:
         """This tensor rank's block of each tensor (also used to slice the initial parameters)."""
-        t, ti = self.ctx.mesh.degree("tensor"), self.coords["tensor"]  # type: ignore[attr-defined]
+        t, ti = self.ctx.mesh.degree("tensor"), self.coords["tensor"]
         out = {}
-        for name, _ in self.shapes:  # type: ignore[attr-defined]
+        for name, _ in self.shapes:
             tensor = ref[name]
             if name in TinyTransformer.TP_PLAN:
                 tensor = tensor.chunk(t, dim=DIM[TinyTransformer.TP_PLAN[name]])[ti]
             out[name] = tensor.contiguous()
         return out
 
-    def initial_params(self) -> Params:  # type: ignore[override]
-        return self.local_reference(super().initial_params())  # type: ignore[misc]
+    def initial_params(self) -> Params:
+        return self.local_reference(super().initial_params())
 
     def forward_loss(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        comm, heads = self.comm, self.ctx.module.heads // self.ctx.mesh.degree("tensor")  # type: ignore
+        assert isinstance(self.ctx.module, TinyTransformer)
+        comm, heads = self.comm, self.ctx.module.heads // self.ctx.mesh.degree("tensor")
         out = transformer_forward(
             params,
             x,

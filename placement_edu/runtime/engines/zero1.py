@@ -31,6 +31,7 @@ class Zero1(Engine):
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
         x, y = self.local_batch(step)
+        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
         self.params.grad.zero_()
         self.forward_backward(self.params, x, y, step)
         self.boundary()
@@ -53,14 +54,14 @@ class Zero1(Engine):
         update_owned_slice(self, grad, step)
         self.boundary()
 
-    def states(self):
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
         return {
             "params": [self.params],
             "grads": [self.params.grad],
             "optimizer": [self.m, self.v],
         }, {}
 
-    def held(self):
+    def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, self.psi)
 
 

@@ -43,6 +43,7 @@ class Zero1AllReduce(Engine):
     def step(self, step: int) -> None:
         self.comm.at(step, "forward")
         x, y = self.local_batch(step)
+        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
         self.params.grad.zero_()
         self.forward_backward(self.params, x, y, step)
         self.boundary()
@@ -93,12 +94,12 @@ class Zero1AllReduce(Engine):
             self.params.data[part] = packed[offset : offset + n]
             offset += n
 
-    def states(self):
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
         return {
             "params": [self.params],
             "grads": [self.params.grad],
             "optimizer": [self.m, self.v],
         }, {}
 
-    def held(self):
+    def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, flat.numel(self.shapes))

@@ -48,8 +48,8 @@ class Zero2(Engine):
         update_owned_slice(self, self.grad, step)
         self.boundary()
 
-    def states(self):
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
         return {"params": [self.params], "grads": [self.grad], "optimizer": [self.m, self.v]}, {}
 
-    def held(self):
+    def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, self.psi)

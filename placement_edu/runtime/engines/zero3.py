@@ -105,8 +105,8 @@ class Zero3(Engine):
             self.shard -= self.ctx.adam.delta(self.grad, self.m, self.v, step + 1)
         self.boundary()
 
-    def states(self):
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
         return {"params": [self.shard], "grads": [self.grad], "optimizer": [self.m, self.v]}, {}
 
-    def held(self):
+    def held(self) -> tuple[torch.Tensor, slice]:
         return self.shard, self.mine

@@ -51,5 +51,5 @@ class Zero3Offload(Zero3):
     # step(): zero3's. Its Adam update reads and writes self.shard, self.grad, self.m, self.v -- all
     # host tensors here -- so the optimizer step runs on the host.
 
-    def states(self):
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
         return {}, {"params": [self.shard], "grads": [self.grad], "optimizer": [self.m, self.v]}
