@@ -99,7 +99,7 @@ launch(
 
 
 def _kernel(code: str, tmp: Path) -> subprocess.Popen:
-    tmp.mkdir()
+    tmp.mkdir(exist_ok=True)
     return subprocess.Popen(
         [sys.executable, "-c", code],
         env=dict(os.environ, TMPDIR=str(tmp)),
@@ -110,9 +110,9 @@ def _kernel(code: str, tmp: Path) -> subprocess.Popen:
 
 
 def test_a_killed_kernel_holding_a_warm_pool_leaves_no_rank_within_5_s_and_nothing_in_tmpdir(
-    tmp_path,
+    run_tmpdir,
 ):
-    tmp = tmp_path / "tmp"
+    tmp = run_tmpdir
     kernel = _kernel(KERNEL_WITH_POOL, tmp)
     try:
         assert kernel.stdout.readline().strip() == "True", kernel.stderr.read()[
@@ -127,8 +127,8 @@ def test_a_killed_kernel_holding_a_warm_pool_leaves_no_rank_within_5_s_and_nothi
     print(f"{len(before)} processes ended {seconds:.2f} s after the kernel")
 
 
-def test_a_kernel_killed_mid_4_rank_run_leaves_no_rank_within_5_s_and_nothing_in_tmpdir(tmp_path):
-    tmp = tmp_path / "tmp"
+def test_a_kernel_killed_mid_4_rank_run_leaves_no_rank_within_5_s_and_nothing_in_tmpdir(run_tmpdir):
+    tmp = run_tmpdir
     kernel = _kernel(KERNEL_MID_RUN, tmp)
     try:
         deadline = time.monotonic() + 120

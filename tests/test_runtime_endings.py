@@ -64,10 +64,10 @@ def _wait_for_steps(tmp: Path, within_s: float = 60) -> None:
     "sig, code, group", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)]
 )
 def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves_nothing(
-    tmp_path, sig, code, group
+    run_tmpdir, sig, code, group
 ):
     """Ctrl-C goes to the whole process group (as a terminal sends it); SIGTERM to the command."""
-    tmp = tmp_path / "tmp"
+    tmp = run_tmpdir
     command = _start(CLI + ["--steps", "2000"], tmp)
     try:
         _wait_for_steps(tmp)
@@ -83,10 +83,10 @@ def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves
     assert list(tmp.iterdir()) == []
 
 
-def test_ctrl_c_while_the_ranks_start_is_one_line_too(tmp_path):
+def test_ctrl_c_while_the_ranks_start_is_one_line_too(run_tmpdir):
     """While the ranks import torch and meet (torch would swallow its own signal exception
     there)."""
-    tmp = tmp_path / "tmp"
+    tmp = run_tmpdir
     command = _start(CLI + ["--steps", "2000"], tmp)
     try:
         deadline = time.monotonic() + 60
@@ -103,9 +103,9 @@ def test_ctrl_c_while_the_ranks_start_is_one_line_too(tmp_path):
 
 
 def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_removes_its_folder(
-    tmp_path,
+    run_tmpdir,
 ):
-    tmp = tmp_path / "tmp"
+    tmp = run_tmpdir
     command = _start(CLI + ["--steps", "2000"], tmp)
     try:
         _wait_for_steps(tmp)
@@ -121,8 +121,8 @@ def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_removes
         command.kill()
 
 
-def test_a_successful_run_leaves_nothing_behind(tmp_path):
-    tmp = tmp_path / "tmp"
+def test_a_successful_run_leaves_nothing_behind(run_tmpdir):
+    tmp = run_tmpdir
     command = _start(CLI + ["--steps", "2"], tmp)
     out, err = command.communicate(timeout=120)
     assert command.returncode == 0 and err == "" and "equivalent" in out
@@ -161,8 +161,8 @@ except RunFailed as error:
         ),  # SIGSTOP
     ],
 )
-def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(tmp_path, kind, first):
-    tmp = tmp_path / "tmp"
+def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(run_tmpdir, kind, first):
+    tmp = run_tmpdir
     start = time.monotonic()
     command = _start([sys.executable, "-c", FAULTED, kind], tmp)
     out, err = command.communicate(timeout=120)
@@ -264,10 +264,10 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def test_torchrun_workers_exit_when_their_agent_is_killed(tmp_path):
+def test_torchrun_workers_exit_when_their_agent_is_killed(run_tmpdir):
     """A lost node: torchrun's agent dies (SIGKILL); its workers (each in a session of its own) must
     not run on, re-parented to init."""
-    tmp = tmp_path / "tmp"
+    tmp = run_tmpdir
     torchrun = Path(sys.executable).with_name("torchrun")
     agent = _start(
         [

@@ -1,0 +1,33 @@
+"""The same checks through the ``transformers`` extra: HF's own GPT-2 and Llama modules, built from
+a local config.json (``tests/tracker_cases.py``: the published configs' shaping fields; nothing is
+downloaded)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.tracker_cases import HF_CONFIGS, SEQ, compare, slow
+
+pytestmark = pytest.mark.runtime
+
+
+@pytest.mark.parametrize(
+    "model, devices, rank, precision",
+    [
+        ("gpt2", 8, 7, "fsdp2_bf16"),
+        ("gpt2", 1, 0, "fp32"),
+        ("llama-1b", 8, 0, "fp32"),
+        pytest.param("llama-1b", 64, 63, "fsdp2_bf16", marks=slow),
+    ],
+)
+def test_the_same_checks_pass_on_hfs_own_module_from_a_local_config(
+    tmp_path, model, devices, rank, precision
+) -> None:
+    pytest.importorskip("transformers")
+    path = tmp_path / model / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(HF_CONFIGS[model]))
+    SEQ[str(path)] = SEQ[model]
+    compare(str(path), devices, rank, precision)

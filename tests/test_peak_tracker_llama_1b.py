@@ -1,0 +1,40 @@
+"""The Llama-3.2-1B shape (s = 2048, b = 1) predicted against PyTorch's own accounting, live:
+FSDP2 at N = 8, 64 and 1024 (the last rank), fp32 and FSDP2's bf16 mixed precision, and one device
+with and without full recomputation (``tests/tracker_cases.py`` says what each case checks). Every
+case is ``slow``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tracker_cases import compare, slow
+
+pytestmark = pytest.mark.runtime
+MODEL = "llama-1b"
+
+
+@slow
+@pytest.mark.parametrize("precision", ["fp32", "fsdp2_bf16"])
+@pytest.mark.parametrize("devices, rank", [(8, 0), (64, 63), (1024, 1023)])
+def test_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
+    compare(MODEL, devices, rank, precision)
+
+
+@slow
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_one_device_matches_memtracker(recompute: str) -> None:
+    compare(MODEL, 1, 0, "fp32", recompute)
+
+
+@slow
+def test_sdpa_full_recomputation_and_b_2_match_too() -> None:
+    compare(
+        MODEL,
+        16,
+        15,
+        "fsdp2_bf16",
+        recompute="full",
+        attention="sdpa",
+        micro_batch=2,
+        seq=1024,
+    )
