@@ -58,7 +58,7 @@ class Verdict:
     right: bool
     given: Answer
     message: str
-    expected: Answer = field(repr=False, default=None)  # not shown when wrong
+    expected: Answer | None = field(repr=False, default=None)  # not shown when wrong
 
     def __bool__(self) -> bool:
         return self.right

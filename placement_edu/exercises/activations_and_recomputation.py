@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 from placement_edu.exercises import Exercise
 from placement_edu.models import TransformerSpec
@@ -11,7 +12,7 @@ from placement_edu.timing import flops_per_token
 from placement_edu.units import GB
 
 
-def gpt3(**changes: object) -> TransformerSpec:
+def gpt3(**changes: Any) -> TransformerSpec:
     """GPT-3 175B (Korthikanti et al. 2022, Table 3): L = 96, h = 12288, a = 96, s = 2048, b = 1."""
     return TransformerSpec(
         **{

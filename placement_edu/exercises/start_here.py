@@ -5,13 +5,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
-from placement_edu.models import ModelSpec
+from placement_edu.models import ModelSpec, Number
 from placement_edu.placement import State
 from placement_edu.report import analyze
 from placement_edu.strategies import get_strategy
 
 
-def _device_bytes(strategy: str, state: State, psi: int, n: int, rank: int = 0):
+def _device_bytes(strategy: str, state: State, psi: int, n: int, rank: int = 0) -> Number:
     return analyze(strategy, ModelSpec(psi), n, rank=rank).memory.device[state]
 
 

@@ -11,7 +11,7 @@ from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
-from placement_edu.report import analyze
+from placement_edu.report import Report, analyze
 from placement_edu.schedule import layers_on_stage, pipeline_bubble
 from placement_edu.strategies import get_strategy
 
@@ -19,7 +19,7 @@ from placement_edu.strategies import get_strategy
 TP_MODEL = TransformerSpec(layers=24, hidden=4096, heads=32, seq=2048, vocab=50257, micro_batch=2)
 
 
-def _tp_report(recompute: str = "none"):
+def _tp_report(recompute: str = "none") -> Report:
     return analyze("tp", replace(TP_MODEL, recompute=recompute), mesh="tensor=4")
 
 

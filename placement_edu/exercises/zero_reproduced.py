@@ -13,7 +13,7 @@ def _model_state_gb(strategy: str, psi: float, n: int) -> Fraction:
     return Fraction(analyze(strategy, psi, n).memory.model_state) / GB
 
 
-EXERCISES = (
+EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         "zero2-memory",
         "Ψ = 7.5e9, N = 64, mixed_adam: how many GB of model state does one zero2 "
