@@ -226,3 +226,32 @@ def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
             model, 1, seq, compute
         )
     assert len(list(SHIPPED.glob("*.json"))) == len(SHIPPED_CASES)
+
+
+#: A measuring module in miniature: a module, a class and a method, each with a docstring.
+_MEASURING = '''"""Measures."""
+
+
+class Probe:
+    """Saves one tensor."""
+
+    def kept(self, b: int) -> int:
+        """Bytes kept."""
+        return 4 * b
+'''
+
+
+def test_a_docstring_edit_keeps_a_profiles_key_and_a_code_edit_changes_it() -> None:
+    # the shipped profiles are named by the measuring code's key: rewording a docstring (twice on
+    # one day) must not re-key them; a change to what the code does must
+    from placement_edu.runtime.profiles import _code_key
+
+    key = _code_key([_MEASURING])
+    reworded = (
+        _MEASURING.replace('"""Measures."""', '"""Measures\nwhat a module keeps."""')
+        .replace("Saves one tensor.", "Saves one tensor for backward.")
+        .replace('        """Bytes kept."""\n', "")
+    )
+    assert _code_key([reworded]) == key
+    assert _code_key([_MEASURING.replace("4 * b", "2 * b")]) != key
+    assert _code_key([_MEASURING.replace("Probe", "Tracker")]) != key

@@ -15,6 +15,7 @@ import os
 from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
+from typing import Iterable
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile
@@ -40,16 +41,27 @@ def cache_dir() -> Path:
     )
 
 
-#: The code a profile comes from: a change to what it does (not to its comments or layout: the key
-#: reads its syntax tree) measures again.
+#: The code a profile comes from: a change to what it does (not to its comments, docstrings or
+#: layout: the key reads its syntax tree without docstrings) measures again.
 MEASURING = ("activation_profile.py", "reference_models.py", "hf_models.py")
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _code_key(texts: Iterable[str]) -> list[str]:
+    """Each source text's syntax tree, dumped, less every module's, class's and function's
+    docstring (its leading string constant): what the code does, not how it is explained."""
+    trees = [ast.parse(text) for text in texts]
+    for node in (n for tree in trees for n in ast.walk(tree)):
+        if isinstance(node, _DOCUMENTED) and ast.get_docstring(node, clean=False) is not None:
+            node.body = node.body[1:]
+    return [ast.dump(tree) for tree in trees]
 
 
 def _key(
     arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
 ) -> str:
     source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
-    code = [ast.dump(ast.parse((Path(__file__).parent / name).read_text())) for name in MEASURING]
+    code = _code_key((Path(__file__).parent / name).read_text() for name in MEASURING)
     text = json.dumps(
         [
             asdict(arch),
