@@ -44,6 +44,9 @@ MAX_LOCAL_WORLD_SIZE = 256
 MAX_STEPS = 10**6
 #: Seconds a collective may wait before a run is ended: one day.
 MAX_TIMEOUT_S = 86_400
+#: The most items listed one by one (a schedule's operations, a model's gather units): a display's
+#: list, a runtime's comparison. Totals never need the list: they read each run once, with its count.
+MAX_LISTED_OPS = 100_000
 #: Largest float that still holds every whole number below it exactly (IEEE 754 double: 2^53).
 MAX_EXACT_FLOAT = 2**53
 
@@ -85,6 +88,21 @@ def positive_int(name: str, value: object) -> int:
     return number
 
 
+def an_int(name: str, value: object) -> int:
+    """Return value if it is an int (numpy's too): never a bool, never a float, even a whole one.
+
+    For a count that is handed to torch as it is (a run's world size and steps): a float 4.0 would
+    pass every check of its size and fail later, inside torch, with torch's message."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        hint = ""
+        if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_EXACT_FLOAT:
+            hint = f", because torch takes only ints there; give {int(value)}"
+        raise PlacementError(
+            f"{name} must be an int, got {shown(value)} of type {type(value).__name__}{hint}"
+        )
+    return int(value)
+
+
 def non_negative_int(name: str, value: object) -> int:
     """Return value as an int if it is a whole number >= 0 (0 allowed), else a PlacementError naming
     it."""
@@ -117,11 +135,29 @@ def show_limit(n: int) -> str:
     return f"{n:,}"
 
 
-def _shown(text: str, limit: int = 40) -> str:
-    """``text`` quoted, shortened when long, so an error stays one readable line."""
-    return (
-        repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
-    )
+#: Characters of a value a message echoes before shortening it (names and numbers alike).
+ECHO_LIMIT = 40
+
+
+def shown(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as a message echoes it: its repr (text quoted), shortened when long -- a name or
+    a number typed 100,000 characters long is shown by its start and its length, so an error stays
+    one readable line."""
+    text = value if isinstance(value, str) else _repr(value)
+    if len(text) <= limit:
+        return repr(text) if isinstance(value, str) else text
+    start = repr(text[:limit]) if isinstance(value, str) else text[:limit]
+    return f"{start}... ({len(text):,} characters)"
+
+
+def _repr(value: object) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # an int of more than 4,300 digits has no repr (Python's own limit)
+        return f"<an int of about {value.bit_length() * 0.30103:,.0f} digits>"  # type: ignore[attr-defined]
+
+
+_shown = shown  # the readers of numbers below
 
 
 def _decimal(text: str, accepted: str):

@@ -8,7 +8,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from placement_edu.errors import MAX_RUN_MICRO_BATCHES, PlacementError, expect, positive_int
+from placement_edu.errors import (
+    MAX_RUN_MICRO_BATCHES,
+    PlacementError,
+    an_int,
+    expect,
+    positive_int,
+)
 from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel
 from placement_edu.precision import Precision, get_precision
@@ -160,16 +166,15 @@ class RunConfig:
         from placement_edu.runtime.verdict import refuse_inapplicable
         from placement_edu.schedule import validate as validate_placement
 
-        positive_int("steps", self.steps)
-        positive_int("global_batch", self.global_batch)
+        for name in ("world_size", "steps", "global_batch", "width", "layers", "micro_batches"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))  # a count: a whole number >= 1
+                an_int(name, getattr(self, name))  # and an int: 4.0 would fail later, in torch
+        an_int("seed", self.seed)
         expect(
             positive_int("width", self.width) <= 1024 and positive_int("layers", self.layers) <= 64,
             f"the toy MLP is small by design: width at most 1024 and layers at most 64, got "
             f"width={self.width}, layers={self.layers}",
-        )
-        expect(
-            isinstance(self.seed, int) and not isinstance(self.seed, bool),
-            f"seed must be an int, got {self.seed!r} of type {type(self.seed).__name__}",
         )
         expect(
             self.fault is None or isinstance(self.fault, str),
