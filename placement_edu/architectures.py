@@ -161,7 +161,7 @@ def from_hf_config(config: Mapping, path: str = "") -> Architecture:
         kind in KINDS,
         f"{path or 'the config'}: model_type {kind!r} is not one of {', '.join(KINDS)}",
     )
-    name = path or kind
+    name = path or str(kind)
     if kind == "gpt2":
         h = config["n_embd"]
         return Architecture(

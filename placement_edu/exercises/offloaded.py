@@ -19,11 +19,15 @@ def host_link_gb(strategy: str, psi: float, n: int) -> Fraction:
 def host_link_seconds(strategy: str, psi: float, n: int, hardware: str = "h100-nvlink-ib") -> float:
     """Seconds per step one device spends on the host link: Σ op_time of its h2d and d2h
     transfers."""
-    hw = HARDWARE[hardware]
+    link = HARDWARE[hardware].host_link
+    assert link is not None, f"{hardware} has no host link"  # every preset names one
     return sum(
-        op_time(o, hw.host_link)
-        for o in analyze(strategy, psi, n).schedule.per_step
-        if o.op in HOST_TRANSFERS
+        (
+            op_time(o, link)
+            for o in analyze(strategy, psi, n).schedule.per_step
+            if o.op in HOST_TRANSFERS
+        ),
+        0.0,
     )
 
 

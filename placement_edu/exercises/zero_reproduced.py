@@ -13,6 +13,14 @@ def _model_state_gb(strategy: str, psi: float, n: int) -> Fraction:
     return Fraction(analyze(strategy, psi, n).memory.model_state) / GB
 
 
+def zero3_comm_ratio(n: int) -> float:
+    """zero3's per-step volume over dp's (ZeRO's convention) at N = ``n``."""
+    both = compare(["dp", "zero3"], 70e9, n)
+    ratio = both.vs_dp(both.reports[1])["comm"]
+    assert ratio is not None  # dp all-reduces 2Ψ: never zero
+    return ratio
+
+
 EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         "zero2-memory",
@@ -39,9 +47,7 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         "zero3-comm-ratio",
         "At N = 8, how many times dp's per-step communication does zero3 send (ZeRO's convention)?",
-        lambda: compare(["dp", "zero3"], 70e9, 8).vs_dp(
-            compare(["dp", "zero3"], 70e9, 8).reports[1]
-        )["comm"],
+        lambda: zero3_comm_ratio(8),
         "× dp",
         "zero3 gathers the parameters before forward and again before backward (2Ψ) and "
         "reduce-scatters the gradients (Ψ): 3Ψ against dp's all-reduce of 2Ψ, 1.5x at every N.",
