@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from placement_edu.composition import safety_violations
-from placement_edu.errors import expect
+from placement_edu.errors import MAX_LISTED_OPS, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
 from placement_edu.placement import BATCH_AXES, SPLIT_MODES, WHOLE, Mode, State
@@ -40,6 +40,18 @@ def model_axis_degree(strategy, mesh: Mesh, axis: str) -> int:
 def layers_on_stage(model: Model, stages: int, stage: int) -> int:
     """How many layers pipeline ``stage`` holds (``models.stage_layers``)."""
     return len(stage_layers(model.layers, stages, stage))
+
+
+def owner_broadcasts(strategy, axis: str) -> bool:
+    """Whether the owners re-synchronise replicated params on ``axis`` after the step by one
+    broadcast each (``schedule.owner_update_sync``): one op per rank of the axis, so the schedule
+    grows with its degree, and ``validate`` bounds it by ``MAX_LISTED_OPS``."""
+    mode = strategy.placement.mode
+    return (
+        strategy.owner_update == "allreduce_broadcast"
+        and mode(State.PARAMS, axis) in WHOLE
+        and mode(State.OPTIMIZER, axis) not in WHOLE
+    )
 
 
 def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
@@ -91,6 +103,13 @@ def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
             g is not Mode.SG,
             f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S (reduce-"
             "scattered to owners) or R (all-reduced)",
+        )
+        expect(
+            not owner_broadcasts(strategy, axis) or n <= MAX_LISTED_OPS,
+            f"{strategy.name!r} broadcasts each owner's slice on its own after the step "
+            f"(ZeroRedundancyOptimizer): one broadcast per {axis} rank, {n:,} in every step; "
+            f"it is priced up to {MAX_LISTED_OPS:,} ranks (owner_update='scatter_gather', one "
+            "all-gather, prices any number)",
         )
         expect(
             not (o in WHOLE and g in SPLIT_MODES),

@@ -30,7 +30,7 @@ from placement_edu.errors import context
 from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
 from placement_edu.faults import _fault, apply_fault
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, ModelSpec, as_model
+from placement_edu.models import ConcreteModel, Model, ModelSpec, as_model
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
@@ -40,6 +40,7 @@ from placement_edu.schedule import (
     derive_schedule,
     grad_reduction,
     model_axis_degree,
+    stage_kinds,
     validate,
 )
 from placement_edu.strategies import Strategy, example_mesh, get_strategy
@@ -440,8 +441,8 @@ def check(
     precision: str | Precision = "mixed_adam",
 ) -> CheckResult:
     """Check both correctness conditions and the safety rules for ``strategy`` on ``mesh``, with
-    ``fault`` (a name in ``faults.FAULTS``) edited into its schedule. Every pipeline stage's
-    schedule is walked; the first broken reason found is reported."""
+    ``fault`` (a name in ``faults.FAULTS``) edited into its schedule. One pipeline stage of each
+    kind is walked (``stages_to_walk``); the first broken reason found is reported."""
     strategy = get_strategy(strategy)
     mesh = example_mesh(strategy) if mesh is None else as_mesh(mesh)
     if fault is not None:
@@ -450,6 +451,16 @@ def check(
     precision = get_precision(precision)
     with context(f"checking {strategy.name} ({strategy.placement}) on {mesh}"):
         return _check(strategy, mesh, fault, model, precision)
+
+
+def stages_to_walk(model: Model, stages: int) -> list[int]:
+    """The pipeline stages whose schedules the checker walks: one of each kind (``stage_kinds``:
+    first, middle by layer count, last) for a model of equal layers, whatever the number of
+    stages; every stage of a concrete model, whose stages hold different tensors (and which has
+    no more stages than it lists tensors)."""
+    if isinstance(model, ConcreteModel):
+        return list(range(stages))
+    return [stage for stage, _ in stage_kinds(stages, model.layers)]
 
 
 def _check(
@@ -461,7 +472,7 @@ def _check(
     integrity: Condition | None = None
     consistency: Condition | None = None
     warnings: list[str] = []
-    for rank in mesh.group(0, "pipeline"):  # one rank per pipeline stage: they differ only in sends
+    for rank in stages_to_walk(model, mesh.degree("pipeline")):  # pipeline innermost: rank = stage
         schedule = derive_schedule(strategy, model, mesh, precision, rank, strict=False)
         if fault is not None:
             schedule = apply_fault(schedule, fault, strategy, mesh)

@@ -135,7 +135,8 @@ def derive_memory(
 
     def largest_unit(state: State) -> Number:
         """The largest gather unit of the state on this device's data group (padded, whole)."""
-        return max(model.unit_elements(split_axes(pl, state, mesh, exclude="data"), d, coords))
+        runs = model.unit_runs(split_axes(pl, state, mesh, exclude="data"), d, coords)
+        return max(size for size, _ in runs)
 
     if d > 1 and P in GATHERED:
         whole = full_local(State.PARAMS) * precision.params

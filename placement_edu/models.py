@@ -17,12 +17,21 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Mapping, Union
 
-from placement_edu.errors import PlacementError, expect, non_negative_int, positive_int
+from placement_edu.errors import (
+    MAX_LISTED_OPS,
+    PlacementError,
+    expect,
+    non_negative_int,
+    positive_int,
+)
 
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
 
 Number = Union[int, Fraction]
+#: A run of equal gather units, in forward order: (elements of one unit, how many in a row). A
+#: model of 10^12 equal layers is one run, not a list of 10^12 sizes.
+UnitRun = tuple[Number, int]
 SHARDING_RULES = ("zero", "fsdp2", "greedy")
 #: How a concrete model's tensors form gather units: "model" (one unit, the whole model -- the
 #: worst case) or "layer" (one unit per layer: FSDP wrapping each block, ``fully_shard`` per layer).
@@ -34,12 +43,36 @@ def greedy_partition(sizes: list[int] | tuple[int, ...], n: int) -> list[int]:
     tensors taken largest first (ties in their given order), each to the rank holding the fewest
     elements so far (ties to the lowest rank). Slices are uneven, and no tensor is split."""
     owners = [0] * len(sizes)
-    load = [0] * n
+    load = [0] * min(n, len(sizes))  # a rank beyond the number of tensors never gets one
     for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        rank = min(range(n), key=lambda r: (load[r], r))
+        rank = min(range(len(load)), key=lambda r: (load[r], r))
         owners[i] = rank
         load[rank] += sizes[i]
     return owners
+
+
+def unit_runs_of(sizes: list[Number]) -> list[UnitRun]:
+    """``sizes`` (one per unit, in order) held as runs of equal neighbours: [3, 3, 5] ->
+    [(3, 2), (5, 1)]."""
+    runs: list[UnitRun] = []
+    for size in sizes:
+        if runs and runs[-1][0] == size:
+            runs[-1] = (size, runs[-1][1] + 1)
+        else:
+            runs.append((size, 1))
+    return runs
+
+
+def listed_units(runs: list[UnitRun]) -> list[Number]:
+    """``runs`` listed unit by unit; refused above ``MAX_LISTED_OPS`` units (the runs hold any
+    number of them)."""
+    n = sum(times for _, times in runs)
+    expect(
+        n <= MAX_LISTED_OPS,
+        f"listing {n:,} gather units one by one stops at {MAX_LISTED_OPS:,}; unit_runs holds "
+        "them as runs of equal units, (elements of one, how many)",
+    )
+    return [size for size, times in runs for _ in range(times)]
 
 
 def stage_layers(layers: int, stages: int, stage: int) -> range:
@@ -79,17 +112,27 @@ class IdealSlices:
         """Elements of padding a sharding over ``n`` adds: none for the ideal formula."""
         return 0
 
+    def unit_runs(
+        self,
+        split_other: Mapping[str, int],
+        padded_for: int = 1,
+        coords: Mapping[str, int] | None = None,
+    ) -> list[UnitRun]:
+        """Elements each gather unit's data-axis collective moves, in forward order, as runs of
+        equal units: Ψ-level units are ``gather_units`` equal parts of ``traffic_elements``
+        (fractions of an element), one run, whatever their number."""
+        total = self.traffic_elements(split_other, padded_for, coords)
+        units = self.gather_units  # type: ignore[attr-defined]
+        return [(Fraction(total, units), units)] if units > 1 else [(total, 1)]
+
     def unit_elements(
         self,
         split_other: Mapping[str, int],
         padded_for: int = 1,
         coords: Mapping[str, int] | None = None,
     ) -> list[Number]:
-        """Elements each gather unit's data-axis collective moves, in forward order: Ψ-level
-        units, ``gather_units`` equal parts of ``traffic_elements`` (fractions of an element)."""
-        total = self.traffic_elements(split_other, padded_for, coords)
-        units = self.gather_units  # type: ignore[attr-defined]
-        return [Fraction(total, units)] * units if units > 1 else [total]
+        """``unit_runs`` listed unit by unit."""
+        return listed_units(self.unit_runs(split_other, padded_for, coords))
 
     #: An abstract model is reduced in one collective per axis (its units are Ψ-level parts).
     reduces_per_unit = False
@@ -479,6 +522,16 @@ class ConcreteModel:
         if padded_for > 1:
             return [self.data_shard(unit, padded_for, 0)[1] for unit in units]
         return [sum(math.prod(s) for _, s in unit) for unit in units]
+
+    def unit_runs(
+        self,
+        split_other: Mapping[str, int],
+        padded_for: int = 1,
+        coords: Mapping[str, int] | None = None,
+    ) -> list[UnitRun]:
+        """``unit_elements`` as runs of equal neighbours (a concrete model lists its tensors, so
+        its units cost what its description costs)."""
+        return unit_runs_of(list(self.unit_elements(split_other, padded_for, coords)))
 
     def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
         """Elements of the tensors in ``layers`` that tensor parallelism leaves whole (tp=None)."""

@@ -54,11 +54,16 @@ class Report:
         rows.append((f"peak (in {m.peak_phase})", fmt_bytes(m.peak)))
         if m.padding:
             rows.append(("padding added by sharding", f"{m.padding:,} elements"))
-        # a repeated micro-batch pass: once, with its count
-        for o, times in self.schedule.counted():
+        # a run of equal units, a repeated micro-batch pass: once, with its counts
+        for o, units, passes in self.schedule.held():
             if o.op in LINK_OPS:
                 cost = "once, not per step" if o.once else f"{fmt_bytes(o.ring_bytes)} ring"
-                count = f" (×{times:,}, one per micro-batch)" if times > 1 else ""
+                count = ", ".join(
+                    f"×{times:,}, one per {what}"
+                    for times, what in ((units, "unit"), (passes, "micro-batch"))
+                    if times > 1
+                )
+                count = f" ({count})" if count else ""
                 rows.append(
                     (
                         f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
@@ -164,7 +169,7 @@ class Report:
                         ),
                         **({"root": True} if o.root else {}),
                     }
-                    for o, times in self.schedule.counted()
+                    for o, times in self.schedule.by_unit()
                 ],
             },
             "pipeline_bubble": None

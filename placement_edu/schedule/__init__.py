@@ -10,7 +10,7 @@ One file per concern, read in this order:
                   the time model and the runtime's ledger), the kinds of op, and ``ring_bytes``
 - ``ops.py``      the ``Op``, ``Repeat`` and ``Schedule`` values, and a schedule's totals
 - ``../axes.py``  what a placement leaves open on each axis, and ``validate``
-- ``pipeline.py`` GPipe and 1F1B orders, the bubble, the timeline
+- ``pipeline.py`` GPipe and 1F1B orders, the kinds of stage, the bubble, the timeline
 - ``rules.py``    one small function per rule, each keyed on the modes along one axis, never on a
                   strategy's name ("where does ZeRO-2 reduce-scatter?": ``reduce_partial_grads``)
 - ``derive.py``   ``derive_schedule``, which calls the rules in execution order
@@ -39,6 +39,7 @@ from placement_edu.schedule.ops import (
     MAX_LISTED_OPS,
     Repeat,
     Schedule,
+    held,
 )
 from placement_edu.axes import (
     split_axes,
@@ -48,6 +49,7 @@ from placement_edu.axes import (
 )
 from placement_edu.schedule.pipeline import (
     pipeline_runs,
+    stage_kinds,
     pipeline_order,
     pipeline_bubble,
     pipeline_timeline,
@@ -88,11 +90,13 @@ __all__ = [
     "MAX_LISTED_OPS",
     "Repeat",
     "Schedule",
+    "held",
     "split_axes",
     "model_axis_degree",
     "layers_on_stage",
     "validate",
     "pipeline_runs",
+    "stage_kinds",
     "pipeline_order",
     "pipeline_bubble",
     "pipeline_timeline",

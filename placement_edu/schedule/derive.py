@@ -31,7 +31,7 @@ from placement_edu.schedule.rules import (
 def passes_held_once(
     runs: list[tuple[tuple[tuple[str, int], ...], int]],
     m: int,
-    one_pass: Callable[[str, int, tuple[int, ...] | range], list[Op]],
+    one_pass: Callable[[str, int, tuple[int, ...] | range], list[Op | Repeat]],
     differs: Callable[[str, int], bool],
 ) -> list[Op | Repeat]:
     """The ops of every pass of ``runs`` (``pipeline_runs``), in order. ``one_pass(kind, k, tag)``:
@@ -74,9 +74,9 @@ def derive_schedule(
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
     entries: list[Op | Repeat] = list(startup_broadcasts(dev))
 
-    def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op]:
+    def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
         if kind == "F":
-            ops = pipeline_boundary(dev, "recv", "forward", tag)
+            ops: list[Op | Repeat] = [*pipeline_boundary(dev, "recv", "forward", tag)]
             if k == 0 or reshard:
                 ops += gather_before_use(
                     dev,
@@ -89,19 +89,20 @@ def derive_schedule(
                 + tensor_parallel_collectives(dev, "forward")
                 + pipeline_boundary(dev, "send", "forward", tag)
             )
-        ops = pipeline_boundary(dev, "recv", "backward", tag)
+        ops = [*pipeline_boundary(dev, "recv", "backward", tag)]
         if reshard:
             ops += gather_before_use(
                 dev,
                 "backward",
                 "parameters were freed after forward: gather them again for backward (rule 3)",
             )
-        ops += tensor_parallel_collectives(dev, "backward") + pipeline_boundary(
-            dev, "send", "backward", tag
-        )
+        ops += [
+            *tensor_parallel_collectives(dev, "backward"),
+            *pipeline_boundary(dev, "send", "backward", tag),
+        ]
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
-            ops += sequence_parallel_norms(dev, tag) + reduce_partial_grads(dev, tag)
+            ops += [*sequence_parallel_norms(dev, tag), *reduce_partial_grads(dev, tag)]
             ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
         return ops
 

@@ -1,6 +1,6 @@
 """The values a schedule is made of: ``Op`` (one operation on one device), ``Repeat`` (identical
-micro-batch passes held once with their count) and ``Schedule`` (a step's operations in order,
-with its totals: ring bytes, ZeRO volume, host-link bytes, by axis)."""
+micro-batch passes, or equal units, held once with their count) and ``Schedule`` (a step's
+operations in order, with its totals: ring bytes, ZeRO volume, host-link bytes, by axis)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement_edu.placement import STARTUP
-from placement_edu.errors import expect
+from placement_edu.errors import MAX_LISTED_OPS, expect
 from placement_edu.models import Number
 from placement_edu.placement import State
 from placement_edu.schedule.costs import COLLECTIVES, HOST_TRANSFERS, OP_COSTS, ring_bytes
@@ -103,50 +103,127 @@ class Op:
         return OP_COSTS[self.op].zero * self.elements if self.op in OP_COSTS else 0
 
 
-#: The most operations ``Schedule.ops`` lists one by one (a display's list, a runtime's comparison).
-#: The totals never need the list: they read each repeated op once, times its count.
-MAX_LISTED_OPS = 100_000
-
-
 @dataclass(frozen=True)
 class Repeat:
-    """A run of identical micro-batch passes, held once: ``ops`` run ``times`` times in a row.
+    """A run held once: ``ops`` run ``times`` times in a row. Two kinds of run, said by ``unit``:
 
-    An op of the run that belongs to a micro-batch holds the ``range`` of them, one per
-    repetition (``Schedule.ops`` gives repetition i the micro-batch ``range[i]``). A pipeline of
-    m micro-batches is then a handful of entries, not a list that grows with m."""
+    - a run of identical micro-batch passes (``unit`` False). An op of the run that belongs to a
+      micro-batch holds the ``range`` of them, one per repetition (``Schedule.ops`` gives
+      repetition i the micro-batch ``range[i]``). A pipeline of m micro-batches is then a handful
+      of entries, not a list that grows with m.
+    - a run of equal units inside one pass (``unit`` True): the same collectives on k layers (or
+      blocks) of one size, one after the other. 10^12 layers are one entry, not 10^12. Inside a
+      run of passes, its ops' micro-batches are the enclosing run's."""
 
-    ops: tuple[Op, ...]
+    ops: tuple[Op | Repeat, ...]
     times: int
+    unit: bool = False
 
-    def expand(self) -> Iterator[Op]:
+    def expand(self, k: int | None = None) -> Iterator[Op]:
+        """The ops one by one; ``k``: the repetition of the enclosing run of passes, if any."""
         for i in range(self.times):
+            rep = k if self.unit else i
             for o in self.ops:
-                yield (
-                    replace(o, micro_batches=(o.micro_batches[i],))
-                    if isinstance(o.micro_batches, range)
-                    else o
-                )
+                if isinstance(o, Repeat):
+                    yield from o.expand(rep)
+                elif rep is not None and isinstance(o.micro_batches, range):
+                    yield replace(o, micro_batches=(o.micro_batches[rep],))
+                else:
+                    yield o
+
+
+def held(ops: list[Op], times: int) -> list[Op | Repeat]:
+    """``ops`` done for ``times`` equal units in a row (layers, blocks): the ops themselves for
+    one unit, else one run of units held once (``Repeat(..., unit=True)``); none for no ops."""
+    if times == 1 or not ops:
+        return list(ops)
+    return [Repeat(tuple(ops), times, unit=True)]
+
+
+def _counted(entries: tuple[Op | Repeat, ...], units: int, passes: int):
+    """Each op once, with the equal units it runs on and the micro-batch passes that repeat it."""
+    for e in entries:
+        if isinstance(e, Op):
+            yield e, units, passes
+        elif e.unit:
+            yield from _counted(e.ops, units * e.times, passes)
+        else:
+            yield from _counted(e.ops, units, passes * e.times)
+
+
+def _listed_units(entries: tuple[Op | Repeat, ...], passes: int):
+    """Each op of each unit in order (a run of units listed one by one), with the micro-batch
+    passes that repeat it."""
+    for e in entries:
+        if isinstance(e, Op):
+            yield e, passes
+        elif e.unit:
+            for _ in range(e.times):
+                yield from _listed_units(e.ops, passes)
+        else:
+            yield from _listed_units(e.ops, passes * e.times)
+
+
+def _unit_listing_length(entries: tuple[Op | Repeat, ...]) -> int:
+    """How many rows ``_listed_units`` gives: runs of units counted, runs of passes held once."""
+    return sum(
+        1 if isinstance(e, Op) else (e.times if e.unit else 1) * _unit_listing_length(e.ops)
+        for e in entries
+    )
+
+
+def _edited(
+    entries: tuple[Op | Repeat, ...], edit: Callable[[tuple[Op, ...]], tuple[Op, ...]]
+) -> tuple[Op | Repeat, ...]:
+    out: list[Op | Repeat] = []
+    single: list[Op] = []
+    for e in entries + (None,):
+        if isinstance(e, Op):
+            single.append(e)
+            continue
+        out += edit(tuple(single))
+        single = []
+        if isinstance(e, Repeat):
+            out.append(Repeat(_edited(e.ops, edit), e.times, e.unit))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class Schedule:
     """The ordered operations of one optimizer step on one device, plus start-up and warnings.
 
-    ``entries``: operations, and runs of identical micro-batch passes held once (``Repeat``).
-    ``ops`` lists them one by one (up to ``MAX_LISTED_OPS``); the totals read each entry once."""
+    ``entries``: operations, and runs held once (``Repeat``): of identical micro-batch passes, and
+    inside a pass of equal units (layers). ``ops`` lists them one by one (up to
+    ``MAX_LISTED_OPS``); the totals read each entry once, so they cost what the description
+    costs, not what the step runs."""
 
     entries: tuple[Op | Repeat, ...]
     warnings: tuple[str, ...] = ()
 
     def counted(self) -> Iterator[tuple[Op, int]]:
-        """Each operation once, with how many times it runs in a row: (op, 1), or (op, times)
-        for an op of a ``Repeat`` (its ``micro_batches`` the range it stands for)."""
-        for e in self.entries:
-            if isinstance(e, Repeat):
-                yield from ((o, e.times) for o in e.ops)
-            else:
-                yield e, 1
+        """Each operation once, with how many times it runs in a step: (op, 1), or (op, times)
+        for an op of a run -- of micro-batch passes (its ``micro_batches`` the range it stands
+        for), of equal units, or both (the two counts multiplied)."""
+        for o, units, passes in _counted(self.entries, 1, 1):
+            yield o, units * passes
+
+    def held(self) -> Iterator[tuple[Op, int, int]]:
+        """Each operation once, with the two counts ``counted`` multiplies: (op, units, passes),
+        the equal units in a row it runs on and the micro-batch passes that repeat it."""
+        yield from _counted(self.entries, 1, 1)
+
+    def by_unit(self) -> Iterator[tuple[Op, int]]:
+        """Each operation of each unit in order, a run of equal units listed unit by unit, with
+        how many micro-batch passes repeat it (what ``Report.to_dict`` prints); refused above
+        ``MAX_LISTED_OPS`` rows (``counted`` holds any number of units)."""
+        n = _unit_listing_length(self.entries)
+        expect(
+            n <= MAX_LISTED_OPS,
+            f"this step has {n:,} operations once its runs of equal units (layers) are listed one "
+            f"by one; listing them stops at {MAX_LISTED_OPS:,}: the totals answer without the list "
+            "(the text table; Schedule.counted(), which holds a run of units once with its count)",
+        )
+        yield from _listed_units(self.entries, 1)
 
     @property
     def length(self) -> int:
@@ -160,7 +237,7 @@ class Schedule:
         n = self.length
         expect(
             n <= MAX_LISTED_OPS,
-            f"this step runs {n:,} operations (repeated once per micro-batch); listing them one by "
+            f"this step runs {n:,} operations (repeated per micro-batch and per unit); listing them one by "
             f"one stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, "
             "volume_psi) or counted(), which holds each repeated operation once with its count",
         )
@@ -170,18 +247,8 @@ class Schedule:
 
     def edited(self, edit: Callable[[tuple[Op, ...]], tuple[Op, ...]]) -> "Schedule":
         """The schedule with ``edit`` (ops -> ops, op by op, e.g. a fault) applied to every stretch
-        of single ops and to the body of every repeated run."""
-        out: list[Op | Repeat] = []
-        single: list[Op] = []
-        for e in self.entries + (None,):
-            if isinstance(e, Op):
-                single.append(e)
-                continue
-            out += edit(tuple(single))
-            single = []
-            if isinstance(e, Repeat):
-                out.append(Repeat(edit(e.ops), e.times))
-        return Schedule(tuple(out), self.warnings)
+        of single ops and to the body of every run, passes and units alike."""
+        return Schedule(_edited(self.entries, edit), self.warnings)
 
     @property
     def per_step(self) -> tuple[Op, ...]:

@@ -28,6 +28,21 @@ def pipeline_runs(
     return [(pattern, times) for pattern, times in runs if times > 0]
 
 
+def stage_kinds(stages: int, layers: int) -> list[tuple[int, int]]:
+    """The kinds of stage a pipeline of ``stages`` over ``layers`` equal layers has, each as
+    (its first stage, how many stages it stands for): the first (it receives nothing in forward),
+    the middle stages holding base + 1 layers (the first ``layers % stages`` stages take one
+    extra), those holding base layers, and the last (it sends nothing on). Stages of one kind run
+    the same ops; only 1F1B's warm-up count, min(p - stage - 1, m), differs between them, and it
+    orders their passes without changing an op. So one stage of each kind is derived and stands
+    for the rest: four at most, whatever p is."""
+    p, extra = stages, layers % stages
+    middle = range(1, p - 1)
+    cut = max(extra - 1, 0)  # middle stages 1 .. extra - 1 hold an extra layer
+    kinds = [range(0, 1), middle[:cut], middle[cut:], range(p - 1, p) if p > 1 else range(0)]
+    return [(kind[0], len(kind)) for kind in kinds if len(kind)]
+
+
 def pipeline_order(
     schedule: str, stages: int, stage: int, micro_batches: int
 ) -> list[tuple[str, int]]:

@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from collections.abc import Sequence
 from typing import Any
 
 from placement_edu.placement import STARTUP
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
-from placement_edu.models import Model, Number, stage_layers
+from placement_edu.models import Model, Number, UnitRun, stage_layers
 from placement_edu.placement import (
     BATCH_AXES,
     GATHERED,
@@ -38,7 +37,7 @@ from placement_edu.placement import (
 )
 from placement_edu.precision import Precision
 from placement_edu.axes import model_axis_degree, split_axes
-from placement_edu.schedule.ops import Op, Tag
+from placement_edu.schedule.ops import Op, Repeat, Tag, held
 
 
 # --- what every rule reads -------------------------------------------------------------------
@@ -85,14 +84,15 @@ class Device:
             )
         return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
 
-    def units_on(self, state: State, axis: str) -> Sequence[Number]:
-        """S of each gather unit's collective on ``state`` along ``axis``, in forward order: a
-        concrete model's real units (exact, each padded by its rule), or Ψ-level equal parts."""
+    def units_on(self, state: State, axis: str) -> list[UnitRun]:
+        """S of each gather unit's collective on ``state`` along ``axis``, in forward order, as
+        runs of equal units (``models.UnitRun``): a concrete model's real units (exact, each
+        padded by its rule), or Ψ-level equal parts, one run whatever their number."""
         other = split_axes(self.strategy.placement, state, self.mesh, exclude=axis)
         flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)
         if flat == 1:
-            return self.model.unit_elements(other, self.mesh.degree(axis), self.coords)
-        return [Fraction(u, flat) for u in self.model.unit_elements(other, flat, self.coords)]
+            return self.model.unit_runs(other, self.mesh.degree(axis), self.coords)
+        return [(Fraction(u, flat), k) for u, k in self.model.unit_runs(other, flat, self.coords)]
 
     def op(
         self,
@@ -132,16 +132,18 @@ def startup_broadcasts(dev: Device) -> list[Op]:
     ]
 
 
-def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
+def gather_before_use(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
     """SPEC §4 rule 3: parameters stored as slices (SG; OFF, streamed up from the host first) are
-    all-gathered along each axis they are sliced on, unit by unit, just before use."""
-    ops: list[Op] = []
+    all-gathered along each axis they are sliced on, unit by unit, just before use (a run of
+    equal units held once, with its count)."""
+    ops: list[Op | Repeat] = []
     for axis, n in dev.mesh:
         if n == 1 or dev.mode(State.PARAMS, axis) not in GATHERED:
             continue
-        for unit in dev.units_on(State.PARAMS, axis):
+        for unit, count in dev.units_on(State.PARAMS, axis):
+            one: list[Op] = []
             if dev.mode(State.PARAMS, axis) is Mode.OFF:
-                ops.append(
+                one.append(
                     dev.op(
                         "h2d",
                         State.PARAMS,
@@ -153,7 +155,8 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op]:
                         "(SPEC §7)",
                     )
                 )
-            ops.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
+            one.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
+            ops += held(one, count)
     return ops
 
 
@@ -172,13 +175,13 @@ def grad_reduction(strategy, axis: str) -> str:
     return "reduce_scatter"
 
 
-def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
+def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
     """SPEC §4 rule 1: a gradient leaves backward partial along every batch-splitting axis; it is
     reduced along each, innermost first, the later axes reducing only what the earlier left.
     A concrete model whose parameters are gathered unit by unit reduces unit by unit too, in
-    backward order (the last unit's gradient is ready first)."""
-    ops: list[Op] = []
-    sizes: Sequence[Number] | None = None
+    backward order (the last unit's gradient is ready first; a run of equal units held once)."""
+    ops: list[Op | Repeat] = []
+    runs: list[UnitRun] | None = None
     for axis in dev.batch_axes:
         n = dev.mesh.degree(axis)
         if dev.mode(State.GRADS, axis) is Mode.M:
@@ -201,18 +204,19 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op]:
                 "optimizer state is sliced, so each owner needs only its slice of the summed "
                 "gradient (rule 1)"
             )
-        if sizes is None:  # the first reduction works on the whole local gradient
+        if runs is None:  # the first reduction works on the whole local gradient
             split = split_axes(dev.strategy.placement, State.GRADS, dev.mesh, exclude=BATCH_AXES)
             if dev.model.reduces_per_unit and dev.mode(State.PARAMS, axis) in GATHERED:
-                sizes = dev.model.unit_elements(split, 1 if whole else n, dev.coords)[::-1]
+                runs = dev.model.unit_runs(split, 1 if whole else n, dev.coords)[::-1]
             else:
-                sizes = [dev.model.traffic_elements(split, 1 if whole else n, dev.coords)]
-        ops += [
-            dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag)
-            for size in sizes
-        ]
+                runs = [(dev.model.traffic_elements(split, 1 if whole else n, dev.coords), 1)]
+        for size, count in runs:
+            ops += held(
+                [dev.op(op, State.GRADS, axis, "backward", size, n, why, micro_batches=tag)],
+                count,
+            )
         # later axes: this rank's slice
-        sizes = sizes if whole else [Fraction(size, n) for size in sizes]
+        runs = runs if whole else [(Fraction(size, n), count) for size, count in runs]
     return ops
 
 
@@ -358,7 +362,7 @@ def reduces_per_micro_batch(dev: Device) -> tuple[bool, list[str]]:
     ]
 
 
-def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
+def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op | Repeat]:
     """Megatron tensor parallelism (SPEC §4), where params are S on tensor: per column-then-row
     block, g all-reduces the row-parallel partial output in forward and f the column-parallel
     input gradient in backward; with sequence parallelism each is an all-gather plus a reduce-
@@ -378,12 +382,14 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op]:
     passes = ["forward"] if phase == "forward" else ["backward"]
     if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
         passes = ["forward (recomputed)", "backward"]
-    return [
-        dev.op(collective, State.ACTIVATIONS, "tensor", phase, size, t, why)
-        for kind in passes
-        for _ in range(blocks)
-        for collective, why in tensor_block_collectives(kind, dev.strategy.sequence_parallel)
-    ]
+    ops: list[Op | Repeat] = []
+    for kind in passes:  # the blocks of a pass: a run of equal units, held once
+        block = [
+            dev.op(collective, State.ACTIVATIONS, "tensor", phase, size, t, why)
+            for collective, why in tensor_block_collectives(kind, dev.strategy.sequence_parallel)
+        ]
+        ops += held(block, blocks)
+    return ops
 
 
 def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[str, str]]:
