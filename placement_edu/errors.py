@@ -103,6 +103,18 @@ def an_int(name: str, value: object) -> int:
     return int(value)
 
 
+def within_device_limit(what: str, devices: int) -> int:
+    """The one limit on devices (``MAX_DEVICES``), for a mesh and for ``estimate``'s GPUs alike:
+    ``devices`` if it is at most 2^40, else a PlacementError naming ``what`` counted them."""
+    if devices > MAX_DEVICES:
+        raise PlacementError(
+            f"{what} counts {f'{devices:,}' if devices < 10**30 else shown(devices)} devices; "
+            f"expected at most {show_limit(MAX_DEVICES)}, because no cluster comes near that "
+            "many (the limit catches a typo)"
+        )
+    return devices
+
+
 def non_negative_int(name: str, value: object) -> int:
     """Return value as an int if it is a whole number >= 0 (0 allowed), else a PlacementError naming
     it."""

@@ -7,7 +7,14 @@ import math
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from placement_edu.errors import PlacementError, positive_int
+from placement_edu.errors import (
+    MAX_DEVICES,
+    PlacementError,
+    positive_int,
+    show_limit,
+    shown,
+    within_device_limit,
+)
 from placement_edu.placement import AXES, known_axes
 
 
@@ -26,8 +33,13 @@ class Mesh:
         """``Mesh.of(data=2, tensor=2)``."""
         known_axes(degrees, "the mesh")
         for axis, degree in degrees.items():
-            positive_int(f"degree of mesh axis {axis!r}", degree)
-        return cls(tuple((a, int(degrees[a])) for a in AXES if a in degrees))
+            within_device_limit(
+                f"axis {axis!r} of the mesh",
+                positive_int(f"degree of mesh axis {axis!r}", degree),
+            )
+        mesh = cls(tuple((a, int(degrees[a])) for a in AXES if a in degrees))
+        within_device_limit(f"mesh {mesh}", mesh.world_size)
+        return mesh
 
     @classmethod
     def parse(cls, text: str) -> "Mesh":
@@ -38,17 +50,25 @@ class Mesh:
             )
         degrees: dict[str, int] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
-            axis, sep, value = part.partition("=")
+            axis, sep, value = (s.strip() for s in part.partition("="))
             if not sep:
                 raise PlacementError(
-                    f"mesh entry {part!r} is not AXIS=DEGREE (e.g. data=2,tensor=2)"
+                    f"mesh entry {shown(part)} is not AXIS=DEGREE (e.g. data=2,tensor=2)"
                 )
             try:
-                degrees[axis.strip()] = int(value)
-            except ValueError:
+                degree = int(value)
+            except ValueError:  # also a number of more than 4,300 digits (Python's own limit)
                 raise PlacementError(
-                    f"mesh degree {value!r} for axis {axis!r} is not a whole number"
-                )
+                    f"mesh degree {shown(value)} for axis {shown(axis)} is "
+                    + (
+                        f"more than {show_limit(MAX_DEVICES)} devices"
+                        if value.isdigit()
+                        else "not a whole number"
+                    )
+                ) from None
+            if axis in degrees:
+                repeated_axis(text, axis, degrees[axis], degree)
+            degrees[axis] = degree
         if not degrees:
             raise PlacementError(f"mesh {text!r} names no axis; expected e.g. data=2,tensor=2")
         return cls.of(**degrees)
@@ -91,6 +111,16 @@ class Mesh:
 
     def __str__(self) -> str:
         return ",".join(f"{a}={d}" for a, d in self.degrees)
+
+
+def repeated_axis(text: str, axis: str, first: int, second: int) -> None:
+    """Refuse a mesh that names ``axis`` twice (``"data=4,data=2"``): the one rule, for every mesh
+    read from text (the command line, ``Mesh.parse``, ``analyze``, ``RunConfig``, torchrun)."""
+    merged = f"{axis}={first * second}" if first > 0 and second > 0 else f"{axis}=N"
+    raise PlacementError(
+        f"mesh {shown(text)} names axis {shown(axis)} twice; expected each axis at most once, "
+        f"because an axis has one degree (e.g. {merged})"
+    )
 
 
 def as_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:

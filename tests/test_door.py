@@ -61,3 +61,58 @@ def test_a_run_config_takes_numpy_ints() -> None:
     from placement_edu.runtime import RunConfig
 
     RunConfig("zero3", np.int64(4), steps=np.int32(2)).validate()
+
+
+# --- item 7: a repeated mesh axis is refused by name, everywhere --------------------------------
+REPEATED = (
+    "mesh 'data=4,data=2' names axis 'data' twice; expected each axis at most once, because an "
+    "axis has one degree (e.g. data=8)"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["table", "--params", "1e9", "--devices", "8", "--mesh", "data=4,data=2"],
+        ["check", "zero3", "--mesh", "data=4,data=2"],
+        # once ran on data=2: the last degree won
+        ["run", "zero3", "--world-size", "2", "--mesh", "data=4,data=2", "--steps", "1"],
+    ],
+)
+def test_a_repeated_mesh_axis_is_refused_by_name_on_the_command_line(capsys, argv) -> None:
+    assert one_line_error(capsys, argv) == f"placement-edu: error: {REPEATED}"
+
+
+def test_a_repeated_mesh_axis_is_refused_by_name_in_the_api() -> None:
+    from placement_edu import Mesh, analyze
+    from placement_edu.runtime import RunConfig
+
+    assert refused(lambda: Mesh.parse("data=4,data=2")) == REPEATED
+    assert refused(lambda: analyze("zero3", 10**6, mesh="data=4,data=2")) == REPEATED
+    assert refused(RunConfig("zero3", 2, mesh="data=4,data=2").validate) == REPEATED
+
+
+# --- item 13: devices are limited at the door -------------------------------------------------
+def test_check_refuses_a_mesh_above_the_device_limit(capsys) -> None:
+    # once checked data=2^62 and data=2^80 and answered "holds"
+    line = one_line_error(capsys, ["check", "zero3", "--mesh", "data=1099511627776,tensor=2"])
+    assert line == (
+        "placement-edu: error: mesh data=1099511627776,tensor=2 counts 2,199,023,255,552 "
+        "devices; expected at most 2^40, because no cluster comes near that many (the limit "
+        "catches a typo)"
+    )
+    line = one_line_error(capsys, ["check", "zero3", "--mesh", f"data={2**80}"])
+    assert line == (
+        "placement-edu: error: axis 'data' of the mesh counts 1,208,925,819,614,629,174,706,176 "
+        "devices; expected at most 2^40, because no cluster comes near that many (the limit "
+        "catches a typo)"
+    )
+
+
+def test_a_mesh_degree_of_thousands_of_digits_is_shown_by_its_start() -> None:
+    from placement_edu import Mesh
+
+    assert refused(lambda: Mesh.parse("data=" + "9" * 5000)) == (
+        "mesh degree '9999999999999999999999999999999999999999'... (5,000 characters) for axis "
+        "'data' is more than 2^40 devices"
+    )
