@@ -108,6 +108,10 @@ MEASURED_PEAKS = {
     ("gpt2", 1024, 8, 0, "fp32", "none"): (3_945_257_352, 311_129_940),
     ("gpt2", 1024, 1, 0, "fp32", "none"): (5_065_952_904, 2_488_813_140),  # MemTracker
     ("gpt2", 1024, 1, 0, "fp32", "full"): (2_299_832_920, 2_488_813_140),  # MemTracker, checkpoint
+    # checkpoint per block with the selective policy (the matmuls' outputs kept)
+    ("gpt2", 1024, 1, 0, "fp32", "selective"): (3_140_570_712, 2_488_813_140),  # MemTracker
+    ("gpt2", 1024, 8, 0, "fp32", "selective"): (2_019_875_160, 311_129_940),
+    ("gpt2", 1024, 8, 7, "fsdp2_bf16", "selective"): (1_412_544_344, 311_065_428),
     ("llama-1b", 2048, 8, 0, "fp32", "none"): (21_920_648_912, 3_089_569_484),
 }
 
@@ -255,3 +259,41 @@ def test_a_docstring_edit_keeps_a_profiles_key_and_a_code_edit_changes_it() -> N
     assert _code_key([reworded]) == key
     assert _code_key([_MEASURING.replace("4 * b", "2 * b")]) != key
     assert _code_key([_MEASURING.replace("Probe", "Tracker")]) != key
+
+
+def test_selective_recomputation_keeps_a_gpt2_blocks_input_and_its_matmuls_outputs() -> None:
+    # The policy (reference_models.selective_policy) saves every matmul's output and recomputes
+    # the rest. One GPT-2 block in fp32 then keeps its input [s, b, h], c_attn's 3h, the attention
+    # output h, c_proj's h, c_fc's 4h, the MLP's c_proj h -- 11 sbh elements -- and eager
+    # attention's q·kᵀ scores, a bmm's output: a·s²·b. Nothing else: no norm input, no GeLU term,
+    # no dropout mask, no softmax output (together 245 MB without recomputation, 85 MB here).
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.reference_models import selective_policy
+
+    s, b, h, a = 1024, 1, 768, 12
+    profile, _ = get_profile("gpt2", b, s, "fp32", "eager", "selective")
+    assert profile.block == 4 * (11 * s * b * h + a * s * s * b) == 84_934_656
+    aten = torch.ops.aten
+    save, recompute = CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_RECOMPUTE
+    for op, says in [
+        (aten.mm.default, save),
+        (aten.addmm.default, save),
+        (aten.bmm.default, save),
+        (aten._scaled_dot_product_flash_attention_for_cpu.default, save),
+        (aten._softmax.default, recompute),
+        (aten.native_dropout.default, recompute),
+        (aten.tanh.default, recompute),
+        (aten.native_layer_norm.default, recompute),
+    ]:
+        assert selective_policy(None, op) == says, op  # type: ignore[arg-type]
+
+
+def test_fit_recompute_selective_answers_the_selective_peak() -> None:
+    done = _fit("--model", "gpt2", "--devices", "8", "--recompute", "selective", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["recompute"] == "selective" and out["profile"]["recompute"] == "selective"
+    assert out["peak_bytes"] == 2_019_875_160  # FSDPMemTracker's peak, measured (see above)

@@ -1,6 +1,7 @@
 """GPT-2 124M (s = 1024, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at N = 8 and
 1024, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision, one device under each recomputation,
-each Adam, SDPA, and ``fit --verify`` (``tests/tracker_cases.py`` says what each case checks)."""
+selective recomputation at N = 8, each Adam, SDPA, and ``fit --verify`` (``tests/tracker_cases.py``
+says what each case checks)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,21 @@ def test_gpt2_under_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precis
     compare("gpt2", devices, rank, precision)
 
 
-@pytest.mark.parametrize("recompute", ["none", "full"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_gpt2_on_one_device_matches_memtracker(recompute: str) -> None:
     compare("gpt2", 1, 0, "fp32", recompute)
+
+
+@pytest.mark.parametrize(
+    "rank, precision, attention",
+    [(0, "fp32", "eager"), (7, "fp32", "eager"), (7, "fsdp2_bf16", "sdpa")],
+)
+def test_selective_recomputation_under_fsdp2_matches_fsdpmemtracker(
+    rank: int, precision: str, attention: str
+) -> None:
+    # torch.utils.checkpoint per block with reference_models.selective_policy: the matmuls'
+    # outputs kept, the rest replayed in backward.
+    compare("gpt2", 8, rank, precision, "selective", attention=attention)
 
 
 def test_fsdp2_mixed_precision_on_a_group_of_one_has_no_collective_buffers() -> None:
@@ -47,7 +60,8 @@ def test_a_larger_micro_batch_and_shorter_sequence_match_too() -> None:
     compare("gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512)
 
 
-def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys() -> None:
+@pytest.mark.parametrize("recompute", ["none", "selective"])
+def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(recompute: str) -> None:
     code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
     done = subprocess.run(
         [
@@ -61,6 +75,8 @@ def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys() -> 
             "8",
             "--rank",
             "7",
+            "--recompute",
+            recompute,
             "--json",
             "--verify",
         ],

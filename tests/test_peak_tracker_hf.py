@@ -14,20 +14,21 @@ pytestmark = pytest.mark.runtime
 
 
 @pytest.mark.parametrize(
-    "model, devices, rank, precision",
+    "model, devices, rank, precision, recompute",
     [
-        ("gpt2", 8, 7, "fsdp2_bf16"),
-        ("gpt2", 1, 0, "fp32"),
-        ("llama-1b", 8, 0, "fp32"),
-        pytest.param("llama-1b", 64, 63, "fsdp2_bf16", marks=slow),
+        ("gpt2", 8, 7, "fsdp2_bf16", "none"),
+        ("gpt2", 1, 0, "fp32", "none"),
+        ("gpt2", 8, 0, "fsdp2_bf16", "selective"),  # HF's checkpointing given the same policy
+        ("llama-1b", 8, 0, "fp32", "none"),
+        pytest.param("llama-1b", 64, 63, "fsdp2_bf16", "none", marks=slow),
     ],
 )
 def test_the_same_checks_pass_on_hfs_own_module_from_a_local_config(
-    tmp_path, model, devices, rank, precision
+    tmp_path, model, devices, rank, precision, recompute
 ) -> None:
     pytest.importorskip("transformers")
     path = tmp_path / model / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(HF_CONFIGS[model]))
     SEQ[str(path)] = SEQ[model]
-    compare(str(path), devices, rank, precision)
+    compare(str(path), devices, rank, precision, recompute)

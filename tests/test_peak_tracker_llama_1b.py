@@ -1,7 +1,7 @@
 """The Llama-3.2-1B shape (s = 2048, b = 1) predicted against PyTorch's own accounting, live:
 FSDP2 at N = 8, 64 and 1024 (the last rank), fp32 and FSDP2's bf16 mixed precision, and one device
-with and without full recomputation (``tests/tracker_cases.py`` says what each case checks). Every
-case is ``slow``."""
+under each recomputation -- none, selective, full (``tests/tracker_cases.py`` says what each case
+checks). Every case is ``slow``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -
 
 
 @slow
-@pytest.mark.parametrize("recompute", ["none", "full"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_one_device_matches_memtracker(recompute: str) -> None:
     compare(MODEL, 1, 0, "fp32", recompute)
 

@@ -10,6 +10,9 @@ What is measured, on a two-block copy of the model (same widths, vocabulary, b, 
   Llama's RoPE cos/sin) is charged once, to the first block, and lands in ``outside``. Under full
   recomputation (``torch.utils.checkpoint`` per block, non-reentrant) nothing inside a block is
   saved: the checkpoint saves the block's inputs just before entering it, charged to that block.
+  Under selective recomputation the checkpoint also caches the outputs of the ops its policy saves
+  (``reference_models.selective_policy``) -- in a dispatch mode, not through autograd's hooks:
+  ``_PolicySaves`` sees the same ops and charges those outputs to the module that made them.
   ``block`` is what the second block keeps; ``outside`` is the rest: embeddings, final norm, head,
   the loss's fp32 log-softmax -- and what the blocks share.
 - **the moments of the step**, with PyTorch's ``MemTracker`` (``torch.distributed._tools``): for the
@@ -24,17 +27,19 @@ torch.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile, Moment
 from placement_edu.runtime.hf_models import build_model
-from placement_edu.runtime.reference_models import CausalLM, batch
+from placement_edu.runtime.reference_models import SAVED_OPS, CausalLM, batch
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
@@ -54,6 +59,12 @@ TP_WHOLE = (
     "self_attn.v_proj",
     "mlp.gate_proj",
     "mlp.up_proj",
+    # Under selective recomputation the row-parallel layers' outputs (whole after their all-reduce);
+    # the column-parallel layers' outputs are split.
+    "attn.c_proj output",
+    "mlp.c_proj output",
+    "self_attn.o_proj output",
+    "mlp.down_proj output",
 )
 #: Categories of ``MemTracker`` that are neither model state nor the batch.
 LIVE = (_MemRefType.ACT, _MemRefType.TEMP)
@@ -99,10 +110,11 @@ class _Saved:
         if self.pending and name == self.pending[0]:
             self.pending.pop(0)
 
-    def keep(self, t: torch.Tensor) -> torch.Tensor:
+    def keep(self, t: torch.Tensor, module: str | None = None) -> torch.Tensor:
         st = _storage(t)
         if st._cdata not in self.kept and st._cdata not in self.excluded:
-            module = self.stack[-1] if self.stack else ""
+            if module is None:
+                module = self.stack[-1] if self.stack else ""
             if module == "" and self.pending:
                 module = self.pending[0]
             self.kept[st._cdata] = (st.nbytes(), str(t.dtype).removeprefix("torch."), module)
@@ -111,6 +123,26 @@ class _Saved:
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
+
+
+class _PolicySaves(TorchDispatchMode):
+    """Entered around the forward under selective recomputation: charges the outputs of the ops
+    ``selective_policy`` saves (``SAVED_OPS``) inside a block -- what the checkpoint's caching
+    mode keeps -- to the module that made them, as "<module> output". Outside the forward (the
+    replay in backward) it is not entered."""
+
+    def __init__(self, saved: _Saved, blocks: tuple[str, ...]) -> None:
+        super().__init__()
+        self.saved, self.blocks = saved, blocks
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        module = self.saved.stack[-1] if self.saved.stack else ""
+        if func in SAVED_OPS and any(_in_block(module, b) is not None for b in self.blocks):
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.saved.keep(t, f"{module} output")
+        return out
 
 
 def _live(snapshot: dict) -> tuple[int, int]:
@@ -146,12 +178,15 @@ def measure(
         excluded = {
             _storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)
         }
-        saved = _Saved(model, excluded, checkpointed=recompute == "full")
+        saved = _Saved(model, excluded, checkpointed=recompute != "none")
         stack.callback(saved.remove)
+        policy_saves: AbstractContextManager[object] = (
+            _PolicySaves(saved, _block_names(two)) if recompute == "selective" else nullcontext()
+        )
         tracker = MemTracker()
         tracker.track_external(model)
         with tracker:
-            with torch.autograd.graph.saved_tensors_hooks(saved.keep, lambda t: t):
+            with torch.autograd.graph.saved_tensors_hooks(saved.keep, lambda t: t), policy_saves:
                 loss = model(ids, labels)
             after_forward = _live(tracker.get_tracker_snapshot())[0]
             loss.backward()
@@ -214,6 +249,12 @@ def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
     return tuple(out)
 
 
+def _block_names(arch: Architecture) -> tuple[str, str]:
+    """The two blocks' module names in the profile's two-block model."""
+    prefix = "transformer.h" if arch.kind == "gpt2" else "model.layers"
+    return f"{prefix}.0", f"{prefix}.1"
+
+
 def _in_block(module: str, prefix: str) -> str | None:
     """The module's name inside the block ``prefix`` ("" for the block itself), or None if outside
     it."""
@@ -237,11 +278,7 @@ def _profile(
 ) -> ActivationProfile:
     """Sort the saved storages: block 1's are one block's; block 0's are one block's plus what the
     blocks share; the rest is outside the blocks."""
-    first, second = (
-        ("transformer.h.0", "transformer.h.1")
-        if arch.kind == "gpt2"
-        else ("model.layers.0", "model.layers.1")
-    )
+    first, second = _block_names(arch)
     block = tp_split = 0
     by_module: dict[str, int] = {}
     by_dtype: dict[str, int] = {}

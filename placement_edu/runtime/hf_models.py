@@ -5,17 +5,26 @@ is HF's memory, behind the interface of the reference ``CausalLM`` (``blocks``, 
 
 The body runs HF's own forward (its masks, RoPE, attention implementation); the loss is HF's
 ``ForCausalLMLoss``, as ``GPT2LMHeadModel`` / ``LlamaForCausalLM`` compute it (the reference
-``CausalLMLoss``). ``recompute="full"`` is HF's ``gradient_checkpointing_enable`` (non-reentrant).
+``CausalLMLoss``). ``recompute="full"`` is HF's ``gradient_checkpointing_enable`` (non-reentrant);
+``"selective"`` passes it the reference ``selective_policy``.
 Parameter names are HF's: ``transformer.h.0.ln_1.weight``, ``model.layers.0.mlp.up_proj.weight``.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
+from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
 from placement_edu.architectures import Architecture
-from placement_edu.runtime.reference_models import CausalLM, CausalLMLoss, build
+from placement_edu.runtime.reference_models import (
+    CausalLM,
+    CausalLMLoss,
+    build,
+    selective_policy,
+)
 
 
 class HFCausalLM(CausalLM):
@@ -40,8 +49,13 @@ class HFCausalLM(CausalLM):
         hf = AutoModelForCausalLM.from_config(
             config, attn_implementation=attention, dtype=torch.get_default_dtype()
         )
-        if recompute == "full":
-            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if recompute != "none":  # selective: HF's checkpoint given the reference policy
+            kwargs: dict[str, object] = {"use_reentrant": False}
+            if recompute == "selective":
+                kwargs["context_fn"] = partial(
+                    create_selective_checkpoint_contexts, selective_policy
+                )
+            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         hf.train()
         if arch.kind == "gpt2":
             self.transformer = hf.transformer

@@ -13,15 +13,22 @@ backward its gradient, also fp32 [b·s, V], is made: that is the logits' gradien
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    SelectiveCheckpointContext,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 
 from placement_edu.architectures import Architecture
 
 ATTENTION = ("eager", "sdpa")
+RECOMPUTE = ("none", "selective", "full")
 
 
 # --- GPT-2 (HF modeling_gpt2) --------------------------------------------------------------------
@@ -233,12 +240,66 @@ class LlamaBody(nn.Module):
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
+# --- recomputation: full, and a selective policy --------------------------------------------------
+aten = torch.ops.aten
+#: The ops whose outputs the selective policy saves: the matmuls and fused attention.
+SAVED_OPS = frozenset(
+    {
+        aten.mm.default,
+        aten.addmm.default,
+        aten.bmm.default,
+        aten.baddbmm.default,
+        aten._scaled_dot_product_flash_attention.default,
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+        aten._scaled_dot_product_efficient_attention.default,
+        aten._scaled_dot_product_cudnn_attention.default,
+    }
+)
+
+
+def selective_policy(
+    ctx: SelectiveCheckpointContext, func: object, *args: object, **kwargs: object
+) -> CheckpointPolicy:
+    """Selective recomputation as torchtitan's "selective op" activation checkpointing does it
+    (``torch.utils.checkpoint.create_selective_checkpoint_contexts`` with a policy, per block).
+
+    **Saved** (the block's checkpoint keeps them from forward to backward, beside the block's
+    inputs): the output of every matmul -- ``mm`` (nn.Linear), ``addmm`` (HF's Conv1D), ``bmm``
+    (eager attention's q·kᵀ scores and probabilities·v) -- and of the fused attention kernels
+    (``_scaled_dot_product_*``: the output and its logsumexp). **Recomputed** in backward from
+    those and the block's input: everything else -- norms, GeLU/SiLU and their products, RoPE,
+    softmax, the causal mask's ``where``, dropout (its RNG state is replayed), casts, views.
+
+    Why: a matmul costs O(s·h²) (attention O(s²·h)) FLOPs for an output of O(s·h); an elementwise
+    op, a softmax or a dropout costs O(1) FLOPs per element it writes. Saving the expensive outputs
+    and replaying the cheap ops keeps most of full recomputation's saving (GPT-2's tanh GeLU alone
+    keeps four [b, s, 4h] tensors, each dropout its mask) at the price of replaying only the cheap
+    ops, not a whole second forward. Eager attention's [b, a, s, s] scores are a bmm's output, so they are
+    still kept; with SDPA nothing of size s² is. (torchtitan also recomputes every second ``mm``
+    to save more; this policy keeps them all, the simple version.)"""
+    saved = func in SAVED_OPS
+    return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def recomputed(block: nn.Module, recompute: str, *args: object) -> torch.Tensor:
+    """``block(*args)`` under the recomputation ``recompute``: "none" keeps what autograd saves,
+    "full" checkpoints the block (keeps only its inputs, replays its forward in backward),
+    "selective" checkpoints it with ``selective_policy``."""
+    if recompute == "none":
+        return block(*args)
+    if recompute == "full":
+        return checkpoint(block, *args, use_reentrant=False)
+    context = partial(create_selective_checkpoint_contexts, selective_policy)
+    return checkpoint(block, *args, use_reentrant=False, context_fn=context)
+
+
 # --- the causal LM: body, head, HF's loss --------------------------------------------------------
 class CausalLM(nn.Module):
     """``GPT2LMHeadModel`` or ``LlamaForCausalLM``: ``model(ids, labels)`` returns HF's loss.
 
     ``recompute="full"`` wraps every block in ``torch.utils.checkpoint`` (non-reentrant): a block
-    then keeps only its input, and replays its forward in backward."""
+    then keeps only its input, and replays its forward in backward; ``"selective"`` keeps also what
+    ``selective_policy`` saves."""
 
     def __init__(
         self, arch: Architecture, attention: str = "eager", recompute: str = "none"
@@ -246,6 +307,8 @@ class CausalLM(nn.Module):
         super().__init__()
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+        if recompute not in RECOMPUTE:
+            raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
         self.arch, self.recompute = arch, recompute
         if arch.kind == "gpt2":
             self.transformer = GPT2Body(arch, attention)
@@ -289,10 +352,7 @@ class CausalLM(nn.Module):
             ).triu(1)[None, None]
             extra = (llama.rope(s, x.dtype), causal)
         for block in self.blocks:
-            if self.recompute == "full":
-                x = checkpoint(block, x, *extra, use_reentrant=False)
-            else:
-                x = block(x, *extra)
+            x = recomputed(block, self.recompute, x, *extra)
         return self.final_norm(x)
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
