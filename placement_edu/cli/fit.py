@@ -76,9 +76,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", choices=["eager", "sdpa"], default="eager")
     p.add_argument(
         "--recompute",
-        choices=["none", "full"],
+        choices=["none", "selective", "full"],
         default="none",
-        help="full: torch.utils.checkpoint on every block",
+        help="full: torch.utils.checkpoint on every block; selective: the same with a policy that "
+        "saves the matmuls' outputs and recomputes the rest (torchtitan's selective op AC)",
     )
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam-foreach")
     p.add_argument(
