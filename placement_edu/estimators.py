@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence, Union
 
-from placement_edu.errors import expect, positive_int
+from placement_edu.errors import expect, positive_int, within_device_limit
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import Placement, State
 from placement_edu.report import Report
@@ -387,6 +387,8 @@ def deepspeed_table(
     """Every row DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints, in its
     order."""
     expect(stage in (2, 3), f"DeepSpeed's estimators cover ZeRO stage 2 and 3, got stage {stage!r}")
+    gpus = positive_int("gpus_per_node", gpus_per_node) * positive_int("nodes", nodes)
+    within_device_limit(f"gpus_per_node = {gpus_per_node:,} × nodes = {nodes:,}", gpus)
     if stage == 2:
         return tuple(
             deepspeed_zero2(psi, gpus_per_node, nodes, off, formula=formula)

@@ -116,3 +116,25 @@ def test_a_mesh_degree_of_thousands_of_digits_is_shown_by_its_start() -> None:
         "mesh degree '9999999999999999999999999999999999999999'... (5,000 characters) for axis "
         "'data' is more than 2^40 devices"
     )
+
+
+def test_estimate_refuses_more_gpus_than_the_device_limit(capsys) -> None:
+    # once took 2^80 GPUs and said the sides "differ by 1.4889e-14 B"
+    argv = ["estimate", "--convention", "deepspeed", "--params", "1e9"]
+    argv += ["--gpus-per-node", "1099511627776", "--nodes", "1099511627776"]
+    line = one_line_error(capsys, argv)
+    assert line == (
+        "placement-edu: error: --gpus-per-node 1,099,511,627,776 × --nodes 1,099,511,627,776 "
+        "counts 1,208,925,819,614,629,174,706,176 devices; expected at most 2^40, because no "
+        "cluster comes near that many (the limit catches a typo)"
+    )
+
+
+def test_deepspeed_table_refuses_more_gpus_than_the_device_limit() -> None:
+    from placement_edu.estimators import deepspeed_table
+
+    assert refused(lambda: deepspeed_table(10**9, 2**40, 2)) == (
+        "gpus_per_node = 1,099,511,627,776 × nodes = 2 counts 2,199,023,255,552 devices; "
+        "expected at most 2^40, because no cluster comes near that many (the limit catches a "
+        "typo)"
+    )

@@ -20,6 +20,7 @@ from placement_edu.errors import (
     MAX_PARAMS,
     PlacementError,
     read_int,
+    within_device_limit,
 )
 from placement_edu.estimators import (
     ACCELERATE_DTYPES,
@@ -161,6 +162,7 @@ def _psi(args: argparse.Namespace) -> int:
 
 def _deepspeed(args: argparse.Namespace) -> tuple[str, list[tuple[str, Reconciliation]]]:
     psi, gpn, nodes = _psi(args), args.gpus_per_node, args.nodes
+    within_device_limit(f"--gpus-per-node {gpn:,} × --nodes {nodes:,}", gpn * nodes)
     if args.stage == 3 and args.largest_layer is None:
         raise PlacementError(
             "--stage 3 needs --largest-layer (parameters of the largest layer, e.g. 32e6)"
