@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import PlacementError, expect, positive_int
@@ -282,6 +282,31 @@ class StepPeak:
         return {k: v for k, v in self.peak.terms.items() if k not in PERSISTENT_TERMS and v}
 
 
+def breakdown(peak: StepPeak) -> dict[str, Any]:
+    """The per-rank breakdown under ``placement-edu fit --json``'s keys (bytes): ``memory``
+    {``params``, ``grads``, ``optimizer``, ``activations``, ``transients``}, ``peak_bytes``,
+    ``peak_at``, ``forward_backward_peak_bytes``, ``step_peak_bytes``."""
+    return {
+        "memory": {
+            "params": peak.params,
+            "grads": peak.grads,
+            "optimizer": peak.optimizer,
+            "activations": peak.activations,
+            "transients": peak.transients(),
+        },
+        "peak_bytes": peak.peak.total,
+        "peak_at": peak.peak.name,
+        "forward_backward_peak_bytes": peak.forward_backward_peak.total,
+        "step_peak_bytes": peak.step_peak.total,
+    }
+
+
+def fsdp2_applies(devices: int, precision: str) -> bool:
+    """Whether the step is placed under FSDP2 (more than one device, or mixed precision) rather
+    than as plain single-device training."""
+    return devices > 1 or precision != "fp32"
+
+
 def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
     """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for
     all of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one
@@ -323,7 +348,7 @@ def derive(
     )
     us = units(arch, devices, rank)
     root, blocks = us[0], us[1:]
-    fsdp = devices > 1 or prec.name != "fp32"
+    fsdp = fsdp2_applies(devices, prec.name)
     L, A = arch.layers, profile.block
     s = prec.storage
     params = sum(u.stored for u in us) * s

@@ -9,23 +9,22 @@ import json
 import pytest
 
 from placement_edu.architectures import PRESETS
-from placement_edu.peak import derive
+from placement_edu.peak import breakdown, derive
 from placement_edu.presentation import FitExplorer, fit_comparison, fit_peak
-from placement_edu.presentation.fit_explorer import (
-    DEVICE_CHOICES,
-    MODELS,
+from placement_edu.presentation.fit_answers import (
     SEQ_CHOICES,
-    breakdown,
     default_seq,
     formula_spec,
     is_known,
     profile_for,
 )
+from placement_edu.presentation.fit_explorer import DEVICE_CHOICES, MODELS
 
 pytestmark = pytest.mark.fast
 
 # FSDPMemTracker / MemTracker's figures, measured (torch 2.13, b = 1, foreach Adam; the same
-# literals as tests/test_peak_derivation.py, whose test runs them live in tests/test_peak_tracker.py).
+# literals as tests/test_peak_derivation.py, whose test runs them live in
+# tests/test_peak_tracker.py).
 GPT2_N8_FORWARD_BACKWARD_PEAK = 3_945_257_352
 GPT2_N8_STEP_PEAK = 311_129_940
 GPT2_N1_FULL_STEP_PEAK = 2_488_813_140  # MemTracker, torch.utils.checkpoint per block
@@ -88,9 +87,9 @@ def test_one_device_under_full_recomputation_peaks_in_the_optimizer_step() -> No
 def test_a_profile_not_yet_read_says_so_while_it_is_read_and_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from placement_edu.presentation import fit_explorer
+    from placement_edu.presentation import fit_answers
 
-    monkeypatch.setattr(fit_explorer, "_PROFILES", {})  # nothing read in this process yet
+    monkeypatch.setattr(fit_answers, "_PROFILES", {})  # nothing read in this process yet
     explorer = FitExplorer(model="gpt2", seq=256, devices=8)
     said: list[str] = []
     explorer.status.observe(lambda change: said.append(change["new"]), names="value")
@@ -168,7 +167,7 @@ def test_breakdown_has_fit_jsons_keys() -> None:
 def test_agrees_is_byte_for_byte_and_fails_on_one_byte() -> None:
     from dataclasses import replace
 
-    from placement_edu.presentation.fit_explorer import TrackerRun
+    from placement_edu.presentation.fit_tracker import TrackerRun
 
     c = fit_comparison("gpt2", devices=8)
     assert not c.agrees()  # no tracker run: nothing to agree with
@@ -191,7 +190,7 @@ def test_agrees_is_byte_for_byte_and_fails_on_one_byte() -> None:
 
 def test_a_tracker_run_without_room_is_refused_in_one_line_before_it_starts() -> None:
     from placement_edu.errors import PlacementError
-    from placement_edu.presentation.fit_explorer import TRACKER_MIB, check_tracker_fits
+    from placement_edu.presentation.fit_tracker import TRACKER_MIB, check_tracker_fits
     from placement_edu.runtime.container import MemoryLimit
     from placement_edu.units import MiB
 

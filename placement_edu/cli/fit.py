@@ -17,7 +17,14 @@ import json
 from placement_edu.architectures import PRESETS as MODELS, get_architecture
 from placement_edu.arguments import flag_type
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
-from placement_edu.peak import OPTIMIZERS, PRECISIONS, StepPeak, derive
+from placement_edu.peak import (
+    OPTIMIZERS,
+    PRECISIONS,
+    StepPeak,
+    breakdown,
+    derive,
+    fsdp2_applies,
+)
 from placement_edu.units import GB, fmt_bytes
 
 #: The sequence each preset is checked at (issue 22): GPT-2's full context, Llama-1B 2048, 8B 4096.
@@ -134,22 +141,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
-    top = peak.peak
-    out = {
-        "memory": {
-            "params": peak.params,
-            "grads": peak.grads,
-            "optimizer": peak.optimizer,
-            "activations": peak.activations,
-            "transients": peak.transients(),
-        },
-        "peak_bytes": top.total,
-        "peak_at": top.name,
-        "forward_backward_peak_bytes": peak.forward_backward_peak.total,
-        "step_peak_bytes": peak.step_peak.total,
-    }
+    out = breakdown(peak)
     if memory_bytes is not None:
-        out["memory_bytes"], out["fits"] = memory_bytes, top.total <= memory_bytes
+        out["memory_bytes"], out["fits"] = memory_bytes, peak.peak.total <= memory_bytes
     return out
 
 
@@ -232,7 +226,7 @@ def _fit(args: argparse.Namespace) -> int:
             recompute=args.recompute,
             optimizer=args.optimizer,
         )
-        fsdp = args.devices > 1 or args.precision != "fp32"
+        fsdp = fsdp2_applies(args.devices, args.precision)
         result["measured"] = {
             **_measured(states(raw, fsdp), raw["forward_backward_peak"]),
             "seconds": raw["seconds"],
@@ -242,7 +236,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _text(r: dict, peak: StepPeak) -> str:
-    fsdp = r["devices"] > 1 or r["precision"] != "fp32"
+    fsdp = fsdp2_applies(r["devices"], r["precision"])
     where = (
         f"FSDP2 (fully_shard per block + root) on {r['devices']} devices, rank {r['rank']}"
         if fsdp

@@ -4,9 +4,14 @@ derivations; the core never imports it. Tables and JSON live beside the derivati
 
 - ``style.py``  a colour per state and per collective, the device grid ("who holds what"), PNGs
 - ``live.py``   a widget cell that says to run the cells and shows a still until it is live
+- ``controls.py`` the controls the widgets share
 - one module per widget: ``grid_explorer``, ``mode_explorer``, ``activation_explorer``,
   ``convention_explorer``, ``mesh_explorer``, ``pipeline_explorer``, ``time_explorer``,
-  ``runtime_explorer``, ``widgets`` (ZeRO and the checker); ``plots.py`` the cost charts
+  ``runtime_explorer``, ``fit_explorer``, ``widgets`` (ZeRO and the checker); ``plots.py`` the
+  cost charts
+- will one rank's step fit (issue 22): ``fit_answers`` (the formula; the measured profile and its
+  step), ``fit_tracker`` (PyTorch's tracker, in a child process), ``fit_three_ways`` (the three
+  side by side), ``fit_chart`` (what ``fit_explorer`` draws)
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ _EXPORTS = {
         _P + "activation_explorer",
     ),
     "ConventionExplorer": _P + "convention_explorer",
-    **dict.fromkeys(["FitExplorer", "fit_comparison", "fit_peak"], _P + "fit_explorer"),
+    "FitExplorer": _P + "fit_explorer",
+    "fit_comparison": _P + "fit_three_ways",
+    "fit_peak": _P + "fit_answers",
     "GridExplorer": _P + "grid_explorer",
     "MeshExplorer": _P + "mesh_explorer",
     **dict.fromkeys(["ModeExplorer", "schedule_text"], _P + "mode_explorer"),
@@ -64,7 +71,9 @@ if TYPE_CHECKING:
         korthikanti_model,
     )
     from placement_edu.presentation.convention_explorer import ConventionExplorer
-    from placement_edu.presentation.fit_explorer import FitExplorer, fit_comparison, fit_peak
+    from placement_edu.presentation.fit_answers import fit_peak
+    from placement_edu.presentation.fit_explorer import FitExplorer
+    from placement_edu.presentation.fit_three_ways import fit_comparison
     from placement_edu.presentation.grid_explorer import GridExplorer
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text

@@ -24,6 +24,7 @@ from fractions import Fraction
 from placement_edu.placement import STARTUP
 from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, PHASES
+from placement_edu.presentation.controls import choice_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import device_grid, png
 from placement_edu.report import Report, analyze
@@ -172,25 +173,13 @@ class ModeExplorer:
             style=wide,
             layout=w.Layout(width="420px"),
         )
-        self.units = w.SelectionSlider(
-            options=UNIT_CHOICES,
-            value=units,
-            description="gather units",
-            continuous_update=False,
-            style=wide,
-        )
+        self.units = choice_slider(UNIT_CHOICES, units, "gather units")
         self.reshard = w.ToggleButtons(
             options=(("reshard after forward", True), ("keep through backward", False)),
             value=reshard_after_forward,
             style={"button_width": "170px"},
         )
-        self.micro_batches = w.SelectionSlider(
-            options=MICRO_BATCH_CHOICES,
-            value=micro_batches,
-            description="micro-batches m",
-            continuous_update=False,
-            style=wide,
-        )
+        self.micro_batches = choice_slider(MICRO_BATCH_CHOICES, micro_batches, "micro-batches m")
         knobs = {
             "R": [self.precision],
             "S": [self.strategy],

@@ -4,6 +4,7 @@ compute a cost themselves."""
 from __future__ import annotations
 
 from placement_edu.models import ModelSpec
+from placement_edu.presentation.controls import choice_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.plots import CostCharts
 from placement_edu.precision import PRESETS
@@ -61,13 +62,7 @@ class ZeroExplorer:
         # 32, one per layer of a 32-layer model). Only the transient peak moves: a smaller unit, a
         # smaller gather window and reduce bucket. One unit -- the whole model gathered at once --
         # is the worst case, and labelled so.
-        self.units = w.SelectionSlider(
-            options=UNIT_CHOICES,
-            value=units,
-            description="gather units",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        self.units = choice_slider(UNIT_CHOICES, units, "gather units")
         self.charts = CostCharts(strategies)
         self.image = w.Image(format="png")
         self.table = w.HTML()
