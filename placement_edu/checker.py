@@ -30,7 +30,13 @@ from placement_edu.errors import context
 from placement_edu.composition import RULE_CONDITION, RuleViolation, safety_violations
 from placement_edu.faults import _fault, apply_fault
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import ConcreteModel, Model, ModelSpec, as_model
+from placement_edu.models import (
+    ConcreteModel,
+    Model,
+    ModelSpec,
+    as_model,
+    tensor_divides_heads,
+)
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
@@ -448,6 +454,7 @@ def check(
     if fault is not None:
         _fault(fault)  # an unknown fault: refused by name
     model = default_model(mesh) if model is None else as_model(model)
+    tensor_divides_heads(model, model_axis_degree(strategy, mesh, "tensor"))
     precision = get_precision(precision)
     with context(f"checking {strategy.name} ({strategy.placement}) on {mesh}"):
         return _check(strategy, mesh, fault, model, precision)

@@ -20,7 +20,7 @@ from fractions import Fraction
 from typing import Mapping, Sequence, Union
 
 from placement_edu.errors import expect, positive_int, within_device_limit
-from placement_edu.models import TransformerSpec
+from placement_edu.models import TransformerSpec, tensor_divides_heads
 from placement_edu.placement import Placement, State
 from placement_edu.report import Report
 from placement_edu.strategies import STRATEGIES
@@ -466,6 +466,7 @@ def megatron_theoretical_memory(
         model.vocab,
     )
     expect(L >= p, f"{L} layers cannot fill {p} pipeline stages")
+    tensor_divides_heads(model, t)
     per_layer_params = 2 * h * (f + 2) + 4 * h * h
     block = L * per_layer_params + 2 * h
     shard = Fraction(Fraction(block, p) + V * h, t)

@@ -75,6 +75,29 @@ def listed_units(runs: list[UnitRun]) -> list[Number]:
     return [size for size, times in runs for _ in range(times)]
 
 
+def tensor_divides_heads(model: object, tensor: int) -> None:
+    """Refuse a tensor degree that does not divide the model's attention heads: Megatron's tensor
+    parallelism gives each tensor rank whole heads (Q, K and V split by head), so t must divide a.
+
+    The one rule for the analyses (``analyze``, ``check``, Megatron's estimate) and the runs alike;
+    ``model`` is anything with ``heads`` (a ``TransformerSpec``, the runtime's toy transformer) --
+    a model without heads (Ψ alone, a list of tensors) has nothing to refuse here."""
+    heads = getattr(model, "heads", None)
+    if not isinstance(heads, int) or tensor < 1 or heads % tensor == 0:
+        return
+    divisors = [d for d in range(1, min(heads, 4096) + 1) if heads % d == 0]
+    listed = (
+        f" ({', '.join(map(str, divisors[:-1]))} or {divisors[-1]})"
+        if heads <= 4096 and len(divisors) <= 16
+        else ""
+    )
+    raise PlacementError(
+        f"tensor degree {tensor:,} does not divide the {heads:,} attention heads; expected a "
+        f"divisor of {heads:,}{listed}, because each tensor rank computes whole heads "
+        "(Megatron splits attention by heads)"
+    )
+
+
 def stage_layers(layers: int, stages: int, stage: int) -> range:
     """The contiguous layers of pipeline ``stage`` of ``stages`` (earlier stages take the extra
     layers): the one stage split every derivation and the runtime use."""

@@ -14,10 +14,16 @@ from typing import Any, Sequence
 from placement_edu.errors import PlacementError, context
 from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, as_model
+from placement_edu.models import Model, as_model, tensor_divides_heads
 from placement_edu.placement import State
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import LINK_OPS, Schedule, derive_schedule, pipeline_bubble
+from placement_edu.schedule import (
+    LINK_OPS,
+    Schedule,
+    derive_schedule,
+    model_axis_degree,
+    pipeline_bubble,
+)
 from placement_edu.strategies import STRATEGIES, Strategy, get_strategy
 from placement_edu.units import fmt_bytes, fmt_gb, plain
 
@@ -207,6 +213,7 @@ def analyze(
         mesh = strategy.default_mesh(devices)
     else:
         raise PlacementError("give devices (a number) or a mesh (e.g. data=2,tensor=2)")
+    tensor_divides_heads(model, model_axis_degree(strategy, mesh, "tensor"))
     with context(f"deriving {strategy.name} ({strategy.placement}) on {mesh}"):
         return Report(
             strategy,

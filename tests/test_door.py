@@ -138,3 +138,43 @@ def test_deepspeed_table_refuses_more_gpus_than_the_device_limit() -> None:
         "expected at most 2^40, because no cluster comes near that many (the limit catches a "
         "typo)"
     )
+
+
+# --- item 8: the tensor degree divides the heads, in the analyses as in the runs ----------------
+SHAPE = ["--layers", "2", "--hidden", "64", "--heads", "8", "--seq", "16", "--vocab", "100"]
+NOT_DIVIDING = (
+    "tensor degree 3 does not divide the 8 attention heads; expected a divisor of 8 (1, 2, 4 or 8), "
+    "because each tensor rank computes whole heads (Megatron splits attention by heads)"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # once printed "params": 360789.3333333333 (a third of a head's bytes)
+        ["table", *SHAPE, "--devices", "3", "--mesh", "tensor=3", "--strategies", "tp", "--json"],
+        ["estimate", "--convention", "megatron", *SHAPE, "--tensor", "3"],
+    ],
+)
+def test_the_analyses_refuse_a_tensor_degree_that_does_not_divide_the_heads(capsys, argv) -> None:
+    assert one_line_error(capsys, argv) == f"placement-edu: error: {NOT_DIVIDING}"
+
+
+def test_a_run_refuses_it_with_the_same_rule(capsys) -> None:
+    # the toy transformer has 4 heads; once the run named a weight's dim 0 instead
+    assert one_line_error(capsys, ["run", "tp", "--world-size", "3", "--steps", "1"]) == (
+        "placement-edu: error: tensor degree 3 does not divide the 4 attention heads; expected a "
+        "divisor of 4 (1, 2 or 4), because each tensor rank computes whole heads (Megatron splits "
+        "attention by heads)"
+    )
+
+
+def test_the_python_analyses_refuse_it_with_the_same_line() -> None:
+    from placement_edu import TransformerSpec, analyze, check
+    from placement_edu.estimators import megatron_theoretical_memory
+
+    model = TransformerSpec(layers=2, hidden=64, heads=8, seq=16, vocab=100)
+    assert refused(lambda: analyze("tp", model, mesh="tensor=3")) == NOT_DIVIDING
+    assert refused(lambda: check("tp", mesh="tensor=3", model=model)) == NOT_DIVIDING
+    assert refused(lambda: megatron_theoretical_memory(model, tensor=3)) == NOT_DIVIDING
+    assert analyze("tp", model, mesh="tensor=4").memory.model_state > 0  # a divisor runs

@@ -16,7 +16,7 @@ from placement_edu.errors import (
     positive_int,
 )
 from placement_edu.mesh import Mesh
-from placement_edu.models import ConcreteModel
+from placement_edu.models import ConcreteModel, tensor_divides_heads
 from placement_edu.precision import Precision, get_precision
 from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.runtime.toy import TinyMLP, TinyTransformer, ToyModel
@@ -182,6 +182,7 @@ class RunConfig:
         )
         strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
         validate_placement(strategy, mesh)
+        tensor_divides_heads(self.module(), mesh.degree("tensor"))
         engine_for(strategy, mesh)
         self.torch_dtype
         self.concrete_model().local_tensors({a: d for a, d in mesh if a != "data"}, mesh.coords(0))
