@@ -14,7 +14,9 @@ FSDP2's storage, as PyTorch lays it out:
 - a unit's all-gather fills one flat buffer of N padded chunks in the compute dtype; the unsharded
   parameters are copied out of it (padded per tensor); the root unit stays gathered from forward
   into backward (``reshard_after_forward`` is False for the root), blocks are freed after their
-  forward and gathered again in backward, one block ahead (the implicit backward prefetch);
+  forward and gathered again in backward, one block ahead (the implicit backward prefetch) -- or,
+  with ``reshard_after_forward=False`` on every block (ZeRO-2-like: no all-gather in backward),
+  each block stays gathered from its forward until its own backward is done;
 - a unit's gradients are reduce-scattered from one padded flat buffer in the reduce dtype, and the
   sharded gradient is a view into the padded output chunk; the last input buffer lives until the
   next reduce-scatter is issued;
@@ -38,6 +40,13 @@ from placement_edu.placement import PHASES
 from placement_edu.precision import PRESETS as ZERO_PRESETS
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
+#: The FSDP2 strategies, by ``fully_shard``'s ``reshard_after_forward`` on every block: fsdp2 frees
+#: a block's gathered parameters after its forward and gathers them again for its backward (ZeRO-3);
+#: fsdp2_no_reshard keeps them gathered until its backward (ZeRO-2-like: more memory, no all-gather
+#: in backward).
+RESHARD_AFTER_FORWARD: Mapping[str, bool] = MappingProxyType(
+    {"fsdp2": True, "fsdp2_no_reshard": False}
+)
 
 
 @dataclass(frozen=True)
@@ -324,11 +333,14 @@ def derive(
     rank: int = 0,
     precision: str | FSDPPrecision = "fp32",
     optimizer: str = "adam-foreach",
+    reshard_after_forward: bool = True,
 ) -> StepPeak:
     """Rank ``rank``'s states and the live set at every event of one steady-state step (optimizer
     state present, gradients freed by ``zero_grad``), under FSDP2 per block and on the root when
     ``devices`` > 1 or precision is mixed, plain single-device training when ``devices`` == 1 and
-    fp32."""
+    fp32. ``reshard_after_forward`` is ``fully_shard``'s for every block: False keeps a block
+    gathered from its forward to its backward (L blocks gathered at the start of backward, no
+    all-gather in backward)."""
     arch = get_architecture(arch)
     prec = (
         PRECISIONS[precision]
@@ -367,6 +379,10 @@ def derive(
     # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies
     # remain).
     ag, rs = (blk.gathered * c, blk.gathered * r) if devices > 1 else (0, 0)
+    # Without resharding, blocks gathered in forward stay so until their backward; backward then
+    # gathers nothing (no all-gather buffer).
+    kept = not reshard_after_forward
+    ag_backward = 0 if kept else ag
     events: list[Event] = []
 
     def add(name: str, phase: str, terms: dict[str, int]) -> None:
@@ -387,9 +403,11 @@ def derive(
         # after the blocks in forward, or the start of backward
         elif m.block is None or m.block == -1:
             shift = (L - 2) * A
-            fsdp_terms = {ALL_GATHER_BUFFER: ag} if fsdp else {}
-            if fsdp and m.block == -1:
-                fsdp_terms[BLOCK_GATHERED] = blk.gathered * c
+            fsdp_terms: dict[str, int] = {}
+            if fsdp:
+                fsdp_terms[ALL_GATHER_BUFFER] = ag if m.phase == "forward" else ag_backward
+                if kept or m.block == -1:
+                    fsdp_terms[BLOCK_GATHERED] = blk.gathered * c * (L if kept else 1)
             add(
                 f"{m.name}" if m.block is None else f"forward, block {L - 1}",
                 m.phase,
@@ -407,8 +425,8 @@ def derive(
                     GRADIENTS_BEING_MADE: m.grads,
                 }
                 if fsdp:
-                    terms[BLOCK_GATHERED] = blk.gathered * c
-                    terms[ALL_GATHER_BUFFER] = ag if k > 0 else 0
+                    terms[BLOCK_GATHERED] = blk.gathered * c * (k + 1 if kept else 1)
+                    terms[ALL_GATHER_BUFFER] = ag_backward if k > 0 else 0
                     terms[REDUCE_SCATTER_BUFFER] = rs if done else 0
                     terms[SHARDED_GRADS] = blk.stored * r * done
                 else:

@@ -297,3 +297,42 @@ def test_fit_recompute_selective_answers_the_selective_peak() -> None:
     out = json.loads(done.stdout)
     assert out["recompute"] == "selective" and out["profile"]["recompute"] == "selective"
     assert out["peak_bytes"] == 2_019_875_160  # FSDPMemTracker's peak, measured (see above)
+
+
+# FSDPMemTracker with fully_shard(block, reshard_after_forward=False) on every block (torch 2.13,
+# GPT-2, s = 1024, b = 1, N = 8): (rank, precision) -> (forward/backward peak, step peak) bytes.
+NO_RESHARD_PEAKS = {
+    (0, "fp32"): (4_257_123_720, 311_129_940),
+    (7, "fsdp2_bf16"): (2_531_168_624, 311_065_428),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_RESHARD_PEAKS))
+def test_without_resharding_every_block_is_still_gathered_at_the_start_of_backward(
+    case: tuple,
+) -> None:
+    from placement_edu.runtime.profiles import get_profile
+
+    rank, precision = case
+    profile, _ = get_profile("gpt2", 1, 1024, PRECISIONS[precision].compute_name)
+    resharded = derive("gpt2", profile, 8, rank, precision)
+    kept = derive("gpt2", profile, 8, rank, precision, reshard_after_forward=False)
+    assert (kept.forward_backward_peak.total, kept.step_peak.total) == NO_RESHARD_PEAKS[case]
+    # At the logits' gradient all 12 blocks are gathered instead of one block's all-gather
+    # buffer (that block's backward prefetch): 11 more gathered blocks, nothing else differs.
+    block = units(PRESETS["gpt2"], 8, rank)[1].gathered * PRECISIONS[precision].compute
+    assert kept.peak.name == resharded.peak.name == "backward, loss (logits' gradient)"
+    assert kept.peak.total - resharded.peak.total == 11 * block
+    assert (kept.params, kept.grads, kept.optimizer) == (
+        resharded.params,
+        resharded.grads,
+        resharded.optimizer,
+    )
+
+
+def test_fit_strategy_fsdp2_no_reshard_answers_its_peak() -> None:
+    done = _fit("--model", "gpt2", "--devices", "8", "--strategy", "fsdp2_no_reshard", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["strategy"] == "fsdp2_no_reshard"
+    assert out["peak_bytes"] == 4_257_123_720  # FSDPMemTracker's peak, measured (see above)

@@ -1,7 +1,7 @@
 """GPT-2 124M (s = 1024, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at N = 8 and
 1024, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision, one device under each recomputation,
-selective recomputation at N = 8, each Adam, SDPA, and ``fit --verify`` (``tests/tracker_cases.py``
-says what each case checks)."""
+selective recomputation and FSDP2 without resharding at N = 8, each Adam, SDPA, and ``fit
+--verify`` (``tests/tracker_cases.py`` says what each case checks)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,15 @@ def test_sdpa_attention_matches_too() -> None:
 
 def test_a_larger_micro_batch_and_shorter_sequence_match_too() -> None:
     compare("gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512)
+
+
+@pytest.mark.parametrize("rank, precision", [(0, "fp32"), (7, "fp32"), (7, "fsdp2_bf16")])
+def test_fsdp2_without_resharding_after_forward_matches_fsdpmemtracker(
+    rank: int, precision: str
+) -> None:
+    # fully_shard(block, reshard_after_forward=False) on every block: each block stays gathered
+    # from its forward to its backward.
+    compare("gpt2", 8, rank, precision, strategy="fsdp2_no_reshard")
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement_edu.peak import PRECISIONS, derive
+from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
 from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
 from placement_edu.runtime.profiles import get_profile
 
@@ -30,12 +30,14 @@ def compare(
     optimizer: str = "adam-foreach",
     micro_batch: int = 1,
     seq: int | None = None,
+    strategy: str = "fsdp2",
 ) -> None:
     seq = seq or SEQ[model]
+    reshard = RESHARD_AFTER_FORWARD[strategy]
     profile, _ = get_profile(
         model, micro_batch, seq, PRECISIONS[precision].compute_name, attention, recompute
     )
-    predicted = derive(model, profile, devices, rank, precision, optimizer)
+    predicted = derive(model, profile, devices, rank, precision, optimizer, reshard)
     raw = measure_in_subprocess(
         model=model,
         devices=devices,
@@ -46,6 +48,7 @@ def compare(
         recompute=recompute,
         optimizer=optimizer,
         micro_batch=micro_batch,
+        reshard_after_forward=reshard,
     )
     measured = states(raw, devices > 1 or precision != "fp32")
     assert (predicted.params, predicted.grads, predicted.optimizer) == (

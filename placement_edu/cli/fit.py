@@ -20,6 +20,7 @@ from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
     OPTIMIZERS,
     PRECISIONS,
+    RESHARD_AFTER_FORWARD,
     StepPeak,
     breakdown,
     derive,
@@ -51,10 +52,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--strategy",
-        choices=["fsdp2"],
+        choices=list(RESHARD_AFTER_FORWARD),
         default="fsdp2",
         help="fsdp2: fully_shard on every block, then on the root (N = 1 without mixed "
-        "precision: plain single-device training)",
+        "precision: plain single-device training); fsdp2_no_reshard: the same with "
+        "reshard_after_forward=False on every block (gathered from forward to backward)",
     )
     p.add_argument(
         "--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True, help="N"
@@ -194,7 +196,10 @@ def _fit(args: argparse.Namespace) -> int:
     profile, cached = get_profile(
         args.model, args.micro_batch, seq, compute, args.attention, args.recompute
     )
-    peak = derive(args.model, profile, args.devices, args.rank, args.precision, args.optimizer)
+    reshard = RESHARD_AFTER_FORWARD[args.strategy]
+    peak = derive(
+        args.model, profile, args.devices, args.rank, args.precision, args.optimizer, reshard
+    )
     memory_bytes = round(args.memory_gb * GB) if args.memory_gb is not None else None
     result = {
         "model": args.model,
@@ -225,6 +230,7 @@ def _fit(args: argparse.Namespace) -> int:
             attention=args.attention,
             recompute=args.recompute,
             optimizer=args.optimizer,
+            reshard_after_forward=reshard,
         )
         fsdp = fsdp2_applies(args.devices, args.precision)
         result["measured"] = {

@@ -72,8 +72,11 @@ def measure(
     attention: str = "eager",
     recompute: str = "none",
     optimizer: str = "adam-foreach",
+    reshard_after_forward: bool = True,
 ) -> dict:
-    """One tracked steady-state step of rank ``rank`` of ``devices`` (bytes by tracker category)."""
+    """One tracked steady-state step of rank ``rank`` of ``devices`` (bytes by tracker category).
+    ``reshard_after_forward`` is ``fully_shard``'s, given to every block (False: a block's
+    parameters stay gathered from its forward to its backward)."""
     arch = get_architecture(model)
     fsdp = devices > 1 or precision != "fp32"
     started = time.perf_counter()
@@ -92,7 +95,12 @@ def measure(
                 dtypes = MP[precision]
                 policy = MixedPrecisionPolicy(*dtypes) if dtypes else MixedPrecisionPolicy()
                 for block in net.blocks:
-                    fully_shard(block, mesh=mesh, mp_policy=policy)
+                    fully_shard(
+                        block,
+                        mesh=mesh,
+                        mp_policy=policy,
+                        reshard_after_forward=reshard_after_forward,
+                    )
                 fully_shard(net, mesh=mesh, mp_policy=policy)
             opt = _optimizer(net, optimizer)
             ids, labels = batch(arch, micro_batch, seq)
