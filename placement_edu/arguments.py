@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Callable, NoReturn, TypeVar
 
-from placement_edu.errors import PlacementError
+from placement_edu.errors import PlacementError, shortened
 
 T = TypeVar("T")
 
@@ -31,7 +31,8 @@ class OneLineParser(argparse.ArgumentParser):
         self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
-        print(f"{self.prog.split()[0]}: error: {' '.join(message.split())}", file=sys.stderr)
+        line = shortened(" ".join(message.split()))  # argparse echoes a bad choice whole
+        print(f"{self.prog.split()[0]}: error: {line}", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from fractions import Fraction
 
 
@@ -15,7 +16,7 @@ class PlacementError(ValueError):
     placement, mesh), so ``context`` does not say it twice."""
 
     def __init__(self, message: str, *, in_context: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(shortened(message))
         self.in_context = in_context
 
 
@@ -160,6 +161,34 @@ def shown(value: object, limit: int = ECHO_LIMIT) -> str:
         return repr(text) if isinstance(value, str) else text
     start = repr(text[:limit]) if isinstance(value, str) else text[:limit]
     return f"{start}... ({len(text):,} characters)"
+
+
+#: A word longer than this in a message is a value echoed whole (a name typed 100,000 characters
+#: long): ``shortened`` shows it by its start and its length.
+LONG_WORD = 2 * ECHO_LIMIT
+#: A message longer than this is cut (a value with spaces in it can be long in many words).
+LONG_MESSAGE = 4000
+_WORD = re.compile(r"\S{%d,}" % (LONG_WORD + 1))
+
+
+def shortened(message: str) -> str:
+    """``message`` with each overlong word -- a value echoed whole -- shown as ``shown`` shows a
+    value (its start, quoted as it was, and its length), and cut when still overlong: every error
+    of the package is a readable line, whatever was typed. Applied once, to every PlacementError
+    and every command-line usage error."""
+
+    def one(word: re.Match[str]) -> str:
+        text = word.group()
+        body = text.rstrip(".,;:)")
+        tail = text[len(body) :]
+        if len(body) > 2 and body[0] in "'\"" and body[-1] == body[0]:
+            return f"{body[: ECHO_LIMIT + 1]}{body[0]}... ({len(body) - 2:,} characters){tail}"
+        return f"{body[:ECHO_LIMIT]}... ({len(body):,} characters){tail}"
+
+    message = _WORD.sub(one, message) if len(message) > LONG_WORD else message
+    if len(message) > LONG_MESSAGE:
+        message = f"{message[: LONG_MESSAGE // 2]}... ({len(message):,} characters in all)"
+    return message
 
 
 def _repr(value: object) -> str:

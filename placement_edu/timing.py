@@ -27,7 +27,7 @@ from typing import Mapping
 
 from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, TransformerSpec, as_model
+from placement_edu.models import Model, TransformerSpec, as_model, tensor_divides_heads
 from placement_edu.placement import PHASES
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
@@ -410,6 +410,7 @@ def step_time(
     that, or the same number. ``micro_batches``: m (default: the strategy's). ``schedule``: an
     already derived schedule for exactly these arguments (the planner reuses one)."""
     strategy, model, mesh = get_strategy(strategy), as_model(model), as_mesh(mesh)
+    tensor_divides_heads(model, model_axis_degree(strategy, mesh, "tensor"))
     precision, hw = get_precision(precision), get_hardware(hw)
     if micro_batches is not None:
         strategy = strategy.with_(micro_batches=micro_batches)

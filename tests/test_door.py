@@ -172,9 +172,49 @@ def test_a_run_refuses_it_with_the_same_rule(capsys) -> None:
 def test_the_python_analyses_refuse_it_with_the_same_line() -> None:
     from placement_edu import TransformerSpec, analyze, check
     from placement_edu.estimators import megatron_theoretical_memory
+    from placement_edu.timing import step_time
 
     model = TransformerSpec(layers=2, hidden=64, heads=8, seq=16, vocab=100)
     assert refused(lambda: analyze("tp", model, mesh="tensor=3")) == NOT_DIVIDING
     assert refused(lambda: check("tp", mesh="tensor=3", model=model)) == NOT_DIVIDING
     assert refused(lambda: megatron_theoretical_memory(model, tensor=3)) == NOT_DIVIDING
+    step = lambda: step_time("tp", model, "tensor=3", "mixed_adam", "h100-nvlink-ib")  # noqa: E731
+    assert refused(step) == NOT_DIVIDING
     assert analyze("tp", model, mesh="tensor=4").memory.model_state > 0  # a divisor runs
+
+
+# --- item 13: names echoed in messages are shortened like numbers are ---------------------------
+LONG = "z" * 100_000
+SHORT = "'" + "z" * 40 + "'... (100,000 characters)"
+
+
+def test_a_strategy_name_100000_characters_long_gives_a_short_line(capsys) -> None:
+    # once a 100 KB line
+    assert one_line_error(capsys, ["check", LONG]) == (
+        f"placement-edu: error: unknown strategy {SHORT}; known strategies: dp, "
+        "zero1_allreduce, zero1, zero2, zero3, fsdp, fsdp_grad_op, zero2_offload, zero3_offload, "
+        "tp, pp; compositions: dp×tp, dp×pp, zero1×tp×pp, zero3×tp, hsdp"
+    )
+
+
+def test_a_bad_choice_100000_characters_long_gives_a_short_line(capsys) -> None:
+    argv = ["plan", "--params", "1e9", "--devices", "8", "--hardware", LONG]
+    assert one_line_error(capsys, argv) == (
+        f"placement-edu: error: argument --hardware: invalid choice: {SHORT} (choose from "
+        "'a100-nvlink-ib', 'h100-nvlink-ib', 'a100-nvlink', 'h100-nvlink', 'this_machine')"
+    )
+
+
+def test_the_api_shortens_an_echoed_name_as_it_shortens_a_number() -> None:
+    from placement_edu.errors import read_int
+    from placement_edu.faults import FAULTS
+    from placement_edu import check
+
+    assert refused(lambda: check("zero3", fault=LONG)) == (
+        f"unknown fault {SHORT}; known faults: {', '.join(FAULTS)}"
+    )
+    assert refused(lambda: read_int("9" * 100_000, "devices", 8)).startswith(
+        "'" + "9" * 40 + "'... (100,000 characters) is more than 8"
+    )
+    # a long value in many words: the message is cut, still one readable line
+    assert len(refused(lambda: check("zero3", fault="z " * 100_000))) < 2100
