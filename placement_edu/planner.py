@@ -78,6 +78,14 @@ def default_transformer(
     # Ψ = L·(4h² + 9h + (2h + 1)·f) + (V + s)·h + 2h: solve for the whole f nearest to psi.
     fixed = layers * (4 * h * h + 9 * h) + (v + s) * h + 2 * h
     f = round((psi - fixed) / (layers * (2 * h + 1)))
+    # the longest s that leaves f >= 1 (round() above: more than half a unit of f left)
+    longest = (2 * (psi - (fixed - s * h)) - layers * (2 * h + 1) - 1) // (2 * h)
+    expect(
+        f >= 1 or seq is None or longest < 1,
+        f"seq = {s:,} is too long for Ψ = {psi:,} in {name}'s shape: its position embedding "
+        f"alone (s·h) has {s * h:,} parameters; expected seq at most {longest:,}, or give the "
+        "transformer flags (--layers --hidden --heads --seq --vocab)",
+    )
     expect(
         f >= 1,
         f"Ψ = {psi:,} is too small for any published shape ({name} without its MLP already has "

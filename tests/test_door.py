@@ -218,3 +218,15 @@ def test_the_api_shortens_an_echoed_name_as_it_shortens_a_number() -> None:
     )
     # a long value in many words: the message is cut, still one readable line
     assert len(refused(lambda: check("zero3", fault="z " * 100_000))) < 2100
+
+
+def test_plan_blames_a_sequence_too_long_for_the_shape_not_psi(capsys) -> None:
+    # once: "Ψ = 70,000,000,000 is too small for any published shape"
+    argv = ["plan", "--params", "70e9", "--seq", "1099511627776", "--devices", "8"]
+    assert one_line_error(capsys, argv) == (
+        "placement-edu: error: seq = 1,099,511,627,776 is too long for Ψ = 70,000,000,000 in "
+        "Llama-2-70B's shape: its position embedding alone (s·h) has 9,007,199,254,740,992 "
+        "parameters; expected seq at most 5,890,679, or give the transformer flags (--layers "
+        "--hidden --heads --seq --vocab)"
+    )
+    assert main(["plan", "--params", "70e9", "--seq", "5890679", "--devices", "8"]) == 0  # the edge
