@@ -7,6 +7,8 @@ run: a cached answer imports no torch); the rest is derived (``placement_edu.pea
 
 ``--verify`` runs PyTorch's own tracker for that rank -- ``FSDPMemTracker`` on a fake process group
 of N ranks (``MemTracker`` at N = 1 in fp32) -- and prints measured beside predicted, term by term.
+``--verify --device cuda`` (N = 1, fp32) runs the step on this machine's GPU instead and reads CUDA's
+allocator (``runtime/cuda_peak.py``).
 """
 
 from __future__ import annotations
@@ -100,6 +102,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run PyTorch's tracker for this rank (fake process group) and print it beside",
     )
+    p.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where --verify measures: cpu (PyTorch's trackers under FakeTensorMode, any N); "
+        "cuda (a real step on this machine's GPU, CUDA's allocator; N = 1, fp32)",
+    )
     p.set_defaults(handler=_fit)
 
 
@@ -134,12 +143,33 @@ def _check(args: argparse.Namespace) -> int:
         arch.positions == 0 or seq <= arch.positions,
         f"--seq {seq} is longer than {args.model}'s {arch.positions} learned positions",
     )
+    if args.device == "cuda":
+        _check_cuda(args)
     expect(
         not args.verify or args.devices <= MAX_VERIFY_DEVICES,
         f"--verify shards over at most {MAX_VERIFY_DEVICES} fake ranks, "
         f"got --devices {args.devices}",
     )
     return seq
+
+
+def _check_cuda(args: argparse.Namespace) -> None:
+    """``--device cuda`` measures one whole device's step: refused, in one line, where it cannot."""
+    expect(args.verify, "--device cuda is where --verify measures: add --verify")
+    expect(
+        args.devices == 1 and args.precision == "fp32" and args.strategy == "fsdp2",
+        f"--device cuda measures one device's plain fp32 step (--devices 1 --precision fp32), "
+        f"got --devices {args.devices} --precision {args.precision} --strategy {args.strategy}; "
+        "more devices are verified on the CPU, on a fake process group (--device cpu)",
+    )
+    import torch
+
+    expect(
+        torch.cuda.is_available(),
+        f"--device cuda: this machine has no CUDA device (torch {torch.__version__}, "
+        f"built with CUDA {torch.version.cuda or 'no'}); --device cpu verifies with "
+        "PyTorch's trackers instead",
+    )
 
 
 def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
@@ -217,7 +247,17 @@ def _fit(args: argparse.Namespace) -> int:
         "profile": {**profile.to_dict(), "cached": cached},
     }
     result["profile"].pop("moments")
-    if args.verify:
+    if args.verify and args.device == "cuda":
+        from placement_edu.runtime.cuda_peak import measure_cuda
+
+        gpu = measure_cuda(
+            args.model, args.micro_batch, seq, args.attention, args.recompute, args.optimizer
+        )
+        result["measured"] = {
+            **_measured(gpu, {}),
+            **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
+        }
+    elif args.verify:
         from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
 
         raw = measure_in_subprocess(
@@ -243,8 +283,9 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _text(r: dict, peak: StepPeak) -> str:
     fsdp = fsdp2_applies(r["devices"], r["precision"])
+    kept = "" if RESHARD_AFTER_FORWARD[r["strategy"]] else ", blocks not resharded after forward"
     where = (
-        f"FSDP2 (fully_shard per block + root) on {r['devices']} devices, rank {r['rank']}"
+        f"FSDP2 (fully_shard per block + root{kept}) on {r['devices']} devices, rank {r['rank']}"
         if fsdp
         else "one device"
     )
@@ -281,9 +322,8 @@ def _text(r: dict, peak: StepPeak) -> str:
         ("optimizer-step peak", r["step_peak_bytes"], m and m["step_peak_bytes"]),
         ("peak", r["peak_bytes"], m and m["peak_bytes"]),
     ]
-    head = f"{'':30} {'predicted':>34}" + (
-        f" {'measured (PyTorch tracker)':>34} {'ratio':>8}" if m else ""
-    )
+    witness = f"measured ({m['device']})" if m and "device" in m else "measured (PyTorch tracker)"
+    head = f"{'':30} {'predicted':>34}" + (f" {witness:>34} {'ratio':>8}" if m else "")
     lines.append(head)
     for name, pred, meas in rows:
         line = f"{name:30} {fmt_bytes(pred):>34}"
@@ -295,7 +335,12 @@ def _text(r: dict, peak: StepPeak) -> str:
     for k, v in peak.peak.terms.items():
         if v:
             lines.append(f"  {k:36} {fmt_bytes(v):>34}")
-    if m:
+    if m and "device" in m:
+        lines += [
+            f"the GPU's peak is in: {m['peak_at']}; CUDA's allocator reserved at most "
+            f"{fmt_bytes(m['reserved_peak'])} (its cache: what nvidia-smi shows)"
+        ]
+    elif m:
         lines += [f"the tracker's peak is in: {m['peak_at']}; its categories there:"]
         lines += [f"  {k:36} {fmt_bytes(v):>34}" for k, v in m["memory"]["transients"].items()]
     if "fits" in r:
