@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.tracker_cases import compare, slow
 
@@ -100,3 +101,32 @@ def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(recom
     for key in ("params", "grads", "optimizer"):
         assert out["memory"][key] == measured["memory"][key]
     assert out["peak_bytes"] == pytest.approx(measured["peak_bytes"], rel=0.02)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (fit --device cuda)")
+@pytest.mark.parametrize("micro_batch", [1, 8])
+def test_a_real_gpu_step_matches_the_derivation(micro_batch: int) -> None:
+    """The third witness: GPT-2's step on this machine's GPU, read from CUDA's allocator. The
+    states are counted from the tensors (equal to the byte); activations and peaks carry the
+    allocator's 512-byte rounding, cuBLAS's workspace and a GPU's 1-byte dropout masks, so they
+    are held to 5 % and their ratios printed."""
+    from placement_edu.peak import derive
+    from placement_edu.runtime.cuda_peak import measure_cuda
+    from placement_edu.runtime.profiles import get_profile
+
+    profile, _ = get_profile("gpt2", micro_batch, 1024, "fp32", "eager", "none")
+    predicted = derive("gpt2", profile, 1, 0, "fp32", "adam-foreach")
+    gpu = measure_cuda("gpt2", micro_batch, 1024)
+    assert (predicted.params, predicted.grads, predicted.optimizer) == (
+        gpu["params"],
+        gpu["grads"],
+        gpu["optimizer"],
+    )
+    ratios = {
+        "activations": predicted.activations / gpu["activations"],
+        "forward_backward_peak": predicted.forward_backward_peak.total
+        / gpu["forward_backward_peak"],
+        "step_peak": predicted.step_peak.total / gpu["step_peak"],
+    }
+    print(gpu["device"], micro_batch, ratios)
+    assert all(abs(r - 1) < 0.05 for r in ratios.values()), ratios
