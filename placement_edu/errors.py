@@ -45,8 +45,10 @@ MAX_LOCAL_WORLD_SIZE = 256
 MAX_STEPS = 10**6
 #: Seconds a collective may wait before a run is ended: one day.
 MAX_TIMEOUT_S = 86_400
-#: The most items listed one by one (a schedule's operations, a model's gather units): a display's
-#: list, a runtime's comparison. Totals never need the list: they read each run once, with its count.
+#: The most items listed one by one (a schedule's operations, a model's gather units, the rows of
+#: ``table --json``'s schedule): a display's list, a runtime's comparison. Totals never need the
+#: list: they read each run once, with its count. Also the most data ranks of a strategy whose
+#: owners each broadcast their slice (zero1_allreduce): one op per rank, refused by ``validate``.
 MAX_LISTED_OPS = 100_000
 #: Largest float that still holds every whole number below it exactly (IEEE 754 double: 2^53).
 MAX_EXACT_FLOAT = 2**53
