@@ -230,3 +230,34 @@ def test_plan_blames_a_sequence_too_long_for_the_shape_not_psi(capsys) -> None:
         "--hidden --heads --seq --vocab)"
     )
     assert main(["plan", "--params", "70e9", "--seq", "5890679", "--devices", "8"]) == 0  # the edge
+
+
+# --- item 12: the exercise checker takes what a numpy cell produces, and refuses the rest in a line
+def test_the_exercise_checker_takes_numpy_scalars_as_the_numbers_they_hold() -> None:
+    import numpy as np
+
+    from placement_edu.exercises import check_answer, solution
+
+    # once refused: "takes a number in GB (1e9 bytes), got np.float32(16.640625)"
+    assert check_answer("zero2-memory", np.float32(16.640625)).right
+    elements = solution("composition-data-reduction-elements")
+    assert check_answer("composition-data-reduction-elements", np.int64(elements)).right
+    assert check_answer("activations-zero3-divides", np.bool_(False)).right
+
+
+def test_the_exercise_checker_answers_a_huge_int_and_a_list_in_one_line() -> None:
+    from placement_edu.exercises import check_answer
+
+    # once OverflowError: int too large to convert to float
+    assert str(check_answer("zero2-memory", 10**400)).startswith(
+        "✘ not yet (zero2-memory): 1000000000000000000000000000000000000000... (401 characters) "
+        "GB (1e9 bytes) is not it."
+    )
+    assert refused(lambda: check_answer("zero2-memory", [16.640625])) == (
+        "exercise 'zero2-memory' takes a number in GB (1e9 bytes), got [16.640625] of type list"
+    )
+    # once TypeError: unhashable type: 'list'
+    assert refused(lambda: check_answer(["zero2-memory"], 16.640625)).startswith(
+        "unknown exercise ['zero2-memory']; expected an exercise's name (text), one of: "
+        "activations-175b-t8-gb, "
+    )

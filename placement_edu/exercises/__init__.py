@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import html
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
 
-from placement_edu.errors import PlacementError
+from placement_edu.errors import PlacementError, shown
 
 Answer = Union[int, float, Fraction, str, bool]
 
@@ -86,9 +87,21 @@ def _collect() -> Mapping[str, Exercise]:
 
 
 def _exercise(name: str) -> Exercise:
-    if name not in EXERCISES:
-        raise PlacementError(f"unknown exercise {name!r}; known: {', '.join(EXERCISES)}")
+    if not isinstance(name, str) or name not in EXERCISES:  # a list is not even hashable
+        raise PlacementError(
+            f"unknown exercise {shown(name)}; expected an exercise's name (text), one of: "
+            f"{', '.join(EXERCISES)}"
+        )
     return EXERCISES[name]
+
+
+def _plain(answer: object) -> object:
+    """A numpy scalar (or 0-d array) as the Python number it holds: ``np.float32(16.640625)``,
+    ``np.int64(3000000000)`` and ``np.bool_(True)`` are what a learner's numpy cell produces, and
+    they mean 16.640625, 3000000000 and True. Anything else is returned as it is."""
+    if getattr(answer, "shape", None) == () and callable(getattr(answer, "item", None)):
+        return answer.item()  # type: ignore[attr-defined]
+    return answer
 
 
 def solution(name: str) -> Answer:
@@ -103,40 +116,46 @@ def _same(given: Answer, expected: Answer, tolerance: float) -> bool:
         )
     if isinstance(expected, bool) or isinstance(given, bool):
         return given is expected
+    if isinstance(given, float) and not math.isfinite(given):
+        return False  # an infinity is no byte count (nan is refused before)
     if isinstance(given, float) or tolerance:
-        scale = max(abs(float(expected)), 1e-300)
-        return abs(float(given) - float(expected)) <= max(tolerance, 1e-9) * scale
+        # exact Fractions, not floats: an int answer of 400 digits is wrong, not an OverflowError
+        scale = max(abs(Fraction(expected)), Fraction(1, 10**300))
+        gap = abs(Fraction(given) - Fraction(expected))
+        return gap <= Fraction(max(tolerance, 1e-9)) * scale
     return Fraction(given) == Fraction(expected)
 
 
 def _shown(value: Answer) -> str:
     if isinstance(value, Fraction):
-        return f"{value} (= {float(value):g})" if value.denominator != 1 else str(value.numerator)
-    return (
-        repr(value)
-        if isinstance(value, str)
-        else f"{value:,}"
-        if isinstance(value, int) and not isinstance(value, bool)
-        else str(value)
-    )
+        if value.denominator == 1:
+            return _shown(value.numerator)
+        return f"{value} (= {float(value):g})" if abs(value) < 10**300 else shown(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}" if abs(value) < 10**30 else shown(value)  # 10**400: its start
+    return shown(value)
 
 
 def check_answer(name: str, answer: Answer) -> Verdict:
     """Right or wrong, and why (named apart from ``placement_edu.check``, the correctness
     checker). ``answer`` in the exercise's unit (a number, or a word)."""
     exercise = _exercise(name)
+    answer = _plain(answer)  # type: ignore[assignment]
     expected = exercise.reference()
     numeric = not isinstance(expected, (str, bool))
     if numeric and (
         isinstance(answer, (str, bool)) or not isinstance(answer, (int, float, Fraction))
     ):
-        raise PlacementError(f"exercise {name!r} takes a number in {exercise.unit}, got {answer!r}")
+        raise PlacementError(
+            f"exercise {name!r} takes a number in {exercise.unit}, got {shown(answer)} of type "
+            f"{type(answer).__name__}"
+        )
     if numeric and isinstance(answer, float) and answer != answer:
         raise PlacementError(f"exercise {name!r} takes a number in {exercise.unit}, got nan")
     if not numeric and not isinstance(answer, type(expected)):
         raise PlacementError(
             f"exercise {name!r} takes "
-            f"{'True or False' if isinstance(expected, bool) else 'a word'}, got {answer!r}"
+            f"{'True or False' if isinstance(expected, bool) else 'a word'}, got {shown(answer)}"
         )
     if _same(answer, expected, exercise.tolerance):
         return Verdict(name, True, answer, exercise.why, expected)
