@@ -75,6 +75,14 @@ def listed_units(runs: list[UnitRun]) -> list[Number]:
     return [size for size, times in runs for _ in range(times)]
 
 
+def heads_divide(model: object, tensor: int) -> bool:
+    """Whether ``tensor`` ranks can each hold whole attention heads of ``model``: the rule that
+    ``tensor_divides_heads`` enforces and the planner's search keeps to (True for a model
+    without heads)."""
+    heads = getattr(model, "heads", None)
+    return not isinstance(heads, int) or tensor < 1 or heads % tensor == 0
+
+
 def tensor_divides_heads(model: object, tensor: int) -> None:
     """Refuse a tensor degree that does not divide the model's attention heads: Megatron's tensor
     parallelism gives each tensor rank whole heads (Q, K and V split by head), so t must divide a.
@@ -82,9 +90,9 @@ def tensor_divides_heads(model: object, tensor: int) -> None:
     The one rule for the analyses (``analyze``, ``check``, Megatron's estimate) and the runs alike;
     ``model`` is anything with ``heads`` (a ``TransformerSpec``, the runtime's toy transformer) --
     a model without heads (Ψ alone, a list of tensors) has nothing to refuse here."""
-    heads = getattr(model, "heads", None)
-    if not isinstance(heads, int) or tensor < 1 or heads % tensor == 0:
+    if heads_divide(model, tensor):
         return
+    heads = getattr(model, "heads")
     divisors = [d for d in range(1, min(heads, 4096) + 1) if heads % d == 0]
     listed = (
         f" ({', '.join(map(str, divisors[:-1]))} or {divisors[-1]})"

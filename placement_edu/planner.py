@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
-from placement_edu.models import TransformerSpec
+from placement_edu.models import TransformerSpec, heads_divide
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import derive_schedule
@@ -150,7 +150,7 @@ def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -
     ``max_tensor`` (one node), p at most the layers, and a replica axis only to split the data
     devices into hybrid-sharding groups of d·t <= ``max_tensor`` devices (one node each)."""
     for t in _divisors(devices):
-        if t > max_tensor or model.heads % t:
+        if t > max_tensor or not heads_divide(model, t):
             continue
         for p in _divisors(devices // t):
             if p > model.layers:

@@ -261,3 +261,22 @@ def test_the_exercise_checker_answers_a_huge_int_and_a_list_in_one_line() -> Non
         "unknown exercise ['zero2-memory']; expected an exercise's name (text), one of: "
         "activations-175b-t8-gb, "
     )
+
+
+def test_run_names_the_strategy_as_typed(capsys) -> None:
+    # once: "unknown strategy '×'" for "run x" (the runtime's own copy of the name rule)
+    assert one_line_error(capsys, ["run", "x", "--world-size", "2"]) == (
+        "placement-edu: error: unknown strategy 'x'; known strategies: dp, zero1_allreduce, "
+        "zero1, zero2, zero3, fsdp, fsdp_grad_op, zero2_offload, zero3_offload, tp, pp; "
+        "compositions: dp×tp, dp×pp, zero1×tp×pp, zero3×tp, hsdp"
+    )
+
+
+def test_the_planner_searches_by_the_same_heads_rule() -> None:
+    from placement_edu import TransformerSpec
+    from placement_edu.models import heads_divide
+    from placement_edu.planner import meshes
+
+    model = TransformerSpec(layers=4, hidden=96, heads=6, seq=16, vocab=100)
+    tried = {mesh.degree("tensor") for mesh in meshes(12, model)}
+    assert tried == {t for t in (1, 2, 3, 4, 6, 12) if heads_divide(model, t)} == {1, 2, 3, 6}

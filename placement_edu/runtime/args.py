@@ -90,7 +90,10 @@ def runnable_name(text: str) -> str:
     from placement_edu.runtime.engines import RUNNABLE  # (imported here: it may bring torch)
 
     strategy = text.strip().lower().replace("x", "×").replace("*", "×")
-    return strategy.replace("×", "x") if strategy.replace("×", "x") in RUNNABLE else strategy
+    for name in (strategy.replace("×", "x"), strategy):
+        if name in RUNNABLE:
+            return name
+    return text  # not one the runtime knows: the message names what was typed, not "×"
 
 
 def config_from_args(args: argparse.Namespace, world_size: int) -> RunConfig:
