@@ -28,18 +28,35 @@ class Mesh:
 
     degrees: tuple[tuple[str, int], ...]
 
-    @classmethod
-    def of(cls, **degrees: int) -> "Mesh":
-        """``Mesh.of(data=2, tensor=2)``."""
-        known_axes(degrees, "the mesh")
-        for axis, degree in degrees.items():
-            within_device_limit(
+    def __post_init__(self) -> None:
+        """Every mesh, however built (``Mesh.of``, ``Mesh.parse``, ``Mesh(...)``), is checked here
+        once: (axis, degree) pairs, each axis known and named once, each degree a whole number
+        >= 1, at most 2^40 devices in all; the axes are put in the fixed order, so two meshes
+        that mean the same are equal."""
+        pairs = self.degrees
+        if not isinstance(pairs, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 for pair in pairs
+        ):
+            raise PlacementError(
+                f"a Mesh holds (axis, degree) pairs, e.g. Mesh.of(data=2, tensor=2), got "
+                f"{shown(pairs)} of type {type(pairs).__name__}"
+            )
+        known_axes((axis for axis, _ in pairs), "the mesh")
+        degrees: dict[str, int] = {}
+        for axis, degree in pairs:
+            if axis in degrees:
+                repeated_axis(",".join(f"{a}={d}" for a, d in pairs), axis, degrees[axis], degree)
+            degrees[axis] = within_device_limit(
                 f"axis {axis!r} of the mesh",
                 positive_int(f"degree of mesh axis {axis!r}", degree),
             )
-        mesh = cls(tuple((a, int(degrees[a])) for a in AXES if a in degrees))
-        within_device_limit(f"mesh {mesh}", mesh.world_size)
-        return mesh
+        object.__setattr__(self, "degrees", tuple((a, degrees[a]) for a in AXES if a in degrees))
+        within_device_limit(f"mesh {self}", self.world_size)
+
+    @classmethod
+    def of(cls, **degrees: int) -> "Mesh":
+        """``Mesh.of(data=2, tensor=2)``."""
+        return cls(tuple(degrees.items()))
 
     @classmethod
     def parse(cls, text: str) -> "Mesh":
@@ -113,10 +130,11 @@ class Mesh:
         return ",".join(f"{a}={d}" for a, d in self.degrees)
 
 
-def repeated_axis(text: str, axis: str, first: int, second: int) -> None:
+def repeated_axis(text: str, axis: str, first: object, second: object) -> None:
     """Refuse a mesh that names ``axis`` twice (``"data=4,data=2"``): the one rule, for every mesh
     read from text (the command line, ``Mesh.parse``, ``analyze``, ``RunConfig``, torchrun)."""
-    merged = f"{axis}={first * second}" if first > 0 and second > 0 else f"{axis}=N"
+    whole = all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in (first, second))
+    merged = f"{axis}={first * second}" if whole else f"{axis}=N"  # type: ignore[operator]
     raise PlacementError(
         f"mesh {shown(text)} names axis {shown(axis)} twice; expected each axis at most once, "
         f"because an axis has one degree (e.g. {merged})"

@@ -90,6 +90,9 @@ def test_a_repeated_mesh_axis_is_refused_by_name_in_the_api() -> None:
     assert refused(lambda: Mesh.parse("data=4,data=2")) == REPEATED
     assert refused(lambda: analyze("zero3", 10**6, mesh="data=4,data=2")) == REPEATED
     assert refused(RunConfig("zero3", 2, mesh="data=4,data=2").validate) == REPEATED
+    # a Mesh built directly is checked by the same rules, and compared by meaning
+    assert refused(lambda: Mesh((("data", 4), ("data", 2)))) == REPEATED
+    assert Mesh((("tensor", 2), ("data", 2))) == Mesh.of(data=2, tensor=2)
 
 
 # --- item 13: devices are limited at the door -------------------------------------------------
