@@ -419,7 +419,7 @@ def derive(
             )
         else:  # block k's backward, k = L-1 .. 0
             for k in range(L - 1, 0, -1) if m.block == 1 else (0,):
-                done = L - 1 - k
+                finished = L - 1 - k
                 terms = {
                     ACTIVATIONS_AND_TEMPORARIES: m.live + (k - 1) * A if k else m.live,
                     GRADIENTS_BEING_MADE: m.grads,
@@ -427,10 +427,10 @@ def derive(
                 if fsdp:
                     terms[BLOCK_GATHERED] = blk.gathered * c * (k + 1 if kept else 1)
                     terms[ALL_GATHER_BUFFER] = ag_backward if k > 0 else 0
-                    terms[REDUCE_SCATTER_BUFFER] = rs if done else 0
-                    terms[SHARDED_GRADS] = blk.stored * r * done
+                    terms[REDUCE_SCATTER_BUFFER] = rs if finished else 0
+                    terms[SHARDED_GRADS] = blk.stored * r * finished
                 else:
-                    terms[GRADS] = blk.numel * s * done
+                    terms[GRADS] = blk.numel * s * finished
                 add(f"backward, block {k}", m.phase, terms)
     held = sum(u.held for u in us)
     largest = max(u.largest_held for u in us)

@@ -146,8 +146,9 @@ def test_deepspeed_table_refuses_more_gpus_than_the_device_limit() -> None:
 # --- item 8: the tensor degree divides the heads, in the analyses as in the runs ----------------
 SHAPE = ["--layers", "2", "--hidden", "64", "--heads", "8", "--seq", "16", "--vocab", "100"]
 NOT_DIVIDING = (
-    "tensor degree 3 does not divide the 8 attention heads; expected a divisor of 8 (1, 2, 4 or 8), "
-    "because each tensor rank computes whole heads (Megatron splits attention by heads)"
+    "tensor degree 3 does not divide the 8 attention heads; "
+    "expected a divisor of 8 (1, 2, 4 or 8), because each tensor rank computes whole heads "
+    "(Megatron splits attention by heads)"
 )
 
 

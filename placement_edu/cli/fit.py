@@ -7,8 +7,8 @@ run: a cached answer imports no torch); the rest is derived (``placement_edu.pea
 
 ``--verify`` runs PyTorch's own tracker for that rank -- ``FSDPMemTracker`` on a fake process group
 of N ranks (``MemTracker`` at N = 1 in fp32) -- and prints measured beside predicted, term by term.
-``--verify --device cuda`` (N = 1, fp32) runs the step on this machine's GPU instead and reads CUDA's
-allocator (``runtime/cuda_peak.py``).
+``--verify --device cuda`` (N = 1, fp32) runs the step on this machine's GPU instead and reads
+CUDA's allocator (``runtime/cuda_peak.py``).
 """
 
 from __future__ import annotations

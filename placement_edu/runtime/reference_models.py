@@ -274,9 +274,9 @@ def selective_policy(
     op, a softmax or a dropout costs O(1) FLOPs per element it writes. Saving the expensive outputs
     and replaying the cheap ops keeps most of full recomputation's saving (GPT-2's tanh GeLU alone
     keeps four [b, s, 4h] tensors, each dropout its mask) at the price of replaying only the cheap
-    ops, not a whole second forward. Eager attention's [b, a, s, s] scores are a bmm's output, so they are
-    still kept; with SDPA nothing of size s² is. (torchtitan also recomputes every second ``mm``
-    to save more; this policy keeps them all, the simple version.)"""
+    ops, not a whole second forward. Eager attention's [b, a, s, s] scores are a bmm's output, so
+    they are still kept; with SDPA nothing of size s² is. (torchtitan also recomputes every second
+    ``mm`` to save more; this policy keeps them all, the simple version.)"""
     saved = func in SAVED_OPS
     return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
 

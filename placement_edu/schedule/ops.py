@@ -237,9 +237,10 @@ class Schedule:
         n = self.length
         expect(
             n <= MAX_LISTED_OPS,
-            f"this step runs {n:,} operations (repeated per micro-batch and per unit); listing them one by "
-            f"one stops at {MAX_LISTED_OPS:,}: read the totals (ring_bytes, host_link_bytes, "
-            "volume_psi) or counted(), which holds each repeated operation once with its count",
+            f"this step runs {n:,} operations (repeated per micro-batch and per unit); "
+            f"listing them one by one stops at {MAX_LISTED_OPS:,}: read the totals "
+            "(ring_bytes, host_link_bytes, volume_psi) or counted(), which holds each repeated "
+            "operation once with its count",
         )
         return tuple(
             o for e in self.entries for o in (e.expand() if isinstance(e, Repeat) else (e,))
