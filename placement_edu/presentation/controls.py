@@ -1,11 +1,12 @@
-"""The controls the widgets share, made one way: a slider over a few fixed choices."""
+"""The controls the widgets share, each made one way: a slider over a few fixed choices, the model's
+size Ψ and the device count N."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # imported where a widget is made: the package imports without ipywidgets
-    from ipywidgets import SelectionSlider
+    from ipywidgets import FloatLogSlider, SelectionSlider
 
 
 def choice_slider(options: Sequence[Any], value: Any, description: str) -> SelectionSlider:
@@ -19,4 +20,32 @@ def choice_slider(options: Sequence[Any], value: Any, description: str) -> Selec
         description=description,
         continuous_update=False,
         style={"description_width": "initial"},
+    )
+
+
+def psi_slider(psi: float, lowest_exponent: int = 6, digits: int = 3) -> FloatLogSlider:
+    """Ψ, the model's parameter count, on a log scale from 10^``lowest_exponent`` to 10^12,
+    shown to ``digits`` significant digits; it answers when let go."""
+    import ipywidgets as w
+
+    return w.FloatLogSlider(
+        value=psi,
+        base=10,
+        min=lowest_exponent,
+        max=12,
+        step=0.01,
+        description="Ψ (params)",
+        readout_format=f".{digits}g",
+        continuous_update=False,
+    )
+
+
+def devices_slider(
+    options: Sequence[int], devices: int, description: str = "N (devices)"
+) -> SelectionSlider:
+    """N, the device count, over ``options``; it answers when let go."""
+    import ipywidgets as w
+
+    return w.SelectionSlider(
+        options=options, value=devices, description=description, continuous_update=False
     )

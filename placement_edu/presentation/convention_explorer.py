@@ -27,6 +27,7 @@ from placement_edu.estimators import (
 from placement_edu.models import ModelSpec
 from placement_edu.placement import Placement, State
 from placement_edu.precision import PRESETS
+from placement_edu.presentation.controls import devices_slider, psi_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import analyze
@@ -141,19 +142,8 @@ class ConventionExplorer:
             description="convention",
             layout=w.Layout(width="560px"),
         )
-        self.psi = w.FloatLogSlider(
-            value=psi,
-            base=10,
-            min=6,
-            max=12,
-            step=0.01,
-            description="Ψ (params)",
-            readout_format=".4g",
-            continuous_update=False,
-        )
-        self.devices = w.SelectionSlider(
-            options=DEVICE_CHOICES, value=devices, description="N (GPUs)", continuous_update=False
-        )
+        self.psi = psi_slider(psi, digits=4)
+        self.devices = devices_slider(DEVICE_CHOICES, devices, "N (GPUs)")
         self.precision = w.Dropdown(
             options=[MATCHING, *PRESETS], value=precision, description="ours"
         )

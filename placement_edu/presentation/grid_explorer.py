@@ -14,6 +14,7 @@ import html
 from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, State
 from placement_edu.precision import PRESETS
+from placement_edu.presentation.controls import devices_slider, psi_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import device_grid, grid_axis, png
 from placement_edu.report import Report, analyze
@@ -50,22 +51,8 @@ class GridExplorer:
 
         options = list(strategies or STRATEGIES)
         self.strategy = w.Dropdown(options=options, value=strategy, description="strategy")
-        self.psi = w.FloatLogSlider(
-            value=psi,
-            base=10,
-            min=6,
-            max=12,
-            step=0.01,
-            description="Ψ (params)",
-            readout_format=".3g",
-            continuous_update=False,
-        )
-        self.devices = w.SelectionSlider(
-            options=DEVICE_CHOICES,
-            value=devices,
-            description="N (devices)",
-            continuous_update=False,
-        )
+        self.psi = psi_slider(psi)
+        self.devices = devices_slider(DEVICE_CHOICES, devices)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
         self.image = w.Image(format="png")
         self.table = w.HTML()

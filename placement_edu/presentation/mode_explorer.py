@@ -21,10 +21,9 @@ import html
 from dataclasses import dataclass
 from fractions import Fraction
 
-from placement_edu.placement import STARTUP
 from placement_edu.models import ModelSpec
-from placement_edu.placement import MODEL_STATES, PHASES
-from placement_edu.presentation.controls import choice_slider
+from placement_edu.placement import MODEL_STATES, PHASES, STARTUP
+from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.style import device_grid, png
 from placement_edu.report import Report, analyze
@@ -146,22 +145,8 @@ class ModeExplorer:
                 f"sharded-with-gather), got {mode!r}"
             )
         self.mode, self.max_ranks = mode, max_ranks
-        self.psi = w.FloatLogSlider(
-            value=psi,
-            base=10,
-            min=6,
-            max=12,
-            step=0.01,
-            description="Ψ (params)",
-            readout_format=".3g",
-            continuous_update=False,
-        )
-        self.devices = w.SelectionSlider(
-            options=DEVICE_CHOICES,
-            value=devices,
-            description="N (devices)",
-            continuous_update=False,
-        )
+        self.psi = psi_slider(psi)
+        self.devices = devices_slider(DEVICE_CHOICES, devices)
         wide = {"description_width": "initial"}
         self.precision = w.Dropdown(
             options=PRECISION_CHOICES, value=precision, description="bytes per param", style=wide

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
 from placement_edu.planner import Choice, Plan, default_transformer, plan
+from placement_edu.presentation.controls import devices_slider, psi_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.timing import (
     HARDWARE,
@@ -238,22 +239,8 @@ class PlanTable:
         import ipywidgets as w
 
         self.top = top
-        self.psi = w.FloatLogSlider(
-            value=psi,
-            base=10,
-            min=9,
-            max=12,
-            step=0.01,
-            description="Ψ (params)",
-            readout_format=".3g",
-            continuous_update=False,
-        )
-        self.devices = w.SelectionSlider(
-            options=DEVICE_CHOICES,
-            value=devices,
-            description="N (devices)",
-            continuous_update=False,
-        )
+        self.psi = psi_slider(psi, lowest_exponent=9)
+        self.devices = devices_slider(DEVICE_CHOICES, devices)
         self.memory = w.IntSlider(
             value=memory_gb,
             min=8,

@@ -4,10 +4,10 @@ compute a cost themselves."""
 from __future__ import annotations
 
 from placement_edu.models import ModelSpec
-from placement_edu.presentation.controls import choice_slider
+from placement_edu.precision import PRESETS
+from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
 from placement_edu.presentation.live import png_html, show
 from placement_edu.presentation.plots import CostCharts
-from placement_edu.precision import PRESETS
 from placement_edu.report import Comparison, compare
 
 DEVICE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -41,22 +41,8 @@ class ZeroExplorer:
         import ipywidgets as w
 
         self.strategies = strategies
-        self.psi = w.FloatLogSlider(
-            value=psi,
-            base=10,
-            min=6,
-            max=12,
-            step=0.01,
-            description="Ψ (params)",
-            readout_format=".3g",
-            continuous_update=False,
-        )
-        self.devices = w.SelectionSlider(
-            options=DEVICE_CHOICES,
-            value=devices,
-            description="N (devices)",
-            continuous_update=False,
-        )
+        self.psi = psi_slider(psi)
+        self.devices = devices_slider(DEVICE_CHOICES, devices)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
         # How many units an SG state is gathered in (FSDP wraps each layer: units = layers; default
         # 32, one per layer of a 32-layer model). Only the transient peak moves: a smaller unit, a
