@@ -319,3 +319,29 @@ def test_torchrun_workers_exit_when_their_agent_is_killed(run_tmpdir):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_an_interruption_removes_only_the_empty_error_files_torch_made_during_the_launch(
+    tmp_path, monkeypatch
+):
+    """torch's launcher makes and at once deletes an error file per rank; a Ctrl-C between the two
+    leaves it (seen once in CI). A failed rank's report (not empty) and older files stay."""
+    from placement_edu.runtime import rundir
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    old = tmp_path / "pytorch-errorfile-old.pickle"
+    old.touch()
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    since = time.time() - 1
+    left = tmp_path / "pytorch-errorfile-left.pickle"
+    left.touch()
+    report = tmp_path / "pytorch-errorfile-report.pickle"
+    report.write_bytes(b"traceback")
+    other = tmp_path / "other.pickle"
+    other.touch()
+    rundir.remove_torch_error_files(since)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "other.pickle",
+        "pytorch-errorfile-old.pickle",
+        "pytorch-errorfile-report.pickle",
+    ]

@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 import uuid
 import warnings
 from types import FrameType
@@ -106,7 +107,7 @@ def launch(
             args=(os.path.join(run_dir, "progress"), stop, world_size),
             daemon=True,
         ).start()
-    before = set(multiprocessing.active_children())
+    before, started = set(multiprocessing.active_children()), time.time() - 1
     try:
         with (
             warnings.catch_warnings(),
@@ -123,6 +124,7 @@ def launch(
         for child in set(multiprocessing.active_children()) - before:  # this launch's ranks
             child.kill()
             child.join()
+        rundir.remove_torch_error_files(started)  # one may be left if it came as ranks started
         raise RunInterrupted(signum, interrupted(signum, run_dir, world_size)) from None
     except ChildFailedError as error:
         raise RunFailed(_explain(run_dir, error, world_size)) from None

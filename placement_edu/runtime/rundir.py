@@ -42,6 +42,23 @@ def remove_stale() -> None:
             remove(os.path.join(root, name))
 
 
+def remove_torch_error_files(since: float) -> None:
+    """Remove the empty error files (``pytorch-errorfile-*.pickle``) this launch's interruption
+    left in TMPDIR. torch's launcher makes one per rank it starts and deletes it at once (a rank
+    writes it only to report a failure); a Ctrl-C between the two leaves it behind. Only empty ones
+    made since ``since`` (the launch's start) are removed: a failed rank's report is never empty."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if name.startswith("pytorch-errorfile-") and name.endswith(".pickle"):
+            path = os.path.join(root, name)
+            try:
+                info = os.stat(path)
+                if info.st_size == 0 and info.st_mtime >= since:
+                    os.unlink(path)
+            except FileNotFoundError:  # deleted meanwhile
+                pass
+
+
 def logs(path: str) -> DefaultLogsSpecs:
     """torch's launcher logs (and its per-rank error files) inside ``path``, not in TMPDIR, and
     each rank's stderr there too: a rank still meeting its peers when a run is stopped prints
