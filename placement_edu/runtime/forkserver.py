@@ -26,6 +26,7 @@ from typing import Literal
 #: ranks. (Importing pipelining makes torch's compiler cache folder: ``start_method`` puts it in
 #: ours.)
 PRELOAD = [
+    "placement_edu.runtime.server_setup",  # ranks re-run no script of the learner (its docstring)
     "placement_edu.runtime.worker",
     "placement_edu.runtime.torch_reference",
     "torch.distributed.optim",

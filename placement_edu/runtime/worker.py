@@ -8,7 +8,10 @@ gloo on CPU; NCCL (one GPU per rank) when CUDA is present. The same code runs ac
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import gc
+import io
 import itertools
 import os
 import select
@@ -380,15 +383,23 @@ def pool_main(
 
 def _torchrun(argv: list[str]) -> int:
     """``torchrun ... -m placement_edu.runtime.worker STRATEGY [options]``: rank 0 prints the
-    report."""
+    report. Bad input is refused by every rank alike before any of them connects: rank 0 says why
+    in one line, the others say nothing, and each exits 2 (torchrun then prints its own summary of
+    the ranks that failed)."""
     import json
 
-    from placement_edu.runtime.args import config_from_args, parser
+    from placement_edu.errors import PlacementError
+    from placement_edu.runtime.args import parser
     from placement_edu.runtime.result import RunResult
 
-    args = parser().parse_args(argv)
-    config = config_from_args(args, int(os.environ["WORLD_SIZE"]))
-    config.validate()
+    try:
+        args, config = _torchrun_config(argv)
+    except PlacementError as error:
+        if _torchrun_rank() == "0":
+            print(f"{parser().prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return _refused()
+    except SystemExit as done:  # --help (0) or argparse's one-line usage error (2)
+        return _refused() if done.code else 0
     _start_rank(None)  # the watchdog: exit if torchrun's agent dies
     dist.init_process_group(_backend(), timeout=timedelta(seconds=args.timeout))
     try:
@@ -404,6 +415,45 @@ def _torchrun(argv: list[str]) -> int:
         result = RunResult.build(config, [r for r in everyone if r is not None])
         print(json.dumps(result.to_dict(), indent=2) if args.json else result)
     return 0
+
+
+#: Seconds a rank other than 0 waits after refusing bad input: torchrun's agent stops every rank
+#: once one has exited, and rank 0 may not have said why yet. Where rank 0 runs on this node, the
+#: agent ends the wait (SIGTERM) as soon as rank 0 has spoken and exited.
+QUIET_RANK_WAIT_S = 30.0
+
+
+def _refused() -> int:
+    """Exit status 2 (bad input), from rank 0 at once, from the others once rank 0 has spoken."""
+    if _torchrun_rank() != "0":
+        time.sleep(QUIET_RANK_WAIT_S)
+    return 2
+
+
+def _torchrun_rank() -> str:
+    """This rank, as torchrun numbers it ("0" outside torchrun)."""
+    return os.environ.get("RANK", "0")
+
+
+def _torchrun_config(argv: list[str]) -> tuple[argparse.Namespace, RunConfig]:
+    """The options and the run they describe, checked, the same on every rank. Only rank 0 prints
+    what argparse prints (a usage error, ``--help``): N ranks would print it N times."""
+    from placement_edu.errors import PlacementError
+    from placement_edu.runtime.args import config_from_args, parser
+
+    if "WORLD_SIZE" not in os.environ:
+        raise PlacementError(
+            "the worker runs under torchrun, which sets the world size: torchrun "
+            f"--nproc-per-node 2 -m {parser().prog} {' '.join(argv) or 'zero3'}"
+        )
+    with contextlib.ExitStack() as quiet:
+        if _torchrun_rank() != "0":
+            quiet.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            quiet.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        args = parser().parse_args(argv)
+    config = config_from_args(args, int(os.environ["WORLD_SIZE"]))
+    config.validate()
+    return args, config
 
 
 if __name__ == "__main__":
