@@ -132,8 +132,8 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 "state_consistency",
                 "owners update their slice of the replicated parameters and the all-gather after "
                 "the step is skipped",
-                "params replicated (R) on the data axis with the optimizer state split there (S, "
-                "SG or OFF)",
+                "params replicated (R) on a data axis of degree > 1 with the optimizer state split "
+                "there (S, SG or OFF)",
                 _owner_only_update,
                 _skip_param_sync,
                 removes=(GATHER_BUFFER,),
@@ -151,7 +151,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 "stale-gather",
                 "state_consistency",
                 "an SG gather returns the previous step's slices",
-                "params sharded-with-gather (SG) or offloaded (OFF) on the data axis",
+                "params sharded-with-gather (SG) or offloaded (OFF) on a data axis of degree > 1",
                 _gathered_params,
                 _stale_gather,
             ),
@@ -190,8 +190,24 @@ def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Sc
     if not fault.applies(strategy, mesh):
         raise PlacementError(
             f"fault {fault.name!r} does not apply to {strategy.name} ({strategy.placement}) on "
-            f"{mesh}: it needs {fault.needs}; it applies to: "
-            f"{', '.join(strategies_for(fault.name))}",
+            f"{mesh}: it needs {fault.needs}; {_where_it_applies(fault, strategy, mesh)}",
             in_context=True,
         )
     return schedule.edited(fault.edit)
+
+
+def _where_it_applies(fault: Fault, strategy, mesh: Mesh) -> str:
+    """Where to try the fault instead. A strategy whose placement fits may still be on a mesh
+    whose axis has one device (data=1): along it every state is whole, nothing is reduced,
+    gathered or broadcast, and there is nothing for the fault to spoil -- the mesh is what to
+    change, not the strategy."""
+    from placement_edu.strategies import example_mesh
+
+    bigger = example_mesh(strategy)
+    if fault.applies(strategy, bigger):
+        return (
+            f"{strategy.name} has that placement, but on {mesh} the axis the fault acts on has one "
+            "device, where nothing is reduced, gathered or broadcast for it to spoil: try "
+            f"{strategy.name} on {bigger}"
+        )
+    return f"it applies to: {', '.join(strategies_for(fault.name))}"

@@ -284,3 +284,23 @@ def test_the_planner_searches_by_the_same_heads_rule() -> None:
     model = TransformerSpec(layers=4, hidden=96, heads=6, seq=16, vocab=100)
     tried = {mesh.degree("tensor") for mesh in meshes(12, model)}
     assert tried == {t for t in (1, 2, 3, 4, 6, 12) if heads_divide(model, t)} == {1, 2, 3, 6}
+
+
+# --- item 13: a fault on a one-device axis is refused for the mesh, not for the strategy ---------
+def test_a_fault_on_a_one_device_axis_names_the_mesh_not_a_list_that_holds_the_strategy(
+    capsys,
+) -> None:
+    # once: "does not apply to zero3 (P=SG ...) on data=1: it needs params sharded-with-gather
+    # (SG) ... on the data axis; it applies to: zero3, fsdp, ..." -- zero3 both refused and listed
+    line = one_line_error(capsys, ["check", "zero3", "--mesh", "data=1", "--fault", "stale-gather"])
+    assert line == (
+        "placement-edu: error: fault 'stale-gather' does not apply to zero3 (P=SG G=S O=S A=M) on "
+        "data=1: it needs params sharded-with-gather (SG) or offloaded (OFF) on a data axis of "
+        "degree > 1; zero3 has that placement, but on data=1 the axis the fault acts on has one "
+        "device, where nothing is reduced, gathered or broadcast for it to spoil: try zero3 on "
+        "data=4"
+    )
+    from placement_edu import check
+
+    assert "applies to: zero3, fsdp" in refused(lambda: check("zero1", fault="stale-gather"))
+    assert check("zero3", mesh="data=2", fault="stale-gather").broken == ["state_consistency"]
