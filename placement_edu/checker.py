@@ -139,7 +139,8 @@ def gradient_integrity(
     scales: dict[tuple[int, int], list[int]] = {c: [] for c in classes}
     problems: list[str] = []
     at_step = None
-    for op, times in schedule.counted():
+    starts, later = _unit_wise_reductions(schedule, model)
+    for i, (op, units, passes) in enumerate(schedule.held()):
         if op.op == "optimizer_step" and at_step is None:
             at_step = (
                 {c: dict(v) for c, v in status.items()},
@@ -149,13 +150,18 @@ def gradient_integrity(
             continue
         ks = op.micro_batches
         hit = [c for c in classes if not ks or c[0] in ks]
-        runs = 1 if isinstance(ks, range) else times  # a range: once per micro-batch of it
+        times = units * passes
         if op.op in REDUCTIONS:
             if op.phase in (STARTUP, "forward"):
                 problems.append(
                     f"the {op.op} of grads on {op.axis} runs in {op.phase}, before backward has "
                     "produced the gradient it should sum; move it into backward."
                 )
+            if i in later:  # the same reduction, on the next units of the gradient
+                continue
+            # a run of micro-batches (a range) or of equal units (each its own part of the
+            # gradient) is one reduction of each gradient element
+            runs = 1 if isinstance(ks, range) else (passes if i in starts else times)
             for c in hit:
                 if status[c].get(str(op.axis)) is GradStatus.PARTIAL and runs == 1:
                     status[c][str(op.axis)] = GradStatus.REDUCED
@@ -169,7 +175,7 @@ def gradient_integrity(
                     break
         elif op.op == "scale":
             for c in hit:
-                scales[c] += [op.group] * runs
+                scales[c] += [op.group] * (1 if isinstance(ks, range) else times)
     if at_step is None:
         return Condition(
             False, "the schedule has no optimizer_step, so no gradient is ever applied."
@@ -271,6 +277,32 @@ def gradient_integrity(
         f"{ops} sum{'s' if len(batch) == 1 else ''} it before optimizer_step{when}, and it is "
         f"divided by {need} exactly once.",
     )
+
+
+def _unit_wise_reductions(schedule: Schedule, model: Model | None) -> tuple[set[int], set[int]]:
+    """Where a gradient is reduced unit by unit (a concrete model with per-layer gather units:
+    each unit's gradient is reduce-scattered by its own collective as backward leaves it), which
+    ops of ``schedule.held()`` (by index) begin a reduction and which go on with it on the next
+    units. The ops of one reduction follow one another (no other gradient op between them) with
+    the same kind, axis, phase and micro-batches, and run on at most the model's gather units in
+    all; more than that is a second reduction, which the walk reports."""
+    starts: set[int] = set()
+    later: set[int] = set()
+    if model is None or not model.reduces_per_unit:
+        return starts, later
+    key, units = None, 0
+    for i, (op, n, _passes) in enumerate(schedule.held()):
+        if op.state is not State.GRADS:
+            continue
+        this = (op.op, op.axis, op.phase, op.micro_batches) if op.op in REDUCTIONS else None
+        if this is not None and this == key and units + n <= model.gather_units:
+            later.add(i)
+            units += n
+        else:
+            key, units = this, n
+            if this is not None and n <= model.gather_units:
+                starts.add(i)
+    return starts, later
 
 
 def _reduction(schedule: Schedule, axis: str) -> str:

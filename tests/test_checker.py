@@ -10,7 +10,15 @@ from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
-from placement_edu import Mesh, Placement, PlacementError, State, Strategy, get_precision
+from placement_edu import (
+    ConcreteModel,
+    Mesh,
+    Placement,
+    PlacementError,
+    State,
+    Strategy,
+    get_precision,
+)
 from placement_edu.checker import (
     CONDITIONS,
     check,
@@ -20,6 +28,7 @@ from placement_edu.checker import (
 )
 from placement_edu.cli import main
 from placement_edu.faults import FAULTS, applicable_faults, apply_fault
+from placement_edu.models import TensorSpec
 from placement_edu.schedule import Schedule, derive_schedule
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh, get_strategy
 
@@ -287,3 +296,43 @@ def test_cli_text_output_says_holds_or_broken(capsys: pytest.CaptureFixture[str]
     assert main(["check", "dp", "--fault", "double-scale"]) == 0
     text = capsys.readouterr().out
     assert "gradient integrity: BROKEN" in text and "state consistency: holds" in text
+
+
+def _by_layer(equal: bool) -> ConcreteModel:
+    """8 layers, one gather unit each (FSDP's wrapping): equal layers, or every third one wider
+    (the schedule then holds runs of equal units between single ones)."""
+    tensors = []
+    for layer in range(8):
+        w = 8 if equal or layer % 3 else 16
+        tensors += [
+            TensorSpec(f"{layer}.q", (w, 8), layer, "col"),
+            TensorSpec(f"{layer}.o", (8, w), layer, "row"),
+            TensorSpec(f"{layer}.norm", (8,), layer, None),
+        ]
+    return ConcreteModel(tuple(tensors), units="layer", boundary_elements=16)
+
+
+@pytest.mark.parametrize("equal", [True, False], ids=["equal layers", "unequal layers"])
+def test_a_gradient_reduced_unit_by_unit_is_reduced_once_and_faults_are_still_caught(equal):
+    # once: zero3 on ConcreteModel(units="layer") was BROKEN, "an extra reduce_scatter": each
+    # unit's reduce-scatter was taken for a second reduction of the whole gradient
+    model = _by_layer(equal)
+    for name in (*STRATEGIES, *COMPOSITIONS):
+        strategy = get_strategy(name)
+        assert check(name, model=model).broken == [], name
+        for fault in applicable_faults(strategy, example_mesh(strategy)):
+            assert FAULTS[fault].condition in check(name, model=model, fault=fault).broken
+
+
+def test_a_unit_wise_reduction_done_twice_is_still_an_extra_reduction() -> None:
+    zero3, mesh, model = get_strategy("zero3"), Mesh.of(data=4), _by_layer(equal=False)
+    entries = derive_schedule(zero3, model, mesh, get_precision("mixed_adam")).entries
+    # the 8 units' reduce-scatters: single ops and runs of equal units (Repeat), then the scale
+    reductions = tuple(e for e in entries if next(iter(Schedule((e,)).ops)).op == "reduce_scatter")
+    assert sum(units for _, units, _ in Schedule(reductions).held()) == model.gather_units == 8
+    scale = entries.index(next(e for e in entries if getattr(e, "op", "") == "scale"))
+    twice = Schedule(entries[:scale] + reductions + entries[scale:])
+    assert gradient_integrity(Schedule(entries), zero3, mesh, model=model).holds
+    assert gradient_integrity(twice, zero3, mesh, model=model).reason.startswith(
+        "Grads are summed on the data axis where they are not partial (an extra reduce_scatter)"
+    )
