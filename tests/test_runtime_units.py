@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 import pytest
 import torch
@@ -175,3 +177,40 @@ def test_progress_reads_rank_0s_line_and_treats_a_half_written_file_as_starting(
     now = progress.read(path, 1.7, 4, ranks_ready=4)
     assert now.text == "zero3 on data=4: step 3/5 (run 2 of 2)"
     assert now.fraction == (1 + 3 / 5) / 2
+
+
+def test_a_stopped_run_says_where_it_was_and_a_calibration_counts_probes(tmp_path):
+    # once: calibrate's Ctrl-C line always said "while they were starting" (no probe was written)
+    from placement_edu.runtime import progress
+    from placement_edu.runtime.launcher import interrupted
+
+    assert interrupted(signal.SIGINT, str(tmp_path), 2) == (
+        "interrupted by SIGINT: stopped 2 ranks while they were starting"
+    )
+    progress.write(str(tmp_path / "progress"), 0, 1, 5, 22, "calibration on 2 ranks", "probe")
+    assert progress.read(str(tmp_path / "progress"), 4.0, 2).text == (
+        "calibration on 2 ranks: probe 5/22"
+    )
+    assert interrupted(signal.SIGINT, str(tmp_path), 2) == (
+        "interrupted by SIGINT: stopped 2 ranks of calibration on 2 ranks after probe 5 of 22"
+    )
+
+
+def test_a_calibrating_rank_writes_each_probe_it_has_done(tmp_path):
+    import torch.distributed as dist
+
+    from placement_edu.runtime import progress
+    from placement_edu.runtime.probes import Calibration, run_rank
+
+    job = Calibration(2, sizes=(1024, 2048, 4096), repeats=1, warmup=0, ops=("all_reduce",))
+    path = str(tmp_path / "progress")
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1
+    )
+    try:
+        times = run_rank(job, None, [0], path)
+    finally:
+        dist.destroy_process_group()
+    assert times is not None and len(times["ops"]) == 3 and len(times["compute"]) == 2
+    # 3 sizes of all_reduce, then the matmul and the toy step: 5 probes
+    assert progress.read(path, 1.0, 2).text == "calibration on 2 ranks: probe 5/5"

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -91,7 +92,13 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise PlacementError(f"--min-size {args.min_size} is above --max-size {args.max_size}")
     sizes = tuple(2**k for k in range(args.min_size, args.max_size + 1))
     return launched(
-        lambda: calibrate(args.world_sizes, sizes, args.repeats, timeout_s=args.timeout),
+        lambda: calibrate(
+            args.world_sizes,
+            sizes,
+            args.repeats,
+            timeout_s=args.timeout,
+            progress=sys.stderr.isatty(),
+        ),
         lambda result: (
             json.dumps(as_dict(result), indent=2, ensure_ascii=False)
             if args.json

@@ -71,14 +71,16 @@ def calibrate(
     repeats: int = 10,
     warmup: int = 3,
     timeout_s: float = 60.0,
+    progress: bool = True,
 ) -> CalibrationResult:
     """Time the collectives and compute at each world size (one launch each, so N ranks run on
-    N processes, as a run of N does) and return the measurements with their fit."""
+    N processes, as a run of N does) and return the measurements with their fit. ``progress``:
+    show on stderr, as a run does, which probe rank 0 has reached."""
     jobs = [Calibration(n, tuple(sizes), repeats, warmup) for n in world_sizes]
     expect(len(jobs) > 0, "give at least one world size")
     for job in jobs:
         job.validate()
     per_world = {
-        job.world_size: launch([job], job.world_size, timeout_s, progress=False)[0] for job in jobs
+        job.world_size: launch([job], job.world_size, timeout_s, progress)[0] for job in jobs
     }
     return CalibrationResult.build(per_world, repeats)

@@ -245,12 +245,7 @@ def _restore(handlers: dict | None) -> None:
 def interrupted(signum: int, run_dir: str, world_size: int) -> str:
     """One line: which signal, how many ranks were stopped, and where the run was."""
     now = progress_file.read(os.path.join(run_dir, "progress"), 0.0, world_size)
-    where = (
-        f"of {now.label} after step {now.step} of {now.steps}"
-        if now.started
-        else "while they were starting"
-    )
-    return f"interrupted by {signal.Signals(signum).name}: stopped {world_size} ranks {where}"
+    return f"interrupted by {signal.Signals(signum).name}: stopped {world_size} ranks {now.where}"
 
 
 #: What a rank's error says when it lost a peer rather than failing itself.

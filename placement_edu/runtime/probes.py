@@ -30,6 +30,7 @@ import torch.distributed as dist
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, expect, positive_int
 from placement_edu.mesh import Mesh
 from placement_edu.runtime.comm import _all_gather, _reduce_scatter
+from placement_edu.runtime.progress import write as write_progress
 from placement_edu.timing_fit import CALIBRATED_OPS
 
 #: Payload sizes S in bytes: 1 KiB to 4 MiB, every power of two (float64 elements: 128 to 524,288).
@@ -161,14 +162,21 @@ def _toy_step(world_size: int) -> tuple[Callable[[], None], int, str]:
 
 
 def run_rank(
-    job: Calibration, group: dist.ProcessGroup | None, ranks: list[int] | None
+    job: Calibration,
+    group: dist.ProcessGroup | None,
+    ranks: list[int] | None,
+    progress: str | None = None,
+    index: tuple[int, int] = (0, 1),
 ) -> dict | None:
     """This rank's times: ``{"ops": [[op, payload_bytes, [seconds per repeat]], ...],
     "compute": [[label, flops, [seconds per repeat]], ...]}``. ``ranks``: the calibration's group
-    (None on a rank beyond it, which waits at the closing barrier and returns None)."""
+    (None on a rank beyond it, which waits at the closing barrier and returns None). Rank 0 writes
+    each probe done to ``progress`` (``progress.write``; ``index``: this job, jobs in the launch),
+    between the timed calls."""
     if ranks is None:
         dist.barrier()
         return None
+    done = _probe_counter(job, progress if dist.get_rank() == 0 else None, index)
     ops = []
     for op in job.ops:
         for size in job.sizes:
@@ -180,18 +188,34 @@ def run_rank(
                     _timed(_op_call(op, elements, group, ranks), job.repeats, job.warmup, group),
                 ]
             )
+            done()
     a, b = (
         torch.rand(job.matmul, job.matmul, dtype=ELEMENT),
         torch.rand(job.matmul, job.matmul, dtype=ELEMENT),
     )
     toy, toy_flops, toy_label = _toy_step(job.world_size)
+    matmul = _timed(lambda: a @ b, job.repeats, job.warmup, group)
+    done()
     compute = [
-        [
-            f"float64 matmul {job.matmul}x{job.matmul} (2·n³ FLOPs)",
-            2 * job.matmul**3,
-            _timed(lambda: a @ b, job.repeats, job.warmup, group),
-        ],
+        [f"float64 matmul {job.matmul}x{job.matmul} (2·n³ FLOPs)", 2 * job.matmul**3, matmul],
         [toy_label, toy_flops, _timed(toy, job.repeats, job.warmup, group)],
     ]
+    done()
     dist.barrier()  # no rank starts the next job early
     return {"rank": dist.get_rank(), "ops": ops, "compute": compute}
+
+
+def _probe_counter(
+    job: Calibration, path: str | None, index: tuple[int, int]
+) -> Callable[[], None]:
+    """A function to call after each probe (every op at every size, then the two compute probes):
+    it writes how many are done to the progress file at ``path`` (None: nothing to write)."""
+    total, done = len(job.ops) * len(job.sizes) + 2, 0
+
+    def count() -> None:
+        nonlocal done
+        done += 1
+        if path:
+            write_progress(path, *index, done, total, job.label, unit="probe")
+
+    return count

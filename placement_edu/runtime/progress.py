@@ -17,7 +17,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Progress:
     """Ranks starting (``ranks_ready`` of ``world_size``, when known), then run ``run`` of
-    ``runs`` (counted from 0) at step ``step`` of ``steps``."""
+    ``runs`` (counted from 0) at step ``step`` of ``steps``. ``unit``: what a step is (an optimizer
+    "step" of a run; a "probe" of a calibration: one collective at one size)."""
 
     elapsed_s: float
     world_size: int
@@ -27,6 +28,7 @@ class Progress:
     step: int = 0
     steps: int = 0
     label: str = ""
+    unit: str = "step"
 
     @property
     def started(self) -> bool:
@@ -46,15 +48,24 @@ class Progress:
             )
             return f"starting {self.world_size} ranks{ready}"
         of = f" (run {self.run + 1} of {self.runs})" if self.runs > 1 else ""
-        return f"{self.label}: step {self.step}/{self.steps}{of}"
+        return f"{self.label}: {self.unit} {self.step}/{self.steps}{of}"
+
+    @property
+    def where(self) -> str:
+        """Where the ranks were, for the line that says they were stopped."""
+        if not self.started:
+            return "while they were starting"
+        return f"of {self.label} after {self.unit} {self.step} of {self.steps}"
 
 
-def write(path: str, run: int, runs: int, step: int, steps: int, label: str) -> None:
-    """Rank 0, after a step: one line, ``run runs step steps label``, replaced whole (written
+def write(
+    path: str, run: int, runs: int, step: int, steps: int, label: str, unit: str = "step"
+) -> None:
+    """Rank 0, after a step: one line, ``run runs step steps unit label``, replaced whole (written
     aside, then renamed over the old one), so a reader never sees it empty or half-written and
     the bar never goes back."""
     with open(path + ".new", "w") as f:
-        f.write(f"{run} {runs} {step} {steps} {label}")
+        f.write(f"{run} {runs} {step} {steps} {unit} {label}")
     os.replace(path + ".new", path)
 
 
@@ -62,9 +73,17 @@ def read(path: str, elapsed_s: float, world_size: int, ranks_ready: int | None =
     """The latest line of ``path``; a missing or half-written file means the ranks are starting."""
     try:
         with open(path) as f:
-            run, runs, step, steps, label = f.read().split(" ", 4)
+            run, runs, step, steps, unit, label = f.read().split(" ", 5)
         return Progress(
-            elapsed_s, world_size, ranks_ready, int(run), int(runs), int(step), int(steps), label
+            elapsed_s,
+            world_size,
+            ranks_ready,
+            int(run),
+            int(runs),
+            int(step),
+            int(steps),
+            label,
+            unit,
         )
     except (OSError, ValueError):
         return Progress(elapsed_s, world_size, ranks_ready)

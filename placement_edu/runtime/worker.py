@@ -111,8 +111,9 @@ def run_job(
 
             return torch_reference.run_job(config)
         if isinstance(config, Calibration):
-            group = _axis_groups(config.mesh, rank, timeout_s).get("data")
-            return run_rank(config, *(group or (None, None)))
+            group, ranks = _axis_groups(config.mesh, rank, timeout_s).get("data") or (None, None)
+            # (_axis_groups holds torch's groups as plain objects)
+            return run_rank(config, group, ranks, progress, index)  # type: ignore[arg-type]
         raise TypeError(
             f"a rank runs a RunConfig, a Calibration or a TorchRefConfig, got {config!r}"
         )
