@@ -13,7 +13,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where the launcher starts ranks
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -86,19 +86,40 @@ def alive(pid: int) -> bool:
 
 
 def quiet_resource_tracker() -> None:
-    """Start Python's resource tracker with its stderr on /dev/null. It frees the launcher's
-    semaphores if this process is killed, and then warns about "leaked semaphore objects" -- the
-    very ones it cleans up. (Nothing changes if it already runs.)"""
+    """Start Python's resource tracker with its stderr on /dev/null, and restart it so if it dies.
+    It frees the launcher's semaphores if this process is killed, and then warns about "leaked
+    semaphore objects" -- the very ones it cleans up. If the tracker itself is killed (SIGKILL),
+    multiprocessing starts another at its next use, which knows none of the semaphores the first
+    one tracked: each one freed afterwards would be a ``KeyError`` traceback on stderr, 52 lines
+    in a run that succeeded. (Nothing changes if it already runs.)"""
     from multiprocessing import resource_tracker
 
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    try:
-        resource_tracker.ensure_running()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    # (multiprocessing's private state, as forkserver.py reads it: typeshed lists the public API)
+    tracker: Any = resource_tracker._resource_tracker  # type: ignore[attr-defined]
+    if not hasattr(tracker, "start_loudly"):  # once per process
+        tracker.start_loudly = tracker.ensure_running
+
+        def ensure_running() -> None:  # called before every message sent to the tracker
+            if tracker._fd is not None and tracker._check_alive():
+                return
+            with _stderr_to_devnull():  # (re)started: with no stderr of its own
+                tracker.start_loudly()
+
+        tracker.ensure_running = ensure_running
+    tracker.ensure_running()
+
+
+class _stderr_to_devnull:
+    """File descriptor 2 on /dev/null meanwhile: what a process started now inherits."""
+
+    def __enter__(self) -> None:
+        self.saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
         os.close(null)
+
+    def __exit__(self, *exc: object) -> None:
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
 
 
 def reap(path: str, stop: threading.Event, grace_s: float = 2.0) -> None:
