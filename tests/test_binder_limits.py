@@ -68,12 +68,16 @@ def _ranks_and_servers(pids: set[int]) -> set[int]:
 
 
 def _kill_and_watch(
-    kernel: subprocess.Popen, tmp: Path, within_s: float = 5.0
+    kernel: subprocess.Popen, tmp: Path, within_s: float = 5.0, group: bool = False
 ) -> tuple[set[int], set[int], float]:
-    """SIGKILL ``kernel``; return (its processes before, those still alive ``within_s`` later, the
-    seconds until the last one ended)."""
+    """SIGKILL ``kernel`` (or, with ``group``, SIGTERM its process group, as a kernel's shutdown
+    does to its children and ``timeout`` to a script); return (its processes before, those still
+    alive ``within_s`` later, the seconds until the last one ended)."""
     before = _descendants(kernel.pid)
-    os.kill(kernel.pid, signal.SIGKILL)
+    if group:
+        os.killpg(kernel.pid, signal.SIGTERM)
+    else:
+        os.kill(kernel.pid, signal.SIGKILL)
     kernel.wait(timeout=10)
     killed = time.monotonic()
     while _living(before) and time.monotonic() - killed < within_s:
@@ -106,6 +110,7 @@ def _kernel(code: str, tmp: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # (as Jupyter starts a kernel: its own process group)
     )
 
 
@@ -124,6 +129,26 @@ def test_a_killed_kernel_holding_a_warm_pool_leaves_no_rank_within_5_s_and_nothi
     assert len(before) >= 3, before  # 2 ranks and the forkserver, at least
     assert left == set(), f"{len(left)} processes outlived the kernel by 5 s"
     assert list(tmp.iterdir()) == []
+    print(f"{len(before)} processes ended {seconds:.2f} s after the kernel")
+
+
+def test_a_sigterm_to_a_kernels_group_holding_a_warm_pool_leaves_no_rank_and_nothing_in_tmpdir(
+    run_tmpdir,
+):
+    """A kernel's shutdown (ipykernel sends SIGTERM to every child in its process group, then
+    exits), or ``timeout`` around a script: the ranks, in a session of their own, outlive the
+    signal long enough to see their owner gone and remove the pool's folder and the owner's."""
+    tmp = run_tmpdir
+    kernel = _kernel(KERNEL_WITH_POOL, tmp)
+    try:
+        assert kernel.stdout.readline().strip() == "True", kernel.stderr.read()[-3000:]
+        before, left, seconds = _kill_and_watch(kernel, tmp, group=True)
+    finally:
+        kernel.kill()
+    assert len(before) >= 3, before  # 2 ranks and the forkserver, at least
+    assert left == set(), f"{len(left)} processes outlived the kernel by 5 s"
+    assert list(tmp.iterdir()) == []  # (before: the pool's folder and the kernel's, 18 entries)
+    assert kernel.stderr.read() == ""
     print(f"{len(before)} processes ended {seconds:.2f} s after the kernel")
 
 

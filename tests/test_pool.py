@@ -4,8 +4,14 @@ the run within the timeout and the next run starts the ranks again; nothing is l
 from __future__ import annotations
 
 import os
+import queue
+import re
 import signal
+import subprocess
+import sys
+import threading
 import time
+from typing import IO
 
 import pytest
 
@@ -166,3 +172,67 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
     assert (
         explorer.status.value == "<b>error</b>: rank 1 failed: boom" and explorer.chart.value == b""
     )
+
+
+INTERRUPTED_SCRIPT = """
+import time
+from placement_edu.runtime import RunConfig, WorkerPool
+pool = WorkerPool(2, timeout_s=10)
+try:
+    pool.run(RunConfig("zero3", 2, steps=5_000), progress=False)
+except BaseException as stopped:  # RunInterrupted: Ctrl-C cancels the run
+    print(type(stopped).__name__, stopped, flush=True)
+start = time.monotonic()
+again = pool.run(RunConfig("dp", 2, steps=1), progress=False)
+print(again.equivalent, f"{time.monotonic() - start:.2f}", flush=True)
+"""
+
+
+def _lines(stream: IO[str]) -> queue.Queue:
+    """The lines of ``stream`` as they come, then None (``get(timeout=...)``: never blocks)."""
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)  # the end
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(run_tmpdir):
+    """The ranks stop after the step in hand (they all check ``cancel/k`` at the same step); before,
+    they finished the abandoned 5,000 steps and the next run waited for them."""
+    script = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_SCRIPT],
+        env=dict(os.environ, TMPDIR=str(run_tmpdir)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out, err = _lines(script.stdout), _lines(script.stderr)  # type: ignore[arg-type]
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.read_text().strip() for p in run_tmpdir.glob("placement-edu-*/progress-0")):
+            assert time.monotonic() < deadline and script.poll() is None, "no step within 60 s"
+            time.sleep(0.05)
+        os.killpg(script.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        sent = time.monotonic()
+        stopped = out.get(timeout=10).strip()
+        seconds = time.monotonic() - sent
+        again = out.get(timeout=10).split()
+        script.wait(timeout=10)
+    finally:
+        script.kill()
+    assert re.fullmatch(
+        r"RunInterrupted interrupted by SIGINT: cancelled zero3 on data=2 after step \d+ of "
+        r"5000; the pool's 2 ranks wait for the next run",
+        stopped,
+    ), stopped
+    assert seconds < 2.5, seconds
+    assert again[0] == "True" and float(again[1]) < 3, again  # the same ranks, free at once
+    assert script.returncode == 0
+    assert "".join(iter(lambda: err.get(timeout=5), None)) == ""  # no traceback: nothing at all
+    assert list(run_tmpdir.iterdir()) == []  # (closed at exit: nothing left in TMPDIR)

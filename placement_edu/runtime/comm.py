@@ -108,11 +108,19 @@ class Comm:
     def _run(
         self, op: str, axis: str | None, call: Callable[..., R], *args: object, **kwargs: object
     ) -> R:
-        self._mark(b"in ")
         began = time.perf_counter()
+        result = self._wait(op, axis, call, *args, **kwargs)
+        self._clock(began)
+        return result
+
+    def _wait(
+        self, op: str, axis: str | None, call: Callable[..., R], *args: object, **kwargs: object
+    ) -> R:
+        """``call``, with the beacon saying "in" meanwhile, and a timeout or a lost peer reported
+        as ``CollectiveTimeout``, naming the op, the axis and where the run was."""
+        self._mark(b"in ")
         try:
             result = call(*args, **kwargs)
-            self._clock(began)
             self._mark(b"out")
             return result
         except RuntimeError as error:
@@ -157,6 +165,12 @@ class Comm:
             "broadcast", state, axis, len(ranks), tensor, sends=dist.get_rank() == ranks[root]
         )
         self._run("broadcast", axis, dist.broadcast, tensor, src=ranks[root], group=group)
+
+    def control(self, flag: torch.Tensor, group: object) -> None:
+        """Rank 0 of ``group`` sends ``flag`` to the others: a control message (a warm pool's
+        cancel check, ``worker._cancel_check``), not the training's communication: out of the
+        ledger and of the steps' time, but waited for like any collective (``_wait``)."""
+        self._wait("cancel check", "run", dist.broadcast, flag, src=0, group=group)
 
     def send(self, tensor: torch.Tensor, dst: int, state: str, axis: str) -> None:
         """Non-blocking: a pipeline stage sends and moves on (blocking sends deadlock 1F1B, where

@@ -16,8 +16,12 @@ holds:
 - A failure ends the run as ``run`` does (a rank that raises, or a collective that times out after
   ``timeout_s``): the launcher stops every rank, ``RunFailed`` shows the root cause, and the next
   run starts the pool again.
+- An interrupted run is cancelled (Ctrl-C, a Jupyter interrupt): the ranks stop after the step in
+  hand, within ``CANCEL_S``, ``RunInterrupted`` says where the run was, and the next run starts at
+  once on the same ranks.
 - A pool belongs to the process that made it (a notebook kernel): its ranks exit when that process
-  dies, and ``shared_pool`` never hands a pool to another process.
+  dies, however it dies (a kernel's shutdown, SIGTERM, SIGKILL), and remove the pool's files; and
+  ``shared_pool`` never hands a pool to another process.
 - A pool gives its memory back: it closes itself after ``idle_s`` seconds without a run (``IDLE_S``,
   5 minutes), and the next run starts it again. Binder gives a learner 1-2 GiB, and a learner who
   moves to the next notebook leaves this kernel running.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import signal
 import threading
 import time
 import uuid
@@ -45,6 +50,7 @@ from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
 from placement_edu.runtime.launcher import (
     RunFailed,
+    RunInterrupted,
     _explain,
     _quiet_launcher,
     ranks_start_with_sigint_held,
@@ -55,6 +61,10 @@ from placement_edu.runtime.result import RunResult
 
 #: Seconds a pool waits for its next run before it closes itself (its ranks hold memory meanwhile).
 IDLE_S = 300.0
+
+#: Seconds an interrupted run's ranks have to stop (they check between steps) before they are
+#: stopped with the pool instead (a step longer than that), and the next run starts them again.
+CANCEL_S = 2.0
 
 
 class WorkerPool:
@@ -106,6 +116,7 @@ class WorkerPool:
         from placement_edu.runtime import worker
 
         run_dir = self._dir = rundir.make("pool")
+        self._began = time.time() - 1  # (rundir.remove_torch_error_files)
         rundir.quiet_resource_tracker()
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.jobs, self.failure = 0, None
@@ -164,13 +175,19 @@ class WorkerPool:
                     return
 
     def close(self) -> None:
-        """Stop the ranks (they finish the job in hand first) and remove the pool's files."""
+        """Stop the ranks (a job in hand is cancelled first) and remove the pool's files."""
         if os.getpid() != self.owner:
             return
         if self.alive:
+            if self.jobs:
+                self.store.set(f"cancel/{self.jobs - 1}", b"1")  # type: ignore[arg-type]
             # (torch's stub types a value as str; the store takes bytes, as pickle makes them)
             self.store.set(f"job/{self.jobs}", pickle.dumps("stop"))  # type: ignore[arg-type]
-            self._thread.join(timeout=self.timeout_s)  # type: ignore[union-attr]
+            self._thread.join(timeout=CANCEL_S)  # type: ignore[union-attr]
+            if self.alive:  # in a step longer than CANCEL_S, or still starting
+                rundir.kill_ranks(self._dir)  # type: ignore[arg-type]  # (alive: it has one)
+                self._thread.join(timeout=self.timeout_s)  # type: ignore[union-attr]
+            rundir.remove_torch_error_files(self._began)  # a rank killed as it started
         rundir.remove(getattr(self, "_dir", None))
         self._dir = None
         self._thread = None
@@ -216,8 +233,11 @@ class WorkerPool:
             self.jobs += 1
             job = pickle.dumps((list(configs), _failure))
             self.store.set(f"job/{k}", job)  # type: ignore[arg-type]  # bytes, as in close()
+            ranks = max(c.world_size for c in configs)
             try:
-                raw = self._collect(k, max(c.world_size for c in configs), progress)
+                raw = self._collect(k, ranks, progress)
+            except KeyboardInterrupt:  # Ctrl-C, a Jupyter interrupt: one line, not a traceback
+                raise self._cancel(k, ranks) from None
             finally:
                 self._used = time.monotonic()
         per_job = [[raw[r][j] for r in range(c.world_size)] for j, c in enumerate(configs)]
@@ -258,6 +278,38 @@ class WorkerPool:
         finally:
             stop.set()
         return [pickle.loads(self.store.get(key)) for key in keys]
+
+    def _cancel(self, k: int, ranks: int) -> RunInterrupted:
+        """Cancel job ``k``, whose caller was interrupted: set ``cancel/k``, which the ranks check
+        between steps (``worker._cancel_check``), and wait up to ``CANCEL_S`` for their (partial)
+        results. Ranks still starting are left to start: they skip the cancelled job. Ranks that
+        do not stop in time are stopped with the pool."""
+        assert self._dir is not None
+        self.store.set(f"cancel/{k}", b"1")  # type: ignore[arg-type]  # bytes, as in close()
+        keys = [f"result/{k}/{r}" for r in range(ranks)]
+        up = self.store.add("ready", 0) >= self.world_size
+        deadline = time.monotonic() + CANCEL_S
+        while up and self.alive and not self.store.check(keys) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        now = progress_file.read(os.path.join(self._dir, f"progress-{k}"), 0.0, self.world_size)
+        where = (
+            f"{now.label} after step {now.step} of {now.steps}"
+            if now.started
+            else "before its first step"
+        )
+        if up and not self.store.check(keys):
+            self.close()
+            return RunInterrupted(
+                signal.SIGINT,
+                f"interrupted by SIGINT: stopped the pool's {self.world_size} ranks, still in a "
+                f"step {CANCEL_S:g} s after the interruption ({where}); the next run starts them "
+                "again",
+            )
+        return RunInterrupted(
+            signal.SIGINT,
+            f"interrupted by SIGINT: cancelled {where}; the pool's {self.world_size} ranks wait "
+            "for the next run",
+        )
 
 
 _SHARED: dict[int, WorkerPool] = {}

@@ -126,13 +126,24 @@ def reap(path: str, stop: threading.Event, grace_s: float = 2.0) -> None:
     """Once a rank has failed (its traceback is in ``path``), kill every rank still alive
     ``grace_s`` later. torch's launcher stops the others with SIGTERM and waits 30 s before
     SIGKILL; a frozen rank ignores SIGTERM, so without this the run would end 30 s late. (A
-    thread of the launching process, until ``stop`` is set.)"""
+    thread of the launching process, until ``stop`` is set or the folder is gone.)"""
     while not stop.wait(0.1):
-        if any(name.startswith("error-") for name in os.listdir(path)):
-            break
-    if stop.wait(grace_s):
+        try:
+            if any(name.startswith("error-") for name in os.listdir(path)):
+                break
+        except FileNotFoundError:  # removed as this process exits: nothing left to watch
+            return
+    if not stop.wait(grace_s):
+        kill_ranks(path)
+
+
+def kill_ranks(path: str) -> None:
+    """SIGKILL every rank that wrote its process id in ``path`` (``pid-RANK``)."""
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
         return
-    for name in os.listdir(path):
+    for name in names:
         if name.startswith("pid-"):
             try:
                 with open(os.path.join(path, name)) as f:

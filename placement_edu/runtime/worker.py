@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from datetime import timedelta
-from typing import TYPE_CHECKING, NoReturn, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 import torch
 import torch.distributed as dist
@@ -58,16 +58,23 @@ def _axis_groups(mesh: Mesh, rank: int, timeout_s: float) -> dict[str, tuple[obj
             ranks = mesh.group(r, axis)
             if r != ranks[0]:
                 continue
-            key = tuple(ranks)
-            if key not in _GROUPS:  # (a warm pool may hold more ranks than the run)
-                _GROUPS[key] = (
-                    dist.new_group(ranks, timeout=timedelta(seconds=timeout_s))
-                    if len(ranks) < dist.get_world_size()
-                    else dist.group.WORLD
-                )
+            group = _group(ranks, timeout_s)
             if rank in ranks:
-                out[axis] = (_GROUPS[key], ranks)
+                out[axis] = (group, ranks)
     return out
+
+
+def _group(ranks: list[int], timeout_s: float) -> object:
+    """The process group of ``ranks``, made once and kept for later jobs (every rank must make
+    every group, in the same order); the whole world is torch's own group."""
+    key = tuple(ranks)
+    if key not in _GROUPS:  # (a warm pool may hold more ranks than the run)
+        _GROUPS[key] = (
+            dist.new_group(ranks, timeout=timedelta(seconds=timeout_s))
+            if len(ranks) < dist.get_world_size()
+            else dist.group.WORLD
+        )
+    return _GROUPS[key]
 
 
 def _backend() -> str:
@@ -93,6 +100,7 @@ def run_job(
     progress: str | None = None,
     references: dict | None = None,
     index: tuple[int, int] = (0, 1),
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict | None:
     """Run one configuration on this rank; return its ledger, memory, per-step deviation and
     per-step wall time (``step_s``, and ``comm_s``: the part spent inside collectives).
@@ -162,6 +170,8 @@ def run_job(
     engine = engine_for(strategy, mesh)(ctx)
     deviation, step_s = [], []
     for step in range(config.steps):
+        if should_stop is not None and should_stop():  # a warm pool's cancelled job (_cancel_check)
+            break
         began = time.perf_counter()  # wall time of the step: its compute and its collectives
         engine.step(step)
         comm.wait_sends()
@@ -247,7 +257,13 @@ def _start_rank(
     process group: a run's rank exits at once, quietly, even inside a collective (its launcher
     reports the interruption in one line); a warm pool's rank ignores it, and the pool stays up for
     the next run. (A Ctrl-C that came while the rank still imported torch was held until here:
-    ``launcher.ranks_start_with_sigint_held``.)"""
+    ``launcher.ranks_start_with_sigint_held``.) A warm pool's rank also leaves its owner's session
+    (``os.setsid``): a signal to the owner's whole process group -- a kernel's shutdown, which
+    sends SIGTERM to every child in its group, or ``timeout`` and ``kill -TERM -PGID`` around a
+    script -- ends the owner only, and the rank, seeing it gone, removes the pool's files
+    (``_exit_with``) instead of dying with them left in TMPDIR."""
+    if warm:
+        os.setsid()
     gc.freeze()  # (see below)
     torch.set_num_threads(1)
     signal.signal(
@@ -346,7 +362,9 @@ def pool_main(
     """Entry point of every rank of a warm ``WorkerPool`` (``pool.py``): set up torch.distributed
     once, then run job after job. Job k is the key ``job/k`` of the pool's store (a TCPStore the
     parent holds on ``port``): a pickled (configs, failure) pair, or "stop". Each rank puts its
-    results under ``result/k/RANK``. A rank whose ``owner`` died (the kernel was killed) exits."""
+    results under ``result/k/RANK``, also when the parent cancelled the job (``cancel/k``: its
+    caller was interrupted) -- then every run stops after the same step, and the rest of the job
+    is skipped. A rank whose ``owner`` died (the kernel was killed) exits."""
     import pickle
 
     try:
@@ -357,6 +375,7 @@ def pool_main(
         )
         rank = dist.get_rank()
         store.add("ready", 1)  # for the parent's progress bar
+        control = Comm({}, timeout_s, _BEACON)  # (the cancel checks: _cancel_check)
         references: dict = {}
         for k in itertools.count():
             while not store.check([f"job/{k}"]):  # wait for the next job
@@ -368,7 +387,14 @@ def pool_main(
             _inject_failure(failure, timeout_s)
             progress = os.path.join(run_dir, f"progress-{k}")
             results = [
-                run_job(c, timeout_s, progress, references, (j, len(configs)))
+                run_job(
+                    c,
+                    timeout_s,
+                    progress,
+                    references,
+                    (j, len(configs)),
+                    should_stop=_cancel_check(store, k, c.world_size, timeout_s, control),
+                )
                 for j, c in enumerate(configs)
             ]
             # (torch's stub types a value as str; the store takes bytes, as pickle makes them)
@@ -380,6 +406,29 @@ def pool_main(
         if dist.is_initialized():
             dist.destroy_process_group()
     return []
+
+
+def _cancel_check(
+    store: dist.TCPStore, k: int, world: int, timeout_s: float, control: Comm
+) -> Callable[[], bool]:
+    """``should_stop`` for a run of job ``k`` on the pool's ranks 0 .. ``world`` - 1: whether the
+    parent has set ``cancel/k``. Rank 0 reads the key and sends what it read to the others
+    (``Comm.control``), so every rank of the run stops after the same step: a rank that read the
+    key a step earlier than its peers would stop alone and leave them waiting in a collective
+    until the timeout. (Called by every rank of the pool: every rank takes part in making a
+    group.)"""
+    group = _group(list(range(world)), timeout_s)
+    flag = torch.zeros(1, dtype=torch.int32, device=_device()[0])  # (NCCL sends GPU tensors)
+    steps = itertools.count()
+
+    def should_stop() -> bool:
+        control.at(next(steps), "between steps")  # (for the message if a peer never joins)
+        if dist.get_rank() == 0:
+            flag.fill_(int(store.check([f"cancel/{k}"])))
+        control.control(flag, group)
+        return bool(flag.item())
+
+    return should_stop
 
 
 def _torchrun(argv: list[str]) -> int:
