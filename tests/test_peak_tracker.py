@@ -1,7 +1,7 @@
 """GPT-2 124M (s = 1024, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at N = 8 and
-1024, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision, one device under each recomputation,
-selective recomputation and FSDP2 without resharding at N = 8, each Adam, SDPA, and ``fit
---verify`` (``tests/tracker_cases.py`` says what each case checks)."""
+1024, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision (``tracker_cases.SUITE``), one device
+under each recomputation, selective recomputation and FSDP2 without resharding at N = 8, each Adam,
+SDPA, and ``fit --verify`` (``tests/tracker_cases.py`` says what each case checks)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,12 @@ import sys
 import pytest
 import torch
 
-from tests.tracker_cases import compare, slow
+from tests.tracker_cases import compare, suite_cases
 
 pytestmark = pytest.mark.runtime
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fsdp2_bf16"])
-@pytest.mark.parametrize(
-    "devices, rank",
-    [(8, 0), (8, 7), pytest.param(1024, 0, marks=slow), pytest.param(1024, 1023, marks=slow)],
-)
+@pytest.mark.parametrize("devices, rank, precision", suite_cases("gpt2"))
 def test_gpt2_under_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
     compare("gpt2", devices, rank, precision)
 
@@ -70,8 +66,7 @@ def test_fsdp2_without_resharding_after_forward_matches_fsdpmemtracker(
     compare("gpt2", 8, rank, precision, strategy="fsdp2_no_reshard")
 
 
-@pytest.mark.parametrize("recompute", ["none", "selective"])
-def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(recompute: str) -> None:
+def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys() -> None:
     code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
     done = subprocess.run(
         [
@@ -86,7 +81,7 @@ def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(recom
             "--rank",
             "7",
             "--recompute",
-            recompute,
+            "selective",
             "--json",
             "--verify",
         ],

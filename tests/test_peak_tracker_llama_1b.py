@@ -1,21 +1,20 @@
 """The Llama-3.2-1B shape (s = 2048, b = 1) predicted against PyTorch's own accounting, live:
-FSDP2 at N = 8, 64 and 1024 (the last rank), fp32 and FSDP2's bf16 mixed precision, and one device
-under each recomputation -- none, selective, full (``tests/tracker_cases.py`` says what each case
-checks). Every case is ``slow``."""
+FSDP2 at N = 8, 64 and 1024 (the last rank; fp32 or FSDP2's bf16 mixed precision:
+``tracker_cases.SUITE``), and one device under each recomputation -- none, selective, full
+(``tests/tracker_cases.py`` says what each case checks). Every case is ``slow``."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.tracker_cases import compare, slow
+from tests.tracker_cases import compare, slow, suite_cases
 
 pytestmark = pytest.mark.runtime
 MODEL = "llama-1b"
 
 
 @slow
-@pytest.mark.parametrize("precision", ["fp32", "fsdp2_bf16"])
-@pytest.mark.parametrize("devices, rank", [(8, 0), (64, 63), (1024, 1023)])
+@pytest.mark.parametrize("devices, rank, precision", suite_cases(MODEL))
 def test_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
     compare(MODEL, devices, rank, precision)
 
