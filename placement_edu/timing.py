@@ -239,9 +239,13 @@ def ring_steps(op: str, n: int) -> int:
     all-reduce 2(N-1) (a reduce-scatter then an all-gather); all-gather, reduce-scatter N-1;
     send 1 (one message); recv 0 (the transfer is priced once, at the sender, as its bytes are:
     SPEC §4); broadcast N-1 (a ring broadcast passes the message down N-1 hops, and every member
-    of the group waits for it, root or not). Local ops (scale, optimizer_step) take none. The
-    steps are a column of the core's one cost table, ``schedule.OP_COSTS``."""
-    return OP_COSTS[op].steps(n) if op in OP_COSTS and n > 1 else 0
+    of the group waits for it, root or not); a host transfer (h2d, d2h) 1, one message over the
+    host link, on a "group" of one device. Local ops (scale, optimizer_step) and collectives over
+    one device take none. The steps are a column of the core's one cost table,
+    ``schedule.OP_COSTS``."""
+    if op not in OP_COSTS or (n <= 1 and op not in HOST_TRANSFERS):
+        return 0
+    return OP_COSTS[op].steps(n)
 
 
 def op_time(op: Op, link: Link) -> float:

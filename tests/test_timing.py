@@ -119,6 +119,18 @@ def test_offloaded_state_is_timed_on_the_host_link_and_refused_without_one() -> 
         comm_time(schedule, hw())
 
 
+def test_each_host_transfer_charges_the_host_links_latency_once() -> None:
+    # Issue 23: a transfer runs on a "group" of one device; it is still one message (one α).
+    schedule = derive_schedule(
+        _s("zero2_offload"), ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam")
+    )
+    transfers = sum(1 for op in schedule.ops if op.op in ("h2d", "d2h") and not op.once)
+    assert transfers == 2  # the gradient slice down, the parameter slice up
+    slow, fast = (hw(host=Link(alpha, 25e9)) for alpha in (1e-3, 0.0))
+    extra = sum(comm_time(schedule, slow).values()) - sum(comm_time(schedule, fast).values())
+    assert extra == pytest.approx(transfers * 1e-3)
+
+
 # --- compute: 6Ψ per token ------------------------------------------------------------------------
 def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_recomputation() -> (
     None
