@@ -103,8 +103,8 @@ def measure(
                     )
                 fully_shard(net, mesh=mesh, mp_policy=policy)
             opt = _optimizer(net, optimizer)
-            # warm-up on 8 tokens: FSDP2's lazy initialisation done and Adam's state made, as in
-            # the steady state (the same figures as a full-length warm-up, at a fraction of its time)
+            # warm-up on 8 tokens: FSDP2's lazy initialisation done and Adam's state made, as in the
+            # steady state (the same figures as a full-length warm-up, in a fraction of its time)
             net(*batch(arch, micro_batch, 8)).backward()
             opt.step()
             opt.zero_grad()
