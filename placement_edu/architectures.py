@@ -151,6 +151,11 @@ PRESETS: Mapping[str, Architecture] = MappingProxyType(
         ),
     }
 )
+#: The sequence length each preset is checked at (issue 22) and its profile shipped for: GPT-2's
+#: whole context, 2048 for Llama-3.2-1B, 4096 for Llama-3-8B.
+REFERENCE_SEQ: Mapping[str, int] = MappingProxyType(
+    {"gpt2": 1024, "llama-1b": 2048, "llama-8b": 4096}
+)
 
 
 def from_hf_config(config: Mapping, path: str = "") -> Architecture:

@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
+from placement_edu.architectures import REFERENCE_SEQ
 from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
 from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
 from placement_edu.runtime.profiles import get_profile
 
-SEQ = {"gpt2": 1024, "llama-1b": 2048, "llama-8b": 4096}
+SEQ = dict(REFERENCE_SEQ)  # (an HF config's path is added as a model: test_peak_tracker_hf.py)
 slow = pytest.mark.slow
 
 #: (model, N, rank, precision, recompute): issue 22's matrix, the README's table of 42 rows -- one

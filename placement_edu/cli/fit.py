@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from placement_edu.architectures import PRESETS as MODELS, get_architecture
+from placement_edu.architectures import PRESETS as MODELS, REFERENCE_SEQ, get_architecture
 from placement_edu.arguments import flag_type
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
@@ -30,8 +30,6 @@ from placement_edu.peak import (
 )
 from placement_edu.units import GB, fmt_bytes
 
-#: The sequence each preset is checked at (issue 22): GPT-2's full context, Llama-1B 2048, 8B 4096.
-DEFAULT_SEQ = {"gpt2": 1024, "llama-1b": 2048, "llama-8b": 4096}
 #: Ranks a ``--verify`` run shards over (a fake group: one process; N = 1024 takes ~20 s for GPT-2).
 MAX_VERIFY_DEVICES = 4096
 MAX_SEQ = 2**17
@@ -134,7 +132,7 @@ def _gb(text: str) -> float:
 def _check(args: argparse.Namespace) -> int:
     """The sequence length, after refusing what cannot run (one line, exit 2)."""
     arch = get_architecture(args.model)
-    seq = args.seq or DEFAULT_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+    seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
     expect(
         args.rank < args.devices,
         f"--rank {args.rank} is not a rank of {args.devices} devices (0..{args.devices - 1})",

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.architectures import REFERENCE_SEQ, Architecture, get_architecture
 from placement_edu.memory import Memory
 from placement_edu.models import TransformerSpec
 from placement_edu.peak import PRECISIONS, ActivationProfile, StepPeak, derive
 from placement_edu.report import analyze
 
-#: The sequence lengths offered per model (the largest is the shipped, checked one).
+#: The sequence lengths offered per model (the largest is ``REFERENCE_SEQ``'s, shipped and checked).
 SEQ_CHOICES: Mapping[str, tuple[int, ...]] = {
     "gpt2": (256, 512, 1024),
     "llama-1b": (512, 1024, 2048),
@@ -38,7 +38,7 @@ _PROFILES: dict[ProfileCase, tuple[ActivationProfile, bool]] = {}
 
 def default_seq(model: str) -> int:
     """The sequence length the model is checked at (its profile shipped): the largest offered."""
-    return max(SEQ_CHOICES[model])
+    return REFERENCE_SEQ[model]
 
 
 # --- 1. the formula -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Iterable
 
-from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.architectures import REFERENCE_SEQ, Architecture, get_architecture
 from placement_edu.peak import ActivationProfile
 
 
@@ -26,11 +26,7 @@ from placement_edu.peak import ActivationProfile
 #: fresh measurement).
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "profiles"
 #: (model, seq, compute) of the shipped profiles: b = 1, eager attention, no recomputation.
-SHIPPED_CASES = tuple(
-    (m, s, c)
-    for m, s in (("gpt2", 1024), ("llama-1b", 2048), ("llama-8b", 4096))
-    for c in ("fp32", "bf16")
-)
+SHIPPED_CASES = tuple((m, s, c) for m, s in REFERENCE_SEQ.items() for c in ("fp32", "bf16"))
 
 
 def cache_dir() -> Path:
