@@ -310,6 +310,12 @@ def breakdown(peak: StepPeak) -> dict[str, Any]:
     }
 
 
+def tracker_peak_phase(forward_backward_peak: int, step_peak: int) -> str:
+    """Where PyTorch's trackers put a step's peak: they name a phase, not an event (``derive``
+    names the event): "forward/backward", or "optimizer step" where that peak is higher."""
+    return "forward/backward" if forward_backward_peak >= step_peak else "optimizer step"
+
+
 def fsdp2_applies(devices: int, precision: str) -> bool:
     """Whether the step is placed under FSDP2 (more than one device, or mixed precision) rather
     than as plain single-device training."""

@@ -30,12 +30,8 @@ def test_cuda_is_where_verify_measures(capsys: pytest.CaptureFixture) -> None:
 @pytest.mark.parametrize(
     "extra, got",
     [
-        (["--devices", "8"], "--devices 8 --precision fp32 --strategy fsdp2"),
-        (["--precision", "fsdp2_bf16"], "--devices 1 --precision fsdp2_bf16 --strategy fsdp2"),
-        (
-            ["--strategy", "fsdp2_no_reshard"],
-            "--devices 1 --precision fp32 --strategy fsdp2_no_reshard",
-        ),
+        (["--devices", "8"], "--devices 8 --precision fp32"),
+        (["--precision", "fsdp2_bf16"], "--devices 1 --precision fsdp2_bf16"),
     ],
 )
 def test_cuda_measures_one_devices_plain_fp32_step(
@@ -49,8 +45,9 @@ def test_cuda_measures_one_devices_plain_fp32_step(
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
-def test_a_machine_without_cuda_is_told_so(capsys: pytest.CaptureFixture) -> None:
-    assert _one_line(capsys, FIT + ["--verify"]) == (
+@pytest.mark.parametrize("strategy", ["fsdp2", "fsdp2_no_reshard"])  # one device: the same step
+def test_a_machine_without_cuda_is_told_so(capsys: pytest.CaptureFixture, strategy: str) -> None:
+    assert _one_line(capsys, FIT + ["--verify", "--strategy", strategy]) == (
         f"placement-edu: error: --device cuda: this machine has no CUDA device "
         f"(torch {torch.__version__}, built with CUDA {torch.version.cuda or 'no'}); "
         "--device cpu verifies with PyTorch's trackers instead"

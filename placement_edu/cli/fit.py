@@ -27,6 +27,7 @@ from placement_edu.peak import (
     breakdown,
     derive,
     fsdp2_applies,
+    tracker_peak_phase,
 )
 from placement_edu.units import GB, fmt_bytes
 
@@ -154,10 +155,11 @@ def _check(args: argparse.Namespace) -> int:
 def _check_cuda(args: argparse.Namespace) -> None:
     """``--device cuda`` measures one whole device's step: refused, in one line, where it cannot."""
     expect(args.verify, "--device cuda is where --verify measures: add --verify")
+    # (on one device every --strategy is the same plain step: nothing is sharded or resharded)
     expect(
-        args.devices == 1 and args.precision == "fp32" and args.strategy == "fsdp2",
+        args.devices == 1 and args.precision == "fp32",
         f"--device cuda measures one device's plain fp32 step (--devices 1 --precision fp32), "
-        f"got --devices {args.devices} --precision {args.precision} --strategy {args.strategy}; "
+        f"got --devices {args.devices} --precision {args.precision}; "
         "more devices are verified on the CPU, on a fake process group (--device cpu)",
     )
     import torch
@@ -202,7 +204,7 @@ def _measured(states: dict, snapshot: dict) -> dict:
             "transients": {k: v for k, v in snapshot.items() if k not in persistent and v},
         },
         "peak_bytes": max(fb, step),
-        "peak_at": "forward/backward" if fb >= step else "optimizer step",
+        "peak_at": tracker_peak_phase(fb, step),
         "forward_backward_peak_bytes": fb,
         "step_peak_bytes": step,
     }

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from placement_edu.errors import PlacementError
+from placement_edu.peak import tracker_peak_phase
 from placement_edu.presentation.fit_answers import default_seq
 from placement_edu.units import MiB
 
@@ -51,8 +52,7 @@ class TrackerRun:
     @property
     def peak_at(self) -> str:
         """The tracker names a phase, not an event."""
-        fb, step = self.states["forward_backward_peak"], self.states["step_peak"]
-        return "forward/backward" if fb >= step else "optimizer step"
+        return tracker_peak_phase(self.states["forward_backward_peak"], self.states["step_peak"])
 
     def __str__(self) -> str:
         return (
