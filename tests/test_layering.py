@@ -246,9 +246,9 @@ def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
 
 
 def test_the_torch_check_would_see_torch_if_it_were_imported() -> None:
-    # The run handler imports the runtime: the same probe must report torch there.
+    # The toy models are torch modules: the same probe must report torch there.
     code = (
-        "import sys\nfrom placement_edu.runtime import RunConfig\n"
+        "import sys\nfrom placement_edu.runtime import TinyTransformer\n"
         "print('TORCH', 'torch' in sys.modules)"
     )
     result = subprocess.run(
@@ -312,3 +312,22 @@ def test_the_peak_derivation_and_a_cached_profile_import_no_torch() -> None:
     )
     assert "TORCH False" in result.stdout, result.stderr[-2000:]
     assert {"placement_edu.peak", "placement_edu.architectures"} <= set(CORE)
+
+
+def test_a_notebooks_imports_bring_no_torch_until_a_cell_runs_ranks() -> None:
+    # Issue 28: a kernel that imported torch holds ~125 MiB more for its life, and a learner
+    # leaves every notebook's kernel open. Every widget and chart the notebooks import, and the
+    # runtime's entry points, come without torch: it is imported by the call that runs ranks.
+    code = (
+        "import sys\n"
+        "import placement_edu, placement_edu.presentation as p, placement_edu.runtime as r\n"
+        "for name in p.__all__: getattr(p, name)\n"
+        "for name in set(r.__all__) - {'Adam', 'TinyTransformer'}: getattr(r, name)\n"
+        "from placement_edu.runtime import RunConfig\n"
+        "config = RunConfig('zero3', 4)\n"
+        "print('TORCH', 'torch' in sys.modules, config.label, config.precision.name)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert "TORCH False zero3 on data=4 fp64_adam" in result.stdout, result.stderr[-2000:]

@@ -5,8 +5,7 @@ the strategy and mesh, the tiny model, and the core's ``ConcreteModel`` used for
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from placement_edu.errors import (
     MAX_RUN_MICRO_BATCHES,
@@ -19,11 +18,17 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel, tensor_divides_heads
 from placement_edu.precision import Precision, get_precision
 from placement_edu.strategies import Strategy, get_strategy
-from placement_edu.runtime.toy import TinyMLP, TinyTransformer, ToyModel
 
+if TYPE_CHECKING:
+    import torch
+
+    from placement_edu.runtime.toy import ToyModel
+
+#: Each element type of a run: torch's dtype (by name: a config is made and checked in a notebook
+#: kernel that never imports torch, see ``torch_dtype``), the core's precision, the base tolerance.
 DTYPES = {
-    "float64": (torch.float64, "fp64_adam", 1e-10),
-    "float32": (torch.float32, "fp32_adam", 1e-4),
+    "float64": ("float64", "fp64_adam", 1e-10),
+    "float32": ("float32", "fp32_adam", 1e-4),
 }
 
 
@@ -96,7 +101,11 @@ class RunConfig:
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        return self._dtype()[0]
+        """torch's dtype: torch is imported here, in a rank, not when a config is made."""
+        import torch
+
+        dtype: torch.dtype = getattr(torch, self._dtype()[0])
+        return dtype
 
     @property
     def precision(self) -> Precision:
@@ -107,13 +116,15 @@ class RunConfig:
         """Largest deviation from one process that still counts as rounding."""
         return self._dtype()[2]
 
-    def _dtype(self) -> tuple[torch.dtype, str, float]:
+    def _dtype(self) -> tuple[str, str, float]:
         if self.dtype not in DTYPES:
             raise PlacementError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
         return DTYPES[self.dtype]
 
     def module(self) -> ToyModel:
         """The architecture: a transformer block when a tensor axis splits weights, else the MLP."""
+        from placement_edu.runtime.toy import TinyMLP, TinyTransformer
+
         if self.resolved_mesh().degree("tensor") > 1:
             return TinyTransformer()
         return TinyMLP(width=self.width, layers=self.layers)
@@ -135,6 +146,8 @@ class RunConfig:
         flat padded rule (whole tensors, "greedy", where owners broadcast as PyTorch's
         ZeroRedundancyOptimizer does), one gather unit, and the activation and boundary sizes of a
         micro-batch."""
+        from placement_edu.runtime.toy import TinyTransformer
+
         module, rows = self.module(), self.micro_rows()
         act = self.precision.activations
         rule = (
@@ -184,7 +197,7 @@ class RunConfig:
         validate_placement(strategy, mesh)
         tensor_divides_heads(self.module(), mesh.degree("tensor"))
         engine_for(strategy, mesh)
-        self.torch_dtype
+        self._dtype()  # a known element type
         self.concrete_model().local_tensors({a: d for a, d in mesh if a != "data"}, mesh.coords(0))
         self.micro_rows()
         refuse_inapplicable(strategy, mesh, self.fault)

@@ -33,13 +33,14 @@ from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.container import check_fits, rank_bytes
-from placement_edu.runtime.probes import Calibration
 from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
 from placement_edu.runtime.result import RunResult
 
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from placement_edu.runtime.probes import Calibration
 
 
 class RunFailed(RuntimeError):
@@ -73,6 +74,7 @@ def launch(
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     from placement_edu.runtime import worker
+    from placement_edu.runtime.probes import Calibration
 
     timeout_s = positive_seconds("timeout_s", timeout_s)
     if not jobs or not all(
