@@ -135,3 +135,25 @@ def test_binder_shuts_down_idle_kernels_even_with_their_tab_open():
     assert culling.cull_idle_timeout == 600 and culling.cull_interval == 60
     assert culling.cull_connected is True and culling.cull_busy is False
     assert "binder/jupyter_server_config.py" in (ROOT / "binder" / "postBuild").read_text()
+
+
+def test_notebook_02s_ddp_run_narrows_its_mlp_to_fit_a_1_gib_binder_and_says_so(
+    monkeypatch, capsys
+):
+    # Issue 28: at 1 GiB with the kernel's ~250 MiB in use, 2 DDP ranks of notebook 02's MLP need
+    # about 2 x 361 + 225 MiB (refused); halving each hidden width (Psi 5,330,960 -> 1,354,768)
+    # needs about 2 x 107 + 225 MiB: it runs, and the cell says so.
+    from placement_edu.runtime import container, torch_ref_result
+
+    config = TorchRefConfig("ddp", 2, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)
+    limit = MemoryLimit(GiB, 250 * MiB, "memory.limit_in_bytes")
+    monkeypatch.setattr(container, "memory_limit", lambda: limit)
+    [narrow] = torch_ref_result.narrowed_to_fit([config])
+    assert narrow == TorchRefConfig("ddp", 2, model="mlp:64,512,512,512,512,512,512,16", steps=2)
+    line = capsys.readouterr().out
+    assert line.count("\n") == 1 and "774 MiB free" in line and "mlp:64,512," in line
+    monkeypatch.setattr(container, "memory_limit", lambda: None)  # no limit: the run as asked
+    assert torch_ref_result.narrowed_to_fit([config]) == [config]
+    tight = MemoryLimit(GiB, 900 * MiB, "memory.limit_in_bytes")  # not even 64 wide fits
+    monkeypatch.setattr(container, "memory_limit", lambda: tight)
+    assert torch_ref_result.narrowed_to_fit([config]) == [config]  # the launch refuses it

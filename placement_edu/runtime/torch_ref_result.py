@@ -165,13 +165,20 @@ def _op(o: dict) -> str:
 
 
 def run_torch_refs(
-    configs: list[TorchRefConfig], timeout_s: float = 60.0, progress: bool = False
+    configs: list[TorchRefConfig],
+    timeout_s: float = 60.0,
+    progress: bool = False,
+    narrow_to_fit: bool = False,
 ) -> list[TorchRefResult]:
-    """Several implementations on one world size in one launch (the ranks start once)."""
+    """Several implementations on one world size in one launch (the ranks start once). With
+    ``narrow_to_fit``, where this container has too little memory left for them, they run on a
+    narrower MLP that fits, saying so in one line (``narrowed_to_fit``)."""
     from placement_edu.runtime.launcher import launch
 
     sizes = {c.world_size for c in configs}
     expect(len(sizes) == 1, f"run_torch_refs needs one world size per launch, got {sorted(sizes)}")
+    if narrow_to_fit:
+        configs = narrowed_to_fit(configs)
     raw = launch(list(configs), sizes.pop(), timeout_s, progress)
     return [TorchRefResult.build(c, r) for c, r in zip(configs, raw)]
 
@@ -179,3 +186,47 @@ def run_torch_refs(
 def run(config: TorchRefConfig, timeout_s: float = 60.0, progress: bool = False) -> TorchRefResult:
     """Train ``config`` on fresh processes (torch's elastic launcher) and compare with the core."""
     return run_torch_refs([config], timeout_s, progress)[0]
+
+
+# --- inside a small container (Binder: 1-2 GiB) -------------------------------------------------
+#: The narrowest hidden width ``narrowed_to_fit`` goes down to.
+NARROWEST = 64
+
+
+def narrowed_to_fit(configs: list[TorchRefConfig]) -> list[TorchRefConfig]:
+    """``configs`` where this container has room for their ranks; else the same runs on the MLP
+    with every hidden width halved, as often as it takes (down to ``NARROWEST``), and one printed
+    line that says so and why. A 1 GiB Binder then still measures DDP against the core -- on a
+    smaller model, every figure that model's -- where it would have refused the run. Where no
+    narrowing fits, ``configs`` unchanged: the launch refuses them in its one line."""
+    from dataclasses import replace
+
+    from placement_edu.implementations import parse_model
+    from placement_edu.runtime import forkserver
+    from placement_edu.runtime.container import memory_limit, rank_bytes, ranks_that_fit
+    from placement_edu.units import MiB
+
+    limit = memory_limit()
+    n = max(c.world_size for c in configs)
+
+    def fits(jobs: list[TorchRefConfig]) -> bool:
+        assert limit is not None
+        return ranks_that_fit(limit.free, rank_bytes(jobs), forkserver.running()) >= n
+
+    if limit is None or fits(configs):
+        return configs
+    narrow = list(configs)
+    while not fits(narrow):
+        widths = [parse_model(c.model) for c in narrow]
+        if any(len(w) < 3 or min(w[1:-1]) < 2 * NARROWEST for w in widths):
+            return configs  # nothing narrower to try
+        narrow = [
+            replace(c, model="mlp:" + ",".join(map(str, (w[0], *(x // 2 for x in w[1:-1]), w[-1]))))
+            for c, w in zip(narrow, widths)
+        ]
+    print(
+        f"this container has {limit.free / MiB:,.0f} MiB free, too little for {n} ranks of "
+        f"{configs[0].model} (about {rank_bytes(configs) / MiB:,.0f} MiB each): running "
+        f"{narrow[0].model} instead -- the figures below are that model's"
+    )
+    return narrow
