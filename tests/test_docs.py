@@ -463,3 +463,13 @@ def test_s9_compute_and_ring_steps() -> None:
     for n in (2, 8, 64):
         assert ring_steps("all_gather", n) == ring_steps("reduce_scatter", n) == n - 1
         assert ring_steps("all_reduce", n) == 2 * (n - 1)
+
+
+def test_docs_lines_are_within_100_characters_outside_tables() -> None:
+    long = [
+        f"{page.name}:{i}"
+        for page in sorted(DOCS.glob("*.md"))
+        for i, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > 100 and not line.startswith("|")
+    ]
+    assert long == []
