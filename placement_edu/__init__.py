@@ -1,7 +1,7 @@
 """placement_edu: distributed training strategies as placements of four training states.
 
 Specification (placement, model, mesh, precision) -> derivation (memory, schedule, correctness)
--> presentation (tables, plots, widgets, CLI). The theory: ``docs/`` and SPEC.md.
+-> presentation (tables, plots, widgets, CLI). The theory: ``docs/theory.md`` ("SPEC §n" is its §n).
 
 The public API, what the course's notebooks import (``tests/test_public_api.py`` checks it):
 
