@@ -63,6 +63,8 @@ CITATION = re.compile(
     rf"SPEC ({SECTION_REF}(?:\s*(?:,|–|-|and|or)\s*{SECTION_REF})*)"
     r"(?:,? rules? (\d+(?:\s*(?:,|and|or|–)\s*\d+)*))?"
 )
+#: A rule cited without "SPEC" ("SPEC §5; §4 rule 1"): only this theory numbers rules.
+RULE_CITATION = re.compile(r"§(\d+),? rules? (\d+(?:\s*(?:,|and|or|–)\s*\d+)*)")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -100,6 +102,9 @@ def citations(text: str) -> Iterator[tuple[str, int | None]]:
         if match.group(2):
             for rule in re.findall(r"\d+", match.group(2)):
                 yield refs[0], int(rule)
+    for match in RULE_CITATION.finditer(text):
+        for rule in re.findall(r"\d+", match.group(2)):
+            yield match.group(1), int(rule)
 
 
 def cited() -> dict[tuple[str, int | None], list[str]]:
@@ -208,19 +213,19 @@ def test_a_section_missing_from_the_docs_is_reported() -> None:
 
 
 def test_citations_are_read_in_every_form_the_course_writes() -> None:
-    text = "SPEC §5, §7; SPEC §3–§4; SPEC §4 rule 1; SPEC §6 rules 1 and 3; SPEC §8.2"
-    assert list(citations(text)) == [
+    text = "SPEC §5, §7; SPEC §3–§4; SPEC §4 rule 1; SPEC §6 rules 1 and 3; SPEC §8.2; §4 rule 2"
+    assert set(citations(text)) == {
         ("5", None),
         ("7", None),
         ("3", None),
         ("4", None),
-        ("4", None),
         ("4", 1),
+        ("4", 2),
         ("6", None),
         ("6", 1),
         ("6", 3),
         ("8.2", None),
-    ]
+    }
 
 
 # --- relative links resolve ------------------------------------------------------------------
