@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Mapping, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Union
 
 from placement_edu.errors import (
     MAX_LISTED_OPS,
@@ -362,6 +362,14 @@ class TensorSpec:
         return math.prod(self.shape)
 
 
+class Parametrized(Protocol):
+    """What ``ConcreteModel.from_module`` reads: a torch module, or anything that lists its
+    parameters as one does -- (name, an object with ``.shape``) -- such as the runtime's toy
+    shapes, read without importing torch (``runtime/toy_shapes.py``)."""
+
+    def named_parameters(self) -> Iterable[tuple[str, Any]]: ...
+
+
 @dataclass(frozen=True)
 class ConcreteModel:
     """The exact parameter tensors of a model, and the sharding rule its data axis follows.
@@ -408,7 +416,7 @@ class ConcreteModel:
     @classmethod
     def from_module(
         cls,
-        module: "torch.nn.Module",
+        module: "torch.nn.Module | Parametrized",
         *,
         rule: str = "zero",
         tp_plan: Mapping[str, str] | None = None,

@@ -324,10 +324,29 @@ def test_a_notebooks_imports_bring_no_torch_until_a_cell_runs_ranks() -> None:
         "for name in p.__all__: getattr(p, name)\n"
         "for name in set(r.__all__) - {'Adam', 'TinyTransformer'}: getattr(r, name)\n"
         "from placement_edu.runtime import RunConfig\n"
+        "from placement_edu.runtime.result import predict\n"
         "config = RunConfig('zero3', 4)\n"
+        "for c in (config, RunConfig('tp', 2), RunConfig('dp×tp', 4), RunConfig('pp', 2)):\n"
+        "    c.validate(); predict(c)\n"  # what a kernel derives beside a run's measurements
         "print('TORCH', 'torch' in sys.modules, config.label, config.precision.name)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert "TORCH False zero3 on data=4 fp64_adam" in result.stdout, result.stderr[-2000:]
+
+
+def test_the_toy_shapes_read_without_torch_list_the_parameters_the_torch_modules_train() -> None:
+    # runtime/toy_shapes.py states the toy models' sizes for a kernel without torch; the modules
+    # the ranks train (runtime/toy.py) must list exactly those parameters, in the same order.
+    from placement_edu.models import ConcreteModel
+    from placement_edu.runtime import RunConfig
+
+    for config in (RunConfig("zero3", 4), RunConfig("dp", 2, width=20, layers=3)):
+        module, shape = config.module(), config.shape()
+        assert ConcreteModel.from_module(shape) == ConcreteModel.from_module(module)
+        assert module.activation_elements(4) == shape.activation_elements(4)
+    assert RunConfig("dp", 2, width=20, layers=3).shape().activation_elements(4) == 3 * 4 * 20
+    block = RunConfig("tp", 2)
+    assert ConcreteModel.from_module(block.shape()) == ConcreteModel.from_module(block.module())
+    assert block.concrete_model().psi == 576  # 5 h·h + 2 h·f, h = 8, f = 16

@@ -18,6 +18,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel, tensor_divides_heads
 from placement_edu.precision import Precision, get_precision
 from placement_edu.strategies import Strategy, get_strategy
+from placement_edu.runtime.toy_shapes import TP_PLAN, BlockShape, MLPShape, ToyShape
 
 if TYPE_CHECKING:
     import torch
@@ -129,6 +130,12 @@ class RunConfig:
             return TinyTransformer()
         return TinyMLP(width=self.width, layers=self.layers)
 
+    def shape(self) -> ToyShape:
+        """The architecture's sizes without torch (``toy_shapes``): what the predictions read."""
+        if self.resolved_mesh().degree("tensor") > 1:
+            return BlockShape()
+        return MLPShape(width=self.width, layers=self.layers)
+
     def micro_rows(self) -> int:
         """Samples in one micro-batch on one rank: global batch / (batch ranks x micro-batches),
         where the batch ranks are the data degree times the replica degree (hsdp; 1 elsewhere)."""
@@ -146,19 +153,17 @@ class RunConfig:
         flat padded rule (whole tensors, "greedy", where owners broadcast as PyTorch's
         ZeroRedundancyOptimizer does), one gather unit, and the activation and boundary sizes of a
         micro-batch."""
-        from placement_edu.runtime.toy import TinyTransformer
-
-        module, rows = self.module(), self.micro_rows()
+        module, rows = self.shape(), self.micro_rows()
         act = self.precision.activations
         rule = (
             "greedy" if self.resolved_strategy().owner_update == "allreduce_broadcast" else "zero"
         )
-        if isinstance(module, TinyTransformer):
+        if isinstance(module, BlockShape):
             rep, split = module.activation_elements(rows, 1)
             return ConcreteModel.from_module(
                 module,
                 rule=rule,
-                tp_plan=TinyTransformer.TP_PLAN,
+                tp_plan=TP_PLAN,
                 boundary_elements=rows * module.seq * module.hidden,
                 tp_blocks_per_layer=2,
                 activation_bytes=(rep + split) * act,
@@ -175,7 +180,7 @@ class RunConfig:
 
     def validate(self) -> None:
         """Refuse what cannot run, before any process starts."""
-        from placement_edu.runtime.engines import engine_for
+        from placement_edu.runtime.engines import runnable
         from placement_edu.runtime.verdict import refuse_inapplicable
         from placement_edu.schedule import validate as validate_placement
 
@@ -195,8 +200,8 @@ class RunConfig:
         )
         strategy, mesh = self.resolved_strategy(), self.resolved_mesh()
         validate_placement(strategy, mesh)
-        tensor_divides_heads(self.module(), mesh.degree("tensor"))
-        engine_for(strategy, mesh)
+        tensor_divides_heads(self.shape(), mesh.degree("tensor"))
+        runnable(strategy, mesh)
         self._dtype()  # a known element type
         self.concrete_model().local_tensors({a: d for a, d in mesh if a != "data"}, mesh.coords(0))
         self.micro_rows()

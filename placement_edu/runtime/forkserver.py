@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Literal
+from typing import Any, Literal
 
 #: What the server imports once, before it forks any rank: the worker (torch with it) and the
 #: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
@@ -42,6 +42,8 @@ IDLE_S = 60.0
 _holders: set[int] = set()
 _lock = threading.Lock()
 _timer: threading.Timer | None = None
+#: In a launch's agent (``agent.py``): the kernel whose server it forks ranks from.
+_borrowed_from: tuple[int, str] | None = None
 
 
 def start_method() -> Literal["forkserver", "spawn"]:
@@ -66,6 +68,8 @@ def owner() -> tuple[int, str]:
     would remove that folder; its ranks do (``worker._exit_with``)."""
     from multiprocessing import util
 
+    if _borrowed_from is not None:
+        return _borrowed_from
     return os.getpid(), util.get_temp_dir()
 
 
@@ -73,13 +77,45 @@ def running() -> bool:
     """Whether this process's server is up (a run then skips importing torch)."""
     from multiprocessing import forkserver
 
+    if _borrowed_from is not None:
+        return True  # the kernel's, kept by the kernel while this agent runs
     # (multiprocessing's private state: typeshed's stub lists only the public API)
     return forkserver._forkserver._forkserver_pid is not None  # type: ignore[attr-defined]
+
+
+def address() -> str:
+    """The running server's socket (started here if it is not), for an agent to borrow."""
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    return forkserver._forkserver._forkserver_address  # type: ignore[attr-defined,no-any-return]
+
+
+def borrow(server_address: str, kernel: tuple[int, str]) -> None:
+    """In a launch's agent, itself forked from the kernel's server (``agent.py``): fork the ranks
+    from that same server, which the kernel keeps running, and make them watch the kernel (its
+    ``owner``). A fork of the server knows the kernel's end of the server's "alive" pipe and the
+    resource tracker already (multiprocessing hands them to every child); the socket's address
+    is all it lacks."""
+    from multiprocessing import forkserver, resource_tracker
+
+    global _borrowed_from
+    _borrowed_from = kernel
+    server: Any = forkserver._forkserver  # type: ignore[attr-defined]  # (private, as below)
+    server._forkserver_address = server_address
+    server.ensure_running = resource_tracker.ensure_running  # it runs: never start another
+
+
+def borrowed() -> bool:
+    """Whether this process is a launch's agent, forking ranks from its kernel's server."""
+    return _borrowed_from is not None
 
 
 def hold(who: object) -> None:
     """``who`` (a launch, a pool) needs the server: keep it."""
     global _timer
+    if _borrowed_from is not None:
+        return  # the kernel holds its server
     with _lock:
         _holders.add(id(who))
         if _timer is not None:
@@ -91,6 +127,8 @@ def release(who: object, idle_s: float | None = None) -> None:
     """``who`` no longer needs the server: stop it ``idle_s`` seconds (``IDLE_S``) after the last
     holder let go, unless something holds it again meanwhile."""
     global _timer
+    if _borrowed_from is not None:
+        return
     with _lock:
         _holders.discard(id(who))
         if _holders or not running():

@@ -26,8 +26,9 @@ import threading
 import time
 import uuid
 import warnings
+from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
@@ -54,6 +55,9 @@ class RunInterrupted(RunFailed):
         super().__init__(message)
         self.signum = signum
 
+    def __reduce__(self) -> tuple:
+        return RunInterrupted, (self.signum, str(self))  # (sent back by a launch's agent)
+
     @property
     def exit_code(self) -> int:
         """The shell's convention: 128 + the signal (130 for Ctrl-C, 143 for SIGTERM)."""
@@ -68,24 +72,26 @@ def launch(
     failure: dict | None = None,
 ) -> list[list[dict]]:
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
-    rank's raw measurements."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    from placement_edu.runtime import worker
-    from placement_edu.runtime.probes import Calibration
+    rank's raw measurements. From a notebook kernel, torch's launcher runs in an agent process
+    (``agent.py``): the kernel never imports torch."""
+    from placement_edu.runtime import agent
 
     timeout_s = positive_seconds("timeout_s", timeout_s)
-    if not jobs or not all(
-        isinstance(job, (RunConfig, Calibration, TorchRefConfig)) for job in jobs
-    ):
+    if not jobs or not all(_is_job(job) for job in jobs):
         raise PlacementError(
             f"launch runs a non-empty list of RunConfig (or Calibration), got {jobs!r}"
         )
     for job in jobs:
         job.validate()
     check_fits(world_size, rank_bytes(jobs), forkserver.running())  # refused before any rank starts
+    if agent.wanted():
+        return _launch_from_agent(jobs, world_size, timeout_s, progress, failure)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from placement_edu.runtime import worker
+
     forkserver.hold(jobs)
     run_dir = rundir.make("run")
     rundir.quiet_resource_tracker()
@@ -136,6 +142,94 @@ def launch(
         rundir.remove(run_dir)
         forkserver.release(jobs)
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
+
+
+#: Seconds a kernel waits for its interrupted agent to say where the run stopped before it ends the
+#: agent itself.
+INTERRUPT_WAIT_S = 15.0
+
+
+def _launch_from_agent(
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig],
+    world_size: int,
+    timeout_s: float,
+    progress: bool,
+    failure: dict | None,
+) -> list[list[dict]]:
+    """``launch`` in an agent forked from the rank server (``agent.py``), from a notebook kernel
+    that then never imports torch: its result, or its error raised here. Ctrl-C or SIGTERM here
+    (a Jupyter interrupt, a kernel's shutdown) reaches the agent too, which stops its ranks and
+    says where; this process then ends as it would have (``RunInterrupted``)."""
+    import multiprocessing
+
+    from placement_edu.runtime.agent import agent_main
+
+    rundir.quiet_resource_tracker()  # (started with the server, as by launch)
+    forkserver.start_method()  # the server imports torch and the worker when it starts
+    context = multiprocessing.get_context("forkserver")
+    receive, send = context.Pipe(duplex=False)
+    args = (jobs, world_size, timeout_s, progress, failure)
+    helper = context.Process(  # (not a daemon: it starts the ranks)
+        target=agent_main,
+        args=(send, forkserver.address(), forkserver.owner(), launch, args),
+        name="placement-edu-agent",
+    )
+    forkserver.hold(helper)
+    handlers, stopped = _handlers(), None
+    try:
+        helper.start()
+        send.close()
+        with _stop_on_signals():
+            try:
+                outcome = receive.recv()
+            except (KeyboardInterrupt, _Stop) as stop:
+                stopped = getattr(stop, "signum", signal.SIGINT)
+            except EOFError:  # it died without a word (killed for memory)
+                outcome = ("error", _agent_died(helper))
+        if stopped is not None:
+            outcome = _after_signal(helper, receive, stopped)
+        helper.join()
+    finally:
+        _restore(handlers)
+        forkserver.release(helper)
+    kind, value = outcome
+    if kind == "error":
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+def _after_signal(helper: BaseProcess, receive: Any, signum: int) -> tuple[str, Any]:
+    """The agent, signalled with this process's group, stops its ranks and says where; passed on
+    to it if it was not; ended if it says nothing."""
+    if not receive.poll(1.0) and helper.pid is not None:
+        os.kill(helper.pid, signum)
+    if receive.poll(INTERRUPT_WAIT_S):
+        try:
+            return receive.recv()  # type: ignore[no-any-return]
+        except EOFError:
+            pass
+    helper.kill()
+    name = signal.Signals(signum).name
+    return "error", RunInterrupted(signum, f"interrupted by {name}: stopped the run's agent")
+
+
+def _agent_died(helper: BaseProcess) -> RunFailed:
+    helper.join()
+    code = helper.exitcode
+    how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else "ended"
+    return RunFailed(
+        f"the launch's agent {how} before the run ended (exit code {code}); a process killed "
+        "for memory is the usual cause: see memory_limit()"
+    )
+
+
+def _is_job(job: object) -> bool:
+    """A job ``launch`` runs. (Calibration's module imports torch: looked at only when needed.)"""
+    if isinstance(job, (RunConfig, TorchRefConfig)):
+        return True
+    from placement_edu.runtime.probes import Calibration
+
+    return isinstance(job, Calibration)
 
 
 def run(config: RunConfig, timeout_s: float = 60.0, progress: bool = True) -> RunResult:

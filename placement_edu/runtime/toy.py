@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from placement_edu.runtime.toy_shapes import TP_PLAN, BlockShape, MLPShape
+
 Params = dict[str, torch.Tensor]
 Identity: Callable[[torch.Tensor], torch.Tensor] = lambda x: x  # noqa: E731
 
@@ -34,11 +36,13 @@ class TinyMLP(nn.Module):
         self.width = width
         self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
 
+    def shape(self) -> MLPShape:
+        """Its sizes without torch (what the core's predictions read)."""
+        return MLPShape(self.width, len(self.layers))
+
     def activation_elements(self, rows: int) -> int:
-        """Elements autograd keeps for backward per micro-batch of ``rows`` samples, counting only
-        tensors computed in forward (not parameters, not the input or target): each layer keeps
-        its tanh output (the next layer's linear saves the same tensor, so it is counted once)."""
-        return len(self.layers) * rows * self.width
+        """``MLPShape.activation_elements``: elements autograd keeps per micro-batch."""
+        return self.shape().activation_elements(rows)
 
 
 class TinyTransformer(nn.Module):
@@ -54,30 +58,16 @@ class TinyTransformer(nn.Module):
             {"up": nn.Linear(hidden, ffn, bias=False), "down": nn.Linear(ffn, hidden, bias=False)}
         )
 
-    #: Megatron's split of each weight: column-parallel splits output rows (dim 0), row-parallel
-    #: splits input columns (dim 1); the input projection stays whole on every tensor rank.
-    TP_PLAN = {
-        "attn.q.weight": "col",
-        "attn.k.weight": "col",
-        "attn.v.weight": "col",
-        "attn.o.weight": "row",
-        "mlp.up.weight": "col",
-        "mlp.down.weight": "row",
-    }
+    #: Megatron's split of each weight (``toy_shapes.TP_PLAN``).
+    TP_PLAN = TP_PLAN
+
+    def shape(self) -> BlockShape:
+        """Its sizes without torch (what the core's predictions read)."""
+        return BlockShape(self.hidden, self.heads, self.ffn, self.seq)
 
     def activation_elements(self, rows: int, tensor: int = 1) -> tuple[int, int]:
-        """(replicated, tensor-split) elements autograd keeps per micro-batch of ``rows`` sequences
-        on one tensor rank (computed tensors only; see ``TinyMLP.activation_elements``).
-
-        Replicated: the block input e (saved by q, k, v), the MLP input y (saved by up) and the
-        block output (saved by the loss).
-        Split over tensor ranks (h/t or f/t wide): q and k (copied to batched layout for q·kᵀ),
-        the softmax output, v (batched copy), the attention context (copied back for o), and the
-        MLP's tanh output (saved by tanh and by down)."""
-        b, s, h, f, a = rows, self.seq, self.hidden, self.ffn, self.heads
-        replicated = 3 * b * s * h
-        split = 4 * b * s * h // tensor + b * (a // tensor) * s * s + b * s * f // tensor
-        return replicated, split
+        """``BlockShape.activation_elements``: (replicated, tensor-split) elements kept."""
+        return self.shape().activation_elements(rows, tensor)
 
 
 #: The models a run trains: the MLP, or the transformer block when a tensor axis splits weights.

@@ -81,8 +81,8 @@ def predicted_step(config: RunConfig, schedules: list[Schedule]) -> StepTime | s
             f"no {HARDWARE_NAME!r} hardware preset: run `placement-edu calibrate` and add its line "
             "to placement_edu.timing.HARDWARE"
         )
-    module = config.module()
-    tokens = config.global_batch * getattr(module, "seq", 1) / config.world_size
+    shape = config.shape()  # (torch-free: a kernel that reads results never imports torch)
+    tokens = config.global_batch * getattr(shape, "seq", 1) / config.world_size
     try:
         times = [
             timing.step_time(

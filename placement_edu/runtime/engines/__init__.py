@@ -83,9 +83,10 @@ def _match(strategy: Strategy, mesh: Mesh) -> tuple[str | None, str]:
     )
 
 
-def engine_for(strategy: Strategy, mesh: Mesh) -> Callable:
-    """The engine class that executes ``strategy``'s placement on ``mesh``; a PlacementError saying
-    why and listing what runs, where none does."""
+def runnable(strategy: Strategy, mesh: Mesh) -> str:
+    """The engine ("module.Class") that executes ``strategy``'s placement on ``mesh``, named
+    without importing it (torch); a PlacementError saying why and listing what runs, where none
+    does."""
     engine, why = _match(strategy, mesh)
     if engine is None:
         raise PlacementError(
@@ -94,7 +95,12 @@ def engine_for(strategy: Strategy, mesh: Mesh) -> Callable:
             "check() derive any placement",
             in_context=True,
         )
-    module, name = engine.split(".")
+    return engine
+
+
+def engine_for(strategy: Strategy, mesh: Mesh) -> Callable:
+    """The engine class that executes ``strategy``'s placement on ``mesh`` (``runnable``)."""
+    module, name = runnable(strategy, mesh).split(".")
     return getattr(importlib.import_module(f"placement_edu.runtime.engines.{module}"), name)
 
 

@@ -1,0 +1,83 @@
+"""The launch's agent, out of the notebook kernel: a kernel that runs ranks never imports torch.
+
+torch's elastic launcher starts, watches and stops the ranks from an "agent" -- by default the
+process that calls it. In a notebook that is the kernel, and importing torch there costs ~125 MiB of
+private memory for the kernel's whole life; JupyterLab keeps every notebook's kernel when a learner
+moves on, so 13 of them would fill a 2 GiB Binder on their own. Here a kernel (a process under
+ipykernel that has not imported torch) hands each launch to an agent process forked from the rank
+server (``forkserver.py``), which has imported torch already: the fork shares those pages and adds
+a few MiB, and it ends with the launch. The agent forks the ranks from the same server, so a rank
+costs what it always did.
+
+What the kernel sees is what it would have seen: the ranks' measurements, or the same ``RunFailed``
+/ ``RunInterrupted`` / ``PlacementError``. A Jupyter interrupt reaches the agent with the ranks (the
+kernel's process group); if it does not, the kernel passes it on. The agent ends when the kernel
+does, however it ends (its watch), and the ranks watch the kernel as before (``worker._exit_with``).
+The kernel's side is ``launcher._launch_from_agent``; this module is the agent's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Callable
+
+
+def wanted() -> bool:
+    """Launch from an agent: in a notebook kernel (ipykernel) that has not imported torch, with the
+    ranks forked from the rank server -- and not in the agent itself (which has torch)."""
+    from placement_edu.runtime import forkserver
+
+    return (
+        "ipykernel" in sys.modules
+        and "torch" not in sys.modules
+        and os.environ.get("PLACEMENT_EDU_START_METHOD") != "spawn"
+        and not forkserver.borrowed()
+    )
+
+
+# --- in the agent -------------------------------------------------------------------------------
+def agent_main(
+    send: Any,
+    address: str,
+    owner: tuple[int, str],
+    function: Callable[..., Any],
+    args: tuple,
+) -> None:
+    """Forked from the rank server: use that server for the ranks, end with the kernel, run
+    ``function(*args)`` and send back ("ok", result) or ("error", the exception)."""
+    from placement_edu.runtime import forkserver
+
+    forkserver.borrow(address, owner)
+    threading.Thread(target=_exit_with, args=(owner[0],), name="agent-watch", daemon=True).start()
+    try:
+        outcome: tuple[str, Any] = ("ok", function(*args))
+    except BaseException as error:  # noqa: BLE001 -- every ending goes back to the kernel
+        outcome = ("error", error)
+    try:
+        send.send(outcome)
+    except Exception as error:  # noqa: BLE001 -- an error that does not pickle: its text
+        send.send(("error", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} ({error})")))
+
+
+def _exit_with(pid: int) -> None:
+    """End this agent once the kernel ``pid`` has ended (its ranks watch the kernel themselves)."""
+    from placement_edu.runtime import rundir
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # gone already
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd here: poll
+        fd = None
+    if fd is not None:
+        import select
+
+        select.select([fd], [], [])
+    else:
+        import time
+
+        while rundir.alive(pid):
+            time.sleep(0.2)
+    os._exit(1)
