@@ -28,11 +28,16 @@ def deviation_chart(results: Sequence[RunResult], ax: Axes | None = None) -> Axe
         ax.plot(
             steps, [max(d, FLOOR) for d in r.deviation], style, marker="o", label=r.config.label
         )
-    ax.axhline(results[0].config.tolerance if results else 1e-10, color="grey", lw=0.8)
+    # The tolerance per step: the dtype's base + a multiple of the run's rounding floor.
+    tolerance = results[0].tolerances if results else [1e-10]
+    if len(tolerance) > 1:
+        ax.plot(range(1, len(tolerance) + 1), tolerance, color="grey", lw=0.8)
+    else:
+        ax.axhline(tolerance[0], color="grey", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("max |θ − θ one process|")
-    ax.set_title("distributed against one process (grey: float64 rounding bound)")
+    ax.set_title("distributed against one process (grey: rounding tolerance)")
     ax.legend(fontsize=7, loc="center right")
     return ax
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Callable, TypeVar
@@ -73,14 +74,50 @@ class Comm:
         self.groups = groups
         self.timeout_s = timeout_s
         self._beacon = os.open(beacon, os.O_WRONLY | os.O_CREAT) if beacon else None
+        # The ledger, kept compact (``ledger``): start-up, and each step whose entries differ from
+        # the step before; ``repeats`` lists the runs of steps [first, last] that issued exactly
+        # the entries of the step before them, which are not kept -- so a run of any length holds
+        # a few steps' entries, not one per step.
         self.entries: list[Entry] = []
+        self.repeats: list[list[int]] = []
+        self._step_began = 0  # where the current step's entries begin in ``entries``
+        self._last: tuple = (-1, ())  # the step before, and its entries without their step
         self.step, self.phase = -1, STARTUP
         self._pending_sends: list = []
-        self.seconds: dict[int, float] = {}  # step -> seconds inside collectives (-1: start-up)
+        # Per step, seconds inside collectives (8-byte doubles: flat in a long run); start-up apart.
+        self.seconds = array("d")
+        self.startup_seconds = 0.0
 
     def at(self, step: int, phase: str) -> None:
         """Label the entries that follow with ``step`` and ``phase``."""
+        if step != self.step:
+            self._close_step()
         self.step, self.phase = step, phase
+
+    def _close_step(self) -> None:
+        """The current step is over: drop its entries if they repeat the step before's."""
+        if self.step < 0:  # start-up: always kept
+            self._step_began = len(self.entries)
+            return
+        mine = tuple(
+            (e.phase, e.op, e.state, e.axis, e.group, e.payload_bytes, e.ring_bytes)
+            for e in self.entries[self._step_began :]
+        )
+        if self._last == (self.step - 1, mine):
+            del self.entries[self._step_began :]
+            if self.repeats and self.repeats[-1][1] == self.step - 1:
+                self.repeats[-1][1] = self.step
+            else:
+                self.repeats.append([self.step, self.step])
+        self._last = (self.step, mine)
+        self._step_began = len(self.entries)
+
+    def ledger(self) -> tuple[list[dict], list[list[int]]]:
+        """(the entries kept, as dicts; the runs of repeated steps): ``result.expand_ledger``
+        gives back every entry of every step, in issue order."""
+        self._close_step()
+        self.step, self._last = -2, (-1, ())  # (closed: a later ``at`` starts afresh)
+        return [e.to_dict() for e in self.entries], [list(r) for r in self.repeats]
 
     def _record(
         self,
@@ -99,7 +136,19 @@ class Comm:
 
     def _clock(self, began: float) -> None:
         """Add the time since ``began`` to this step's seconds in communication."""
-        self.seconds[self.step] = self.seconds.get(self.step, 0.0) + time.perf_counter() - began
+        spent = time.perf_counter() - began
+        if self.step < 0:
+            self.startup_seconds += spent
+            return
+        if len(self.seconds) <= self.step:
+            self.seconds.extend([0.0] * (self.step + 1 - len(self.seconds)))
+        self.seconds[self.step] += spent
+
+    def step_seconds(self, steps: int) -> array[float]:
+        """Seconds inside collectives in each of the first ``steps`` steps (0.0 where none)."""
+        out = self.seconds[:steps]
+        out.extend([0.0] * (steps - len(out)))
+        return out
 
     def _mark(self, where: bytes) -> None:
         if self._beacon is not None:

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING
 
 from placement_edu.errors import (
     MAX_RUN_MICRO_BATCHES,
+    MAX_STEPS,
     PlacementError,
     an_int,
     expect,
     positive_int,
+    show_limit,
+    shown,
 )
 from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel, tensor_divides_heads
@@ -114,7 +117,9 @@ class RunConfig:
 
     @property
     def tolerance(self) -> float:
-        """Largest deviation from one process that still counts as rounding."""
+        """The dtype's base tolerance: the least deviation from one process that counts as
+        rounding. A run adds a multiple of its own measured rounding floor to it, step by step
+        (``RunResult.tolerances``, ``verdict.tolerances``)."""
         return self._dtype()[2]
 
     def _dtype(self) -> tuple[str, str, float]:
@@ -189,6 +194,12 @@ class RunConfig:
                 positive_int(name, getattr(self, name))  # a count: a whole number >= 1
                 an_int(name, getattr(self, name))  # and an int: 4.0 would fail later, in torch
         an_int("seed", self.seed)
+        an_int("steps", positive_int("steps", self.steps))  # (None too: a run has steps)
+        expect(
+            self.steps <= MAX_STEPS,
+            f"steps must be at most {show_limit(MAX_STEPS)} (MAX_STEPS: the command line's "
+            "limit too), got " + (f"{self.steps:,}" if self.steps < 10**30 else shown(self.steps)),
+        )
         expect(
             positive_int("width", self.width) <= 1024 and positive_int("layers", self.layers) <= 64,
             f"the toy MLP is small by design: width at most 1024 and layers at most 64, got "

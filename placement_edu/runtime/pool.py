@@ -30,6 +30,7 @@ holds:
 from __future__ import annotations
 
 import atexit
+import multiprocessing.util  # noqa: F401  (registers its atexit before the pool's: see __init__)
 import os
 import pickle
 import signal
@@ -87,6 +88,9 @@ class WorkerPool:
         self._used = time.monotonic()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # atexit runs its functions last-registered first, and multiprocessing's own (imported at
+        # the top of this module, so registered before this one) waits for every rank process:
+        # the pool must be closed before it, or a script that ends with a warm pool never exits.
         atexit.register(self.close)
 
     # --- the life of the ranks -------------------------------------------------------------

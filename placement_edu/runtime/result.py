@@ -13,7 +13,8 @@ from placement_edu.memory import ACTIVATIONS, TRANSIENT_BUFFERS, Memory, derive_
 from placement_edu.placement import MODEL_STATES, STARTUP, State
 from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.verdict import broken_conditions, edited_schedule
+from placement_edu.runtime import verdict as rule
+from placement_edu.runtime.verdict import ROUNDING_MULTIPLE, broken_conditions, edited_schedule
 from placement_edu.runtime.walltime import StepWall, predicted_step, time_line, time_view, walls
 from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
 from placement_edu.units import plain
@@ -61,6 +62,25 @@ def _view(op: Op) -> tuple:
         op.axis,
         plain(Fraction(op.payload_bytes)),
         plain(Fraction(op.ring_bytes)),
+    )
+
+
+#: Steps the ``per step:`` line shows at each end of a longer run.
+PER_STEP_SHOWN = 3
+
+
+def per_step_line(deviation: list[float]) -> str:
+    """The per-step deviations in one short line whatever the step count: every step of a short
+    run; of a long one, the first and last ``PER_STEP_SHOWN``, the count and the largest."""
+    if len(deviation) <= 3 * PER_STEP_SHOWN:
+        return ", ".join(f"{d:.1e}" for d in deviation)
+    n = PER_STEP_SHOWN
+    peak = max(range(len(deviation)), key=deviation.__getitem__)
+    return (
+        ", ".join(f"{d:.1e}" for d in deviation[:n])
+        + ", …, "
+        + ", ".join(f"{d:.1e}" for d in deviation[-n:])
+        + f" ({len(deviation):,} steps; max {deviation[peak]:.1e} at step {peak + 1:,})"
     )
 
 
@@ -113,12 +133,22 @@ def measured(rank_result: dict, steps: int, precision: Precision) -> Side:
             root=e["op"] == "broadcast" and e["ring_bytes"] > 0,
         )
 
-    ledger = rank_result["ledger"]
-    return Side(
-        memory,
-        Schedule(tuple(op(e) for e in ledger if e["step"] < 0)),
-        tuple(Schedule(tuple(op(e) for e in ledger if e["step"] == k)) for k in range(steps)),
-    )
+    by_step: dict[int, list[Op]] = {}
+    for e in rank_result["ledger"]:
+        by_step.setdefault(max(e["step"], -1), []).append(op(e))
+    # A step that repeats the step before (its entries not sent: ``Comm.ledger``) is the same
+    # Schedule object: a long run holds a few distinct steps, not one Schedule per step.
+    runs = sorted(tuple(r) for r in rank_result.get("ledger_repeats", ()))
+    per_step: list[Schedule] = []
+    run = 0
+    for k in range(steps):
+        while run < len(runs) and runs[run][1] < k:
+            run += 1
+        if per_step and run < len(runs) and runs[run][0] <= k:
+            per_step.append(per_step[-1])
+        else:
+            per_step.append(Schedule(tuple(by_step.get(k, ()))))
+    return Side(memory, Schedule(tuple(by_step.get(-1, ()))), tuple(per_step))
 
 
 @dataclass
@@ -129,18 +159,28 @@ class RunResult:
     deviation: list[float]  # per step: max over ranks of max |θ − θ_ref|
     predicted_sides: list[Side]
     measured_sides: list[Side]
-    ledger: list[list[dict]]  # per rank, every entry in issue order
+    #: Per rank, the entries in issue order -- kept compact: a step that repeats the step before
+    #: is in ``ledger_repeats``, not here (``full_ledger`` lists every entry).
+    ledger: list[list[dict]]
     reasons: dict[str, str] = field(default_factory=dict)  # broken condition -> checker's reason
     device: str = "cpu"
     walls: list[list[StepWall]] = field(
         default_factory=list
     )  # per rank, per step: wall seconds (SPEC §9)
+    #: Per step: the rounding floor, max |θ_ref − θ_ref'| between the single-process run and its
+    #: twin that sums in another order (``reference.rounding_floor``); empty: no floor measured.
+    floor: list[float] = field(default_factory=list)
+    #: Per rank, the runs of steps [first, last] that issued the entries of the step before.
+    ledger_repeats: list[list[list[int]]] = field(default_factory=list)
 
     @classmethod
     def build(cls, config: RunConfig, per_rank: list[dict]) -> "RunResult":
         per_rank = sorted(per_rank, key=lambda r: r["rank"])
         steps = len(per_rank[0]["deviation"])
         deviation = [max(r["deviation"][k] for r in per_rank) for k in range(steps)]
+        # (every rank measures the same floor; the largest, should two machines round apart)
+        floors = [r["floor"] for r in per_rank if r.get("floor")]
+        floor = [max(f[k] for f in floors) for k in range(steps)] if floors else []
         strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
         return cls(
             config,
@@ -153,6 +193,8 @@ class RunResult:
             ),
             per_rank[0].get("device", "cpu"),
             [walls(r) for r in per_rank],
+            floor,
+            [r.get("ledger_repeats", []) for r in per_rank],
         )
 
     @property
@@ -174,9 +216,32 @@ class RunResult:
         return max(self.deviation)
 
     @property
+    def tolerances(self) -> list[float]:
+        """Per step, the largest deviation that counts as rounding: the dtype's base tolerance
+        (``RunConfig.tolerance``) + ``ROUNDING_MULTIPLE`` x the rounding floor so far
+        (``verdict.tolerances``)."""
+        return rule.tolerances(self.config.tolerance, self.floor, len(self.deviation))
+
+    @property
+    def decisive_step(self) -> int:
+        """The step (from 0) whose deviation is largest against its tolerance."""
+        return rule.decisive_step(self.deviation, self.tolerances)
+
+    @property
+    def tolerance(self) -> float:
+        """The tolerance at the decisive step: the one printed beside the deviation."""
+        return (self.tolerances or [self.config.tolerance])[self.decisive_step]
+
+    @property
+    def rounding_floor(self) -> float:
+        """The largest rounding floor of the run (0.0 when none was measured)."""
+        return max(self.floor, default=0.0)
+
+    @property
     def equivalent(self) -> bool:
-        """Parameters equal the single-process run's at every step, to rounding."""
-        return self.max_abs_deviation <= self.config.tolerance
+        """Parameters equal the single-process run's at every step, to rounding: each step's
+        deviation within that step's tolerance (``verdict.equivalent``)."""
+        return rule.equivalent(self.deviation, self.tolerances)
 
     def compared_transients(self) -> tuple[str, ...]:
         """The transient terms to compare: activations and all the named buffers, except the buffer
@@ -204,12 +269,25 @@ class RunResult:
                 f"rank {rank} start-up ledger: {d} (predicted vs measured)"
                 for d in p.startup.differences(m.startup)
             ]
+            compared: set[int] = set()  # (a long run repeats one Schedule object: compared once)
             for k, step in enumerate(m.steps):
+                if id(step) in compared:
+                    continue
+                compared.add(id(step))
                 diff = p.steps[0].differences(step)
                 if diff:
                     out.append(f"rank {rank} step {k} ledger: {diff[0]} (predicted vs measured)")
                     break
         return out
+
+    def full_ledger(self) -> list[list[dict]]:
+        """Per rank, every entry of every step, in issue order (the repeated steps written out)."""
+        return [
+            expand_ledger(entries, repeats)
+            for entries, repeats in zip(
+                self.ledger, self.ledger_repeats or [[] for _ in self.ledger]
+            )
+        ]
 
     def memory_matches(self) -> bool:
         """Measured state bytes (device and host), activation peak and named transient terms
@@ -234,6 +312,21 @@ class RunResult:
         )
 
     # --- presentation -----------------------------------------------------------------------
+    def deviation_line(self) -> str:
+        """The largest deviation, and the tolerance beside the deviation it decides on: at the
+        decisive step (named when its deviation is not the largest)."""
+        k, base = self.decisive_step, self.config.tolerance
+        at = (
+            ""
+            if self.deviation[k] == self.max_abs_deviation
+            else f"; at step {k + 1:,}: {self.deviation[k]:.3e}"
+        )
+        floor = max(self.floor[: k + 1], default=0.0)
+        return (
+            f"max |θ − θ_one_process| = {self.max_abs_deviation:.3e}{at}, tolerance "
+            f"{self.tolerance:.1e} (= {base:g} + {ROUNDING_MULTIPLE} × rounding floor {floor:.1e})"
+        )
+
     def to_dict(self) -> dict:
         mesh = self.config.resolved_mesh()
 
@@ -251,6 +344,12 @@ class RunResult:
             "psi": self.config.concrete_model().psi,
             "max_abs_deviation": self.max_abs_deviation,
             "deviation_per_step": self.deviation,
+            "tolerance": self.tolerance,
+            "tolerance_step": self.decisive_step + 1,
+            "base_tolerance": self.config.tolerance,
+            "rounding_multiple": ROUNDING_MULTIPLE,
+            "rounding_floor": self.rounding_floor,
+            "rounding_floor_per_step": self.floor,
             "equivalent": self.equivalent,
             "broken_conditions": self.broken,
             "broken_reasons": self.reasons,
@@ -260,7 +359,7 @@ class RunResult:
             "pools": POOLS_NOTE if self.device == "cpu" else f"device pool: {self.device}",
             "predicted": [public(r) for r in self.predicted],
             "measured": [public(r) for r in self.measured],
-            "ledger": self.ledger,
+            "ledger": self.full_ledger(),
             "timing": [[w.to_dict() for w in rank] for rank in self.walls],  # per rank, per step
             "time": self.time(),
         }
@@ -289,9 +388,9 @@ class RunResult:
             else f"DIVERGES from one process (broken: {', '.join(self.broken) or 'none named'})"
         )
         lines = [
-            f"{c.label}: {c.steps} steps, {c.dtype}, {self.config.concrete_model().description}",
-            f"max |θ − θ_one_process| = {self.max_abs_deviation:.3e} -> {verdict}",
-            "per step: " + ", ".join(f"{d:.1e}" for d in self.deviation),
+            f"{c.label}: {c.steps:,} steps, {c.dtype}, {self.config.concrete_model().description}",
+            f"{self.deviation_line()} -> {verdict}",
+            "per step: " + per_step_line(self.deviation),
             f"memory measured = predicted: {self.memory_matches()}; "
             f"ledger measured = predicted: {self.ledger_matches()}",
             self.table(),
@@ -311,3 +410,15 @@ class RunResult:
         if self.device == "cpu" and any(any(r["host"].values()) for r in self.predicted):
             lines.append(POOLS_NOTE)
         return "\n".join(lines)
+
+
+def expand_ledger(entries: list[dict], repeats: list[list[int]]) -> list[dict]:
+    """Every entry of a compact ledger (``Comm.ledger``), in issue order: each step of a run of
+    ``repeats`` issued the entries of the step before it."""
+    by_step: dict[int, list[dict]] = {}
+    for e in entries:
+        by_step.setdefault(e["step"], []).append(e)
+    for first, last in repeats:
+        for k in range(first, last + 1):
+            by_step[k] = [{**e, "step": k} for e in by_step[k - 1]]
+    return [e for k in sorted(by_step) for e in by_step[k]]

@@ -1,10 +1,13 @@
 """Which faults apply, and which correctness condition a fault breaks -- asked of the static
 checker (``placement_edu.checker`` / ``placement_edu.faults``), so the runtime's report names the
-same condition the derivation does. Imported inside each function: a rank imports none of it."""
+same condition the derivation does. Imported inside each function: a rank imports none of it.
+
+And the equivalence verdict: a deviation from one process is rounding while it stays within a
+tolerance made of the dtype's base and the run's own measured rounding floor (``tolerances``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
@@ -65,3 +68,40 @@ def edited_schedule(
     from placement_edu.faults import apply_fault
 
     return apply_fault(schedule, fault, strategy, mesh)
+
+
+#: How many times the run's measured rounding floor a deviation may reach and still count as
+#: rounding. The floor (``reference.rounding_floor``) is one other summation order; a strategy
+#: sums in its own order, so its deviation is rounding of the same size, not the same value: at
+#: 9,000 steps correct runs measured 0.6x to 3.1x the floor (dp, zero1/2/3, tp, pp on 2 ranks;
+#: zero3, hsdp, dp×tp, zero3×tp, dp×pp on 4), and every fault exceeds the tolerance from its
+#: first step (``benchmarks/bench_steps_memory.py`` prints both).
+ROUNDING_MULTIPLE = 16
+
+
+def tolerances(base: float, floor: Sequence[float], steps: int) -> list[float]:
+    """Per step, the largest deviation from one process that still counts as rounding: the dtype's
+    base tolerance (``RunConfig.tolerance``) plus ``ROUNDING_MULTIPLE`` times the rounding floor
+    measured so far -- its running maximum, since rounding accumulated by a step does not vanish
+    when the two references happen to agree more closely at a later one. Without a floor (a
+    result built by hand), the base alone."""
+    out, highest = [], 0.0
+    for k in range(steps):
+        if k < len(floor):
+            highest = max(highest, floor[k])
+        out.append(base + ROUNDING_MULTIPLE * highest)
+    return out
+
+
+def equivalent(deviation: Sequence[float], tolerance: Sequence[float]) -> bool:
+    """The verdict: at every step the deviation is within that step's tolerance. Step by step, not
+    the maximum against the final tolerance: a fault shows from its first steps, while the floor
+    is still at the last bit, however long the run goes on (and however far rounding alone
+    has carried the two references apart by its end)."""
+    return all(d <= t for d, t in zip(deviation, tolerance))
+
+
+def decisive_step(deviation: Sequence[float], tolerance: Sequence[float]) -> int:
+    """The step (counted from 0) whose deviation is largest against its tolerance: the one that
+    decides the verdict, shown beside it (0 for a run of no steps)."""
+    return max(range(len(deviation)), key=lambda k: deviation[k] / tolerance[k], default=0)

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from array import array
 from datetime import timedelta
 from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
@@ -36,7 +37,7 @@ from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
 from placement_edu.runtime.progress import write as progress_line
 from placement_edu.runtime import rundir
-from placement_edu.runtime.reference import reference_run
+from placement_edu.runtime.reference import Reference, rounding_floor
 
 if TYPE_CHECKING:
     from placement_edu.implementations import TorchRefConfig
@@ -98,11 +99,11 @@ def run_job(
     config: RunConfig | Calibration | TorchRefConfig,
     timeout_s: float,
     progress: str | None = None,
-    references: dict | None = None,
     index: tuple[int, int] = (0, 1),
     should_stop: Callable[[], bool] | None = None,
 ) -> dict | None:
-    """Run one configuration on this rank; return its ledger, memory, per-step deviation and
+    """Run one configuration on this rank; return its ledger, memory, per-step deviation from the
+    single-process reference, per-step rounding floor (``reference.rounding_floor``) and
     per-step wall time (``step_s``, and ``comm_s``: the part spent inside collectives).
     A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
     waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
@@ -151,24 +152,16 @@ def run_job(
         config.fault,
         adam,
     )
-    key = (
-        type(module).__name__,
-        config.steps,
-        config.global_batch,
-        config.seed,
-        config.dtype,
-        config.width,
-        config.layers,
+    # The single-process run, streamed a step at a time beside the engine, and its twin that sums
+    # in another order: the rounding floor (reference.py). Nothing is kept across steps or jobs.
+    reference = Reference(module, config.global_batch, config.seed, config.torch_dtype, adam)
+    twin = Reference(
+        module, config.global_batch, config.seed, config.torch_dtype, adam, reversed_rows=True
     )
-    references = {} if references is None else references
-    if key not in references:  # the single-process run, once per model
-        references[key] = reference_run(
-            module, config.steps, config.global_batch, config.seed, config.torch_dtype, adam
-        )
-    reference = references[key]
     start = time.perf_counter()
     engine = engine_for(strategy, mesh)(ctx)
-    deviation, step_s = [], []
+    # (per-step numbers as 8-byte doubles: a list would hold a 32-byte float object for each)
+    deviation, floor, step_s = array("d"), array("d"), array("d")
     for step in range(config.steps):
         if should_stop is not None and should_stop():  # a warm pool's cancelled job (_cancel_check)
             break
@@ -176,20 +169,27 @@ def run_job(
         engine.step(step)
         comm.wait_sends()
         step_s.append(time.perf_counter() - began)
-        deviation.append(engine.deviation(reference[step]))
+        reference.step(step)
+        twin.step(step)
+        deviation.append(engine.deviation(reference.params))
+        floor.append(rounding_floor(reference, twin))
         if progress and rank == 0:
             progress_line(progress, *index, step + 1, config.steps, config.label)
     dist.barrier()  # no rank starts the next job early
+    ledger, repeats = comm.ledger()
     return {
         "rank": rank,
-        "ledger": [e.to_dict() for e in comm.entries],
+        # (steps that repeat the step before are not kept: "ledger_repeats", result.expand_ledger)
+        "ledger": ledger,
+        "ledger_repeats": repeats,
         "memory": ctx.mem.to_dict(),
         "deviation": deviation,
+        "floor": floor,
         "device": str(device),
         "host": str(host),
         "wall_s": time.perf_counter() - start,
         "step_s": step_s,
-        "comm_s": [comm.seconds.get(k, 0.0) for k in range(config.steps)],
+        "comm_s": comm.step_seconds(config.steps),
     }
 
 
@@ -229,12 +229,8 @@ def main(
         _start_rank(run_dir, owner=owner)
         dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
         _inject_failure(failure, timeout_s)
-        references: dict = {}
         progress = os.path.join(run_dir, "progress") if run_dir else None
-        results = [
-            run_job(job, timeout_s, progress, references, (j, len(jobs)))
-            for j, job in enumerate(jobs)
-        ]
+        results = [run_job(job, timeout_s, progress, (j, len(jobs))) for j, job in enumerate(jobs)]
         if failure and failure.get("kind") == "hang":  # a hang test must not pass silently
             raise AssertionError("the injected hang did not end the run")
         return results
@@ -376,7 +372,6 @@ def pool_main(
         rank = dist.get_rank()
         store.add("ready", 1)  # for the parent's progress bar
         control = Comm({}, timeout_s, _BEACON)  # (the cancel checks: _cancel_check)
-        references: dict = {}
         for k in itertools.count():
             while not store.check([f"job/{k}"]):  # wait for the next job
                 time.sleep(0.002)
@@ -391,8 +386,7 @@ def pool_main(
                     c,
                     timeout_s,
                     progress,
-                    references,
-                    (j, len(configs)),
+                    index=(j, len(configs)),
                     should_stop=_cancel_check(store, k, c.world_size, timeout_s, control),
                 )
                 for j, c in enumerate(configs)
