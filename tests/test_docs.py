@@ -478,3 +478,22 @@ def test_docs_lines_are_within_100_characters_outside_tables() -> None:
         if len(line) > 100 and not line.startswith("|")
     ]
     assert long == []
+
+
+def _limit_value(text: str) -> int:
+    """'10^15' or '2^40' or '4096', as README's limits table writes them."""
+    base, _, power = text.partition("^")
+    return int(base) ** int(power) if power else int(base)
+
+
+def test_readmes_limits_table_is_every_limit_of_errors_py_with_its_value():
+    import placement_edu.errors as errors
+
+    section = (ROOT / "README.md").read_text().split("## Reliability", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(MAX_\w+)` \| ([\d^]+) \|", section, flags=re.M)
+    defined = {
+        name: value
+        for name, value in vars(errors).items()
+        if name.startswith("MAX_") and name != "MAX_EXACT_FLOAT"  # (a float's, not a limit)
+    }
+    assert {name: _limit_value(text) for name, text in rows} == defined
