@@ -85,7 +85,7 @@ EXERCISES = (
     Exercise(
         "materialized-gpipe-over-1f1b",
         "Same pipeline (p = 4, m = 8, a 7B-class model, selective recomputation): how many times "
-        "stage 0's 1F1B activation peak is its GPipe peak?",
+        "larger is stage 0's GPipe activation peak than its 1F1B peak (GPipe ÷ 1F1B)?",
         lambda: live_set_bytes("gpipe", 4, 8) / live_set_bytes("1f1b", 4, 8),
         "×",
         "GPipe keeps m = 8 micro-batches in flight, 1F1B p = 4: 2×. Same bubble, (p − 1)/m of "
