@@ -1,5 +1,6 @@
 """The Llama-3-8B shape (s = 4096, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at
-N = 8, 64 and 1024 (the last rank; fp32 or FSDP2's bf16 mixed precision: ``tracker_cases.SUITE``),
+N = 8 and 1024 (fp32 or FSDP2's bf16 mixed precision: ``tracker_cases.SUITE``; N = 64 is in the
+benchmark's matrix only),
 one device under full recomputation, and FSDP2 without resharding after forward at N = 8
 (``tests/tracker_cases.py`` says what each case checks). Every case is ``slow``."""
 

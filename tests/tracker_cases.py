@@ -52,11 +52,11 @@ SUITE = [
     ("gpt2", 8, 7, "fsdp2_bf16"),
     ("gpt2", 1024, 0, "fsdp2_bf16"),
     ("gpt2", 1024, 1023, "fp32"),
+    ("gpt2", 64, 63, "fp32"),  # (the 8B's N = 64 case takes 40-50 s: in the benchmark only)
     ("llama-1b", 8, 0, "fp32"),
     ("llama-1b", 64, 63, "fsdp2_bf16"),
     ("llama-1b", 1024, 1023, "fsdp2_bf16"),
     ("llama-8b", 8, 0, "fsdp2_bf16"),
-    ("llama-8b", 64, 63, "fp32"),
     ("llama-8b", 1024, 1023, "fp32"),
 ]
 
