@@ -182,9 +182,15 @@ def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -
 # --- seconds of communication, affine in m --------------------------------------------------------
 @lru_cache(maxsize=4096)
 def comm_seconds(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+    strategy: Strategy,
+    model: TransformerSpec,
+    mesh: Mesh,
+    precision: Precision,
+    hw: Hardware,
+    critical: bool | None = None,
 ) -> dict[str, float]:
-    """``timing.comm_time`` of the schedule at ``strategy.micro_batches`` = m, per phase.
+    """``timing.comm_time`` of the schedule at ``strategy.micro_batches`` = m, per phase
+    (``critical``: as ``comm_time``'s, the ops on the critical path or the others only).
 
     Every per-step operation of a schedule runs once per step (start-up broadcasts, fsdp_grad_op's
     one gather, the optimizer's all-gather) or once per micro-batch (tensor-parallel collectives,
@@ -194,10 +200,15 @@ def comm_seconds(
     derivation)."""
     m = strategy.micro_batches
     one, two = (
-        comm_time(derive_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw)
+        comm_time(_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw, critical)
         for k in ((1, 2) if m > 2 else (m, m))
     )
     return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
+
+
+@lru_cache(maxsize=4096)
+def _schedule(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision):
+    return derive_schedule(strategy, model, mesh, precision)
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -424,7 +435,13 @@ def plan(
                 replays = recompute == "full" and mesh.degree("tensor") > 1
                 priced = _with_recompute(model, "full" if replays else "none")
                 comm = comm_seconds(strategy, priced, mesh, precision, hw)
-                time = combine(compute, comm, overlap, mesh.degree("pipeline"), m)
+                # tensor parallelism's collectives: on the critical path (SPEC §9)
+                critical = (
+                    comm_seconds(strategy, priced, mesh, precision, hw, critical=True)
+                    if mesh.degree("tensor") > 1
+                    else None
+                )
+                time = combine(compute, comm, overlap, mesh.degree("pipeline"), m, critical)
                 fits.append(Choice(strategy, mesh, recompute, peak, budget, time))
     fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
     over.sort(key=lambda c: c.over_bytes)

@@ -7,9 +7,11 @@ SPEC §4 counts bytes; this module turns them into seconds. Read top to bottom:
 - ``ring_steps``       SPEC §9: how many latency-bound steps a ring collective takes
 - ``op_time``          SPEC §9: α·steps + ring bytes / W for one operation of a derived schedule
 - ``comm_time``        the seconds of a whole schedule, per phase (forward, backward, step)
-- ``flops_per_token``  SPEC §9: 6Ψ per token (2 forward + 4 backward), 8Ψ with full recomputation
+- ``flops_per_token``  SPEC §9: 6Ψ per token (2 forward + 4 backward) + attention's 12·L·h·s,
+                       plus what recomputation replays (``FLOP_CONVENTION`` names the count)
 - ``compute_time``     those FLOPs at the device's achieved FLOP/s, per pass
-- ``exposed``          the two overlap models, "none" and "per_pass"
+- ``on_critical_path`` SPEC §9: tensor parallelism's collectives, which compute waits for
+- ``exposed``          the overlap models, "none", "per_pass" and "per_pass+tp"
 - ``step_time``        compute + exposed communication + the pipeline bubble, as a ``StepTime``
 - ``compute_bound_tokens``  the tokens per device above which a strategy is compute-bound
 
@@ -28,10 +30,11 @@ from typing import Mapping
 from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, TransformerSpec, as_model, tensor_divides_heads
-from placement_edu.placement import PHASES
+from placement_edu.placement import PHASES, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
     HOST_TRANSFERS,
+    LIBRARIES,
     OP_COSTS,
     Op,
     Schedule,
@@ -47,8 +50,10 @@ from placement_edu.strategies import Strategy, get_strategy
 #: compute is not modelled).
 PASSES: tuple[str, ...] = PHASES
 #: How communication may hide under compute (SPEC §9). "none": every collective waits for compute
-#: and compute for it; "per_pass": each pass's collectives run under that pass's compute.
-OVERLAPS: tuple[str, ...] = ("none", "per_pass")
+#: and compute for it; "per_pass": each pass's collectives run under that pass's compute, except
+#: tensor parallelism's, which the next matmul waits for (``on_critical_path``); "per_pass+tp":
+#: those hide too, as Megatron's ``--tp-comm-overlap`` (Transformer Engine) arranges.
+OVERLAPS: tuple[str, ...] = ("none", "per_pass", "per_pass+tp")
 
 
 # --- the hardware ------------------------------------------------------------------------------
@@ -94,8 +99,16 @@ class Hardware:
     links: tuple[tuple[str, Link], ...]
     source: str = ""
     host_link: Link | None = None
+    #: The collective library whose algorithms price its collectives (``schedule.LIBRARIES``):
+    #: "nccl" on GPUs, "gloo" where the runtime ran on CPUs; they differ in the broadcast.
+    collectives: str = "nccl"
 
     def __post_init__(self) -> None:
+        expect(
+            self.collectives in LIBRARIES,
+            f"hardware {self.name!r}: collectives is one of {', '.join(LIBRARIES)} (the library "
+            f"whose algorithms price the collectives), got {self.collectives!r}",
+        )
         expect(
             isinstance(self.flops, (int, float)) and math.isfinite(self.flops) and self.flops > 0,
             f"hardware {self.name!r}: flops is achieved FLOP/s per device > 0 (e.g. 400e12), got "
@@ -216,6 +229,7 @@ HARDWARE: dict[str, Hardware] = {
         host_link=Link(
             1.41e-5, 1.80e10, "a memory copy (CPU-only: the 'host link' of offloaded state)"
         ),
+        collectives="gloo",
     ),
 }
 
@@ -248,15 +262,18 @@ def ring_steps(op: str, n: int) -> int:
     return OP_COSTS[op].steps(n)
 
 
-def op_time(op: Op, link: Link) -> float:
+def op_time(op: Op, link: Link, library: str = "gloo") -> float:
     """Seconds one device spends on ``op`` over ``link``: α·steps + bytes / W (SPEC §9).
 
     The bytes are the ones this device sends (``schedule.sent_bytes``: the ring bytes of SPEC §4;
-    a host transfer: its payload over the host link). Start-up ops (once, not per step) and local
-    ops cost 0 s."""
-    if op.once:
-        return 0.0
-    sent = sent_bytes(op.op, op.group, op.payload_bytes, op.root)
+    a host transfer: its payload over the host link), by ``library``'s algorithm: a broadcast is
+    gloo's star (the root sends (N-1)·S) or NCCL's ring (S from every member). Start-up ops (once,
+    not per step: ``startup_time``) and local ops cost 0 s."""
+    return 0.0 if op.once else _alpha_beta(op, link, library)
+
+
+def _alpha_beta(op: Op, link: Link, library: str) -> float:
+    sent = sent_bytes(op.op, op.group, op.payload_bytes, op.root, library)
     return link.alpha_s * ring_steps(op.op, op.group) + float(sent) / link.bandwidth
 
 
@@ -275,16 +292,27 @@ def op_link(op: Op, hw: Hardware) -> Link | None:
     return None
 
 
-def comm_time(schedule: Schedule, hw: Hardware) -> dict[str, float]:
+def on_critical_path(op: Op) -> bool:
+    """SPEC §9: tensor parallelism's collectives of activations (Megatron's g and f all-reduces,
+    sequence parallelism's all-gathers and reduce-scatters) sit on the critical path: the next
+    matmul needs their result, so no compute of the same micro-batch runs under them, unless the
+    implementation splits the matmuls to overlap them (Megatron's ``--tp-comm-overlap``: the
+    "per_pass+tp" overlap model). Gradient reductions and parameter gathers can run beside the
+    compute of other layers."""
+    return op.axis == "tensor" and op.state is State.ACTIVATIONS
+
+
+def comm_time(schedule: Schedule, hw: Hardware, critical: bool | None = None) -> dict[str, float]:
     """Seconds of communication per phase ("forward", "backward", "step") of one optimizer step on
     one device: the sum of ``op_time`` over the schedule's per-step operations, in that phase.
+    ``critical``: True sums only the ops ``on_critical_path``, False only the others, None all.
 
     A step repeats the same operation many times (each layer, each micro-batch): identical
     operations (same op, axis, phase, group and bytes) are priced once and counted -- an operation
     of a repeated micro-batch pass (``Schedule.counted``) with its count."""
     counts: dict[tuple, list] = {}
     for op, times in schedule.counted():
-        if op.once:
+        if op.once or (critical is not None and on_critical_path(op) != critical):
             continue
         size = op.elements  # an int or a Fraction: both have numerator and denominator
         key = (
@@ -305,57 +333,125 @@ def comm_time(schedule: Schedule, hw: Hardware) -> dict[str, float]:
     for op, count in counts.values():
         link = op_link(op, hw)
         if link is not None:
-            out[op.phase] = out.get(op.phase, 0.0) + count * op_time(op, link)
+            out[op.phase] = out.get(op.phase, 0.0) + count * op_time(op, link, hw.collectives)
     return out
 
 
-# --- compute: 6Ψ per token (SPEC §9) ------------------------------------------------------------
-def flops_per_token(psi: int, recompute: str = "none") -> dict[str, int]:
-    """SPEC §9: FLOPs of one token through a dense model of Ψ parameters, per pass.
+def startup_time(schedule: Schedule, hw: Hardware) -> float:
+    """Seconds of the start-up operations (SPEC §4 rule 4: replicated parameters broadcast once,
+    so that the replicas start identical), booked once per run, never per step: ``comm_time``
+    and ``step_time`` leave them out. A broadcast lasts as long as its root sends (gloo's root
+    sends (N-1)·S, every member waits for the last copy), so each is priced at its root."""
+    once = [replace(op, root=True) for op, _ in schedule.counted() if op.once]
+    return sum(_alpha_beta(op, link, hw.collectives) for op in once if (link := op_link(op, hw)))
+
+
+# --- compute: 6Ψ per token, and attention (SPEC §9) --------------------------------------------
+#: The FLOP count the compute time uses, named (as published figures must say which): PaLM's
+#: model FLOPs, 6N + 12·L·h·s per token (Chowdhery et al. 2022, Appendix B: N every parameter,
+#: 12·L·H·Q·T the attention scores' matmuls, forward and backward, H·Q = h, T = s), plus what
+#: recomputation replays (hardware FLOPs). Megatron-LM's ``num_floating_point_operations`` counts
+#: the same attention term and only the matmuls' weights (no biases, norms or position embeddings):
+#: ``megatron_flops_per_token``. An abstract model (no sequence) has no attention term: 6Ψ.
+FLOP_CONVENTION = "PaLM's 6Ψ + 12·L·h·s per token (model FLOPs), plus recomputation (hardware)"
+
+
+def attention_flops_per_token(model) -> dict[str, int]:
+    """FLOPs of attention's two s² matmuls for one token, per pass, that 6Ψ leaves out (they have
+    no parameters): per layer, QKᵀ (2·s·h: the token's query against s keys of h values) and
+    attention over V (2·s·h). Forward 4·L·h·s, backward twice that: 12·L·h·s in all (PaLM's
+    12·L·H·Q·T; Narayanan et al. 2021 eq. 3's s/(6h) term). No causal halving, as both count.
+    0 for a model without a sequence."""
+    model = as_model(model)
+    if not isinstance(model, TransformerSpec):
+        return {"forward": 0, "backward": 0, "step": 0}
+    forward = 4 * model.layers * model.hidden * model.seq
+    return {"forward": forward, "backward": 2 * forward, "step": 0}
+
+
+def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
+    """SPEC §9: hardware FLOPs of one token through a dense model, per pass (``FLOP_CONVENTION``).
 
     Forward 2Ψ (a multiply and an add per parameter), backward 4Ψ (the gradients of the
-    activations and of the weights, 2Ψ each): 6Ψ in all. Full recomputation replays the forward
-    inside backward: backward 6Ψ, 8Ψ in all. Selective recomputation replays only attention's
-    softmax and dropout, which the 6Ψ count leaves out anyway: 6Ψ. (6Ψ also leaves out attention's
-    own s² FLOPs: a fraction s/(6h) more, Narayanan et al. 2021 eq. 3.)"""
+    activations and of the weights, 2Ψ each): 6Ψ in all; a transformer adds attention's
+    12·L·h·s (``attention_flops_per_token``). Recomputation replays forward work inside backward:
+    "full" the whole forward (2Ψ + 4·L·h·s; 8Ψ in all for an abstract model); "selective" only
+    QKᵀ and attention over V, 4·b·s²·h per layer and micro-batch = 4·L·h·s per token
+    (Korthikanti et al. 2022, §4.2 and eq. 8; softmax and dropout are elementwise, not counted).
+    Model FLOPs (what MFU counts): ``model_flops_per_token``."""
     expect(
         recompute in TransformerSpec.RECOMPUTE,
         f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
     )
-    return {"forward": 2 * psi, "backward": (6 if recompute == "full" else 4) * psi, "step": 0}
+    psi = as_model(psi_or_model).psi
+    attention = attention_flops_per_token(psi_or_model)
+    forward = 2 * psi + attention["forward"]
+    replayed = {"none": 0, "selective": attention["forward"], "full": forward}[recompute]
+    return {"forward": forward, "backward": 4 * psi + attention["backward"] + replayed, "step": 0}
+
+
+def model_flops_per_token(psi_or_model) -> int:
+    """Model FLOPs of one token (forward + backward, nothing replayed): 6Ψ + 12·L·h·s, what MFU
+    divides by the peak (Chowdhery et al. 2022, Appendix B). Hardware FLOPs (HFU) add what
+    recomputation replays: ``flops_per_token``."""
+    return sum(flops_per_token(psi_or_model).values())
+
+
+def megatron_flops_per_token(model: TransformerSpec) -> int:
+    """Megatron-LM's convention (``num_floating_point_operations`` in megatron/training/
+    training.py, for a GPT block without GQA or SwiGLU): 3 passes × 2 FLOPs × the matmuls'
+    weights per token -- L·(4h² + 2hf) in the layers, V·h in the logits -- plus the same
+    12·L·h·s attention: for f = 4h, 72·L·h²·(1 + s/(6h) + V/(12hL)) per token (Narayanan et al.
+    2021, eq. 3 without its recomputation factor 4/3; Korthikanti et al. 2022, eq. 7). It leaves
+    out biases, norms and position embeddings, which 6Ψ counts."""
+    L, h, f = model.layers, model.hidden, model.ffn
+    matmul_weights = L * (4 * h * h + 2 * h * f) + model.vocab * h
+    return 6 * matmul_weights + sum(attention_flops_per_token(model).values())
 
 
 def compute_time(
     psi_or_model, tokens: float | Fraction, hw: Hardware, recompute: str = "none"
 ) -> dict[str, float]:
     """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
-    model of Ψ parameters on one device of ``hw`` at its achieved FLOP/s. The optimizer step's own
+    model (Ψ, or a transformer: attention counted) on one device of ``hw`` at its achieved FLOP/s
+    (``flops_per_token``: hardware FLOPs, recomputation included). The optimizer step's own
     compute is not modelled (0 s).
 
     Per device of a mesh: the step's FLOPs spread evenly, so a device does 6Ψ × (tokens per
     device) whatever the mesh -- a tensor or pipeline group of k devices shares k times the tokens
-    and 1/k of the parameters each."""
-    psi = as_model(psi_or_model).psi
+    and 1/k of the parameters (and of the heads or layers) each."""
     expect(
         isinstance(tokens, (int, float, Fraction)) and not isinstance(tokens, bool) and tokens >= 0,
         f"tokens is a number of tokens >= 0, got {tokens!r}",
     )
     return {
-        phase: f * float(tokens) / hw.flops for phase, f in flops_per_token(psi, recompute).items()
+        phase: f * float(tokens) / hw.flops
+        for phase, f in flops_per_token(psi_or_model, recompute).items()
     }
 
 
 # --- overlap and the step ---------------------------------------------------------------------
-def exposed(compute: Mapping[str, float], comm: Mapping[str, float], overlap: str) -> float:
-    """Seconds of communication not hidden under compute (SPEC §9).
+def exposed(
+    compute: Mapping[str, float],
+    comm: Mapping[str, float],
+    overlap: str,
+    critical: Mapping[str, float] | None = None,
+) -> float:
+    """Seconds of communication not hidden under compute (SPEC §9). ``critical``: per pass, the
+    seconds of ``comm`` that are ``on_critical_path`` (tensor parallelism's; none if not given).
 
-    "none": all of it. "per_pass": in each pass, what exceeds that pass's compute,
-    max(0, comm - compute); the step phase has no compute, so its collectives (zero1/zero2's
-    parameter all-gather) stay exposed."""
+    "none": all of it. "per_pass": the critical seconds, plus in each pass what the rest exceeds
+    that pass's compute, max(0, comm - critical - compute); the step phase has no compute, so its
+    collectives (zero1/zero2's parameter all-gather) stay exposed. "per_pass+tp": the critical
+    seconds hide too, max(0, comm - compute)."""
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
     if overlap == "none":
         return sum(comm.values())
-    return sum(max(0.0, comm.get(p, 0.0) - compute.get(p, 0.0)) for p in set(comm) | set(compute))
+    waited = {} if critical is None or overlap == "per_pass+tp" else critical
+    return sum(
+        waited.get(p, 0.0) + max(0.0, comm.get(p, 0.0) - waited.get(p, 0.0) - compute.get(p, 0.0))
+        for p in set(comm) | set(compute)
+    )
 
 
 def bubble_time(compute_s: float, stages: int, micro_batches: int) -> float:
@@ -446,6 +542,7 @@ def step_time(
         overlap,
         model_axis_degree(strategy, mesh, "pipeline"),
         strategy.micro_batches,
+        comm_time(schedule, hw, critical=True),
     )
 
 
@@ -455,10 +552,12 @@ def combine(
     overlap: str,
     stages: int = 1,
     micro_batches: int = 1,
+    critical: Mapping[str, float] | None = None,
 ) -> StepTime:
-    """A StepTime from per-pass compute and comm seconds: compute + exposed comm + bubble."""
+    """A StepTime from per-pass compute and comm seconds: compute + exposed comm + bubble.
+    ``critical``: the per-pass comm seconds ``on_critical_path`` (``exposed``)."""
     compute_s, comm_s = sum(compute.values()), sum(comm.values())
-    hidden_or_not = exposed(compute, comm, overlap)
+    hidden_or_not = exposed(compute, comm, overlap, critical)
     bubble = bubble_time(compute_s, stages, micro_batches)
     passes = tuple((p, compute.get(p, 0.0), comm.get(p, 0.0)) for p in PASSES)
     return StepTime(
@@ -547,12 +646,18 @@ __all__ = [
     "comm_time",
     "compute_bound_tokens",
     "compute_time",
+    "FLOP_CONVENTION",
+    "attention_flops_per_token",
     "exposed",
     "flops_per_token",
+    "megatron_flops_per_token",
+    "model_flops_per_token",
+    "on_critical_path",
     "get_hardware",
     "op_link",
     "op_time",
     "ring_steps",
+    "startup_time",
     "step_time",
     "tokens_of",
     "tp_compute_bound",

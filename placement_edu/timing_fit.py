@@ -178,6 +178,7 @@ def this_machine(fit: CalibrationFit, flops: float, memory_bytes: int, source: s
         tuple((axis, link) for axis in AXES),
         source,
         fit.host.link() if fit.host is not None else None,
+        collectives="gloo",  # the runtime's collectives, which the calibration timed
     )
 
 
@@ -199,7 +200,7 @@ def hardware_line(hw: Hardware) -> str:
         f'"{hw.name}": Hardware("{hw.name}", {hw.flops:.3g}, {hw.memory_bytes}, '
         f"tuple((axis, Link({link.alpha_s:.3g}, {link.bandwidth:.3g})) for axis in "
         f"{tuple(links)!r}), "
-        f"source={hw.source!r}{host}),"
+        f"source={hw.source!r}{host}, collectives={hw.collectives!r}),"
     )
 
 

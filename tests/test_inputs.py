@@ -571,15 +571,17 @@ def test_sequence_parallel_sets_the_model_and_the_strategy(capsys) -> None:
     assert sp["memory"]["transient"]["forward"]["activations"] == 2 * SBH_SMALL * (
         Fraction(34, t) + per_layer_attention
     )
-    # the strategy: every activation all-reduce becomes all-gather + reduce-scatter, and the norms'
-    # gradients (replicated across tensor ranks, 6h per layer + 2h) are all-reduced (SPEC §6 rule 3)
+    # the strategy: every activation all-reduce becomes all-gather + reduce-scatter, backward
+    # gathers each block's input once more (SPEC §9: Megatron re-gathers it for the weight
+    # gradient), and the norms' gradients (replicated across tensor ranks, 6h per layer + 2h) are
+    # all-reduced (SPEC §6 rule 3)
     ops = lambda row: [(o["op"], o["state"]) for o in row["comm"]["schedule"]]
     assert ("all_reduce", "activations") in ops(plain) and ("all_reduce", "activations") not in ops(
         sp
     )
-    assert ops(sp).count(("all_gather", "activations")) == ops(plain).count(
-        ("all_reduce", "activations")
-    )
+    blocks = ops(plain).count(("all_reduce", "activations"))  # 2 layers × 2 blocks × 2 passes
+    assert ops(sp).count(("reduce_scatter", "activations")) == blocks == 8
+    assert ops(sp).count(("all_gather", "activations")) == blocks + blocks // 2
     norm = [o for o in sp["comm"]["schedule"] if (o["op"], o["state"]) == ("all_reduce", "grads")]
     assert [o["payload_bytes"] for o in norm] == [(6 * 64 * 2 + 2 * 64) * 2]
 

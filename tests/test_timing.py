@@ -3,6 +3,9 @@ compute-bound threshold -- pinned to exact formulas and to published worked figu
 
 from __future__ import annotations
 
+from dataclasses import replace
+from fractions import Fraction
+
 
 import pytest
 
@@ -18,6 +21,12 @@ from placement_edu import (
 from placement_edu.schedule import Op
 from placement_edu.timing import (
     HARDWARE,
+    attention_flops_per_token,
+    flops_per_token,
+    megatron_flops_per_token,
+    model_flops_per_token,
+    on_critical_path,
+    startup_time,
     Hardware,
     Link,
     comm_time,
@@ -76,6 +85,37 @@ def test_send_is_one_step_of_s_bytes_and_recv_is_priced_at_the_sender() -> None:
 def test_broadcast_root_sends_n_minus_1_copies_and_every_member_waits_n_minus_1_steps() -> None:
     assert op_time(op("broadcast", root=True), LINK) == pytest.approx(7 * ALPHA + 7 * S / W)
     assert op_time(op("broadcast", root=False), LINK) == pytest.approx(7 * ALPHA)
+
+
+def test_nccl_broadcasts_down_a_ring_so_every_member_sends_s_once() -> None:
+    # SPEC §9: NCCL pipelines a broadcast down a ring (each rank but the last forwards S); gloo's
+    # root sends S to each of the N-1 others in turn (the star above, what the runtime measures).
+    for root in (True, False):
+        assert op_time(op("broadcast", root=root), LINK, "nccl") == pytest.approx(7 * ALPHA + S / W)
+    # zero1_allreduce's owners broadcast their updated slices after the step (SPEC §4 rule 1):
+    # 8 broadcasts of Ψ/8 bf16 values. gloo: rank 0 is the root of one, 7/8 of 2Ψ bytes; NCCL: it
+    # forwards all 8, 2Ψ bytes.
+    mesh = Mesh.of(data=8)
+    schedule = derive_schedule(
+        _s("zero1_allreduce"), ModelSpec(10**9), mesh, get_precision("mixed_adam")
+    )
+    gloo, nccl = (replace(hw(), collectives=library) for library in ("gloo", "nccl"))
+    assert comm_time(schedule, gloo)["step"] == pytest.approx(7 / 8 * 2e9 / W)
+    assert comm_time(schedule, nccl)["step"] == pytest.approx(2e9 / W)
+    assert HARDWARE["h100-nvlink-ib"].collectives == "nccl"
+    assert HARDWARE["this_machine"].collectives == "gloo"  # calibrated on the runtime's gloo
+
+
+def test_the_start_up_broadcast_is_booked_once_not_per_step() -> None:
+    # SPEC §4 rule 4: dp's replicas start identical by one broadcast of the bf16 parameters (2Ψ
+    # bytes); its seconds are the run's, once: 7α + 2Ψ/W down NCCL's ring, 7α + 7·2Ψ/W from
+    # gloo's root; never in a step's comm_time.
+    mesh = Mesh.of(data=8)
+    schedule = derive_schedule(_s("dp"), ModelSpec(10**9), mesh, get_precision("mixed_adam"))
+    nccl, gloo = (replace(hw(ALPHA), collectives=library) for library in ("nccl", "gloo"))
+    assert startup_time(schedule, nccl) == pytest.approx(7 * ALPHA + 2e9 / W)
+    assert startup_time(schedule, gloo) == pytest.approx(7 * ALPHA + 7 * 2e9 / W)
+    assert comm_time(schedule, nccl)["backward"] == pytest.approx(3.5 + 14 * ALPHA)
 
 
 def test_local_ops_startup_ops_and_groups_of_one_cost_nothing() -> None:
@@ -142,6 +182,52 @@ def test_compute_is_2_psi_forward_and_4_psi_backward_per_token_8_psi_with_full_r
     assert compute_time(10**9, 1000, hw(flops=1e12), recompute="selective") == pytest.approx(t)
 
 
+GPT3 = TransformerSpec(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)  # Brown et al.
+
+
+def test_attention_adds_12_l_h_s_per_token_palms_6n_plus_12lhqt() -> None:
+    # Chowdhery et al. 2022 (PaLM), Appendix B: model FLOPs per token 6N + 12·L·H·Q·T; with
+    # H·Q = h = 12288, T = s = 2048, L = 96: 12·96·12288·2048 = 28,991,029,248 (4 forward, 8
+    # backward).
+    attention = attention_flops_per_token(GPT3)
+    assert attention == {"forward": 9_663_676_416, "backward": 19_327_352_832, "step": 0}
+    assert model_flops_per_token(GPT3) == 6 * GPT3.psi + 28_991_029_248
+    assert model_flops_per_token(10**9) == 6 * 10**9  # an abstract model has no sequence
+    # Per pass: forward 2Ψ + 4Lhs, backward 4Ψ + 8Lhs; full recomputation replays the forward.
+    full = flops_per_token(GPT3, "full")
+    assert full["backward"] == 6 * GPT3.psi + 3 * 9_663_676_416
+
+
+def test_megatron_counts_72_l_h2_times_1_plus_s_over_6h_plus_v_over_12hl_per_token() -> None:
+    # Narayanan et al. 2021, eq. 3 without recomputation (3 passes, not 4), as Korthikanti et al.
+    # 2022 eq. 7 and Megatron-LM's num_floating_point_operations count: per token
+    # 72·L·h²·(1 + s/(6h) + V/(12hL)) for f = 4h; the same attention term as PaLM's.
+    L, h, s, v = 96, 12288, 2048, 51200
+    expected = Fraction(72 * L * h * h) * (1 + Fraction(s, 6 * h) + Fraction(v, 12 * h * L))
+    assert megatron_flops_per_token(GPT3) == expected
+    # 6Ψ also counts biases, norms and position embeddings: 0.02% more for GPT-3 175B.
+    assert model_flops_per_token(GPT3) / megatron_flops_per_token(GPT3) == pytest.approx(
+        1.0002, abs=1e-4
+    )
+
+
+def test_selective_recomputation_replays_4_b_s2_h_per_layer_a_third_of_korthikantis_2_7_percent():
+    # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+    # §4.2 and Appendix A: selective recomputation replays QKᵀ (2·b·s²·h) and attention over V
+    # (2·b·s²·h) per layer: 4·L·h·s FLOPs per token, 0.90% of GPT-3 175B's model FLOPs.
+    replayed = flops_per_token(GPT3, "selective")["backward"] - flops_per_token(GPT3)["backward"]
+    assert replayed == 4 * 96 * 12288 * 2048
+    ours = replayed / megatron_flops_per_token(GPT3)
+    assert ours == pytest.approx(0.00898, abs=1e-5)
+    # The paper's "2.7% FLOPs overhead" for GPT-3 is its eq. 8 over eq. 7: hardware FLOPs
+    # 72BLsh²(1 + s/(3h) + V/(12hL)) against model FLOPs 72BLsh²(1 + s/(6h) + V/(12hL)). Its
+    # s/(3h) adds 12·b·s²·h per layer, three times the replayed forward the paper describes.
+    s, h, tail = 2048, 12288, 51200 / (12 * 12288 * 96)
+    paper = (1 + s / (3 * h) + tail) / (1 + s / (6 * h) + tail) - 1
+    assert paper == pytest.approx(0.027, abs=5e-4)  # 2.69%: the published "2.7%"
+    assert ours == pytest.approx(paper / 3)
+
+
 # --- overlap models and the step ------------------------------------------------------------------
 def test_none_exposes_everything_and_per_pass_only_what_a_pass_cannot_hide() -> None:
     compute, comm = (
@@ -161,12 +247,74 @@ def test_step_time_adds_compute_exposed_comm_and_the_pipeline_bubble() -> None:
     st = step_time("pp", model, "pipeline=4", "mixed_adam", hw(), micro_batches=8)
     assert st.bubble_s == pytest.approx(3 / 8 * st.compute_s)  # (p-1)/m of the ideal time
     assert st.total_s == pytest.approx(st.compute_s + st.comm_s + st.bubble_s)
-    # The transformer fixes the tokens: m·b·s/p = 8·1·16/4 = 32 per device.
-    assert st.compute_s == pytest.approx(6 * model.psi * 32 / 1e12)
+    # The transformer fixes the tokens: m·b·s/p = 8·1·16/4 = 32 per device, each 6Ψ FLOPs plus
+    # attention's 12·L·h·s = 12·8·64·16 = 98,304.
+    assert st.compute_s == pytest.approx((6 * model.psi + 98_304) * 32 / 1e12)
     with pytest.raises(PlacementError, match=r"m·b·s/\(t·p\) = 8·1·16/4 = 32"):
         step_time(
             "pp", model, "pipeline=4", "mixed_adam", hw(), tokens_per_device=100, micro_batches=8
         )
+
+
+def test_tensor_parallel_collectives_stay_on_the_critical_path_unless_tp_comm_overlap() -> None:
+    # SPEC §9: the matmul after Megatron's g (forward) or f (backward) all-reduce needs its result,
+    # so per_pass hides the data axis' gradient all-reduce under backward but not the tensor
+    # axis' all-reduces; "per_pass+tp" (Megatron's --tp-comm-overlap) hides those too.
+    model = TransformerSpec(layers=4, hidden=1024, heads=8, seq=512, vocab=100)
+    mesh = Mesh.of(data=2, tensor=2)
+    schedule = derive_schedule(_s("dp×tp"), model, mesh, get_precision("mixed_adam"))
+    tp = sum(comm_time(schedule, hw(), critical=True).values())
+    # 4 layers × 2 blocks × 2 passes all-reduce b·s·h = 524,288 bf16 values, (2-1)/2·2 of 1 MiB
+    assert tp == pytest.approx(16 * 2**20 / W)
+    times = {
+        o: step_time("dp×tp", model, mesh, "mixed_adam", hw(flops=1e11), overlap=o)
+        for o in ("none", "per_pass", "per_pass+tp")
+    }
+    assert times["per_pass"].compute_s > times["per_pass"].comm_s  # compute could hide it all
+    assert times["none"].exposed_comm_s == pytest.approx(times["none"].comm_s)
+    assert times["per_pass"].exposed_comm_s == pytest.approx(tp)  # the data all-reduce hides
+    assert times["per_pass+tp"].exposed_comm_s == 0.0
+    assert on_critical_path(next(o for o in schedule.ops if o.axis == "tensor"))
+    assert not on_critical_path(next(o for o in schedule.ops if o.axis == "data"))
+
+
+def test_sequence_parallelism_gathers_each_blocks_input_again_in_backward() -> None:
+    # SPEC §9 (Korthikanti et al. 2022 §4.2.2): Megatron keeps only its slice of the sequence and
+    # all-gathers the block input again for the column-parallel weight gradient. Per block:
+    # forward all-gather + reduce-scatter; backward two all-gathers + a reduce-scatter.
+    model = TransformerSpec(layers=2, hidden=64, heads=4, seq=16, vocab=100)
+    sp = _s("tp").with_(name="tp+sp", sequence_parallel=True)
+    schedule = derive_schedule(sp, model, Mesh.of(tensor=4), get_precision("mixed_adam"))
+    tensor = [o for o in schedule.ops if o.axis == "tensor" and o.state is State.ACTIVATIONS]
+    kinds = [(o.phase, o.op) for o in tensor]
+    blocks = 2 * 2  # two layers of two blocks
+    assert kinds.count(("forward", "all_gather")) == kinds.count(("forward", "reduce_scatter"))
+    assert kinds.count(("forward", "all_gather")) == blocks
+    assert kinds.count(("backward", "all_gather")) == 2 * blocks
+    assert kinds.count(("backward", "reduce_scatter")) == blocks
+    # each moves (t-1)/t of b·s·h = 1024 bf16 values: 3/4 · 2048 B
+    assert {o.ring_bytes for o in tensor} == {1536}
+
+
+def test_tp_times_pp_sends_one_tensor_ranks_chunk_and_gathers_on_the_other_side() -> None:
+    # SPEC §9: under TP × PP each of the t tensor ranks sends b·s·h/t of the boundary activation
+    # (Megatron's scatter/gather, Narayanan et al. 2021 §4.1); the receiving ranks all-gather the
+    # chunks on tensor. With sequence parallelism the activation is already split: no gather.
+    model = TransformerSpec(layers=4, hidden=64, heads=4, seq=16, vocab=100)  # b·s·h = 1024
+    mesh, precision = Mesh.of(data=1, tensor=2, pipeline=2), get_precision("mixed_adam")
+    tp_pp = _s("zero1×tp×pp").with_(micro_batches=2)
+    last = next(r for r in range(4) if mesh.coords(r)["pipeline"] == 1)
+
+    def boundary(strategy, rank: int) -> list[Op]:
+        ops = derive_schedule(strategy, model, mesh, precision, rank).ops
+        return [o for o in ops if o.axis == "pipeline" or "boundary" in o.why]
+
+    sent = [o for o in boundary(tp_pp, 0) if o.op == "send"]
+    assert len(sent) == 2 and {o.payload_bytes for o in sent} == {1024 // 2 * 2}  # bsh/t, bf16
+    gathers = [o for o in boundary(tp_pp, last) if o.op == "all_gather"]
+    assert len(gathers) == 2 and {(o.axis, o.payload_bytes) for o in gathers} == {("tensor", 2048)}
+    sp = tp_pp.with_(sequence_parallel=True)
+    assert sorted(o.op for o in boundary(sp, last)) == ["recv", "recv", "send", "send"]
 
 
 # --- the compute-bound threshold ------------------------------------------------------------------

@@ -49,6 +49,13 @@ OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
         "d2h": OpCost(lambda n: 0 * n, 0, lambda n: 1),
     }
 )
+#: The collective libraries the time model prices (SPEC §9); they broadcast differently. gloo's
+#: root sends the message to each of the others in turn, a star: the ``broadcast`` row above, and
+#: what the runtime (gloo) measures. NCCL pipelines it down a ring in chunks: every rank but the
+#: last forwards S once, about S per device whatever N, over N - 1 hops (``NCCL_BROADCAST``; NCCL's
+#: trees serve all-reduce only).
+LIBRARIES: tuple[str, ...] = ("nccl", "gloo")
+NCCL_BROADCAST = OpCost(lambda n: 1 + 0 * n, 1, lambda n: n - 1)
 #: Two columns of ``OP_COSTS`` for the network collectives, as notebook 01 prints them.
 RING_FACTOR = MappingProxyType({op: c.ring for op, c in OP_COSTS.items() if c.zero})
 ZERO_FACTOR = MappingProxyType({op: c.zero for op, c in OP_COSTS.items() if c.zero})
@@ -89,7 +96,13 @@ def ring_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
     return ring_factor(op, n) * payload_bytes
 
 
-def sent_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
+def sent_bytes(
+    op: str, n: Any, payload_bytes: Any, root: bool = True, library: str = "gloo"
+) -> Any:
     """Bytes one device puts on the link ``op`` runs over, as the time model prices them (SPEC
-    §9): a collective's ring bytes on the network, a host transfer's payload on the host link."""
+    §9): a collective's ring bytes on the network, a host transfer's payload on the host link.
+    ``library``: whose algorithm (``LIBRARIES``); they differ in the broadcast, which NCCL sends
+    down a ring (``NCCL_BROADCAST``: S from every member, root or not) and gloo as a star."""
+    if op == "broadcast" and library == "nccl":
+        return NCCL_BROADCAST.ring(n) * payload_bytes
     return payload_bytes if op in HOST_TRANSFERS else ring_bytes(op, n, payload_bytes, root)

@@ -366,7 +366,8 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op | Repeat]:
     """Megatron tensor parallelism (SPEC §4), where params are S on tensor: per column-then-row
     block, g all-reduces the row-parallel partial output in forward and f the column-parallel
     input gradient in backward; with sequence parallelism each is an all-gather plus a reduce-
-    scatter of the same bytes. Full recomputation replays forward's collectives in backward."""
+    scatter of the same bytes, and backward gathers the block input once more. Full
+    recomputation replays forward's collectives in backward."""
     t = dev.tensor
     if t == 1:
         return []
@@ -395,7 +396,24 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op | Repeat]:
 def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[str, str]]:
     """The collectives of one column-then-row block in pass ``kind`` ("forward", "forward
     (recomputed)" or "backward"), each with why it is there: Megatron's g (forward) and f
-    (backward) all-reduces, or with sequence parallelism an all-gather plus a reduce-scatter."""
+    (backward) all-reduces, or with sequence parallelism an all-gather plus a reduce-scatter --
+    and in backward one all-gather more: Megatron keeps only its slice of the block input and
+    gathers it again for the column-parallel weight gradient (Korthikanti et al. 2022, §4.2.2;
+    ``LinearWithGradAccumulationAndAsyncCommunication``)."""
+    if sequence_parallel and kind == "backward":
+        return [
+            ("all_gather", "backward: gather the sequence-split output gradient"),
+            (
+                "all_gather",
+                "backward: gather the block input again for the weight gradient (Megatron saves "
+                "only this rank's slice of the sequence)",
+            ),
+            (
+                "reduce_scatter",
+                "backward: the input gradient is a partial sum: reduce-scatter it along the "
+                "sequence",
+            ),
+        ]
     if sequence_parallel:
         return [
             ("all_gather", f"{kind}: gather the sequence-split block input (sequence parallelism)"),
@@ -418,7 +436,8 @@ def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[s
 
 def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
     """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
-    activation goes forward, and its gradient back, across each of the p-1 stage boundaries.
+    activation goes forward, and its gradient back, across each of the p-1 stage boundaries; under
+    TP × PP split over the t tensor ranks (b·s·h/t each, SPEC §9).
     ``tag``: the micro-batch, (k,), or in a repeated run the range of them."""
     p, stage = dev.stages, dev.stage
     if p == 1:
@@ -436,15 +455,36 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
         "send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
         "recv": "receive the boundary " + what,
     }[op]
-    return [
+    t, size = dev.tensor, dev.model.boundary_elements
+    if t == 1:
+        return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, size, p, verb, micro_batches=tag)]
+    # Under TP × PP each of the t tensor ranks holds the whole b·s·h (or, with sequence
+    # parallelism, its slice of the sequence): each sends only its 1/t chunk, and without sequence
+    # parallelism the receivers all-gather the chunks on tensor (Megatron's scatter/gather,
+    # Narayanan et al. 2021 §4.1).
+    ops = [
         dev.op(
             op,
             State.ACTIVATIONS,
             "pipeline",
             phase,
-            dev.model.boundary_elements,
+            Fraction(size, t),
             p,
-            verb,
+            f"{verb}: this tensor rank's 1/{t} of it",
             micro_batches=tag,
         )
     ]
+    if op == "recv" and not dev.strategy.sequence_parallel:
+        ops.append(
+            dev.op(
+                "all_gather",
+                State.ACTIVATIONS,
+                "tensor",
+                phase,
+                size,
+                t,
+                f"gather the boundary {what}'s {t} chunks from the tensor ranks (Megatron's "
+                "scatter/gather)",
+            )
+        )
+    return ops
