@@ -33,6 +33,7 @@ from placement_edu.models import Model, TransformerSpec, as_model, tensor_divide
 from placement_edu.placement import PHASES, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
+    BROADCASTS,
     HOST_TRANSFERS,
     LIBRARIES,
     OP_COSTS,
@@ -100,7 +101,8 @@ class Hardware:
     source: str = ""
     host_link: Link | None = None
     #: The collective library whose algorithms price its collectives (``schedule.LIBRARIES``):
-    #: "nccl" on GPUs, "gloo" where the runtime ran on CPUs; they differ in the broadcast.
+    #: "nccl" on GPUs, "gloo" where the runtime ran on CPUs; they differ in the broadcast (NCCL's
+    #: ring, gloo's binomial tree: ``schedule.BROADCASTS``).
     collectives: str = "nccl"
 
     def __post_init__(self) -> None:
@@ -247,8 +249,9 @@ def get_hardware(hardware: str | Hardware) -> Hardware:
 
 
 # --- collectives: α·steps + bytes / W (SPEC §9) -----------------------------------------------
-def ring_steps(op: str, n: int) -> int:
-    """SPEC §9: the latency-bound steps of ``op`` over a group of ``n``.
+def ring_steps(op: str, n: int, library: str | None = None) -> int:
+    """SPEC §9: the latency-bound steps of ``op`` over a group of ``n`` (``library``: a broadcast
+    as that library runs it, ``schedule.BROADCASTS``: NCCL's ring N-1, gloo's tree ⌈log2 N⌉).
 
     all-reduce 2(N-1) (a reduce-scatter then an all-gather); all-gather, reduce-scatter N-1;
     send 1 (one message); recv 0 (the transfer is priced once, at the sender, as its bytes are:
@@ -259,22 +262,25 @@ def ring_steps(op: str, n: int) -> int:
     ``schedule.OP_COSTS``."""
     if op not in OP_COSTS or (n <= 1 and op not in HOST_TRANSFERS):
         return 0
+    if op == "broadcast" and library is not None:
+        return BROADCASTS[library].steps(n)
     return OP_COSTS[op].steps(n)
 
 
-def op_time(op: Op, link: Link, library: str = "gloo") -> float:
+def op_time(op: Op, link: Link, library: str | None = None) -> float:
     """Seconds one device spends on ``op`` over ``link``: α·steps + bytes / W (SPEC §9).
 
     The bytes are the ones this device sends (``schedule.sent_bytes``: the ring bytes of SPEC §4;
-    a host transfer: its payload over the host link), by ``library``'s algorithm: a broadcast is
-    gloo's star (the root sends (N-1)·S) or NCCL's ring (S from every member). Start-up ops (once,
-    not per step: ``startup_time``) and local ops cost 0 s."""
+    a host transfer: its payload over the host link). A broadcast: as ``library`` runs it (NCCL's
+    ring: every member waits N-1 hops and S/W; gloo's binomial tree: ⌈log2 N⌉ rounds of α + S/W),
+    or with None the star the schedule counts (the root sends (N-1)·S). Start-up ops (once, not
+    per step: ``startup_time``) and local ops cost 0 s."""
     return 0.0 if op.once else _alpha_beta(op, link, library)
 
 
-def _alpha_beta(op: Op, link: Link, library: str) -> float:
+def _alpha_beta(op: Op, link: Link, library: str | None) -> float:
     sent = sent_bytes(op.op, op.group, op.payload_bytes, op.root, library)
-    return link.alpha_s * ring_steps(op.op, op.group) + float(sent) / link.bandwidth
+    return link.alpha_s * ring_steps(op.op, op.group, library) + float(sent) / link.bandwidth
 
 
 def op_link(op: Op, hw: Hardware) -> Link | None:
@@ -340,9 +346,8 @@ def comm_time(schedule: Schedule, hw: Hardware, critical: bool | None = None) ->
 def startup_time(schedule: Schedule, hw: Hardware) -> float:
     """Seconds of the start-up operations (SPEC §4 rule 4: replicated parameters broadcast once,
     so that the replicas start identical), booked once per run, never per step: ``comm_time``
-    and ``step_time`` leave them out. A broadcast lasts as long as its root sends (gloo's root
-    sends (N-1)·S, every member waits for the last copy), so each is priced at its root."""
-    once = [replace(op, root=True) for op, _ in schedule.counted() if op.once]
+    and ``step_time`` leave them out, each priced as ``hw``'s library runs it."""
+    once = [op for op, _ in schedule.counted() if op.once]
     return sum(_alpha_beta(op, link, hw.collectives) for op in once if (link := op_link(op, hw)))
 
 
@@ -450,7 +455,7 @@ def exposed(
     waited = {} if critical is None or overlap == "per_pass+tp" else critical
     return sum(
         waited.get(p, 0.0) + max(0.0, comm.get(p, 0.0) - waited.get(p, 0.0) - compute.get(p, 0.0))
-        for p in set(comm) | set(compute)
+        for p in sorted(set(comm) | set(compute))  # one order: the same float every run
     )
 
 

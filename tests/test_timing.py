@@ -87,34 +87,38 @@ def test_broadcast_root_sends_n_minus_1_copies_and_every_member_waits_n_minus_1_
     assert op_time(op("broadcast", root=False), LINK) == pytest.approx(7 * ALPHA)
 
 
-def test_nccl_broadcasts_down_a_ring_so_every_member_sends_s_once() -> None:
-    # SPEC §9: NCCL pipelines a broadcast down a ring (each rank but the last forwards S); gloo's
-    # root sends S to each of the N-1 others in turn (the star above, what the runtime measures).
+def test_libraries_broadcast_down_a_ring_nccl_or_a_binomial_tree_gloo() -> None:
+    # SPEC §9: every member waits for the last copy. NCCL pipelines a broadcast down a ring: N-1
+    # hops, S/W. gloo::broadcast (what PyTorch's ProcessGroupGloo calls) is a binomial tree:
+    # ⌈log2 8⌉ = 3 rounds of α + S/W. The schedule's bytes stay the star above.
     for root in (True, False):
         assert op_time(op("broadcast", root=root), LINK, "nccl") == pytest.approx(7 * ALPHA + S / W)
+        assert op_time(op("broadcast", root=root), LINK, "gloo") == pytest.approx(
+            3 * (ALPHA + S / W)
+        )
+    assert ring_steps("broadcast", 9, "gloo") == 4 and ring_steps("broadcast", 9, "nccl") == 8
     # zero1_allreduce's owners broadcast their updated slices after the step (SPEC §4 rule 1):
-    # 8 broadcasts of Ψ/8 bf16 values. gloo: rank 0 is the root of one, 7/8 of 2Ψ bytes; NCCL: it
-    # forwards all 8, 2Ψ bytes.
+    # 8 broadcasts of Ψ/8 bf16 values, 2.5e8 bytes each: NCCL 8 × S/W = 2 s, gloo 8 × 3·S/W = 6 s.
     mesh = Mesh.of(data=8)
     schedule = derive_schedule(
         _s("zero1_allreduce"), ModelSpec(10**9), mesh, get_precision("mixed_adam")
     )
     gloo, nccl = (replace(hw(), collectives=library) for library in ("gloo", "nccl"))
-    assert comm_time(schedule, gloo)["step"] == pytest.approx(7 / 8 * 2e9 / W)
-    assert comm_time(schedule, nccl)["step"] == pytest.approx(2e9 / W)
+    assert comm_time(schedule, nccl)["step"] == pytest.approx(8 * 2.5e8 / W)
+    assert comm_time(schedule, gloo)["step"] == pytest.approx(8 * 3 * 2.5e8 / W)
     assert HARDWARE["h100-nvlink-ib"].collectives == "nccl"
     assert HARDWARE["this_machine"].collectives == "gloo"  # calibrated on the runtime's gloo
 
 
 def test_the_start_up_broadcast_is_booked_once_not_per_step() -> None:
     # SPEC §4 rule 4: dp's replicas start identical by one broadcast of the bf16 parameters (2Ψ
-    # bytes); its seconds are the run's, once: 7α + 2Ψ/W down NCCL's ring, 7α + 7·2Ψ/W from
-    # gloo's root; never in a step's comm_time.
+    # bytes); its seconds are the run's, once: 7α + 2Ψ/W down NCCL's ring, 3(α + 2Ψ/W) down
+    # gloo's tree; never in a step's comm_time.
     mesh = Mesh.of(data=8)
     schedule = derive_schedule(_s("dp"), ModelSpec(10**9), mesh, get_precision("mixed_adam"))
     nccl, gloo = (replace(hw(ALPHA), collectives=library) for library in ("nccl", "gloo"))
     assert startup_time(schedule, nccl) == pytest.approx(7 * ALPHA + 2e9 / W)
-    assert startup_time(schedule, gloo) == pytest.approx(7 * ALPHA + 7 * 2e9 / W)
+    assert startup_time(schedule, gloo) == pytest.approx(3 * (ALPHA + 2e9 / W))
     assert comm_time(schedule, nccl)["backward"] == pytest.approx(3.5 + 14 * ALPHA)
 
 

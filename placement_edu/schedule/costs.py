@@ -49,13 +49,29 @@ OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
         "d2h": OpCost(lambda n: 0 * n, 0, lambda n: 1),
     }
 )
-#: The collective libraries the time model prices (SPEC §9); they broadcast differently. gloo's
-#: root sends the message to each of the others in turn, a star: the ``broadcast`` row above, and
-#: what the runtime (gloo) measures. NCCL pipelines it down a ring in chunks: every rank but the
-#: last forwards S once, about S per device whatever N, over N - 1 hops (``NCCL_BROADCAST``; NCCL's
-#: trees serve all-reduce only).
-LIBRARIES: tuple[str, ...] = ("nccl", "gloo")
-NCCL_BROADCAST = OpCost(lambda n: 1 + 0 * n, 1, lambda n: n - 1)
+
+
+def _rounds(n: int) -> int:
+    """⌈log2 n⌉: the rounds of a binomial tree over n ranks (each round doubles the holders)."""
+    return (n - 1).bit_length()
+
+
+#: How each collective library broadcasts (SPEC §9), as the time model prices it. The
+#: ``broadcast`` row above is the bytes convention the schedule and the runtime's ledger count: a
+#: star, the root sending S to each of the N - 1 others. The libraries do better:
+#: - "gloo": ``gloo::broadcast`` (what PyTorch's ProcessGroupGloo calls) is a binomial tree: in
+#:   each of ⌈log2 N⌉ rounds every rank holding the message sends it to one more;
+#: - "nccl": a ring, pipelined in chunks: every rank but the last forwards S once, N - 1 hops.
+#: Every member waits for the last copy, so each prices the whole broadcast: ``ring`` counts the
+#: S-sized messages one after another on its longest path, ``steps`` its hops.
+BROADCASTS: Mapping[str, OpCost] = MappingProxyType(
+    {
+        "nccl": OpCost(lambda n: 1 + 0 * n, 1, lambda n: n - 1),
+        "gloo": OpCost(_rounds, 1, _rounds),
+    }
+)
+#: The collective libraries the time model prices (``timing.Hardware.collectives``).
+LIBRARIES: tuple[str, ...] = tuple(BROADCASTS)
 #: Two columns of ``OP_COSTS`` for the network collectives, as notebook 01 prints them.
 RING_FACTOR = MappingProxyType({op: c.ring for op, c in OP_COSTS.items() if c.zero})
 ZERO_FACTOR = MappingProxyType({op: c.zero for op, c in OP_COSTS.items() if c.zero})
@@ -97,12 +113,12 @@ def ring_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
 
 
 def sent_bytes(
-    op: str, n: Any, payload_bytes: Any, root: bool = True, library: str = "gloo"
+    op: str, n: Any, payload_bytes: Any, root: bool = True, library: str | None = None
 ) -> Any:
     """Bytes one device puts on the link ``op`` runs over, as the time model prices them (SPEC
     §9): a collective's ring bytes on the network, a host transfer's payload on the host link.
-    ``library``: whose algorithm (``LIBRARIES``); they differ in the broadcast, which NCCL sends
-    down a ring (``NCCL_BROADCAST``: S from every member, root or not) and gloo as a star."""
-    if op == "broadcast" and library == "nccl":
-        return NCCL_BROADCAST.ring(n) * payload_bytes
+    ``library`` (``LIBRARIES``) prices a broadcast as that library runs it (``BROADCASTS``: the
+    bytes on its longest path, root or not); None, as the star of the ``broadcast`` row."""
+    if op == "broadcast" and library is not None:
+        return BROADCASTS[library].ring(n) * payload_bytes
     return payload_bytes if op in HOST_TRANSFERS else ring_bytes(op, n, payload_bytes, root)
