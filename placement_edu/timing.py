@@ -621,7 +621,10 @@ def tp_compute_bound(model: TransformerSpec, tensor: int, hw: str | Hardware) ->
     forward compute 2·(12h²)·bs/t FLOPs against two all-reduces of b·s·h 16-bit activations,
     2·2(t-1)/t·2bsh bytes. Both grow with the tokens b·s, so tokens cannot make TP compute-bound:
     the condition is on the width, h >= (t-1)/3 · F/W (the JAX scaling book's model-parallel
-    rule). Returns {"h_needed": (t-1)/3·F/W, "h": h, "ratio": comm/compute}."""
+    rule). Compute-bound is not hidden: the next matmul waits for these all-reduces
+    (``on_critical_path``), so only an implementation that overlaps them ("per_pass+tp") hides
+    them, and only when h is this wide. Returns {"h_needed": (t-1)/3·F/W, "h": h, "ratio":
+    comm/compute}."""
     hw = get_hardware(hw)
     t, h = tensor, model.hidden
     w = hw.link("tensor").bandwidth
