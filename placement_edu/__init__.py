@@ -40,7 +40,7 @@ _EXPORTS = {
         ["AXES", "MODEL_STATES", "PHASES", "STARTUP", "GradStatus", "Mode", "Placement", "State"],
         "placement_edu.placement",
     ),
-    **dict.fromkeys(["default_transformer", "plan"], "placement_edu.planner"),
+    **dict.fromkeys(["default_transformer", "group_links", "plan"], "placement_edu.planner"),
     **dict.fromkeys(["PRESETS", "Precision", "get_precision"], "placement_edu.precision"),
     **dict.fromkeys(["Comparison", "Report", "analyze", "compare"], "placement_edu.report"),
     **dict.fromkeys(
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
         Placement,
         State,
     )
-    from placement_edu.planner import default_transformer, plan
+    from placement_edu.planner import default_transformer, group_links, plan
     from placement_edu.precision import PRESETS, Precision, get_precision
     from placement_edu.report import Comparison, Report, analyze, compare
     from placement_edu.schedule import (

@@ -511,7 +511,8 @@ def _check(
     integrity: Condition | None = None
     consistency: Condition | None = None
     warnings: list[str] = []
-    for rank in stages_to_walk(model, mesh.degree("pipeline")):  # pipeline innermost: rank = stage
+    for stage in stages_to_walk(model, mesh.degree("pipeline")):
+        rank = stage * mesh.stride("pipeline")  # the stage's first rank (mesh.LAYOUT)
         schedule = derive_schedule(strategy, model, mesh, precision, rank, strict=False)
         if fault is not None:
             schedule = apply_fault(schedule, fault, strategy, mesh)

@@ -17,13 +17,22 @@ from placement_edu.errors import (
 )
 from placement_edu.placement import AXES, known_axes
 
+#: Where ranks sit (SPEC §9): the axes from outermost to innermost. Tensor is innermost, so a
+#: tensor group is t consecutive ranks -- inside one node whenever t divides the GPUs per node --
+#: then data, pipeline, replica: rank = ((r_index * p + p_index) * d + d_index) * t + t_index.
+#: This is Megatron-LM's order (``--order tp-cp-ep-dp-pp``: tensor fastest, pipeline slowest) and
+#: what ``init_device_mesh(shape=(r, p, d, t))`` builds (its last dimension is contiguous); replica
+#: sits outside pipeline, as SPEC §9 orders it (torchtitan puts its dp_replicate inside pp).
+LAYOUT: tuple[str, ...] = ("replica", "pipeline", "data", "tensor")
+
 
 @dataclass(frozen=True)
 class Mesh:
-    """Degrees per named axis, in the fixed order replica, data, tensor, pipeline.
+    """Degrees per named axis, written in the fixed order replica, data, tensor, pipeline.
 
-    Rank layout: replica (when present) is the outermost axis and pipeline the innermost, so
-    rank = ((r_index * d + d_index) * t + t_index) * p + p_index.
+    Rank layout (``LAYOUT``, SPEC §9): tensor innermost, then data, pipeline, replica, so
+    rank = ((r_index * p + p_index) * d + d_index) * t + t_index. The written order is only how
+    a mesh prints ("data=4,tensor=8,pipeline=2"); where its ranks sit is ``LAYOUT``'s.
     """
 
     degrees: tuple[tuple[str, int], ...]
@@ -104,22 +113,26 @@ class Mesh:
         if not 0 <= rank < self.world_size:
             raise PlacementError(f"rank {rank} is outside a mesh of {self.world_size} devices")
         out: dict[str, int] = {}
-        for axis in reversed(AXES):
+        for axis in reversed(LAYOUT):
             out[axis] = rank % self.degree(axis)
             rank //= self.degree(axis)
         return {
             axis: out[axis] for axis in AXES if axis != "replica" or "replica" in dict(self.degrees)
         }
 
+    def stride(self, axis: str) -> int:
+        """How far apart two neighbours along ``axis`` sit: the product of the degrees of the axes
+        inside it in ``LAYOUT`` (1 for tensor)."""
+        known_axes((axis,), "Mesh.stride")
+        return math.prod(self.degree(a) for a in LAYOUT[LAYOUT.index(axis) + 1 :])
+
     def group(self, rank: int, axis: str) -> list[int]:
         """The ranks that share every coordinate with ``rank`` except along ``axis``."""
-        # With the layout of the class docstring, a step along ``axis`` moves the rank by the
-        # product of the degrees of the axes inside it: the group is an arithmetic run of ranks
-        # (computed, not searched, so a mesh of 2^40 devices costs no more than one of 4).
+        # A step along ``axis`` moves the rank by ``stride(axis)``: the group is an arithmetic
+        # run of ranks (computed, not searched, so a mesh of 2^40 devices costs no more than one
+        # of 4).
         mine = self.coords(rank)
-        stride = (
-            math.prod(self.degree(a) for a in AXES[AXES.index(axis) + 1 :]) if axis in AXES else 1
-        )
+        stride = self.stride(axis) if axis in AXES else 1
         first = rank - mine.get(axis, 0) * stride
         return [first + i * stride for i in range(self.degree(axis))]
 

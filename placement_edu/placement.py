@@ -70,7 +70,8 @@ class GradStatus(str, Enum):
     SCALED = "scaled"  # reduced and divided once by the number of contributions
 
 
-#: The mesh axes, outermost first, and what each one splits. ``data``, ``tensor`` and ``pipeline``
+#: The mesh axes, in the order a mesh is written (where ranks sit is ``mesh.LAYOUT``'s order), and
+#: what each one splits. ``data``, ``tensor`` and ``pipeline``
 #: are the specification's three; ``replica`` is a second batch-splitting axis for hybrid sharding
 #: (FSDP HYBRID_SHARD, "hsdp"): states are sharded within a data group and replicated across groups.
 AXES: tuple[str, ...] = ("replica", "data", "tensor", "pipeline")

@@ -1,20 +1,23 @@
 """A planner: which placement, on which mesh, trains this model fastest within the memory budget?
 
 It derives nothing new. For every mesh r·d·t·p = devices and every placement the core knows
-(dp, zero1/2/3, fsdp_grad_op and hsdp on the data axes, composed with Megatron tensor parallelism
-and pipeline parallelism) and every recomputation choice, it asks the core for the peak bytes
-(``derive_memory``, SPEC §3) and the step time (``timing``, SPEC §9), drops what does not fit, and
-ranks the rest. Read top to bottom:
+(dp, zero1/2/3, fsdp_grad_op and hsdp on the data axes, composed with Megatron tensor parallelism,
+with and without sequence parallelism, and pipeline parallelism) and every recomputation choice,
+it asks the core for the peak bytes (``derive_memory``, SPEC §3) and the step time (``timing``,
+SPEC §9, each group on the link where its ranks sit), drops what does not fit, and ranks the rest.
+Read top to bottom:
 
 - ``SHAPES`` and ``default_transformer``: a documented transformer shape for a bare Ψ
 - ``DATA_STRATEGIES`` and ``compose``: the placement on the data axis, composed with tp and pp
 - ``meshes``: every r·d·t·p = devices the planner tries
 - ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
+- ``group_links``: which link each axis' groups use (what an explanation names)
 - ``plan``: enumerate, price, split feasible from infeasible, rank, explain
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -106,13 +109,14 @@ def default_transformer(
 DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_op")
 RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
 #: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per
-#: server).
+#: server): t <= the hardware's gpus_per_node, or 8 (a DGX node) when one node holds every device.
 MAX_TENSOR = 8
 
 
-def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
+def compose(data: str, mesh: Mesh, micro_batches: int, sequence_parallel: bool = False) -> Strategy:
     """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
-    tensor and pipeline axes where the mesh has them. Named like the compositions: zero1×tp×pp."""
+    tensor and pipeline axes where the mesh has them, and Megatron's sequence parallelism on the
+    tensor axis when asked. Named like the compositions: zero1×tp×pp, zero1×tp+sp."""
     on_data = STRATEGIES[data]
     axes = [axis for axis, n in mesh if n > 1]
     modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
@@ -130,12 +134,14 @@ def compose(data: str, mesh: Mesh, micro_batches: int) -> Strategy:
         if "data" in axes
         else []
     )
-    parts += [short for axis, short in (("tensor", "tp"), ("pipeline", "pp")) if axis in axes]
+    tp = "tp+sp" if sequence_parallel else "tp"
+    parts += [short for axis, short in (("tensor", tp), ("pipeline", "pp")) if axis in axes]
     return Strategy(
         "×".join(parts) or "single",
         Placement(**modes),
         reshard_after_forward=on_data.reshard_after_forward,
         micro_batches=micro_batches,
+        sequence_parallel=sequence_parallel,
         mesh_axes=tuple(axes),
     )
 
@@ -148,7 +154,8 @@ def _divisors(n: int) -> list[int]:
 def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -> Iterator[Mesh]:
     """Every mesh r·d·t·p = ``devices`` the planner tries: t a divisor of the heads up to
     ``max_tensor`` (one node), p at most the layers, and a replica axis only to split the data
-    devices into hybrid-sharding groups of d·t <= ``max_tensor`` devices (one node each)."""
+    devices into hybrid-sharding groups of d·t <= ``max_tensor`` devices (one node each: tensor
+    is the innermost axis and data the next, ``mesh.LAYOUT``)."""
     for t in _divisors(devices):
         if t > max_tensor or not heads_divide(model, t):
             continue
@@ -200,7 +207,9 @@ def comm_seconds(
     derivation)."""
     m = strategy.micro_batches
     one, two = (
-        comm_time(_schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw, critical)
+        comm_time(
+            _schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw, mesh, critical
+        )
         for k in ((1, 2) if m > 2 else (m, m))
     )
     return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
@@ -209,6 +218,22 @@ def comm_seconds(
 @lru_cache(maxsize=4096)
 def _schedule(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision):
     return derive_schedule(strategy, model, mesh, precision)
+
+
+def group_links(mesh: Mesh, hw: Hardware) -> str:
+    """Which link each axis' groups use on ``hw`` (``Hardware.axis_link``: decided by where the
+    ranks sit, ``mesh.LAYOUT``), e.g. "data groups of 8 across nodes on InfiniBand NDR (50 GB/s),
+    tensor groups of 8 inside a node on NVLink 4 (450 GB/s)"."""
+    parts = []
+    for axis, n in mesh:
+        if n > 1:
+            link = hw.axis_link(mesh, axis)
+            where = "across nodes" if hw.spans_nodes(mesh, axis) else "inside a node"
+            parts.append(
+                f"{axis} groups of {n} {where} on {link.name or 'its link'} "
+                f"({link.bandwidth / 1e9:g} GB/s)"
+            )
+    return ", ".join(parts) or "no communication between devices"
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -294,6 +319,7 @@ class Plan:
             f"; peak {c.peak_bytes / GB:.1f} GB leaves {-c.over_bytes / GB:.1f} GB of the "
             f"{self.budget_bytes / GB:g} GB"
         )
+        where = f"; {group_links(c.mesh, self.hardware)}"
         if i == 0:
             why = "; the fastest that fits"
         else:
@@ -303,7 +329,7 @@ class Plan:
                 f"; {t.total_s - prev.total_s:.3g} s ({t.total_s / prev.total_s - 1:.2%}) "
                 f"slower than #{i}"
             )
-        return head + room + why + "."
+        return head + room + where + why + "."
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -399,7 +425,7 @@ def plan(
     fits: list[Choice] = []
     over: list[Choice] = []
     skipped: list[str] = []
-    for mesh in meshes(devices, model):
+    for mesh in meshes(devices, model, hw.gpus_per_node or MAX_TENSOR):
         replicas = mesh.degree("replica") * mesh.degree("data")
         if batch % (replicas * model.micro_batch):
             skipped.append(
@@ -415,12 +441,12 @@ def plan(
             if mesh.degree("data") > 1
             else ["dp"]
         )
-        for data in datas:
-            strategy = compose(data, mesh, m)
+        # Megatron's sequence parallelism with every tensor-parallel plan (SPEC §3, §4)
+        parallel_sequences = (False, True) if mesh.degree("tensor") > 1 else (False,)
+        for data, sp in itertools.product(datas, parallel_sequences):
+            strategy = compose(data, mesh, m, sp)
             for recompute in recomputes:
-                shaped = (
-                    model if model.recompute == recompute else _with_recompute(model, recompute)
-                )
+                shaped = _shaped(model, recompute, sp)
                 try:
                     peak = int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
                 except PlacementError as error:
@@ -433,7 +459,7 @@ def plan(
                 # Only full recomputation changes the schedule: it replays the tensor-parallel
                 # collectives of forward in backward (SPEC §4). Price the others once.
                 replays = recompute == "full" and mesh.degree("tensor") > 1
-                priced = _with_recompute(model, "full" if replays else "none")
+                priced = _shaped(model, "full" if replays else "none", sp)
                 comm = comm_seconds(strategy, priced, mesh, precision, hw)
                 # tensor parallelism's collectives: on the critical path (SPEC §9)
                 critical = (
@@ -461,5 +487,6 @@ def plan(
 
 
 @lru_cache(maxsize=64)
-def _with_recompute(model: TransformerSpec, recompute: str) -> TransformerSpec:
-    return replace(model, recompute=recompute)
+def _shaped(model: TransformerSpec, recompute: str, sequence_parallel: bool) -> TransformerSpec:
+    """``model`` with this recomputation choice and sequence parallelism (activations: SPEC §3)."""
+    return replace(model, recompute=recompute, sequence_parallel=sequence_parallel)

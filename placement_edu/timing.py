@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from placement_edu.errors import PlacementError, expect
+from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, TransformerSpec, as_model, tensor_divides_heads
 from placement_edu.placement import PHASES, State
@@ -68,6 +68,7 @@ class Link:
     alpha_s: float
     bandwidth: float
     source: str = ""
+    name: str = ""
 
     def __post_init__(self) -> None:
         expect(
@@ -87,17 +88,25 @@ class Link:
 
 @dataclass(frozen=True)
 class Hardware:
-    """A device and its links.
+    """A device, its links, and how many devices share a node.
 
     ``flops``: *achieved* FLOP/s per device (peak × the MFU assumed; ``source`` says which).
-    ``memory_bytes``: device memory, bytes. ``links``: (mesh axis, Link) pairs -- "data", "tensor",
-    "pipeline", "replica"; a hierarchical cluster gives each axis its own W (SPEC §9).
-    ``host_link``: the device-host link (PCIe), for offloaded state's h2d/d2h transfers."""
+    ``memory_bytes``: device memory, bytes. ``node_link``: the link between the devices of one
+    node (NVLink). ``network_link``: the link between nodes (InfiniBand), never faster than the
+    node link. ``gpus_per_node``: devices per node; ranks fill nodes in order, rank r in node
+    r // gpus_per_node (``mesh.LAYOUT`` says where each rank sits on a mesh). None, with no
+    network link: every device sits in one node. ``host_link``: the device-host link (PCIe), for
+    offloaded state's h2d/d2h transfers.
+
+    A group's link is decided by where its ranks sit, never by its axis' name (SPEC §9):
+    ``group_link`` for one group, ``axis_link`` for every group of a mesh axis."""
 
     name: str
     flops: float
     memory_bytes: int
-    links: tuple[tuple[str, Link], ...]
+    node_link: Link
+    network_link: Link | None = None
+    gpus_per_node: int | None = None
     source: str = ""
     host_link: Link | None = None
     #: The collective library whose algorithms price its collectives (``schedule.LIBRARIES``):
@@ -121,21 +130,69 @@ class Hardware:
             f"hardware {self.name!r}: memory_bytes is a whole number of bytes > 0 (e.g. 80 * "
             f"10**9), got {self.memory_bytes!r}",
         )
-        object.__setattr__(self, "links", tuple(dict(self.links).items()))  # accept a mapping too
-
-    def link(self, axis: str) -> Link:
-        """The link the groups of mesh axis ``axis`` communicate over."""
-        links = dict(self.links)
-        if axis not in links:
-            raise PlacementError(
-                f"hardware {self.name!r} has no link for the {axis} axis; it has links for "
-                f"{', '.join(links) or 'no axis'}: add one, e.g. links=(({axis!r}, Link(...)), ...)"
+        for field_name in ("node_link", "network_link", "host_link"):
+            value = getattr(self, field_name)
+            expect(
+                isinstance(value, Link) or (value is None and field_name != "node_link"),
+                f"hardware {self.name!r}: {field_name} is a Link (e.g. NVLINK4), got {value!r}",
             )
-        return links[axis]
+        expect(
+            (self.gpus_per_node is None) == (self.network_link is None),
+            f"hardware {self.name!r}: give gpus_per_node and network_link together (nodes of "
+            "gpus_per_node devices joined by the network link), or neither (every device in one "
+            f"node); got gpus_per_node={self.gpus_per_node!r}, network_link={self.network_link!r}",
+        )
+        if self.gpus_per_node is not None:
+            positive_int(f"hardware {self.name!r}: gpus_per_node", self.gpus_per_node)
+        network = self.network_link
+        if network is not None:
+            expect(
+                network.bandwidth <= self.node_link.bandwidth,
+                f"hardware {self.name!r}: its network link ({network.bandwidth:g} B/s) is faster "
+                f"than its node link ({self.node_link.bandwidth:g} B/s); expected the network to "
+                "be the slower link",
+            )
 
-    def with_links(self, **links: Link) -> "Hardware":
-        """A copy with some axes' links replaced, e.g. ``hw.with_links(data=NVLINK4)``."""
-        return replace(self, links=tuple({**dict(self.links), **links}.items()))
+    def node(self, rank: int) -> int:
+        """The node ``rank`` sits in: rank // gpus_per_node (0 when every device is in one)."""
+        return 0 if self.gpus_per_node is None else rank // self.gpus_per_node
+
+    def group_link(self, ranks: Sequence[int]) -> Link:
+        """The link a ring over ``ranks`` runs at: the node link when every rank sits in one node;
+        otherwise the ring crosses the network, the slowest link it crosses."""
+        if len({self.node(r) for r in ranks}) <= 1 or self.network_link is None:
+            return self.node_link
+        return self.network_link
+
+    def spans_nodes(self, mesh: Mesh, axis: str) -> bool:
+        """Whether some group of ``axis`` on ``mesh`` spans nodes (``Mesh.group``'s groups).
+
+        Along ``axis`` of degree n and stride s (``Mesh.stride``), the ranks form blocks of n·s
+        consecutive ranks, each holding s groups. With nodes of g devices, every group stays
+        inside a node exactly when n = 1, the whole mesh fits one node, or g is a multiple of n·s
+        (no node boundary cuts a block); otherwise a boundary cuts some block, and a group of it
+        has ranks on both sides. Computed, not searched: a mesh of 2^40 devices costs the same."""
+        g, n = self.gpus_per_node, mesh.degree(axis)
+        if g is None or n == 1 or mesh.world_size <= g:
+            return False
+        return g % (n * mesh.stride(axis)) != 0
+
+    def axis_link(self, mesh: Mesh | str, axis: str) -> Link:
+        """The link the groups of ``axis`` on ``mesh`` run at: the network link when any of them
+        spans nodes (a step waits for its slowest group), else the node link."""
+        mesh = as_mesh(mesh)
+        if self.spans_nodes(mesh, axis) and self.network_link is not None:
+            return self.network_link
+        return self.node_link
+
+    def with_links(self, node: Link | None = None, network: Link | None = None) -> "Hardware":
+        """A copy with the node link or the network link replaced, e.g.
+        ``hw.with_links(network=IB_HDR)``."""
+        return replace(
+            self,
+            node_link=node or self.node_link,
+            network_link=network or self.network_link,
+        )
 
 
 # Links, each with its source. W is the one-direction bandwidth a device sends at; α is an order
@@ -145,27 +202,31 @@ NVLINK3 = Link(
     300e9,
     "A100 SXM NVLink 3: 600 GB/s total = 300 GB/s each direction (NVIDIA A100 "
     "datasheet); α ≈ 3 µs per ring step (order of NCCL's intra-node latency)",
+    name="NVLink 3",
 )
 NVLINK4 = Link(
     3e-6,
     450e9,
     "H100 SXM NVLink 4: 900 GB/s total = 450 GB/s each direction (NVIDIA H100 "
     "datasheet); α ≈ 3 µs per ring step",
+    name="NVLink 4",
 )
 IB_HDR = Link(
     10e-6,
     25e9,
     "InfiniBand HDR, 200 Gb/s = 25 GB/s per GPU (DGX A100: one HDR NIC per GPU); "
     "α ≈ 10 µs per ring step across nodes",
+    name="InfiniBand HDR",
 )
 IB_NDR = Link(
     10e-6,
     50e9,
     "InfiniBand NDR, 400 Gb/s = 50 GB/s per GPU (DGX H100: one NDR NIC per GPU); "
     "α ≈ 10 µs per ring step across nodes",
+    name="InfiniBand NDR",
 )
-PCIE4 = Link(10e-6, 25e9, "PCIe 4.0 x16: ~25 GB/s achievable each way (32 GB/s raw)")
-PCIE5 = Link(10e-6, 50e9, "PCIe 5.0 x16: ~50 GB/s achievable each way (64 GB/s raw)")
+PCIE4 = Link(10e-6, 25e9, "PCIe 4.0 x16: ~25 GB/s achievable each way (32 GB/s raw)", "PCIe 4")
+PCIE5 = Link(10e-6, 50e9, "PCIe 5.0 x16: ~50 GB/s achievable each way (64 GB/s raw)", "PCIe 5")
 
 _A100 = (
     "A100-80GB SXM: 312e12 bf16 dense FLOP/s peak (NVIDIA datasheet); achieved 50% MFU = 156e12, "
@@ -184,27 +245,30 @@ HBM_80GB = 80 * 2**30
 def _cluster(
     name: str, flops: float, source: str, inside: Link, across: Link, host: Link
 ) -> Hardware:
-    """Hierarchical links: tensor parallelism inside a node (Megatron keeps t <= 8 on NVLink), the
-    data, pipeline and replica axes across nodes."""
+    """Nodes of 8 GPUs (DGX A100, DGX H100) on NVLink, joined by InfiniBand: a group of ranks
+    inside one node runs on NVLink, one that spans nodes on InfiniBand."""
     return Hardware(
         name,
         flops,
         HBM_80GB,
-        (("tensor", inside), ("data", across), ("pipeline", across), ("replica", across)),
-        source + "; tensor axis on NVLink inside a node, data/pipeline/replica across nodes",
-        host,
+        inside,
+        across,
+        gpus_per_node=8,
+        source=source + "; 8 GPUs per node on NVLink (DGX), nodes joined by InfiniBand",
+        host_link=host,
     )
 
 
 def _one_node(name: str, flops: float, source: str, inside: Link, host: Link) -> Hardware:
-    """Every axis inside one 8-GPU node, on NVLink."""
+    """Every device in one NVLink domain (a real node holds 8; past 8 an idealization)."""
     return Hardware(
         name,
         flops,
         HBM_80GB,
-        tuple((a, inside) for a in ("tensor", "data", "pipeline", "replica")),
-        source + "; every axis inside one node on NVLink (8 GPUs at most)",
-        host,
+        inside,
+        source=source + "; every device in one node on NVLink (a real node holds 8 GPUs: past 8 "
+        "an idealization, as if the network were NVLink)",
+        host_link=host,
     )
 
 
@@ -221,7 +285,7 @@ HARDWARE: dict[str, Hardware] = {
         "this_machine",
         3.22e10,
         25276203008,
-        tuple((axis, Link(3.94e-4, 1.17e9)) for axis in ("data", "tensor", "pipeline", "replica")),
+        Link(3.94e-4, 1.17e9),
         source="fitted by `placement-edu calibrate` on this 2-core machine (shared with other "
         "jobs), 2026-12-03: gloo over loopback at N = 2, 4, payloads 1 KiB-4 MiB, median of 10 "
         "repeats, pooled over all-reduce, all-gather, reduce-scatter and send (rms relative error "
@@ -243,7 +307,7 @@ def get_hardware(hardware: str | Hardware) -> Hardware:
     if hardware not in HARDWARE:
         raise PlacementError(
             f"unknown hardware {hardware!r}; known presets: {', '.join(HARDWARE)}; "
-            "or pass Hardware(name, flops, memory_bytes, links)"
+            "or pass Hardware(name, flops, memory_bytes, node_link, network_link, gpus_per_node)"
         )
     return HARDWARE[hardware]
 
@@ -283,9 +347,9 @@ def _alpha_beta(op: Op, link: Link, library: str | None) -> float:
     return link.alpha_s * ring_steps(op.op, op.group, library) + float(sent) / link.bandwidth
 
 
-def op_link(op: Op, hw: Hardware) -> Link | None:
-    """The link ``op`` runs over: the host link for h2d/d2h, its axis' link for a collective,
-    None for a local op."""
+def op_link(op: Op, hw: Hardware, mesh: Mesh) -> Link | None:
+    """The link ``op`` runs over: the host link for h2d/d2h; for a collective, the link of its
+    axis' groups on ``mesh`` (``Hardware.axis_link``: where the ranks sit); None for a local op."""
     if op.op in HOST_TRANSFERS:
         expect(
             hw.host_link is not None,
@@ -294,7 +358,7 @@ def op_link(op: Op, hw: Hardware) -> Link | None:
         )
         return hw.host_link
     if op.is_collective and op.axis is not None:
-        return hw.link(op.axis)
+        return hw.axis_link(mesh, op.axis)
     return None
 
 
@@ -308,10 +372,13 @@ def on_critical_path(op: Op) -> bool:
     return op.axis == "tensor" and op.state is State.ACTIVATIONS
 
 
-def comm_time(schedule: Schedule, hw: Hardware, critical: bool | None = None) -> dict[str, float]:
+def comm_time(
+    schedule: Schedule, hw: Hardware, mesh: Mesh | str, critical: bool | None = None
+) -> dict[str, float]:
     """Seconds of communication per phase ("forward", "backward", "step") of one optimizer step on
-    one device: the sum of ``op_time`` over the schedule's per-step operations, in that phase.
-    ``critical``: True sums only the ops ``on_critical_path``, False only the others, None all.
+    one device of ``mesh``: the sum of ``op_time`` over the schedule's per-step operations, in that
+    phase, each on the link of its axis' groups (``op_link``). ``critical``: True sums only the
+    ops ``on_critical_path``, False only the others, None all.
 
     A step repeats the same operation many times (each layer, each micro-batch): identical
     operations (same op, axis, phase, group and bytes) are priced once and counted -- an operation
@@ -336,19 +403,23 @@ def comm_time(schedule: Schedule, hw: Hardware, critical: bool | None = None) ->
         else:
             counts[key] = [op, times]
     out = {phase: 0.0 for phase in PASSES}
+    mesh = as_mesh(mesh)
     for op, count in counts.values():
-        link = op_link(op, hw)
+        link = op_link(op, hw, mesh)
         if link is not None:
             out[op.phase] = out.get(op.phase, 0.0) + count * op_time(op, link, hw.collectives)
     return out
 
 
-def startup_time(schedule: Schedule, hw: Hardware) -> float:
+def startup_time(schedule: Schedule, hw: Hardware, mesh: Mesh | str) -> float:
     """Seconds of the start-up operations (SPEC §4 rule 4: replicated parameters broadcast once,
     so that the replicas start identical), booked once per run, never per step: ``comm_time``
     and ``step_time`` leave them out, each priced as ``hw``'s library runs it."""
+    mesh = as_mesh(mesh)
     once = [op for op, _ in schedule.counted() if op.once]
-    return sum(_alpha_beta(op, link, hw.collectives) for op in once if (link := op_link(op, hw)))
+    return sum(
+        _alpha_beta(op, link, hw.collectives) for op in once if (link := op_link(op, hw, mesh))
+    )
 
 
 # --- compute: 6Ψ per token, and attention (SPEC §9) --------------------------------------------
@@ -540,14 +611,14 @@ def step_time(
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
     recompute = getattr(model, "recompute", "none")
     compute = compute_time(model, tokens_per_device, hw, recompute)
-    comm = comm_time(schedule, hw)
+    comm = comm_time(schedule, hw, mesh)
     return combine(
         compute,
         comm,
         overlap,
         model_axis_degree(strategy, mesh, "pipeline"),
         strategy.micro_batches,
-        comm_time(schedule, hw, critical=True),
+        comm_time(schedule, hw, mesh, critical=True),
     )
 
 
@@ -604,7 +675,7 @@ def compute_bound_tokens(
         "compute_bound_tokens is for communication that does not grow with tokens (dp, zero1/2/3 "
         "on an abstract ModelSpec); for tensor parallelism use tp_compute_bound",
     )
-    comm = comm_time(derive_schedule(strategy, model, mesh, get_precision(precision)), hw)
+    comm = comm_time(derive_schedule(strategy, model, mesh, get_precision(precision)), hw, mesh)
     per_token = {
         p: f / hw.flops
         for p, f in flops_per_token(model.psi, getattr(model, "recompute", "none")).items()
@@ -627,7 +698,7 @@ def tp_compute_bound(model: TransformerSpec, tensor: int, hw: str | Hardware) ->
     comm/compute}."""
     hw = get_hardware(hw)
     t, h = tensor, model.hidden
-    w = hw.link("tensor").bandwidth
+    w = hw.axis_link(Mesh.of(tensor=t), "tensor").bandwidth  # t consecutive ranks
     # per token b·s: two all-reduces of h 16-bit values against 2·(12h²)/t FLOPs
     comm_s = 2 * float(ring_bytes("all_reduce", t, 2 * h)) / w
     ratio = comm_s / (24 * h * h / t / hw.flops)

@@ -37,9 +37,6 @@ from placement_edu.timing import Hardware, Link, ring_steps
 #: The ops a calibration times, in the order the tables print them: four over the link between
 #: ranks, and h2d, a host copy (on a CPU-only machine: a memory copy, the offloaded state's "link").
 CALIBRATED_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send", "h2d")
-#: The mesh axes a machine's one link serves (every rank talks to every other over the same
-#: loopback).
-AXES = ("data", "tensor", "pipeline", "replica")
 
 
 @dataclass(frozen=True)
@@ -165,9 +162,9 @@ def fit_calibration(samples: Sequence[Sample]) -> CalibrationFit:
 
 
 def this_machine(fit: CalibrationFit, flops: float, memory_bytes: int, source: str) -> Hardware:
-    """The fit as a ``Hardware`` preset named "this_machine": the pooled link on every mesh axis
-    (``AXES``: on one machine every pair of ranks uses the same loopback), the host copy as the
-    host link, ``flops`` achieved FLOP/s per rank, ``memory_bytes`` of memory."""
+    """The fit as a ``Hardware`` preset named "this_machine": every rank in one node whose link is
+    the pooled fit (on one machine every pair of ranks uses the same loopback), the host copy as
+    the host link, ``flops`` achieved FLOP/s per rank, ``memory_bytes`` of memory."""
     if fit.pooled is None:
         raise PlacementError("a preset needs at least one collective timed, not only host copies")
     link = fit.pooled.link()
@@ -175,22 +172,21 @@ def this_machine(fit: CalibrationFit, flops: float, memory_bytes: int, source: s
         "this_machine",
         flops,
         memory_bytes,
-        tuple((axis, link) for axis in AXES),
-        source,
-        fit.host.link() if fit.host is not None else None,
+        link,
+        source=source,
+        host_link=fit.host.link() if fit.host is not None else None,
         collectives="gloo",  # the runtime's collectives, which the calibration timed
     )
 
 
 def hardware_line(hw: Hardware) -> str:
-    """Python source that rebuilds ``hw`` (one link on every axis), to paste into
+    """Python source that rebuilds ``hw`` (every rank in one node, on one link), to paste into
     ``timing.HARDWARE``."""
-    links = dict(hw.links)
     expect(
-        len({(each.alpha_s, each.bandwidth) for each in links.values()}) == 1,
-        f"hardware_line writes one link for every axis; {hw.name!r} has several",
+        hw.network_link is None,
+        f"hardware_line writes one node on one link; {hw.name!r} has a network link too",
     )
-    link = next(iter(links.values()))
+    link = hw.node_link
     host = (
         f", host_link=Link({hw.host_link.alpha_s:.3g}, {hw.host_link.bandwidth:.3g})"
         if hw.host_link is not None
@@ -198,8 +194,7 @@ def hardware_line(hw: Hardware) -> str:
     )
     return (
         f'"{hw.name}": Hardware("{hw.name}", {hw.flops:.3g}, {hw.memory_bytes}, '
-        f"tuple((axis, Link({link.alpha_s:.3g}, {link.bandwidth:.3g})) for axis in "
-        f"{tuple(links)!r}), "
+        f"Link({link.alpha_s:.3g}, {link.bandwidth:.3g}), "
         f"source={hw.source!r}{host}, collectives={hw.collectives!r}),"
     )
 

@@ -52,8 +52,9 @@ def test_stage_kinds_are_first_middle_by_layer_count_and_last_and_count_every_st
 
 
 def listed(strategy, model, mesh: Mesh, stage: int) -> Counter:
-    """The ops stage ``stage`` runs in a step, as a multiset (order set aside)."""
-    s = derive_schedule(strategy, model, mesh, MIXED, stage, strict=False)
+    """The ops stage ``stage`` runs in a step (on its first rank, ``mesh.LAYOUT``), as a multiset
+    (order set aside)."""
+    s = derive_schedule(strategy, model, mesh, MIXED, stage * mesh.stride("pipeline"), strict=False)
     return Counter(o.key() + (o.micro_batches, o.stale) for o in s.ops)
 
 

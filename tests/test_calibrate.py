@@ -97,9 +97,10 @@ def test_each_repeat_counts_its_slowest_rank_and_the_median_repeat_is_fitted():
 
 def test_the_fit_becomes_a_hardware_preset_and_a_line_to_paste():
     hw = this_machine(fit_calibration(_synthetic()), 25e9, 8 * 10**9, "synthetic")
-    assert hw.link("data").alpha_s == pytest.approx(ALPHA) and hw.link(
-        "tensor"
-    ).bandwidth == pytest.approx(W)
+    # one machine is one node: every group, of any axis, on the fitted loopback link
+    assert hw.gpus_per_node is None and hw.network_link is None
+    assert hw.node_link.alpha_s == pytest.approx(ALPHA)
+    assert hw.axis_link("data=2,tensor=2", "data").bandwidth == pytest.approx(W)
     assert hw.host_link is not None
     line = hardware_line(hw)
     assert (

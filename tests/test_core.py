@@ -228,11 +228,13 @@ def test_bad_placements_teach_why() -> None:
 
 
 def test_mesh_rank_layout() -> None:
+    # tensor innermost, then data, pipeline (SPEC §9): rank = (p_index·d + d_index)·t + t_index
     mesh = Mesh.parse("data=2,tensor=2,pipeline=2")
     assert mesh.world_size == 8
-    assert mesh.coords(5) == {"data": 1, "tensor": 0, "pipeline": 1}
-    assert mesh.group(5, "data") == [1, 5]
-    assert mesh.group(5, "tensor") == [5, 7]
+    assert mesh.coords(5) == {"data": 0, "tensor": 1, "pipeline": 1}
+    assert mesh.group(5, "data") == [5, 7]
+    assert mesh.group(5, "tensor") == [4, 5]
+    assert mesh.group(5, "pipeline") == [1, 5]
 
 
 def test_a_report_prints_text_html_and_json_with_the_same_numbers() -> None:

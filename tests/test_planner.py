@@ -68,7 +68,9 @@ def test_communication_seconds_are_affine_in_micro_batches_exactly(name: str, me
     # The planner derives m = 1 and m = 2 and extrapolates; the full derivation at m = 8 agrees.
     strategy = compose(name, mesh, 8)
     model = TransformerSpec(layers=8, hidden=256, heads=8, seq=128, vocab=1000, recompute="full")
-    full = comm_time(derive_schedule(strategy, model, mesh, get_precision("mixed_adam")), H100)
+    full = comm_time(
+        derive_schedule(strategy, model, mesh, get_precision("mixed_adam")), H100, mesh
+    )
     assert comm_seconds(strategy, model, mesh, get_precision("mixed_adam"), H100) == pytest.approx(
         full, rel=1e-12
     )
@@ -85,7 +87,13 @@ def test_70b_on_64_devices_refuses_dp_by_a_stated_excess_and_ranks_what_fits() -
     assert times == sorted(times)
     # The planner's figure for its first choice is the core's step_time for the same arguments.
     best = result.ranked[0]
-    shaped = TransformerSpec(**{**_fields(model), "recompute": best.recompute})
+    shaped = TransformerSpec(
+        **{
+            **_fields(model),
+            "recompute": best.recompute,
+            "sequence_parallel": best.strategy.sequence_parallel,
+        }
+    )
     core = step_time(best.strategy, shaped, best.mesh, "mixed_adam", H100, overlap="per_pass")
     assert best.time.total_s == pytest.approx(core.total_s, rel=1e-9)
     assert (

@@ -130,10 +130,10 @@ def test_totals_grow_by_one_micro_batchs_worth_per_micro_batch_up_to_10_to_the_8
             assert (
                 len(s.entries) == len(at[1000].entries) <= 64
             )  # held once: a few entries, whatever m is
-            for phase, seconds in comm_time(s, hw).items():
-                one = comm_time(at[3], hw)[phase] - comm_time(at[2], hw)[phase]
+            for phase, seconds in comm_time(s, hw, mesh).items():
+                one = comm_time(at[3], hw, mesh)[phase] - comm_time(at[2], hw, mesh)[phase]
                 assert seconds == pytest.approx(
-                    comm_time(at[2], hw)[phase] + (m - 2) * one, rel=1e-9
+                    comm_time(at[2], hw, mesh)[phase] + (m - 2) * one, rel=1e-9
                 )
 
 

@@ -21,6 +21,7 @@ from placement_edu import (
 from placement_edu.schedule import Op
 from placement_edu.timing import (
     HARDWARE,
+    IB_NDR,
     attention_flops_per_token,
     flops_per_token,
     megatron_flops_per_token,
@@ -49,14 +50,8 @@ S = 8_000_000  # bytes of payload: 4e6 bf16 elements
 def hw(
     alpha: float = 0.0, bandwidth: float = W, flops: float = 1e12, host: Link | None = None
 ) -> Hardware:
-    link = Link(alpha, bandwidth)
-    return Hardware(
-        "test",
-        flops,
-        80 * 10**9,
-        (("data", link), ("tensor", link), ("pipeline", link), ("replica", link)),
-        host_link=host,
-    )
+    """Every device in one node, on one link of ``bandwidth`` B/s and ``alpha`` s per step."""
+    return Hardware("test", flops, 80 * 10**9, Link(alpha, bandwidth), host_link=host)
 
 
 def op(kind: str, group: int = 8, **extra) -> Op:
@@ -104,8 +99,8 @@ def test_libraries_broadcast_down_a_ring_nccl_or_a_binomial_tree_gloo() -> None:
         _s("zero1_allreduce"), ModelSpec(10**9), mesh, get_precision("mixed_adam")
     )
     gloo, nccl = (replace(hw(), collectives=library) for library in ("gloo", "nccl"))
-    assert comm_time(schedule, nccl)["step"] == pytest.approx(8 * 2.5e8 / W)
-    assert comm_time(schedule, gloo)["step"] == pytest.approx(8 * 3 * 2.5e8 / W)
+    assert comm_time(schedule, nccl, mesh)["step"] == pytest.approx(8 * 2.5e8 / W)
+    assert comm_time(schedule, gloo, mesh)["step"] == pytest.approx(8 * 3 * 2.5e8 / W)
     assert HARDWARE["h100-nvlink-ib"].collectives == "nccl"
     assert HARDWARE["this_machine"].collectives == "gloo"  # calibrated on the runtime's gloo
 
@@ -117,9 +112,9 @@ def test_the_start_up_broadcast_is_booked_once_not_per_step() -> None:
     mesh = Mesh.of(data=8)
     schedule = derive_schedule(_s("dp"), ModelSpec(10**9), mesh, get_precision("mixed_adam"))
     nccl, gloo = (replace(hw(ALPHA), collectives=library) for library in ("nccl", "gloo"))
-    assert startup_time(schedule, nccl) == pytest.approx(7 * ALPHA + 2e9 / W)
-    assert startup_time(schedule, gloo) == pytest.approx(3 * (ALPHA + 2e9 / W))
-    assert comm_time(schedule, nccl)["backward"] == pytest.approx(3.5 + 14 * ALPHA)
+    assert startup_time(schedule, nccl, mesh) == pytest.approx(7 * ALPHA + 2e9 / W)
+    assert startup_time(schedule, gloo, mesh) == pytest.approx(3 * (ALPHA + 2e9 / W))
+    assert comm_time(schedule, nccl, mesh)["backward"] == pytest.approx(3.5 + 14 * ALPHA)
 
 
 def test_local_ops_startup_ops_and_groups_of_one_cost_nothing() -> None:
@@ -135,7 +130,7 @@ def test_comm_time_of_dp_is_its_one_all_reduce_in_backward() -> None:
     schedule = derive_schedule(
         _s("dp"), ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam")
     )
-    assert comm_time(schedule, hw(ALPHA)) == pytest.approx(
+    assert comm_time(schedule, hw(ALPHA), "data=8") == pytest.approx(
         {"forward": 0.0, "backward": 3.5 + 14e-6, "step": 0.0}
     )
 
@@ -143,7 +138,7 @@ def test_comm_time_of_dp_is_its_one_all_reduce_in_backward() -> None:
 def test_zero3_costs_1_5_times_dp_in_seconds_too_when_nothing_overlaps() -> None:
     model, mesh, precision = ModelSpec(10**9), Mesh.of(data=8), get_precision("mixed_adam")
     dp, z3 = (
-        sum(comm_time(derive_schedule(_s(s), model, mesh, precision), hw()).values())
+        sum(comm_time(derive_schedule(_s(s), model, mesh, precision), hw(), mesh).values())
         for s in ("dp", "zero3")
     )
     assert z3 / dp == pytest.approx(1.5)  # SPEC §4: 3Ψ vs 2Ψ; at α = 0 seconds are bytes / W
@@ -155,12 +150,12 @@ def test_offloaded_state_is_timed_on_the_host_link_and_refused_without_one() -> 
     )
     host = Link(0.0, 25e9)
     # d2h of the 2 B gradient slice (2e9/8 bytes) and h2d of the 2 B parameter slice: 0.25e9 B each.
-    network = sum(comm_time(schedule, hw(host=Link(0.0, 1e30))).values())
-    assert sum(comm_time(schedule, hw(host=host)).values()) - network == pytest.approx(
+    network = sum(comm_time(schedule, hw(host=Link(0.0, 1e30)), "data=8").values())
+    assert sum(comm_time(schedule, hw(host=host), "data=8").values()) - network == pytest.approx(
         2 * 0.25e9 / 25e9
     )
     with pytest.raises(PlacementError, match="no host link"):
-        comm_time(schedule, hw())
+        comm_time(schedule, hw(), "data=8")
 
 
 def test_each_host_transfer_charges_the_host_links_latency_once() -> None:
@@ -171,7 +166,9 @@ def test_each_host_transfer_charges_the_host_links_latency_once() -> None:
     transfers = sum(1 for op in schedule.ops if op.op in ("h2d", "d2h") and not op.once)
     assert transfers == 2  # the gradient slice down, the parameter slice up
     slow, fast = (hw(host=Link(alpha, 25e9)) for alpha in (1e-3, 0.0))
-    extra = sum(comm_time(schedule, slow).values()) - sum(comm_time(schedule, fast).values())
+    extra = sum(comm_time(schedule, slow, "data=8").values()) - sum(
+        comm_time(schedule, fast, "data=8").values()
+    )
     assert extra == pytest.approx(transfers * 1e-3)
 
 
@@ -267,7 +264,7 @@ def test_tensor_parallel_collectives_stay_on_the_critical_path_unless_tp_comm_ov
     model = TransformerSpec(layers=4, hidden=1024, heads=8, seq=512, vocab=100)
     mesh = Mesh.of(data=2, tensor=2)
     schedule = derive_schedule(_s("dp×tp"), model, mesh, get_precision("mixed_adam"))
-    tp = sum(comm_time(schedule, hw(), critical=True).values())
+    tp = sum(comm_time(schedule, hw(), mesh, critical=True).values())
     # 4 layers × 2 blocks × 2 passes all-reduce b·s·h = 524,288 bf16 values, (2-1)/2·2 of 1 MiB
     assert tp == pytest.approx(16 * 2**20 / W)
     times = {
@@ -464,14 +461,19 @@ def test_megatron_end_to_end_training_time_8tp_over_nx(
     assert seconds / 86_400 == pytest.approx(days, rel=0.015)
 
 
-def test_presets_cite_their_sources_and_price_tensor_on_nvlink_and_data_on_infiniband() -> None:
+def test_presets_cite_their_sources_and_put_8_gpus_on_nvlink_in_a_node() -> None:
     h100 = HARDWARE["h100-nvlink-ib"]
-    assert h100.link("tensor").bandwidth == 450e9 and h100.link("data").bandwidth == 50e9
+    # DGX H100: 8 GPUs per node on NVLink 4 (450 GB/s each way), one NDR NIC per GPU (50 GB/s).
+    assert h100.gpus_per_node == 8
+    assert h100.node_link.bandwidth == 450e9 and h100.network_link == IB_NDR
     assert h100.flops == pytest.approx(0.4 * 989e12, rel=1e-3) and "MFU" in h100.source
-    assert HARDWARE["a100-nvlink-ib"].link("data").bandwidth == 25e9
+    assert HARDWARE["a100-nvlink-ib"].network_link.bandwidth == 25e9  # type: ignore[union-attr]
     assert h100.memory_bytes == 80 * 2**30  # "80GB" of HBM is 80 GiB
-    with pytest.raises(PlacementError, match="no link for the data axis"):
-        Hardware("x", 1e12, 10**9, (("tensor", LINK),)).link("data")
+    assert HARDWARE["h100-nvlink"].gpus_per_node is None  # every device in one NVLink domain
+    with pytest.raises(PlacementError, match="give gpus_per_node and network_link together"):
+        Hardware("x", 1e12, 10**9, LINK, gpus_per_node=8)
+    with pytest.raises(PlacementError, match="faster than its node link"):
+        Hardware("x", 1e12, 10**9, LINK, Link(0.0, 2 * W), gpus_per_node=8)
     with pytest.raises(PlacementError, match="bandwidth is bytes per second > 0"):
         Link(0.0, 0.0)
 

@@ -15,13 +15,9 @@ from placement_edu.timing import Hardware, Link, compute_bound_tokens, op_time
 #: The link of the α–β exercise: α = 10 µs per ring step, W = 50 GB/s (InfiniBand NDR, one NIC
 #: per GPU).
 LINK = Link(10e-6, 50e9, "exercise: InfiniBand NDR-like")
-#: The hardware of the threshold exercise: 400e12 FLOP/s achieved, W = 100 GB/s, no latency.
-THRESHOLD_HW = Hardware(
-    "exercise",
-    400e12,
-    80 * 2**30,
-    tuple((axis, Link(0.0, 100e9)) for axis in ("data", "tensor", "pipeline", "replica")),
-)
+#: The hardware of the threshold exercise: 400e12 FLOP/s achieved, W = 100 GB/s, no latency, every
+#: device in one node.
+THRESHOLD_HW = Hardware("exercise", 400e12, 80 * 2**30, Link(0.0, 100e9))
 
 
 def _all_gather_ms() -> float:

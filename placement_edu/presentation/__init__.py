@@ -3,6 +3,7 @@ derivations; the core never imports it. Tables and JSON live beside the derivati
 ``report.py``.
 
 - ``style.py``  a colour per state and per collective, the device grid ("who holds what"), PNGs
+- ``layout.py`` where ranks sit: a mesh's ranks in their nodes, and the link each group runs on
 - ``live.py``   a widget cell that says to run the cells and shows a still until it is live
 - ``controls.py`` the controls the widgets share
 - one module per widget: ``grid_explorer``, ``mode_explorer``, ``activation_explorer``,
@@ -39,6 +40,7 @@ _EXPORTS = {
     "fit_comparison": _P + "fit_three_ways",
     "fit_peak": _P + "fit_answers",
     "GridExplorer": _P + "grid_explorer",
+    "rank_layout": _P + "layout",
     "MeshExplorer": _P + "mesh_explorer",
     **dict.fromkeys(["ModeExplorer", "schedule_text"], _P + "mode_explorer"),
     "PipelineExplorer": _P + "pipeline_explorer",
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from placement_edu.presentation.fit_explorer import FitExplorer
     from placement_edu.presentation.fit_three_ways import fit_comparison
     from placement_edu.presentation.grid_explorer import GridExplorer
+    from placement_edu.presentation.layout import rank_layout
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
     from placement_edu.presentation.pipeline_explorer import PipelineExplorer

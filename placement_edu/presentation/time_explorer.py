@@ -114,14 +114,10 @@ class TimeExplorer:
         show(self.widget, png_html(self.image.value, "seconds per step: compute and communication"))
 
     def hardware(self) -> Hardware:
-        """One device at the chosen FLOP/s; every axis on one link of the chosen W and fixed α."""
+        """One device at the chosen FLOP/s; every device in one node, on one link of the chosen W
+        and fixed α."""
         link = Link(self.alpha_s, self.bandwidth.value * 1e9, "the explorer's slider")
-        return Hardware(
-            "explorer",
-            self.flops.value * 1e12,
-            80 * 2**30,
-            tuple((a, link) for a in ("data", "tensor", "pipeline", "replica")),
-        )
+        return Hardware("explorer", self.flops.value * 1e12, 80 * 2**30, link)
 
     def derive(self) -> None:
         """Ask the core for each strategy's step and threshold at the controls' values."""
