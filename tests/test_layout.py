@@ -181,3 +181,23 @@ def test_plan_lists_sequence_parallel_plans_and_names_each_axis_link(capsys) -> 
             assert re.search(f"{axis} groups of {n} {link}", line), (axis, line)
         if mesh.degree("tensor") > 1:
             assert f"tensor groups of {mesh.degree('tensor')} inside a node on NVLink 4" in line
+
+
+def test_the_layout_picture_names_each_group_of_rank_0_with_its_nodes_and_link() -> None:
+    from placement_edu.errors import PlacementError
+    from placement_edu.presentation import rank_layout
+
+    texts = [t.get_text() for t in rank_layout("data=4,tensor=8,pipeline=2").texts]
+    assert (
+        "tensor group of rank 0: [0, 1, 2, 3, 4, 5, 6, 7] inside node 0, on NVLink 4 (450 GB/s)"
+        in texts
+    )
+    assert (
+        "data group of rank 0: [0, 8, 16, 24] across nodes 0-3, on InfiniBand NDR (50 GB/s)"
+        in texts
+    )
+    assert (
+        "pipeline group of rank 0: [0, 32] across nodes 0, 4, on InfiniBand NDR (50 GB/s)" in texts
+    )
+    with pytest.raises(PlacementError, match="draws at most 128 ranks"):
+        rank_layout("data=256")
