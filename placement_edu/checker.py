@@ -9,10 +9,14 @@ edited in), and reports the two correctness conditions separately:
 - state consistency: replicated parameters start identical (start-up broadcast) and are re-
   gathered after an owner-only update; every gather of sliced parameters reads the current step.
 
-State consistency is judged on the structure of the schedule, taking each rank's gradient as
-given: a gradient fault shows up once, under gradient integrity, even though it also makes
-replicas drift. The safety rules of SPEC §6 (``composition.py``) are reported alongside, each
-under the condition it protects. Nothing here looks at a strategy's name.
+A fault breaks one condition directly, and the other, from the next step on, as its consequence
+(SPEC §5); the checker says both, the direct one first. A gradient left partial where every rank
+updates a whole replica (O replicated) makes the replicas drift apart: state consistency fails as a
+consequence. Copies or gathers that break state consistency make every later gradient one of
+parameters that are not the single model's: gradient integrity fails as a consequence. (A gradient
+divided twice is the same on every rank: the replicas stay identical; owners re-gathered after
+their update stay one model.) The safety rules of SPEC §6 (``composition.py``) are reported
+alongside, each under the condition it protects. Nothing here looks at a strategy's name.
 
 Defaults: when no mesh is given, a one-axis strategy gets 4 devices on its axis (zero3: data=4)
 and a composition 2 devices per axis (zero1×tp×pp: data=2,tensor=2,pipeline=2); the model is a
@@ -56,13 +60,21 @@ CONDITIONS = ("gradient_integrity", "state_consistency")
 
 @dataclass(frozen=True)
 class Condition:
-    """One correctness condition: whether it holds, and a sentence saying why (or what to fix)."""
+    """One correctness condition: whether it holds, and a sentence saying why (or what to fix).
+    ``direct``: False where the schedule keeps it but the other condition is broken, so from the
+    next step on this one fails too, as a consequence (SPEC §5)."""
 
     holds: bool
     reason: str
+    direct: bool = True
+
+    @property
+    def verdict(self) -> str:
+        """'holds', 'BROKEN' or 'BROKEN as a consequence'."""
+        return "holds" if self.holds else "BROKEN" + ("" if self.direct else " as a consequence")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"holds": self.holds, "reason": self.reason}
+        return {"holds": self.holds, "direct": self.direct, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -79,8 +91,13 @@ class CheckResult:
 
     @property
     def broken(self) -> list[str]:
-        """The names of the conditions that fail."""
-        return [name for name in CONDITIONS if not getattr(self, name).holds]
+        """The names of the conditions the schedule breaks directly (SPEC §5's table)."""
+        return [name for name in CONDITIONS if _fails(getattr(self, name), direct=True)]
+
+    @property
+    def consequences(self) -> list[str]:
+        """The names of the conditions that fail, from the next step on, because of the others."""
+        return [name for name in CONDITIONS if _fails(getattr(self, name), direct=False)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +107,7 @@ class CheckResult:
             "gradient_integrity": self.gradient_integrity.to_dict(),
             "state_consistency": self.state_consistency.to_dict(),
             "broken": self.broken,
+            "broken_as_consequence": self.consequences,
             "rule_violations": [v.to_dict() for v in self.rule_violations],
             "warnings": list(self.warnings),
         }
@@ -99,13 +117,15 @@ class CheckResult:
             f" with fault {self.fault}" if self.fault else ""
         )
         lines = [head]
-        for name in CONDITIONS:
+        for name in self.broken + [n for n in CONDITIONS if n not in self.broken]:  # direct first
             c = getattr(self, name)
-            lines.append(
-                f"{name.replace('_', ' ')}: {'holds' if c.holds else 'BROKEN'}. {c.reason}"
-            )
+            lines.append(f"{name.replace('_', ' ')}: {c.verdict}. {c.reason}")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _fails(condition: Condition, direct: bool) -> bool:
+    return not condition.holds and condition.direct is direct
 
 
 # --- gradient integrity ---------------------------------------------------------------------
@@ -213,10 +233,12 @@ def gradient_integrity(
                 f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads "
                 f"on {axis} in backward, before optimizer_step"
             )
+        # whole replicas updated from different gradients drift apart; owners' slices do not
+        whole = axis == "tensor" or strategy.placement.mode(State.OPTIMIZER, axis) in WHOLE
         problems.append(
             f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
-            f"rank would apply only the gradient of its own slice of the batch, so the ranks "
-            f"drift apart; {fix}."
+            "rank would apply only the gradient of its own slice of the batch"
+            f"{', so the replicas drift apart' if whole else ''}; {fix}."
         )
     for signature in sorted({tuple(scales_at[c]) for c in classes}):
         if list(signature) == ([need] if need > 1 else []) or signature == (1,):
@@ -342,6 +364,7 @@ def state_consistency(
     step = next((i for i, o in enumerate(ops) if o.op == "optimizer_step"), len(ops))
     problems: list[str] = []
     good: list[str] = []
+    drift: list[str] = []  # broken as a consequence of a gradient left partial
 
     def params_ops(kind: str, axis: str, phases: tuple[str, ...]) -> list:
         return [
@@ -382,6 +405,20 @@ def state_consistency(
                         f"params on {axis} follows optimizer_step: the copies drift apart from the "
                         f"first step; all-gather params on {axis} after the step (SPEC §4 rule 2)."
                     )
+        if O in WHOLE and axis in BATCH_AXES:  # every rank runs the whole update on its replica
+            if any(
+                o.op in REDUCTIONS and o.state is State.GRADS and o.axis == axis for o in ops[:step]
+            ):
+                good.append(
+                    f"every rank applies the same update to its replica, from the gradient summed "
+                    f"on {axis}"
+                )
+            else:
+                drift.append(
+                    f"nothing sums the gradients on the {axis} axis, so each of the {n} ranks "
+                    "updates its whole replica from its own samples' gradient: the replicas, "
+                    "identical at the start, differ from the next step on"
+                )
         if P in GATHERED and axis in BATCH_AXES:
             forward = params_ops("all_gather", axis, ("forward",))
             backward = params_ops("all_gather", axis, ("backward",))
@@ -430,14 +467,13 @@ def state_consistency(
     ]
     if problems:
         return Condition(False, " ".join(_cap(p) for p in problems))
-    if any(
-        pl.mode(s, a) in WHOLE
-        for s in (State.PARAMS, State.OPTIMIZER)
-        for a in BATCH_AXES
-        if mesh.degree(a) > 1
-    ):
-        good.append(
-            "replicated states receive the same update on every rank, from the same summed gradient"
+    if drift:
+        return Condition(
+            False,
+            "Gradient integrity is broken, and that breaks this condition too: "
+            + "; ".join(drift)
+            + ".",
+            direct=False,
         )
     if any(
         pl.mode(s, a) in SPLIT_MODES
@@ -528,6 +564,40 @@ def _check(
             if f"SPEC §6 rule 5 (a cost, not an error): {w}" not in warnings
         ]
     assert integrity is not None and consistency is not None
+    integrity, consistency = _say_both(integrity, consistency)
     return CheckResult(
         strategy.name, mesh, fault, integrity, consistency, tuple(warnings), violations
+    )
+
+
+def _say_both(integrity: Condition, consistency: Condition) -> tuple[Condition, Condition]:
+    """SPEC §5: a fault breaks one condition directly and, from the next step on, the other as a
+    consequence. Parameters that are not one model's (copies that differ, a stale gather) give
+    gradients that are not the single-device one, however right the reductions; the direct
+    reason then names the consequence too."""
+    if not consistency.holds and consistency.direct and integrity.holds:
+        right = integrity.reason[:1].lower() + integrity.reason[1:-1]
+        integrity = Condition(
+            False,
+            "State consistency is broken, so from the next step on the gradients are computed on "
+            "parameters that are not one model's: the gradient the optimizer applies is not the "
+            f"single-device gradient, although the schedule reduces it right ({right}).",
+            direct=False,
+        )
+    for direct, follows, name in (
+        (integrity, consistency, "state consistency"),
+        (consistency, integrity, "gradient integrity"),
+    ):
+        if _fails(direct, True) and _fails(follows, False):
+            return _with_consequence(integrity, direct, name), _with_consequence(
+                consistency, direct, name
+            )
+    return integrity, consistency
+
+
+def _with_consequence(condition: Condition, direct: Condition, name: str) -> Condition:
+    if condition is not direct:
+        return condition
+    return Condition(
+        False, f"{condition.reason} From the next step on, {name} fails too, as a consequence."
     )

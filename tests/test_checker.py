@@ -123,6 +123,38 @@ def test_faults_are_small_edits_of_the_schedule() -> None:
     assert len(stale.ops) == len(s3.ops) and all(o.stale for o in stale.ops if o.op == "all_gather")
 
 
+def test_a_fault_breaks_one_condition_directly_and_the_other_as_a_consequence() -> None:
+    # SPEC §5: "from the next step on the other fails too as a consequence ... Say both, in that
+    # order". Once the checker said state consistency holds under skip-grad-reduce, "from the same
+    # summed gradient" (there is no sum), and gradient integrity holds under unsynced-init.
+    skip = check("dp", fault="skip-grad-reduce")
+    assert (skip.broken, skip.consequences) == (["gradient_integrity"], ["state_consistency"])
+    assert "summed gradient" not in skip.state_consistency.reason
+    assert "differ from the next step on" in skip.state_consistency.reason
+    assert str(skip).splitlines()[1:] == [
+        f"gradient integrity: BROKEN. {skip.gradient_integrity.reason}",
+        f"state consistency: BROKEN as a consequence. {skip.state_consistency.reason}",
+    ]
+    assert skip.gradient_integrity.reason.endswith(
+        "From the next step on, state consistency fails too, as a consequence."
+    )
+    init = check("dp", fault="unsynced-init")
+    assert (init.broken, init.consequences) == (["state_consistency"], ["gradient_integrity"])
+    lines = str(init).splitlines()  # the direct one first
+    assert lines[1].startswith("state consistency: BROKEN. Params are replicated")
+    assert lines[2].startswith("gradient integrity: BROKEN as a consequence. State consistency")
+    assert "not the single-device gradient" in init.gradient_integrity.reason
+    for strategy, fault in (("zero1", "skip-param-sync"), ("zero3", "stale-gather")):
+        assert check(strategy, fault=fault).consequences == ["gradient_integrity"]
+    # where no replica drifts, the other condition really holds: a gradient divided twice is the
+    # same on every rank; owners' slices are re-gathered (zero2) or never copied (zero3)
+    for strategy, fault in (("dp", "double-scale"), ("zero2", "skip-grad-reduce")):
+        result = check(strategy, fault=fault)
+        assert result.consequences == [] and result.state_consistency.holds
+        assert "summed" not in result.state_consistency.reason or fault == "double-scale"
+    assert "drift apart" not in check("zero3", fault="skip-grad-reduce").gradient_integrity.reason
+
+
 def test_fault_records_are_frozen_and_say_what_they_break() -> None:
     for name, fault in FAULTS.items():
         assert fault.name == name and fault.condition in CONDITIONS and fault.what
@@ -258,11 +290,18 @@ def test_cli_skip_grad_reduce_breaks_gradient_integrity_only(
     assert not out["gradient_integrity"]["holds"] and out["state_consistency"]["holds"]
 
 
-def test_cli_zero1_skip_param_sync_breaks_state_consistency_only(
+def test_cli_zero1_skip_param_sync_breaks_state_consistency_then_integrity_as_its_consequence(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = run_json(capsys, "zero1", "--fault", "skip-param-sync")
-    assert out["gradient_integrity"]["holds"] and not out["state_consistency"]["holds"]
+    assert out["broken"] == ["state_consistency"]
+    assert out["broken_as_consequence"] == ["gradient_integrity"]
+    assert out["state_consistency"] == {
+        "holds": False,
+        "direct": True,
+        "reason": out["state_consistency"]["reason"],
+    }
+    assert not out["gradient_integrity"]["holds"] and not out["gradient_integrity"]["direct"]
 
 
 def test_cli_composition_on_a_given_mesh(capsys: pytest.CaptureFixture[str]) -> None:

@@ -102,3 +102,19 @@ def test_the_gpipe_over_1f1b_question_asks_for_the_ratio_it_expects():
     (asked,) = [t for t in _markdown(notebook) if "**Exercise 3.**" in t]
     assert "GPipe ÷ 1F1B" in asked
     assert exercise.reference() == 2  # m / min(p, m) = 8 / 4
+
+
+def test_02_and_08_say_both_conditions_a_fault_breaks():
+    # skip-grad-reduce breaks gradient integrity directly and state consistency from the next step
+    # (the replicas diverge); unsynced-init the other way round. The checker once said state
+    # consistency holds "from the same summed gradient" under skip-grad-reduce.
+    for notebook in NOTEBOOKS:
+        if notebook.name[:2] in ("02", "08"):
+            both = [
+                t
+                for t in _markdown(notebook)
+                if "skip-grad-reduce" in t and "unsynced-init" in t and "as a consequence" in t
+            ]
+            assert both, notebook.name
+    for where, text in _texts():
+        assert "same summed gradient" not in text, where

@@ -47,8 +47,9 @@ def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_app
     from placement_edu.presentation.widgets import CheckExplorer
 
     explorer = CheckExplorer(strategy="zero2", fault="skip-param-sync")
-    assert "state consistency: BROKEN" in explorer.output.value
-    assert "gradient integrity: holds" in explorer.output.value
+    assert "state consistency: BROKEN." in explorer.output.value
+    # and, from the next step on, the other condition (SPEC §5)
+    assert "gradient integrity: BROKEN as a consequence." in explorer.output.value
     explorer.strategy.value = "dp"  # skip-param-sync needs an owner-only update: dp has none
     assert explorer.update().startswith("refused: fault 'skip-param-sync' does not apply to dp")
 

@@ -341,8 +341,7 @@ class MeshExplorer:
             for name in ("gradient_integrity", "state_consistency"):
                 c = getattr(view.checked, name)
                 lines.append(
-                    f"{name.replace('_', ' ')}: <b>{'holds' if c.holds else 'BROKEN'}</b>. "
-                    f"{html.escape(c.reason)}"
+                    f"{name.replace('_', ' ')}: <b>{c.verdict}</b>. {html.escape(c.reason)}"
                 )
             lines += [f"warning: {html.escape(w)}" for w in view.checked.warnings]
         if view.refused:
