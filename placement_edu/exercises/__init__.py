@@ -13,9 +13,16 @@ In a notebook::
     check_answer("zero2-memory", 16.64)          # -> right / wrong, and why
     check_answer("zero2-memory", solution("zero2-memory"))   # what nbval runs: the reference answer
 
-Numbers: an exact answer (int, Fraction, or a float that equals the reference exactly) is needed
-unless the exercise states a relative tolerance; a float is compared with that tolerance (1e-9 at
-least, float rounding). Text answers compare case- and space-insensitively.
+How an answer is judged (``check_answer``):
+
+- a number is right within the precision the question asks: 3 significant figures unless it says
+  otherwise ("2 decimals": compared after rounding; "within 1%": a relative tolerance);
+- a word is compared without case, spaces, ``-`` or ``_`` ("gradient_integrity" is "gradient
+  integrity"), and an exercise may list other words for the same answer ("sharded-with-gather");
+- a wrong number is explained: a common mistake by its own reason, a unit slip (bytes for GB, GiB
+  for GB, percent for a fraction, a factor 2 or N) by naming the slip;
+- an answer of the wrong kind ("two", None, nan) is "not yet: expected a number of bytes", never an
+  error.
 """
 
 from __future__ import annotations
@@ -34,12 +41,18 @@ from placement_edu.errors import PlacementError, shown
 Answer = Union[int, float, Fraction, str, bool]
 
 
+#: The precision of a number when the question states none: 3 significant figures.
+FIGURES = 3
+
+
 @dataclass(frozen=True)
 class Exercise:
     """``reference`` computes the answer with the core; ``unit`` says what the answer counts
     ("GB (1e9 bytes)", "bytes", "Ψ", "×", "" for a word); ``why`` is what the right answer shows;
-    ``mistakes``: (a wrong answer, what it reveals) pairs; ``tolerance``: relative, for answers that
-    are read off a chart or rounded (0: exact)."""
+    ``mistakes``: (a wrong answer, what it reveals) pairs. The precision, as the question states it:
+    ``tolerance`` (relative, "within 1%": 0.01), ``decimals`` ("2 decimals": 2), else ``FIGURES``
+    significant figures. ``also``: other words for a word answer ("sharded with gather" for
+    "SG"); ``devices``: the N of a question asked per device, to recognise an answer N× off."""
 
     name: str
     question: str
@@ -49,6 +62,9 @@ class Exercise:
     mistakes: tuple[tuple[Answer, str], ...] = ()
     tolerance: float = 0.0
     hint: str = ""
+    decimals: int | None = None
+    also: tuple[str, ...] = ()
+    devices: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,21 +125,93 @@ def solution(name: str) -> Answer:
     return _exercise(name).reference()
 
 
-def _same(given: Answer, expected: Answer, tolerance: float) -> bool:
+def _words(text: str) -> str:
+    """A word answer as compared: lower case, ``-`` and ``_`` as spaces, spaces collapsed."""
+    return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
+
+
+def _exact(number: int | float | Fraction) -> Fraction:
+    """A float as the decimal a learner typed (0.1 is 1/10, not 0.1000000000000000055...)."""
+    return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
+
+
+def _rounded(x: Fraction, step: Fraction) -> int:
+    """``x`` in units of ``step``, rounded half away from zero (as a learner rounds)."""
+    units = math.floor(abs(x) / step + Fraction(1, 2))
+    return units if x >= 0 else -units
+
+
+def _close(given: Fraction, expected: Fraction, exercise: Exercise, figures: int = 0) -> bool:
+    """Whether ``given`` is ``expected`` at the precision the question asks (or, with ``figures``,
+    at that many significant figures)."""
+    if abs(given - expected) <= abs(expected) / 10**9:  # float rounding: the same number
+        return True
+    if exercise.tolerance and not figures:  # "within 1%"
+        return abs(given - expected) <= Fraction(exercise.tolerance) * abs(expected)
+    if exercise.decimals is not None and not figures:  # "2 decimals"
+        step = Fraction(1, 10**exercise.decimals)
+    elif expected == 0:
+        return False
+    else:  # 3 significant figures: the step is a unit of the third digit of the reference
+        exponent = math.floor(math.log10(abs(expected))) - ((figures or FIGURES) - 1)
+        step = Fraction(10) ** exponent
+    return _rounded(given, step) == _rounded(expected, step)
+
+
+def _near(given: Fraction, value: Fraction, exercise: Exercise) -> bool:
+    """A wrong answer is recognised (a mistake, a slip) at the question's precision or at
+    ``FIGURES`` significant figures, whichever is looser."""
+    return _close(given, value, exercise) or _close(given, value, exercise, FIGURES)
+
+
+def _precision(exercise: Exercise) -> str:
+    if exercise.tolerance:
+        return f"within {exercise.tolerance:.{0 if exercise.tolerance >= 0.01 else 1}%}"
+    if exercise.decimals is not None:
+        return f"{exercise.decimals} decimals"
+    return f"{FIGURES} significant figures"
+
+
+def _slips(exercise: Exercise, expected: Fraction) -> tuple[tuple[Fraction, str], ...]:
+    """(given ÷ right answer, the slip that gives it), for the slips learners make most."""
+    GB, GiB = Fraction(10**9), Fraction(2**30)
+    unit, n = exercise.unit, exercise.devices
+    other_units = {  # the same quantity in another unit: (factor, that unit)
+        "GB": ((GB, "bytes"), (GB / GiB, "GiB (2^30 bytes)")),
+        "GiB": ((GiB, "bytes"), (GiB / GB, "GB (1e9 bytes)")),
+        "bytes": ((1 / GB, "GB"), (1 / GiB, "GiB")),
+        "ms": ((Fraction(1, 1000), "seconds"),),
+        "s": ((Fraction(1000), "milliseconds"),),
+    }.get(unit.split(" ")[0], ())
+    slips = [(f, f"that is the answer in {u}; the question asks {unit}") for f, u in other_units]
+    if n > 1:
+        slips += [
+            (
+                Fraction(n),
+                f"that is {n}× the answer: all N = {n} devices together, or one factor N too "
+                "many; the question asks for one device",
+            ),
+            (Fraction(1, n), f"that is 1/{n} of the answer: divided by N = {n} once too often"),
+        ]
+    if abs(expected) <= 1:
+        slips.append((Fraction(100), "that is the answer as a percentage; give it as a fraction"))
+    slips += [
+        (Fraction(2), "that is 2× the answer: a factor 2 too many"),
+        (Fraction(1, 2), "that is half the answer: a factor 2 missing"),
+    ]
+    return tuple(slips)
+
+
+def _kind(exercise: Exercise, expected: Answer) -> str:
+    """What an answer to ``exercise`` is: "True or False", "a word", "a number of bytes"."""
+    if isinstance(expected, bool):
+        return "True or False"
     if isinstance(expected, str):
-        return isinstance(given, str) and " ".join(given.lower().split()) == " ".join(
-            expected.lower().split()
-        )
-    if isinstance(expected, bool) or isinstance(given, bool):
-        return given is expected
-    if isinstance(given, float) and not math.isfinite(given):
-        return False  # an infinity is no byte count (nan is refused before)
-    if isinstance(given, float) or tolerance:
-        # exact Fractions, not floats: an int answer of 400 digits is wrong, not an OverflowError
-        scale = max(abs(Fraction(expected)), Fraction(1, 10**300))
-        gap = abs(Fraction(given) - Fraction(expected))
-        return gap <= Fraction(max(tolerance, 1e-9)) * scale
-    return Fraction(given) == Fraction(expected)
+        return "a word"
+    unit = exercise.unit
+    if unit[:1].isalpha() and not unit.startswith("of ") or unit == "Ψ" or unit.startswith("Ψ "):
+        return f"a number of {unit}"
+    return f"a number ({unit.strip('()')})" if unit else "a number"
 
 
 def _shown(value: Answer) -> str:
@@ -136,38 +224,64 @@ def _shown(value: Answer) -> str:
     return shown(value)
 
 
+def _of_its_kind(answer: object, expected: Answer) -> bool:
+    """Whether ``answer`` is the kind of answer ``expected`` is: True/False, a word, a number."""
+    if isinstance(expected, (bool, str)):
+        return isinstance(answer, type(expected))
+    if isinstance(answer, float):
+        return math.isfinite(answer)  # nan and inf count nothing
+    return isinstance(answer, (int, Fraction)) and not isinstance(answer, bool)
+
+
+def _same(
+    given: Answer,
+    expected: Answer,
+    exercise: Exercise,
+    also: tuple[str, ...] = (),
+    near: bool = False,
+) -> bool:
+    """Whether ``given`` is ``expected`` (or one of the words ``also``), as the question asks
+    (``near``: or at ``FIGURES`` significant figures)."""
+    if isinstance(expected, bool) or isinstance(given, bool):
+        return given is expected
+    if isinstance(expected, str):
+        words = {_words(w) for w in (expected, *also)}
+        return isinstance(given, str) and _words(given) in words
+    if isinstance(given, str):
+        return False
+    judge = _near if near else _close
+    return judge(_exact(given), Fraction(expected), exercise)
+
+
 def check_answer(name: str, answer: Answer) -> Verdict:
     """Right or wrong, and why (named apart from ``placement_edu.check``, the correctness
     checker). ``answer`` in the exercise's unit (a number, or a word)."""
     exercise = _exercise(name)
     answer = _plain(answer)  # type: ignore[assignment]
     expected = exercise.reference()
-    numeric = not isinstance(expected, (str, bool))
-    if numeric and (
-        isinstance(answer, (str, bool)) or not isinstance(answer, (int, float, Fraction))
-    ):
-        raise PlacementError(
-            f"exercise {name!r} takes a number in {exercise.unit}, got {shown(answer)} of type "
-            f"{type(answer).__name__}"
-        )
-    if numeric and isinstance(answer, float) and answer != answer:
-        raise PlacementError(f"exercise {name!r} takes a number in {exercise.unit}, got nan")
-    if not numeric and not isinstance(answer, type(expected)):
-        raise PlacementError(
-            f"exercise {name!r} takes "
-            f"{'True or False' if isinstance(expected, bool) else 'a word'}, got {shown(answer)}"
-        )
-    if _same(answer, expected, exercise.tolerance):
+
+    def not_yet(message: str) -> Verdict:
+        return Verdict(name, False, answer, message, expected)
+
+    if not _of_its_kind(answer, expected):
+        kind = _kind(exercise, expected)
+        return not_yet(f"expected {kind}, got {shown(answer)} ({type(answer).__name__})")
+    if _same(answer, expected, exercise, exercise.also):
         return Verdict(name, True, answer, exercise.why, expected)
-    for wrong, reason in exercise.mistakes:
-        if _same(answer, wrong, exercise.tolerance):
-            return Verdict(
-                name, False, answer, f"{_shown(answer)} {exercise.unit}: {reason}".strip(), expected
-            )
+    said = f"{_shown(answer)} {exercise.unit}".strip()
+    for mistake, reason in exercise.mistakes:
+        if _same(answer, mistake, exercise, near=True):
+            return not_yet(f"{said}: {reason}")
     hint = f" Hint: {exercise.hint}" if exercise.hint else ""
-    return Verdict(
-        name, False, answer, f"{_shown(answer)} {exercise.unit} is not it.{hint}", expected
-    )
+    if isinstance(expected, (str, bool)) or isinstance(answer, (str, bool)):
+        return not_yet(f"{said} is not it.{hint}")
+    given, right = _exact(answer), Fraction(expected)
+    for factor, slip in _slips(exercise, right):
+        if _near(given, right * factor, exercise):
+            return not_yet(f"{said}: {slip}.")
+    if _close(given, right, exercise, figures=2):
+        return not_yet(f"{said} is close, but the question asks {_precision(exercise)}.")
+    return not_yet(f"{said} is not it.{hint}")
 
 
 EXERCISES: Mapping[str, Exercise] = _collect()

@@ -40,13 +40,10 @@ EXERCISES = (
         "rank: tensor parallelism alone divides 114·sbh by 4.96, not by 8.",
         mistakes=(
             (
+                # = gpt3(sequence_parallel=True).activation_bytes_per_layer(8), the same number
                 Fraction(gpt3().activation_bytes_per_layer(1), 8 * GB),
-                "that divides everything by t: tensor parallelism leaves 10·sbh replicated "
-                "(sequence parallelism is what splits it).",
-            ),
-            (
-                Fraction(gpt3(sequence_parallel=True).activation_bytes_per_layer(8)) / GB,
-                "that is with sequence parallelism: sbh(34/t + 5as/(ht)).",
+                "that divides everything by t, sbh(34/t + 5as/(ht)): that is with sequence "
+                "parallelism; tensor parallelism alone leaves 10·sbh replicated.",
             ),
         ),
         hint="sbh(10 + 24/t + 5as/(ht)), sbh = 2048 × 12288.",

@@ -66,7 +66,7 @@ EXERCISES = (
             ),
             (Fraction(210), "that is 12Ψ/d: tensor and pipeline split the optimizer state too."),
         ),
-        tolerance=1e-3,
+        devices=64,
         hint="divide by the degree of every axis on which the state is S.",
     ),
     Exercise(

@@ -66,6 +66,7 @@ EXERCISES = (
             "R: persistent bytes per device = |s|. Add P, G and O at 2, 2 and 12 "
             "bytes per parameter."
         ),
+        devices=8,
     ),
     Exercise(
         "replicated-ring-bytes",
@@ -90,6 +91,7 @@ EXERCISES = (
             ),
         ),
         hint="ring all-reduce: 2(N−1)/N · S, with S = Ψ × 2 bytes.",
+        devices=4,
     ),
     Exercise(
         "replicated-startup-broadcast",

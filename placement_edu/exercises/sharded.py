@@ -44,6 +44,7 @@ EXERCISES = (
             (Fraction(2625, 10), "262.5 GB is zero2 (2Ψ + 14Ψ/N): zero1 keeps the whole gradient."),
         ),
         hint="R costs |s|, S costs |s|/N: which of P, G, O are S in zero1?",
+        devices=8,
     ),
     Exercise(
         "sharded-zero2-vs-dp",
@@ -130,5 +131,6 @@ EXERCISES = (
             ),
         ),
         hint="peak = persistent + the largest transient term, here the 2Ψ gradient bucket.",
+        devices=64,
     ),
 )

@@ -47,6 +47,7 @@ EXERCISES = (
         ),
         hint="GiB = bytes / 2^30.",
         tolerance=1e-3,
+        devices=8,
     ),
     Exercise(
         "sg-micro-batch-volume",

@@ -42,6 +42,7 @@ EXERCISES = (
             (Fraction(1, 8), "that is the fraction 1/N; the question asks for bytes: 2 B × Ψ / N."),
         ),
         hint="G is S under zero2: 2 bytes per element, divided by N.",
+        devices=8,
     ),
     Exercise(
         "start-here-zero3-param-mode",
@@ -61,6 +62,7 @@ EXERCISES = (
             ("OFF", "OFF is zero3_offload: the slice lives in host memory."),
         ),
         hint="the parameters are stored sliced, but forward multiplies by whole layers.",
+        also=("sharded with gather",),
     ),
     Exercise(
         "start-here-zero1-full-optimizer-copies",

@@ -121,7 +121,6 @@ EXERCISES = (
                 "time; the question asks for a fraction of the total.",
             ),
         ),
-        tolerance=1e-3,
         hint="total = ideal + bubble, in units of one micro-batch's pass: m + p − 1.",
     ),
     Exercise(

@@ -46,7 +46,7 @@ EXERCISES = (
                 "that converts the wrong way: GiB are larger, so there are fewer.",
             ),
         ),
-        tolerance=5e-5,
+        decimals=2,
         hint="divide the bytes (140 × 10^9) by 2^30.",
     ),
     Exercise(
@@ -75,7 +75,7 @@ EXERCISES = (
                 "15.93 is the docs' table, printed by the first formula (PR #965, 4Ψ + 16Ψ/N).",
             ),
         ),
-        tolerance=5e-4,
+        decimals=2,
         hint='compute the bytes, then divide by 2^30: DeepSpeed\'s "GB" is a GiB.',
     ),
     Exercise(
@@ -94,7 +94,6 @@ EXERCISES = (
                 "not ZeRO-2's at N = 8.",
             ),
         ),
-        tolerance=1e-3,
         hint="2Ψ of fp16 parameters stay whole on every device.",
     ),
     Exercise(
