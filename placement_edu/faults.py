@@ -1,7 +1,9 @@
 """The five named faults of SPEC §5, as edits of a derived schedule.
 
-Each fault removes, repeats or spoils one operation and so breaks exactly one correctness
-condition. The static checker analyses the edited schedule; the runtime executes the same edit
+Each fault removes, repeats or spoils one operation and so breaks one correctness condition
+directly (``Fault.condition``); where it makes copies or parameters differ, the other fails too
+from the next step on, as a consequence, and the checker says both (SPEC §5). The static checker
+analyses the edited schedule; the runtime executes the same edit
 for real and watches the run diverge. Whether a fault applies is decided from the placement (not
 the strategy's name): skip-param-sync needs an owner-only update of replicated parameters, so it
 applies to zero1 and zero2 but not to dp, whose update is already everywhere.
@@ -98,7 +100,7 @@ class Fault:
     makes to a derived schedule, and the transient terms it removes with the op it drops."""
 
     name: str
-    condition: str  # "gradient_integrity" or "state_consistency"
+    condition: str  # the one it breaks directly: "gradient_integrity" or "state_consistency"
     what: str
     needs: str
     applies: Callable[[Any, Mesh], bool]
