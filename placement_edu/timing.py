@@ -236,21 +236,41 @@ _H100 = (
     "H100-80GB SXM: 989e12 bf16 dense FLOP/s peak (NVIDIA datasheet); achieved 40% MFU = 395.6e12, "
     "a typical large-scale figure (Llama 3 reports 38-43% on H100, Dubey et al. 2024, Table 4)"
 )
+_H200 = (
+    "H200-141GB SXM: 989e12 bf16 dense FLOP/s peak, the H100 SXM's compute with 141 GB of HBM3e "
+    "and NVLink 4 at 900 GB/s = 450 GB/s each direction (NVIDIA H200 Tensor Core GPU datasheet); "
+    "achieved 40% MFU = 395.6e12 assumed, as for the H100. Measured, not assumed (issue 23): HF "
+    "GPT-2 1.5B in bf16, PyTorch eager, reached ~190e12 of 6Ψ·tokens per second on an H200 (19%), "
+    "so this preset predicts that step 2× too fast; `placement-edu calibrate --device cuda` "
+    "measures a step's MFU"
+)
+
+#: Dense bf16 peak FLOP/s of the GPUs the presets model (NVIDIA datasheets, SXM parts); a preset's
+#: achieved FLOP/s is this peak × the MFU its source names.
+PEAK_FLOPS: dict[str, float] = {"A100": 312e12, "H100": 989e12, "H200": 989e12}
 
 
 #: An "80GB" A100 or H100 has 80 GiB of HBM: 85.9e9 bytes (nvidia-smi shows 81,559 MiB usable).
 HBM_80GB = 80 * 2**30
+#: The H200's "141GB", read the same way: 141 GiB (nvidia-smi shows 143,771 MiB usable).
+HBM_141GB = 141 * 2**30
 
 
 def _cluster(
-    name: str, flops: float, source: str, inside: Link, across: Link, host: Link
+    name: str,
+    flops: float,
+    source: str,
+    inside: Link,
+    across: Link,
+    host: Link,
+    memory_bytes: int = HBM_80GB,
 ) -> Hardware:
     """Nodes of 8 GPUs (DGX A100, DGX H100) on NVLink, joined by InfiniBand: a group of ranks
     inside one node runs on NVLink, one that spans nodes on InfiniBand."""
     return Hardware(
         name,
         flops,
-        HBM_80GB,
+        memory_bytes,
         inside,
         across,
         gpus_per_node=8,
@@ -259,12 +279,14 @@ def _cluster(
     )
 
 
-def _one_node(name: str, flops: float, source: str, inside: Link, host: Link) -> Hardware:
+def _one_node(
+    name: str, flops: float, source: str, inside: Link, host: Link, memory_bytes: int = HBM_80GB
+) -> Hardware:
     """Every device in one NVLink domain (a real node holds 8; past 8 an idealization)."""
     return Hardware(
         name,
         flops,
-        HBM_80GB,
+        memory_bytes,
         inside,
         source=source + "; every device in one node on NVLink (a real node holds 8 GPUs: past 8 "
         "an idealization, as if the network were NVLink)",
@@ -275,10 +297,20 @@ def _one_node(name: str, flops: float, source: str, inside: Link, host: Link) ->
 #: Named presets. A plain dict, so the other engineer's calibrated "this_machine" can be added to
 #: it.
 HARDWARE: dict[str, Hardware] = {
-    "a100-nvlink-ib": _cluster("a100-nvlink-ib", 0.5 * 312e12, _A100, NVLINK3, IB_HDR, PCIE4),
-    "h100-nvlink-ib": _cluster("h100-nvlink-ib", 0.4 * 989e12, _H100, NVLINK4, IB_NDR, PCIE5),
-    "a100-nvlink": _one_node("a100-nvlink", 0.5 * 312e12, _A100, NVLINK3, PCIE4),
-    "h100-nvlink": _one_node("h100-nvlink", 0.4 * 989e12, _H100, NVLINK4, PCIE5),
+    "a100-nvlink-ib": _cluster(
+        "a100-nvlink-ib", 0.5 * PEAK_FLOPS["A100"], _A100, NVLINK3, IB_HDR, PCIE4
+    ),
+    "h100-nvlink-ib": _cluster(
+        "h100-nvlink-ib", 0.4 * PEAK_FLOPS["H100"], _H100, NVLINK4, IB_NDR, PCIE5
+    ),
+    "h200-nvlink-ib": _cluster(
+        "h200-nvlink-ib", 0.4 * PEAK_FLOPS["H200"], _H200, NVLINK4, IB_NDR, PCIE5, HBM_141GB
+    ),
+    "a100-nvlink": _one_node("a100-nvlink", 0.5 * PEAK_FLOPS["A100"], _A100, NVLINK3, PCIE4),
+    "h100-nvlink": _one_node("h100-nvlink", 0.4 * PEAK_FLOPS["H100"], _H100, NVLINK4, PCIE5),
+    "h200-nvlink": _one_node(
+        "h200-nvlink", 0.4 * PEAK_FLOPS["H200"], _H200, NVLINK4, PCIE5, HBM_141GB
+    ),
     # Measured, not published: `placement-edu calibrate` prints this line (README, "Calibrating this
     # machine").
     "this_machine": Hardware(
@@ -709,6 +741,8 @@ def tp_compute_bound(model: TransformerSpec, tensor: int, hw: str | Hardware) ->
 __all__ = [
     "HARDWARE",
     "HBM_80GB",
+    "HBM_141GB",
+    "PEAK_FLOPS",
     "Hardware",
     "IB_HDR",
     "IB_NDR",

@@ -2,6 +2,11 @@
 reduce-scatter, send and a host copy on gloo over a range of sizes, fit SPEC §9's α and W, and print
 the ``this_machine`` hardware line to paste into ``placement_edu.timing.HARDWARE``.
 
+``--device cuda`` times compute on this machine's GPU instead: a bf16 matmul at a few sizes, then a
+training step of the reference GPT-2 (``--layers``, ``--hidden``, ``--seq``, ``--micro-batch``), and
+prints a ``this_gpu`` line at the step's achieved FLOP/s, with its MFU against the GPU's peak
+(``placement_edu.mfu``; the measuring: ``placement_edu.runtime.gpu_calibrate``).
+
 Each world size is one launch of N ranks (as a run of N is); every point is the median of
 ``--repeats`` timed calls after warm-up ones, each counting its slowest rank. The fit is the core's
 (``placement_edu.timing_fit``); the measuring is the runtime's
@@ -20,9 +25,17 @@ from typing import TYPE_CHECKING
 
 from placement_edu.arguments import flag_type
 from placement_edu.cli.run import launched
-from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, read_int, read_seconds
+from placement_edu.errors import (
+    MAX_LOCAL_WORLD_SIZE,
+    PlacementError,
+    expect,
+    read_int,
+    read_seconds,
+)
+from placement_edu.timing import PEAK_FLOPS
 
 if TYPE_CHECKING:  # the runtime imports torch: only the handler loads it
+    from placement_edu.models import TransformerSpec
     from placement_edu.runtime.calibrate import CalibrationResult
     from placement_edu.timing import Hardware
     from placement_edu.timing_fit import LinkFit
@@ -82,10 +95,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json", action="store_true", help="print JSON (every repeat, the fits, the hardware line)"
     )
+    gpu = p.add_argument_group("--device cuda: a GPU's compute (a GPT-2 step; default GPT-2 1.5B)")
+    gpu.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cpu: gloo's collectives (default); cuda: a bf16 matmul and a GPT-2 training step",
+    )
+    for flag, default, limit in (
+        ("--layers", 48, 1000),
+        ("--hidden", 1600, 65536),
+        ("--seq", 1024, 131072),
+        ("--micro-batch", 4, 4096),
+    ):
+        gpu.add_argument(
+            flag,
+            type=flag_type(read_int, flag[2:], limit),
+            default=default,
+            help=f"(default {default})",
+        )
+    gpu.add_argument(
+        "--heads", type=flag_type(read_int, "heads", 1024), help="(default hidden / 64)"
+    )
+    gpu.add_argument(
+        "--gpu",
+        choices=sorted(PEAK_FLOPS),
+        help="the GPU whose preset gives the peak and the links (default: from the device name)",
+    )
+    gpu.add_argument(
+        "--peak-tflops",
+        type=flag_type(read_int, "TFLOP/s", 100000, "989"),
+        help="the device's dense bf16 peak (default: the --gpu's, timing.PEAK_FLOPS)",
+    )
     p.set_defaults(handler=_calibrate)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.device == "cuda":
+        return _calibrate_cuda(args)
     from placement_edu.runtime.calibrate import calibrate
 
     if args.min_size > args.max_size:
@@ -279,3 +326,89 @@ def as_dict(result: CalibrationResult) -> dict:
         "hardware_line": line,
         "hardware_error": why,
     }
+
+
+# --- --device cuda: a GPU's compute ---------------------------------------------------------------
+MATMUL_SIZES = (2048, 4096, 8192)
+
+
+def _calibrate_cuda(args: argparse.Namespace) -> int:
+    """A bf16 matmul and a GPT-2 step on ``cuda:0``; refused in one line without CUDA."""
+    import torch
+
+    from placement_edu.mfu import step_model
+
+    expect(
+        torch.cuda.is_available(),
+        f"--device cuda: this machine has no CUDA device (torch {torch.__version__}, "
+        f"built with CUDA {torch.version.cuda or 'no'}); without --device, calibrate times "
+        "gloo's collectives on the CPU",
+    )
+    heads = args.heads or args.hidden // 64
+    expect(
+        heads >= 1 and args.hidden % heads == 0,
+        f"--hidden {args.hidden} does not divide into {heads} heads; give --heads",
+    )
+    model = step_model(args.layers, args.hidden, heads, args.seq, args.micro_batch)
+    name = torch.cuda.get_device_name(0)
+    gpu, peak, peak_from = peak_of(name, args.gpu, args.peak_tflops)
+    from placement_edu.runtime.gpu_calibrate import matmul_flops, step_seconds
+
+    device = torch.device("cuda", 0)
+    matmul = matmul_flops(device, MATMUL_SIZES, args.repeats, torch.bfloat16)
+    step = step_seconds(device, model, args.repeats, torch.bfloat16)
+    memory = torch.cuda.get_device_properties(device).total_memory
+    print(gpu_report(name, matmul, step.model, step.seconds, gpu, peak, peak_from, memory))
+    return 0
+
+
+def peak_of(device_name: str, gpu: str | None, peak_tflops: int | None) -> tuple[str, float, str]:
+    """(GPU, peak FLOP/s, where the peak came from): ``--gpu`` or the GPU the device name names;
+    ``--peak-tflops`` or that GPU's ``timing.PEAK_FLOPS``."""
+    from placement_edu.mfu import gpu_of
+
+    gpu = gpu or gpu_of(device_name)
+    expect(
+        gpu is not None,
+        f"--device cuda: {device_name!r} is none of the presets' GPUs ({', '.join(PEAK_FLOPS)}, "
+        "SXM); give --gpu (whose links the line copies) and --peak-tflops (its dense bf16 peak)",
+    )
+    assert gpu is not None
+    if peak_tflops is not None:
+        return gpu, peak_tflops * 1e12, f"--peak-tflops {peak_tflops}"
+    return gpu, PEAK_FLOPS[gpu], f"the {gpu}'s dense bf16 peak, timing.PEAK_FLOPS"
+
+
+def gpu_report(
+    device_name: str,
+    matmul: dict[int, float],
+    model: TransformerSpec,
+    seconds: float,
+    gpu: str,
+    peak: float,
+    peak_from: str,
+    memory_bytes: int,
+) -> str:
+    """The matmul's FLOP/s per size, the step's achieved FLOP/s and MFU, and the ``this_gpu``
+    hardware line (``mfu.measured_hardware``)."""
+    from placement_edu.mfu import measured_hardware, step_flops
+    from placement_edu.timing_fit import hardware_line
+
+    flops = step_flops(model)
+    what = (
+        f"a training step (forward, backward, AdamW) of the reference GPT-2, L={model.layers} "
+        f"h={model.hidden} a={model.heads} s={model.seq} b={model.micro_batch} "
+        f"(Ψ = {model.psi:,}), bf16 parameters, PyTorch eager (sdpa attention), on {device_name}"
+    )
+    hw = measured_hardware(gpu, flops / seconds, memory_bytes, peak, peak_from, what)
+    lines = [f"bf16 matmul on {device_name} (n×n @ n×n, 2n³ FLOPs; MFU against {peak_from}):"]
+    lines += [f"  n = {n}: {f / 1e12:.4g}e12 FLOP/s ({f / peak:.1%})" for n, f in matmul.items()]
+    lines += [
+        f"Step: {what}",
+        f"  {flops:,} model FLOPs in {seconds * 1e3:.4g} ms: {flops / seconds / 1e12:.4g}e12 "
+        f"FLOP/s, MFU {flops / seconds / peak:.1%}",
+        "",
+        "The this_gpu preset (paste into placement_edu.timing.HARDWARE):",
+        hardware_line(hw),
+    ]
+    return "\n".join(lines)
