@@ -7,6 +7,7 @@
                     position table sized to the sequence timed)
 - ``step_flops``    its model FLOPs per step, ``timing.model_flops_per_token`` × b·s (6Ψ + 12·L·h·s
                     per token, ``timing.FLOP_CONVENTION``: the one count of the package)
+- ``step_flops_6psi``  the same without attention, 6Ψ·b·s (how issue 23 counted its H200's step)
 - ``gpu_of``        which GPU of ``timing.PEAK_FLOPS`` a CUDA device name is (SXM parts only)
 - ``measured_hardware``  the one-GPU ``Hardware`` of that step: achieved FLOP/s, device memory,
                     and the links of the matching preset (not measured: one GPU has no links)
@@ -42,6 +43,12 @@ def step_flops(model: TransformerSpec) -> int:
     ``timing.model_flops_per_token`` each (what MFU divides by the peak; the optimizer step's
     FLOPs are not counted)."""
     return model_flops_per_token(model) * model.micro_batch * model.seq
+
+
+def step_flops_6psi(model: TransformerSpec) -> int:
+    """6Ψ per token × b·s, attention left out: the count issue 23's ≈ 190e12 on an H200 uses
+    (``timing.model_flops_per_token`` of Ψ alone), to compare a step with it."""
+    return model_flops_per_token(model.psi) * model.micro_batch * model.seq
 
 
 def gpu_of(device_name: str) -> str | None:

@@ -11,7 +11,13 @@ import torch
 
 from placement_edu.cli import main
 from placement_edu.cli.calibrate import gpu_report, peak_of
-from placement_edu.mfu import gpu_of, measured_hardware, step_flops, step_model
+from placement_edu.mfu import (
+    gpu_of,
+    measured_hardware,
+    step_flops,
+    step_flops_6psi,
+    step_model,
+)
 from placement_edu.runtime.gpu_calibrate import matmul_flops, step_seconds
 from placement_edu.timing import HARDWARE, HBM_141GB, PEAK_FLOPS
 from placement_edu.timing_fit import hardware_line
@@ -40,6 +46,8 @@ def test_gpt2_xl_step_is_6_psi_plus_attention_per_token() -> None:
     assert GPT2_XL.psi == 1_557_611_200
     # 6Ψ + 12·L·h·s = 9,345,667,200 + 943,718,400 per token, × b·s = 4,096 tokens
     assert step_flops(GPT2_XL) == 10_289_385_600 * 4096 == 42_145_323_417_600
+    # issue 23 counts 6Ψ·tokens alone: 6 × 1,557,611,200 × 4,096
+    assert step_flops_6psi(GPT2_XL) == 9_345_667_200 * 4096 == 38_279_852_851_200
 
 
 @pytest.mark.parametrize(
@@ -85,6 +93,9 @@ def test_the_report_divides_the_counted_flops_by_the_seconds() -> None:
     )
     assert "  n = 4096: 700e12 FLOP/s (70.8%)" in out
     assert "42,145,323,417,600 model FLOPs in 221.8 ms: 190e12 FLOP/s, MFU 19.2%" in out
+    assert (
+        "  6Ψ·tokens alone (issue 23's count, ≈ 190e12 for GPT-2 1.5B on an H200): 172.6e12" in out
+    )
     assert out.splitlines()[-1].startswith('"this_gpu": Hardware("this_gpu", 1.9e+14,')
 
 
@@ -112,3 +123,39 @@ def test_the_measuring_code_runs_on_a_cpu_at_a_tiny_size() -> None:
     )
     out = gpu_report("cpu", matmul, tiny, step.seconds, "H200", 989e12, "peak", 2**30)
     assert out.splitlines()[-1].startswith('"this_gpu": Hardware("this_gpu", ')
+
+
+def test_the_cuda_handler_runs_end_to_end_where_cuda_is_faked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The handler's plumbing (device name, peak, memory, report) on a faked one-H200 machine,
+    its measuring run on the CPU at a tiny size."""
+    import placement_edu.cli.calibrate as cli
+    from placement_edu.runtime import gpu_calibrate
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device: type("P", (), {"total_memory": 2**30})
+    )
+    monkeypatch.setattr(cli, "MATMUL_SIZES", (32,))
+    real_matmul, real_step = gpu_calibrate.matmul_flops, gpu_calibrate.step_seconds
+    monkeypatch.setattr(gpu_calibrate, "matmul_flops", lambda d, *a: real_matmul(cpu, *a))
+    monkeypatch.setattr(gpu_calibrate, "step_seconds", lambda d, *a: real_step(cpu, *a))
+    argv = ["--layers", "1", "--hidden", "64", "--seq", "16", "--micro-batch", "1"]
+    assert main(["calibrate", "--device", "cuda", "--repeats", "1", *argv]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "bf16 matmul on NVIDIA H200 (n×n @ n×n, 2n³ FLOPs; MFU against the H200's dense bf16 "
+        "peak, timing.PEAK_FLOPS):"
+    )
+    assert "L=1 h=64 a=1 s=16 b=1" in out[2]
+    assert out[-1].startswith('"this_gpu": Hardware("this_gpu", ') and ", 1073741824, " in out[-1]
+
+
+def test_json_stays_the_collectives_report(capsys: pytest.CaptureFixture) -> None:
+    assert main(["calibrate", "--device", "cuda", "--json"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "placement-edu: error: --device cuda prints its report as text; --json is the collectives'"
+    )

@@ -338,6 +338,7 @@ def _calibrate_cuda(args: argparse.Namespace) -> int:
 
     from placement_edu.mfu import step_model
 
+    expect(not args.json, "--device cuda prints its report as text; --json is the collectives'")
     expect(
         torch.cuda.is_available(),
         f"--device cuda: this machine has no CUDA device (torch {torch.__version__}, "
@@ -391,7 +392,7 @@ def gpu_report(
 ) -> str:
     """The matmul's FLOP/s per size, the step's achieved FLOP/s and MFU, and the ``this_gpu``
     hardware line (``mfu.measured_hardware``)."""
-    from placement_edu.mfu import measured_hardware, step_flops
+    from placement_edu.mfu import measured_hardware, step_flops, step_flops_6psi
     from placement_edu.timing_fit import hardware_line
 
     flops = step_flops(model)
@@ -407,6 +408,8 @@ def gpu_report(
         f"Step: {what}",
         f"  {flops:,} model FLOPs in {seconds * 1e3:.4g} ms: {flops / seconds / 1e12:.4g}e12 "
         f"FLOP/s, MFU {flops / seconds / peak:.1%}",
+        f"  6Ψ·tokens alone (issue 23's count, ≈ 190e12 for GPT-2 1.5B on an H200): "
+        f"{step_flops_6psi(model) / seconds / 1e12:.4g}e12 FLOP/s",
         "",
         "The this_gpu preset (paste into placement_edu.timing.HARDWARE):",
         hardware_line(hw),
