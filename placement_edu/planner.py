@@ -13,6 +13,8 @@ Read top to bottom:
 - ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
 - ``group_links``: which link each axis' groups use (what an explanation names)
 - ``plan``: enumerate, price, split feasible from infeasible, rank, explain
+- ``price``: one candidate's peak bytes and step time (``plan`` calls it for each candidate,
+  ``placement-edu time`` for the one configuration it is given)
 """
 
 from __future__ import annotations
@@ -421,7 +423,6 @@ def plan(
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
     for r in recomputes:
         expect(r in RECOMPUTES, f"unknown recompute choice {r!r}; known: {', '.join(RECOMPUTES)}")
-    tokens = Fraction(batch * model.seq, devices)
     fits: list[Choice] = []
     over: list[Choice] = []
     skipped: list[str] = []
@@ -446,29 +447,12 @@ def plan(
         for data, sp in itertools.product(datas, parallel_sequences):
             strategy = compose(data, mesh, m, sp)
             for recompute in recomputes:
-                shaped = _shaped(model, recompute, sp)
                 try:
-                    peak = int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
+                    choice = price(strategy, model, mesh, recompute, hw, precision, overlap, budget)
                 except PlacementError as error:
                     skipped.append(f"{strategy.name} on {mesh}: {error}")
                     break
-                if peak > budget:
-                    over.append(Choice(strategy, mesh, recompute, peak, budget))
-                    continue
-                compute = compute_time(shaped, tokens, hw, recompute)
-                # Only full recomputation changes the schedule: it replays the tensor-parallel
-                # collectives of forward in backward (SPEC §4). Price the others once.
-                replays = recompute == "full" and mesh.degree("tensor") > 1
-                priced = _shaped(model, "full" if replays else "none", sp)
-                comm = comm_seconds(strategy, priced, mesh, precision, hw)
-                # tensor parallelism's collectives: on the critical path (SPEC §9)
-                critical = (
-                    comm_seconds(strategy, priced, mesh, precision, hw, critical=True)
-                    if mesh.degree("tensor") > 1
-                    else None
-                )
-                time = combine(compute, comm, overlap, mesh.degree("pipeline"), m, critical)
-                fits.append(Choice(strategy, mesh, recompute, peak, budget, time))
+                (over if choice.time is None else fits).append(choice)
     fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
     over.sort(key=lambda c: c.over_bytes)
     return Plan(
@@ -484,6 +468,46 @@ def plan(
         tuple(skipped),
         assumption,
     )
+
+
+def price(
+    strategy: Strategy,
+    model: TransformerSpec,
+    mesh: Mesh,
+    recompute: str,
+    hw: Hardware,
+    precision: Precision,
+    overlap: str,
+    budget: int | None = None,
+) -> Choice:
+    """One candidate priced, as ``plan`` prices each (``placement-edu time`` prices one): rank 0's
+    peak bytes (``derive_memory``, SPEC §3) and, when it fits ``budget`` (None: always), its step
+    time (SPEC §9) for ``strategy.micro_batches`` micro-batches of ``model``'s b sequences on each
+    of the mesh's r·d data replicas. ``model``'s own recompute and sequence_parallel are replaced
+    by ``recompute`` and the strategy's."""
+    sp = strategy.sequence_parallel
+    shaped = _shaped(model, recompute, sp)
+    peak = int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
+    limit = peak if budget is None else budget
+    if peak > limit:
+        return Choice(strategy, mesh, recompute, peak, limit)
+    m = strategy.micro_batches
+    replicas = mesh.degree("replica") * mesh.degree("data")
+    tokens = Fraction(m * model.micro_batch * model.seq * replicas, mesh.world_size)
+    compute = compute_time(shaped, tokens, hw, recompute)
+    # Only full recomputation changes the schedule: it replays the tensor-parallel
+    # collectives of forward in backward (SPEC §4). Price the others once.
+    replays = recompute == "full" and mesh.degree("tensor") > 1
+    priced = _shaped(model, "full" if replays else "none", sp)
+    comm = comm_seconds(strategy, priced, mesh, precision, hw)
+    # tensor parallelism's collectives: on the critical path (SPEC §9)
+    critical = (
+        comm_seconds(strategy, priced, mesh, precision, hw, critical=True)
+        if mesh.degree("tensor") > 1
+        else None
+    )
+    time = combine(compute, comm, overlap, mesh.degree("pipeline"), m, critical)
+    return Choice(strategy, mesh, recompute, peak, limit, time)
 
 
 @lru_cache(maxsize=64)

@@ -21,6 +21,7 @@ from placement_edu.cli import calibrate
 from placement_edu.cli import plan
 from placement_edu.cli import torch_ref
 from placement_edu.cli import fit
+from placement_edu.cli import time as time_cmd
 from placement_edu.errors import PlacementError
 
 __all__ = ["build_parser", "main"]
@@ -35,6 +36,7 @@ PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [
     plan.add_parser,
     torch_ref.add_parser,
     fit.add_parser,
+    time_cmd.add_parser,
 ]
 
 

@@ -1,0 +1,227 @@
+"""``placement-edu time --layers L --hidden H ... --global-batch B --strategy S --mesh M``: what one
+given configuration's step should take and where the time goes (SPEC §9), its model and hardware
+FLOP/s per GPU with MFU, and its peak memory per device (SPEC §3). The figures are the planner's
+(``planner.price``); torch is never imported."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from placement_edu.arguments import flag_type
+from placement_edu.cli.table import SHAPE, count_flag as _count
+from placement_edu.configuration import DATA_PLACEMENTS, Priced, price_configuration
+from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit, shown
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
+from placement_edu.strategies import PIPELINE_SCHEDULES
+from placement_edu.timing import FLOP_CONVENTION, HARDWARE, OVERLAPS, get_hardware
+from placement_edu.units import GB
+
+#: ``--efficiency`` bounds: a typo catcher (0.01 to 10 × the preset's achieved FLOP/s).
+EFFICIENCY_RANGE = (0.01, 10.0)
+
+
+def _efficiency(text: str) -> float:
+    low, high = EFFICIENCY_RANGE
+    accepted = f"give a number from {low:g} to {high:g} (1.0 = the preset's achieved FLOP/s)"
+    try:
+        value = float(text)
+    except ValueError:
+        raise PlacementError(f"{shown(text)} is not a number; {accepted}") from None
+    if not low <= value <= high:  # nan fails both
+        raise PlacementError(f"{shown(text)} is out of range; {accepted}")
+    return value
+
+
+def _schedule(text: str) -> str:
+    if text.startswith("interleaved"):
+        raise PlacementError(
+            f"{shown(text)}: interleaved 1F1B is not yet modelled (issue 27, item 4); "
+            f"accepted: {', '.join(PIPELINE_SCHEDULES)}"
+        )
+    if text not in PIPELINE_SCHEDULES:
+        raise PlacementError(
+            f"unknown schedule {shown(text)}; accepted: {', '.join(PIPELINE_SCHEDULES)}"
+        )
+    return text
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "time",
+        help="price one given configuration: step time, where it goes, MFU, peak memory",
+        description="Price one configuration -- a transformer, a batch, a strategy on a mesh -- "
+        "as the planner prices each candidate (SPEC §3, §9): step time with its breakdown, "
+        "model and hardware FLOP/s per GPU with MFU, and the peak memory per device.",
+    )
+    t = p.add_argument_group("transformer")
+    for flag, what in SHAPE:
+        t.add_argument(f"--{flag}", type=_count(flag), required=True, help=what)
+    t.add_argument(
+        "--kv-heads",
+        type=_count("key-value heads"),
+        default=None,
+        help="key-value heads; only = --heads (multi-head attention): GQA is not yet modelled",
+    )
+    t.add_argument(
+        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
+    )
+    p.add_argument(
+        "--micro-batch",
+        type=_count("sequences"),
+        default=1,
+        help="b, sequences per micro-batch per device (default 1)",
+    )
+    p.add_argument(
+        "--global-batch",
+        type=_count("sequences"),
+        required=True,
+        help="sequences per optimizer step (m = global batch ÷ (data replicas × b))",
+    )
+    p.add_argument(
+        "--strategy",
+        default="dp",
+        help=f"the data placement ({', '.join(DATA_PLACEMENTS)}), composed with tp and pp as "
+        "--mesh says; or the composition plan prints, e.g. zero1×tp×pp (default dp)",
+    )
+    p.add_argument(
+        "--mesh",
+        required=True,
+        help="e.g. data=48,tensor=8,pipeline=6 (rank order: tensor innermost, then data, "
+        "pipeline, replica)",
+    )
+    p.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="Megatron sequence parallelism on the tensor axis",
+    )
+    p.add_argument(
+        "--recompute",
+        type=str,
+        choices=TransformerSpec.RECOMPUTE,
+        default="none",
+        help="activation recomputation (Korthikanti et al. 2022; default none)",
+    )
+    p.add_argument(
+        "--schedule",
+        type=_schedule_type,
+        default="1f1b",
+        help=f"pipeline schedule: {', '.join(PIPELINE_SCHEDULES)} (interleaved: not yet)",
+    )
+    p.add_argument(
+        "--overlap",
+        choices=OVERLAPS,
+        default="per_pass",
+        help="how communication hides under compute (default per_pass)",
+    )
+    p.add_argument(
+        "--hardware",
+        choices=list(HARDWARE),
+        default="h100-nvlink-ib",
+        help="a hardware preset (default h100-nvlink-ib)",
+    )
+    p.add_argument(
+        "--precision",
+        default="mixed_adam",
+        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
+    )
+    p.add_argument(
+        "--efficiency",
+        type=_efficiency_type,
+        default=1.0,
+        help="scales the preset's achieved FLOP/s (1.0 = the preset)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
+    p.set_defaults(handler=_time)
+
+
+_schedule_type = flag_type(_schedule)
+_efficiency_type = flag_type(_efficiency)
+
+
+def transformer(args: argparse.Namespace) -> TransformerSpec:
+    """The transformer the flags describe (multi-head attention only)."""
+    if args.kv_heads is not None and args.kv_heads != args.heads:
+        raise PlacementError(
+            f"--kv-heads {args.kv_heads} differs from --heads {args.heads}: grouped-query "
+            f"attention is not yet modelled; accepted: --kv-heads {args.heads} (or leave it out)"
+        )
+    shape = {k: getattr(args, k) for k, _ in SHAPE}
+    model = TransformerSpec(micro_batch=args.micro_batch, ffn=args.ffn or 0, **shape)
+    if model.psi > MAX_PARAMS:
+        raise PlacementError(
+            f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
+        )
+    return model
+
+
+def lines(priced: Priced, model: TransformerSpec) -> list[str]:
+    """The text report: the configuration, the step and its breakdown, FLOP/s and MFU, memory."""
+    c, hw = priced.choice, priced.hardware
+    t = c.time
+    assert t is not None
+    compute = {p: s for p, s, _ in t.by_pass}
+    out = [
+        f"{model.description}",
+        f"{c.strategy.name} on {c.mesh} ({c.mesh.world_size} × {hw.name}), "
+        f"{c.strategy.micro_batches} micro-batches of {model.micro_batch} "
+        f"({c.strategy.pipeline_schedule}), recompute {c.recompute}, overlap {priced.overlap}, "
+        f"{float(priced.tokens_per_device):,.6g} tokens per device",
+        f"step {t.total_s:.4g} s on rank 0 = compute {t.compute_s:.4g} s + exposed communication "
+        f"{t.exposed_comm_s:.4g} s + pipeline bubble {t.bubble_s:.4g} s",
+        f"  compute: forward {compute['forward']:.4g} s, backward {compute['backward']:.4g} s "
+        f"at {hw.flops / 1e12:.4g}e12 FLOP/s achieved",
+        f"  communication {t.comm_s:.4g} s, of it {t.exposed_comm_s:.4g} s exposed:",
+    ]
+    for op, axis, phase, critical, seconds in priced.collectives:
+        if not seconds:  # a recv: its transfer is priced at the sender (SPEC §4)
+            continue
+        out.append(
+            f"    {phase:<8} {op} on {axis}: {seconds:.4g} s, {priced.hidden(phase, critical)}"
+            + (" (critical path)" if critical else "")
+        )
+    if not priced.collectives:
+        out.append("    none")
+    mfu = "" if priced.mfu is None else f" = MFU {priced.mfu:.1%}"
+    hfu = "" if priced.hfu is None else f" = HFU {priced.hfu:.1%}"
+    peak = (
+        "no known peak for this hardware: no MFU"
+        if priced.peak_flops is None
+        else f"of the {priced.peak_flops / 1e12:g}e12 dense bf16 peak"
+    )
+    out += [
+        f"model FLOPs {priced.tflops_per_gpu:.4g}e12 per GPU per s{mfu}; hardware FLOPs "
+        f"{priced.hardware_tflops_per_gpu:.4g}e12{hfu} ({peak}); FLOPs: {FLOP_CONVENTION}",
+        f"peak memory {c.peak_bytes / GB:.2f} GB per device (rank 0) of "
+        f"{hw.memory_bytes / GB:.1f} GB: "
+        + (
+            "fits"
+            if priced.fits
+            else f"does NOT fit, {(c.peak_bytes - hw.memory_bytes) / GB:.2f} GB over"
+        ),
+    ]
+    return out
+
+
+def _time(args: argparse.Namespace) -> int:
+    model = transformer(args)
+    priced = price_configuration(
+        model,
+        Mesh.parse(args.mesh),
+        args.strategy,
+        args.global_batch,
+        get_hardware(args.hardware),
+        get_precision(args.precision),
+        args.recompute,
+        args.sequence_parallel,
+        args.schedule,
+        args.overlap,
+        args.efficiency,
+    )
+    if args.json:
+        print(json.dumps(priced.to_dict(), indent=2))
+    else:
+        print("\n".join(lines(priced, model)))
+    return 0
