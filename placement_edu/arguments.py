@@ -23,6 +23,13 @@ NEGATIVE_NUMBER = re.compile(
 )
 
 
+def described(docstring: str) -> str:
+    """A module docstring's first paragraph as ``--help`` prints it: one plain line without RST
+    markup (``placement-edu run --help`` shows placement-edu run ..., not double backquotes)."""
+    paragraph = docstring.strip().split("\n\n")[0]
+    return " ".join(paragraph.replace("``", "").split())
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr and exit status 2 -- never a traceback."""
 

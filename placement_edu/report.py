@@ -233,6 +233,17 @@ class Comparison:
     reports: tuple[Report, ...]
     baseline: Report
 
+    def __repr__(self) -> str:
+        """One line for a REPL (the dataclass's own repr runs to thousands of characters);
+        ``print()`` or a notebook shows the table."""
+        first = self.reports[0]
+        model = f"{first.model.name} " if first.model.name else ""
+        names = ", ".join(r.strategy.name for r in self.reports)
+        return (
+            f"Comparison({names}: {model}Ψ = {first.model.psi:,} on {first.mesh.world_size} "
+            f"devices, {first.precision.name})"
+        )
+
     def vs_dp(self, report: Report) -> dict[str, float | None]:
         """Ratios to dp: ``memory`` (device model state), ``memory_with_host`` (device + host
         model state: an offloaded strategy moves its state, it does not make it vanish), ``comm``

@@ -230,7 +230,8 @@ def test_every_notebook_has_three_checked_exercises_a_widget_and_checked_outputs
     code = _sources(notebook)
     checked = {name for name in EXERCISES for cell in code if f'check_answer("{name}"' in cell}
     assert len(checked) >= 3, f"{notebook.name}: exercises checked: {sorted(checked)}"
-    assert any("NBVAL_CHECK_OUTPUT" in cell for cell in code)
+    tags = [c["metadata"].get("tags", []) for c in json.loads(notebook.read_text())["cells"]]
+    assert any("nbval-check-output" in t for t in tags)
     assert any("Explorer" in cell or "Widget" in cell or "Table(" in cell for cell in code), (
         "no widget"
     )

@@ -1,4 +1,4 @@
-"""Command line: ``placement-edu table|check|run ...``.
+"""The placement-edu command: derive, check, run and price where each training state lives.
 
 One module per subcommand: ``table.py`` (derived memory and communication), ``check.py`` (the
 static checker), ``run.py`` (a measured run). ``table`` and ``check`` never import torch; ``run``
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from placement_edu.arguments import OneLineParser
+from placement_edu.arguments import OneLineParser, described
 from placement_edu.cli import check, run, table
 from placement_edu.cli import estimate
 from placement_edu.cli import calibrate
@@ -41,7 +41,7 @@ PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="placement-edu", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="placement-edu", description=described(__doc__))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for add in PARSERS:
         add(sub)

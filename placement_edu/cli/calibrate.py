@@ -23,7 +23,7 @@ import sys
 from datetime import date
 from typing import TYPE_CHECKING
 
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import described, flag_type
 from placement_edu.cli.run import launched
 from placement_edu.errors import (
     MAX_LOCAL_WORLD_SIZE,
@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate",
         help="time collectives on this machine and fit α and W (SPEC §9)",
-        description=__doc__.splitlines()[0].replace("``", ""),
+        description=described(__doc__),
     )
     p.add_argument(
         "--world-sizes",

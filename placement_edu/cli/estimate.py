@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any, Callable
 
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import described, flag_type
 from placement_edu.cli.table import SHAPE, model_from_args
 from placement_edu.errors import (
     MAX_COUNT,
@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "estimate",
         help="DeepSpeed's, Megatron's or Accelerate's memory estimate beside ours, "
         "reconciled term by term",
-        description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1],
+        description=described(__doc__),
     )
     p.add_argument(
         "--convention", required=True, choices=CONVENTIONS, help="whose estimate to reproduce"

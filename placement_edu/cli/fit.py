@@ -17,7 +17,7 @@ import argparse
 import json
 
 from placement_edu.architectures import PRESETS as MODELS, REFERENCE_SEQ, get_architecture
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import described, flag_type
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
     OPTIMIZERS,
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fit",
         help="will one rank's training step fit? the peak of a real model, by event",
-        description=__doc__.splitlines()[0],
+        description=described(__doc__),
     )
     p.add_argument(
         "--model",

@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Callable, TypeVar
 
+from placement_edu.arguments import described
 from placement_edu.runtime.args import add_arguments, config_from_args
 
 
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run a strategy on real processes; measured against predicted",
-        description=__doc__.splitlines()[0],
+        description=described(__doc__),
     )
     add_arguments(p)
     p.set_defaults(handler=_run)

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import described, flag_type
 from placement_edu.cli.run import launched
 from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
 from placement_edu.implementations import (
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "torch-ref",
         help="PyTorch's own DDP / ZeroRedundancyOptimizer / FSDP2, measured "
         "against the core's prediction",
-        description=__doc__.splitlines()[0],
+        description=described(__doc__),
     )
     p.add_argument(
         "impl",

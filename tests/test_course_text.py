@@ -1,0 +1,62 @@
+"""What a learner reads: notebook sources free of test plumbing, no text about a machine they
+are not on, a REPL-sized repr for ``compare(...)``, ``--help`` without raw RST.
+
+Issue 25, item 6."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from placement_edu.cli import PARSERS, main
+from placement_edu.report import compare
+
+pytestmark = pytest.mark.fast
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+def _cells(notebook: Path) -> list[dict]:
+    return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_checked_cells_are_tagged_not_commented(notebook):
+    """nbval's ``nbval-check-output`` tag (cell metadata, run under --nbval-lax) replaces the
+    ``# NBVAL_CHECK_OUTPUT`` comment a learner would otherwise read at the top of 186 cells."""
+    cells = _cells(notebook)
+    assert not [c for c in cells if "NBVAL" in "".join(c["source"])]
+    tagged = [c for c in cells if "nbval-check-output" in c["metadata"].get("tags", [])]
+    assert tagged and all(c["cell_type"] == "code" for c in tagged)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_describes_the_learners_machine_as_the_build_machine(notebook):
+    text = "\n".join("".join(c["source"]) for c in _cells(notebook))
+    assert "this 2-core machine" not in text
+
+
+def test_compare_has_a_one_line_repr_naming_what_was_compared():
+    comparison = compare(("dp", "zero3"), 7.5e9, 64)
+    assert repr(comparison) == "Comparison(dp, zero3: Ψ = 7,500,000,000 on 64 devices, mixed_adam)"
+    assert len(repr(compare())) <= 100  # the dataclass repr was 10,929 characters
+
+
+def _help(*command: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*command, "--help"]) == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("command", [(), *[(add.__module__.split(".")[-1],) for add in PARSERS]])
+def test_help_is_plain_text_with_a_whole_description(command):
+    name = {"torch_ref": "torch-ref"}.get(command[0], command[0]) if command else None
+    text = _help(*([name] if name else []))
+    assert "``" not in text and ":func:" not in text and ":class:" not in text
+    description = text.split("\n\n")[1]  # argparse: usage, blank line, description, blank line
+    assert description.rstrip()[-1] in ".?)", description  # run's was cut at "on real"
