@@ -12,7 +12,7 @@ The public API, what the course's notebooks import (``tests/test_public_api.py``
 - ``placement_edu.implementations`` PyTorch's own implementations, predicted
 - ``placement_edu.presentation``    widgets, charts and the visual language
 - ``placement_edu.runtime``         real runs on torch.distributed, measured against predicted
-- ``placement_edu.exercises``       the exercises: ``check_answer``, ``solution``
+- ``placement_edu.exercises``       the exercises: ``check_answer``, ``reveal``, ``solution``
 """
 
 from __future__ import annotations

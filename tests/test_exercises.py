@@ -4,14 +4,23 @@ a widget and checked outputs (issue 13)."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from placement_edu.errors import PlacementError
-from placement_edu.exercises import EXERCISES, check_answer, solution
+from placement_edu.exercises import (
+    EXERCISES,
+    NOT_ANSWERED,
+    Verdict,
+    check_answer,
+    reveal,
+    solution,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -100,6 +109,7 @@ def test_the_reference_answer_is_the_pinned_one_and_another_is_not(name):
     else:
         assert answer == expected and isinstance(answer, bool) == isinstance(expected, bool)
     assert check_answer(name, expected).right
+    assert reveal(name).answer == answer and reveal(name).derivation == EXERCISES[name].why
     if isinstance(answer, bool):
         wrong: object = not answer
     elif isinstance(answer, str):
@@ -270,3 +280,111 @@ def test_the_precision_judged_is_the_precision_the_question_states():
                 assert "within" not in text and "decimals" not in text, (name, where, text)
             elif where == "question" or name in asked:
                 assert stated in text, (name, where, text)
+
+
+# Issue 25, item 4: the learner tries first. A notebook's exercise cell starts unanswered
+# (``answer = ...``), "Run All" answers nothing, and ``reveal`` shows the worked answer on request.
+
+UNANSWERED = re.compile(r"^answer = \.\.\.(\s|$)", re.M)
+
+
+def _exercise_cells(notebook: Path) -> list[tuple[str, dict]]:
+    """(exercise name, cell) for each code cell of ``notebook`` that checks an exercise."""
+    found = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        source = "".join(cell["source"])
+        match = re.search(r'check_answer\("([\w-]+)", answer\)', source)
+        if cell["cell_type"] == "code" and match:
+            found.append((match.group(1), cell))
+    return found
+
+
+def _run(source: str) -> object:
+    """A cell's source run as Jupyter runs it, after the setup cell's imports: the value of its
+    last expression."""
+    tree = ast.parse(source)
+    last = tree.body.pop()
+    assert isinstance(last, ast.Expr), source
+    namespace: dict[str, object] = {"check_answer": check_answer, "reveal": reveal}
+    exec(compile(tree, "<cell>", "exec"), namespace)
+    return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+
+
+def test_an_unanswered_exercise_says_so_in_one_line_and_shows_no_answer():
+    verdict = check_answer("zero2-memory", ...)
+    said = (
+        '… not answered yet (zero2-memory): replace ... with your answer; reveal("zero2-memory") '
+        "shows the worked answer"
+    )
+    assert not verdict.right and str(verdict) == said and repr(verdict) == said
+    assert "16.6" not in verdict._repr_html_() and "14Ψ/N" not in verdict._repr_html_()
+
+
+def test_reveal_shows_the_reference_answer_with_its_derivation():
+    why = EXERCISES["zero2-memory"].why
+    assert str(reveal("zero2-memory")) == f"answer (zero2-memory): 16.640625 GB (1e9 bytes). {why}"
+    assert "<b>16.640625 GB (1e9 bytes)</b>" in reveal("zero2-memory")._repr_html_()
+    # a fraction without a finite decimal: exact, and to 3 significant figures; (p−1)/(m+p−1)
+    assert str(reveal("pp-bubble-of-total")).startswith(
+        "answer (pp-bubble-of-total): 7/39 (≈ 0.179) of total time. "
+    )
+    # 140e9 / 2^30 = 68359375/524288, a finite decimal of 19 places, shown exactly
+    assert str(reveal("sg-zero3-gib")).startswith(
+        "answer (sg-zero3-gib): 130.3851604461669921875 (≈ 130.385) GiB (2^30 bytes). "
+    )
+    assert str(reveal("start-here-zero3-param-mode")).startswith(
+        "answer (start-here-zero3-param-mode): 'SG'. "
+    )
+    with pytest.raises(PlacementError, match="unknown exercise 'nope'"):
+        reveal("nope")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_exercise_cell_starts_unanswered_and_nbval_checks_it_says_so(notebook):
+    cells = _exercise_cells(notebook)
+    assert len(cells) >= 3
+    for name, cell in cells:
+        source = "".join(cell["source"])
+        assert UNANSWERED.search(source) and "solution(" not in source, (name, source)
+        checked = "nbval-check-output" in cell["metadata"].get("tags", ())
+        assert checked or "NBVAL_CHECK_OUTPUT" in source, name
+        (output,) = cell["outputs"]
+        assert "".join(output["data"]["text/plain"]) == str(check_answer(name, ...))
+    assert not any("solution(" in code for code in _sources(notebook))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_run_shows_no_reference_answer(notebook):
+    # each exercise cell as "Run All" runs it: a verdict that shows neither derivation nor value
+    for name, cell in _exercise_cells(notebook):
+        verdict = _run("".join(cell["source"]))
+        assert isinstance(verdict, Verdict) and not verdict.right, (name, verdict)
+        assert str(verdict).startswith(f"{NOT_ANSWERED} ({name}): "), verdict
+    # and the run's saved outputs (what nbval compares a run with) show no worked answer
+    whys = {name: " ".join(e.why.split()) for name, e in EXERCISES.items()}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", ()):
+            shown = " ".join(json.dumps(output, ensure_ascii=False).split())
+            assert "✔ right" not in shown
+            assert [n for n, why in whys.items() if json.dumps(why)[1:-1] in shown] == []
+
+
+#: Predictions a notebook once stated before the learner computed them (issue 25, item 4), each
+#: now only inside a collapsed ``<details>`` block.
+PREDICTIONS = [
+    ("00_start_here", "zero2 2 + 14/4 = 5.5"),
+    ("00_start_here", "2 + 14/N < 8: N ≥ 3"),
+    ("01_collectives_and_time", "2·3/4 · 4992 = **7,488**"),
+    ("01_collectives_and_time", "7,912, times 63/64"),
+    ("07_zero_reproduced", "15 + 1.640625 = 16.640625 GB"),
+    ("07_zero_reproduced", "zero3 19,968 / 8 = 2,496"),
+    ("08_correctness", "3e-8/0.01 = 3e-6"),
+]
+
+
+@pytest.mark.parametrize("notebook,prediction", PREDICTIONS, ids=lambda x: str(x))
+def test_a_prediction_is_shown_only_in_a_collapsed_block(notebook, prediction):
+    cells = json.loads((NOTEBOOKS[0].parent / f"{notebook}.ipynb").read_text())["cells"]
+    markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    outside = re.sub(r"<details>.*?</details>", "", markdown, flags=re.S)
+    assert prediction in markdown and prediction not in outside

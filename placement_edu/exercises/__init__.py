@@ -9,9 +9,13 @@ collected once, at import, into the read-only ``EXERCISES`` mapping.
 
 In a notebook::
 
-    from placement_edu.exercises import check_answer, solution
-    check_answer("zero2-memory", 16.64)          # -> right / wrong, and why
-    check_answer("zero2-memory", solution("zero2-memory"))   # what nbval runs: the reference answer
+    from placement_edu.exercises import check_answer, reveal
+    answer = ...                                 # the learner replaces ... with an answer
+    check_answer("zero2-memory", answer)         # -> not answered yet / right / wrong, and why
+    reveal("zero2-memory")                       # the worked answer, only when asked for
+
+An exercise cell starts unanswered (``answer = ...``), so "Run All" answers nothing: each check
+says "not answered yet" (what nbval checks), and no reference answer is shown until ``reveal``.
 
 How an answer is judged (``check_answer``):
 
@@ -80,16 +84,47 @@ class Verdict:
     def __bool__(self) -> bool:
         return self.right
 
+    def _verdict(self) -> str:
+        if self.given is Ellipsis:
+            return NOT_ANSWERED
+        return "✔ right" if self.right else "✘ not yet"
+
     def __str__(self) -> str:
-        return f"{'✔ right' if self.right else '✘ not yet'} ({self.name}): {self.message}"
+        return f"{self._verdict()} ({self.name}): {self.message}"
+
+    __repr__ = __str__  # one line in a REPL too, never the fields of a dataclass
 
     def _repr_html_(self) -> str:
-        colour = "#009E73" if self.right else "#D55E00"
+        colour = "#009E73" if self.right else "#666666" if self.given is Ellipsis else "#D55E00"
         return (
-            f'<p style="color:{colour}"><b>{"✔ right" if self.right else "✘ not yet"}</b> '
-            f"({self.name}): "
+            f'<p style="color:{colour}"><b>{self._verdict()}</b> ({self.name}): '
             f"{html.escape(self.message)}</p>"
         )
+
+
+#: What a check says of ``answer = ...``, the answer an exercise cell starts with.
+NOT_ANSWERED = "… not answered yet"
+
+
+@dataclass(frozen=True)
+class Worked:
+    """An exercise's worked answer, as ``reveal`` shows it: the reference value in its unit and
+    the derivation (the exercise's ``why``)."""
+
+    name: str
+    answer: Answer
+    unit: str
+    derivation: str
+
+    def __str__(self) -> str:
+        value = f"{_decimal(self.answer)} {self.unit}".strip()
+        return f"answer ({self.name}): {value}. {self.derivation}"
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        value = html.escape(f"{_decimal(self.answer)} {self.unit}".strip())
+        return f"<p><b>answer</b> ({self.name}): <b>{value}</b>. {html.escape(self.derivation)}</p>"
 
 
 def _collect() -> Mapping[str, Exercise]:
@@ -123,6 +158,43 @@ def _plain(answer: object) -> object:
 def solution(name: str) -> Answer:
     """The reference answer of exercise ``name``, computed by the core."""
     return _exercise(name).reference()
+
+
+def reveal(name: str) -> Worked:
+    """The worked answer of exercise ``name``: the reference value, computed by the core, with its
+    derivation. A notebook's exercise cell never calls it: the learner asks for it."""
+    exercise = _exercise(name)
+    return Worked(name, exercise.reference(), exercise.unit, exercise.why)
+
+
+def _decimal(value: Answer) -> str:
+    """An answer as a learner reads it: a word quoted, a whole number with thousands separators,
+    a fraction with a finite decimal as that decimal (2025/64 is 31.640625; past 9 places with 6
+    significant figures beside it), any other fraction exactly and to 3 significant figures
+    (7/39 (≈ 0.179))."""
+    if isinstance(value, Fraction):
+        denominator = value.denominator
+        for prime in (2, 5):
+            while denominator % prime == 0:
+                denominator //= prime
+        if value.denominator == 1:
+            return _decimal(value.numerator)
+        if denominator == 1:  # only 2s and 5s: the decimal is finite, and exact
+            places = max(_places(value.denominator, 2), _places(value.denominator, 5))
+            digits = str(abs(value.numerator * 10**places // value.denominator)).zfill(places + 1)
+            sign = "-" if value < 0 else ""
+            exact = f"{sign}{digits[:-places]}.{digits[-places:]}"
+            return exact if places <= 9 else f"{exact} (≈ {float(value):.6g})"
+        return f"{value} (≈ {float(value):.3g})"
+    return _shown(value)
+
+
+def _places(n: int, prime: int) -> int:
+    """How many times ``prime`` divides ``n``."""
+    count = 0
+    while n % prime == 0:
+        n, count = n // prime, count + 1
+    return count
 
 
 def _words(text: str) -> str:
@@ -263,6 +335,8 @@ def check_answer(name: str, answer: Answer) -> Verdict:
     def not_yet(message: str) -> Verdict:
         return Verdict(name, False, answer, message, expected)
 
+    if answer is Ellipsis:  # the cell as the notebook ships it: nothing judged, nothing shown
+        return not_yet(f'replace ... with your answer; reveal("{name}") shows the worked answer')
     if not _of_its_kind(answer, expected):
         kind = _kind(exercise, expected)
         return not_yet(f"expected {kind}, got {shown(answer)} ({type(answer).__name__})")
@@ -286,4 +360,13 @@ def check_answer(name: str, answer: Answer) -> Verdict:
 
 EXERCISES: Mapping[str, Exercise] = _collect()
 
-__all__ = ["EXERCISES", "Exercise", "Verdict", "check_answer", "solution"]
+__all__ = [
+    "EXERCISES",
+    "NOT_ANSWERED",
+    "Exercise",
+    "Verdict",
+    "Worked",
+    "check_answer",
+    "reveal",
+    "solution",
+]
