@@ -24,7 +24,14 @@ from typing import Any
 from placement_edu.errors import PlacementError, expect, shown
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec, tensor_divides_heads
-from placement_edu.planner import DATA_STRATEGIES, RECOMPUTES, Choice, compose, price
+from placement_edu.planner import (
+    DATA_STRATEGIES,
+    RECOMPUTES,
+    Choice,
+    compose,
+    overlap_streams,
+    price,
+)
 from placement_edu.precision import Precision
 from placement_edu.schedule import derive_schedule
 from placement_edu.strategies import PIPELINE_SCHEDULES, Strategy
@@ -34,6 +41,8 @@ from placement_edu.timing import (
     PASSES,
     PEAK_FLOPS,
     Hardware,
+    Overlapped,
+    bucketed_by_pass,
     flops_per_token,
     model_flops_per_token,
     on_critical_path,
@@ -130,7 +139,8 @@ class Priced:
 
     ``tokens_per_device``: global batch × s ÷ devices. ``model_flops``: per device per step,
     forward + backward, nothing replayed; ``hardware_flops``: with what recomputation replays.
-    ``peak_flops``: the GPU's dense peak (None: unknown, no MFU)."""
+    ``peak_flops``: the GPU's dense peak (None: unknown, no MFU). ``streams``: what the
+    "bucketed" overlap models hide unit by unit (``timing.overlapped``; () under the others)."""
 
     choice: Choice
     hardware: Hardware
@@ -140,6 +150,7 @@ class Priced:
     hardware_flops: float
     peak_flops: float | None
     collectives: tuple[tuple[str, str, str, bool, float], ...]
+    streams: tuple[Overlapped, ...] = ()
 
     @property
     def step_s(self) -> float:
@@ -188,6 +199,73 @@ class Priced:
             return "hidden"
         return "partly exposed" if compute > 0 else "exposed"
 
+    def stream(self, op: str, axis: str, phase: str) -> Overlapped | None:
+        """The unit-wise collective of this kind under "bucketed" (None: not one of them)."""
+        return next((s for s in self.streams if (s.op, s.axis, s.phase) == (op, axis, phase)), None)
+
+    def crowded(self, phase: str) -> bool:
+        """Under "bucketed": whether ``phase``'s overlappable collectives exceed the compute
+        beside them, exposing more than the first gathered unit and the last reduced bucket
+        (``timing.bucketed_by_pass`` against its waited and unit seconds)."""
+        t = self.choice.time
+        assert t is not None
+        comm: dict[str, float] = {}
+        waited: dict[str, float] = {}
+        for _, _, p, crit, s in self.collectives:
+            comm[p] = comm.get(p, 0.0) + s
+            if crit and self.overlap == "bucketed":
+                waited[p] = waited.get(p, 0.0) + s
+        compute = {p: c for p, c, _ in t.by_pass}
+        m = self.choice.strategy.micro_batches
+        exposed = bucketed_by_pass(compute, comm, waited, self.streams, m).get(phase, 0.0)
+        units = sum(s.unit_s for s in self.streams if s.hides_under == phase)
+        return exposed - waited.get(phase, 0.0) - units > 1e-9 * max(exposed, 1e-30)
+
+    def status(self, op: str, axis: str, phase: str, critical: bool) -> str:
+        """How one kind of collective fares: ``hidden`` under "none" and the per-pass models;
+        under "bucketed", a unit-wise collective says which unit stays exposed (the last
+        reduced bucket or layer after backward, the first gathered before its pass; the step's
+        all-gather moved into the next step's forward) and whether the rest hides."""
+        if not self.overlap.startswith("bucketed"):
+            return self.hidden(phase, critical)
+        if critical and self.overlap == "bucketed":
+            return "exposed"
+        s = self.stream(op, axis, phase)
+        if s is None:
+            if phase not in ("forward", "backward"):
+                return "exposed"
+            return "partly exposed" if self.crowded(phase) else "hidden"
+        where = (
+            f"the last of {s.units} {s.unit}s after backward"
+            if s.hides_under == "backward"
+            else f"the first of {s.units} {s.unit}s before {s.hides_under}"
+        )
+        each = f" of each of {s.runs} micro-batches" if s.runs > 1 else ""
+        moved = "moved into the next step's forward, " if s.phase != s.hides_under else ""
+        if s.units == 1:
+            return f"exposed ({moved}one {s.unit}: nothing to overlap)"
+        rest = (
+            "; the rest exceeds the compute beside it"
+            if self.crowded(s.hides_under)
+            else ", the rest hidden"
+        )
+        return f"partly exposed ({moved}{where}{each}: {s.unit_s:.4g} s{rest})"
+
+    def units_of(self, op: str, axis: str, phase: str) -> dict[str, Any]:
+        """Under "bucketed", a unit-wise collective's units for --json: how many per run, what
+        they are (bucket, layer), runs per step, the pass it hides under, the exposed unit's
+        seconds per step; {} for the others."""
+        s = self.stream(op, axis, phase)
+        if s is None:
+            return {}
+        return {
+            "units": s.units,
+            "unit": s.unit,
+            "runs": s.runs,
+            "hides_under": s.hides_under,
+            "exposed_unit_s": s.unit_s,
+        }
+
     def breakdown(self) -> dict[str, Any]:
         """Seconds: compute by pass, each kind of collective (hidden or exposed), the bubble."""
         t = self.choice.time
@@ -204,7 +282,8 @@ class Priced:
                     "pass": phase,
                     "critical_path": critical,
                     "seconds": s,
-                    "overlap": self.hidden(phase, critical),
+                    "overlap": self.status(op, axis, phase, critical),
+                    **self.units_of(op, axis, phase),
                 }
                 for op, axis, phase, critical, s in self.collectives
             ],
@@ -295,4 +374,9 @@ def price_configuration(
         float(sum(flops_per_token(shaped, recompute).values()) * tokens),
         peak_flops(hw),
         tuple(collectives(built, comm_model, mesh, precision, hw)),
+        streams=(
+            overlap_streams(built, comm_model, mesh, precision, hw)
+            if overlap.startswith("bucketed")
+            else ()
+        ),
     )

@@ -37,11 +37,13 @@ from placement_edu.strategies import STRATEGIES, Strategy
 from placement_edu.timing import (
     OVERLAPS,
     Hardware,
+    Overlapped,
     StepTime,
     combine,
     comm_time,
     compute_time,
     get_hardware,
+    overlapped,
 )
 from placement_edu.units import GB, plain
 
@@ -506,8 +508,23 @@ def price(
         if mesh.degree("tensor") > 1
         else None
     )
-    time = combine(compute, comm, overlap, mesh.degree("pipeline"), m, critical)
+    streams = (
+        overlap_streams(strategy, priced, mesh, precision, hw)
+        if overlap.startswith("bucketed")
+        else ()
+    )
+    time = combine(compute, comm, overlap, mesh.degree("pipeline"), m, critical, streams)
     return Choice(strategy, mesh, recompute, peak, limit, time)
+
+
+@lru_cache(maxsize=4096)
+def overlap_streams(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+) -> tuple[Overlapped, ...]:
+    """``timing.overlapped`` from the schedules ``comm_seconds`` derives (m = 1 and 2, cached):
+    what the "bucketed" overlap model hides unit by unit."""
+    one, two = (_schedule(strategy.with_(micro_batches=k), model, mesh, precision) for k in (1, 2))
+    return overlapped(strategy, model, mesh, precision, hw, (one, two))
 
 
 @lru_cache(maxsize=64)

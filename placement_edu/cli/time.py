@@ -179,8 +179,8 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         if not seconds:  # a recv: its transfer is priced at the sender (SPEC §4)
             continue
         out.append(
-            f"    {phase:<8} {op} on {axis}: {seconds:.4g} s, {priced.hidden(phase, critical)}"
-            + (" (critical path)" if critical else "")
+            f"    {phase:<8} {op} on {axis}: {seconds:.4g} s, "
+            f"{priced.status(op, axis, phase, critical)}" + (" (critical path)" if critical else "")
         )
     if not priced.collectives:
         out.append("    none")
