@@ -1,0 +1,146 @@
+"""README's console examples, as the current command line prints them (issue 25, item 8).
+
+Every fenced ```console block of README.md whose first line is ``$ placement-edu ARGS`` is an
+example: the test runs ``placement_edu.cli.main(ARGS)`` in this process (stdout captured) and
+compares README's lines with the output's. ``python -m tests.readme_examples --write`` rewrites
+the blocks from the current command line, keeping each block's elisions.
+
+How README's text is read against the output:
+
+- elision: a line ``...`` (alone) stands for the output's lines from there up to the block's next
+  line (at least one); a line that ends with ``" ..."`` stands for one output line that starts with
+  the text before it. ``--write`` keeps the same number of lines before, between and after the
+  elisions, and cuts a shortened line at the same length;
+- normalisation: none so far. Each one must be named here, with what varies run to run that it
+  removes (``NORMALISE``: the name, the pattern, what it becomes). The examples in README are
+  chosen so that they need none: no wall-clock seconds, no paths, no process ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+#: What varies from run to run, and what it becomes before the comparison: (name, pattern,
+#: replacement). Empty: every example in README prints the same text on every run.
+NORMALISE: tuple[tuple[str, str, str], ...] = ()
+
+#: The ranks' start-up makes these commands slow (seconds each): the runtime tier runs them.
+RUNS_RANKS = ("run", "torch-ref")
+
+ELIDED = "..."
+
+
+@dataclass(frozen=True)
+class Example:
+    """One console block: the command's arguments and README's lines after the ``$`` line;
+    ``start`` and ``end`` are the README line numbers (0-based) of the block's first and last
+    text lines (the ``$`` line and the last output line)."""
+
+    argv: tuple[str, ...]
+    lines: tuple[str, ...]
+    start: int
+    end: int
+
+    @property
+    def command(self) -> str:
+        return "placement-edu " + " ".join(self.argv)
+
+    @property
+    def runs_ranks(self) -> bool:
+        return self.argv[0] in RUNS_RANKS
+
+
+def examples(text: str | None = None) -> list[Example]:
+    """Every ```console block of README that starts with ``$ placement-edu``."""
+    lines = (README.read_text() if text is None else text).splitlines()
+    found, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() == "```console" and lines[i + 1].startswith("$ placement-edu "):
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            argv = tuple(shlex.split(lines[i + 1])[2:])
+            found.append(Example(argv, tuple(lines[i + 2 : end]), i + 1, end - 1))
+            i = end
+        i += 1
+    return found
+
+
+def output(argv: tuple[str, ...]) -> list[str]:
+    """What ``placement-edu ARGV`` prints on stdout, run in this process, its lines normalised;
+    an exit status other than 0 fails with what it wrote on stderr."""
+    from placement_edu.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    assert status == 0, f"placement-edu {' '.join(argv)} exited {status}: {err.getvalue()}"
+    text = out.getvalue()
+    for _name, pattern, replacement in NORMALISE:
+        text = re.sub(pattern, replacement, text)
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def _shortened(line: str) -> str | None:
+    """The start a line ``"TEXT ..."`` stands for, or None for a line shown whole."""
+    return line[: -len(ELIDED) - 1] if line.endswith(" " + ELIDED) else None
+
+
+def matches(shown: tuple[str, ...], printed: list[str]) -> bool:
+    """Whether README's ``shown`` lines are the ``printed`` lines, elisions read as above."""
+    if not shown:
+        return not printed
+    head, rest = shown[0], shown[1:]
+    if head.strip() == ELIDED:  # one or more lines, then the rest
+        return any(matches(rest, printed[k:]) for k in range(1, len(printed) + 1))
+    if not printed:
+        return False
+    start = _shortened(head)
+    same = printed[0].startswith(start) if start is not None else printed[0] == head.rstrip()
+    return same and matches(rest, printed[1:])
+
+
+def rewritten(shown: tuple[str, ...], printed: list[str]) -> list[str]:
+    """README's block made from ``printed`` with ``shown``'s elisions: as many lines before and
+    after its ``...`` line, and each shortened line cut at the same length."""
+    cuts = [k for k, line in enumerate(shown) if line.strip() == ELIDED]
+    assert len(cuts) <= 1, "at most one ... line per block"
+    if cuts:
+        head, tail = cuts[0], len(shown) - cuts[0] - 1
+        assert head + tail < len(printed), "the output is shorter than the block"
+        pairs = list(zip(shown[:head], printed[:head])) + [(ELIDED, shown[head])]
+        pairs += list(zip(shown[head + 1 :], printed[len(printed) - tail :]))
+    else:
+        pairs = list(zip(shown, printed)) + [("", line) for line in printed[len(shown) :]]
+    out = []
+    for was, line in pairs:
+        start = _shortened(was)
+        out.append(line if start is None else f"{line[: len(start)]} {ELIDED}")
+    return out
+
+
+def write() -> list[str]:
+    """Rewrite README's examples from the current command line; the commands rewritten."""
+    lines = README.read_text().splitlines(keepends=False)
+    changed = []
+    for example in reversed(examples()):  # from the end: earlier line numbers stay valid
+        printed = output(example.argv)
+        if matches(example.lines, printed):
+            continue
+        lines[example.start + 1 : example.end + 1] = rewritten(example.lines, printed)
+        changed.append(example.command)
+    README.write_text("\n".join(lines) + "\n")
+    return changed
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m tests.readme_examples --write")
+    for command in write() or ["(every example already as printed)"]:
+        print("rewritten:", command)
