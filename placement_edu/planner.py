@@ -496,7 +496,7 @@ def price(
     m = strategy.micro_batches
     replicas = mesh.degree("replica") * mesh.degree("data")
     tokens = Fraction(m * model.micro_batch * model.seq * replicas, mesh.world_size)
-    compute = compute_time(shaped, tokens, hw, recompute)
+    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"))
     # Only full recomputation changes the schedule: it replays the tensor-parallel
     # collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and mesh.degree("tensor") > 1

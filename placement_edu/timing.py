@@ -9,7 +9,8 @@ SPEC §4 counts bytes; this module turns them into seconds. Read top to bottom:
 - ``comm_time``        the seconds of a whole schedule, per phase (forward, backward, step)
 - ``flops_per_token``  SPEC §9: 6Ψ per token (2 forward + 4 backward) + attention's 12·L·h·s,
                        plus what recomputation replays (``FLOP_CONVENTION`` names the count)
-- ``compute_time``     those FLOPs at the device's achieved FLOP/s, per pass
+- ``compute_time``     those FLOPs at the device's achieved FLOP/s, per pass (at the
+                       model's matmul shapes when the hardware has a ``gemm_curve``)
 - ``on_critical_path`` SPEC §9: tensor parallelism's collectives, which compute waits for
 - ``overlapped``       the collectives "bucketed" overlaps unit by unit, with their units
 - ``exposed``          the overlap models, "none", "per_pass", "per_pass+tp" and "bucketed"
@@ -29,6 +30,7 @@ from fractions import Fraction
 from typing import Mapping, Sequence
 
 from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.gemm import GemmCurve, check_curve, gemm_factor
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import (
     Model,
@@ -129,8 +131,13 @@ class Hardware:
     #: "nccl" on GPUs, "gloo" where the runtime ran on CPUs; they differ in the broadcast (NCCL's
     #: ring, gloo's binomial tree: ``schedule.BROADCASTS``).
     collectives: str = "nccl"
+    #: How the achieved FLOP/s varies with the matmul shapes (``gemm.GemmCurve``): points
+    #: (arithmetic intensity, factor × ``flops``). Empty, as in every preset: ``flops`` for
+    #: every matmul. ``placement-edu calibrate`` measures one (issue 27, item 3).
+    gemm_curve: GemmCurve = ()
 
     def __post_init__(self) -> None:
+        check_curve(self.gemm_curve, f"hardware {self.name!r}: gemm_curve")
         expect(
             self.collectives in LIBRARIES,
             f"hardware {self.name!r}: collectives is one of {', '.join(LIBRARIES)} (the library "
@@ -534,7 +541,11 @@ def megatron_flops_per_token(model: TransformerSpec) -> int:
 
 
 def compute_time(
-    psi_or_model, tokens: float | Fraction, hw: Hardware, recompute: str = "none"
+    psi_or_model,
+    tokens: float | Fraction,
+    hw: Hardware,
+    recompute: str = "none",
+    tensor: int = 1,
 ) -> dict[str, float]:
     """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
     model (Ψ, or a transformer: attention counted) on one device of ``hw`` at its achieved FLOP/s
@@ -543,13 +554,17 @@ def compute_time(
 
     Per device of a mesh: the step's FLOPs spread evenly, so a device does 6Ψ × (tokens per
     device) whatever the mesh -- a tensor or pipeline group of k devices shares k times the tokens
-    and 1/k of the parameters (and of the heads or layers) each."""
+    and 1/k of the parameters (and of the heads or layers) each.
+
+    With a ``gemm_curve``, a transformer's FLOPs run at ``flops`` × ``gemm.gemm_factor``: the
+    curve over the matmuls a device runs at tensor degree ``tensor`` (1 without a curve)."""
     expect(
         isinstance(tokens, (int, float, Fraction)) and not isinstance(tokens, bool) and tokens >= 0,
         f"tokens is a number of tokens >= 0, got {tokens!r}",
     )
+    achieved = hw.flops * gemm_factor(hw.gemm_curve, psi_or_model, tensor)
     return {
-        phase: f * float(tokens) / hw.flops
+        phase: f * float(tokens) / achieved
         for phase, f in flops_per_token(psi_or_model, recompute).items()
     }
 
@@ -840,7 +855,8 @@ def step_time(
         )
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
     recompute = getattr(model, "recompute", "none")
-    compute = compute_time(model, tokens_per_device, hw, recompute)
+    tensor = model_axis_degree(strategy, mesh, "tensor")
+    compute = compute_time(model, tokens_per_device, hw, recompute, tensor)
     comm = comm_time(schedule, hw, mesh)
     streams = (
         overlapped(strategy, model, mesh, precision, hw) if overlap.startswith("bucketed") else ()

@@ -138,7 +138,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.min_size > args.max_size:
         raise PlacementError(f"--min-size {args.min_size} is above --max-size {args.max_size}")
     sizes = tuple(2**k for k in range(args.min_size, args.max_size + 1))
-    return launched(
+    status = launched(
         lambda: calibrate(
             args.world_sizes,
             sizes,
@@ -153,6 +153,37 @@ def _calibrate(args: argparse.Namespace) -> int:
         ),
         what="calibration",
     )
+    if status == 0 and not args.json:  # the GEMM curve of this host's CPU (issue 27, item 3)
+        import torch
+
+        from placement_edu.runtime.gpu_calibrate import matmul_flops
+
+        matmul = matmul_flops(torch.device("cpu"), CPU_CURVE_SIZES, args.repeats, torch.float64)
+        print("\n" + "\n".join(curve_lines(matmul, "float64 on this CPU, one process")))
+    return status
+
+
+#: The n×n matmuls the CPU's GEMM curve is fitted from (float64, in the calling process).
+CPU_CURVE_SIZES = (32, 64, 128, 256, 512)
+
+
+def curve_lines(matmul: dict[int, float], what: str) -> list[str]:
+    """The GEMM curve ``gemm.fit_curve`` fits to ``matmul`` ({n: FLOP/s}), point by point, and as
+    the ``gemm_curve`` a Hardware carries (factor 1.0: the fastest matmul measured)."""
+    from placement_edu.gemm import fit_curve
+
+    curve = fit_curve(matmul)
+    lines = [
+        f"GEMM curve, {what}: n×n @ n×n at arithmetic intensity n/3 FLOP/byte "
+        "(2n³ FLOPs over 3n² 2-byte values), factor = its FLOP/s ÷ the fastest's:"
+    ]
+    lines += [
+        f"  n = {n}: intensity {at:.4g}, {f / 1e9:.4g}e9 FLOP/s, factor {factor:.3f}"
+        for (n, f), (at, factor) in zip(sorted(matmul.items()), curve)
+    ]
+    points = ", ".join(f"({at:.4g}, {factor:.3f})" for at, factor in curve)
+    lines.append(f"gemm_curve=({points},)")
+    return lines
 
 
 # --- presentation ------------------------------------------------------------------------------
@@ -410,6 +441,7 @@ def gpu_report(
         f"FLOP/s, MFU {flops / seconds / peak:.1%}",
         f"  6Ψ·tokens alone (issue 23's count, ≈ 190e12 for GPT-2 1.5B on an H200): "
         f"{step_flops_6psi(model) / seconds / 1e12:.4g}e12 FLOP/s",
+        *curve_lines(matmul, f"bf16 on {device_name}"),
         "",
         "The this_gpu preset (paste into placement_edu.timing.HARDWARE):",
         hardware_line(hw),

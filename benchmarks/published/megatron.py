@@ -1,0 +1,228 @@
+"""Megatron-LM's published training throughputs, quoted with their sources (issue 27, item 8).
+
+Three tables, each a tuple of ``Run``; ``load(name)`` returns one, ``TABLES`` names them all:
+
+- ``H100_WEAK``: the weak-scaling table of Megatron-LM's README (Megatron-Core r0.8.0 on H100s),
+  nine GPT models from 1.7B to 462B on 48 to 6,144 GPUs.
+- ``H100_STRONG``: the README's strong-scaling text: the 177B GPT ("GPT-3 175B ... slightly more
+  than 175 billion parameters due to larger vocabulary size") on 96 to 4,608 H100s at 1,152
+  sequences, MFU 47 % -> 42 %. Only the two ends carry a published figure.
+- ``A100_2021``: Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+  Clusters Using Megatron-LM" (SC '21, arXiv:2104.04473), Table 1, as Megatron-LM's README showed it
+  from April 2021 to July 2024 (images/cases_april2021.png): ten GPT models, 1.7B to 1T, on 32 to
+  3,072 A100-80GB GPUs.
+
+Every figure a table prints is a ``Run`` field and is quoted; what the source does not print is an
+assumption, named in ``Run.assumed`` (or in the table's ``ASSUMED``). Nothing here is computed by
+the package: these are the yardstick ``compare.py`` measures the time model against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Megatron-LM's README, section "Training Speed and Scalability" (commit 937571cf, 2024-07-15,
+#: "Updated README with new scaling figures on H100 GPUs"; unchanged in the current README).
+README_URL = (
+    "https://github.com/NVIDIA/Megatron-LM/blob/main/README.md#training-speed-and-scalability"
+)
+#: The weak-scaling table is an image in that section (its text is not in the README).
+H100_TABLE_URL = "https://github.com/NVIDIA/Megatron-LM/blob/main/images/model_table.png"
+#: Narayanan et al. 2021, Table 1; the README image of it (removed by commit 937571cf).
+A100_PAPER = (
+    "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU Clusters Using "
+    "Megatron-LM, arXiv:2104.04473, Table 1"
+)
+A100_TABLE_URL = (
+    "https://github.com/NVIDIA/Megatron-LM/blob/937571cfd4^/images/cases_april2021.png"
+    " (README before 2024-07-15)"
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One published training run: the model, its placement and the throughput it reached.
+
+    ``params_b``: the parameter count the source prints, in billions (a label, not recomputed).
+    ``tensor``, ``pipeline``, ``data``: t, p, d (t·p·d = ``gpus``). ``global_batch``: sequences per
+    optimizer step. ``tflops_per_gpu``: the source's achieved 10^12 FLOP/s per GPU, counted as
+    ``flops`` says; ``mfu``: its percentage of the dense bf16 peak, as printed (None: not printed).
+    ``micro_batch``, ``recompute``, ``heads`` and the t/p split may be assumptions: ``assumed``
+    lists which fields the source does not print."""
+
+    name: str
+    params_b: float
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+    tensor: int
+    pipeline: int
+    data: int
+    gpus: int
+    global_batch: int
+    tflops_per_gpu: float | None
+    mfu: float | None
+    micro_batch: int
+    recompute: str
+    hardware: str
+    flops: str
+    source: str
+    assumed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.tensor * self.pipeline * self.data != self.gpus:
+            raise ValueError(f"{self.name}: t·p·d = {self.tensor}·{self.pipeline}·{self.data}")
+        if self.global_batch % (self.data * self.micro_batch):
+            raise ValueError(f"{self.name}: the batch does not split into d × b")
+
+    @property
+    def mesh(self) -> str:
+        """The mesh as ``placement-edu time --mesh`` takes it."""
+        return f"data={self.data},tensor={self.tensor},pipeline={self.pipeline}"
+
+
+# --- H100: Megatron-Core r0.8.0 ---------------------------------------------------------------
+#: What the README says of every H100 run: "All models use a vocabulary size of 131,072 and a
+#: sequence length of 4096"; distributed optimizer and "fine-grained overlapping of data-parallel
+#: (--overlap-grad-reduce --overlap-param-gather), tensor-parallel (--tp-comm-overlap) and
+#: pipeline-parallel communication"; throughput "measured for end-to-end training". Its
+#: teraFLOP/s are model FLOPs as Megatron counts them (``num_floating_point_operations``:
+#: ``timing.megatron_flops_per_token``); its MFU divides them by the H100's 989e12 (408.8 / 989 =
+#: 41.3 %, printed 41 %).
+H100_ASSUMED = (
+    "micro-batch 1 (not printed)",
+    "selective recomputation standing for flash attention (Transformer Engine; not printed)",
+    "sequence parallelism on the tensor axis (Megatron's usual pairing with t > 1; not printed)",
+    "the non-interleaved 1F1B schedule (interleaving is not printed; the package has none yet)",
+    "heads, hidden, layers, t, p, d as printed; ffn = 4h (not printed)",
+)
+_H100 = dict(seq=4096, vocab=131072, micro_batch=1, recompute="selective", hardware="h100")
+_H100_SOURCE = f"{H100_TABLE_URL} (Megatron-Core r0.8.0)"
+_H100_ASSUMED = ("micro_batch", "recompute")
+
+
+def _h100(
+    name: str, heads: int, hidden: int, layers: int, t: int, p: int, d: int, gpus: int,
+    batch: int, tflops: float, mfu: float,
+) -> Run:  # fmt: skip
+    return Run(
+        name, float(name.removesuffix("B")), layers, hidden, heads, tensor=t, pipeline=p, data=d,
+        gpus=gpus, global_batch=batch, tflops_per_gpu=tflops, mfu=mfu, flops="megatron",
+        source=_H100_SOURCE, assumed=_H100_ASSUMED, **_H100,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+#: The README's table, row by row as printed: model size, attention heads, hidden size, layers,
+#: tensor MP size, pipeline MP size, data-parallel size, GPUs, batch size, per-GPU teraFLOP/s, MFU.
+#: (Its last column, aggregate petaFLOP/s, is per-GPU × GPUs: 408.8 × 48 = 19.6e3.)
+H100_WEAK: tuple[Run, ...] = (
+    _h100("1.7B", 16, 2048, 24, 1, 1, 48, 48, 192, 408.8, 0.41),
+    _h100("7.1B", 32, 4096, 30, 2, 1, 48, 96, 192, 465.9, 0.47),
+    _h100("16B", 48, 6144, 32, 4, 1, 48, 192, 192, 489.1, 0.49),
+    _h100("32B", 56, 7168, 48, 8, 1, 48, 384, 192, 459.6, 0.46),
+    _h100("70B", 64, 8192, 84, 8, 2, 48, 768, 384, 419.7, 0.42),
+    _h100("119B", 80, 10240, 92, 8, 4, 48, 1536, 768, 420.5, 0.43),
+    _h100("177B", 96, 12288, 96, 8, 6, 48, 2304, 1152, 432.8, 0.44),
+    _h100("314B", 128, 16384, 96, 8, 8, 48, 3072, 1536, 474.4, 0.48),
+    _h100("462B", 144, 18432, 112, 8, 16, 48, 6144, 3072, 459.9, 0.47),
+)
+
+#: The README's strong-scaling text: "We also strong scaled the standard GPT-3 model (our version
+#: has slightly more than 175 billion parameters due to larger vocabulary size) from 96 H100 GPUs
+#: to 4608 GPUs, using the same batch size of 1152 sequences throughout. Communication becomes more
+#: exposed at larger scale, leading to a reduction in MFU from 47% to 42%." Its figure
+#: (images/strong_scaling.png) plots aggregate petaFLOP/s at 96, 144, 288, 576, 1,152, 2,304,
+#: 3,072 and 4,608 GPUs (read off its log axis) without printing them; only the ends' MFU is
+#: quoted. Assumed: the model is the weak table's 177B row (96 layers, h = 12288, 96 heads), and
+#: t = 8, p = 6 throughout, as in that row (2,304 GPUs = 8·6·48; every plotted count is 48·d).
+STRONG_ASSUMED = (
+    "the 177B model of the weak-scaling table",
+    "t = 8, p = 6 at every size (the text does not say; the 177B weak-scaling row uses them)",
+    "the intermediate GPU counts read off the figure's axis; their MFU is not printed",
+)
+STRONG_GPUS: tuple[int, ...] = (96, 144, 288, 576, 1152, 2304, 3072, 4608)
+_STRONG_MFU = {96: 0.47, 4608: 0.42}
+_STRONG_SOURCE = f"{README_URL} (strong-scaling text and figure, Megatron-Core r0.8.0)"
+H100_STRONG: tuple[Run, ...] = tuple(
+    Run(
+        f"177B@{g}",
+        177.0,
+        96,
+        12288,
+        96,
+        tensor=8,
+        pipeline=6,
+        data=g // 48,
+        gpus=g,
+        global_batch=1152,
+        tflops_per_gpu=None,
+        mfu=_STRONG_MFU.get(g),
+        flops="megatron",
+        source=_STRONG_SOURCE,
+        assumed=("tensor", "pipeline", "micro_batch", "recompute"),
+        **_H100,  # type: ignore[arg-type]
+    )  # fmt: skip
+    for g in STRONG_GPUS
+)
+
+
+# --- A100: Narayanan et al. 2021 --------------------------------------------------------------
+#: What the source says of every A100 run (the README's 2021 text): "All models use a vocabulary
+#: size of 51,200 and a sequence length of 2048", "Each cluster node has 8 NVIDIA 80GB A100 GPUs",
+#: FLOPs "measured for end-to-end training". The paper counts FLOPs with its eq. 3, 96·B·s·l·h²·(1 +
+#: s/(6h) + V/(16·l·h)) per step: hardware FLOPs under full activation recomputation (the 96 is
+#: 72 × 4/3, the forward replayed); its "percentage of theoretical peak" divides by 312e12.
+A100_ASSUMED = (
+    "full activation recomputation (the paper's eq. 3 counts it; its §5 runs use it)",
+    "the t/p split: the table prints only the model-parallel size t·p; t = min(t·p, 8) (one "
+    "DGX node), p = t·p / 8, the paper's rule of tensor parallelism inside a node",
+    "heads: not in the README's image; h / 128 (h / 96 for the 1.7B), as Table 1 of the paper "
+    "lists them to our reading (the time model does not use them beyond t | heads)",
+    "micro-batch 1 (not printed); the non-interleaved 1F1B schedule",
+)
+_A100_SOURCE = f"{A100_PAPER}; {A100_TABLE_URL}"
+
+
+def _a100(
+    name: str, hidden: int, layers: int, params_b: float, mp: int, gpus: int, batch: int,
+    tflops: float, peak_pct: float, heads: int,
+) -> Run:  # fmt: skip
+    t = min(mp, 8)
+    return Run(
+        name, params_b, layers, hidden, heads, seq=2048, vocab=51200, tensor=t, pipeline=mp // t,
+        data=gpus // mp, gpus=gpus, global_batch=batch, tflops_per_gpu=tflops, mfu=peak_pct,
+        micro_batch=1, recompute="full", hardware="a100", flops="narayanan_eq3",
+        source=_A100_SOURCE, assumed=("tensor", "pipeline", "heads", "micro_batch", "recompute"),
+    )  # fmt: skip
+
+
+#: The table row by row as printed: model size, hidden size, layers, parameters (billion),
+#: model-parallel size, GPUs, batch size, achieved teraFLOP/s per GPU, percentage of theoretical
+#: peak (then: heads, assumed). Aggregate petaFLOP/s, its last column, is per-GPU × GPUs.
+A100_2021: tuple[Run, ...] = (
+    _a100("1.7B", 2304, 24, 1.7, 1, 32, 512, 137, 0.44, 24),
+    _a100("3.6B", 3072, 30, 3.6, 2, 64, 512, 138, 0.44, 32),
+    _a100("7.5B", 4096, 36, 7.5, 4, 128, 512, 142, 0.46, 32),
+    _a100("18B", 6144, 40, 18.4, 8, 256, 1024, 135, 0.43, 48),
+    _a100("39B", 8192, 48, 39.1, 16, 512, 1536, 138, 0.44, 64),
+    _a100("76B", 10240, 60, 76.1, 32, 1024, 1792, 140, 0.45, 80),
+    _a100("145B", 12288, 80, 145.6, 64, 1536, 2304, 148, 0.47, 96),
+    _a100("310B", 16384, 96, 310.1, 128, 1920, 2160, 155, 0.50, 128),
+    _a100("530B", 20480, 105, 529.6, 280, 2520, 2520, 163, 0.52, 128),
+    _a100("1T", 25600, 128, 1008.0, 512, 3072, 3072, 163, 0.52, 160),
+)
+
+TABLES: dict[str, tuple[Run, ...]] = {
+    "h100_weak": H100_WEAK,
+    "h100_strong": H100_STRONG,
+    "a100_2021": A100_2021,
+}
+
+
+def load(name: str) -> tuple[Run, ...]:
+    """One table by name (``TABLES``); an unknown name raises KeyError naming those known."""
+    if name not in TABLES:
+        raise KeyError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+    return TABLES[name]
