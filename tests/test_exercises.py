@@ -367,6 +367,9 @@ def test_a_notebook_run_shows_no_reference_answer(notebook):
             shown = " ".join(json.dumps(output, ensure_ascii=False).split())
             assert "✔ right" not in shown
             assert [n for n, why in whys.items() if json.dumps(why)[1:-1] in shown] == []
+        if cell["cell_type"] == "markdown":  # nor does the text outside a collapsed block
+            text = re.sub(r"<details>.*?</details>", "", "".join(cell["source"]), flags=re.S)
+            assert [n for n, why in whys.items() if why in " ".join(text.split())] == []
 
 
 #: Predictions a notebook once stated before the learner computed them (issue 25, item 4), each
