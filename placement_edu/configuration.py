@@ -54,6 +54,28 @@ from placement_edu.timing import (
 DATA_PLACEMENTS: tuple[str, ...] = DATA_STRATEGIES + ("hsdp",)
 
 
+#: What ``--schedule`` accepts: GPipe, 1F1B, zero bubble, interleaved 1F1B with V chunks per rank.
+SCHEDULE_FORMS = (*PIPELINE_SCHEDULES, "zero_bubble", "interleaved:V")
+
+
+def parsed_schedule(text: str) -> tuple[str, int]:
+    """A schedule as ``--schedule`` names it, as (``Strategy.pipeline_schedule``, virtual stages):
+    "1f1b" -> ("1f1b", 1); "interleaved:4" -> ("interleaved", 4), v >= 2 model chunks per rank."""
+    name, colon, v = text.partition(":")
+    if name == "interleaved":
+        expect(
+            v.isdigit() and int(v) >= 2,
+            f"{shown(text)}: interleaved 1F1B is interleaved:V, V its model chunks per rank, an "
+            "integer >= 2 (e.g. interleaved:2)",
+        )
+        return name, int(v)
+    expect(
+        not colon and name in SCHEDULE_FORMS,
+        f"unknown pipeline schedule {shown(text)}; accepted: {', '.join(SCHEDULE_FORMS)}",
+    )
+    return name, 1
+
+
 def configured_strategy(
     name: str, mesh: Mesh, micro_batches: int, sequence_parallel: bool, schedule: str
 ) -> Strategy:
@@ -77,12 +99,16 @@ def configured_strategy(
         data != "hsdp" or replica,
         "strategy hsdp needs a replica axis in the mesh (e.g. replica=2,data=4)",
     )
+    looped, v = parsed_schedule(schedule)
+    p = mesh.degree("pipeline")
     expect(
-        schedule in PIPELINE_SCHEDULES,
-        f"unknown pipeline schedule {shown(schedule)}; accepted: {', '.join(PIPELINE_SCHEDULES)}",
+        looped != "interleaved" or micro_batches % p == 0,
+        f"interleaved 1F1B needs the micro-batches to be a multiple of the pipeline stages "
+        f"(Megatron's rule): m = {micro_batches} over p = {p}; give a global batch that makes "
+        f"m a multiple of {p}",
     )
     strategy = compose("zero3" if data == "hsdp" else data, mesh, micro_batches, sequence_parallel)
-    strategy = strategy.with_(pipeline_schedule=schedule)
+    strategy = strategy.with_(pipeline_schedule=looped, virtual_stages=v)
     expect(
         len(parts) == 1 or name.replace("x", "×") == strategy.name,
         f"strategy {shown(name)} does not match the mesh {mesh}: there the composition is "
@@ -356,6 +382,13 @@ def price_configuration(
         )
     m = global_batch // (replicas * b)
     built = configured_strategy(strategy, mesh, m, sequence_parallel, schedule)
+    chunks = built.virtual_stages * mesh.degree("pipeline")
+    expect(
+        built.virtual_stages == 1 or model.layers % chunks == 0,
+        f"interleaved 1F1B over {mesh.degree('pipeline')} stages × {built.virtual_stages} chunks "
+        f"splits the layers into {chunks} equal chunks: {model.layers} layers do not; give "
+        f"--layers a multiple of {chunks}",
+    )
     hw = scaled(hw, efficiency)
     choice = price(built, model, mesh, recompute, hw, precision, overlap)
     tokens = Fraction(global_batch * model.seq, mesh.world_size)

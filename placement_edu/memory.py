@@ -24,6 +24,7 @@ from placement_edu.placement import (
 )
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
+from placement_edu.schedule.pipeline import looped_in_flight
 
 # --- the transient terms, by name (SPEC §3) -----------------------------------------------------
 #: SG parameters gathered for use: one unit at a time, or all of them when kept through backward.
@@ -179,10 +180,13 @@ def derive_memory(
 
     stage = coords["pipeline"]
     m = strategy.micro_batches
-    if p > 1:
+    in_flight: int | Fraction = 1
+    if p > 1 and strategy.pipeline_schedule in ("interleaved", "zero_bubble"):
+        in_flight = looped_in_flight(
+            p, stage, m, strategy.virtual_stages, strategy.pipeline_schedule == "zero_bubble"
+        )
+    elif p > 1:
         in_flight = m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
-    else:
-        in_flight = 1
     activations = (
         model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage)))
         * in_flight

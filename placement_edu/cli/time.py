@@ -10,12 +10,17 @@ import json
 
 from placement_edu.arguments import flag_type
 from placement_edu.cli.table import SHAPE, count_flag as _count
-from placement_edu.configuration import DATA_PLACEMENTS, Priced, price_configuration
+from placement_edu.configuration import (
+    DATA_PLACEMENTS,
+    SCHEDULE_FORMS,
+    Priced,
+    parsed_schedule,
+    price_configuration,
+)
 from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit, shown
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
-from placement_edu.strategies import PIPELINE_SCHEDULES
 from placement_edu.timing import FLOP_CONVENTION, HARDWARE, OVERLAPS, get_hardware
 from placement_edu.units import GB
 
@@ -36,15 +41,7 @@ def _efficiency(text: str) -> float:
 
 
 def _schedule(text: str) -> str:
-    if text.startswith("interleaved"):
-        raise PlacementError(
-            f"{shown(text)}: interleaved 1F1B is not yet modelled (issue 27, item 4); "
-            f"accepted: {', '.join(PIPELINE_SCHEDULES)}"
-        )
-    if text not in PIPELINE_SCHEDULES:
-        raise PlacementError(
-            f"unknown schedule {shown(text)}; accepted: {', '.join(PIPELINE_SCHEDULES)}"
-        )
+    parsed_schedule(text)  # refused here, in one line, if it is not a schedule
     return text
 
 
@@ -108,7 +105,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--schedule",
         type=_schedule_type,
         default="1f1b",
-        help=f"pipeline schedule: {', '.join(PIPELINE_SCHEDULES)} (interleaved: not yet)",
+        help=f"pipeline schedule: {', '.join(SCHEDULE_FORMS)} (default 1f1b; interleaved: "
+        "bubble (p-1)/(V·m), V× the stage sends; zero_bubble: ZB-H1, bubble (p-1)/(3m))",
     )
     p.add_argument(
         "--overlap",
@@ -167,7 +165,9 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         f"{model.description}",
         f"{c.strategy.name} on {c.mesh} ({c.mesh.world_size} × {hw.name}), "
         f"{c.strategy.micro_batches} micro-batches of {model.micro_batch} "
-        f"({c.strategy.pipeline_schedule}), recompute {c.recompute}, overlap {priced.overlap}, "
+        f"({c.strategy.pipeline_schedule}"
+        + (f":{c.strategy.virtual_stages}" if c.strategy.virtual_stages > 1 else "")
+        + f"), recompute {c.recompute}, overlap {priced.overlap}, "
         f"{float(priced.tokens_per_device):,.6g} tokens per device",
         f"step {t.total_s:.4g} s on rank 0 = compute {t.compute_s:.4g} s + exposed communication "
         f"{t.exposed_comm_s:.4g} s + pipeline bubble {t.bubble_s:.4g} s",
