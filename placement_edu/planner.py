@@ -513,7 +513,17 @@ def price(
         if overlap.startswith("bucketed")
         else ()
     )
-    time = combine(compute, comm, overlap, mesh.degree("pipeline"), m, critical, streams)
+    time = combine(
+        compute,
+        comm,
+        overlap,
+        mesh.degree("pipeline"),
+        m,
+        critical,
+        streams,
+        strategy.pipeline_schedule,
+        strategy.virtual_stages,
+    )
     return Choice(strategy, mesh, recompute, peak, limit, time)
 
 

@@ -14,6 +14,11 @@ from placement_edu.mesh import Mesh
 from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement, known_axes
 
 PIPELINE_SCHEDULES = ("1f1b", "gpipe")
+#: Schedules priced and derived past 1F1B (``schedule.looped_order``), not run by the gloo engine:
+#: "interleaved" (Narayanan et al. 2021 §2.2.2; torch's ``ScheduleInterleaved1F1B``) runs
+#: ``virtual_stages`` model chunks per rank; "zero_bubble" (Qi et al. 2024's ZB-H1; torch's
+#: ``ScheduleInterleavedZeroBubble`` on one chunk per rank) splits backward into I and W passes.
+LOOPED_SCHEDULES = ("interleaved", "zero_bubble")
 #: How owners' updated slices of replicated parameters get back to every replica (SPEC §4 rule 1):
 #: "scatter_gather": reduce-scatter the gradient, all-gather the parameters (ZeRO §7: 2Ψ);
 #: "allreduce_broadcast": all-reduce the gradient, each owner broadcasts its slice (PyTorch's
@@ -28,7 +33,9 @@ class Strategy:
     ``reshard_after_forward``: an SG parameter is freed after forward and gathered again before
     backward (FSDP FULL_SHARD, ZeRO-3); False keeps it through backward (FSDP SHARD_GRAD_OP).
     ``micro_batches``: m micro-batches per optimizer step (pipeline or gradient accumulation).
-    ``pipeline_schedule``: "1f1b" or "gpipe" when a pipeline axis is present.
+    ``pipeline_schedule``: "1f1b" or "gpipe" when a pipeline axis is present, or one of
+    ``LOOPED_SCHEDULES``; ``virtual_stages``: v, the model chunks per pipeline rank (v >= 2 for
+    "interleaved", 1 otherwise).
     ``sequence_parallel``: the tensor axis also splits each sequence (Megatron sequence
     parallelism), so parameters replicated across tensor ranks (norms) get partial gradients there.
     ``owner_update``: for replicated params with sliced optimizer state, "scatter_gather" (ZeRO
@@ -52,6 +59,7 @@ class Strategy:
     shard_dims: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
     owner_update: str = "scatter_gather"
     mesh_axes: tuple[str, ...] = ()
+    virtual_stages: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -72,11 +80,17 @@ class Strategy:
             raise PlacementError(
                 f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}"
             )
-        if self.pipeline_schedule not in PIPELINE_SCHEDULES:
+        if self.pipeline_schedule not in PIPELINE_SCHEDULES + LOOPED_SCHEDULES:
             raise PlacementError(
                 f"unknown pipeline schedule {self.pipeline_schedule!r}; "
-                f"known: {', '.join(PIPELINE_SCHEDULES)}"
+                f"known: {', '.join(PIPELINE_SCHEDULES + LOOPED_SCHEDULES)}"
             )
+        v = positive_int("virtual_stages", self.virtual_stages)
+        expect(
+            (v >= 2) == (self.pipeline_schedule == "interleaved"),
+            f"virtual_stages = {v} with pipeline schedule {self.pipeline_schedule!r}: interleaved "
+            "1F1B runs v >= 2 model chunks per rank, every other schedule one",
+        )
         # accept a mapping; store sorted pairs so strategies stay hashable
         dims = dict(self.shard_dims)
         known_axes(dims, "shard_dims")
@@ -126,6 +140,7 @@ def _s(name: str, summary: str, **kwargs: object) -> Strategy:
             "shard_dims",
             "owner_update",
             "mesh_axes",
+            "virtual_stages",
         )
         if k in kwargs
     }

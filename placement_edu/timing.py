@@ -775,12 +775,18 @@ def exposed(
     )
 
 
-def bubble_time(compute_s: float, stages: int, micro_batches: int) -> float:
+def bubble_time(
+    compute_s: float,
+    stages: int,
+    micro_batches: int,
+    schedule: str = "1f1b",
+    virtual_stages: int = 1,
+) -> float:
     """Seconds a pipeline stage idles: (p-1)/m of the ideal (bubble-free) time (``pipeline_bubble``,
-    the of_ideal convention, Narayanan et al. 2021 §2.2)."""
-    return (
-        float(pipeline_bubble(stages, micro_batches)["of_ideal"]) * compute_s if stages > 1 else 0.0
-    )
+    the of_ideal convention, Narayanan et al. 2021 §2.2); (p-1)/(v·m) under interleaved 1F1B
+    (§2.2.2), (p-1)/(3m) under zero bubble (Qi et al. 2024, ZB-H1)."""
+    bubble = pipeline_bubble(stages, micro_batches, schedule, virtual_stages)["of_ideal"]
+    return float(bubble) * compute_s if stages > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -869,6 +875,8 @@ def step_time(
         strategy.micro_batches,
         comm_time(schedule, hw, mesh, critical=True),
         streams,
+        strategy.pipeline_schedule,
+        strategy.virtual_stages,
     )
 
 
@@ -880,13 +888,16 @@ def combine(
     micro_batches: int = 1,
     critical: Mapping[str, float] | None = None,
     streams: Sequence[Overlapped] = (),
+    pipeline_schedule: str = "1f1b",
+    virtual_stages: int = 1,
 ) -> StepTime:
     """A StepTime from per-pass compute and comm seconds: compute + exposed comm + bubble.
     ``critical``: the per-pass comm seconds ``on_critical_path``; ``streams``: what "bucketed"
-    overlaps unit by unit (``exposed``)."""
+    overlaps unit by unit (``exposed``); ``pipeline_schedule``, ``virtual_stages``: the bubble's
+    (``bubble_time``)."""
     compute_s, comm_s = sum(compute.values()), sum(comm.values())
     hidden_or_not = exposed(compute, comm, overlap, critical, streams, micro_batches)
-    bubble = bubble_time(compute_s, stages, micro_batches)
+    bubble = bubble_time(compute_s, stages, micro_batches, pipeline_schedule, virtual_stages)
     passes = tuple((p, compute.get(p, 0.0), comm.get(p, 0.0)) for p in PASSES)
     return StepTime(
         compute_s,

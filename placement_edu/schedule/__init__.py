@@ -10,7 +10,8 @@ One file per concern, read in this order:
                   the time model and the runtime's ledger), the kinds of op, and ``ring_bytes``
 - ``ops.py``      the ``Op``, ``Repeat`` and ``Schedule`` values, and a schedule's totals
 - ``../axes.py``  what a placement leaves open on each axis, and ``validate``
-- ``pipeline.py`` GPipe and 1F1B orders, the kinds of stage, the bubble, the timeline
+- ``pipeline.py`` GPipe, 1F1B, interleaved and zero-bubble orders, the kinds of stage, the
+                  bubble, the timeline
 - ``rules.py``    one small function per rule, each keyed on the modes along one axis, never on a
                   strategy's name ("where does ZeRO-2 reduce-scatter?": ``reduce_partial_grads``)
 - ``derive.py``   ``derive_schedule``, which calls the rules in execution order
@@ -55,6 +56,11 @@ from placement_edu.schedule.pipeline import (
     pipeline_order,
     pipeline_bubble,
     pipeline_timeline,
+    bubble_divisor,
+    looped_warmup,
+    looped_order,
+    looped_in_flight,
+    looped_timeline,
 )
 from placement_edu.schedule.rules import (
     Device,
@@ -104,6 +110,11 @@ __all__ = [
     "pipeline_order",
     "pipeline_bubble",
     "pipeline_timeline",
+    "bubble_divisor",
+    "looped_warmup",
+    "looped_order",
+    "looped_in_flight",
+    "looped_timeline",
     "Device",
     "startup_broadcasts",
     "gather_before_use",

@@ -73,10 +73,15 @@ def derive_schedule(
     m, reshard = strategy.micro_batches, strategy.reshard_after_forward
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
     entries: list[Op | Repeat] = list(startup_broadcasts(dev))
+    # Interleaved 1F1B: a pass of micro-batch k is its v chunks' passes, held together here (their
+    # boundaries: v× the sends and receives; the order the chunks run in is looped_order's).
+    chunks = range(strategy.virtual_stages)
 
     def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
         if kind == "F":
-            ops: list[Op | Repeat] = [*pipeline_boundary(dev, "recv", "forward", tag)]
+            ops: list[Op | Repeat] = [
+                o for c in chunks for o in pipeline_boundary(dev, "recv", "forward", tag, c)
+            ]
             if k == 0 or reshard:
                 ops += gather_before_use(
                     dev,
@@ -87,9 +92,9 @@ def derive_schedule(
             return (
                 ops
                 + tensor_parallel_collectives(dev, "forward")
-                + pipeline_boundary(dev, "send", "forward", tag)
+                + [o for c in chunks for o in pipeline_boundary(dev, "send", "forward", tag, c)]
             )
-        ops = [*pipeline_boundary(dev, "recv", "backward", tag)]
+        ops = [o for c in chunks for o in pipeline_boundary(dev, "recv", "backward", tag, c)]
         if reshard:
             ops += gather_before_use(
                 dev,
@@ -98,7 +103,7 @@ def derive_schedule(
             )
         ops += [
             *tensor_parallel_collectives(dev, "backward"),
-            *pipeline_boundary(dev, "send", "backward", tag),
+            *(o for c in chunks for o in pipeline_boundary(dev, "send", "backward", tag, c)),
         ]
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
@@ -111,6 +116,9 @@ def derive_schedule(
             kind == "B" and k == m - 1 and not per_micro_batch
         )
 
+    # The looped schedules (interleaved, zero bubble) run each micro-batch's passes in 1F1B's
+    # pattern here: the same ops per step, in micro-batch order (zero bubble's W passes move
+    # compute only; their exact order is looped_order's).
     runs = pipeline_runs(strategy.pipeline_schedule, dev.stages, dev.stage, m)
     entries += passes_held_once(runs, m, one_pass, differs)
     entries.append(

@@ -434,12 +434,14 @@ def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[s
     ]
 
 
-def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
+def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag, chunk: int = 0) -> list[Op]:
     """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
     activation goes forward, and its gradient back, across each of the p-1 stage boundaries; under
     TP × PP split over the t tensor ranks (b·s·h/t each, SPEC §9).
-    ``tag``: the micro-batch, (k,), or in a repeated run the range of them."""
-    p, stage = dev.stages, dev.stage
+    ``tag``: the micro-batch, (k,), or in a repeated run the range of them. ``chunk``: which of the
+    rank's v model chunks (interleaved 1F1B: stage chunk·p + rank of v·p, so v·p - 1 boundaries)."""
+    p, v = dev.stages, dev.strategy.virtual_stages
+    stage = chunk * p + dev.stage
     if p == 1:
         return []
     expect(
@@ -448,7 +450,7 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag) -> list[Op]:
         "boundary_elements (b·s·h), e.g. a TransformerSpec",
     )
     towards_next = (op == "send") == (phase == "forward")  # forward sends on, backward sends back
-    if (towards_next and stage == p - 1) or (not towards_next and stage == 0):
+    if (towards_next and stage == v * p - 1) or (not towards_next and stage == 0):
         return []
     what = "activation" if phase == "forward" else "gradient"
     verb = {
