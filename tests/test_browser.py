@@ -8,8 +8,10 @@ the course then runs in one notebook made from the course's own cells (``tests/g
 after Run ▸ Run All Cells no output is an error, the widgets are controls (not text, not "Error
 displaying widget"), and moving each one's control changes what it shows (its pixels). For the
 runtime widget, on each click of Run: progress shows, then the result in its place (no progress
-line left beside it), while the kernel shows busy and Run is disabled; shutting its kernel down
-(it held warm ranks) prints no traceback.
+line left beside it), while the kernel shows busy and Run is disabled until the result is drawn
+(and before the first run, no chart: no broken-image icon); shutting its kernel down (it held warm
+ranks) prints no traceback. Three notebooks are run, saved, shut down and reopened: each widget
+cell shows its still, never "Error displaying widget".
 """
 
 from __future__ import annotations
@@ -212,6 +214,40 @@ def test_a_notebook_opened_without_running_says_to_run_and_shows_its_stills(brow
     page.close()  # (its kernel, never used, ends with the server)
 
 
+#: Notebooks run, saved, shut down and reopened as a learner does: the start, one with several
+#: widgets, and one that launches no process.
+REOPENED = ("00_start_here.ipynb", "10_tensor_and_pipeline.ipynb", "12_why_numbers_disagree.ipynb")
+
+
+@pytest.mark.parametrize("name", REOPENED)
+def test_a_notebook_run_saved_shut_down_and_reopened_shows_its_stills(browser, lab, name):
+    """Run All, save, shut the kernel down, reopen: the widgets' models died with the kernel (and
+    JupyterLab saves no widget state by default), so each widget cell shows its line and its
+    still -- the figure as this run drew it -- and never "Error displaying widget"."""
+    copy = f"reopened_{name}"  # (the other tests open the notebook as committed)
+    shutil.copy(lab[2].parent / "notebooks" / name, lab[2].parent / "notebooks" / copy)
+    page = open_notebook(browser, lab, copy, stills=False)
+    run_all(page)
+    assert errors_shown(page) == []
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty")
+    shut_down_kernel(page)
+
+    page = open_notebook(browser, lab, copy)
+    page.wait_for_function(f"{SESSION}?.kernel?.status === 'idle'", timeout=60_000)
+    page.wait_for_function(  # the widget manager has looked for each widget output's model
+        "!document.body.textContent.includes('Loading widget')", timeout=30_000
+    )
+    assert "Error displaying widget" not in page.inner_text("body")
+    stills = page.locator(".placement-edu-still")
+    assert stills.count() == len(widget_cells(NOTEBOOKS / name)) >= 1
+    for i in range(stills.count()):
+        assert stills.nth(i).is_visible() and "Run the cells" in stills.nth(i).inner_text()
+    for image in page.locator(".placement-edu-still img").element_handles():
+        assert image.evaluate("img => img.naturalWidth") > 0  # this run's figure, drawn
+    page.close()
+
+
 @pytest.fixture(scope="module")
 def gallery_page(browser, lab):
     """The widget gallery, run all; its kernel shut down at the end (it held warm ranks) with no
@@ -299,6 +335,8 @@ def run_and_watch(page, widget, result: str) -> None:
         "the kernel did not show busy while it ran"
     )
     assert any(s["run_disabled"] for s in seen[:done]), "Run was not disabled while it ran"
+    clicked = next(i for i, s in enumerate(seen) if s["run_disabled"])
+    assert all(s["run_disabled"] for s in seen[clicked:done]), "Run came back before the result"
     assert not last["progress"], f"the progress stayed beside the result: {last['text'][:300]}"
 
 
@@ -309,6 +347,7 @@ def test_the_runtime_widget_shows_progress_then_the_result_while_the_kernel_is_b
     )
     widget.wait_for(timeout=30_000)  # (shown once its output renders)
     widget.scroll_into_view_if_needed()
+    assert not widget.locator("img").is_visible()  # no chart yet, and no broken-image icon
 
     widget.locator(".widget-dropdown", has_text="fault").locator("select").select_option(
         "stale-gather"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from placement_edu.cli import PARSERS, main
+from placement_edu.presentation.live import STILL, still_html
 from placement_edu.report import compare
 
 pytestmark = pytest.mark.fast
@@ -60,3 +61,18 @@ def test_help_is_plain_text_with_a_whole_description(command):
     assert "``" not in text and ":func:" not in text and ":class:" not in text
     description = text.split("\n\n")[1]  # argparse: usage, blank line, description, blank line
     assert description.rstrip()[-1] in ".?)", description  # run's was cut at "on real"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_saved_still_is_the_one_live_shows_today(notebook):
+    """Each widget cell's saved still begins as ``still_html`` does now -- with the style that hides
+    a widget output whose model is gone (issue 25, item 5) -- so a notebook run, saved and
+    reopened, and the notebook as committed, show the same thing."""
+    line = still_html("").split("<p>")[0]
+    stills = [
+        "".join(output["data"]["text/html"])
+        for cell in _cells(notebook)
+        for output in cell.get("outputs", [])
+        if STILL in "".join(output.get("data", {}).get("text/html", ""))
+    ]
+    assert stills and all(still.startswith(line) for still in stills)

@@ -139,7 +139,10 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
 
     monkeypatch.setattr(pool_module, "shared_pool", lambda world_size: pool)
     explorer = explore.RuntimeExplorer()
+    assert explorer.chart.layout.display == "none"  # no chart yet: no broken-image icon
     explorer.strategy.value, explorer.world.value, explorer.fault.value = "zero3", 4, "stale-gather"
+    drawn = []  # whether Run was disabled when the chart was drawn (or cleared)
+    explorer.chart.observe(lambda _change: drawn.append(explorer.button.disabled), names="value")
     seen = []
     show = explorer._progress
     explorer._progress = lambda now: (
@@ -162,6 +165,7 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
     assert seen[-1][2] == 1.0 and seen[-1][3].endswith("[stale-gather]: step 5/5 (run 2 of 2)")
     assert explorer.bar.layout.visibility == "hidden" and not explorer.button.disabled
     assert explorer.chart.value[:4] == b"\x89PNG" and "stale-gather" in explorer.report.value
+    assert explorer.chart.layout.display is None and drawn == [True]  # Run waited for the chart
     assert explorer.status.value.startswith("done: 2 runs in ")
 
     def refused(configs, progress):
@@ -172,6 +176,8 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
     assert (
         explorer.status.value == "<b>error</b>: rank 1 failed: boom" and explorer.chart.value == b""
     )
+    assert explorer.chart.layout.display == "none" and drawn == [True, True]
+    assert not explorer.button.disabled
 
 
 INTERRUPTED_SCRIPT = """

@@ -46,8 +46,11 @@ class GridExplorer:
         devices: int = 4,
         precision: str = "mixed_adam",
         strategies: tuple[str, ...] | None = None,
+        layers: int = LAYERS,
     ) -> None:
         import ipywidgets as w
+
+        self.layers = layers  # of the abstract model; a notebook passes the model its text uses
 
         options = list(strategies or STRATEGIES)
         self.strategy = w.Dropdown(options=options, value=strategy, description="strategy")
@@ -73,12 +76,12 @@ class GridExplorer:
 
     # --- asking the core ---------------------------------------------------------------------
     def model(self) -> ModelSpec:
-        """The abstract model of the chosen Ψ, in LAYERS layers (one gather unit per layer), with a
-        b·s·h boundary activation (BOUNDARY) for tp and pp."""
+        """The abstract model of the chosen Ψ, in ``layers`` layers (one gather unit per layer),
+        with a b·s·h boundary activation (BOUNDARY) for tp and pp."""
         return ModelSpec(
             round(self.psi.value),
-            layers=LAYERS,
-            gather_units=LAYERS,
+            layers=self.layers,
+            gather_units=self.layers,
             boundary_elements=BOUNDARY["b"] * BOUNDARY["s"] * BOUNDARY["h"],
         )
 
@@ -123,8 +126,8 @@ class GridExplorer:
         caption = (
             f"{html.escape(report.strategy.name)} on {report.mesh}, "
             f"Ψ = {report.model.psi:,} parameters "
-            f"({LAYERS} layers), {report.precision.name}: one device (rank 0). GB = 10^9 bytes, "
-            "GiB = 2^30 bytes."
+            f"({self.layers} layers), {report.precision.name}: one device (rank 0). "
+            "GB = 10^9 bytes, GiB = 2^30 bytes."
         )
         if axis != "data":
             caption += (

@@ -6,6 +6,14 @@ widget cell's output area starts with a line telling the learner to run the cell
 of the figure as it was last run (plain HTML, which every viewer shows). Once the controls are
 live, a style inside the widget hides that still in its own cell (CSS ``:has``): a running
 notebook shows the controls only.
+
+Run, saved, and reopened after its kernel is gone, a notebook's widget outputs name models that
+died with the kernel (JupyterLab saves no widget state unless "Save Widget State Automatically" is
+on). JupyterLab then draws the widget output as bare text -- "Loading widget..." until its widget
+manager has looked, "Error displaying widget: model not found" after -- and never falls back to
+another type of the same output (the widget renderer is the only one asked for a widget output of
+a trusted notebook). So the still carries a second style: in its cell, an output that holds
+nothing but such a text is hidden, and the line and the still of that run are what remain.
 """
 
 from __future__ import annotations
@@ -31,12 +39,20 @@ def png_html(png: bytes, alt: str) -> str:
     )
 
 
+#: In a cell with a still, hide an output that is bare text (no element inside): the widget
+#: renderer's "Loading widget..." or "Error displaying widget" of a model that is gone. A live
+#: widget, the still, and text output (a ``<pre>``) all have elements inside.
+_HIDE_DEAD_WIDGET = (
+    f"<style>.jp-Cell:has(.{STILL}) .jp-OutputArea-output:not(:has(*)) {{display: none}}</style>"
+)
+
+
 def still_html(still: str = "") -> str:
     """The line, then ``still`` (HTML: what the controls showed when the notebook was last run)."""
     until = " Until then, what they showed when this notebook was last run:" if still else ""
     return (
-        f'<div class="{STILL}"><p>▶ <b>Run the cells</b> (Run ▸ Run All Cells) to use the controls '
-        f"of this cell.{until}</p>{still}</div>"
+        f'<div class="{STILL}">{_HIDE_DEAD_WIDGET}<p>▶ <b>Run the cells</b> (Run ▸ Run All Cells) '
+        f"to use the controls of this cell.{until}</p>{still}</div>"
     )
 
 

@@ -48,7 +48,9 @@ class RuntimeExplorer:
 
     Everything it shows is widget state set from the kernel's main thread -- a progress bar, a
     chart image, a text block -- never an Output widget fed while the run goes on (a browser drops
-    such output mid-run). Run is disabled while a run is in flight; the result replaces the bar.
+    such output mid-run). Run is disabled from the click until the result (or the error) is drawn;
+    the result replaces the bar. The chart is hidden while there is none: an empty image is a
+    broken-image icon.
     """
 
     #: World sizes the widget offers (8 ranks would take about 1.2 GiB: more than a Binder
@@ -67,7 +69,7 @@ class RuntimeExplorer:
         self.button = w.Button(description="Run", button_style="primary")
         self.bar = w.FloatProgress(value=0, min=0, max=1, layout=w.Layout(visibility="hidden"))
         self.status = w.HTML("Press <b>Run</b>.")
-        self.chart = w.Image(format="png", layout=w.Layout(max_width="760px"))
+        self.chart = w.Image(format="png", layout=w.Layout(max_width="760px", display="none"))
         self.report = w.HTML()
         for name, widget in (
             ("progress", self.bar),
@@ -138,7 +140,7 @@ class RuntimeExplorer:
         from placement_edu.runtime.pool import shared_pool
 
         start = time.monotonic()
-        self.button.disabled = True  # one run at a time
+        self.button.disabled = True  # one run at a time, until its result is drawn
         self.bar.value, self.bar.layout.visibility = 0, "visible"
         self.status.value = "starting…"
         try:
@@ -146,20 +148,29 @@ class RuntimeExplorer:
             results = shared_pool(self.world.value).run_many(
                 self.configs(), progress=self._progress
             )
+            self._draw(
+                chart_png(results),
+                "".join(
+                    f"<pre style='white-space: pre-wrap'>{html.escape(str(r))}</pre>"
+                    for r in results
+                ),
+            )
+            runs = "1 run" if len(results) == 1 else f"{len(results)} runs"
+            self.status.value = f"done: {runs} in {time.monotonic() - start:.2f} s"
+            return results
         except Exception as error:  # shown in the widget, not raised
             self.status.value = f"<b>error</b>: {html.escape(str(error))}"
-            self.chart.value, self.report.value = b"", ""
+            self._draw(b"", "")
             return []
         finally:
             self.bar.layout.visibility = "hidden"
             self.button.disabled = False
-        self.chart.value = chart_png(results)
-        self.report.value = "".join(
-            f"<pre style='white-space: pre-wrap'>{html.escape(str(r))}</pre>" for r in results
-        )
-        runs = "1 run" if len(results) == 1 else f"{len(results)} runs"
-        self.status.value = f"done: {runs} in {time.monotonic() - start:.2f} s"
-        return results
+
+    def _draw(self, png: bytes, report: str) -> None:
+        """The chart, shown only when there is one (no broken-image icon), and the reports."""
+        self.chart.value = png
+        self.chart.layout.display = None if png else "none"
+        self.report.value = report
 
     def _progress(self, now: Progress) -> None:
         self.bar.value = now.fraction
