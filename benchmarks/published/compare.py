@@ -132,7 +132,7 @@ def predict(run: Run, efficiency: float, options: Options = Options()) -> Row:
         get_precision("mixed_adam"),
         run.recompute,
         bool(setup["sp"]) and run.tensor > 1,
-        options.schedule,
+        options.schedule if run.pipeline > 1 else "1f1b",  # no pipeline: nothing to interleave
         options.overlap or str(setup["overlap"]),
         efficiency,
     )

@@ -158,8 +158,13 @@ def _calibrate(args: argparse.Namespace) -> int:
 
         from placement_edu.runtime.gpu_calibrate import matmul_flops
 
-        matmul = matmul_flops(torch.device("cpu"), CPU_CURVE_SIZES, args.repeats, torch.float64)
-        print("\n" + "\n".join(curve_lines(matmul, "float64 on this CPU, one process")))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one core's curve: threads that share it measure contention
+        try:
+            matmul = matmul_flops(torch.device("cpu"), CPU_CURVE_SIZES, args.repeats, torch.float64)
+        finally:
+            torch.set_num_threads(threads)
+        print("\n" + "\n".join(curve_lines(matmul, "float64 on one CPU thread")))
     return status
 
 
