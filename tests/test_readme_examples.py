@@ -33,9 +33,10 @@ def test_a_readme_example_is_what_the_command_prints(example) -> None:
 
 
 def test_every_command_readme_shows_is_an_example_checked_here() -> None:
-    shown = {e.argv[0] for e in examples()}
+    # an example README drops from the check (a ```console block made a plain ```) fails here;
     # calibrate's examples are measurements on one machine, shown in plain ``` blocks
-    assert shown == {"table", "check", "estimate", "run", "torch-ref", "fit", "plan", "time"}
+    shown = {e.argv[0] for e in examples()}
+    assert shown >= {"table", "check", "estimate", "run", "torch-ref", "fit", "plan", "time"}
     assert NORMALISE == ()  # a normalisation, once added, is named there and tested here
 
 
