@@ -330,13 +330,14 @@ def check_answer(name: str, answer: Answer) -> Verdict:
     checker). ``answer`` in the exercise's unit (a number, or a word)."""
     exercise = _exercise(name)
     answer = _plain(answer)  # type: ignore[assignment]
+    if answer is Ellipsis:  # the cell as the notebook ships it: nothing computed, nothing shown
+        said = f'replace ... with your answer; reveal("{name}") shows the worked answer'
+        return Verdict(name, False, answer, said)
     expected = exercise.reference()
 
     def not_yet(message: str) -> Verdict:
         return Verdict(name, False, answer, message, expected)
 
-    if answer is Ellipsis:  # the cell as the notebook ships it: nothing judged, nothing shown
-        return not_yet(f'replace ... with your answer; reveal("{name}") shows the worked answer')
     if not _of_its_kind(answer, expected):
         kind = _kind(exercise, expected)
         return not_yet(f"expected {kind}, got {shown(answer)} ({type(answer).__name__})")
