@@ -9,15 +9,33 @@ import json
 
 from placement_edu.arguments import flag_type
 from placement_edu.cli.table import SHAPE, count_flag as _count
-from placement_edu.errors import MAX_DEVICES, MAX_PARAMS, PlacementError, read_int, show_limit
+from placement_edu.errors import (
+    MAX_DEVICES,
+    MAX_PARAMS,
+    PlacementError,
+    read_int,
+    show_limit,
+    shown,
+)
 from placement_edu.models import TransformerSpec
-from placement_edu.planner import default_transformer, plan
+from placement_edu.planner import TIE_BAND, default_transformer, plan
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.timing import HARDWARE, OVERLAPS
 from placement_edu.units import GB
 
 #: Device memory typed on the command line, in GB (10^9 bytes): up to 10^6 GB, a typo catcher.
 MAX_MEMORY_GB = 10**6
+
+
+def _tie_band(text: str) -> float:
+    accepted = "give a fraction from 0 up to 1 (0.02: plans within 2% of the fastest are ties)"
+    try:
+        value = float(text)
+    except ValueError:
+        raise PlacementError(f"{shown(text)} is not a number; {accepted}") from None
+    if not 0 <= value < 1:  # nan fails too
+        raise PlacementError(f"{shown(text)} is out of range; {accepted}")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -81,6 +99,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how communication hides under compute (default per_pass)",
     )
     p.add_argument(
+        "--tie-band",
+        type=flag_type(_tie_band),
+        default=TIE_BAND,
+        help="plans within this fraction of the fastest step are ties, and the simplest of them "
+        "is chosen: the shallowest pipeline, then the fewest axes (default 0.02, 2%%)",
+    )
+    p.add_argument(
         "--precision",
         default="mixed_adam",
         help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
@@ -133,6 +158,7 @@ def _plan(args: argparse.Namespace) -> int:
         args.global_batch,
         args.overlap,
         assumption=assumption,
+        tie_band=args.tie_band,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
