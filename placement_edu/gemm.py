@@ -1,21 +1,26 @@
-"""Achieved FLOP/s as a function of the matmul shapes (issue 27, item 3).
+"""Achieved FLOP/s as a function of the matmul sizes (issue 27, item 3).
 
 One achieved FLOP/s for every model (``timing.Hardware.flops``) says a 1.7B model's matmuls run as
-fast as a 462B model's; they do not: a bigger GEMM does more FLOPs per byte it moves and runs
-closer to peak (Megatron-LM's README: "larger GEMMs have higher arithmetic intensity and are
-consequently more efficient to execute"). A hardware's ``gemm_curve`` says how much: a handful of
-points (arithmetic intensity, factor), piecewise-linear in log intensity, factor 1.0 = the
-hardware's ``flops``. No curve (the presets): factor 1.0 everywhere, the figures of one number.
-Read top to bottom:
+fast as a 462B model's; they do not: a bigger GEMM runs closer to peak (Megatron-LM's README:
+"larger GEMMs have higher arithmetic intensity and are consequently more efficient to execute").
+A hardware's ``gemm_curve`` says how much: a handful of points (FLOPs of one matmul call, factor),
+piecewise-linear in log FLOPs, factor 1.0 = the hardware's ``flops``. No curve (every preset):
+factor 1.0 everywhere, the figures of one number. Read top to bottom:
 
-- ``intensity``       a GEMM's arithmetic intensity, FLOPs per byte of 2-byte operands
-- ``curve_factor``    the curve at one intensity (flat beyond its end points)
-- ``layer_gemms``     the matmuls one micro-batch runs through a transformer at a tensor slice
-- ``gemm_factor``     the FLOP-weighted factor of those matmuls: what ``timing.compute_time``
-                      multiplies ``flops`` by
-- ``fit_curve``       a curve from measured matmul FLOP/s (``placement-edu calibrate``)
+- ``curve_factor``    the curve at one matmul's FLOPs (flat beyond its end points)
+- ``layer_gemms``     the matmul calls of one micro-batch through a transformer at a tensor slice
+- ``gemm_factor``     their FLOP-weighted factor, what ``timing.compute_time`` multiplies
+                      ``flops`` by
+- ``curve_of``        a curve from measured matmuls: FLOP/s ÷ the fastest's, by the call's FLOPs
+- ``XLA_H100_BF16``   measured H100 matmuls (OpenXLA's default table), and ``H100_CURVE`` from them
 
-Units: FLOPs, bytes, FLOP/s; a factor is dimensionless.
+Why a call's FLOPs, not its arithmetic intensity: on a GPU a small call cannot fill the device
+(too few tiles for its streaming multiprocessors, a launch's fixed cost), and the measured table
+orders by FLOPs: 4096 × 512 × 512 at 239e12 FLOP/s, × 1024 × 1024 at 488e12, × 4096 × 4096 at
+783e12, while 4096 × 4096 × 512 (8.6 GFLOP) and 4096 × 512 × 4096 share an intensity (410) but not
+a speed (543e12, 650e12). A batched call (attention's heads) counts its whole batch.
+
+Units: FLOPs, FLOP/s; a factor is dimensionless.
 """
 
 from __future__ import annotations
@@ -26,85 +31,114 @@ from typing import Mapping
 from placement_edu.errors import expect
 from placement_edu.models import TransformerSpec
 
-#: A curve: (arithmetic intensity in FLOPs per byte, factor × the hardware's ``flops``) points,
-#: intensities strictly increasing. Empty: factor 1.0 at every intensity.
+#: A curve: (FLOPs of one matmul call, factor × the hardware's ``flops``) points, FLOPs strictly
+#: increasing. Empty: factor 1.0 at every size.
 GemmCurve = tuple[tuple[float, float], ...]
 
 
 def check_curve(curve: GemmCurve, what: str = "gemm_curve") -> None:
-    """Refuse a curve whose intensities do not strictly increase or whose numbers are not > 0."""
+    """Refuse a curve whose sizes do not strictly increase or whose numbers are not > 0."""
     for point in curve:
         expect(
             len(point) == 2
             and all(isinstance(x, (int, float)) and 0 < x < math.inf for x in point),
-            f"{what}: each point is (intensity FLOP/byte > 0, factor > 0), got {point!r}",
+            f"{what}: each point is (FLOPs of one matmul > 0, factor > 0), got {point!r}",
         )
     expect(
         all(a[0] < b[0] for a, b in zip(curve, curve[1:])),
-        f"{what}: the intensities must strictly increase, got {[p[0] for p in curve]}",
+        f"{what}: the sizes (FLOPs) must strictly increase, got {[p[0] for p in curve]}",
     )
 
 
-def intensity(m: int, k: int, n: int) -> float:
-    """Arithmetic intensity of an (m × k) @ (k × n) matmul: its 2·m·k·n FLOPs over the bytes of
-    its two operands and its result at 2 bytes each (bf16), each moved once: m·k·n / (m·k + k·n +
-    m·n). A square n × n GEMM: n/3. Backward's two GEMMs have the same three sizes, so the same
-    intensity."""
-    return m * k * n / (m * k + k * n + m * n)
-
-
-def curve_factor(curve: GemmCurve, at: float) -> float:
-    """The curve at intensity ``at``: linear in log intensity between its points, flat beyond its
-    first and last; 1.0 with no points."""
+def curve_factor(curve: GemmCurve, flops: float) -> float:
+    """The curve at a matmul call of ``flops`` FLOPs: linear in log FLOPs between its points, flat
+    beyond its first and last; 1.0 with no points."""
     if not curve:
         return 1.0
-    if at <= curve[0][0]:
+    if flops <= curve[0][0]:
         return curve[0][1]
     for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
-        if at <= x1:
-            return y0 + (y1 - y0) * math.log(at / x0) / math.log(x1 / x0)
+        if flops <= x1:
+            return y0 + (y1 - y0) * math.log(flops / x0) / math.log(x1 / x0)
     return curve[-1][1]
 
 
-def layer_gemms(model: TransformerSpec, tensor: int = 1) -> list[tuple[int, int, int, int]]:
-    """The matmuls of one micro-batch's forward on one device of a tensor group of ``tensor``
+def layer_gemms(model: TransformerSpec, tensor: int = 1) -> list[tuple[int, int]]:
+    """The matmul calls of one micro-batch's forward on one device of a tensor group of ``tensor``
     (Megatron's split: columns of QKV and the MLP's first matmul, rows of the output projection and
-    the second), as (m, k, n, how many per model): m = b·s tokens (all of them: sequence
-    parallelism gathers them before each matmul), in every layer QKV (h → 3h/t), the output
-    projection (h/t → h), the MLP (h → f/t, f/t → h), and per head on the device -- a/t heads --
-    the scores QKᵀ (s × h/a by h/a × s) and attention over V (s × s by s × h/a), b of each; once,
-    the logits (h → V/t)."""
-    h, t, L, s = model.hidden, tensor, model.layers, model.seq
-    bs, dh, heads = model.micro_batch * s, h // model.heads, model.heads // tensor
+    the second), as (FLOPs of one call, calls per model). b·s tokens go through each weight matmul
+    (sequence parallelism gathers them first): in every layer QKV (h → 3h/t), the output projection
+    (h/t → h), the MLP (h → f/t, f/t → h); attention's scores QKᵀ and its sum over V, each one
+    batched call over the device's b·a/t heads of s × h/a by h/a × s (flash attention fuses them:
+    the curve prices them as that batched GEMM); once, the logits (h → V/t). Backward's two matmuls
+    per forward one have the same sizes."""
+    h, t, s, b = model.hidden, tensor, model.seq, model.micro_batch
+    bs, dh, heads = b * s, h // model.heads, model.heads // tensor
+    L = model.layers
     return [
-        (bs, h, 3 * h // t, L),
-        (bs, h // t, h, L),
-        (bs, h, model.ffn // t, L),
-        (bs, model.ffn // t, h, L),
-        (s, dh, s, L * heads * model.micro_batch),
-        (s, s, dh, L * heads * model.micro_batch),
-        (bs, h, model.vocab // t, 1),
+        (2 * bs * h * (3 * h // t), L),
+        (2 * bs * (h // t) * h, L),
+        (2 * bs * h * (model.ffn // t), L),
+        (2 * bs * (model.ffn // t) * h, L),
+        (2 * s * dh * s * b * heads, L),
+        (2 * s * s * dh * b * heads, L),
+        (2 * bs * h * (model.vocab // t), 1),
     ]
 
 
 def gemm_factor(curve: GemmCurve, model: object, tensor: int = 1) -> float:
     """What the hardware's ``flops`` is multiplied by for ``model`` at tensor degree ``tensor``:
-    the curve at each of ``layer_gemms``' intensities, weighted by the GEMM's FLOPs as time adds
-    up (a harmonic mean: Σ FLOPs / Σ FLOPs/factor). Applied to every FLOP of the model (its few
-    that are not matmuls -- biases, norms -- included). 1.0 with no curve, or for a model that is
-    not a transformer (no shapes to read)."""
+    the curve at each of ``layer_gemms``' calls, weighted by their FLOPs as time adds up (a
+    harmonic mean: Σ FLOPs / Σ FLOPs/factor). Applied to every FLOP of the model (its few that are
+    not matmuls -- biases, norms -- included). 1.0 with no curve, or for a model that is not a
+    transformer (no sizes to read)."""
     if not curve or not isinstance(model, TransformerSpec):
         return 1.0
-    gemms = [
-        (m * k * n * count, intensity(m, k, n)) for m, k, n, count in layer_gemms(model, tensor)
-    ]
-    return sum(f for f, _ in gemms) / sum(f / curve_factor(curve, at) for f, at in gemms)
+    calls = layer_gemms(model, tensor)
+    total = sum(f * n for f, n in calls)
+    return total / sum(f * n / curve_factor(curve, f) for f, n in calls)
 
 
-def fit_curve(measured: Mapping[int, float]) -> GemmCurve:
-    """A curve from square matmuls timed at sizes n (``{n: FLOP/s}``): the point (n/3, FLOP/s ÷
-    the fastest's) for each, so the curve is 1.0 where the matmuls ran fastest. A hardware whose
-    ``flops`` is the achieved FLOP/s of large GEMMs carries it as measured."""
-    expect(len(measured) > 0, "fit_curve needs at least one measured size")
+def curve_of(measured: Mapping[int, float]) -> GemmCurve:
+    """A curve from measured matmul calls, ``{FLOPs of the call: achieved FLOP/s}``: the point
+    (FLOPs, FLOP/s ÷ the fastest's) for each, so the curve is 1.0 where the matmuls ran fastest.
+    A hardware whose ``flops`` is the achieved FLOP/s of large GEMMs carries it as measured."""
+    expect(len(measured) > 0, "a GEMM curve needs at least one measured matmul")
     best = max(measured.values())
-    return tuple((n / 3, f / best) for n, f in sorted(measured.items()))
+    return tuple((float(f), rate / best) for f, rate in sorted(measured.items()))
+
+
+#: Measured: OpenXLA's table of matmul throughput on an H100 (``kDefaultMatmulPTable``, entry
+#: "sm_90", bf16 × bf16 -> bf16, batch 1), xla/service/gpu/model/matmul_interpolator_data.h (as
+#: vendored in tensorflow/tensorflow, third_party/xla). The rows with m = 4096 -- the b·s tokens of
+#: a Megatron micro-batch at s = 4096 -- and n, k >= 512 (every weight matmul of the published runs
+#: is wider): (m, n, k, FLOP/s).
+XLA_H100_BF16: tuple[tuple[int, int, int, int], ...] = (
+    (4096, 512, 512, 238_821_580_071_174),
+    (4096, 1024, 512, 343_707_370_038_412),
+    (4096, 512, 1024, 370_767_204_419_889),
+    (4096, 1024, 1024, 488_064_465_454_545),
+    (4096, 2048, 512, 447_019_910_074_937),
+    (4096, 512, 2048, 521_740_439_261_418),
+    (4096, 4096, 512, 543_116_754_678_806),
+    (4096, 512, 4096, 649_964_784_503_632),
+    (4096, 1024, 4096, 738_474_431_911_967),
+    (4096, 4096, 2048, 738_736_406_437_117),
+    (4096, 2048, 4096, 758_434_522_012_648),
+    (4096, 4096, 4096, 783_328_793_548_203),
+)
+
+
+def mean_by_size(rows: tuple[tuple[int, int, int, int], ...]) -> dict[int, float]:
+    """{FLOPs of one call (2·m·n·k): the mean FLOP/s of the rows of that size}."""
+    by_size: dict[int, list[int]] = {}
+    for m, n, k, rate in rows:
+        by_size.setdefault(2 * m * n * k, []).append(rate)
+    return {size: sum(rates) / len(rates) for size, rates in by_size.items()}
+
+
+#: The H100's curve from ``XLA_H100_BF16``: factor 1.0 at 4096³ (783e12 FLOP/s, 79 % of the
+#: 989e12 peak), 0.30 at 4096 × 512 × 512; flat beyond 4096³ (the table's largest). No preset
+#: carries it: ``benchmarks/published/compare.py --gemm-curve h100`` tries it.
+H100_CURVE: GemmCurve = curve_of(mean_by_size(XLA_H100_BF16))
+GEMM_CURVES: dict[str, GemmCurve] = {"h100": H100_CURVE}

@@ -3,8 +3,9 @@ own time model, with one calibration per table (issue 27, item 8).
 
 Run: ``.venv/bin/python benchmarks/published/compare.py`` (``--table h100_weak`` for one table;
 ``--overlap``, ``--schedule`` to try another overlap model or pipeline schedule; ``--gemm-curve
-100:0.8,1000:1.0`` to give the hardware a GEMM curve, ``placement_edu.gemm``: none by default, as
-in the presets).
+h100`` (OpenXLA's measured H100 matmuls) or ``--gemm-curve 1e9:0.3,1e11:1.0`` (FLOPs of one
+matmul call : factor) to give the hardware a GEMM curve, ``placement_edu.gemm``: none by default,
+as in the presets).
 
 Each configuration is priced as ``placement-edu time`` prices it (``price_configuration``, the
 planner's own ``planner.price``): Megatron's distributed optimizer is ``zero1`` on the H100 runs
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script 
 from benchmarks.published.megatron import TABLES, Run, load  # noqa: E402
 from placement_edu.configuration import Priced, price_configuration  # noqa: E402
 from placement_edu.errors import PlacementError  # noqa: E402
-from placement_edu.gemm import GemmCurve, check_curve  # noqa: E402
+from placement_edu.gemm import GEMM_CURVES, GemmCurve, check_curve  # noqa: E402
 from placement_edu.mesh import Mesh  # noqa: E402
 from placement_edu.models import TransformerSpec  # noqa: E402
 from placement_edu.precision import get_precision  # noqa: E402
@@ -165,7 +166,12 @@ def compare(name: str, options: Options = Options()) -> tuple[float, list[Row]]:
 def report(name: str, options: Options = Options()) -> list[str]:
     e, rows = compare(name, options)
     hw = get_hardware(str(SETUP[rows[0].run.hardware]["hardware"]))
-    curve = f"GEMM curve {options.gemm_curve}" if options.gemm_curve else "no GEMM curve"
+    named = [k for k, c in GEMM_CURVES.items() if c == options.gemm_curve]
+    curve = (
+        f"GEMM curve {named[0] if named else options.gemm_curve}"
+        if options.gemm_curve
+        else "no GEMM curve"
+    )
     out = [
         f"{name}: calibrated on {CALIBRATION_ROW[name]}: --efficiency {e:.4f} "
         f"({hw.name} at {hw.flops * e / 1e12:.1f}e12 FLOP/s, {curve}; "
@@ -228,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "--gemm-curve",
         type=_curve,
         default=(),
-        help="intensity:factor points, e.g. 300:0.85,1500:1.0 (placement_edu.gemm)",
+        help=f"{', '.join(GEMM_CURVES)}, or FLOPs:factor points, e.g. 1e9:0.3,1e11:1.0",
     )
     args = parser.parse_args(argv)
     options = Options(args.overlap, args.schedule, args.gemm_curve)
@@ -238,11 +244,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _curve(text: str) -> GemmCurve:
+    if text in GEMM_CURVES:
+        return GEMM_CURVES[text]
     try:
         curve = tuple((float(a), float(f)) for a, f in (p.split(":") for p in text.split(",") if p))
         check_curve(curve, "--gemm-curve")
     except (ValueError, PlacementError) as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}; e.g. 300:0.85,1500:1.0") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}; e.g. 1e9:0.3,1e11:1.0") from None
     return curve
 
 

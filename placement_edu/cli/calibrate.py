@@ -173,20 +173,20 @@ CPU_CURVE_SIZES = (32, 64, 128, 256, 512)
 
 
 def curve_lines(matmul: dict[int, float], what: str) -> list[str]:
-    """The GEMM curve ``gemm.fit_curve`` fits to ``matmul`` ({n: FLOP/s}), point by point, and as
-    the ``gemm_curve`` a Hardware carries (factor 1.0: the fastest matmul measured)."""
-    from placement_edu.gemm import fit_curve
+    """The GEMM curve ``gemm.curve_of`` fits to ``matmul`` ({n: FLOP/s of an n×n @ n×n call}),
+    point by point, and as the ``gemm_curve`` a Hardware carries (factor 1.0: the fastest)."""
+    from placement_edu.gemm import curve_of
 
-    curve = fit_curve(matmul)
+    curve = curve_of({2 * n**3: rate for n, rate in matmul.items()})
     lines = [
-        f"GEMM curve, {what}: n×n @ n×n at arithmetic intensity n/3 FLOP/byte "
-        "(2n³ FLOPs over 3n² 2-byte values), factor = its FLOP/s ÷ the fastest's:"
+        f"GEMM curve, {what}: n×n @ n×n, one call of 2n³ FLOPs; "
+        "factor = its FLOP/s ÷ the fastest's:"
     ]
     lines += [
-        f"  n = {n}: intensity {at:.4g}, {f / 1e9:.4g}e9 FLOP/s, factor {factor:.3f}"
-        for (n, f), (at, factor) in zip(sorted(matmul.items()), curve)
+        f"  n = {n}: {size:.4g} FLOPs, {rate / 1e9:.4g}e9 FLOP/s, factor {factor:.3f}"
+        for (n, rate), (size, factor) in zip(sorted(matmul.items()), curve)
     ]
-    points = ", ".join(f"({at:.4g}, {factor:.3f})" for at, factor in curve)
+    points = ", ".join(f"({size:.4g}, {factor:.3f})" for size, factor in curve)
     lines.append(f"gemm_curve=({points},)")
     return lines
 
