@@ -147,8 +147,9 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "model",
                 "torch.distributed.pipelining Schedule1F1B",
                 "pipelining",
-                "Schedule1F1B runs min(m, p - stage) warm-up forwards, one more than the textbook "
-                "p - stage - 1 of the ideal schedule, and fires each forward send with the next "
+                "Schedule1F1B counts min(m, p - stage) forwards as warm-up: the textbook's "
+                "p - stage - 1 and its first steady-state forward, so the same forwards run before "
+                "the first backward; it fires the last warm-up forward's send with the first "
                 "backward's receive (and each backward send with the next forward's receive): the "
                 "same messages and bytes in another order.",
                 pipeline_schedule="1f1b",
@@ -336,8 +337,9 @@ def dtensor_tp_backward(ops: list[tuple[str, int, int]]) -> list[tuple[str, int,
 
 def torch_1f1b_order(stages: int, stage: int, m: int) -> list[tuple[str, str, int]]:
     """(op, pass, micro-batch) of each send and recv ``Schedule1F1B._step_microbatches`` issues on
-    ``stage``: min(m, p - stage) warm-up forwards (one more than the textbook p - stage - 1: the
-    last warm-up forward's send waits to go out together with the first backward's recv), then
+    ``stage``: min(m, p - stage) warm-up forwards (the textbook's p - stage - 1 and its first
+    steady-state forward: the same compute order; the last warm-up forward's send waits to go out
+    together with the first backward's recv), then
     backward / forward pairs whose sends and recvs are fired together, then the cool-down."""
     first, last = stage == 0, stage == stages - 1
     recv_f = lambda k: [] if first else [("recv", "forward", k)]  # noqa: E731
