@@ -25,7 +25,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel, TensorSpec, greedy_partition
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.schedule import Op, derive_schedule
+from placement_edu.schedule import Op, derive_schedule, looped_order
 from placement_edu.strategies import get_strategy
 
 
@@ -37,8 +37,9 @@ class Implementation:
     (``models.SHARDING_RULES``); ``units``: what it gathers at a time (``models.GATHER_UNITS``);
     ``what``: the torch API; ``family``: which of its documented choices reshape the ideal schedule
     (ddp, zero_redundancy, fsdp2, dtensor_tp, pipelining); ``reshard``: FSDP2's
-    ``reshard_after_forward``; ``pipeline_schedule``: gpipe or 1f1b; ``differs``: one sentence, how
-    its schedule differs from the placement's ideal one."""
+    ``reshard_after_forward``; ``pipeline_schedule``: gpipe, 1f1b, interleaved or zero_bubble;
+    ``virtual_stages``: the pipeline stages each rank holds (interleaved: 2); ``differs``: one
+    sentence, how its schedule differs from the placement's ideal one."""
 
     name: str
     placement: str
@@ -49,6 +50,7 @@ class Implementation:
     differs: str
     reshard: bool | None = None
     pipeline_schedule: str | None = None
+    virtual_stages: int = 1
 
 
 _FSDP2_ORDER = (
@@ -56,6 +58,12 @@ _FSDP2_ORDER = (
     "in backward before the current unit's reduce-scatter, and reduce-scatters the units whose "
     "inputs need no gradient (the root and the first Linear) in its final callback, where the "
     "ideal schedule runs the units in forward, then backward order"
+)
+
+_LOOPED_ORDER = (
+    "torch's runtime lowers the rank's passes (looped_order) to sends and receives rank by rank, "
+    "one action per rank per round, and posts each receive when its sender's pass is placed "
+    "(_add_send_recv): the same messages and bytes as the ideal schedule, in that order."
 )
 
 IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
@@ -154,6 +162,28 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "same messages and bytes in another order.",
                 pipeline_schedule="1f1b",
             ),
+            Implementation(
+                "pipelining_interleaved",
+                "pp",
+                "zero",
+                "model",
+                "torch.distributed.pipelining ScheduleInterleaved1F1B, 2 stages per rank",
+                "pipelining",
+                _LOOPED_ORDER,
+                pipeline_schedule="interleaved",
+                virtual_stages=2,
+            ),
+            Implementation(
+                "pipelining_zero_bubble",
+                "pp",
+                "zero",
+                "model",
+                "torch.distributed.pipelining ScheduleInterleavedZeroBubble, 1 stage per rank "
+                "(ZB-H1: backward split into input- and weight-gradient passes)",
+                "pipelining",
+                _LOOPED_ORDER,
+                pipeline_schedule="zero_bubble",
+            ),
         )
     }
 )
@@ -231,12 +261,19 @@ class TorchRefConfig:
         tensor_parallel = self.axis == "tensor"
         widths = parse_model(self.model)
         if self.axis == "pipeline":
-            linears = len(widths) - 1
+            linears, stages = len(widths) - 1, n * IMPLEMENTATIONS[self.impl].virtual_stages
             expect(
-                2 <= n <= min(linears, PIPELINE_MICRO_BATCHES),
-                f"{self.impl} puts whole Linears on each of the {n} stages: {self.model} has "
-                f"{linears}; give an MLP with at least {n} Linears (e.g. "
-                "mlp:64" + ",128" * (n - 1) + ",16)",
+                2 <= stages <= linears and n <= PIPELINE_MICRO_BATCHES,
+                f"{self.impl} puts whole Linears on each of the {stages} stages: {self.model} has "
+                f"{linears}; give an MLP with at least {stages} Linears (e.g. "
+                "mlp:64" + ",128" * (stages - 1) + ",16)",
+            )
+            expect(
+                IMPLEMENTATIONS[self.impl].pipeline_schedule != "interleaved"
+                or PIPELINE_MICRO_BATCHES % n == 0,
+                f"{self.impl}: interleaved 1F1B needs the {PIPELINE_MICRO_BATCHES} micro-batches "
+                f"to be a multiple of the ranks: world_size must divide {PIPELINE_MICRO_BATCHES} "
+                f"(2, 4 or 8), got {n}",
             )
             expect(
                 len(set(widths[1:-1])) <= 1,
@@ -373,6 +410,96 @@ def torch_1f1b(
     return [(op, size, stages) for op, _, _ in torch_1f1b_order(stages, stage, m)]
 
 
+#: torch's runtime keeps at most this many stages unsharded at once (``_add_unshard_reshard``'s
+#: ``max_active_stages``): its UNSHARD / RESHARD actions take their turns in the lowering below.
+TORCH_ACTIVE_STAGES = 3
+
+
+def _torch_actions(
+    stages: int, rank: int, m: int, virtual_stages: int, zero_bubble: bool
+) -> list[tuple[str, int, int]]:
+    """``looped_order`` as torch's runtime holds it before adding communication: an UNSHARD of
+    each of the next ``TORCH_ACTIVE_STAGES`` stages before the pass that needs it and a RESHARD
+    of each stage no longer among them (``_add_unshard_reshard``; without FSDP they do nothing but
+    take a turn), and a REDUCE_GRAD after a stage's m-th full backward or weight pass
+    (``_add_reduce_grad``). Bookkeeping actions are ("-", stage, -1)."""
+    passes = looped_order(stages, rank, m, virtual_stages, zero_bubble)
+    out: list[tuple[str, int, int]] = []
+    active: list[int] = []
+    taken: dict[int, int] = {}
+    for i, (kind, stage, k) in enumerate(passes):
+        upcoming: list[int] = []
+        for _, s, _ in passes[i:]:
+            if s not in upcoming:
+                upcoming.append(s)
+                if len(upcoming) == TORCH_ACTIVE_STAGES:
+                    break
+        out += [("-", s, -1) for s in active if s not in upcoming]  # RESHARD
+        out += [("-", s, -1) for s in upcoming if s not in active]  # UNSHARD
+        active = [s for s in active if s in upcoming] + [s for s in upcoming if s not in active]
+        out.append((kind, stage, k))
+        if kind in ("B", "W"):
+            taken[stage] = taken.get(stage, 0) + 1
+            if taken[stage] == m:
+                out.append(("-", stage, -1))  # REDUCE_GRAD
+    return out + [("-", s, -1) for s in active]  # the last RESHARDs
+
+
+def torch_looped_order(
+    stages: int, m: int, virtual_stages: int = 1, zero_bubble: bool = False
+) -> list[list[tuple[str, str, int]]]:
+    """Per rank, (op, pass, micro-batch) of each send and recv torch's ``ScheduleInterleaved1F1B``
+    / ``ScheduleInterleavedZeroBubble`` issue, as ``_add_send_recv`` lowers their passes: round
+    by round, each rank places its next action if its input is there (its own recv placed, or the
+    stage before / after is its own); a forward of a stage before the last places its send, and
+    the receiving rank's recv at the end of that rank's list; likewise a backward (B or I) of a
+    stage after the first. Stage s sits on rank s mod p."""
+    p, v = stages, virtual_stages
+    last = v * p - 1
+    queues = {r: _torch_actions(p, r, m, v, zero_bubble) for r in range(p)}
+    lowered: dict[int, list[tuple[str, str, int]]] = {r: [] for r in range(p)}
+    seen: dict[int, set[tuple[str, int, int]]] = {r: set() for r in range(p)}
+    backward = "I" if zero_bubble else "B"
+
+    def ready(r: int, kind: str, s: int, k: int) -> bool:
+        if kind == "F" and s != 0:
+            return ("recv F", s, k) in seen[r] or ("F", s - 1, k) in seen[r]
+        if kind == backward and s != last:
+            return ("recv B", s, k) in seen[r] or (backward, s + 1, k) in seen[r]
+        return True
+
+    while queues:
+        moved = False
+        for r in sorted(queues):
+            kind, s, k = queues[r][0]
+            if not ready(r, kind, s, k):
+                continue
+            seen[r].add((kind, s, k))
+            forward = kind == "F" and s != last
+            if forward or (kind == backward and s != 0):
+                phase, to = ("forward", s + 1) if forward else ("backward", s - 1)
+                lowered[r].append(("send", phase, k))
+                lowered[to % p].append(("recv", phase, k))
+                seen[to % p].add(("recv " + phase[0].upper(), to, k))
+            queues[r].pop(0)
+            if not queues[r]:
+                del queues[r]
+            moved = True
+        expect(moved, f"torch's lowering deadlocks at p = {p}, m = {m}, v = {v}")
+    return [lowered[r] for r in range(p)]
+
+
+def torch_looped(
+    ideal: list[tuple[str, int, int]], stages: int, stage: int, m: int, impl: Implementation
+) -> list[tuple[str, int, int]]:
+    """The ideal schedule's sends and recvs (one boundary activation or its gradient each, all of
+    one size) in the order torch's looped runtime issues them on rank ``stage``."""
+    size = ideal[0][1]
+    zero_bubble = impl.pipeline_schedule == "zero_bubble"
+    order = torch_looped_order(stages, m, impl.virtual_stages, zero_bubble)[stage]
+    return [(op, size, stages) for op, _, _ in order]
+
+
 # --- what each implementation does its own way --------------------------------------------------
 #: DDP's gradient buckets (torch/nn/parallel/distributed.py): the first step uses one bucket for
 #: every parameter; from the second step on, the reducer rebuilds them in the order gradients
@@ -458,7 +585,9 @@ def predict(config: TorchRefConfig) -> list[dict]:
         )
         mesh = Mesh.of(pipeline=n)
         strategy = strategy.with_(
-            micro_batches=config.micro_batches, pipeline_schedule=impl.pipeline_schedule
+            micro_batches=config.micro_batches,
+            pipeline_schedule=impl.pipeline_schedule,
+            virtual_stages=impl.virtual_stages,
         )
     elif config.splits_batch:
         model, mesh = mlp_model(config.widths, rule, units), Mesh.of(data=n)
@@ -526,6 +655,8 @@ def _implemented(
     """The collectives ``impl`` issues at ``step``: the ideal ones, reshaped by its own choices."""
     if impl.family == "dtensor_tp":
         return dtensor_tp_backward(ideal)
+    if impl.family == "pipelining" and impl.pipeline_schedule in ("interleaved", "zero_bubble"):
+        return torch_looped(ideal, n, rank, m, impl)
     if impl.family == "pipelining":
         return torch_1f1b(ideal, n, rank, m) if impl.pipeline_schedule == "1f1b" else ideal
     if impl.family in ("ddp", "zero_redundancy"):
@@ -558,6 +689,8 @@ __all__ = [
     "predict",
     "torch_1f1b",
     "torch_1f1b_order",
+    "torch_looped",
+    "torch_looped_order",
     "transformer_model",
     "zero_redundancy_broadcasts",
 ]

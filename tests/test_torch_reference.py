@@ -1,8 +1,9 @@
 """PyTorch's own implementations predicted byte for byte and op for op (issue 9).
 
 Each launch trains the MLP 64-128-128-16 (float64, seed 0) with DDP, ZeroRedundancyOptimizer under
-DDP, FSDP2 with reshard_after_forward True / False / None, and torch.distributed.pipelining's GPipe
-and 1F1B (one stage per rank, 8 micro-batches), and the transformer toy with DTensor tensor
+DDP, FSDP2 with reshard_after_forward True / False / None, and torch.distributed.pipelining's GPipe,
+1F1B and zero bubble (one stage per rank, 8 micro-batches) and interleaved 1F1B (two stages per
+rank), and the transformer toy with DTensor tensor
 parallelism (where N divides its 8 heads), on N real gloo ranks; every rank's state bytes
 and its ledger of collectives must equal the core's prediction, and its parameters a single
 process's within float64 rounding.
@@ -33,11 +34,14 @@ MLP = "mlp:64,128,128,16"
 def model_for(impl: str, n: int) -> str:
     """The MLP, the transformer toy for tensor parallelism, and for a pipeline of more stages than
     the MLP's 3 Linears, one Linear per stage (128 wide, so every stage boundary is the same
-    size)."""
+    size). Interleaved: 2n stages on n ranks, rank r holding Linears r and r + n -- as many bytes
+    as the core's contiguous split (its first and last Linear where the core puts them, the middle
+    ones all 128 × 128)."""
     if impl == "dtensor_tp":
         return "transformer"
-    if impl.startswith("pipelining") and n > 3:
-        return "mlp:64," + "128," * (n - 1) + "16"
+    stages = n * IMPLEMENTATIONS[impl].virtual_stages
+    if impl.startswith("pipelining") and stages > 3:
+        return "mlp:64," + "128," * (stages - 1) + "16"
     return MLP
 
 
@@ -49,8 +53,8 @@ def results(request):
     configs = [
         TorchRefConfig(impl, n, model_for(impl, n), steps=2)
         for impl in IMPLEMENTATIONS
-        if impl != "dtensor_tp" or 8 % n == 0
-    ]  # tp splits 8 heads
+        if impl not in ("dtensor_tp", "pipelining_interleaved") or 8 % n == 0
+    ]  # tp splits 8 heads; interleaving needs m = 8 a multiple of the ranks
     return n, run_torch_refs(configs, timeout_s=60)
 
 
@@ -115,6 +119,88 @@ def test_1f1b_as_torch_runs_it_one_more_warm_up_forward_and_fused_send_recv():
     for stage in range(4):  # every message once: m forward and m backward
         ops = torch_1f1b_order(4, stage, 8)
         assert len(ops) == 2 * 8 * ((stage > 0) + (stage < 3)) and len(set(ops)) == len(ops)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+@pytest.mark.parametrize("v", [1, 2, 3])
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("zero_bubble", [False, True])
+def test_the_looped_order_is_the_order_torch_s_schedule_classes_build(p, v, rounds, zero_bubble):
+    # torch's own construction (schedules.py: _get_warmup_ops and _get_1f1b_rank_ops, as
+    # ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble call them for m = rounds·p), its
+    # idle slots (None) dropped, against the core's looped_order.
+    from torch.distributed.pipelining import schedules as torch_schedules
+
+    from placement_edu.schedule import looped_order
+
+    m, factor = rounds * p, 1 if zero_bubble else 2
+    for rank in range(p):
+        warmup = torch_schedules._get_warmup_ops(rank, v, p, p, m, multiply_factor=factor)
+
+        def forward_stage(step: int) -> int:
+            return (step // p) % v * p + rank
+
+        def backward_stage(step: int) -> int:
+            return (v - 1 - ((step - warmup) // p) % v) * p + rank
+
+        torch_order = torch_schedules._get_1f1b_rank_ops(
+            v,
+            p,
+            warmup,
+            v * m - warmup,
+            warmup,
+            rank,
+            forward_stage,
+            backward_stage,
+            rank if zero_bubble else 0,
+            enable_zero_bubble=zero_bubble,
+        )
+        theirs = [
+            (a.computation_type.value, a.stage_index, a.microbatch_index)  # "F", "B", "I", "W"
+            for a in torch_order
+            if a is not None
+        ]
+        assert theirs == looped_order(p, rank, m, v, zero_bubble), (rank, theirs[:8])
+
+
+@pytest.mark.parametrize("p, v, m", [(2, 2, 2), (2, 2, 8), (3, 2, 6), (4, 2, 8), (4, 3, 12)])
+@pytest.mark.parametrize("zero_bubble", [False, True])
+def test_the_sends_and_recvs_are_in_the_order_torch_s_lowering_puts_them(p, v, m, zero_bubble):
+    # torch's own lowering (schedules.py: _add_unshard_reshard, _add_reduce_grad, _add_send_recv,
+    # as _PipelineScheduleRuntime._prepare_schedule_with_comms runs them) of torch's compute
+    # order, against the core's torch_looped_order: the order the ledger measures on gloo.
+    from torch.distributed.pipelining import schedules as torch_schedules
+
+    from placement_edu.implementations import torch_looped_order
+    from placement_edu.schedule import looped_order
+
+    v = 1 if zero_bubble else v
+    compute = {
+        r: [
+            torch_schedules._Action(s, torch_schedules._ComputationType.from_str(k), mb)
+            for k, s, mb in looped_order(p, r, m, v, zero_bubble)
+        ]
+        for r in range(p)
+    }
+    lowered = torch_schedules._add_send_recv(
+        {
+            r: torch_schedules._add_reduce_grad(torch_schedules._add_unshard_reshard(a), m)
+            for r, a in compute.items()
+        },
+        stage_to_rank=lambda s: s % p,
+        num_stages=v * p,
+    )
+    names = {"SEND_F": ("send", "forward"), "RECV_F": ("recv", "forward")}
+    names |= {"SEND_B": ("send", "backward"), "RECV_B": ("recv", "backward")}
+    theirs = [
+        [
+            (*names[a.computation_type.name], a.microbatch_index)
+            for a in lowered[r]
+            if a.computation_type.name in names
+        ]
+        for r in range(p)
+    ]
+    assert theirs == torch_looped_order(p, m, v, zero_bubble)
 
 
 def test_a_one_byte_or_one_op_difference_is_named():
@@ -269,6 +355,16 @@ def test_the_command_prints_json_with_the_issue_s_fields():
             "mlp:64,128,128,16 has 3; give an MLP with at least 4 Linears",
         ),
         (["pipelining_1f1b", "--model", "mlp:64,128,96,16", "--world-size", "2"], "hidden widths"),
+        (
+            [
+                "pipelining_interleaved",
+                "--world-size",
+                "3",
+                "--model",
+                "mlp:64" + ",128" * 5 + ",16",
+            ],
+            "world_size must divide 8",
+        ),
         (["ddp", "--steps", "0"], "steps"),
         (["ddp", "--timeout", "nan"], "nan"),
     ],

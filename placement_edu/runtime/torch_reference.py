@@ -290,35 +290,55 @@ def forward_backward(module: nn.Module) -> StepFn:
 def pipeline(
     config: TorchRefConfig, model: nn.Sequential
 ) -> tuple[StepFn, nn.Module, torch.optim.Optimizer]:
-    """This rank's stage of ``model`` (its whole Linears, the core's stage split) under
-    ``torch.distributed.pipelining``'s GPipe or 1F1B schedule: (forward-backward, stage,
+    """This rank's stages of ``model`` (whole Linears, the core's stage split over v·p stages:
+    stages rank, rank + p, ... under interleaving) under ``torch.distributed.pipelining``'s
+    GPipe, 1F1B, interleaved 1F1B or zero-bubble schedule: (forward-backward, the rank's Linears,
     optimizer)."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed import pipelining
 
-    rank, stages = dist.get_rank(), config.world_size
-    mine = stage_layers(len(config.widths) - 1, stages, rank)
-    stage_module = nn.Sequential(
-        OrderedDict(
-            (name, child) for name, child in model.named_children() if int(name) // 2 in mine
+    rank, ranks = dist.get_rank(), config.world_size
+    impl = IMPLEMENTATIONS[config.impl]
+    stages = ranks * impl.virtual_stages
+    linears = len(config.widths) - 1
+    children = dict(model.named_children())  # Linear i is child 2i
+
+    def stage_module(stage: int) -> nn.Sequential:
+        mine = stage_layers(linears, stages, stage)
+        return nn.Sequential(
+            OrderedDict((name, c) for name, c in children.items() if int(name) // 2 in mine)
         )
-    )  # Linear i is child 2i
-    stage = PipelineStage(stage_module, rank, stages, torch.device("cpu"))
-    name = IMPLEMENTATIONS[config.impl].pipeline_schedule
-    assert name is not None  # a pipelining implementation names its schedule
-    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[name]
+
+    chunks = [stage_module(s) for s in range(rank, stages, ranks)]
+    pipes = [
+        pipelining.PipelineStage(m, s, stages, torch.device("cpu"))
+        for m, s in zip(chunks, range(rank, stages, ranks))
+    ]
+    assert impl.pipeline_schedule is not None  # a pipelining implementation names its schedule
+    kind = {
+        "gpipe": pipelining.ScheduleGPipe,
+        "1f1b": pipelining.Schedule1F1B,
+        "interleaved": pipelining.ScheduleInterleaved1F1B,
+        "zero_bubble": pipelining.ScheduleInterleavedZeroBubble,
+    }[impl.pipeline_schedule]
+    looped = impl.pipeline_schedule in ("interleaved", "zero_bubble")  # they take a list of stages
     schedule = kind(
-        stage, n_microbatches=config.micro_batches, loss_fn=nn.functional.mse_loss
+        pipes if looped else pipes[0],
+        n_microbatches=config.micro_batches,
+        loss_fn=nn.functional.mse_loss,
     )  # grads / m
+    first, last = rank == 0, rank == ranks - 1  # stage 0 and stage v·p - 1 live there
 
     def run(x: torch.Tensor, y: torch.Tensor) -> None:
-        if rank == 0:
+        if first:
             schedule.step(x)
-        elif rank == stages - 1:
+        elif last:
             schedule.step(target=y)
         else:
             schedule.step()
 
-    return run, stage_module, torch.optim.Adam(stage_module.parameters(), **ADAM)
+    # the rank's Linears under their own names ("0.weight", ...), for its state and its deviation
+    mine = nn.Sequential(OrderedDict((n, c) for m in chunks for n, c in m.named_children()))
+    return run, mine, torch.optim.Adam(mine.parameters(), **ADAM)
 
 
 def wrap(
