@@ -20,6 +20,7 @@ from placement_edu.timing import (
     Link,
     bucketed_exposed,
     comm_time,
+    compute_bound_tokens,
     get_hardware,
     overlapped,
     step_time,
@@ -238,3 +239,12 @@ def test_plan_accepts_the_bucketed_model(capsys) -> None:
     argv = ["plan", "--params", "1e9", "--devices", "8", "--overlap", "bucketed", "--json"]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["overlap"] == "bucketed"
+
+
+def test_compute_bound_under_bucketed_counts_the_moved_all_gather_against_forward() -> None:
+    # ZeRO-1 on data = 8: reduce-scatter and all-gather each 7/8 · 2Ψ / W. per_pass asks only
+    # backward to hide the reduce-scatter: 4Ψ·T/F >= 7/8 · 2Ψ/W, T* = 7/16 · F/W = 437.5 tokens.
+    # bucketed moves the all-gather into forward, 2Ψ·T/F >= 7/8 · 2Ψ/W: T* = 7/8 · F/W = 875.
+    args = ("zero1", ModelSpec(PSI), Mesh.of(data=N), "mixed_adam", HW)
+    assert compute_bound_tokens(*args, "per_pass") == pytest.approx(437.5, rel=1e-12)
+    assert compute_bound_tokens(*args, "bucketed") == pytest.approx(875.0, rel=1e-12)
