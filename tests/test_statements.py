@@ -290,3 +290,23 @@ def test_11_reads_the_ranking_from_its_cells_and_makes_no_8x_or_recipe_claim():
                 assert re.search(r"not (a|Megatron's) (published )?recipe", sentence), sentence
             if "8×" in sentence:
                 assert "activation" not in sentence, sentence
+
+
+def test_07_reproduces_every_column_of_zero_table_1():
+    # Rajbhandari et al. 2020, Table 1: 7.5B, 128B and 1T models at N = 1..1024 (K = 12). By hand at
+    # N = 64: 128e9 × (4 + 12/64, 2 + 14/64, 16/64) = 536, 284, 32 GB; 1e12 × the same = 4187.5,
+    # 2218.75, 250 GB. Once 07 showed only the 7.5B column.
+    (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("07")]
+    outputs = [
+        "".join(o.get("text", ""))
+        for c in json.loads(nb.read_text())["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    ]
+    (table,) = [o for o in outputs if "Ψ = 1.28e+11" in o]
+    billions, trillion = table.split("Ψ = 1e+12")
+    rows = [line.split() for part in (billions, trillion) for line in part.splitlines()]
+    assert [r for r in rows if r[:1] == ["64"]] == [
+        ["64", "2048.0", "536.0", "284.0", "32.0"],
+        ["64", "16000.0", "4187.5", "2218.75", "250.0"],
+    ]
