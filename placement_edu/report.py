@@ -22,6 +22,7 @@ from placement_edu.schedule import (
     Schedule,
     derive_schedule,
     model_axis_degree,
+    bubble_divisor,
     pipeline_bubble,
 )
 from placement_edu.strategies import STRATEGIES, Strategy, get_strategy
@@ -44,6 +45,12 @@ class Report:
     @property
     def volume_psi(self) -> Fraction:
         return Fraction(self.schedule.volume_psi(self.model.psi))
+
+    @property
+    def bubble_args(self) -> tuple[int, str, int]:
+        """``pipeline_bubble``'s arguments after p: m, the schedule, its virtual stages."""
+        s = self.strategy
+        return s.micro_batches, s.pipeline_schedule, s.virtual_stages
 
     @property
     def ring_bytes(self) -> Fraction:
@@ -92,12 +99,14 @@ class Report:
                 )
             )
         if self.mesh.degree("pipeline") > 1:
-            bubble = pipeline_bubble(self.mesh.degree("pipeline"), self.strategy.micro_batches)
+            bubble = pipeline_bubble(self.mesh.degree("pipeline"), *self.bubble_args)
+            d = bubble_divisor(self.strategy.pipeline_schedule, self.strategy.virtual_stages)
+            dm = "m" if d == 1 else f"{d}·m"  # interleaved: v·m; zero bubble: 3·m
             rows.append(
                 (
                     "pipeline bubble",
-                    f"{bubble['of_ideal']} of ideal time = (p-1)/m; "
-                    f"{bubble['of_total']} of total time = (p-1)/(m+p-1)",
+                    f"{bubble['of_ideal']} of ideal time = (p-1)/{dm if d == 1 else f'({dm})'}; "
+                    f"{bubble['of_total']} of total time = (p-1)/({dm}+p-1)",
                 )
             )
         rows += [("warning", w) for w in self.schedule.warnings]
@@ -182,9 +191,7 @@ class Report:
             if self.mesh.degree("pipeline") == 1
             else {
                 k: float(v)
-                for k, v in pipeline_bubble(
-                    self.mesh.degree("pipeline"), self.strategy.micro_batches
-                ).items()
+                for k, v in pipeline_bubble(self.mesh.degree("pipeline"), *self.bubble_args).items()
             },
             "warnings": list(self.schedule.warnings),
         }

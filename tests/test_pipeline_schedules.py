@@ -256,3 +256,21 @@ def test_bad_schedules_are_one_line_naming_the_value(capsys, argv: list[str], sa
     assert main(["time", *base, *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
+
+
+def test_the_report_states_the_schedule_s_bubble() -> None:
+    from placement_edu.report import analyze
+
+    model = TransformerSpec(layers=8, hidden=256, heads=4, seq=128, vocab=1000)
+    pp = get_strategy("pp").with_(micro_batches=8)
+    interleaved = analyze(pp.with_(pipeline_schedule="interleaved", virtual_stages=2), model, 4)
+    assert (
+        "pipeline bubble",
+        "3/16 of ideal time = (p-1)/(2·m); 3/19 of total time = (p-1)/(2·m+p-1)",
+    ) in interleaved.lines()
+    assert interleaved.to_dict()["pipeline_bubble"] == {"of_ideal": 3 / 16, "of_total": 3 / 19}
+    plain = analyze(pp, model, 4)  # 1F1B: the line as before
+    assert (
+        "pipeline bubble",
+        "3/8 of ideal time = (p-1)/m; 3/11 of total time = (p-1)/(m+p-1)",
+    ) in plain.lines()
