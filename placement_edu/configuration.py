@@ -44,6 +44,7 @@ from placement_edu.timing import (
     Overlapped,
     bucketed_by_pass,
     flops_per_token,
+    megatron_flops_per_token,
     model_flops_per_token,
     on_critical_path,
     op_link,
@@ -165,8 +166,10 @@ class Priced:
 
     ``tokens_per_device``: global batch × s ÷ devices. ``model_flops``: per device per step,
     forward + backward, nothing replayed; ``hardware_flops``: with what recomputation replays.
-    ``peak_flops``: the GPU's dense peak (None: unknown, no MFU). ``streams``: what the
-    "bucketed" overlap models hide unit by unit (``timing.overlapped``; () under the others)."""
+    ``peak_flops``: the GPU's dense peak (None: unknown, no MFU). ``megatron_flops``: the model
+    FLOPs in Megatron-LM's count (``timing.megatron_flops_per_token``), beside the package's.
+    ``streams``: what the "bucketed" overlap models hide unit by unit (``timing.overlapped``;
+    () under the others)."""
 
     choice: Choice
     hardware: Hardware
@@ -176,6 +179,7 @@ class Priced:
     hardware_flops: float
     peak_flops: float | None
     collectives: tuple[tuple[str, str, str, bool, float], ...]
+    megatron_flops: float = 0.0
     streams: tuple[Overlapped, ...] = ()
 
     @property
@@ -206,6 +210,13 @@ class Priced:
         if self.peak_flops is None:
             return None
         return self.hardware_tflops_per_gpu * 1e12 / self.peak_flops
+
+    @property
+    def megatron_mfu(self) -> float | None:
+        """MFU with the model FLOPs Megatron-LM counts (its logs' TFLOP/s/GPU over the peak)."""
+        if self.peak_flops is None:
+            return None
+        return self.megatron_flops / self.step_s / self.peak_flops
 
     def hidden(self, phase: str, critical: bool) -> str:
         """How a collective of ``phase`` fares under the overlap model (``timing.exposed``):
@@ -324,6 +335,7 @@ class Priced:
             "mfu": self.mfu,
             "hfu": self.hfu,
             "flop_convention": FLOP_CONVENTION,
+            "mfu_megatron": self.megatron_mfu,
             "peak_bytes": c.peak_bytes,
             "fits": self.fits,
             "memory_bytes": self.hardware.memory_bytes,
@@ -407,6 +419,7 @@ def price_configuration(
         float(sum(flops_per_token(shaped, recompute).values()) * tokens),
         peak_flops(hw),
         tuple(collectives(built, comm_model, mesh, precision, hw)),
+        float(megatron_flops_per_token(shaped) * tokens),
         streams=(
             overlap_streams(built, comm_model, mesh, precision, hw)
             if overlap.startswith("bucketed")

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from placement_edu.mesh import Mesh
-from placement_edu.models import Model, Number
+from placement_edu.models import Model, Number, TransformerSpec
+from placement_edu.peak import logits_and_loss
 from placement_edu.placement import (
     GATHERED,
     HOST_MODES,
@@ -37,6 +38,11 @@ GATHER_BUFFER = "gather_buffer"
 OFFLOAD_STAGING = "offload_staging"
 #: Activations kept from forward for backward: the state's own name.
 ACTIVATIONS = State.ACTIVATIONS.value
+#: The head's and the loss's tensors on the last pipeline stage (``peak.logits_and_loss``).
+LOGITS_AND_LOSS = "logits_and_loss"
+#: Under full recomputation, the layer being recomputed: its full activations, live during its
+#: backward (``TransformerSpec.recompute_working_set``).
+RECOMPUTE_WORKING_SET = "recompute_working_set"
 #: The named buffers, in the order a run's table prints them (activations apart).
 TRANSIENT_BUFFERS: tuple[str, ...] = (GATHER_WINDOW, REDUCE_BUCKET, GATHER_BUFFER, OFFLOAD_STAGING)
 
@@ -194,6 +200,23 @@ def derive_memory(
     if activations:
         transient["forward"][ACTIVATIONS] = activations
         transient["backward"][ACTIVATIONS] = activations
+    if isinstance(model, TransformerSpec):
+        logits: dict[str, Number] = {"forward": 0, "backward": 0}
+        if stage == p - 1:
+            # One micro-batch's logits at a time, its vocabulary split over the tensor ranks
+            # (Megatron's vocab-parallel head and cross-entropy): b·s·V/t per rank.
+            tokens = Fraction(model.micro_batch * model.seq, t)
+            for phase, terms in logits_and_loss(tokens, model.vocab, precision.activations).items():
+                logits[phase] = sum(terms.values())
+        if logits["forward"]:
+            transient["forward"][LOGITS_AND_LOSS] = logits["forward"]
+        # Backward's two moments never overlap: the logits' gradient is freed once the head's
+        # backward has run, before any layer is recomputed. The phase holds the larger.
+        working_set = model.recompute_working_set(t)
+        if working_set > logits["backward"]:
+            transient["backward"][RECOMPUTE_WORKING_SET] = working_set
+        elif logits["backward"]:
+            transient["backward"][LOGITS_AND_LOSS] = logits["backward"]
 
     padding = (
         model.padding(d) if any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES) else 0

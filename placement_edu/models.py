@@ -13,7 +13,7 @@ All sizes are in *elements*; the precision preset turns them into bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Union
 
@@ -76,11 +76,15 @@ def listed_units(runs: list[UnitRun]) -> list[Number]:
 
 
 def heads_divide(model: object, tensor: int) -> bool:
-    """Whether ``tensor`` ranks can each hold whole attention heads of ``model``: the rule that
-    ``tensor_divides_heads`` enforces and the planner's search keeps to (True for a model
-    without heads)."""
+    """Whether ``tensor`` ranks can each hold whole attention heads of ``model`` -- and, under
+    grouped-query attention, whole key-value heads (Megatron asserts num_query_groups % t == 0):
+    the rule that ``tensor_divides_heads`` enforces and the planner's search keeps to (True for a
+    model without heads)."""
     heads = getattr(model, "heads", None)
-    return not isinstance(heads, int) or tensor < 1 or heads % tensor == 0
+    if not isinstance(heads, int) or tensor < 1:
+        return True
+    kv_heads = getattr(model, "kv_heads", heads)
+    return heads % tensor == 0 and kv_heads % tensor == 0
 
 
 def tensor_divides_heads(model: object, tensor: int) -> None:
@@ -93,6 +97,13 @@ def tensor_divides_heads(model: object, tensor: int) -> None:
     if heads_divide(model, tensor):
         return
     heads = getattr(model, "heads")
+    kv_heads = getattr(model, "kv_heads", heads)
+    if heads % tensor == 0:  # the key-value heads do not split
+        raise PlacementError(
+            f"tensor degree {tensor:,} does not divide the {kv_heads:,} key-value heads; expected "
+            f"a divisor of {kv_heads:,}, because each tensor rank computes whole key-value heads "
+            "(Megatron splits grouped-query attention by query groups)"
+        )
     divisors = [d for d in range(1, min(heads, 4096) + 1) if heads % d == 0]
     listed = (
         f" ({', '.join(map(str, divisors[:-1]))} or {divisors[-1]})"
@@ -223,6 +234,12 @@ class TransformerSpec(IdealSlices):
     Parameter count per layer: 4h² + 4h (QKV and output projections with biases) + 2hf + f + h
     (MLP with biases) + 4h (two layernorms); plus embeddings V·h + s·h and a final layernorm 2h.
     With f = 4h this is Megatron's 12h² + 13h per layer (Narayanan et al. 2021, §5.1).
+
+    ``kv_heads`` (0 means ``heads``): grouped-query attention's key-value heads K; the key and
+    value projections are K·(h/a) wide, so attention's weights are 2h² + 2h·K·h/a (+ biases
+    h + h + 2K·h/a) instead of 4h² + 4h. ``attention``: how attention is computed, apart from
+    recomputation -- "eager" (softmax and dropout as separate ops: the 5as²b bytes Korthikanti et
+    al. count) or "flash" (FlashAttention: no s² tensor is kept, only the logsumexp).
     """
 
     layers: int
@@ -239,8 +256,12 @@ class TransformerSpec(IdealSlices):
     recompute: str = "none"
     gather_units: int = 0  # 0 means one unit per layer (FSDP's usual wrapping)
     name: str = ""
+    kv_heads: int = 0  # 0 means heads (multi-head attention, no GQA)
+    attention: str = "eager"
 
     RECOMPUTE = ("none", "selective", "full")
+    #: How attention is computed (apart from recomputation): see ``activation_terms_per_layer``.
+    ATTENTION = ("eager", "flash")
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch"):
@@ -263,11 +284,29 @@ class TransformerSpec(IdealSlices):
             self.hidden % self.heads == 0,
             f"hidden ({self.hidden}) must be divisible by heads ({self.heads})",
         )
+        if self.kv_heads == 0 and not isinstance(self.kv_heads, bool):
+            object.__setattr__(self, "kv_heads", self.heads)
+        kv = positive_int("kv_heads", self.kv_heads)
+        expect(
+            self.heads % kv == 0,
+            f"kv_heads ({kv}) must divide heads ({self.heads}): each key-value head serves "
+            "heads / kv_heads query heads",
+        )
+        expect(
+            self.attention in self.ATTENTION,
+            f"attention must be one of {', '.join(self.ATTENTION)}, got {self.attention!r}",
+        )
+
+    @property
+    def kv_width(self) -> int:
+        """K·h/a: the width of the key (and of the value) projection's output."""
+        return self.kv_heads * (self.hidden // self.heads)
 
     @property
     def psi(self) -> int:  # type: ignore[override]  # derived from the shape (ModelSpec's is a field)
-        h, f = self.hidden, self.ffn
-        per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        h, f, kv = self.hidden, self.ffn, self.kv_width
+        attention = 2 * h * h + 2 * h + 2 * h * kv + 2 * kv  # Q and out h² + h each; K, V h·kv + kv
+        per_layer = attention + 2 * h * f + f + h + 4 * h
         return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
 
     @property
@@ -298,8 +337,10 @@ class TransformerSpec(IdealSlices):
         ==================  ==========================  ====================
 
         At t = 1 the first column is sbh(34 + 5as/h); selective recomputation drops the 5as/h term
-        (attention's softmax and dropout, recomputed in backward). The sum of
-        ``activation_terms_per_layer``, where each term is derived."""
+        (attention's softmax and dropout, recomputed in backward). That is eager attention with
+        multi-head attention; flash attention keeps the logsumexp (4as·b/t bytes) in place of the
+        5as²b/t, and grouped-query attention narrows the key and value flash attention keeps. The
+        sum of ``activation_terms_per_layer``, where each term is derived."""
         return sum(self.activation_terms_per_layer(tensor).values(), Fraction(0))
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
@@ -315,9 +356,20 @@ class TransformerSpec(IdealSlices):
         - ``outside_tp``: 10·sbh, what tensor parallelism leaves whole on every rank (the two
           layernorm inputs 4sbh, the attention and MLP block inputs 2sbh each, two dropout masks
           sbh each); sequence parallelism splits it over t: 10·sbh/t.
-        - ``inside_tp``: 24·sbh/t, the tensors between a column- and a row-parallel layer.
-        - ``attention_scores``: 5as²b/t, softmax output and its dropout mask (0 when recomputed).
-        - ``layer_input``: 2sbh (2sbh/t with sequence parallelism), all full recomputation keeps."""
+        - ``inside_tp``: 24·sbh/t, the tensors between a column- and a row-parallel layer: Q, K
+          and V (2sbh each), the output projection's input 2sbh, the MLP's 8sbh twice. Under
+          grouped-query attention flash attention keeps K and V at their K·h/a width:
+          sbh(20 + 4K/a)/t; eager attention expands them to every head before QKᵀ (Megatron's
+          local attention ``repeat_interleave``, HF's ``repeat_kv``) and keeps 24·sbh/t.
+        - ``attention_scores``: eager attention, 5as²b/t: the softmax output 2as²b, its dropout
+          mask as²b and the dropout output 2as²b (Korthikanti et al. 2022, §4.1). Flash attention
+          keeps none of these, only the softmax's logsumexp, one fp32 per head and token: 4asb/t
+          bytes (FlashAttention-2, Dao 2023, Algorithm 1 writes the logsumexp L to HBM; PyTorch's
+          ``_scaled_dot_product_flash_attention`` saves ``logsumexp`` [b, a, s] fp32 beside
+          q, k, v and the output). 0 under selective recomputation, whichever attention: what
+          Megatron's ``--recompute-granularity selective`` recomputes is core attention.
+        - ``layer_input``: 2sbh (2sbh/t with sequence parallelism), all full recomputation keeps
+          (the layer being recomputed: ``recompute_working_set``)."""
         s, b, h, a, t = (
             self.seq,
             self.micro_batch,
@@ -331,16 +383,33 @@ class TransformerSpec(IdealSlices):
             terms["layer_input"] = Fraction(2 * sbh, t if self.sequence_parallel else 1)
             return terms
         terms["outside_tp"] = Fraction(10 * sbh, t if self.sequence_parallel else 1)
-        terms["inside_tp"] = Fraction(24 * sbh, t)
+        flash = self.attention == "flash"
+        kv_kept = self.kv_heads if flash else a  # eager expands K and V to every head
+        terms["inside_tp"] = sbh * Fraction(20 * a + 4 * kv_kept, a * t)
         if self.recompute == "none":
-            terms["attention_scores"] = sbh * Fraction(5 * a * s, h * t)
+            terms["attention_scores"] = (
+                Fraction(4 * a * s * b, t) if flash else sbh * Fraction(5 * a * s, h * t)
+            )
         return terms
+
+    def recompute_working_set(self, tensor: int = 1) -> Fraction:
+        """Bytes live on top of the kept activations while one layer's backward runs under full
+        recomputation, one micro-batch on one of ``tensor`` ranks: the layer's forward is replayed
+        and keeps everything a layer without recomputation keeps (``activation_bytes_per_layer``
+        of "none", same attention) until its backward is done: the checkpointed inputs of every
+        layer plus one layer's full activations. 0 under
+        "none" and "selective", whose layers keep their activations already."""
+        if self.recompute != "full":
+            return Fraction(0)
+        return replace(self, recompute="none").activation_bytes_per_layer(tensor)
 
     @property
     def description(self) -> str:
+        kv = f" K={self.kv_heads}" if self.kv_heads != self.heads else ""
+        attention = f", {self.attention} attention" if self.attention != "eager" else ""
         return self.name or (
-            f"transformer L={self.layers} h={self.hidden} a={self.heads} "
-            f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,})"
+            f"transformer L={self.layers} h={self.hidden} a={self.heads}{kv} "
+            f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,}){attention}"
         )
 
 

@@ -521,23 +521,65 @@ def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
     return {"forward": forward, "backward": 4 * psi + attention["backward"] + replayed, "step": 0}
 
 
-def model_flops_per_token(psi_or_model) -> int:
-    """Model FLOPs of one token (forward + backward, nothing replayed): 6Ψ + 12·L·h·s, what MFU
-    divides by the peak (Chowdhery et al. 2022, Appendix B). Hardware FLOPs (HFU) add what
-    recomputation replays: ``flops_per_token``."""
+def palm_flops_per_token(psi_or_model) -> int:
+    """PaLM's convention (Chowdhery et al. 2022, Appendix B): model FLOPs of one token, forward +
+    backward, nothing replayed -- 6N + 12·L·H·Q·T with N = Ψ every parameter, H·Q = h, T = s:
+    6Ψ + 12·L·h·s. What MFU divides by the peak; hardware FLOPs (HFU) add what recomputation
+    replays: ``flops_per_token``."""
     return sum(flops_per_token(psi_or_model).values())
 
 
-def megatron_flops_per_token(model: TransformerSpec) -> int:
-    """Megatron-LM's convention (``num_floating_point_operations`` in megatron/training/
-    training.py, for a GPT block without GQA or SwiGLU): 3 passes × 2 FLOPs × the matmuls'
-    weights per token -- L·(4h² + 2hf) in the layers, V·h in the logits -- plus the same
-    12·L·h·s attention: for f = 4h, 72·L·h²·(1 + s/(6h) + V/(12hL)) per token (Narayanan et al.
-    2021, eq. 3 without its recomputation factor 4/3; Korthikanti et al. 2022, eq. 7). It leaves
-    out biases, norms and position embeddings, which 6Ψ counts."""
-    L, h, f = model.layers, model.hidden, model.ffn
-    matmul_weights = L * (4 * h * h + 2 * h * f) + model.vocab * h
-    return 6 * matmul_weights + sum(attention_flops_per_token(model).values())
+def model_flops_per_token(psi_or_model) -> int:
+    """Model FLOPs of one token in the package's convention, ``FLOP_CONVENTION``: PaLM's
+    (``palm_flops_per_token``)."""
+    return palm_flops_per_token(psi_or_model)
+
+
+def megatron_layer_matmul_weights(model: TransformerSpec) -> int:
+    """Weights of one layer's matmuls, as Megatron counts them: Q and the output projection h²
+    each, K and V h·K·h/a each (grouped-query attention), the MLP 2hf. No biases or norms."""
+    h = model.hidden
+    return 2 * h * h + 2 * h * model.kv_width + 2 * h * model.ffn
+
+
+def megatron_attention_forward_per_token(model: TransformerSpec, causal: bool = False) -> int:
+    """Core attention's forward FLOPs for one token as Megatron counts them: QKᵀ and attention over
+    V, 2·s·h each per layer, 4·L·h·s (``attention_flops_per_token``'s forward) -- halved with
+    ``causal`` (only half of the causal mask is non-zero), as Megatron-LM's main branch counts
+    since it added that factor (seen at commit 001b00c of megatron/training/training.py); the
+    papers (Narayanan et al. 2021 eq. 3, Korthikanti et al. 2022) and PaLM do not halve."""
+    forward = attention_flops_per_token(model)["forward"]
+    return forward // 2 if causal else forward
+
+
+def megatron_flops_per_token(model: TransformerSpec, causal: bool = False) -> int:
+    """Megatron-LM's ``num_floating_point_operations`` (megatron/training/training.py,
+    ``transformer_flops`` for a dense GPT without SwiGLU or MoE), per token: model FLOPs, 3 GEMMs
+    per weight (forward, backward's data and weight gradients) × 2 FLOPs × the matmuls' weights --
+    L layers of ``megatron_layer_matmul_weights`` and the logit layer V·h -- plus 3 × core
+    attention's forward (``megatron_attention_forward_per_token``). For K = a and f = 4h:
+    72·L·h²·(1 + s/(6h) + V/(12hL)) (Narayanan et al. 2021, eq. 3 without its recomputation;
+    Korthikanti et al. 2022, eq. 7). It leaves out biases, norms and position embeddings, which
+    PaLM's 6Ψ counts."""
+    weights = model.layers * megatron_layer_matmul_weights(model) + model.vocab * model.hidden
+    return 6 * weights + 3 * megatron_attention_forward_per_token(model, causal)
+
+
+def megatron_hardware_flops_per_token(
+    model: TransformerSpec, recompute: str = "none", causal: bool = False
+) -> int:
+    """``megatron_flops_per_token`` plus the forward work recomputation replays (hardware FLOPs):
+    "full" every layer's forward -- 2·L·(layer weights) + core attention, not the logit layer --
+    "selective" core attention's forward (Korthikanti et al. 2022, §4.2). With "full" and K = a,
+    f = 4h: 96·L·h²·(1 + s/(6h) + V/(16hL)) per token, Narayanan et al. 2021 eq. (3)."""
+    expect(
+        recompute in TransformerSpec.RECOMPUTE,
+        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
+    )
+    attention = megatron_attention_forward_per_token(model, causal)
+    layers = 2 * model.layers * megatron_layer_matmul_weights(model) + attention
+    replayed = {"none": 0, "selective": attention, "full": layers}[recompute]
+    return megatron_flops_per_token(model, causal) + replayed
 
 
 def compute_time(
@@ -1004,6 +1046,10 @@ __all__ = [
     "compute_bound_tokens",
     "compute_time",
     "FLOP_CONVENTION",
+    "palm_flops_per_token",
+    "megatron_layer_matmul_weights",
+    "megatron_attention_forward_per_token",
+    "megatron_hardware_flops_per_token",
     "attention_flops_per_token",
     "exposed",
     "flops_per_token",

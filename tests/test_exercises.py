@@ -46,7 +46,8 @@ PINNED: dict[str, object] = {
     "composition-data-reduction-elements": 8_750_000_000,  # Ψ/(t·p) = 70e9 / 8 (SPEC §6)
     "composition-hsdp-scale": 32,  # once by r·d = 4 × 8 (SPEC §6)
     # planner's Llama-2-70B shape at its best dp peak, minus 80 GB (pinned: the planner's choice)
-    "planning-dp-over-budget": F(4083438441, 3906250),  # 1045.360240896 GB
+    # + one recomputed layer's working set under full recomputation, sbh(34 + 5as/h) = 6.51 GB
+    "planning-dp-over-budget": F(4108866409, 3906250),  # 1051.869800704 GB
     "correctness-double-scale-condition": "gradient integrity",  # SPEC §5's table
     "correctness-adam-eps-change": F(3, 1000004),  # 3ε/(g + 4ε), g = 1e-2, ε = 1e-8
     "correctness-zero1-skip-param-sync-equivalent": False,  # SPEC §5: state consistency broken

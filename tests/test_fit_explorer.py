@@ -131,7 +131,10 @@ def test_the_formula_column_is_korthikantis_and_the_derived_column_the_trackers(
     assert c.formula_per_layer == 1024 * 768 * (34 + 5 * 12 * 1024 // 768) == 89_653_248
     assert c.formula_activations == 12 * c.formula_per_layer  # nothing outside the blocks
     assert c.peak.peak.total == GPT2_N8_FORWARD_BACKWARD_PEAK
-    assert c.formula.peak < c.peak.peak.total / 2  # the formula path under-predicts 2.8x here
+    # the formula path under-predicts 1.9x here (2.8x before it counted the logits and the loss:
+    # 12·b·s·V = 617,558,016 B at the start of backward, fp32, as the tracker measures them)
+    assert c.formula.transient["backward"]["logits_and_loss"] == 12 * 1024 * 50257
+    assert c.peak.peak.total / 2 < c.formula.peak < c.peak.peak.total / 1.9
     assert c.tracker is None
     text = str(c)
     assert "Korthikanti's formula" in text and "3.945257 GB (3.674 GiB)" in text

@@ -136,7 +136,9 @@ def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) ->
     "argv, says",
     [
         (["--mesh", "data=8", "--schedule", "interleaved:x"], "an integer >= 2"),
-        (["--mesh", "data=8", "--kv-heads", "2"], "grouped-query attention is not yet modelled"),
+        (["--mesh", "data=8", "--kv-heads", "3"], "--kv-heads 3 does not divide --heads 4"),
+        (["--mesh", "data=2,tensor=4", "--kv-heads", "2"], "does not divide the 2 key-value"),
+        (["--mesh", "data=8", "--attention", "sdpa"], "invalid choice: 'sdpa'"),
         (["--mesh", "data=8", "--strategy", "zero9"], "unknown data placement 'zero9'"),
         (["--mesh", "data=8", "--sequence-parallel"], "the mesh has none"),
         (["--mesh", "data=4,tensor=2", "--strategy", "zero1×pp"], "the composition is 'zero1×tp'"),

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--kv-heads",
         type=_count("key-value heads"),
         default=None,
-        help="key-value heads; only = --heads (multi-head attention): GQA is not yet modelled",
+        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
     )
     t.add_argument(
         "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
@@ -102,6 +102,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="activation recomputation (Korthikanti et al. 2022; default none)",
     )
     p.add_argument(
+        "--attention",
+        type=str,
+        choices=TransformerSpec.ATTENTION,
+        default="eager",
+        help="how attention is computed: eager (keeps the 5as²b softmax and dropout bytes) or "
+        "flash (keeps only the logsumexp); default eager",
+    )
+    p.add_argument(
         "--schedule",
         type=_schedule_type,
         default="1f1b",
@@ -140,14 +148,21 @@ _efficiency_type = flag_type(_efficiency)
 
 
 def transformer(args: argparse.Namespace) -> TransformerSpec:
-    """The transformer the flags describe (multi-head attention only)."""
-    if args.kv_heads is not None and args.kv_heads != args.heads:
+    """The transformer the flags describe (grouped-query attention with --kv-heads)."""
+    kv_heads = args.heads if args.kv_heads is None else args.kv_heads
+    if args.heads % kv_heads:
         raise PlacementError(
-            f"--kv-heads {args.kv_heads} differs from --heads {args.heads}: grouped-query "
-            f"attention is not yet modelled; accepted: --kv-heads {args.heads} (or leave it out)"
+            f"--kv-heads {kv_heads} does not divide --heads {args.heads}; expected a divisor of "
+            f"{args.heads}, because each key-value head serves --heads ÷ --kv-heads query heads"
         )
     shape = {k: getattr(args, k) for k, _ in SHAPE}
-    model = TransformerSpec(micro_batch=args.micro_batch, ffn=args.ffn or 0, **shape)
+    model = TransformerSpec(
+        micro_batch=args.micro_batch,
+        ffn=args.ffn or 0,
+        kv_heads=kv_heads,
+        attention=args.attention,
+        **shape,
+    )
     if model.psi > MAX_PARAMS:
         raise PlacementError(
             f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
@@ -167,7 +182,8 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         f"{c.strategy.micro_batches} micro-batches of {model.micro_batch} "
         f"({c.strategy.pipeline_schedule}"
         + (f":{c.strategy.virtual_stages}" if c.strategy.virtual_stages > 1 else "")
-        + f"), recompute {c.recompute}, overlap {priced.overlap}, "
+        + f"), recompute {c.recompute}, {model.attention} attention, "
+        f"overlap {priced.overlap}, "
         f"{float(priced.tokens_per_device):,.6g} tokens per device",
         f"step {t.total_s:.4g} s on rank 0 = compute {t.compute_s:.4g} s + exposed communication "
         f"{t.exposed_comm_s:.4g} s + pipeline bubble {t.bubble_s:.4g} s",
@@ -194,6 +210,10 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
     out += [
         f"model FLOPs {priced.tflops_per_gpu:.4g}e12 per GPU per s{mfu}; hardware FLOPs "
         f"{priced.hardware_tflops_per_gpu:.4g}e12{hfu} ({peak}); FLOPs: {FLOP_CONVENTION}",
+        "  in Megatron-LM's count (num_floating_point_operations: the matmuls' weights, the "
+        "logit layer, 12·L·h·s attention): "
+        f"{priced.megatron_flops / priced.step_s / 1e12:.4g}e12 per GPU per s"
+        + ("" if priced.megatron_mfu is None else f" = MFU {priced.megatron_mfu:.1%}"),
         f"peak memory {c.peak_bytes / GB:.2f} GB per device (rank 0) of "
         f"{hw.memory_bytes / GB:.1f} GB: "
         + (

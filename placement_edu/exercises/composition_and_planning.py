@@ -118,8 +118,10 @@ EXERCISES = (
         _dp_over_gb,
         "GB (1e9 bytes)",
         "16Ψ = 1,119.99 GB of replicated model state on every device, plus the layer inputs full "
-        "recomputation keeps (2·s·b·h per layer: 80 × 2 × 4096 × 8192 B = 5.37 GB): 1,125.4 GB, "
-        "about 1,045.4 GB over. Only splitting the model state across devices can fit it.",
+        "recomputation keeps (2·s·b·h per layer: 80 × 2 × 4096 × 8192 B = 5.37 GB) and, while "
+        "one layer's backward runs, that layer's recomputed activations (s·b·h·(34 + 5as/h) = "
+        "4096 × 8192 × 194 B = 6.51 GB): 1,131.9 GB, about 1,051.9 GB over. Only splitting the "
+        "model state across devices can fit it.",
         mistakes=(
             (
                 Fraction(1040),
