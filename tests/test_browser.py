@@ -180,6 +180,23 @@ def shut_down_kernel(page) -> None:
     page.close()
 
 
+#: A figure is drawn at twice the pixels it is shown at (sharp on a high-density screen or a
+#: projector's zoom), and shown whole: not wider than its output area (no cut-off caption).
+SHARP_AND_WHOLE = """img => {
+  const shown = img.getBoundingClientRect(), area = img.closest('.jp-OutputArea-output');
+  return img.naturalWidth >= 2 * shown.width - 2
+    && shown.right <= area.getBoundingClientRect().right + 1;
+}"""
+
+
+def assert_sharp_and_whole(images) -> None:
+    for image in images.element_handles():
+        if image.evaluate("img => img.naturalWidth > 0 && img.checkVisibility()"):
+            assert image.evaluate(SHARP_AND_WHOLE), image.evaluate(
+                "img => [img.naturalWidth, img.getBoundingClientRect().width]"
+            )
+
+
 def assert_pixels_change(element, act) -> None:
     before = element.screenshot()
     act()
@@ -245,6 +262,7 @@ def test_a_notebook_run_saved_shut_down_and_reopened_shows_its_stills(browser, l
         assert stills.nth(i).is_visible() and "Run the cells" in stills.nth(i).inner_text()
     for image in page.locator(".placement-edu-still img").element_handles():
         assert image.evaluate("img => img.naturalWidth") > 0  # this run's figure, drawn
+    assert_sharp_and_whole(page.locator(".placement-edu-still img"))
     page.close()
 
 
@@ -275,6 +293,7 @@ def test_every_widget_of_the_course_is_controls_and_its_figure_follows_a_control
             f"widget {i} is not rendered as controls"
         )
         assert not page.locator(".placement-edu-still").nth(i).is_visible()
+        assert_sharp_and_whole(widget.locator("img"))
         if not widget.locator(
             ".placement-edu-progress"
         ).count():  # the runtime widget changes on Run

@@ -48,3 +48,17 @@ def test_moving_the_controls_moves_the_picture_to_the_core_numbers():
     explorer.micro_batches.value = 32
     assert explorer.view.bubble["of_total"] == Fraction(3, 35)
     assert len(explorer.blocks) == 4 * 64 and bytes(explorer.image.value) != first
+
+
+@pytest.mark.parametrize("p,m", [(4, 8), (8, 16)])
+def test_pass_labels_fit_their_boxes_and_never_overlap_at_p_8(p, m):
+    """Issue 25, item 6: at p = 8, m = 16 a forward box is ~6 points wide and "F10" ~11; the old
+    rule (label whenever m <= 16) ran the labels into each other."""
+    explorer = PipelineExplorer(stages=p, micro_batches=m)
+    renderer = explorer.figure.canvas.get_renderer()
+    labels = [t for t in explorer.timeline_ax.texts if t.get_text()[:1] in "FB"]
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    assert labels  # the backward boxes (2 units wide) still say which micro-batch they are
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    bars = [b.get_window_extent(renderer) for b in explorer.blocks]
+    assert all(any(bar.x0 <= box.x0 and box.x1 <= bar.x1 for bar in bars) for box in boxes)

@@ -37,3 +37,20 @@ def test_the_device_grid_writes_the_core_s_bytes_and_draws_disjoint_slices(tmp_p
     assert "host 0.5 GB (0.466 GiB)" in offload
     path = style.save(figure, str(tmp_path / "grid.png"), dpi=50)
     assert open(path, "rb").read(4) == b"\x89PNG"
+
+
+def test_figures_are_drawn_at_twice_the_pixels_they_are_shown_at():
+    """Issue 25, item 6: sharp on a high-density screen. The device grid of 8 ranks is 14 inches
+    wide at 80 dots per inch of the screen: 1,120 CSS pixels, drawn with 2,240."""
+    from placement_edu.presentation.live import png_html, sharp_image, shown_width
+
+    figure = style.device_grid("zero3", 1e9, 8)
+    png = style.png(figure)
+    assert figure.get_figwidth() * 80 == shown_width(png) == 1120
+    assert int.from_bytes(png[16:20], "big") == 2 * 1120
+    assert 'width="1120"' in png_html(png, "grid")
+    image = sharp_image()
+    image.value = png
+    assert image.width == "1120"
+    image.value = b""  # (the runtime widget's chart before a run)
+    assert image.width == ""

@@ -27,7 +27,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.units import GB, fmt_bytes
@@ -131,7 +131,7 @@ class ActivationExplorer:
         self.sequence_parallel = w.Checkbox(
             value=sequence_parallel, description="sequence parallel"
         )
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.readout = w.HTML()
         controls = (
             self.model,
@@ -308,7 +308,7 @@ class LiveSetExplorer:
             continuous_update=False,
             style={"description_width": "initial"},
         )
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.readout = w.HTML()
         for control in (self.schedule, self.stages, self.micro_batches):
             control.observe(lambda _change: self.update(), names="value")

@@ -28,7 +28,7 @@ from placement_edu.models import ModelSpec
 from placement_edu.placement import Placement, State
 from placement_edu.precision import PRESETS
 from placement_edu.presentation.controls import devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import analyze
 from placement_edu.strategies import Strategy
@@ -147,7 +147,7 @@ class ConventionExplorer:
         self.precision = w.Dropdown(
             options=[MATCHING, *PRESETS], value=precision, description="ours"
         )
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.table = w.HTML()
         for control in (self.convention, self.psi, self.devices, self.precision):
             control.observe(lambda _change: self.update(), names="value")

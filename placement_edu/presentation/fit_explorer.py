@@ -21,7 +21,7 @@ from placement_edu.presentation.fit_answers import (
     was_cached,
 )
 from placement_edu.presentation.fit_chart import event_chart, readout_html
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 
 #: The widget's models: their profiles ship with the package (b = 1 at the default s) or are
 #: measured in a few seconds (Llama-3-8B is left out: its tracker run is not for a 2 GiB notebook).
@@ -59,7 +59,7 @@ class FitExplorer:
             options=list(PRECISIONS), value=precision, description="precision"
         )
         self.status = w.HTML()
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.readout = w.HTML()
         self.controls = (
             self.model,

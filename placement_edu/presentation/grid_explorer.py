@@ -15,7 +15,7 @@ from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, State
 from placement_edu.precision import PRESETS
 from placement_edu.presentation.controls import devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import device_grid, grid_axis, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import STRATEGIES
@@ -57,7 +57,7 @@ class GridExplorer:
         self.psi = psi_slider(psi)
         self.devices = devices_slider(DEVICE_CHOICES, devices)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.table = w.HTML()
         for control in (self.strategy, self.psi, self.devices, self.precision):
             control.observe(lambda _change: self.update(), names="value")

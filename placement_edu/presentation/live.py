@@ -22,7 +22,7 @@ import base64
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where a widget is shown: the package imports without ipywidgets
-    from ipywidgets import Widget
+    from ipywidgets import Image, Widget
 
 STILL = "placement-edu-still"  # the class of the line and still shown until the cells run
 LIVE = "placement-edu-live"  # the class of the live widget
@@ -31,12 +31,37 @@ _HIDE_STILL = (
 )
 
 
+#: Image pixels per CSS pixel: every figure is drawn at twice the pixels it is shown at
+#: (``style.FIGURE_DPI``), so it stays sharp on a high-density screen and under a projector's zoom.
+PIXEL_DENSITY = 2
+
+
+def shown_width(png: bytes) -> int:
+    """The width, in CSS pixels, at which a PNG drawn at PIXEL_DENSITY is shown: its pixel width
+    (the big-endian word at bytes 16-19 of the PNG's IHDR chunk) / PIXEL_DENSITY."""
+    return int.from_bytes(png[16:20], "big") // PIXEL_DENSITY
+
+
 def png_html(png: bytes, alt: str) -> str:
-    """An ``<img>`` of PNG bytes, inline."""
+    """An ``<img>`` of PNG bytes, inline, at its shown width."""
     return (
         f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}" alt="{alt}" '
-        'style="max-width: 760px">'
+        f'width="{shown_width(png)}" style="max-width: 100%">'
     )
+
+
+def sharp_image(**layout: str) -> Image:
+    """An ``ipywidgets.Image`` that shows each PNG it is given at its shown width (``layout``:
+    CSS properties of the widget, e.g. ``max_width="760px"``)."""
+    import ipywidgets as w
+
+    image = w.Image(format="png", layout=w.Layout(**layout))
+
+    def fit(change: dict) -> None:
+        image.width = str(shown_width(change["new"])) if change["new"] else ""
+
+    image.observe(fit, names="value")
+    return image
 
 
 #: In a cell with a still, hide an output that is bare text (no element inside): the widget

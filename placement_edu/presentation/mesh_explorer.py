@@ -20,7 +20,7 @@ from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import MODEL_STATES, Placement, State
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import Strategy
@@ -189,7 +189,7 @@ class MeshExplorer:
         self.figure = new_figure(9.0, 3.4)
         self.memory_ax = self.figure.add_axes((0.08, 0.1, 0.2, 0.68))
         self.comm_ax = self.figure.add_axes((0.66, 0.1, 0.32, 0.68))
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.text = w.HTML()
         controls = (
             self.replica,

@@ -24,7 +24,7 @@ from fractions import Fraction
 from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, PHASES, STARTUP
 from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import device_grid, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import Strategy, get_strategy
@@ -170,7 +170,7 @@ class ModeExplorer:
             "S": [self.strategy],
             "SG": [self.units, self.reshard, self.micro_batches],
         }[mode]
-        self.image = w.Image(format="png", layout=w.Layout(max_width="760px"))
+        self.image = sharp_image(max_width="760px")
         self.table = w.HTML()
         self.values: dict[str, object] = {}
         for control in (self.psi, self.devices, *knobs):

@@ -18,7 +18,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.schedule import layers_on_stage, pipeline_bubble, pipeline_timeline
 from placement_edu.strategies import PIPELINE_SCHEDULES, get_strategy
@@ -32,6 +32,8 @@ MODEL = TransformerSpec(
 #: Forward passes are drawn in the activations' colour (forward makes them), backward passes in the
 #: gradients' colour (backward makes them).
 PASS_COLORS = {"F": STATE_COLORS[State.ACTIVATIONS], "B": STATE_COLORS[State.GRADS]}
+#: The size of a pass label inside its box (points); 0.6 of it is a digit's width, about.
+LABEL_POINTS = 6
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class PipelineExplorer:
         self.figure = new_figure(9.4, 3.8)
         self.timeline_ax = self.figure.add_axes((0.08, 0.3, 0.6, 0.6))
         self.memory_ax = self.figure.add_axes((0.77, 0.3, 0.21, 0.6))
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.table = w.HTML()
         for control in (self.stages, self.micro_batches, self.schedule):
             control.observe(lambda _change: self.update(), names="value")
@@ -151,6 +153,10 @@ class PipelineExplorer:
         mem.clear()
         p = view.stages
         self.blocks = []
+        # A pass is labelled only where its label fits inside its box (at p = 8, m = 16 a forward
+        # box is ~6 points wide, "F10" ~11): no label runs into its neighbour's.
+        span = max(end for row in view.timeline for *_, end in row)
+        points_per_unit = ax.get_position().width * self.figure.get_figwidth() * 72 / span
         for stage, row in enumerate(view.timeline):
             y = p - 1 - stage
             for kind, k, start, end in row:
@@ -165,9 +171,14 @@ class PipelineExplorer:
                         linewidth=0.5,
                     )[0]
                 )
-                if view.micro_batches <= 16:
+                if (end - start) * points_per_unit >= 0.6 * LABEL_POINTS * len(f"{kind}{k}"):
                     ax.text(
-                        (start + end) / 2, y, f"{kind}{k}", ha="center", va="center", fontsize=6
+                        (start + end) / 2,
+                        y,
+                        f"{kind}{k}",
+                        ha="center",
+                        va="center",
+                        fontsize=LABEL_POINTS,
                     )
         ax.set_yticks(range(p), [f"stage {p - 1 - y}" for y in range(p)], fontsize=8)
         ax.set_xlim(0, view.length)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from placement_edu.report import Comparison
 
 from placement_edu.presentation.style import (
+    FIGURE_DPI,
     OP_COLORS as _OP_COLORS,
     STATE_COLORS,
 )  # one visual language
@@ -39,7 +40,10 @@ class CostCharts:
     written above) for a fixed list of strategies."""
 
     def __init__(
-        self, strategies: Sequence[str], figsize: tuple[float, float] = (11, 4.4), dpi: int = 80
+        self,
+        strategies: Sequence[str],
+        figsize: tuple[float, float] = (11, 4.4),
+        dpi: int = FIGURE_DPI,
     ) -> None:
         self.names = list(strategies)
         self.figure = Figure(figsize=figsize, dpi=dpi)
@@ -139,6 +143,7 @@ class CostCharts:
             artist.axes.draw_artist(artist)
         width, height = canvas.get_width_height(physical=True)
         image = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        image = image.convert("RGB")  # an opaque figure: a third less to encode, at 2x pixels
         buffer = io.BytesIO()
         image.save(buffer, format="png", compress_level=1)
         return buffer.getvalue()

@@ -8,7 +8,8 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from placement_edu.presentation.live import show
+from placement_edu.presentation.live import sharp_image, show
+from placement_edu.presentation.style import FIGURE_DPI
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engines import RUNNABLE
 from placement_edu.runtime.progress import Progress
@@ -69,7 +70,7 @@ class RuntimeExplorer:
         self.button = w.Button(description="Run", button_style="primary")
         self.bar = w.FloatProgress(value=0, min=0, max=1, layout=w.Layout(visibility="hidden"))
         self.status = w.HTML("Press <b>Run</b>.")
-        self.chart = w.Image(format="png", layout=w.Layout(max_width="760px", display="none"))
+        self.chart = sharp_image(max_width="760px", display="none")
         self.report = w.HTML()
         for name, widget in (
             ("progress", self.bar),
@@ -184,7 +185,7 @@ def chart_png(results: Sequence[RunResult]) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 3.5), dpi=90)
+    figure = Figure(figsize=(7, 3.5), dpi=FIGURE_DPI)
     FigureCanvasAgg(figure)
     deviation_chart(results, figure.add_subplot())
     figure.tight_layout()

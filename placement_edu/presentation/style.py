@@ -22,6 +22,7 @@ from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, as_model
 from placement_edu.placement import GATHERED, HOST_MODES, SPLIT_MODES, Mode, State
+from placement_edu.presentation.live import PIXEL_DENSITY
 from placement_edu.precision import Precision, get_precision
 from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.units import fmt_bytes
@@ -56,7 +57,13 @@ MODE_LEGEND = {
 }
 
 
-def new_figure(width: float, height: float, dpi: int = 80) -> Figure:
+#: Every figure is laid out at 80 dots per inch of the screen and drawn at PIXEL_DENSITY times
+#: that: a 9-inch figure is 1,440 pixels, shown 720 CSS pixels wide (``live.png_html``,
+#: ``live.sharp_image``).
+FIGURE_DPI = 80 * PIXEL_DENSITY
+
+
+def new_figure(width: float, height: float, dpi: int = FIGURE_DPI) -> Figure:
     """A bare Figure on the Agg canvas (no pyplot state): every figure of the package starts
     here."""
     figure = Figure(figsize=(width, height), dpi=dpi)

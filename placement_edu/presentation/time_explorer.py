@@ -21,7 +21,8 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
 from placement_edu.planner import Choice, Plan, default_transformer, plan
 from placement_edu.presentation.controls import devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.style import FIGURE_DPI
 from placement_edu.timing import (
     HARDWARE,
     OVERLAPS,
@@ -90,11 +91,11 @@ class TimeExplorer:
             style={"description_width": "initial"},
         )
         self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
-        self.figure = Figure(figsize=(11, 4.2), dpi=80)
+        self.figure = Figure(figsize=(11, 4.2), dpi=FIGURE_DPI)
         FigureCanvasAgg(self.figure)
         self.bars_ax, self.line_ax = self.figure.subplots(1, 2)
         self.figure.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.2, wspace=0.25)
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.table = w.HTML()
         for control in (self.bandwidth, self.flops, self.tokens, self.overlap):
             control.observe(lambda _change: self.update(), names="value")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from placement_edu.models import ModelSpec
 from placement_edu.precision import PRESETS
 from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, show
+from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.plots import CostCharts
 from placement_edu.report import Comparison, compare
 
@@ -50,7 +50,7 @@ class ZeroExplorer:
         # is the worst case, and labelled so.
         self.units = choice_slider(UNIT_CHOICES, units, "gather units")
         self.charts = CostCharts(strategies)
-        self.image = w.Image(format="png")
+        self.image = sharp_image()
         self.table = w.HTML()
         for control in (self.psi, self.devices, self.precision, self.units):
             control.observe(lambda _change: self.update(), names="value")
