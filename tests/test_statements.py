@@ -310,3 +310,29 @@ def test_07_reproduces_every_column_of_zero_table_1():
         ["64", "2048.0", "536.0", "284.0", "32.0"],
         ["64", "16000.0", "4187.5", "2218.75", "250.0"],
     ]
+
+
+def test_d_is_the_data_degree_and_an_index_is_named_as_one():
+    # "rank = (d·t + t_index)·p + p_index" once used d as the data index beside t and p as
+    # degrees; a degree is d, t, p, r and an index d_i / d_index (docs/theory.md, Notation)
+    import placement_edu.mesh as mesh_module
+    import placement_edu.presentation.layout as layout_module
+
+    lines = []
+    for nb in NOTEBOOKS:
+        for c in json.loads(nb.read_text())["cells"]:
+            text = "".join(c["source"]) + "".join(
+                "".join(o.get("text", "")) for o in c.get("outputs", [])
+            )
+            lines += [(nb.name, line) for line in text.splitlines()]
+    for module in (mesh_module, layout_module):
+        path = Path(module.__file__ or "")
+        lines += [(path.name, line) for line in path.read_text().splitlines()]
+    lines += [("theory.md", line) for line in (ROOT / "docs/theory.md").read_text().splitlines()]
+    formulas = [(where, line) for where, line in lines if re.search(r"rank = \(", line)]
+    assert len(formulas) >= 4
+    for where, line in formulas:
+        formula = line[line.index("rank = (") :]
+        assert re.search(r"\bd_(i|index)\b", formula), f"{where}: {line}"
+        bare = re.sub(r"\b[a-z]_(i|index)\b", "", formula)
+        assert not re.search(r"\bd\s*[·*]\s*t\b", bare), f"{where}: {line}"  # d·t: d an index
