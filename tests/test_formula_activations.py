@@ -6,6 +6,7 @@ package: no torch is imported here)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from fractions import Fraction
 
@@ -13,6 +14,7 @@ import pytest
 
 from placement_edu import Mesh, PlacementError, TransformerSpec, get_precision, get_strategy
 from placement_edu.architectures import get_architecture
+from placement_edu.cli import main
 from placement_edu.memory import LOGITS_AND_LOSS, RECOMPUTE_WORKING_SET, derive_memory
 from placement_edu.models import heads_divide, tensor_divides_heads
 from placement_edu.peak import LOGITS, logits_and_loss
@@ -189,3 +191,30 @@ def test_korthikantis_layer_against_hf_gpt2s_measured_block() -> None:
         + 2  # the causal mask's fill value, a bf16 scalar torch.where saves
     )
     assert measured - formula == residual == 33_038_338
+
+
+def test_table_and_plan_take_the_attention_and_the_kv_heads(capsys) -> None:
+    shape = ["--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128", "--vocab", "1000"]
+    argv = ["table", *shape, "--kv-heads", "2", "--attention", "flash", "--devices", "1"]
+    assert main([*argv, "--strategies", "dp", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    spec = TransformerSpec(layers=2, hidden=256, heads=4, kv_heads=2, seq=128, vocab=1000)
+    # per layer 10h² (Q and out 2h², the MLP 8h²) + 2h·128 (K and V, K·h/a = 128 wide) + biases
+    # and norms 11h + 2·128; then V·h + s·h + the final norm 2h
+    assert (
+        row["psi"]
+        == spec.psi
+        == 2 * (10 * 256 * 256 + 2 * 256 * 128 + 11 * 256 + 2 * 128) + (1000 + 128 + 2) * 256
+    )
+    assert main([*argv[:-4], "--devices", "1", "--strategies", "dp", "--json"]) == 0  # eager
+    eager = json.loads(capsys.readouterr().out)[0]
+    # per layer (b = 1), flash keeps the logsumexp 4·a·s = 2,048 B in place of eager's 5·a·s² =
+    # 327,680 B, and K and V K·h/a wide instead of expanded to every head: 2·s·h = 65,536 B less
+    per_layer = (5 * 4 * 128 * 128 - 4 * 4 * 128) + 2 * 128 * 256
+    assert eager["memory"]["peak"] - row["memory"]["peak"] == 2 * per_layer == 782_336
+    assert main(["plan", "--params", "7e9", "--attention", "flash", "--devices", "8"]) == 0
+    assert "flash attention" in capsys.readouterr().out
+    assert main(["plan", "--params", "7e9", "--kv-heads", "8", "--devices", "8"]) == 2
+    assert "not both (got --params with --kv-heads)" in capsys.readouterr().err
+    assert main(["table", *shape, "--kv-heads", "3", "--devices", "1"]) == 2
+    assert "kv_heads (3) must divide heads (4)" in capsys.readouterr().err

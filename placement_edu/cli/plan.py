@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from placement_edu.arguments import flag_type
 from placement_edu.cli.table import SHAPE, count_flag as _count
@@ -68,6 +69,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="b, sequences per micro-batch per device (default 1)",
     )
+    t.add_argument(
+        "--kv-heads",
+        type=_count("key-value heads"),
+        default=None,
+        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
+    )
+    t.add_argument(
+        "--attention",
+        choices=TransformerSpec.ATTENTION,
+        default="eager",
+        help="eager (keeps the 5as²b softmax and dropout bytes) or flash (only the logsumexp), "
+        "with --params too; default eager",
+    )
     p.add_argument(
         "--devices",
         type=flag_type(read_int, "devices", MAX_DEVICES),
@@ -124,13 +138,17 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
     so)."""
     shape = {k: getattr(args, k) for k, _ in SHAPE}
     given = [f"--{k}" for k, v in shape.items() if v is not None and k != "seq"]
+    given += [
+        f"--{k.replace('_', '-')}" for k in ("ffn", "kv_heads") if getattr(args, k) is not None
+    ]
     if args.params is not None:
-        if given or args.ffn is not None:
+        if given:
             raise PlacementError(
                 f"give either --params or the transformer flags, not both (got --params with "
-                f"{', '.join(given + (['--ffn'] if args.ffn is not None else []))})"
+                f"{', '.join(given)})"
             )
-        return default_transformer(args.params, args.micro_batch, args.seq)
+        model, assumption = default_transformer(args.params, args.micro_batch, args.seq)
+        return replace(model, attention=args.attention), assumption
     missing = [f"--{k}" for k, v in shape.items() if v is None]
     if len(missing) == len(shape):
         raise PlacementError(
@@ -138,7 +156,13 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
         )
     if missing:
         raise PlacementError(f"a transformer needs {', '.join(missing)} too")
-    model = TransformerSpec(micro_batch=args.micro_batch, ffn=args.ffn or 0, **shape)
+    model = TransformerSpec(
+        micro_batch=args.micro_batch,
+        ffn=args.ffn or 0,
+        kv_heads=args.kv_heads or 0,
+        attention=args.attention,
+        **shape,
+    )
     if model.psi > MAX_PARAMS:
         raise PlacementError(
             f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"

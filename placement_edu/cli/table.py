@@ -66,6 +66,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="activation recomputation (Korthikanti et al. 2022; default none)",
     )
     t.add_argument(
+        "--attention",
+        choices=TransformerSpec.ATTENTION,
+        default=None,
+        help="eager (keeps the 5as²b softmax and dropout bytes) or flash (only the logsumexp); "
+        "default eager",
+    )
+    t.add_argument(
+        "--kv-heads",
+        type=_count("key-value heads"),
+        default=None,
+        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
+    )
+    t.add_argument(
         "--sequence-parallel",
         action="store_true",
         help="Megatron sequence parallelism on the tensor axis (model and strategies)",
@@ -109,6 +122,8 @@ def model_from_args(args: argparse.Namespace) -> Model:
         "--micro-batch": args.micro_batch,
         "--recompute": args.recompute,
         "--sequence-parallel": args.sequence_parallel or None,
+        "--attention": getattr(args, "attention", None),
+        "--kv-heads": getattr(args, "kv_heads", None),
     }
     if args.params is not None:
         given = [
@@ -134,6 +149,8 @@ def model_from_args(args: argparse.Namespace) -> Model:
         ffn=args.ffn or 0,
         recompute=args.recompute or "none",
         sequence_parallel=args.sequence_parallel,
+        attention=extras["--attention"] or "eager",
+        kv_heads=extras["--kv-heads"] or 0,
         **shape,
     )
     if model.psi > MAX_PARAMS:
