@@ -336,3 +336,16 @@ def test_d_is_the_data_degree_and_an_index_is_named_as_one():
         assert re.search(r"\bd_(i|index)\b", formula), f"{where}: {line}"
         bare = re.sub(r"\b[a-z]_(i|index)\b", "", formula)
         assert not re.search(r"\bd\s*[·*]\s*t\b", bare), f"{where}: {line}"  # d·t: d an index
+
+
+def test_01_says_the_broadcast_row_is_a_convention_and_the_start_up_is_priced_once():
+    # the star (root sends (N-1)·S) is what the ledgers count; gloo runs a binomial tree and NCCL a
+    # pipelined ring (schedule.BROADCASTS); the start-up broadcast is 0 bytes and 0 s per step and
+    # timing.startup_time prices it once
+    from placement_edu.schedule import BROADCASTS
+
+    assert set(BROADCASTS) == {"nccl", "gloo"}
+    (cell,) = [t for t in _notebook("01") if "The broadcast row is" in t]
+    flat = " ".join(cell.split())
+    for word in ("star", "gloo", "NCCL", "startup_time", "once per run, not per step"):
+        assert word in flat, word
