@@ -584,6 +584,9 @@ def predict(config: TorchRefConfig) -> list[dict]:
             boundary_elements=config.rows_per_rank * config.widths[1],
         )
         mesh = Mesh.of(pipeline=n)
+        # Interleaved, rank r holds stages r, r + p, ...: the core counts the rank's bytes on its
+        # contiguous share of the Linears, the same count of them (the first on rank 0, the last
+        # on rank p - 1) -- the same bytes, as validate requires every hidden width equal.
         strategy = strategy.with_(
             micro_batches=config.micro_batches,
             pipeline_schedule=impl.pipeline_schedule,
