@@ -344,6 +344,7 @@ class Priced:
             "mesh": dict(c.mesh.degrees),
             "micro_batches": c.strategy.micro_batches,
             "pipeline_schedule": c.strategy.pipeline_schedule,
+            "virtual_stages": c.strategy.virtual_stages,
             "recompute": c.recompute,
             "overlap": self.overlap,
             "hardware": self.hardware.name,

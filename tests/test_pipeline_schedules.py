@@ -222,6 +222,7 @@ def test_time_prices_interleaved_1f1b_by_hand(capsys) -> None:
     # (stage 2's, to stage 1); 1F1B: one activation, no gradient
     assert _sends(interleaved) == pytest.approx({"forward": m * v * send, "backward": m * send})
     assert _sends(plain) == pytest.approx({"forward": m * send})
+    assert (interleaved["pipeline_schedule"], interleaved["virtual_stages"]) == ("interleaved", v)
     assert p == 2
 
 
