@@ -349,3 +349,27 @@ def test_01_says_the_broadcast_row_is_a_convention_and_the_start_up_is_priced_on
     flat = " ".join(cell.split())
     for word in ("star", "gloo", "NCCL", "startup_time", "once per run, not per step"):
         assert word in flat, word
+
+
+def test_10_says_sequence_parallelism_moves_a_quarter_more_than_plain_tp():
+    # Megatron's SP re-gathers each block's input in backward: per layer 6 all-gathers + 4
+    # reduce-scatters of (t-1)/t·S against 4 all-reduces (8 such), 10/8 = 1.25×; 10 once said
+    # "the bytes are the same ... not traffic" above a cell printing 8.053064 GB against 6.442451
+    (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("10")]
+    (printed,) = [
+        "".join(o.get("text", ""))
+        for c in json.loads(nb.read_text())["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if "activation ring bytes per step" in "".join(o.get("text", ""))
+    ]
+    ring = dict(
+        re.findall(
+            r"^(plain TP|sequence parallel): .*ring bytes per step ([\d.]+) GB", printed, re.M
+        )
+    )
+    ratio = float(ring["sequence parallel"]) / float(ring["plain TP"])  # GB printed to 6 digits
+    assert round(ratio, 4) == 1.25
+    (cell,) = [t for t in _markdown(nb) if "**sequence parallelism**" in t and "**g**" in t]
+    flat = " ".join(cell.split())
+    assert "1.25×" in flat and "not traffic" not in flat
