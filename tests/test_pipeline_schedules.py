@@ -182,6 +182,10 @@ def test_a_strategy_with_chunks_but_not_interleaved_is_refused() -> None:
         get_strategy("pp").with_(pipeline_schedule="interleaved")
     with pytest.raises(PlacementError, match="multiple of the stages"):
         looped_order(4, 0, 6, 2)
+    interleaved = get_strategy("pp").with_(pipeline_schedule="interleaved", virtual_stages=4)
+    model = TransformerSpec(layers=6, hidden=256, heads=4, seq=128, vocab=1000)
+    with pytest.raises(PlacementError, match=r"v·p = 4·2 = 8 chunks .* the model has 6"):
+        derive_schedule(interleaved, model, Mesh.of(pipeline=2), get_precision("mixed_adam"))
 
 
 def test_bubble_time_is_the_bubble_of_the_ideal_time() -> None:

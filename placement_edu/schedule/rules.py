@@ -445,6 +445,11 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag, chunk: int = 0
     if p == 1:
         return []
     expect(
+        dev.model.layers >= v * p,
+        f"interleaved 1F1B splits the model into v·p = {v}·{p} = {v * p} chunks of whole layers: "
+        f"the model has {dev.model.layers}",
+    )
+    expect(
         dev.model.boundary_elements > 0,
         "pipeline parallelism sends activations between stages: the model needs "
         "boundary_elements (b·s·h), e.g. a TransformerSpec",
