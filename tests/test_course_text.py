@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,22 @@ def test_every_saved_still_is_the_one_live_shows_today(notebook):
         if STILL in "".join(output.get("data", {}).get("text/html", ""))
     ]
     assert stills and all(still.startswith(line) for still in stills)
+
+
+#: A Python container printed raw: ``Counter({...``, ``{'key': ...``, ``[('op', ...``, ``['a', ...``
+#: or ``[3072, ...`` -- a learner reads a table or a sentence instead.
+RAW = re.compile(r"Counter\(|\{'|\{\"|\[\(|\['|\[\d")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_saved_output_prints_a_raw_dict_list_or_counter(notebook):
+    raw = [
+        line
+        for cell in _cells(notebook)
+        for output in cell.get("outputs", [])
+        for line in "".join(
+            output.get("text", "") or output.get("data", {}).get("text/plain", "")
+        ).splitlines()
+        if RAW.search(line)
+    ]
+    assert raw == []
