@@ -46,6 +46,7 @@ from placement_edu.schedule import (
     HOST_TRANSFERS,
     LIBRARIES,
     OP_COSTS,
+    REDUCTIONS,
     Op,
     Schedule,
     derive_schedule,
@@ -616,7 +617,7 @@ def overlaps_by_unit(op: Op) -> bool:
     """Whether "bucketed" overlaps ``op`` unit by unit: a gradient reduction (all-reduce or
     reduce-scatter of gradients) or a parameter all-gather, on a batch axis (data, replica)."""
     return op.axis in BATCH_AXES and (
-        (op.state is State.GRADS and op.op in ("all_reduce", "reduce_scatter"))
+        (op.state is State.GRADS and op.op in REDUCTIONS)
         or (op.state is State.PARAMS and op.op == "all_gather")
     )
 
