@@ -104,7 +104,8 @@ class FitComparison:
             twice = self.formula_per_layer * self.compute_bytes // 2
             figures.append((f"  the formula at {self.compute_bytes} B", twice, "", ""))
         figures += [
-            ("kept outside the blocks", "(not in the formula)", self.profile.outside, untracked),
+            # the formula holds the logits and the loss as transients (``peak.logits_and_loss``)
+            ("kept outside the blocks", "(in logits_and_loss)", self.profile.outside, untracked),
             (
                 "activations after forward",
                 self.formula_activations,
