@@ -54,3 +54,48 @@ def test_figures_are_drawn_at_twice_the_pixels_they_are_shown_at():
     assert image.width == "1120"
     image.value = b""  # (the runtime widget's chart before a run)
     assert image.width == ""
+
+
+def _whole_and_apart(figure) -> tuple[bool, list[tuple[str, str]]]:
+    """(everything drawn lies inside the figure, the pairs of labels in one axes that overlap)."""
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    drawn = figure.get_tightbbox(renderer)  # inches
+    inside = drawn.x0 >= -0.01 and drawn.y0 >= -0.01
+    inside &= drawn.x1 <= figure.get_figwidth() + 0.01 and drawn.y1 <= figure.get_figheight() + 0.01
+    overlapping = []
+    for ax in figure.axes:
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        overlapping += [
+            (texts[i].get_text(), texts[j].get_text())
+            for i in range(len(boxes))
+            for j in range(i + 1, len(boxes))
+            if boxes[i].overlaps(boxes[j])
+        ]
+    return inside, overlapping
+
+
+def test_every_chart_is_whole_with_labels_apart_at_n_64_and_p_8():
+    """Issue 25, item 6: legible at N = 64 and p = 8 -- no caption or label outside the figure,
+    no two labels of one chart on top of each other."""
+    from placement_edu.models import ModelSpec
+    from placement_edu.presentation.mesh_explorer import MeshExplorer
+    from placement_edu.presentation.pipeline_explorer import PipelineExplorer
+    from placement_edu.presentation.time_explorer import TimeExplorer
+    from placement_edu.presentation.widgets import ZeroExplorer
+
+    model = ModelSpec(7_500_000_000, layers=64, gather_units=64, boundary_elements=4096 * 4096)
+    figures = {
+        "grid zero3, N = 64": style.device_grid("zero3", model, 64),
+        "grid zero3_offload, N = 64": style.device_grid("zero3_offload", model, 64),
+        "grid tp, t = 8": style.device_grid("tp", model, "tensor=8"),
+        "grid pp, p = 8": style.device_grid("pp", model, "pipeline=8"),
+        "costs, N = 64": ZeroExplorer(devices=64).charts.figure,
+        "pipeline, p = 8, m = 16": PipelineExplorer(stages=8, micro_batches=16).figure,
+        "pipeline, p = 8, m = 32": PipelineExplorer(stages=8, micro_batches=32).figure,
+        "mesh 8 x 8 x 8": MeshExplorer(data=8, tensor=8, pipeline=8, micro_batches=16).figure,
+        "time, N = 64": TimeExplorer(devices=64, tensor=8).figure,
+    }
+    for name, figure in figures.items():
+        assert _whole_and_apart(figure) == (True, []), name
