@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 
 from placement_edu.arguments import flag_type
+from placement_edu.cli.shape import add_step_flags, add_transformer_flags, transformer_from_flags
 from placement_edu.cli.table import SHAPE, count_flag as _count
 from placement_edu.errors import (
     MAX_DEVICES,
@@ -20,8 +21,6 @@ from placement_edu.errors import (
 )
 from placement_edu.models import TransformerSpec
 from placement_edu.planner import TIE_BAND, default_transformer, plan
-from placement_edu.precision import PRESETS, TRIPLE_FORM
-from placement_edu.timing import HARDWARE, OVERLAPS
 from placement_edu.units import GB
 
 #: Device memory typed on the command line, in GB (10^9 bytes): up to 10^6 GB, a typo catcher.
@@ -53,34 +52,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=flag_type(read_int, "parameters", MAX_PARAMS, "70e9"),
         help="Ψ; without the transformer flags a published shape near Ψ is assumed (and printed)",
     )
-    t = p.add_argument_group("transformer (instead of --params)")
-    for flag, what in SHAPE:
-        t.add_argument(
-            f"--{flag}",
-            type=_count(flag),
-            help=what + " (--seq may also reshape the --params default)",
-        )
-    t.add_argument(
-        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
-    )
-    t.add_argument(
-        "--micro-batch",
-        type=_count("sequences"),
-        default=1,
-        help="b, sequences per micro-batch per device (default 1)",
-    )
-    t.add_argument(
-        "--kv-heads",
-        type=_count("key-value heads"),
-        default=None,
-        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
-    )
-    t.add_argument(
-        "--attention",
-        choices=TransformerSpec.ATTENTION,
-        default="eager",
-        help="eager (keeps the 5as²b softmax and dropout bytes) or flash (only the logsumexp), "
-        "with --params too; default eager",
+    add_transformer_flags(
+        p.add_argument_group("transformer (instead of --params)"),
+        required=False,
+        shape_note=" (--seq may also reshape the --params default)",
     )
     p.add_argument(
         "--devices",
@@ -95,34 +70,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="memory budget per device in GB = 1e9 bytes (default: the hardware's)",
     )
     p.add_argument(
-        "--hardware",
-        choices=list(HARDWARE),
-        default="h100-nvlink-ib",
-        help="a hardware preset (default h100-nvlink-ib)",
-    )
-    p.add_argument(
         "--global-batch",
         type=_count("sequences"),
         default=None,
         help="sequences per optimizer step (default 1024: 4M tokens at s = 4096)",
     )
-    p.add_argument(
-        "--overlap",
-        choices=OVERLAPS,
-        default="per_pass",
-        help="how communication hides under compute (default per_pass)",
-    )
+    add_step_flags(p)
     p.add_argument(
         "--tie-band",
         type=flag_type(_tie_band),
         default=TIE_BAND,
         help="plans within this fraction of the fastest step are ties, and the simplest of them "
         "is chosen: the shallowest pipeline, then the fewest axes (default 0.02, 2%%)",
-    )
-    p.add_argument(
-        "--precision",
-        default="mixed_adam",
-        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
     )
     p.add_argument(
         "--top", type=_count("rows"), default=10, help="rows of the text table (default 10)"
@@ -156,18 +115,7 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
         )
     if missing:
         raise PlacementError(f"a transformer needs {', '.join(missing)} too")
-    model = TransformerSpec(
-        micro_batch=args.micro_batch,
-        ffn=args.ffn or 0,
-        kv_heads=args.kv_heads or 0,
-        attention=args.attention,
-        **shape,
-    )
-    if model.psi > MAX_PARAMS:
-        raise PlacementError(
-            f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
-        )
-    return model, ""
+    return transformer_from_flags(args), ""
 
 
 def _plan(args: argparse.Namespace) -> int:

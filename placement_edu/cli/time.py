@@ -9,7 +9,8 @@ import argparse
 import json
 
 from placement_edu.arguments import flag_type
-from placement_edu.cli.table import SHAPE, count_flag as _count
+from placement_edu.cli.shape import add_step_flags, add_transformer_flags, transformer_from_flags
+from placement_edu.cli.table import count_flag as _count
 from placement_edu.configuration import (
     DATA_PLACEMENTS,
     SCHEDULE_FORMS,
@@ -17,11 +18,11 @@ from placement_edu.configuration import (
     parsed_schedule,
     price_configuration,
 )
-from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit, shown
+from placement_edu.errors import PlacementError, shown
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
-from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
-from placement_edu.timing import FLOP_CONVENTION, HARDWARE, OVERLAPS, get_hardware
+from placement_edu.precision import get_precision
+from placement_edu.timing import FLOP_CONVENTION, get_hardware
 from placement_edu.units import GB
 
 #: ``--efficiency`` bounds: a typo catcher (0.01 to 10 × the preset's achieved FLOP/s).
@@ -53,24 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "as the planner prices each candidate (SPEC §3, §9): step time with its breakdown, "
         "model and hardware FLOP/s per GPU with MFU, and the peak memory per device.",
     )
-    t = p.add_argument_group("transformer")
-    for flag, what in SHAPE:
-        t.add_argument(f"--{flag}", type=_count(flag), required=True, help=what)
-    t.add_argument(
-        "--kv-heads",
-        type=_count("key-value heads"),
-        default=None,
-        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
-    )
-    t.add_argument(
-        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
-    )
-    p.add_argument(
-        "--micro-batch",
-        type=_count("sequences"),
-        default=1,
-        help="b, sequences per micro-batch per device (default 1)",
-    )
+    add_transformer_flags(p.add_argument_group("transformer"), required=True)
     p.add_argument(
         "--global-batch",
         type=_count("sequences"),
@@ -102,37 +86,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="activation recomputation (Korthikanti et al. 2022; default none)",
     )
     p.add_argument(
-        "--attention",
-        type=str,
-        choices=TransformerSpec.ATTENTION,
-        default="eager",
-        help="how attention is computed: eager (keeps the 5as²b softmax and dropout bytes) or "
-        "flash (keeps only the logsumexp); default eager",
-    )
-    p.add_argument(
         "--schedule",
         type=_schedule_type,
         default="1f1b",
         help=f"pipeline schedule: {', '.join(SCHEDULE_FORMS)} (default 1f1b; interleaved: "
         "bubble (p-1)/(V·m), V× the stage sends; zero_bubble: ZB-H1, bubble (p-1)/(3m))",
     )
-    p.add_argument(
-        "--overlap",
-        choices=OVERLAPS,
-        default="per_pass",
-        help="how communication hides under compute (default per_pass)",
-    )
-    p.add_argument(
-        "--hardware",
-        choices=list(HARDWARE),
-        default="h100-nvlink-ib",
-        help="a hardware preset (default h100-nvlink-ib)",
-    )
-    p.add_argument(
-        "--precision",
-        default="mixed_adam",
-        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
-    )
+    add_step_flags(p)
     p.add_argument(
         "--efficiency",
         type=_efficiency_type,
@@ -145,29 +105,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 _schedule_type = flag_type(_schedule)
 _efficiency_type = flag_type(_efficiency)
-
-
-def transformer(args: argparse.Namespace) -> TransformerSpec:
-    """The transformer the flags describe (grouped-query attention with --kv-heads)."""
-    kv_heads = args.heads if args.kv_heads is None else args.kv_heads
-    if args.heads % kv_heads:
-        raise PlacementError(
-            f"--kv-heads {kv_heads} does not divide --heads {args.heads}; expected a divisor of "
-            f"{args.heads}, because each key-value head serves --heads ÷ --kv-heads query heads"
-        )
-    shape = {k: getattr(args, k) for k, _ in SHAPE}
-    model = TransformerSpec(
-        micro_batch=args.micro_batch,
-        ffn=args.ffn or 0,
-        kv_heads=kv_heads,
-        attention=args.attention,
-        **shape,
-    )
-    if model.psi > MAX_PARAMS:
-        raise PlacementError(
-            f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
-        )
-    return model
 
 
 def lines(priced: Priced, model: TransformerSpec) -> list[str]:
@@ -226,7 +163,7 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
 
 
 def _time(args: argparse.Namespace) -> int:
-    model = transformer(args)
+    model = transformer_from_flags(args)
     priced = price_configuration(
         model,
         Mesh.parse(args.mesh),

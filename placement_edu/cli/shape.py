@@ -1,0 +1,91 @@
+"""The flags that describe a transformer and the hardware it is priced on, written once for the
+commands that take them (``plan``, ``time``): its shape (SPEC §3), grouped-query attention, the
+attention implementation, the micro-batch, and the hardware, overlap and precision of a step's
+time (SPEC §9)."""
+
+from __future__ import annotations
+
+import argparse
+
+from placement_edu.cli.table import SHAPE, count_flag
+from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit
+from placement_edu.models import TransformerSpec
+from placement_edu.precision import PRESETS, TRIPLE_FORM
+from placement_edu.timing import HARDWARE, OVERLAPS
+
+
+def add_transformer_flags(
+    group: argparse._ArgumentGroup, required: bool, shape_note: str = ""
+) -> None:
+    """--layers --hidden --heads --seq --vocab (``SHAPE``; ``required`` or not), --ffn, --kv-heads,
+    --attention and --micro-batch. ``shape_note`` is added to each shape flag's help."""
+    for flag, what in SHAPE:
+        group.add_argument(
+            f"--{flag}", type=count_flag(flag), required=required, help=what + shape_note
+        )
+    group.add_argument(
+        "--ffn", type=count_flag("ffn units"), default=None, help="f, MLP width (default 4h)"
+    )
+    group.add_argument(
+        "--kv-heads",
+        type=count_flag("key-value heads"),
+        default=None,
+        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
+    )
+    group.add_argument(
+        "--attention",
+        choices=TransformerSpec.ATTENTION,
+        default="eager",
+        help="eager (keeps the 5as²b softmax and dropout bytes) or flash (only the logsumexp); "
+        "default eager",
+    )
+    group.add_argument(
+        "--micro-batch",
+        type=count_flag("sequences"),
+        default=1,
+        help="b, sequences per micro-batch per device (default 1)",
+    )
+
+
+def add_step_flags(p: argparse.ArgumentParser) -> None:
+    """--hardware, --overlap and --precision: what a step's time is priced with."""
+    p.add_argument(
+        "--hardware",
+        choices=list(HARDWARE),
+        default="h100-nvlink-ib",
+        help="a hardware preset (default h100-nvlink-ib)",
+    )
+    p.add_argument(
+        "--overlap",
+        choices=OVERLAPS,
+        default="per_pass",
+        help="how communication hides under compute (default per_pass)",
+    )
+    p.add_argument(
+        "--precision",
+        default="mixed_adam",
+        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
+    )
+
+
+def transformer_from_flags(args: argparse.Namespace) -> TransformerSpec:
+    """The transformer ``add_transformer_flags``'s flags describe (every shape flag given), refused
+    in one line above ``MAX_PARAMS`` parameters or where --kv-heads does not divide --heads."""
+    kv_heads = args.heads if args.kv_heads is None else args.kv_heads
+    if args.heads % kv_heads:
+        raise PlacementError(
+            f"--kv-heads {kv_heads} does not divide --heads {args.heads}; expected a divisor of "
+            f"{args.heads}, because each key-value head serves --heads ÷ --kv-heads query heads"
+        )
+    model = TransformerSpec(
+        micro_batch=args.micro_batch,
+        ffn=args.ffn or 0,
+        kv_heads=kv_heads,
+        attention=args.attention,
+        **{k: getattr(args, k) for k, _ in SHAPE},
+    )
+    if model.psi > MAX_PARAMS:
+        raise PlacementError(
+            f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
+        )
+    return model
