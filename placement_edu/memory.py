@@ -25,6 +25,7 @@ from placement_edu.placement import (
 )
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
+from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
 
 # --- the transient terms, by name (SPEC §3) -----------------------------------------------------
@@ -43,6 +44,9 @@ LOGITS_AND_LOSS = "logits_and_loss"
 #: Under full recomputation, the layer being recomputed: its full activations, live during its
 #: backward (``TransformerSpec.recompute_working_set``).
 RECOMPUTE_WORKING_SET = "recompute_working_set"
+#: On a context axis, the attention inputs in flight: ring attention's K/V chunks (and dK/dV in
+#: backward), Ulysses' head-split Q, K, V (``schedule.context.context_buffer_bytes``).
+CONTEXT_BUFFERS = "context_buffers"
 #: The named buffers, in the order a run's table prints them (activations apart).
 TRANSIENT_BUFFERS: tuple[str, ...] = (GATHER_WINDOW, REDUCE_BUCKET, GATHER_BUFFER, OFFLOAD_STAGING)
 
@@ -193,26 +197,37 @@ def derive_memory(
         )
     elif p > 1:
         in_flight = m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
+    # A context rank keeps its chunk's activations: every term of Korthikanti's formula is linear
+    # in the tokens it holds (attention's scores too: s/c queries × s keys under ring attention,
+    # s × s for a/c heads under Ulysses), so 1/c of them.
+    c = mesh.degree("context")
+    context_applies(strategy, model, mesh, t)
     activations = (
         model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage)))
         * in_flight
     )
+    if c > 1:
+        activations = Fraction(activations) / c
     if activations:
         transient["forward"][ACTIVATIONS] = activations
         transient["backward"][ACTIVATIONS] = activations
+    in_flight_kv = context_buffer_bytes(strategy, model, mesh, t, precision.activations)
+    for phase, size in in_flight_kv.items():
+        transient[phase][CONTEXT_BUFFERS] = size
     if isinstance(model, TransformerSpec):
         logits: dict[str, Number] = {"forward": 0, "backward": 0}
         if stage == p - 1:
             # One micro-batch's logits at a time, its vocabulary split over the tensor ranks
-            # (Megatron's vocab-parallel head and cross-entropy): b·s·V/t per rank.
-            tokens = Fraction(model.micro_batch * model.seq, t)
+            # (Megatron's vocab-parallel head and cross-entropy): b·s·V/t per rank; a context
+            # rank's head sees its s/c tokens.
+            tokens = Fraction(model.micro_batch * model.seq, t * c)
             for phase, terms in logits_and_loss(tokens, model.vocab, precision.activations).items():
                 logits[phase] = sum(terms.values())
         if logits["forward"]:
             transient["forward"][LOGITS_AND_LOSS] = logits["forward"]
         # Backward's two moments never overlap: the logits' gradient is freed once the head's
         # backward has run, before any layer is recomputed. The phase holds the larger.
-        working_set = model.recompute_working_set(t)
+        working_set = model.recompute_working_set(t) / c  # the layer's, on s/c tokens
         if working_set > logits["backward"]:
             transient["backward"][RECOMPUTE_WORKING_SET] = working_set
         elif logits["backward"]:

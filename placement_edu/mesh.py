@@ -1,5 +1,5 @@
-"""A device mesh: named axes (data, tensor, pipeline, and replica for hybrid sharding) with degrees
-that multiply to the world size."""
+"""A device mesh: named axes (data, tensor, pipeline, replica for hybrid sharding, context for
+context parallelism) with degrees that multiply to the world size."""
 
 from __future__ import annotations
 
@@ -19,20 +19,24 @@ from placement_edu.placement import AXES, known_axes
 
 #: Where ranks sit (SPEC §9): the axes from outermost to innermost. Tensor is innermost, so a
 #: tensor group is t consecutive ranks -- inside one node whenever t divides the GPUs per node --
-#: then data, pipeline, replica: rank = ((r_index * p + p_index) * d + d_index) * t + t_index.
-#: This is Megatron-LM's order (``--order tp-cp-ep-dp-pp``: tensor fastest, pipeline slowest) and
-#: what ``init_device_mesh(shape=(r, p, d, t))`` builds (its last dimension is contiguous); replica
-#: sits outside pipeline, as SPEC §9 orders it (torchtitan puts its dp_replicate inside pp).
-LAYOUT: tuple[str, ...] = ("replica", "pipeline", "data", "tensor")
+#: then context, data, pipeline, replica:
+#: rank = (((r_index * p + p_index) * d + d_index) * c + c_index) * t + t_index.
+#: This is Megatron-LM's order (``--order tp-cp-ep-dp-pp``: tensor fastest, then context, pipeline
+#: slowest) and what ``init_device_mesh(shape=(r, p, d, c, t))`` builds (its last dimension is
+#: contiguous); replica sits outside pipeline, as SPEC §9 orders it (torchtitan puts its
+#: dp_replicate inside pp).
+LAYOUT: tuple[str, ...] = ("replica", "pipeline", "data", "context", "tensor")
 
 
 @dataclass(frozen=True)
 class Mesh:
-    """Degrees per named axis, written in the fixed order replica, data, tensor, pipeline.
+    """Degrees per named axis, written in the fixed order replica, data, context, tensor,
+    pipeline.
 
-    Rank layout (``LAYOUT``, SPEC §9): tensor innermost, then data, pipeline, replica, so
-    rank = ((r_index * p + p_index) * d + d_index) * t + t_index. The written order is only how
-    a mesh prints ("data=4,tensor=8,pipeline=2"); where its ranks sit is ``LAYOUT``'s.
+    Rank layout (``LAYOUT``, SPEC §9): tensor innermost, then context, data, pipeline, replica,
+    so rank = (((r_index * p + p_index) * d + d_index) * c + c_index) * t + t_index. The written
+    order is only how a mesh prints ("data=4,tensor=8,pipeline=2"); where its ranks sit is
+    ``LAYOUT``'s.
     """
 
     degrees: tuple[tuple[str, int], ...]
@@ -108,16 +112,17 @@ class Mesh:
         return math.prod(d for _, d in self.degrees)
 
     def coords(self, rank: int) -> dict[str, int]:
-        """The index of ``rank`` along data, tensor and pipeline (and replica when the mesh has
-        it)."""
+        """The index of ``rank`` along data, tensor and pipeline (and replica or context when the
+        mesh has them)."""
         if not 0 <= rank < self.world_size:
             raise PlacementError(f"rank {rank} is outside a mesh of {self.world_size} devices")
         out: dict[str, int] = {}
         for axis in reversed(LAYOUT):
             out[axis] = rank % self.degree(axis)
             rank //= self.degree(axis)
+        optional = ("replica", "context")  # listed only on a mesh that has them
         return {
-            axis: out[axis] for axis in AXES if axis != "replica" or "replica" in dict(self.degrees)
+            axis: out[axis] for axis in AXES if axis not in optional or axis in dict(self.degrees)
         }
 
     def stride(self, axis: str) -> int:

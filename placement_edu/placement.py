@@ -74,13 +74,24 @@ class GradStatus(str, Enum):
 #: what each one splits. ``data``, ``tensor`` and ``pipeline``
 #: are the specification's three; ``replica`` is a second batch-splitting axis for hybrid sharding
 #: (FSDP HYBRID_SHARD, "hsdp"): states are sharded within a data group and replicated across groups.
-AXES: tuple[str, ...] = ("replica", "data", "tensor", "pipeline")
+#: ``context`` splits each sequence into c chunks (context parallelism, ``context.py``): every
+#: rank runs the whole model on its chunk of the tokens, so it splits the batch's tokens too.
+AXES: tuple[str, ...] = ("replica", "data", "context", "tensor", "pipeline")
 #: Axes that split the batch: a gradient leaves backward partial along each of them (SPEC §5).
-#: Listed innermost first, the order in which gradients are reduced.
-BATCH_AXES: tuple[str, ...] = ("data", "replica")
-#: The tensor dimension each axis shards by default (SPEC §6 rule 1): data and replica shard the
-#: flattened parameters, tensor the hidden dimension of weight matrices, pipeline the layer index.
-DEFAULT_SHARD_DIMS = {"replica": "flat", "data": "flat", "tensor": "hidden", "pipeline": "layer"}
+#: Listed innermost first, the order in which gradients are reduced. ``context`` splits the tokens
+#: of each sequence: its ranks' gradients are partial sums too, reduced over data × context
+#: (Megatron-Core reduces them over its data-parallel group "with context parallel").
+BATCH_AXES: tuple[str, ...] = ("context", "data", "replica")
+#: The tensor dimension each axis shards by default (SPEC §6 rule 1): data, context and replica
+#: shard the flattened parameters, tensor the hidden dimension of weight matrices, pipeline the
+#: layer index.
+DEFAULT_SHARD_DIMS = {
+    "replica": "flat",
+    "data": "flat",
+    "context": "flat",
+    "tensor": "hidden",
+    "pipeline": "layer",
+}
 
 
 def known_axes(named: Iterable[str], where: str) -> None:

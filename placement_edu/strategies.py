@@ -19,6 +19,8 @@ PIPELINE_SCHEDULES = ("1f1b", "gpipe")
 #: ``virtual_stages`` model chunks per rank; "zero_bubble" (Qi et al. 2024's ZB-H1; torch's
 #: ``ScheduleInterleavedZeroBubble`` on one chunk per rank) splits backward into I and W passes.
 LOOPED_SCHEDULES = ("interleaved", "zero_bubble")
+#: How attention reaches the other chunks of the sequence on a context axis (``schedule.context``).
+CONTEXT_ATTENTIONS = ("ring", "ulysses")
 #: How owners' updated slices of replicated parameters get back to every replica (SPEC §4 rule 1):
 #: "scatter_gather": reduce-scatter the gradient, all-gather the parameters (ZeRO §7: 2Ψ);
 #: "allreduce_broadcast": all-reduce the gradient, each owner broadcasts its slice (PyTorch's
@@ -47,6 +49,9 @@ class Strategy:
     a tuple of two dimensions for one axis is that axis splitting both, which rule 1 forbids.
     ``mesh_axes``: the axes of the mesh the strategy is meant for, when they are more than the
     axes its placement splits: dp×tp keeps everything R on data, hsdp everything R on replica.
+    ``context_attention``: how attention reaches the other sequence chunks on a context axis,
+    "ring" (K/V passed round the ring) or "ulysses" (all-to-alls, heads <-> sequence); see
+    ``schedule.context``.
     """
 
     name: str
@@ -60,6 +65,7 @@ class Strategy:
     owner_update: str = "scatter_gather"
     mesh_axes: tuple[str, ...] = ()
     virtual_stages: int = 1
+    context_attention: str = "ring"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -91,6 +97,11 @@ class Strategy:
             f"virtual_stages = {v} with pipeline schedule {self.pipeline_schedule!r}: interleaved "
             "1F1B runs v >= 2 model chunks per rank, every other schedule one",
         )
+        if self.context_attention not in CONTEXT_ATTENTIONS:
+            raise PlacementError(
+                f"unknown context attention {self.context_attention!r}; known: "
+                f"{', '.join(CONTEXT_ATTENTIONS)}"
+            )
         # accept a mapping; store sorted pairs so strategies stay hashable
         dims = dict(self.shard_dims)
         known_axes(dims, "shard_dims")
@@ -141,6 +152,7 @@ def _s(name: str, summary: str, **kwargs: object) -> Strategy:
             "owner_update",
             "mesh_axes",
             "virtual_stages",
+            "context_attention",
         )
         if k in kwargs
     }
@@ -273,6 +285,19 @@ COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType(
                 params={"data": "SG", "tensor": "S"},
                 grads={"data": "S", "tensor": "S"},
                 optimizer={"data": "S", "tensor": "S"},
+            ),
+            _s(
+                "dp×cp",
+                "data parallel across context-parallel groups: each sequence cut in c chunks, "
+                "ring attention passes K/V round the context ranks, gradients reduced over both",
+                mesh_axes=("data", "context"),
+            ),
+            _s(
+                "dp×cp_ulysses",
+                "data parallel across context-parallel groups, Ulysses' all-to-alls (heads <-> "
+                "sequence) instead of the ring",
+                mesh_axes=("data", "context"),
+                context_attention="ulysses",
             ),
             _s(
                 "hsdp",

@@ -86,7 +86,7 @@ def test_the_phases_and_the_model_states_are_named_in_placement_only():
 
 
 #: The op names of the cost table and ``recv``: a collection of them is a kind of op.
-OP_NAMES = "all_reduce|all_gather|reduce_scatter|send|recv|broadcast|h2d|d2h"
+OP_NAMES = "all_reduce|all_gather|reduce_scatter|all_to_all|send|recv|broadcast|h2d|d2h"
 
 
 def test_each_set_of_op_names_is_defined_next_to_the_cost_table():
@@ -101,6 +101,7 @@ def test_each_set_of_op_names_is_defined_next_to_the_cost_table():
         "all_reduce",
         "all_gather",
         "reduce_scatter",
+        "all_to_all",
         "send",
         "recv",
         "broadcast",

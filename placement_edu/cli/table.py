@@ -20,7 +20,7 @@ from placement_edu.errors import (
 from placement_edu.models import Model, ModelSpec, TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.report import compare
-from placement_edu.strategies import STRATEGIES, get_strategy
+from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
 
 #: The flags that shape a transformer, and the symbol each one sets (SPEC §3).
 SHAPE = (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V"))
@@ -109,6 +109,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--mesh", default=None, help="e.g. data=8 or tensor=8 (degrees multiply to --devices)"
     )
     p.add_argument(
+        "--context-attention",
+        choices=CONTEXT_ATTENTIONS,
+        default=None,
+        help="on a context axis: ring (K/V passed round the ring) or ulysses (all-to-alls, "
+        "heads <-> sequence); default ring",
+    )
+    p.add_argument(
         "--json", action="store_true", help="print JSON (bytes, exact) instead of a table"
     )
     p.set_defaults(handler=_table)
@@ -172,6 +179,8 @@ def _table(args: argparse.Namespace) -> int:
         changes["micro_batches"] = args.micro_batches
     if args.sequence_parallel:
         changes["sequence_parallel"] = True
+    if args.context_attention is not None:
+        changes["context_attention"] = args.context_attention
     if changes:
         strategies = [s.with_(**changes) for s in strategies]
     comparison = compare(strategies, model, args.devices, args.precision, args.mesh)

@@ -40,6 +40,10 @@ OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
         "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
         # S = the full input
         "reduce_scatter": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
+        # S = this device's buffer (its input; its output is as large): it keeps 1/N of it and
+        # sends one block to each of the N-1 others, N-1 pairwise steps (Ulysses' heads <->
+        # sequence exchange, Jacobs et al. 2023 §3.2)
+        "all_to_all": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
         # point to point: S, counted by the sender (its ``recv`` is not in the table: 0 bytes)
         "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),
         # the root sends S to each of the N-1 others; the message passes N-1 hops, all members wait

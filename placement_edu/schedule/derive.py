@@ -10,6 +10,7 @@ from placement_edu.models import Model
 from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.axes import validate
+from placement_edu.schedule.context import context_applies, context_attention_collectives
 from placement_edu.schedule.ops import Op, Repeat, Schedule
 from placement_edu.schedule.pipeline import pipeline_runs
 from placement_edu.schedule.rules import (
@@ -70,6 +71,7 @@ def derive_schedule(
     ``strict=False`` derives compositions that break a safety rule too (for the checker)."""
     validate(strategy, mesh, strict)
     dev = Device(strategy, model, mesh, precision, rank, mesh.coords(rank))
+    context_applies(strategy, model, mesh, dev.tensor)
     m, reshard = strategy.micro_batches, strategy.reshard_after_forward
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
     entries: list[Op | Repeat] = list(startup_broadcasts(dev))
@@ -92,6 +94,7 @@ def derive_schedule(
             return (
                 ops
                 + tensor_parallel_collectives(dev, "forward")
+                + context_attention_collectives(dev, "forward")
                 + [o for c in chunks for o in pipeline_boundary(dev, "send", "forward", tag, c)]
             )
         ops = [o for c in chunks for o in pipeline_boundary(dev, "recv", "backward", tag, c)]
@@ -103,6 +106,7 @@ def derive_schedule(
             )
         ops += [
             *tensor_parallel_collectives(dev, "backward"),
+            *context_attention_collectives(dev, "backward"),
             *(o for c in chunks for o in pipeline_boundary(dev, "send", "backward", tag, c)),
         ]
         if per_micro_batch or k == m - 1:

@@ -13,6 +13,7 @@ strategy's name. ``Device`` is what every rule reads: one device's view of the s
 - ``tensor_parallel_collectives`` Megatron's f and g on the tensor axis (activations, not Ψ)
 - ``sequence_parallel_norms`` SPEC §6 rule 3: tensor-replicated params under sequence parallelism
 - ``pipeline_boundary``      boundary activations and their gradients between stages
+- ``schedule.context``        ring attention's K/V rounds, Ulysses' all-to-alls (context axis)
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ class Device:
     @property
     def tensor(self) -> int:
         return model_axis_degree(self.strategy, self.mesh, "tensor")
+
+    @property
+    def boundary(self) -> Number:
+        """b·s·h of this rank's tokens: the model's boundary activation, 1/c of it on a context
+        axis of degree c (each context rank holds s/c tokens of each sequence)."""
+        c, size = self.mesh.degree("context"), self.model.boundary_elements
+        return size if c == 1 else Fraction(size, c)
 
     def size_on(self, state: State, axis: str, padded: bool) -> Number:
         """S for a collective on ``state`` along ``axis``: its size left after the other axes'
@@ -379,7 +387,7 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op | Repeat]:
     blocks = dev.model.tp_blocks_per_layer * len(
         stage_layers(dev.model.layers, dev.stages, dev.stage)
     )
-    size = dev.model.boundary_elements
+    size = dev.boundary
     passes = ["forward"] if phase == "forward" else ["backward"]
     if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
         passes = ["forward (recomputed)", "backward"]
@@ -462,7 +470,7 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag, chunk: int = 0
         "send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
         "recv": "receive the boundary " + what,
     }[op]
-    t, size = dev.tensor, dev.model.boundary_elements
+    t, size = dev.tensor, dev.boundary
     if t == 1:
         return [dev.op(op, State.ACTIVATIONS, "pipeline", phase, size, p, verb, micro_batches=tag)]
     # Under TP × PP each of the t tensor ranks holds the whole b·s·h (or, with sequence

@@ -61,6 +61,8 @@ def _match(strategy: Strategy, mesh: Mesh) -> tuple[str | None, str]:
             f"the engines use at most one axis besides data; {mesh} has {', '.join(others)}",
         )
     other = others[0] if others else None
+    if other is not None and other not in OTHER_AXIS_MODE:
+        return None, f"no engine runs the {other} axis (the core derives it: analyze(), check())"
     if other is not None and any(
         pl.mode(s, other) is not OTHER_AXIS_MODE[other] for s in MODEL_STATES
     ):
