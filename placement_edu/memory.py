@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from placement_edu.mesh import Mesh
-from placement_edu.models import Model, Number, TransformerSpec
+from placement_edu.models import Model, Number, TransformerSpec, UnitRun, prefetched_window
 from placement_edu.peak import logits_and_loss
 from placement_edu.placement import (
     GATHERED,
@@ -29,7 +29,8 @@ from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
 
 # --- the transient terms, by name (SPEC §3) -----------------------------------------------------
-#: SG parameters gathered for use: one unit at a time, or all of them when kept through backward.
+#: SG parameters gathered for use: the unit computing and the next, prefetched (two units at a
+#: time), or all of them when kept through backward.
 GATHER_WINDOW = "gather_window"
 #: A whole, unreduced (partial) gradient before it is reduce-scattered to its owners.
 REDUCE_BUCKET = "reduce_bucket"
@@ -144,17 +145,21 @@ def derive_memory(
         """The state's size on this device's data group, padded as its collectives move it."""
         return model.traffic_elements(split_axes(pl, state, mesh, exclude="data"), d, coords)
 
+    def runs(state: State) -> list[UnitRun]:
+        """The state's gather units on this device's data group (padded, whole), in runs."""
+        return model.unit_runs(split_axes(pl, state, mesh, exclude="data"), d, coords)
+
     def largest_unit(state: State) -> Number:
         """The largest gather unit of the state on this device's data group (padded, whole)."""
-        runs = model.unit_runs(split_axes(pl, state, mesh, exclude="data"), d, coords)
-        return max(size for size, _ in runs)
+        return max(size for size, _ in runs(state))
 
     if d > 1 and P in GATHERED:
         whole = full_local(State.PARAMS) * precision.params
-        # Resharded after forward: one unit live at a time. Kept (SHARD_GRAD_OP): all units by the
-        # end of forward and through backward.
+        # Resharded after forward: the unit computing and the next one, prefetched, are live
+        # (``prefetched_window``). Kept (SHARD_GRAD_OP): all units by the end of forward and
+        # through backward.
         window = (
-            largest_unit(State.PARAMS) * precision.params
+            prefetched_window(runs(State.PARAMS)) * precision.params
             if strategy.reshard_after_forward
             else whole
         )

@@ -63,6 +63,33 @@ def unit_runs_of(sizes: list[Number]) -> list[UnitRun]:
     return runs
 
 
+def prefetched_window(runs: list[UnitRun]) -> Number:
+    """Elements gathered at once when units are gathered one at a time with one prefetched: the
+    unit computing and the next one, whose all-gather runs beside it -- the largest two
+    neighbours in forward order (backward walks the same pairs in reverse); a lone unit is
+    itself. PyTorch FSDP's forward and backward prefetch (Zhao et al. 2023, "PyTorch FSDP",
+    §3.3) and FSDP2's default prefetch of one unit keep two units' parameters alive."""
+    sizes = [size for size, _ in runs]
+    pairs = [2 * size for size, times in runs if times > 1]  # two equal neighbours in one run
+    pairs += [a + b for a, b in zip(sizes, sizes[1:])]  # the last of a run and the next run's
+    return max(pairs, default=sizes[0] if sizes else 0)
+
+
+def per_layer_units(model: Any) -> None:
+    """Give ``model`` one gather unit per layer where its ``gather_units`` is 0, the default:
+    FSDP's usual wrapping, ``fully_shard`` on each block (one definition for every model kind)."""
+    if model.gather_units == 0 and not isinstance(model.gather_units, bool):
+        object.__setattr__(model, "gather_units", model.layers)
+
+
+def stage_units(units: int, layers: int, stages: int, stage: int) -> int:
+    """Gather units on pipeline ``stage``: the model's ``units`` times the stage's share of its
+    layers (``stage_layers``: a stage holds whole layers), at least 1."""
+    if stages <= 1 or layers < stages:
+        return units
+    return max(1, units * len(stage_layers(layers, stages, stage)) // layers)
+
+
 def listed_units(runs: list[UnitRun]) -> list[Number]:
     """``runs`` listed unit by unit; refused above ``MAX_LISTED_OPS`` units (the runs hold any
     number of them)."""
@@ -161,10 +188,14 @@ class IdealSlices:
         coords: Mapping[str, int] | None = None,
     ) -> list[UnitRun]:
         """Elements each gather unit's data-axis collective moves, in forward order, as runs of
-        equal units: Ψ-level units are ``gather_units`` equal parts of ``traffic_elements``
-        (fractions of an element), one run, whatever their number."""
+        equal units: Ψ-level units are equal parts of ``traffic_elements`` (fractions of an
+        element), one run, whatever their number. On a pipeline stage, ``traffic_elements`` is the
+        stage's share and the units are the stage's own (``stage_units``): a unit is still a
+        layer's worth, never 1/p of one."""
         total = self.traffic_elements(split_other, padded_for, coords)
-        units = self.gather_units  # type: ignore[attr-defined]
+        stages, stage = split_other.get("pipeline", 1), (coords or {}).get("pipeline", 0)
+        gather_units, layers = self.gather_units, self.layers  # type: ignore[attr-defined]
+        units = stage_units(gather_units, layers, stages, stage)
         return [(Fraction(total, units), units)] if units > 1 else [(total, 1)]
 
     def unit_elements(
@@ -185,8 +216,9 @@ class ModelSpec(IdealSlices):
     """An abstract model of ``psi`` parameters.
 
     ``layers``: units the parameters are split into (pipeline stages take whole layers).
-    ``gather_units``: how many equal units an SG state is gathered in (1 = the whole model at once,
-    the worst case; FSDP wrapping each of L layers gives L). The live gather window is one unit.
+    ``gather_units``: how many equal units an SG state is gathered in (0, the default: one per
+    layer, FSDP wrapping each of L layers; 1 = the whole model at once, the worst case). The live
+    gather window is two units: the one computing and the next, prefetched (``prefetched_window``).
     ``boundary_elements``: elements of one activation crossing a block or stage boundary for one
     micro-batch (b·s·h for a transformer); drives tensor- and pipeline-parallel traffic.
     ``activation_bytes``: activation bytes one device keeps for one micro-batch without parallelism.
@@ -198,7 +230,7 @@ class ModelSpec(IdealSlices):
 
     psi: int
     layers: int = 1
-    gather_units: int = 1
+    gather_units: int = 0  # 0 means one unit per layer (FSDP's usual wrapping)
     boundary_elements: int = 0
     activation_bytes: int = 0
     tp_blocks_per_layer: int = 2
@@ -207,7 +239,9 @@ class ModelSpec(IdealSlices):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "psi", positive_int("number of parameters (psi)", self.psi))
-        for name in ("layers", "gather_units", "tp_blocks_per_layer"):
+        object.__setattr__(self, "layers", positive_int("layers", self.layers))
+        per_layer_units(self)
+        for name in ("gather_units", "tp_blocks_per_layer"):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         for name in ("boundary_elements", "activation_bytes", "replicated_elements"):
             object.__setattr__(self, name, non_negative_int(name, getattr(self, name)))
@@ -278,8 +312,7 @@ class TransformerSpec(IdealSlices):
         if self.ffn == 0 and not isinstance(self.ffn, bool):
             object.__setattr__(self, "ffn", 4 * self.hidden)
         object.__setattr__(self, "ffn", positive_int("ffn", self.ffn))
-        if self.gather_units == 0:
-            object.__setattr__(self, "gather_units", self.layers)
+        per_layer_units(self)
         expect(
             self.hidden % self.heads == 0,
             f"hidden ({self.hidden}) must be divisible by heads ({self.heads})",

@@ -144,10 +144,12 @@ def test_zero3_at_10_to_the_12_layers_is_the_closed_form_and_each_gather_one_lay
         if o.op == "all_gather" and o.phase == "forward"
     ]
     assert [(o.elements, units) for o, units in gathers] == [(Fraction(model.psi, layers), layers)]
-    # the gather window is one layer's parameters (2 B each), what the small case scales to
+    # the gather window is two layers' parameters (2 B each: the one computing and the next,
+    # prefetched), what the small case scales to
     small = analyze("zero3", tiny(10), n)
-    assert report.memory.transient["forward"]["gather_window"] == Fraction(2 * model.psi, layers)
-    assert small.memory.transient["forward"]["gather_window"] == Fraction(2 * tiny(10).psi, 10)
+    window = report.memory.transient["forward"]["gather_window"]
+    assert window == 2 * Fraction(2 * model.psi, layers)
+    assert small.memory.transient["forward"]["gather_window"] == 2 * Fraction(2 * tiny(10).psi, 10)
 
 
 def test_tensor_parallel_traffic_at_10_to_the_12_layers_is_one_layers_times_the_count() -> None:

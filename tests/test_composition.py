@@ -75,7 +75,8 @@ def test_fsdp_plus_tp_gathers_over_data_and_yields_the_tensor_slice() -> None:
     report = analyze("zero3×tp", MODEL, mesh=Mesh.of(data=4, tensor=2))
     assert report.memory.model_state == Fraction(16 * PSI, 8)
     gathers = [o for o in report.schedule.collectives if o.op == "all_gather"]
-    assert {(o.axis, o.elements, o.group) for o in gathers} == {("data", Fraction(PSI, 2), 4)}
+    # each of the 8 layers is a unit (the default): a layer of the tensor slice, Ψ/(t·8)
+    assert {(o.axis, o.elements, o.group) for o in gathers} == {("data", Fraction(PSI, 2 * 8), 4)}
 
 
 def test_hsdp_shards_within_a_group_and_replicates_across_groups() -> None:

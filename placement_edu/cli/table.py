@@ -17,7 +17,8 @@ from placement_edu.errors import (
     read_int,
     show_limit,
 )
-from placement_edu.models import Model, ModelSpec, TransformerSpec
+from placement_edu.models import Model, TransformerSpec
+from placement_edu.planner import per_layer_model
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.report import compare
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
@@ -143,7 +144,7 @@ def model_from_args(args: argparse.Namespace) -> Model:
                 f"give either --params or the transformer flags, not both "
                 f"(got --params with {', '.join(given)})"
             )
-        return ModelSpec(psi=args.params)
+        return per_layer_model(args.params)
     missing = [f"--{k}" for k, v in shape.items() if v is None]
     if len(missing) == len(shape):
         raise PlacementError(
