@@ -367,10 +367,13 @@ def price_configuration(
     schedule: str = "1f1b",
     overlap: str = "per_pass",
     efficiency: float = 1.0,
+    context_attention: str = "ring",
 ) -> Priced:
     """Price one configuration: ``global_batch`` sequences per step, split over the mesh's r·d
     data replicas in micro-batches of ``model.micro_batch`` (m = global_batch / (r·d·b), which
-    must be whole), priced by ``planner.price`` on ``hw`` at ``efficiency`` × its FLOP/s."""
+    must be whole), priced by ``planner.price`` on ``hw`` at ``efficiency`` × its FLOP/s. A
+    context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
+    says how attention reaches the others ("ring" or "ulysses", ``schedule.context``)."""
     expect(
         recompute in RECOMPUTES,
         f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}",
@@ -395,6 +398,7 @@ def price_configuration(
         )
     m = global_batch // (replicas * b)
     built = configured_strategy(strategy, mesh, m, sequence_parallel, schedule)
+    built = built.with_(context_attention=context_attention)
     chunks = built.virtual_stages * mesh.degree("pipeline")
     expect(
         built.virtual_stages == 1 or model.layers % chunks == 0,
@@ -408,7 +412,9 @@ def price_configuration(
     shaped = replace(model, recompute=recompute, sequence_parallel=sequence_parallel)
     comm_model = replace(
         model,
-        recompute="full" if recompute == "full" and mesh.degree("tensor") > 1 else "none",
+        recompute="full"
+        if recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
+        else "none",
         sequence_parallel=sequence_parallel,
     )
     return Priced(

@@ -36,7 +36,7 @@ from placement_edu.models import (
     Model,
     TransformerSpec,
     as_model,
-    stage_units,
+    stage_layers,
     tensor_divides_heads,
 )
 from placement_edu.placement import BATCH_AXES, GATHERED, PHASES, State
@@ -424,8 +424,13 @@ def on_critical_path(op: Op) -> bool:
     matmul needs their result, so no compute of the same micro-batch runs under them, unless the
     implementation splits the matmuls to overlap them (Megatron's ``--tp-comm-overlap``: the
     "per_pass+tp" overlap model). Gradient reductions and parameter gathers can run beside the
-    compute of other layers."""
-    return op.axis == "tensor" and op.state is State.ACTIVATIONS
+    compute of other layers. On a context axis, Ulysses' all-to-alls wait the same way (attention
+    needs the head-split Q, K, V; the next matmul the output sent back), while ring attention's
+    K/V chunks travel under the blockwise attention of the chunk in hand (Liu et al. 2023, §3:
+    the rounds overlap compute), so they hide like the others."""
+    if op.state is not State.ACTIVATIONS:
+        return False
+    return op.axis == "tensor" or (op.axis == "context" and op.op == "all_to_all")
 
 
 def comm_time(
@@ -652,9 +657,12 @@ class Overlapped:
 
 
 def units_on_stage(model, stages: int) -> int:
-    """Gather units (FSDP's wrapped layers) on rank 0's pipeline stage (``stage_units``)."""
+    """Gather units (FSDP's wrapped layers) on rank 0's pipeline stage: the model's gather units
+    times stage 0's share of its layers (``stage_layers``), at least 1."""
     units, layers = getattr(model, "gather_units", 1), getattr(model, "layers", 1)
-    return stage_units(units, layers, stages, 0)
+    if stages <= 1 or layers < stages:
+        return units
+    return max(1, units * len(stage_layers(layers, stages, 0)) // layers)
 
 
 def overlapped(

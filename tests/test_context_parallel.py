@@ -217,3 +217,109 @@ def test_check_accepts_the_context_axis(capsys) -> None:
     result = json.loads(capsys.readouterr().out)
     assert result["gradient_integrity"]["holds"] and result["state_consistency"]["holds"]
     assert "context and data" in result["gradient_integrity"]["reason"]
+
+
+# --- the time model (α-β, SPEC §9) --------------------------------------------------------------
+def test_the_time_model_prices_the_context_ops_by_alpha_beta() -> None:
+    from placement_edu.timing import comm_time, get_hardware, on_critical_path
+
+    hw = get_hardware("h100-nvlink-ib")
+    mesh = Mesh.parse("data=1,context=8")  # one node of 8 GPUs: the context group on NVLink
+    link = hw.axis_link(mesh, "context")
+    alpha, w = link.alpha_s, link.bandwidth
+    model = TransformerSpec(layers=2, hidden=64, heads=8, seq=64, vocab=128, micro_batch=2)
+    # Ulysses, per layer forward: two all-to-alls over c = 8, each (c-1) steps of α and
+    # (c-1)/c of its buffer: QKV 3·8,192/8 elements, the output 8,192/8, at 2 B
+    qkv, out = 3 * BSH // 8 * 2, BSH // 8 * 2
+    ulysses = derive_schedule(ULYSSES, model, mesh, MIXED)
+    by_hand = 2 * sum(7 * alpha + 7 / 8 * size / w for size in (qkv, out))
+    assert comm_time(ulysses, hw, mesh)["forward"] == pytest.approx(by_hand, rel=1e-12)
+    # ring, per layer forward: (c-1) sends of one K/V chunk, 2·8,192/8 elements at 2 B, one α
+    # each (a recv is priced at its sender)
+    ring = derive_schedule(RING, model, mesh, MIXED)
+    by_hand = 2 * 7 * (alpha + 2 * BSH // 8 * 2 / w)
+    assert comm_time(ring, hw, mesh)["forward"] == pytest.approx(by_hand, rel=1e-12)
+    # Ulysses waits for its all-to-alls; the ring's chunks travel under attention's blocks
+    assert all(on_critical_path(o) for o, _ in ulysses.counted() if o.op == "all_to_all")
+    assert not any(on_critical_path(o) for o, _ in ring.counted() if o.axis == "context")
+
+
+def test_time_prices_both_attentions_on_a_context_axis(capsys) -> None:
+    argv = ["time", *SHAPE, "--global-batch", "4", "--mesh", "data=2,context=4", "--json"]
+    seconds = {}
+    for attention in ("ring", "ulysses"):
+        assert main([*argv, "--context-attention", attention]) == 0
+        priced = json.loads(capsys.readouterr().out)
+        ops = {(c["op"], c["axis"]) for c in priced["breakdown"]["collectives"]}
+        assert ("all_to_all" if attention == "ulysses" else "send", "context") in ops
+        seconds[attention] = priced["step_s"]
+    assert seconds["ring"] != seconds["ulysses"]
+
+
+# --- composition with the tensor, pipeline and data axes: what splits what -------------------
+def test_context_then_sequence_parallelism_split_the_sequence_twice() -> None:
+    # Megatron's sequence parallelism splits the context rank's s/c tokens again over t: its
+    # all-gathers rebuild b·(s/c)·h, never b·s·h.
+    sp_model = TransformerSpec(
+        layers=2, hidden=64, heads=8, seq=64, vocab=128, micro_batch=2, sequence_parallel=True
+    )
+    strategy = get_strategy("tp").with_(sequence_parallel=True)
+    schedule = derive_schedule(strategy, sp_model, Mesh.parse("context=2,tensor=2"), MIXED)
+    gathers = {
+        o.elements
+        for o, _ in schedule.counted()
+        if o.axis == "tensor" and o.state.value == "activations"
+    }
+    assert gathers == {BSH // 2}
+
+
+def test_pipeline_stages_send_the_context_ranks_chunk() -> None:
+    schedule = derive_schedule(get_strategy("pp"), MODEL, Mesh.parse("context=2,pipeline=2"), MIXED)
+    sends = {o.elements for o, _ in schedule.counted() if o.axis == "pipeline"}
+    assert sends == {BSH // 2}  # b·(s/c)·h
+
+
+def test_context_repeats_no_work_where_a_tensor_axis_splitting_nothing_would() -> None:
+    # SPEC §6: an axis on which nothing is split repeats the work. The context axis always splits
+    # the tokens, so dp on it is valid; the same states whole on a tensor axis are refused.
+    derive_schedule(get_strategy("dp"), MODEL, Mesh.parse("data=1,context=2"), MIXED)
+    with pytest.raises(PlacementError, match="would repeat the same work"):
+        derive_schedule(get_strategy("dp"), MODEL, Mesh.parse("data=1,tensor=2"), MIXED)
+
+
+def test_parameters_sharded_on_context_are_refused_every_context_rank_runs_the_whole_model() -> (
+    None
+):
+    from placement_edu.placement import Placement
+    from placement_edu.strategies import Strategy
+
+    sharded = Strategy("p on context", Placement(params={"context": "S"}), mesh_axes=("context",))
+    with pytest.raises(PlacementError, match="params sharded \\(S\\) on the context axis"):
+        derive_schedule(sharded, MODEL, Mesh.parse("context=2"), MIXED)
+
+
+def test_a_skipped_context_reduction_breaks_gradient_integrity() -> None:
+    # A context rank's gradient covers its s/c tokens only: without the sum over context the
+    # optimizer applies a partial gradient.
+    from placement_edu.checker import gradient_integrity
+
+    mesh = Mesh.parse("data=2,context=4")
+    schedule = derive_schedule(RING, MODEL, mesh, MIXED).edited(
+        lambda ops: tuple(o for o in ops if not (o.axis == "context" and o.op == "all_reduce"))
+    )
+    verdict = gradient_integrity(schedule, RING, mesh)
+    assert not verdict.holds
+    assert "still partial on the context axis (4 ranks)" in verdict.reason
+
+
+def test_grads_materialized_on_context_break_rule_2() -> None:
+    from placement_edu.checker import check
+    from placement_edu.placement import Placement
+    from placement_edu.strategies import Strategy
+
+    freed = Strategy(
+        "grads freed on context", Placement(grads={"context": "M"}), mesh_axes=("data", "context")
+    )
+    result = check(freed, mesh="data=2,context=2")
+    assert [(v.rule, v.axes) for v in result.rule_violations] == [(2, ("context",))]
+    assert "gradient_integrity" in result.broken

@@ -22,6 +22,7 @@ from placement_edu.errors import PlacementError, shown
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
+from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.timing import FLOP_CONVENTION, get_hardware
 from placement_edu.units import GB
 
@@ -77,6 +78,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--sequence-parallel",
         action="store_true",
         help="Megatron sequence parallelism on the tensor axis",
+    )
+    p.add_argument(
+        "--context-attention",
+        choices=CONTEXT_ATTENTIONS,
+        default="ring",
+        help="on a context axis of --mesh: ring (K/V passed round the ring, overlapped with "
+        "attention) or ulysses (all-to-alls, heads <-> sequence, on the critical path)",
     )
     p.add_argument(
         "--recompute",
@@ -176,6 +184,7 @@ def _time(args: argparse.Namespace) -> int:
         args.schedule,
         args.overlap,
         args.efficiency,
+        args.context_attention,
     )
     if args.json:
         print(json.dumps(priced.to_dict(), indent=2))
