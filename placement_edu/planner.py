@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
-from placement_edu.models import TransformerSpec, heads_divide
+from placement_edu.models import ModelSpec, TransformerSpec, heads_divide
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import derive_schedule
@@ -61,6 +61,28 @@ SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
 )
 
 
+def nearest_shape(psi: int) -> tuple[str, int, int, int, int, int, str]:
+    """The published shape (a row of ``SHAPES``) whose GPT-style model (f = 4h) is nearest to
+    ``psi`` parameters, by ratio."""
+    psi = positive_int("number of parameters (psi)", psi)
+
+    def gpt_style_psi(shape) -> int:
+        _, layers, h, a, s, v, _ = shape
+        return TransformerSpec(layers=layers, hidden=h, heads=a, seq=s, vocab=v).psi
+
+    return min(SHAPES, key=lambda shape: abs(math.log(gpt_style_psi(shape) / psi)))
+
+
+def per_layer_model(psi: int) -> ModelSpec:
+    """The abstract model of a bare Ψ: ``psi`` parameters in the layers of the published shape
+    nearest to it (``nearest_shape``), gathered one layer at a time -- FSDP's usual wrapping. (A
+    single unit would gather the whole model at once: zero3's peak above zero2's.)"""
+    name, layers, *_ = nearest_shape(psi)
+    return ModelSpec(
+        psi, layers=layers, name=f"Ψ = {psi:,} parameters in {layers} layers ({name}'s L)"
+    )
+
+
 def default_transformer(
     psi: int, micro_batch: int = 1, seq: int | None = None
 ) -> tuple[TransformerSpec, str]:
@@ -79,8 +101,7 @@ def default_transformer(
             layers=layers, hidden=h, heads=a, seq=s, vocab=v, ffn=f, micro_batch=micro_batch
         )
 
-    shape = min(SHAPES, key=lambda sh: abs(math.log(with_ffn(sh, 4 * sh[2]).psi / psi)))
-    name, layers, h, a, s, v, source = shape
+    name, layers, h, a, s, v, source = nearest_shape(psi)
     s = s if seq is None else positive_int("seq", seq)
     shape = (name, layers, h, a, s, v, source)
     # Ψ = L·(4h² + 9h + (2h + 1)·f) + (V + s)·h + 2h: solve for the whole f nearest to psi.

@@ -36,7 +36,7 @@ from placement_edu.models import (
     Model,
     TransformerSpec,
     as_model,
-    stage_layers,
+    stage_units,
     tensor_divides_heads,
 )
 from placement_edu.placement import BATCH_AXES, GATHERED, PHASES, State
@@ -657,12 +657,9 @@ class Overlapped:
 
 
 def units_on_stage(model, stages: int) -> int:
-    """Gather units (FSDP's wrapped layers) on rank 0's pipeline stage: the model's gather units
-    times stage 0's share of its layers (``stage_layers``), at least 1."""
+    """Gather units (FSDP's wrapped layers) on rank 0's pipeline stage (``stage_units``)."""
     units, layers = getattr(model, "gather_units", 1), getattr(model, "layers", 1)
-    if stages <= 1 or layers < stages:
-        return units
-    return max(1, units * len(stage_layers(layers, stages, 0)) // layers)
+    return stage_units(units, layers, stages, 0)
 
 
 def overlapped(
