@@ -41,6 +41,8 @@ from placement_edu.models import (
     as_model,
     tensor_divides_heads,
 )
+from placement_edu.experts import SMALL_MOE, MoESpec, has_experts, routing_problems
+from placement_edu.placement import EXPERT_AXIS
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, GradStatus, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
@@ -150,6 +152,13 @@ def gradient_integrity(
     ):
         partial_on.append("tensor")  # norms see only their slice of the sequence (SPEC §6 rule 3)
     need = math.prod(mesh.degree(a) for a in batch)
+    d = mesh.degree("data")
+    if has_experts(model) and mesh.degree(EXPERT_AXIS) > 1:
+        # EP is carved from data: its ranks read other tokens, so the dense grads are partial
+        # there too, and the batch is split d·e ways (the experts' own grads are whole on it)
+        batch.append(EXPERT_AXIS)
+        partial_on.append(EXPERT_AXIS)
+        need *= mesh.degree(EXPERT_AXIS)
 
     # Micro-batches that every op treats alike form one class [a, b): a repeated pass stands for a
     # range of them, so the walk's cost depends on the schedule's entries, not on m.
@@ -221,7 +230,12 @@ def gradient_integrity(
                 + ", ".join(str(a) if b - a == 1 else f"{a}..{b - 1}" for a, b in spans)
             )
         )
-        if axis == "tensor":
+        if axis == EXPERT_AXIS:
+            fix = (
+                "all-reduce the dense grads over the data × expert group (every rank that read "
+                "other tokens) in backward, before optimizer_step"
+            )
+        elif axis == "tensor":
             fix = (
                 "all-reduce the gradients of parameters replicated across tensor ranks (e.g. "
                 "norms) on tensor: under sequence parallelism each tensor rank saw only its slice "
@@ -229,12 +243,18 @@ def gradient_integrity(
             )
         else:
             reduction = grad_reduction(strategy, axis)
+            experts = (
+                "the experts' grads over their data replicas: " if EXPERT_AXIS in batch else ""
+            )
             fix = (
-                f"sum them with {'an' if reduction == 'all_reduce' else 'a'} {reduction} of grads "
-                f"on {axis} in backward, before optimizer_step"
+                f"{experts}sum them with {'an' if reduction == 'all_reduce' else 'a'} "
+                f"{reduction} of grads on {axis} in backward, before optimizer_step"
             )
         # whole replicas updated from different gradients drift apart; owners' slices do not
-        whole = axis == "tensor" or strategy.placement.mode(State.OPTIMIZER, axis) in WHOLE
+        whole = (
+            axis in ("tensor", EXPERT_AXIS)
+            or strategy.placement.mode(State.OPTIMIZER, axis) in WHOLE
+        )
         problems.append(
             f"grads reach optimizer_step still partial on the {axis} axis ({n} ranks){which}: each "
             "rank would apply only the gradient of its own slice of the batch"
@@ -263,6 +283,7 @@ def gradient_integrity(
                 f"the summed gradient is divided by {signature[0]}, but the batch is split "
                 f"{need} ways ({ways}): divide it once by {need}."
             )
+    problems += routing_problems(schedule, model)
     problems += [
         str(v) + "." for v in violations if RULE_CONDITION.get(v.rule) == "gradient_integrity"
     ]
@@ -283,6 +304,12 @@ def gradient_integrity(
             )
         return Condition(True, reason)
     ways = " and ".join(batch) + f" ({' × '.join(str(mesh.degree(a)) for a in batch)} ranks)"
+    if EXPERT_AXIS in batch:  # the two groups of expert parallelism (schedule/expert_parallel.py)
+        ways = (
+            f"{ways} for the dense params; the experts' own grads are whole on expert (the "
+            "all-to-alls brought every token that chose them)"
+            + (f" and partial only over their {mesh.degree('data')} data replicas" if d > 1 else "")
+        )
     ops = " then ".join(f"the {_reduction(schedule, a)} on {a}" for a in batch)
     when = ""
     if m > 1:
@@ -495,9 +522,11 @@ def state_consistency(
 
 
 # --- the checker ------------------------------------------------------------------------------
-def default_model(mesh: Mesh) -> ModelSpec:
+def default_model(mesh: Mesh) -> ModelSpec | MoESpec:
     """A small abstract model that every mesh can derive (tensor and pipeline need
-    boundary_elements)."""
+    boundary_elements); on a mesh with an expert axis, a small mixture of experts."""
+    if mesh.degree(EXPERT_AXIS) > 1:
+        return SMALL_MOE
     return ModelSpec(
         psi=1_000_000,
         layers=max(8, mesh.degree("pipeline")),

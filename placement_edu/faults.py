@@ -1,4 +1,4 @@
-"""The five named faults of SPEC §5, as edits of a derived schedule.
+"""The five named faults of SPEC §5, and expert parallelism's two, as edits of a derived schedule.
 
 Each fault removes, repeats or spoils one operation and so breaks one correctness condition
 directly (``Fault.condition``); where it makes copies or parameters differ, the other fails too
@@ -12,12 +12,14 @@ applies to zero1 and zero2 but not to dp, whose update is already everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from placement_edu.errors import PlacementError
 from placement_edu.memory import GATHER_BUFFER
 from placement_edu.mesh import Mesh
+from placement_edu.placement import EXPERT_AXIS
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
 from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, Schedule
 
@@ -40,6 +42,15 @@ def _replicas_broadcast_at_start(strategy, mesh: Mesh) -> bool:
     return any(
         mesh.degree(a) > 1 and strategy.placement.mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES
     )
+
+
+def _expert_axis(strategy, mesh: Mesh) -> bool:
+    return mesh.degree(EXPERT_AXIS) > 1
+
+
+def _expert_replicas(strategy, mesh: Mesh) -> bool:
+    """Each expert has d > 1 data replicas: its grads are reduced over them."""
+    return _expert_axis(strategy, mesh) and _data_axis(strategy, mesh)
 
 
 def _gathered_params(strategy, mesh: Mesh) -> bool:
@@ -90,6 +101,30 @@ def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
         and o.phase in ("forward", "backward")
         else o
         for o in ops
+    )
+
+
+def _drop_routed_tokens(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    """The first forward dispatch leaves out the block bound for one of the e expert ranks: the
+    tokens routed to its experts never arrive (in every MoE layer of a run of equal layers)."""
+    out: list[Op] = []
+    dropped = False
+    for o in ops:
+        if not dropped and o.op == "all_to_all" and o.axis == EXPERT_AXIS and o.phase == "forward":
+            o = replace(
+                o,
+                elements=o.elements - Fraction(o.elements, o.group),
+                why="fault drop-routed-tokens: the block bound for one expert rank is left out",
+            )
+            dropped = True
+        out.append(o)
+    return tuple(out)
+
+
+def _skip_expert_grad_reduce(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    """Drop the reduction of the experts' grads over their data replicas (expert_parallel.py)."""
+    return tuple(
+        o for o in ops if not (o.state is State.GRADS and o.op in REDUCTIONS and o.axis == "data")
     )
 
 
@@ -157,6 +192,24 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _gathered_params,
                 _stale_gather,
             ),
+            Fault(
+                "drop-routed-tokens",
+                "gradient_integrity",
+                "the dispatch all-to-all leaves out the tokens routed to one expert rank, so "
+                "their experts never see them and the gradient misses their contribution",
+                "an expert axis of degree > 1 (a mixture of experts)",
+                _expert_axis,
+                _drop_routed_tokens,
+            ),
+            Fault(
+                "skip-expert-grad-reduce",
+                "gradient_integrity",
+                "the experts' grads are not reduced over the data replicas of each expert, so "
+                "each replica steps on the gradient of its own tokens only",
+                "an expert axis of degree > 1 beside a data axis of degree > 1",
+                _expert_replicas,
+                _skip_expert_grad_reduce,
+            ),
         )
     }
 )
@@ -206,6 +259,8 @@ def _where_it_applies(fault: Fault, strategy, mesh: Mesh) -> str:
     from placement_edu.strategies import example_mesh
 
     bigger = example_mesh(strategy)
+    if not fault.applies(strategy, bigger):  # an expert fault: the same axes with experts
+        bigger = Mesh.of(**dict(bigger.degrees), **{EXPERT_AXIS: 2})
     if fault.applies(strategy, bigger):
         return (
             f"{strategy.name} has that placement, but on {mesh} the axis the fault acts on has one "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from placement_edu.experts import check_expert_axis
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, TransformerSpec, UnitRun, prefetched_window
 from placement_edu.peak import logits_and_loss
@@ -119,6 +120,7 @@ def derive_memory(
 ) -> Memory:
     """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3)."""
     validate(strategy, mesh)
+    check_expert_axis(model, mesh, strategy)
     pl = strategy.placement
     coords = mesh.coords(rank)
     d = mesh.degree("data")

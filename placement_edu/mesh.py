@@ -25,7 +25,9 @@ from placement_edu.placement import AXES, known_axes
 #: slowest) and what ``init_device_mesh(shape=(r, p, d, c, t))`` builds (its last dimension is
 #: contiguous); replica sits outside pipeline, as SPEC §9 orders it (torchtitan puts its
 #: dp_replicate inside pp).
-LAYOUT: tuple[str, ...] = ("replica", "pipeline", "data", "context", "tensor")
+#: The expert axis sits between data and context (Megatron's ep between cp and dp): an expert
+#: group is e neighbours at stride c·t, carved from what was the data axis.
+LAYOUT: tuple[str, ...] = ("replica", "pipeline", "data", "expert", "context", "tensor")
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class Mesh:
         for axis in reversed(LAYOUT):
             out[axis] = rank % self.degree(axis)
             rank //= self.degree(axis)
-        optional = ("replica", "context")  # listed only on a mesh that has them
+        optional = ("replica", "expert", "context")  # listed only on a mesh that has them
         return {
             axis: out[axis] for axis in AXES if axis not in optional or axis in dict(self.degrees)
         }

@@ -28,6 +28,8 @@ from placement_edu.errors import (
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
 
+    from placement_edu.experts import MoESpec  # (experts.py builds on this module)
+
 Number = Union[int, Fraction]
 #: A run of equal gather units, in forward order: (elements of one unit, how many in a row). A
 #: model of 10^12 equal layers is one run, not a list of 10^12 sizes.
@@ -694,16 +696,16 @@ class ConcreteModel:
         )
 
 
-Model = Union[ModelSpec, TransformerSpec, ConcreteModel]
+Model = Union[ModelSpec, TransformerSpec, ConcreteModel, "MoESpec"]
 
 
 def as_model(model) -> Model:
     """A model, or Ψ (a number) for an abstract one; anything else is refused by name."""
-    if isinstance(model, (ModelSpec, TransformerSpec, ConcreteModel)):
-        return model
+    if isinstance(model, (IdealSlices, ConcreteModel)):  # MoESpec (experts.py) is IdealSlices
+        return model  # type: ignore[return-value]
     if isinstance(model, (int, float)) and not isinstance(model, bool):
         return ModelSpec(psi=model)  # type: ignore[arg-type]
     raise PlacementError(
-        f"model must be a number of parameters (Ψ) or a ModelSpec, TransformerSpec or "
-        f"ConcreteModel, got {model!r}"
+        f"model must be a number of parameters (Ψ) or a ModelSpec, TransformerSpec, MoESpec "
+        f"or ConcreteModel, got {model!r}"
     )

@@ -76,7 +76,9 @@ class GradStatus(str, Enum):
 #: (FSDP HYBRID_SHARD, "hsdp"): states are sharded within a data group and replicated across groups.
 #: ``context`` splits each sequence into c chunks (context parallelism, ``context.py``): every
 #: rank runs the whole model on its chunk of the tokens, so it splits the batch's tokens too.
-AXES: tuple[str, ...] = ("replica", "data", "context", "tensor", "pipeline")
+#: ``expert`` holds E/e of a mixture of experts' experts on each rank (expert parallelism,
+#: ``experts.py``); its modes are fixed (``expert_mode``), not chosen by a placement.
+AXES: tuple[str, ...] = ("replica", "data", "expert", "context", "tensor", "pipeline")
 #: Axes that split the batch: a gradient leaves backward partial along each of them (SPEC §5).
 #: Listed innermost first, the order in which gradients are reduced. ``context`` splits the tokens
 #: of each sequence: its ranks' gradients are partial sums too, reduced over data × context
@@ -89,9 +91,21 @@ DEFAULT_SHARD_DIMS = {
     "replica": "flat",
     "data": "flat",
     "context": "flat",
+    "expert": "expert",  # the index of the expert
     "tensor": "hidden",
     "pipeline": "layer",
 }
+
+
+#: The expert axis (expert parallelism, carved from the data axis as Megatron-LM does).
+EXPERT_AXIS = "expert"
+
+
+def expert_mode(state: State) -> Mode:
+    """A state's mode on the expert axis, fixed by what the axis is: the experts' params, grads
+    and optimizer state are S (each rank owns E/e experts, ``experts.py``); activations M. The
+    dense weights, R there, are the data axis' business (``experts.check_expert_axis``)."""
+    return default_mode(state) if State(state) is State.ACTIVATIONS else Mode.S
 
 
 def known_axes(named: Iterable[str], where: str) -> None:
@@ -136,6 +150,11 @@ def _axis_modes(state: State, spec: ModeSpec) -> tuple[Mode, ...]:
             "'OFF-R') or a mapping from axis to mode, e.g. {'data': 'SG', 'tensor': 'S'}"
         )
     known_axes(pairs, f"the {state} placement")
+    if EXPERT_AXIS in pairs:
+        raise PlacementError(
+            f"the {state} placement names the expert axis; its modes are fixed, not chosen: the "
+            "experts are S on it (E/e per rank), the dense weights as the data axis places them"
+        )
     return tuple(as_mode(pairs[axis]) if axis in pairs else default_mode(state) for axis in AXES)
 
 
@@ -172,6 +191,8 @@ class Placement:
 
     def mode(self, state: State, axis: str) -> Mode:
         """The mode of ``state`` along ``axis``."""
+        if axis == EXPERT_AXIS:
+            return expert_mode(state)
         return getattr(self, State(state).value)[AXES.index(axis)]
 
     def named(self, state: State) -> dict[str, Mode]:

@@ -182,8 +182,8 @@ def test_shard_dims_default_to_flat_hidden_layer() -> None:
     assert Strategy("x", Placement(), shard_dims={"tensor": "layer"}).shard_dims == (
         ("tensor", "layer"),
     )
-    with pytest.raises(PlacementError, match="shard_dims names axis 'expert'"):
-        Strategy("x", Placement(), shard_dims={"expert": "flat"})
+    with pytest.raises(PlacementError, match="shard_dims names axis 'vocab'"):
+        Strategy("x", Placement(), shard_dims={"vocab": "flat"})
 
 
 def test_zero2_under_pipeline_micro_batching_is_priced_m_times_with_a_warning() -> None:

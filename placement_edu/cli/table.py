@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from fractions import Fraction
 from typing import Callable
 
 from placement_edu.arguments import flag_type
@@ -17,6 +18,7 @@ from placement_edu.errors import (
     read_int,
     show_limit,
 )
+from placement_edu.experts import MoESpec
 from placement_edu.models import Model, TransformerSpec
 from placement_edu.planner import per_layer_model
 from placement_edu.precision import PRESETS, TRIPLE_FORM
@@ -83,6 +85,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--sequence-parallel",
         action="store_true",
         help="Megatron sequence parallelism on the tensor axis (model and strategies)",
+    )
+    e = p.add_argument_group(
+        "mixture of experts (with the transformer flags: a Mixtral-style MoE, SwiGLU experts of "
+        "width --ffn; an expert axis in --mesh splits its experts)"
+    )
+    e.add_argument("--experts", type=_count("experts"), default=None, help="E, experts per layer")
+    e.add_argument("--top-k", type=_count("experts per token"), default=None, help="k (default 2)")
+    e.add_argument(
+        "--capacity-factor",
+        type=flag_type(read_capacity_factor),
+        default=None,
+        help="cf: each expert takes ⌈k·cf·T/E⌉ tokens per micro-batch (default 1)",
     )
     p.add_argument(
         "--micro-batches",
@@ -152,6 +166,21 @@ def model_from_args(args: argparse.Namespace) -> Model:
         )
     if missing:
         raise PlacementError(f"a transformer needs {', '.join(missing)} too")
+    if getattr(args, "experts", None) is not None:
+        return moe_from_args(args, shape)
+    moe_only = [
+        flag
+        for flag, v in (
+            ("--top-k", getattr(args, "top_k", None)),
+            ("--capacity-factor", getattr(args, "capacity_factor", None)),
+        )
+        if v is not None
+    ]
+    if moe_only:
+        raise PlacementError(
+            f"{', '.join(moe_only)} shape{'s' if len(moe_only) == 1 else ''} a mixture of "
+            "experts: give --experts E too"
+        )
     model = TransformerSpec(
         micro_batch=args.micro_batch or 1,
         ffn=args.ffn or 0,
@@ -165,6 +194,49 @@ def model_from_args(args: argparse.Namespace) -> Model:
         raise PlacementError(
             f"this transformer has {model.psi:,} parameters, more than "
             f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --vocab"
+        )
+    return model
+
+
+def read_capacity_factor(text: str) -> Fraction:
+    """A positive decimal, read exactly (1.25 is 5/4)."""
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        value = Fraction(0)
+    if value <= 0:
+        raise PlacementError(
+            f"capacity factor {text!r} is not a positive number; expected e.g. 1 or 1.25"
+        )
+    return value
+
+
+def moe_from_args(args: argparse.Namespace, shape: dict) -> MoESpec:
+    """The transformer flags with --experts: a Mixtral-style mixture of experts (experts.py)."""
+    dense_only = {
+        "--recompute": args.recompute,
+        "--attention": getattr(args, "attention", None),
+        "--sequence-parallel": args.sequence_parallel or None,
+    }
+    given = [flag for flag, v in dense_only.items() if v is not None]
+    if given:
+        raise PlacementError(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not derived for a mixture "
+            "of experts (--experts); leave " + ("it" if len(given) == 1 else "them") + " out"
+        )
+    model = MoESpec(
+        ffn=args.ffn or 4 * shape["hidden"],
+        experts=args.experts,
+        top_k=args.top_k or 2,
+        capacity_factor=args.capacity_factor or Fraction(1),
+        micro_batch=args.micro_batch or 1,
+        kv_heads=getattr(args, "kv_heads", None) or 0,
+        **shape,
+    )
+    if model.psi > MAX_PARAMS:
+        raise PlacementError(
+            f"this mixture of experts has {model.psi:,} parameters, more than "
+            f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --experts"
         )
     return model
 

@@ -12,6 +12,13 @@ from placement_edu.precision import Precision
 from placement_edu.axes import validate
 from placement_edu.schedule.context import context_applies, context_attention_collectives
 from placement_edu.schedule.ops import Op, Repeat, Schedule
+from placement_edu.experts import check_expert_axis
+from placement_edu.schedule.expert_parallel import (
+    dense_startup_broadcast,
+    expert_all_to_alls,
+    expert_degree,
+    expert_parallel_grads,
+)
 from placement_edu.schedule.pipeline import pipeline_runs
 from placement_edu.schedule.rules import (
     Device,
@@ -70,11 +77,12 @@ def derive_schedule(
     the accumulated gradient) are held once with their count: the cost does not grow with m.
     ``strict=False`` derives compositions that break a safety rule too (for the checker)."""
     validate(strategy, mesh, strict)
+    check_expert_axis(model, mesh, strategy)
     dev = Device(strategy, model, mesh, precision, rank, mesh.coords(rank))
     context_applies(strategy, model, mesh, dev.tensor)
     m, reshard = strategy.micro_batches, strategy.reshard_after_forward
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
-    entries: list[Op | Repeat] = list(startup_broadcasts(dev))
+    entries: list[Op | Repeat] = [*startup_broadcasts(dev), *dense_startup_broadcast(dev)]
     # Interleaved 1F1B: a pass of micro-batch k is its v chunks' passes, held together here (their
     # boundaries: v× the sends and receives; the order the chunks run in is looped_order's).
     chunks = range(strategy.virtual_stages)
@@ -94,6 +102,7 @@ def derive_schedule(
             return (
                 ops
                 + tensor_parallel_collectives(dev, "forward")
+                + expert_all_to_alls(dev, "forward")
                 + context_attention_collectives(dev, "forward")
                 + [o for c in chunks for o in pipeline_boundary(dev, "send", "forward", tag, c)]
             )
@@ -106,12 +115,15 @@ def derive_schedule(
             )
         ops += [
             *tensor_parallel_collectives(dev, "backward"),
+            *expert_all_to_alls(dev, "backward"),
             *context_attention_collectives(dev, "backward"),
             *(o for c in chunks for o in pipeline_boundary(dev, "send", "backward", tag, c)),
         ]
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
-            ops += [*sequence_parallel_norms(dev, tag), *reduce_partial_grads(dev, tag)]
+            ops += sequence_parallel_norms(dev, tag)
+            ep = expert_degree(dev) > 1  # expert parallelism: two groups (expert_parallel.py)
+            ops += expert_parallel_grads(dev, tag) if ep else reduce_partial_grads(dev, tag)
             ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
         return ops
 

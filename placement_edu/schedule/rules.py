@@ -29,6 +29,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, UnitRun, stage_layers
 from placement_edu.placement import (
     BATCH_AXES,
+    EXPERT_AXIS,
     GATHERED,
     HOST_MODES,
     SPLIT_MODES,
@@ -230,8 +231,9 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
 
 def scale_once(dev: Device, tag: Tag) -> list[Op]:
     """SPEC §5 (gradient integrity): the summed gradient is divided once, by the product of the
-    batch-splitting degrees, to become the batch mean."""
-    batch = dev.batch_axes
+    batch-splitting degrees, to become the batch mean. The expert axis, carved from data, splits
+    the batch too (its ranks read other tokens)."""
+    batch = dev.batch_axes + ((EXPERT_AXIS,) if dev.mesh.degree(EXPERT_AXIS) > 1 else ())
     if not batch:
         return []
     total = math.prod(dev.mesh.degree(a) for a in batch)

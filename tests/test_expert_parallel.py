@@ -1,0 +1,240 @@
+"""Expert parallelism (issue 26, item 2): a mixture-of-experts shape, the expert axis carved from
+data, its all-to-alls and its two gradient groups, the two faults that break it, and the busiest
+rank under a routing skew -- published figures cited beside the expected values, the rest by hand.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from placement_edu import Mesh, Placement, PlacementError, get_precision
+from placement_edu.checker import check
+from placement_edu.cli import main
+from placement_edu.experts import (
+    MIXTRAL_8X7B,
+    SMALL_MOE,
+    MoESpec,
+    all_to_all_elements,
+    expert_capacity,
+    imbalance_text,
+    rank_load,
+)
+from placement_edu.memory import derive_memory
+from placement_edu.models import ModelSpec
+from placement_edu.schedule import derive_schedule, ring_bytes
+from placement_edu.strategies import get_strategy
+
+pytestmark = pytest.mark.fast
+
+MIXED = get_precision("mixed_adam")
+DP = get_strategy("dp")
+
+
+def test_mixtral_8x7b_has_46_7b_parameters_12_9b_active() -> None:
+    # Jiang et al. 2024, "Mixtral of Experts" (arXiv 2401.04088) and Mistral AI's release: 46.7B
+    # total, 12.9B active (two of eight experts per token).
+    assert MIXTRAL_8X7B.psi == 46_702_792_704
+    assert round(MIXTRAL_8X7B.psi / 1e9, 1) == 46.7
+    assert MIXTRAL_8X7B.active_psi == 12_879_925_248
+    assert round(MIXTRAL_8X7B.active_psi / 1e9, 1) == 12.9
+    # by hand: one SwiGLU expert 3·4096·14336; 32 layers × 8 experts of them
+    assert MIXTRAL_8X7B.expert_elements == 32 * 8 * 3 * 4096 * 14336 == 45_097_156_608
+    # attention 2·4096² + 2·4096·1024, router 4096·8, two norms 2·4096, per layer; embeddings and
+    # the untied head 2·32000·4096; the final norm 4096
+    per_layer = 2 * 4096**2 + 2 * 4096 * 1024 + 4096 * 8 + 2 * 4096
+    assert MIXTRAL_8X7B.dense_elements == 32 * per_layer + 2 * 32000 * 4096 + 4096
+
+
+def test_expert_capacity_is_switch_transformers_tokens_over_experts_times_the_factor() -> None:
+    # Fedus et al. 2021 (Switch Transformer), eq. 3: capacity = tokens per batch / experts ×
+    # capacity factor; top-1, T = 4096, E = 8, cf = 1.25: 640 tokens per expert
+    switch = MoESpec(
+        layers=1, hidden=64, heads=4, ffn=128, vocab=8, experts=8, top_k=1, seq=4096,
+        capacity_factor=Fraction(5, 4),
+    )  # fmt: skip
+    assert expert_capacity(switch) == 640
+    # GShard's top-2: k·T/E × cf; Mixtral at cf = 1: 2·4096/8 = 1024, rounded up when not whole
+    assert expert_capacity(MIXTRAL_8X7B) == 1024
+    odd = MoESpec(layers=1, hidden=8, heads=2, ffn=8, vocab=8, experts=3, top_k=1, seq=10)
+    assert expert_capacity(odd) == 4  # ⌈10/3⌉
+
+
+def test_each_moe_layer_runs_four_all_to_alls_of_t_k_cf_h_per_micro_batch() -> None:
+    # By hand, Mixtral on data=2,expert=4, b = 1, s = 4096: each all-to-all moves the E·C·h
+    # buffer, T·k·cf·h = 4096·2·1·4096 bf16 elements = 67,108,864 B, of which (e-1)/e = 3/4 leave
+    # the rank: 50,331,648 B; dispatch and combine forward, the two reversed backward.
+    mesh = Mesh.parse("data=2,expert=4")
+    schedule = derive_schedule(DP, MIXTRAL_8X7B, mesh, MIXED)
+    a2a = [(o, n) for o, n in schedule.counted() if o.op == "all_to_all"]
+    assert all_to_all_elements(MIXTRAL_8X7B) == 4096 * 2 * 4096
+    assert [(o.phase, o.axis, o.group, n) for o, n in a2a] == [
+        ("forward", "expert", 4, 32),
+        ("forward", "expert", 4, 32),
+        ("backward", "expert", 4, 32),
+        ("backward", "expert", 4, 32),
+    ]
+    assert {o.payload_bytes for o, _ in a2a} == {67_108_864}
+    assert {o.ring_bytes for o, _ in a2a} == {50_331_648}
+    assert ring_bytes("all_to_all", 4, 67_108_864) == 50_331_648
+    assert sum(o.ring_bytes * n for o, n in a2a) == 4 * 32 * 50_331_648 == 6_442_450_944
+
+
+def test_top_k_and_capacity_factor_set_the_all_to_all_bytes() -> None:
+    # T·k·cf·h: doubling k doubles the bytes, cf = 1.25 adds a quarter
+    base = dict(layers=2, hidden=64, heads=4, ffn=128, vocab=256, experts=8, seq=32)
+    top1 = MoESpec(top_k=1, **base)  # type: ignore[arg-type]
+    top2 = MoESpec(top_k=2, **base)  # type: ignore[arg-type]
+    padded = MoESpec(top_k=2, capacity_factor=Fraction(5, 4), **base)  # type: ignore[arg-type]
+    assert all_to_all_elements(top1) == 32 * 1 * 64 == 2048
+    assert all_to_all_elements(top2) == 32 * 2 * 64 == 4096
+    assert all_to_all_elements(padded) == 32 * 2 * Fraction(5, 4) * 64 == 5120
+
+
+def test_expert_grads_reduce_over_data_dense_grads_over_data_times_expert() -> None:
+    mesh = Mesh.parse("data=2,expert=4")
+    schedule = derive_schedule(DP, MIXTRAL_8X7B, mesh, MIXED)
+    reductions = [
+        (o.op, o.axis, o.group, o.payload_bytes, o.ring_bytes)
+        for o, _ in schedule.counted()
+        if o.op == "all_reduce"
+    ]
+    dense, experts = MIXTRAL_8X7B.dense_elements, MIXTRAL_8X7B.expert_elements
+    assert dense == 1_605_636_096
+    assert reductions == [
+        # the dense grads over all 8 ranks: 2·7/8 of 2 B × 1,605,636,096
+        ("all_reduce", "expert", 8, 3_211_272_192, 5_619_726_336),
+        # each rank's E/e = 2 experts over their 2 data replicas: 2·1/2 of 2 B × experts/4
+        ("all_reduce", "data", 2, 2 * experts // 4, 22_548_578_304),
+    ]
+    scale = [o for o, _ in schedule.counted() if o.op == "scale"]
+    assert [o.group for o in scale] == [8]  # the batch is split d·e = 8 ways
+    # pure expert parallelism: no data replicas, so only the dense all-reduce over the 8
+    alone = derive_schedule(DP, MIXTRAL_8X7B, Mesh.parse("data=1,expert=8"), MIXED)
+    assert [(o.axis, o.group) for o, _ in alone.counted() if o.op == "all_reduce"] == [
+        ("expert", 8)
+    ]
+
+
+def test_expert_weights_are_split_e_ways_dense_weights_whole() -> None:
+    # mixed_adam, 16 B per parameter held: dense whole, the experts over e = 4
+    memory = derive_memory(DP, MIXTRAL_8X7B, Mesh.parse("data=2,expert=4"), MIXED)
+    held = MIXTRAL_8X7B.dense_elements + MIXTRAL_8X7B.expert_elements // 4
+    assert memory.model_state == 16 * held == 206_078_803_968
+    # E/e = 2 = k: each rank holds exactly the parameters one token uses
+    assert held == MIXTRAL_8X7B.active_psi
+    dense_dp = derive_memory(DP, MIXTRAL_8X7B, Mesh.parse("data=8"), MIXED)
+    assert dense_dp.model_state == 16 * 46_702_792_704
+
+
+def test_pipeline_stages_run_the_all_to_alls_of_their_own_layers() -> None:
+    mesh = Mesh.parse("data=2,expert=2,pipeline=2")
+    for rank in (0, mesh.stride("pipeline")):
+        schedule = derive_schedule(get_strategy("dp×pp"), SMALL_MOE, mesh, MIXED, rank)
+        units = {units for o, units, _ in schedule.held() if o.op == "all_to_all"}
+        assert units == {4}  # 8 layers, 4 per stage, each its dispatch and combine
+
+
+def test_the_checker_holds_for_expert_parallelism_and_each_fault_breaks_integrity() -> None:
+    assert check("dp", mesh="data=2,expert=4").broken == []
+    assert check("dp", mesh="data=1,expert=4").broken == []
+    dropped = check("dp", mesh="data=2,expert=4", fault="drop-routed-tokens")
+    assert dropped.broken == ["gradient_integrity"]
+    # SMALL_MOE: E·C·h = 8·⌈2·32/8⌉·64 = 4096 elements, the block of one of 4 ranks left out
+    assert "carries 3,072 of the 4,096 elements" in str(dropped)
+    assert "16 token slots of h lost" in str(dropped)
+    skipped = check("dp", mesh="data=2,expert=4", fault="skip-expert-grad-reduce")
+    assert skipped.broken == ["gradient_integrity"]
+    assert "state consistency fails too, as a consequence" in str(skipped)
+    assert "the experts' grads over their data replicas" in str(skipped)
+
+
+def test_a_schedule_without_the_dense_reduction_leaves_grads_partial_on_expert() -> None:
+    from placement_edu.checker import gradient_integrity
+
+    mesh = Mesh.parse("data=2,expert=4")
+    schedule = derive_schedule(DP, SMALL_MOE, mesh, MIXED).edited(
+        lambda ops: tuple(o for o in ops if not (o.op == "all_reduce" and o.axis == "expert"))
+    )
+    condition = gradient_integrity(schedule, DP, mesh, model=SMALL_MOE)
+    assert not condition.holds
+    assert "still partial on the expert axis (4 ranks)" in condition.reason
+
+
+def test_the_expert_faults_apply_only_where_there_is_an_expert_axis() -> None:
+    with pytest.raises(PlacementError, match="try dp on data=4,expert=2"):
+        check("dp", mesh="data=4", fault="drop-routed-tokens")
+    with pytest.raises(PlacementError, match="beside a data axis of degree > 1"):
+        check("dp", mesh="data=1,expert=4", fault="skip-expert-grad-reduce")
+
+
+def test_load_imbalance_the_busiest_rank_beside_the_balanced_one() -> None:
+    # Mixtral on e = 4 ranks, T = 4096, k = 2: 4·4096·2 = 32,768 routed copies; balanced, each
+    # rank takes 8,192; a rank chosen by half of them takes 16,384 dropless (2x the bytes from the
+    # other 3 ranks: 16,384·3/4·4096·2 B, and 2x its FLOPs, 2·3·4096·14336 each)
+    even = rank_load(MIXTRAL_8X7B, 4, 0, dropless=True)
+    busy = rank_load(MIXTRAL_8X7B, 4, Fraction(1, 2), dropless=True)
+    assert (even.tokens, busy.tokens) == (8192, 16384)
+    assert busy.received_bytes == 16384 * Fraction(3, 4) * 4096 * 2 == 100_663_296
+    assert busy.forward_flops == 16384 * 2 * 3 * 4096 * 14336
+    assert busy.dropped == 0
+    # under capacity factor 1 the buffers stay E·C = 8,192 slots: same bytes, 8,192 tokens dropped
+    capped = rank_load(MIXTRAL_8X7B, 4, Fraction(1, 2))
+    assert (capped.tokens, capped.dropped) == (8192, 8192)
+    assert capped.received_bytes == even.received_bytes == 50_331_648
+    text = imbalance_text(MIXTRAL_8X7B, 4, Fraction(1, 2))
+    assert "dropless: tokens 16,384 vs 8,192 balanced (2x)" in text
+    assert "dropped 8,192 tokens" in text
+    with pytest.raises(PlacementError, match="between 1/e = 1/4"):
+        rank_load(MIXTRAL_8X7B, 4, Fraction(1, 8))
+
+
+def test_refusals_are_one_line() -> None:
+    with pytest.raises(PlacementError, match="model has no experts"):
+        check("dp", mesh="data=2,expert=2", model=ModelSpec(psi=1_000_000))
+    six = MoESpec(layers=2, hidden=64, heads=4, ffn=128, vocab=100, experts=6, top_k=2, seq=8)
+    with pytest.raises(PlacementError, match="6 experts cannot be split evenly .* expert=3"):
+        derive_schedule(DP, six, Mesh.parse("data=1,expert=4"), MIXED)
+    with pytest.raises(PlacementError, match="not derived yet"):
+        derive_memory(get_strategy("zero3"), SMALL_MOE, Mesh.parse("data=2,expert=2"), MIXED)
+    with pytest.raises(PlacementError, match="names the expert axis; its modes are fixed"):
+        Placement(params={"expert": "R"})
+    with pytest.raises(PlacementError, match="top_k .* cannot exceed"):
+        MoESpec(layers=1, hidden=8, heads=2, ffn=8, vocab=8, experts=2, top_k=3)
+
+
+SHAPE = "--layers 2 --hidden 64 --heads 4 --vocab 100 --seq 8".split()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            [*SHAPE, "--devices", "4", "--mesh", "data=2,expert=2", "--strategies", "dp"],
+            "the model has no experts",
+        ),
+        (
+            [*SHAPE, "--experts", "6", "--devices", "4", "--mesh", "data=1,expert=4"],
+            "6 experts cannot be split evenly",
+        ),
+        ([*SHAPE, "--top-k", "2", "--devices", "4"], "--top-k shapes a mixture of experts"),
+        (
+            [*SHAPE, "--experts", "4", "--capacity-factor", "0", "--devices", "4"],
+            "capacity factor '0' is not a positive number",
+        ),
+    ],
+)
+def test_table_refuses_in_one_line(argv, message, capsys) -> None:
+    assert main(["table", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_table_and_check_accept_the_expert_axis(capsys) -> None:
+    argv = [*SHAPE, "--experts", "4", "--top-k", "2", "--devices", "4"]
+    assert main(["table", *argv, "--mesh", "data=2,expert=2", "--strategies", "dp", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"expert": 2' in out
+    assert main(["check", "dp", "--mesh", "data=2,expert=2", "--fault", "drop-routed-tokens"]) == 0
+    assert "gradient integrity: BROKEN" in capsys.readouterr().out
