@@ -94,7 +94,8 @@ PINNED: dict[str, object] = {
     "zero3-comm-ratio": 1.5,  # 3Ψ / 2Ψ (ZeRO §7)
     "zero1-comm": 2,  # reduce-scatter Ψ + all-gather Ψ (ZeRO §7)
     "zero-fp32-grads-extra-gb": F("0.234375"),  # 2 more bytes per sharded gradient: 2Ψ/N
-    "zero-grad-op-extra-peak-gb": F("1.9375"),  # 2Ψ − 2Ψ/32, Ψ = 1e9
+    # 2Ψ − 2 · 2Ψ/32 (zero3's two live units: the one computing, the one prefetched), Ψ = 1e9
+    "zero-grad-op-extra-peak-gb": F("1.875"),
 }
 
 

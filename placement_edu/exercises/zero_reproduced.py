@@ -132,20 +132,25 @@ EXERCISES = EXERCISES + (
         "GB higher is its peak than zero3's?",
         lambda: _grad_op_extra_peak_gb(10**9, 8, 32),
         "GB (1e9 bytes)",
-        "zero3's window is one gathered unit (2Ψ/32 = 0.0625 GB); fsdp_grad_op holds every "
-        "gathered unit until backward frees it, the whole fp16 model (2Ψ = 2 GB): 2 − 0.0625 = "
-        "1.9375 GB more, for 1Ψ less traffic.",
+        "zero3's window is two gathered units, the one computing and the next, prefetched "
+        "(2 × 2Ψ/32 = 0.125 GB); fsdp_grad_op holds every gathered unit until backward frees "
+        "it, the whole fp16 model (2Ψ = 2 GB): 2 − 0.125 = 1.875 GB more, for 1Ψ less traffic.",
         mistakes=(
             (
                 0,
                 "with one gather unit (the whole model) the two windows are the same; at 32 units "
-                "zero3 gathers one unit at a time.",
+                "zero3 gathers a unit at a time, prefetching the next.",
             ),
-            (2, "that is fsdp_grad_op's whole window; zero3 already holds one unit of it."),
+            (2, "that is fsdp_grad_op's whole window; zero3 already holds two units of it."),
+            (
+                Fraction(31, 16),
+                "that counts one unit in zero3's window; FSDP gathers the next unit while one "
+                "computes (its prefetch), so two are live.",
+            ),
         ),
         hint=(
-            "the window is what is gathered at once: one unit for zero3, all of "
-            "them for fsdp_grad_op."
+            "the window is what is gathered at once: two units for zero3 (the one computing and "
+            "the one prefetched), all of them for fsdp_grad_op."
         ),
     ),
 )
