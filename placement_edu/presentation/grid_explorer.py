@@ -24,7 +24,8 @@ from placement_edu.units import fmt_bytes
 #: Devices the explorer offers (the grid draws the first 8 ranks).
 DEVICE_CHOICES = (2, 4, 8, 16, 32, 64)
 #: The abstract model's layers: a pipeline needs a whole layer per stage at least, and an SG state
-#: is gathered one layer at a time (FSDP wraps each layer), so its gather window is Ψ/LAYERS.
+#: is gathered one layer at a time (FSDP wraps each layer), so its gather window is two layers
+#: (the one computing and the next, prefetched): 2Ψ/LAYERS.
 LAYERS = 64
 #: Elements of one activation crossing a tensor- or pipeline-parallel boundary, b·s·h, for one
 #: micro-batch: b = 1 sequence of s = 4096 tokens at width h = 4096 (Llama-2-7B's width). Only tp
