@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Mapping, Sequence
 
+from placement_edu.experts import has_experts
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.gemm import GemmCurve, check_curve, gemm_factor
 from placement_edu.mesh import Mesh, as_mesh
@@ -500,7 +501,7 @@ def attention_flops_per_token(model) -> dict[str, int]:
     12·L·H·Q·T; Narayanan et al. 2021 eq. 3's s/(6h) term). No causal halving, as both count.
     0 for a model without a sequence."""
     model = as_model(model)
-    if not isinstance(model, TransformerSpec):
+    if not isinstance(model, TransformerSpec) and not has_experts(model):
         return {"forward": 0, "backward": 0, "step": 0}
     forward = 4 * model.layers * model.hidden * model.seq
     return {"forward": forward, "backward": 2 * forward, "step": 0}
@@ -520,7 +521,9 @@ def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
         recompute in TransformerSpec.RECOMPUTE,
         f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
     )
-    psi = as_model(psi_or_model).psi
+    model = as_model(psi_or_model)
+    # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py)
+    psi = model.active_psi if has_experts(model) else model.psi
     attention = attention_flops_per_token(psi_or_model)
     forward = 2 * psi + attention["forward"]
     replayed = {"none": 0, "selective": attention["forward"], "full": forward}[recompute]

@@ -238,3 +238,39 @@ def test_table_and_check_accept_the_expert_axis(capsys) -> None:
     assert '"expert": 2' in out
     assert main(["check", "dp", "--mesh", "data=2,expert=2", "--fault", "drop-routed-tokens"]) == 0
     assert "gradient integrity: BROKEN" in capsys.readouterr().out
+
+
+def test_a_mixture_of_experts_computes_with_its_active_parameters() -> None:
+    from placement_edu.timing import flops_per_token
+
+    # 6·Ψ_active per token plus attention's 12·L·h·s: forward 2·12,879,925,248 + 4·32·4096·4096
+    assert flops_per_token(MIXTRAL_8X7B) == {
+        "forward": 2 * 12_879_925_248 + 4 * 32 * 4096 * 4096,
+        "backward": 4 * 12_879_925_248 + 8 * 32 * 4096 * 4096,
+        "step": 0,
+    }
+
+
+def test_the_all_to_alls_are_priced_alpha_beta_on_the_node_link() -> None:
+    from placement_edu.timing import get_hardware, step_time
+
+    hw = get_hardware("h100-nvlink-ib")  # 8 GPUs a node: data=2,expert=4 is one node, NVLink
+    alpha, w = hw.node_link.alpha_s, hw.node_link.bandwidth
+    t = step_time(DP, MIXTRAL_8X7B, "data=2,expert=4", MIXED, hw, tokens_per_device=4096)
+    forward_comm = dict((p, c) for p, _, c in t.by_pass)["forward"]
+    # forward: 2 all-to-alls x 32 layers, each (e-1) = 3 steps of α and 50,331,648 B at W
+    assert forward_comm == pytest.approx(64 * (3 * alpha + 50_331_648 / w), rel=1e-12)
+
+
+def test_table_shows_the_busiest_expert_rank_beside_the_balanced_one(capsys) -> None:
+    argv = [*SHAPE, "--experts", "4", "--top-k", "1", "--devices", "4", "--strategies", "dp"]
+    assert main(["table", *argv, "--mesh", "data=2,expert=2", "--routing-skew", "0.75"]) == 0
+    out = capsys.readouterr().out
+    # b·s = 8 tokens, k = 1, two ranks: 16 routed; balanced 8 each, the busiest 12 dropless;
+    # under cf = 1 its E·C = 4·2 = 8 slots keep 8 and drop 4
+    assert "dropless: tokens 12 vs 8 balanced (1.5x)" in out
+    assert "capacity factor 1: tokens 8 vs 8 balanced (1x)" in out and "dropped 4 tokens" in out
+    assert main(["table", *argv, "--mesh", "data=2,expert=2", "--routing-skew", "0.25"]) == 2
+    assert "between 1/e = 1/2 (balanced) and 1, got 1/4" in capsys.readouterr().err
+    assert main(["table", *argv, "--routing-skew", "0.5"]) == 2
+    assert "--routing-skew shows the busiest expert rank" in capsys.readouterr().err

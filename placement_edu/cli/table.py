@@ -18,10 +18,12 @@ from placement_edu.errors import (
     read_int,
     show_limit,
 )
-from placement_edu.experts import MoESpec
+from placement_edu.experts import MoESpec, imbalance_text
+from placement_edu.mesh import Mesh
+from placement_edu.placement import EXPERT_AXIS
 from placement_edu.models import Model, TransformerSpec
 from placement_edu.planner import per_layer_model
-from placement_edu.precision import PRESETS, TRIPLE_FORM
+from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
 from placement_edu.report import compare
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
 
@@ -97,6 +99,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=flag_type(read_capacity_factor),
         default=None,
         help="cf: each expert takes ⌈k·cf·T/E⌉ tokens per micro-batch (default 1)",
+    )
+    e.add_argument(
+        "--routing-skew",
+        type=flag_type(read_share),
+        default=None,
+        help="the busiest expert rank's share of the routed tokens (e.g. 0.5; balanced: 1/e): "
+        "prints its tokens, bytes and expert FLOPs beside the balanced rank's",
     )
     p.add_argument(
         "--micro-batches",
@@ -198,6 +207,17 @@ def model_from_args(args: argparse.Namespace) -> Model:
     return model
 
 
+def read_share(text: str) -> Fraction:
+    """A share in (0, 1], read exactly ("0.5" or "1/2")."""
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        value = Fraction(0)
+    if not 0 < value <= 1:
+        raise PlacementError(f"routing skew {text!r} is not a share in (0, 1]; expected e.g. 0.5")
+    return value
+
+
 def read_capacity_factor(text: str) -> Fraction:
     """A positive decimal, read exactly (1.25 is 5/4)."""
     try:
@@ -256,6 +276,19 @@ def _table(args: argparse.Namespace) -> int:
         changes["context_attention"] = args.context_attention
     if changes:
         strategies = [s.with_(**changes) for s in strategies]
+    skew = getattr(args, "routing_skew", None)
+    e = Mesh.parse(args.mesh).degree(EXPERT_AXIS) if args.mesh else 1
+    if skew is not None and (not isinstance(model, MoESpec) or e == 1 or args.json):
+        raise PlacementError(
+            "--routing-skew shows the busiest expert rank: it needs --experts, a mesh with an "
+            "expert axis (e.g. --mesh data=2,expert=4) and the text table (no --json)"
+        )
+    imbalance = ""
+    if skew is not None and isinstance(model, MoESpec):  # first: a bad share prints no table
+        activations = get_precision(args.precision).activations
+        imbalance = f"\nLoad imbalance. {imbalance_text(model, e, skew, activations)}"
     comparison = compare(strategies, model, args.devices, args.precision, args.mesh)
     print(json.dumps(comparison.to_list(), indent=2) if args.json else comparison)
+    if imbalance:
+        print(imbalance)
     return 0
