@@ -974,9 +974,11 @@ def compute_bound_tokens(
     "none": compute-bound when compute time >= communication time (more than half the step is
     compute): 6Ψ·T/F >= comm, T* = comm·F/(6Ψ). "per_pass": when every pass hides its own
     collectives, 2Ψ·T/F >= forward comm and 4Ψ·T/F >= backward comm; the step phase has no
-    compute to hide under (zero1/zero2's parameter all-gather stays exposed at any T).
-    "bucketed": the same, with the step's all-gather moved into forward; compute-bound then
-    means only the first gathered unit and the last reduced bucket stay exposed.
+    compute to hide under, so under this model zero1/zero2's parameter all-gather stays exposed
+    at any T -- a property of the overlap model, not of ZeRO. "bucketed": the same, with the
+    step's all-gather moved into the next forward (Megatron-LM's ``--overlap-param-gather``),
+    where it hides; compute-bound then means only the first gathered unit and the last reduced
+    bucket stay exposed.
 
     With α = 0 and N large: dp 2/3·F/W (none), F/W (per_pass); zero3 F/W under both -- under
     per-pass overlap ZeRO-3's 1.5× volume costs nothing more than dp's. Tensor parallelism's

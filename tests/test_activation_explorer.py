@@ -14,6 +14,7 @@ from placement_edu.models import TransformerSpec
 from placement_edu.presentation.activation_explorer import (
     CONFIGS,
     ActivationExplorer,
+    TERM_STYLE,
     LiveSetExplorer,
     korthikanti_model,
 )
@@ -54,6 +55,13 @@ def test_gpt3_175b_terms_at_t8_are_korthikantis() -> None:
         "attention_scores": 10 * sbh,
         "layer_input": 0,
     }
+
+
+def test_the_5as2b_label_names_korthikantis_three_tensors() -> None:
+    # Korthikanti et al. 2022, §4.1: softmax output (2as²b), dropout mask (as²b), dropout output
+    # (2as²b) -- not the softmax and the mask alone (3as²b)
+    label = TERM_STYLE["attention_scores"]["label"]
+    assert "softmax output + dropout mask + dropout output" in label
 
 
 def _widths(explorer: ActivationExplorer, config) -> dict[str, float]:

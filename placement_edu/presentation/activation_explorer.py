@@ -61,7 +61,10 @@ TERM_STYLE: dict[str, TermStyle] = {
     ),
     "inside_tp": dict(alpha=0.55, hatch=None, label="24sbh/t: inside the tensor-parallel blocks"),
     "attention_scores": dict(
-        alpha=0.3, hatch="//", label="5as²b/t: attention softmax + dropout mask"
+        alpha=0.3,
+        hatch="//",
+        # 2as²b + as²b + 2as²b (Korthikanti et al. 2022, §4.1)
+        label="5as²b/t: attention's softmax output + dropout mask + dropout output",
     ),
     "layer_input": dict(
         alpha=0.95,
