@@ -10,8 +10,11 @@ as in the presets).
 Each configuration is priced as ``placement-edu time`` prices it (``price_configuration``, the
 planner's own ``planner.price``): Megatron's distributed optimizer is ``zero1`` on the H100 runs
 (Megatron-Core, 2024), plain data parallelism on the A100 runs (2021, before it); sequence
-parallelism where t > 1 on the H100 runs; the overlap model is ``per_pass+tp`` on the H100 runs
-(the README's ``--tp-comm-overlap``), ``per_pass`` on the A100 runs. The published FLOP/s are
+parallelism where t > 1 on the H100 runs; the overlap model is ``bucketed+tp`` on the H100 runs
+(the README's ``--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap``); on the A100
+runs each row's own, from the DDP implementation its launch script names (``Run.overlap``:
+PyTorch DDP's buckets "bucketed", Megatron's 2021 local DDP "none"), as is its interleaving
+(``Run.schedule``). The published FLOP/s are
 counted as each source counts them (``source_flops_per_token``), so predicted and published
 compare like for like; the ratio is the same for sequences per second.
 
@@ -35,6 +38,7 @@ from placement_edu.errors import PlacementError  # noqa: E402
 from placement_edu.gemm import GEMM_CURVES, GemmCurve, check_curve  # noqa: E402
 from placement_edu.mesh import Mesh  # noqa: E402
 from placement_edu.models import TransformerSpec  # noqa: E402
+from placement_edu.planner import TIE_BAND, Choice, plan  # noqa: E402
 from placement_edu.precision import get_precision  # noqa: E402
 from placement_edu.timing import PEAK_FLOPS, get_hardware, megatron_flops_per_token  # noqa: E402
 from placement_edu.units import GB  # noqa: E402
@@ -51,8 +55,8 @@ CALIBRATION_ROW: dict[str, str] = {
 
 #: How each source's runs are placed and overlapped (module docstring).
 SETUP: dict[str, dict[str, object]] = {
-    "h100": dict(hardware="h100-nvlink-ib", strategy="zero1", overlap="per_pass+tp", sp=True),
-    "a100": dict(hardware="a100-nvlink-ib", strategy="dp", overlap="per_pass", sp=False),
+    "h100": dict(hardware="h100-nvlink-ib", strategy="zero1", overlap="bucketed+tp", sp=True),
+    "a100": dict(hardware="a100-nvlink-ib", strategy="dp", overlap="none", sp=False),
 }
 #: The within-15 % band of issue 27's Done-when, and its 2-point band for the strong-scaling drop.
 BAND = 0.15
@@ -110,13 +114,25 @@ class Row:
         return None if published is None else self.tflops / published
 
 
-#: Options every prediction of one comparison shares: the overlap model (None: the table's),
-#: the pipeline schedule, and a GEMM curve for the hardware (empty: the preset's, none).
+#: Options every prediction of one comparison shares: the overlap model and the pipeline
+#: schedule (None: each run's own, ``Run.overlap`` or else the table's, and ``Run.schedule``),
+#: and a GEMM curve for the hardware (empty: the preset's, none).
 @dataclass(frozen=True)
 class Options:
     overlap: str | None = None
-    schedule: str = "1f1b"
+    schedule: str | None = None
     gemm_curve: GemmCurve = ()
+
+
+def overlap_of(run: Run, options: Options = Options()) -> str:
+    """The overlap model ``run`` is priced under: the option's, the run's, or its table's."""
+    return options.overlap or run.overlap or str(SETUP[run.hardware]["overlap"])
+
+
+def schedule_of(run: Run, options: Options = Options()) -> str:
+    """The pipeline schedule ``run`` is priced under: 1f1b without a pipeline (nothing to
+    interleave), else the option's or the run's."""
+    return "1f1b" if run.pipeline == 1 else options.schedule or run.schedule
 
 
 def predict(run: Run, efficiency: float, options: Options = Options()) -> Row:
@@ -133,8 +149,8 @@ def predict(run: Run, efficiency: float, options: Options = Options()) -> Row:
         get_precision("mixed_adam"),
         run.recompute,
         bool(setup["sp"]) and run.tensor > 1,
-        options.schedule if run.pipeline > 1 else "1f1b",  # no pipeline: nothing to interleave
-        options.overlap or str(setup["overlap"]),
+        schedule_of(run, options),
+        overlap_of(run, options),
         efficiency,
     )
     tokens = run.global_batch * run.seq
@@ -163,7 +179,52 @@ def compare(name: str, options: Options = Options()) -> tuple[float, list[Row]]:
     return e, [predict(r, e, options) for r in runs]
 
 
-def report(name: str, options: Options = Options()) -> list[str]:
+@dataclass(frozen=True)
+class PlannerView:
+    """Where the planner (``planner.plan``, same model, GPU count, global batch, micro-batch,
+    calibrated hardware and overlap) puts a published configuration: ``rank`` among the ``of``
+    plans that fit (1 + those strictly faster), whether it is inside the tie band of the fastest,
+    and the fastest plan (the planner's #1) against it."""
+
+    rank: int
+    of: int
+    tie: bool
+    step_s: float
+    best: Choice
+
+    def line(self) -> str:
+        t = self.best.time
+        assert t is not None
+        head = f"#{self.rank} of {self.of} ({self.step_s:.3f} s)"
+        if self.tie:
+            return f"{head}, inside the {TIE_BAND:.0%} tie band"
+        return (
+            f"{head}, {self.step_s / t.total_s - 1:.1%} slower than the planner's #1, "
+            f"{self.best.label()}: {t.total_s:.3f} s = compute {t.compute_s:.3f} + exposed "
+            f"{t.exposed_comm_s:.3f} + bubble {t.bubble_s:.3f}"
+        )
+
+
+def planner_view(row: Row, options: Options = Options()) -> PlannerView:
+    """``PlannerView`` of one predicted row (its own overlap model; the planner's schedule is
+    1F1B, so an interleaved published run is priced interleaved against 1F1B candidates)."""
+    r = row.run
+    ranked = plan(
+        model_of(r),
+        r.gpus,
+        hardware=row.priced.hardware,
+        global_batch=r.global_batch,
+        overlap=overlap_of(r, options),
+    ).ranked
+    times = [c.time.total_s for c in ranked if c.time is not None]
+    step = row.priced.step_s
+    return PlannerView(
+        1 + sum(t < step for t in times), len(times), step <= times[0] * (1 + TIE_BAND), step,
+        ranked[0],
+    )  # fmt: skip
+
+
+def report(name: str, options: Options = Options(), planner: bool = False) -> list[str]:
     e, rows = compare(name, options)
     hw = get_hardware(str(SETUP[rows[0].run.hardware]["hardware"]))
     named = [k for k, c in GEMM_CURVES.items() if c == options.gemm_curve]
@@ -175,9 +236,10 @@ def report(name: str, options: Options = Options()) -> list[str]:
     out = [
         f"{name}: calibrated on {CALIBRATION_ROW[name]}: --efficiency {e:.4f} "
         f"({hw.name} at {hw.flops * e / 1e12:.1f}e12 FLOP/s, {curve}; "
-        f"overlap {options.overlap or SETUP[rows[0].run.hardware]['overlap']}, "
-        f"schedule {options.schedule})",
-        f"{'run':>9} {'GPUs':>5} {'t·p·d':>10} {'pub TF/s':>8} {'pred TF/s':>9} {'ratio':>6} "
+        f"overlap {options.overlap or 'per run (column)'}, "
+        f"schedule {options.schedule or 'per run (column)'})",
+        f"{'run':>9} {'GPUs':>5} {'t·p·d':>10} {'b':>2} {'overlap':>11} {'schedule':>13} "
+        f"{'pub TF/s':>8} {'pred TF/s':>9} {'ratio':>6} "
         f"{'pub MFU':>7} {'pred MFU':>8} {'seq/s':>7} {'bubble':>6} {'exposed':>7} "
         f"{'peak GB':>7} fits",
     ]
@@ -191,6 +253,7 @@ def report(name: str, options: Options = Options()) -> list[str]:
             ratios.append(row.ratio)
         out.append(
             f"{r.name:>9} {r.gpus:>5} {f'{r.tensor}·{r.pipeline}·{r.data}':>10} "
+            f"{r.micro_batch:>2} {overlap_of(r, options):>11} {schedule_of(r, options):>13} "
             + (f"{published:>8.1f} " if published is not None else f"{'-':>8} ")
             + f"{row.tflops:>9.1f} "
             + (f"{row.ratio:>6.3f} " if row.ratio is not None else f"{'-':>6} ")
@@ -200,6 +263,9 @@ def report(name: str, options: Options = Options()) -> list[str]:
             + ("yes" if p.fits else f"NO (> {p.hardware.memory_bytes / GB:.1f} GB)")
             + ("  <- calibration" if r.name == CALIBRATION_ROW[name] else "")
         )
+    if planner:
+        out.append("The planner (same model, GPUs, batch, b, hardware, overlap; 1F1B candidates):")
+        out += [f"{row.run.name:>9}: {planner_view(row, options).line()}" for row in rows]
     if ratios:
         worst = max(ratios, key=lambda x: abs(x - 1))
         inside = sum(abs(x - 1) <= BAND for x in ratios)
@@ -229,17 +295,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", choices=list(TABLES), action="append")
     parser.add_argument("--overlap", default=None, help="override each table's overlap model")
-    parser.add_argument("--schedule", default="1f1b", help="pipeline schedule (default 1f1b)")
+    parser.add_argument(
+        "--schedule", default=None, help="override each run's pipeline schedule (e.g. 1f1b)"
+    )
     parser.add_argument(
         "--gemm-curve",
         type=_curve,
         default=(),
         help=f"{', '.join(GEMM_CURVES)}, or FLOPs:factor points, e.g. 1e9:0.3,1e11:1.0",
     )
+    parser.add_argument(
+        "--planner",
+        action="store_true",
+        help="rank each published configuration among the planner's (slower: a plan per row)",
+    )
     args = parser.parse_args(argv)
     options = Options(args.overlap, args.schedule, args.gemm_curve)
     for name in args.table or TABLES:
-        print("\n".join(report(name, options)), end="\n\n")
+        try:
+            print("\n".join(report(name, options, args.planner)), end="\n\n")
+        except PlacementError as error:  # e.g. an interleaving depth a row's layers refuse
+            print(f"{name}: {error}", file=sys.stderr)
+            return 2
     return 0
 
 

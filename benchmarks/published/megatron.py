@@ -48,7 +48,9 @@ class Run:
     optimizer step. ``tflops_per_gpu``: the source's achieved 10^12 FLOP/s per GPU, counted as
     ``flops`` says; ``mfu``: its percentage of the dense bf16 peak, as printed (None: not printed).
     ``micro_batch``, ``recompute``, ``heads`` and the t/p split may be assumptions: ``assumed``
-    lists which fields the source does not print."""
+    lists which fields the source does not print. ``overlap`` (one of ``timing.OVERLAPS``; empty:
+    the table's, ``compare.SETUP``) and ``schedule`` (``placement-edu time --schedule``) say how
+    the run overlapped its communication and ordered its pipeline, where a source says so."""
 
     name: str
     params_b: float
@@ -70,6 +72,8 @@ class Run:
     flops: str
     source: str
     assumed: tuple[str, ...] = ()
+    overlap: str = ""
+    schedule: str = "1f1b"
 
     def __post_init__(self) -> None:
         if self.tensor * self.pipeline * self.data != self.gpus:
@@ -95,7 +99,10 @@ H100_ASSUMED = (
     "micro-batch 1 (not printed)",
     "selective recomputation standing for flash attention (Transformer Engine; not printed)",
     "sequence parallelism on the tensor axis (Megatron's usual pairing with t > 1; not printed)",
-    "the non-interleaved 1F1B schedule (interleaving is not printed; the package has none yet)",
+    "the non-interleaved 1F1B schedule: the README prints no interleaving depth (Megatron's "
+    "--num-layers-per-virtual-pipeline-stage); compare.py --schedule interleaved:V tries one",
+    "the bucketed overlap with TP overlapped ('bucketed+tp'): the README's --overlap-grad-reduce "
+    "--overlap-param-gather --tp-comm-overlap",
     "heads, hidden, layers, t, p, d as printed; ffn = 4h (not printed)",
 )
 _H100 = dict(seq=4096, vocab=131072, micro_batch=1, recompute="selective", hardware="h100")
@@ -140,6 +147,7 @@ H100_WEAK: tuple[Run, ...] = (
 STRONG_ASSUMED = (
     "the 177B model of the weak-scaling table",
     "t = 8, p = 6 at every size (the text does not say; the 177B weak-scaling row uses them)",
+    "the non-interleaved 1F1B schedule, as in the weak-scaling table (no depth printed)",
     "the intermediate GPU counts read off the figure's axis; their MFU is not printed",
 )
 STRONG_GPUS: tuple[int, ...] = (96, 144, 288, 576, 1152, 2304, 3072, 4608)
@@ -174,44 +182,64 @@ H100_STRONG: tuple[Run, ...] = tuple(
 #: FLOPs "measured for end-to-end training". The paper counts FLOPs with its eq. 3, 96·B·s·l·h²·(1 +
 #: s/(6h) + V/(16·l·h)) per step: hardware FLOPs under full activation recomputation (the 96 is
 #: 72 × 4/3, the forward replayed); its "percentage of theoretical peak" divides by 312e12.
+#:
+#: How each run was launched is in Megatron-LM's examples/sc21/run_table_1.sh ("Table 1 showing
+#: weak-scaling throughput for GPT models ranging from 1 billion to 1 trillion parameters",
+#: examples/sc21/README.md), row by row: TP, PP, MBS (micro-batch), GBS, NLS (layers), HS (hidden),
+#: NAH (heads), DDP ("torch" up to 18B, "local" from 39B), and "--recompute-method uniform" on
+#: every row, with "--num-layers-per-virtual-pipeline-stage" 5, 5, 3, 1 on the 76B, 145B, 310B and
+#: 530B rows (v = layers / (p × that): 3, 2, 2, 3; none on the 1T row). DDP "torch" is PyTorch's
+#: DistributedDataParallel, which all-reduces 25 MB buckets as backward fills them: the package's
+#: "bucketed" model. DDP "local" is Megatron's own wrapper, which in 2021 all-reduced the gradients
+#: after the last micro-batch's backward, overlapping nothing ("torch DDP is more efficient than
+#: local DDP since it overlaps comms with backward ... the communication in local DDP doesn't do
+#: this", NVIDIA/Megatron-LM issue #428, 2023; overlap came with --overlap-grad-reduce in
+#: September 2023, issue #391): the package's "none" (the pipeline's sends were blocking too).
+SC21_SCRIPT = "https://github.com/NVIDIA/Megatron-LM/blob/main/examples/sc21/run_table_1.sh"
 A100_ASSUMED = (
-    "full activation recomputation (the paper's eq. 3 counts it; its §5 runs use it)",
-    "the t/p split: the table prints only the model-parallel size t·p; t = min(t·p, 8) (one "
-    "DGX node), p = t·p / 8, the paper's rule of tensor parallelism inside a node",
-    "heads: not in the README's image; h / 128 (h / 96 for the 1.7B), as Table 1 of the paper "
-    "lists them to our reading (the time model does not use them beyond t | heads)",
-    "micro-batch 1 (not printed); the non-interleaved 1F1B schedule",
+    "full activation recomputation: run_table_1.sh's --recompute-method uniform (every layer); "
+    "the paper's eq. 3 counts it",
+    "t, p, micro-batch, heads, the DDP implementation and the interleaving depth from "
+    "run_table_1.sh; the table prints only t·p (the README: 'For numbers larger than 8, "
+    "typically tensor parallel of size 8 was used')",
+    "DDP torch = 'bucketed' overlap, DDP local = 'none' (see above); no sequence parallelism "
+    "(2022, after these runs)",
 )
-_A100_SOURCE = f"{A100_PAPER}; {A100_TABLE_URL}"
+_A100_SOURCE = f"{A100_PAPER}; {A100_TABLE_URL}; launch: {SC21_SCRIPT}"
+#: What the DDP implementation of run_table_1.sh means for the time model's overlap.
+DDP_OVERLAP = {"torch": "bucketed", "local": "none"}
 
 
 def _a100(
     name: str, hidden: int, layers: int, params_b: float, mp: int, gpus: int, batch: int,
-    tflops: float, peak_pct: float, heads: int,
+    tflops: float, peak_pct: float, heads: int, t: int, mbs: int, ddp: str, layers_per_v: int,
 ) -> Run:  # fmt: skip
-    t = min(mp, 8)
+    p = mp // t
+    v = layers // (p * layers_per_v) if layers_per_v else 1
     return Run(
-        name, params_b, layers, hidden, heads, seq=2048, vocab=51200, tensor=t, pipeline=mp // t,
+        name, params_b, layers, hidden, heads, seq=2048, vocab=51200, tensor=t, pipeline=p,
         data=gpus // mp, gpus=gpus, global_batch=batch, tflops_per_gpu=tflops, mfu=peak_pct,
-        micro_batch=1, recompute="full", hardware="a100", flops="narayanan_eq3",
-        source=_A100_SOURCE, assumed=("tensor", "pipeline", "heads", "micro_batch", "recompute"),
+        micro_batch=mbs, recompute="full", hardware="a100", flops="narayanan_eq3",
+        source=_A100_SOURCE, assumed=("overlap",), overlap=DDP_OVERLAP[ddp],
+        schedule=f"interleaved:{v}" if v > 1 else "1f1b",
     )  # fmt: skip
 
 
 #: The table row by row as printed: model size, hidden size, layers, parameters (billion),
 #: model-parallel size, GPUs, batch size, achieved teraFLOP/s per GPU, percentage of theoretical
-#: peak (then: heads, assumed). Aggregate petaFLOP/s, its last column, is per-GPU × GPUs.
+#: peak; then from run_table_1.sh: NAH, TP, MBS, DDP, --num-layers-per-virtual-pipeline-stage
+#: (0: not given). Aggregate petaFLOP/s, the table's last column, is per-GPU × GPUs.
 A100_2021: tuple[Run, ...] = (
-    _a100("1.7B", 2304, 24, 1.7, 1, 32, 512, 137, 0.44, 24),
-    _a100("3.6B", 3072, 30, 3.6, 2, 64, 512, 138, 0.44, 32),
-    _a100("7.5B", 4096, 36, 7.5, 4, 128, 512, 142, 0.46, 32),
-    _a100("18B", 6144, 40, 18.4, 8, 256, 1024, 135, 0.43, 48),
-    _a100("39B", 8192, 48, 39.1, 16, 512, 1536, 138, 0.44, 64),
-    _a100("76B", 10240, 60, 76.1, 32, 1024, 1792, 140, 0.45, 80),
-    _a100("145B", 12288, 80, 145.6, 64, 1536, 2304, 148, 0.47, 96),
-    _a100("310B", 16384, 96, 310.1, 128, 1920, 2160, 155, 0.50, 128),
-    _a100("530B", 20480, 105, 529.6, 280, 2520, 2520, 163, 0.52, 128),
-    _a100("1T", 25600, 128, 1008.0, 512, 3072, 3072, 163, 0.52, 160),
+    _a100("1.7B", 2304, 24, 1.7, 1, 32, 512, 137, 0.44, 24, 1, 16, "torch", 0),
+    _a100("3.6B", 3072, 30, 3.6, 2, 64, 512, 138, 0.44, 32, 2, 16, "torch", 0),
+    _a100("7.5B", 4096, 36, 7.5, 4, 128, 512, 142, 0.46, 32, 4, 16, "torch", 0),
+    _a100("18B", 6144, 40, 18.4, 8, 256, 1024, 135, 0.43, 48, 8, 8, "torch", 0),
+    _a100("39B", 8192, 48, 39.1, 16, 512, 1536, 138, 0.44, 64, 8, 4, "local", 0),
+    _a100("76B", 10240, 60, 76.1, 32, 1024, 1792, 140, 0.45, 80, 8, 2, "local", 5),
+    _a100("145B", 12288, 80, 145.6, 64, 1536, 2304, 148, 0.47, 96, 8, 2, "local", 5),
+    _a100("310B", 16384, 96, 310.1, 128, 1920, 2160, 155, 0.50, 128, 8, 1, "local", 3),
+    _a100("530B", 20480, 105, 529.6, 280, 2520, 2520, 163, 0.52, 128, 8, 1, "local", 1),
+    _a100("1T", 25600, 128, 1008.0, 512, 3072, 3072, 163, 0.52, 160, 8, 1, "local", 0),
 )
 
 TABLES: dict[str, tuple[Run, ...]] = {
