@@ -12,6 +12,7 @@ from benchmarks.published.compare import (
     CALIBRATION_ROW,
     Options,
     compare,
+    main,
     model_of,
     planner_view,
     predict,
@@ -170,3 +171,10 @@ def test_the_planner_prices_a_published_configuration_as_time_does() -> None:
     assert ranked.index(same) + 1 >= view.rank  # ties in step time sort by peak bytes
     if not view.tie:  # the pick's numbers: compute + exposed + bubble
         assert "compute" in line and "exposed" in line and "bubble" in line
+
+
+def test_a_schedule_a_row_refuses_is_one_line_and_exit_2(capsys) -> None:
+    # the 119B row's 92 layers on 4 stages do not split into 4 × 2 equal chunks
+    assert main(["--table", "h100_weak", "--schedule", "interleaved:2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "92 layers" in err and "interleaved" in err

@@ -5,7 +5,9 @@ Run: ``.venv/bin/python benchmarks/published/compare.py`` (``--table h100_weak``
 ``--overlap``, ``--schedule`` to try another overlap model or pipeline schedule; ``--gemm-curve
 h100`` (OpenXLA's measured H100 matmuls) or ``--gemm-curve 1e9:0.3,1e11:1.0`` (FLOPs of one
 matmul call : factor) to give the hardware a GEMM curve, ``placement_edu.gemm``: none by default,
-as in the presets).
+as in the presets; ``--planner`` to rank each published configuration among the planner's own,
+``planner_view``: its place, whether it is inside the tie band, else the planner's #1 and its
+compute, exposed communication and bubble).
 
 Each configuration is priced as ``placement-edu time`` prices it (``price_configuration``, the
 planner's own ``planner.price``): Megatron's distributed optimizer is ``zero1`` on the H100 runs
@@ -292,7 +294,7 @@ def report(name: str, options: Options = Options(), planner: bool = False) -> li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--table", choices=list(TABLES), action="append")
     parser.add_argument("--overlap", default=None, help="override each table's overlap model")
     parser.add_argument(
