@@ -96,3 +96,16 @@ def test_no_saved_output_prints_a_raw_dict_list_or_counter(notebook):
         if RAW.search(line)
     ]
     assert raw == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_code_line_fits_in_100_characters(notebook):
+    """A learner reads a cell without scrolling sideways (JupyterLab does not wrap code)."""
+    long = [
+        line
+        for cell in _cells(notebook)
+        if cell["cell_type"] == "code"
+        for line in "".join(cell["source"]).split("\n")
+        if len(line) > 100
+    ]
+    assert long == []
