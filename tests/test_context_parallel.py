@@ -323,3 +323,13 @@ def test_grads_materialized_on_context_break_rule_2() -> None:
     result = check(freed, mesh="data=2,context=2")
     assert [(v.rule, v.axes) for v in result.rule_violations] == [(2, ("context",))]
     assert "gradient_integrity" in result.broken
+
+
+def test_ring_backward_sends_each_chunks_dkv_beside_it_from_its_first_visitor_on() -> None:
+    # c = 4, one layer: round 1 passes K/V; rounds 2 and 3 K/V and a dK/dV; the last visitor then
+    # sends each chunk's dK/dV home -- (c-1) of each, in this order (what the gloo run records)
+    one = TransformerSpec(layers=1, hidden=64, heads=8, seq=64, vocab=128)
+    schedule = derive_schedule(RING, one, Mesh.parse("data=1,context=4"), MIXED)
+    sends = [o.why for o in schedule.ops if o.op == "send" and o.phase == "backward"]
+    kinds = ["dK/dV" if "dK/dV" in why else "K/V" for why in sends]
+    assert kinds == ["K/V", "K/V", "dK/dV", "K/V", "dK/dV", "dK/dV"]

@@ -105,32 +105,40 @@ def ulysses_buffers(model: Model, c: int, tensor: int) -> tuple[Fraction, Fracti
     return bsh * (1 + 2 * kv_fraction(model)), bsh
 
 
-def ring_round(dev: Any, kind: str) -> list[Op]:
-    """One round of ring attention in pass ``kind``: send this rank's K/V chunk on to the next
-    context rank, receive the previous one's; in backward the dK/dV accumulated for the chunk
-    travels beside it."""
+def ring_message(dev: Any, kind: str, name: str) -> list[Op]:
+    """One ring step of one message in pass ``kind``: send it on to the next context rank,
+    receive the previous rank's. ``name``: "K/V" (a rank's chunk of keys and values) or "dK/dV"
+    (the gradient of a chunk's keys and values summed so far, travelling beside it)."""
     c, t = context_degree(dev.mesh), dev.tensor
-    size = kv_chunk_elements(dev.model, c, t)
     phase = "forward" if kind == "forward" else "backward"
-    messages = [("K/V", "keys and values")]
-    if kind == "backward":
-        messages.append(("dK/dV", "the K/V gradient summed so far for the chunk it travels with"))
-    ops: list[Op] = []
-    for name, what in messages:
-        for op, verb in (("send", "send on"), ("recv", "receive")):
-            ops.append(
-                dev.op(
-                    op,
-                    State.ACTIVATIONS,
-                    "context",
-                    phase,
-                    size,
-                    c,
-                    f"{kind}: ring attention, {verb} a {name} chunk ({what}) to the next context "
-                    "rank",
-                )
-            )
-    return ops
+    return [
+        dev.op(
+            op,
+            State.ACTIVATIONS,
+            "context",
+            phase,
+            kv_chunk_elements(dev.model, c, t),
+            c,
+            f"{kind}: ring attention, {verb} a {name} chunk to the next context rank",
+        )
+        for op, verb in (("send", "send on"), ("recv", "receive"))
+    ]
+
+
+def ring_layer(dev: Any, kind: str) -> list[Op | Repeat]:
+    """Ring attention's messages of one layer in pass ``kind``, in the order they travel.
+    Forward: (c - 1) rounds, each passing the K/V chunk in hand on (a rank meets every chunk).
+    Backward: the chunks go round again, and from its first visitor on each chunk's dK/dV travels
+    beside it, summing what each rank adds, until the last visitor sends it home (the owner adds
+    its own part there): round 1 passes K/V, rounds 2 .. c-1 K/V and a dK/dV, a last step the
+    dK/dV alone -- (c - 1) of each."""
+    c = context_degree(dev.mesh)
+    kv = ring_message(dev, kind, "K/V")
+    if kind != "backward":
+        return held(kv, c - 1)
+    dkv = ring_message(dev, kind, "dK/dV")
+    middle: list[Op | Repeat] = held(kv + dkv, c - 2) if c > 2 else []
+    return [*kv, *middle, *dkv]
 
 
 def ulysses_exchange(dev: Any, kind: str) -> list[Op]:
@@ -172,7 +180,7 @@ def context_attention_collectives(dev: Any, phase: str) -> list[Op | Repeat]:
         if dev.strategy.context_attention == "ulysses":
             layer: list[Op | Repeat] = list(ulysses_exchange(dev, kind))
         else:
-            layer = held(ring_round(dev, kind), c - 1)
+            layer = ring_layer(dev, kind)
         ops += layer if layers == 1 else [Repeat(tuple(layer), layers, unit=True)]
     return ops
 

@@ -1,0 +1,347 @@
+"""Context parallelism run for real: one causal attention layer of a toy transformer on c gloo
+ranks, each holding s/c tokens of every sequence, both ways the core derives
+(``schedule.context``), measured against the core's schedule and against one process.
+
+- ``ring``: Liu et al. 2023's ring attention. Forward: each rank starts with its own K/V chunk
+  and passes the chunk in hand to the next rank (c - 1) rounds; each block merges into the output
+  by its log-sum-exp (FlashAttention's online softmax), blocks above the causal diagonal skipped.
+  Backward: the chunks go round again; each chunk's dK/dV travels beside it from its first
+  visitor on, summing every rank's part, and the last visitor sends it home.
+- ``ulysses``: Jacobs et al. 2023. An all-to-all turns Q, K, V from s/c tokens × a heads into
+  s tokens × a/c heads; attention runs on whole heads; a second all-to-all turns the output back.
+  Autograd runs the two in reverse in backward (an all-to-all of equal blocks is its own inverse).
+
+The naive version first: ``reference`` is the layer on the whole sequence in one process; a run
+is equivalent when every rank's output, input gradient (its tokens) and weight gradient (summed
+over context, divided once by c, SPEC §5) match it. The ledger records every send, recv and
+all-to-all (op, phase, payload bytes, group) and is compared entry by entry with the core's ops
+on the context axis. ``python -m placement_edu.runtime.context_attention`` prints both ways at
+c = 2 and 4.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.autograd.function import FunctionCtx
+
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.precision import get_precision
+from placement_edu.schedule import derive_schedule, ring_bytes
+from placement_edu.strategies import COMPOSITIONS
+
+#: (op, phase, payload bytes, group): what a measurement sees of a context-axis op (``Op.key``'s
+#: fields that a toy layer has).
+Key = tuple[str, str, int, int]
+
+
+@dataclass(frozen=True)
+class ContextRun:
+    """The toy layer: ``batch`` sequences of ``seq`` tokens, width ``hidden``, ``heads`` heads,
+    float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or "ulysses")."""
+
+    attention: str
+    ranks: int
+    batch: int = 2
+    seq: int = 8
+    hidden: int = 8
+    heads: int = 4
+    seed: int = 0
+
+    def spec(self) -> TransformerSpec:
+        """The core's model of the layer: one layer, b·s·h of the toy's shape."""
+        return TransformerSpec(
+            layers=1,
+            hidden=self.hidden,
+            heads=self.heads,
+            seq=self.seq,
+            vocab=2,
+            micro_batch=self.batch,
+        )
+
+    def predicted(self) -> list[Key]:
+        """The core's context-axis activation ops for rank 0, in order (float64: 8 B)."""
+        strategy = COMPOSITIONS["dp×cp"].with_(context_attention=self.attention)
+        mesh = Mesh.of(data=1, context=self.ranks)
+        schedule = derive_schedule(strategy, self.spec(), mesh, get_precision("fp64_adam"))
+        return [
+            (o.op, o.phase, int(o.payload_bytes), o.group)
+            for o in schedule.ops
+            if o.axis == "context" and o.state.value == "activations"
+        ]
+
+
+def inputs(run: ContextRun) -> dict[str, torch.Tensor]:
+    """The weights (Wq, Wk, Wv, Wo: h × h), the input x and the target y (b × s × h), the same
+    on every rank and in the reference: drawn from ``run.seed``."""
+    g = torch.Generator().manual_seed(run.seed)
+    h, shape = run.hidden, (run.batch, run.seq, run.hidden)
+
+    def draw(*size: int) -> torch.Tensor:
+        return torch.randn(size, generator=g, dtype=torch.float64)
+
+    weights = {n: draw(h, h) / math.sqrt(h) for n in ("wq", "wk", "wv", "wo")}
+    return {**weights, "x": draw(*shape), "y": draw(*shape)}
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q kᵀ/√d + causal mask) v on (b, heads, s, d): the one-process definition."""
+    s = q.shape[-2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+
+def heads_of(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """(b, s, h) -> (b, heads, s, h/heads)."""
+    b, s, _ = t.shape
+    return t.view(b, s, heads, -1).transpose(1, 2)
+
+
+def merged(t: torch.Tensor) -> torch.Tensor:
+    """(b, heads, s, d) -> (b, s, heads·d)."""
+    b, a, s, d = t.shape
+    return t.transpose(1, 2).reshape(b, s, a * d)
+
+
+def layer(
+    p: dict[str, torch.Tensor], x: torch.Tensor, heads: int, attend: Any = None
+) -> torch.Tensor:
+    """The attention layer on the tokens ``x`` holds: projections, attention, output projection.
+    ``attend(q, k, v)`` on (b, heads, s, d): ``causal_attention`` in one process."""
+    q, k, v = (heads_of(x @ p[w].T, heads) for w in ("wq", "wk", "wv"))
+    return merged((attend or causal_attention)(q, k, v)) @ p["wo"].T
+
+
+def reference(run: ContextRun) -> dict[str, torch.Tensor]:
+    """One process, the whole sequence: the output, and the gradients of the mean squared error
+    (over every token) with respect to the weights and the input."""
+    data = inputs(run)
+    leaves = {n: t.clone().requires_grad_() for n, t in data.items() if n != "y"}
+    out = layer(leaves, leaves["x"], run.heads)
+    torch.nn.functional.mse_loss(out, data["y"]).backward()
+    return {"out": out.detach(), **{f"d{n}": t.grad for n, t in leaves.items()}}  # type: ignore[misc]
+
+
+# --- the ledger and the ring's messages --------------------------------------------------------
+@dataclass
+class Ledger:
+    """Every context-axis op this rank issues, and the pass it runs in."""
+
+    phase: str = "forward"
+    entries: list[Key] = field(default_factory=list)
+
+    def note(self, op: str, tensor: torch.Tensor) -> None:
+        size = tensor.numel() * tensor.element_size()
+        self.entries.append((op, self.phase, size, dist.get_world_size()))
+
+
+def pass_on(ledger: Ledger, tensor: torch.Tensor) -> torch.Tensor:
+    """Send ``tensor`` to the next rank of the ring and return what the previous one sent."""
+    rank, c = dist.get_rank(), dist.get_world_size()
+    out = torch.empty_like(tensor)
+    ledger.note("send", tensor)
+    sending = dist.isend(tensor.contiguous(), (rank + 1) % c)
+    ledger.note("recv", out)
+    dist.recv(out, (rank - 1) % c)
+    assert sending is not None  # isend on a process group of this rank returns its Work
+    sending.wait()
+    return out
+
+
+def block(q: torch.Tensor, kv: torch.Tensor, diagonal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of the queries ``q`` on one K/V chunk: (its normalised output, its log-sum-exp
+    per query). ``diagonal``: the chunk is the queries' own, so the causal mask applies inside."""
+    scores = q @ kv[0].transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if diagonal:
+        s = scores.shape[-1]
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.exp(scores - lse[..., None]) @ kv[1], lse
+
+
+def block_grads(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    dout: torch.Tensor,
+    diagonal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention's backward on one block: (dq's part, the chunk's [dK, dV] part), from the
+    whole row's output and log-sum-exp (Dao et al. 2022, Algorithm 4)."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    scores = q @ kv[0].transpose(-1, -2) * scale
+    if diagonal:
+        s = scores.shape[-1]
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    p = torch.exp(scores - lse[..., None])
+    ds = p * (dout @ kv[1].transpose(-1, -2) - (dout * out).sum(-1, keepdim=True))
+    return ds @ kv[0] * scale, torch.stack(
+        (ds.transpose(-1, -2) @ q * scale, p.transpose(-1, -2) @ dout)
+    )
+
+
+class RingAttention(torch.autograd.Function):
+    """Causal attention of this rank's queries on every rank's keys and values, by the ring."""
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger
+    ) -> torch.Tensor:
+        rank, c = dist.get_rank(), dist.get_world_size()
+        kv = torch.stack((k, v))
+        out, lse = block(q, kv, diagonal=True)  # the own chunk: the causal diagonal
+        for r in range(1, c):
+            kv = pass_on(ledger, kv)  # now chunk rank - r (mod c)
+            if (rank - r) % c < rank:  # before the queries: every key counts; after: masked out
+                o, l = block(q, kv, diagonal=False)
+                both = torch.logaddexp(lse, l)
+                out = out * torch.exp(lse - both)[..., None] + o * torch.exp(l - both)[..., None]
+                lse = both
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.ledger = ledger  # type: ignore[attr-defined]
+        return out
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, dout: torch.Tensor) -> tuple[Any, ...]:
+        q, k, v, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
+        ledger: Ledger = ctx.ledger  # type: ignore[attr-defined]
+        rank, c = dist.get_rank(), dist.get_world_size()
+        kv = torch.stack((k, v))
+        dq, home = block_grads(q, kv, out, lse, dout, diagonal=True)
+        travelling = torch.zeros_like(kv)
+        for r in range(1, c):
+            kv = pass_on(ledger, kv)
+            if r > 1:  # the dK/dV of the chunk that came with it, summed by its earlier visitors
+                travelling = pass_on(ledger, travelling)
+            else:
+                travelling = torch.zeros_like(kv)
+            if (rank - r) % c < rank:
+                dq_part, dkv = block_grads(q, kv, out, lse, dout, diagonal=False)
+                dq, travelling = dq + dq_part, travelling + dkv
+        dkv = home + pass_on(ledger, travelling)  # the last visitor sends each chunk's dK/dV home
+        return dq, dkv[0], dkv[1], None
+
+
+def ring(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger) -> torch.Tensor:
+    out = RingAttention.apply(q, k, v, ledger)
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+# --- Ulysses -------------------------------------------------------------------------------------
+class AllToAll(torch.autograd.Function):
+    """all_to_all of equal blocks along dim 0 (block i goes to rank i); its own inverse in
+    backward."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, blocks: torch.Tensor, ledger: Ledger) -> torch.Tensor:
+        ctx.ledger = ledger  # type: ignore[attr-defined]
+        return exchange(blocks.contiguous(), ledger)
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return exchange(grad.contiguous(), ctx.ledger), None  # type: ignore[attr-defined]
+
+
+def exchange(blocks: torch.Tensor, ledger: Ledger) -> torch.Tensor:
+    out = torch.empty_like(blocks)
+    ledger.note("all_to_all", blocks)
+    dist.all_to_all_single(out, blocks)
+    return out
+
+
+def ulysses(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger) -> torch.Tensor:
+    """Q, K, V (b, a, s/c, d) -> s tokens of a/c heads by one all-to-all, causal attention, and
+    the output back to s/c tokens of a heads by a second."""
+    c = dist.get_world_size()
+    b, a, sc, d = q.shape
+    # (3, b, a, s/c, d) -> blocks by head group: (c, 3, b, a/c, s/c, d); block i to rank i
+    qkv = torch.stack((q, k, v)).view(3, b, c, a // c, sc, d).movedim(2, 0)
+    got = AllToAll.apply(qkv, ledger)  # (c: whose tokens, 3, b, a/c, s/c, d)
+    assert isinstance(got, torch.Tensor)
+    whole = got.permute(1, 2, 3, 0, 4, 5).reshape(3, b, a // c, c * sc, d)
+    out = causal_attention(whole[0], whole[1], whole[2])  # (b, a/c, s, d)
+    # blocks by sequence chunk: (c, b, a/c, s/c, d); block i (chunk i) to rank i
+    back = AllToAll.apply(out.view(b, a // c, c, sc, d).movedim(2, 0), ledger)
+    assert isinstance(back, torch.Tensor)  # (c: whose heads, b, a/c, s/c, d)
+    return back.movedim(0, 1).reshape(b, a, sc, d)
+
+
+# --- one rank's job, and the launch -------------------------------------------------------------
+def run_rank(run: ContextRun) -> dict[str, Any]:
+    """This rank's tokens through the layer and back; return its ledger and its largest
+    deviation from ``reference`` (output, input gradient, weight gradients)."""
+    rank, c = dist.get_rank(), dist.get_world_size()
+    data, want = inputs(run), reference(run)
+    mine = slice(rank * run.seq // c, (rank + 1) * run.seq // c)
+    leaves = {
+        n: t.clone().requires_grad_() for n, t in data.items() if n in ("wq", "wk", "wv", "wo")
+    }
+    x = data["x"][:, mine].clone().requires_grad_()
+    ledger = Ledger()
+    attend = {"ring": ring, "ulysses": ulysses}[run.attention]
+    out = layer(leaves, x, run.heads, lambda q, k, v: attend(q, k, v, ledger))
+    ledger.phase = "backward"
+    # each rank's mean over its tokens; the gradient summed over context and divided once by c
+    torch.nn.functional.mse_loss(out, data["y"][:, mine]).backward()
+    worst = float((out.detach() - want["out"][:, mine]).abs().max())
+    worst = max(worst, float((x.grad - want["dx"][:, mine] * c).abs().max()) / c)  # type: ignore[operator]
+    for name, leaf in leaves.items():
+        grad = leaf.grad
+        assert grad is not None
+        dist.all_reduce(grad)  # SPEC §5: partial on context, summed once ...
+        grad /= c  # ... and scaled once
+        worst = max(worst, float((grad - want[f"d{name}"]).abs().max()))
+    return {"rank": rank, "ledger": ledger.entries, "deviation": worst}
+
+
+def _rank_main(rank: int, run: ContextRun, port: int, results: Any) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=run.ranks)
+    try:
+        results.put(run_rank(run))
+    finally:
+        dist.destroy_process_group()
+
+
+def launch(run: ContextRun) -> list[dict[str, Any]]:
+    """Run ``run`` on ``run.ranks`` fresh gloo processes; each rank's result, by rank."""
+    run.spec()  # the core refuses a shape it cannot derive, before any process starts
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    context = mp.get_context("spawn")
+    results = context.SimpleQueue()
+    mp.start_processes(
+        _rank_main, args=(run, port, results), nprocs=run.ranks, start_method="spawn"
+    )
+    return sorted((results.get() for _ in range(run.ranks)), key=lambda r: r["rank"])
+
+
+def main() -> None:
+    for attention in ("ring", "ulysses"):
+        for ranks in (2, 4):
+            run = ContextRun(attention, ranks)
+            measured = launch(run)
+            predicted = run.predicted()
+            same = all(r["ledger"] == predicted for r in measured)
+            sent = sum(ring_bytes(op, n, size) for op, _, size, n in predicted)
+            print(
+                f"{attention:8s} c = {ranks}: {len(predicted)} context ops per rank, {sent} B "
+                f"sent per rank (ring bytes); measured = predicted on every rank: {same}; "
+                f"max |deviation| from one process {max(r['deviation'] for r in measured):.3g}"
+            )
+
+
+if __name__ == "__main__":
+    main()

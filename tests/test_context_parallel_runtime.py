@@ -1,0 +1,38 @@
+"""Context parallelism run on gloo (issue 26 item 1): one causal attention layer on c ranks, ring
+attention and Ulysses, measured against the core's schedule entry by entry and against one
+process (``placement_edu.runtime.context_attention``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement_edu.runtime.context_attention import ContextRun, launch
+
+pytestmark = pytest.mark.runtime
+
+
+@pytest.mark.parametrize(
+    "attention,ranks,ops",
+    [
+        # ring: (c-1) send/recv rounds forward; backward (c-1) K/V and (c-1) dK/dV rounds
+        ("ring", 2, 2 * (1 + 2)),
+        ("ring", 4, 2 * (3 + 6)),
+        # Ulysses: two all-to-alls forward, two backward, whatever c
+        ("ulysses", 2, 4),
+        ("ulysses", 4, 4),
+    ],
+)
+def test_the_toy_attention_layer_runs_as_the_core_derives_and_as_one_process(
+    attention: str, ranks: int, ops: int
+) -> None:
+    run = ContextRun(attention, ranks)
+    predicted = run.predicted()
+    assert len(predicted) == ops
+    measured = launch(run)
+    for result in measured:
+        assert result["ledger"] == predicted  # op, pass, payload bytes, group: entry by entry
+        assert result["deviation"] < 1e-12  # float64: rounding only (measured: ≤ 3e-16)
+    # K/V chunk: 2·b·(s/c)·h float64 = 2·2·(8/c)·8·8 B (ring); Ulysses' buffers 3·b·(s/c)·h and
+    # b·(s/c)·h float64
+    sizes = {size for _, _, size, _ in predicted}
+    assert sizes == ({2048 // ranks} if attention == "ring" else {3072 // ranks, 1024 // ranks})
