@@ -97,7 +97,10 @@ class Run:
 #: 41.3 %, printed 41 %).
 H100_ASSUMED = (
     "micro-batch 1 (not printed)",
-    "selective recomputation standing for flash attention (Transformer Engine; not printed)",
+    "selective recomputation standing for flash attention (Transformer Engine; not printed): "
+    "flash's backward recomputes QK^T from Q, K and the logsumexp (Dao 2023, Algorithm 2), "
+    "selective replays core attention's forward (QK^T and PV); the package's attention='flash' "
+    "with recompute 'none' would price no replay at all (1.7B: ratio 1.146 -> 1.199)",
     "sequence parallelism on the tensor axis (Megatron's usual pairing with t > 1; not printed)",
     "the non-interleaved 1F1B schedule: the README prints no interleaving depth (Megatron's "
     "--num-layers-per-virtual-pipeline-stage); compare.py --schedule interleaved:V tries one",
