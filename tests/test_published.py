@@ -105,7 +105,8 @@ def test_done_when_h100_weak_scaling() -> None:
 
 
 def test_a100_runs_as_launched() -> None:
-    # Megatron-LM examples/sc21/run_table_1.sh ("Table 1 showing weak-scaling throughput"): 1.7B
+    # Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh ("Table 1 showing
+    # weak-scaling throughput"): 1.7B
     # TP=1 PP=1 MBS=16 GBS=512 NAH=24 DDP=torch; 145B TP=8 PP=8 MBS=2 GBS=2304 NAH=96 DDP=local
     # --num-layers-per-virtual-pipeline-stage 5 (80 layers / 8 stages / 5 = 2 chunks per stage);
     # 530B PP=35 MBS=1, 1 layer per virtual stage (105 / 35 = 3); 1T PP=64 MBS=1, no interleaving.

@@ -186,19 +186,25 @@ H100_STRONG: tuple[Run, ...] = tuple(
 #: s/(6h) + V/(16·l·h)) per step: hardware FLOPs under full activation recomputation (the 96 is
 #: 72 × 4/3, the forward replayed); its "percentage of theoretical peak" divides by 312e12.
 #:
-#: How each run was launched is in Megatron-LM's examples/sc21/run_table_1.sh ("Table 1 showing
-#: weak-scaling throughput for GPT models ranging from 1 billion to 1 trillion parameters",
-#: examples/sc21/README.md), row by row: TP, PP, MBS (micro-batch), GBS, NLS (layers), HS (hidden),
-#: NAH (heads), DDP ("torch" up to 18B, "local" from 39B), and "--recompute-method uniform" on
-#: every row, with "--num-layers-per-virtual-pipeline-stage" 5, 5, 3, 1 on the 76B, 145B, 310B and
-#: 530B rows (v = layers / (p × that): 3, 2, 2, 3; none on the 1T row). DDP "torch" is PyTorch's
+#: How each run was launched is in Megatron-LM's sc21/run_table_1.sh (``SC21_SCRIPT``: "Table 1
+#: showing weak-scaling throughput for GPT models ranging from 1 billion to 1 trillion parameters",
+#: sc21/README.md), row by row: TP, PP, MBS (micro-batch), GBS, NLS (layers), HS (hidden), NAH
+#: (heads), DDP ("torch" up to 18B, "local" from 39B), "--activations-checkpoint-method uniform"
+#: (full recomputation; "--recompute-method uniform" in later copies) and "--fp16" on every row,
+#: with "--num-layers-per-virtual-pipeline-stage" 5, 5, 3, 1 on the 76B, 145B, 310B and 530B rows (v
+#: = layers / (p × that): 3, 2, 2, 3; none on the 1T row). DDP "torch" is PyTorch's
 #: DistributedDataParallel, which all-reduces 25 MB buckets as backward fills them: the package's
 #: "bucketed" model. DDP "local" is Megatron's own wrapper, which in 2021 all-reduced the gradients
-#: after the last micro-batch's backward, overlapping nothing ("torch DDP is more efficient than
-#: local DDP since it overlaps comms with backward ... the communication in local DDP doesn't do
-#: this", NVIDIA/Megatron-LM issue #428, 2023; overlap came with --overlap-grad-reduce in
-#: September 2023, issue #391): the package's "none" (the pipeline's sends were blocking too).
-SC21_SCRIPT = "https://github.com/NVIDIA/Megatron-LM/blob/main/examples/sc21/run_table_1.sh"
+#: after the last micro-batch's backward, overlapping nothing: megatron/training.py (commit
+#: fda81a21, May 2021) calls forward_backward_func, then "# All-reduce if needed. if args.DDP_impl
+#: == 'local': ... model_module.allreduce_gradients()" ("torch DDP is more efficient than local DDP
+#: since it overlaps comms with backward ... the communication in local DDP doesn't do this",
+#: NVIDIA/Megatron-LM issue #428, 2023; overlap came with --overlap-grad-reduce in September 2023,
+#: issue #391): the package's "none".
+SC21_SCRIPT = (
+    "https://github.com/NVIDIA/Megatron-LM/blob/main/examples/academic_paper_scripts/sc21/"
+    "run_table_1.sh (examples/sc21/ until it moved)"
+)
 A100_ASSUMED = (
     "full activation recomputation: run_table_1.sh's --recompute-method uniform (every layer); "
     "the paper's eq. 3 counts it",
