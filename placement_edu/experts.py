@@ -260,12 +260,13 @@ def check_expert_axis(model: object, mesh, strategy) -> None:
     from placement_edu.placement import MODEL_STATES, WHOLE
 
     kept = all(strategy.placement.mode(s, "data") in WHOLE for s in MODEL_STATES)
+    alone = all(mesh.degree(axis) == 1 for axis in ("tensor", "replica", "context"))
     expect(
-        kept and mesh.degree("tensor") == 1 and mesh.degree("replica") == 1,
+        kept and alone,
         f"{strategy.name!r} on {mesh}: expert parallelism is derived beside a data axis that "
-        "keeps params, grads and optimizer state whole (dp) and pipeline stages, without tensor "
-        "or replica axes; sharding the dense and the expert states over their two data groups "
-        "(Megatron's distributed optimizer) is not derived yet",
+        "keeps params, grads and optimizer state whole (dp) and pipeline stages, without tensor, "
+        "replica or context axes; sharding the dense and the expert states over their two data "
+        "groups (Megatron's distributed optimizer) is not derived yet",
     )
 
 

@@ -227,7 +227,8 @@ def applicable_faults(strategy, mesh: Mesh) -> tuple[str, ...]:
 
 
 def strategies_for(name: str) -> tuple[str, ...]:
-    """The named strategies and compositions fault ``name`` applies to, each on its example mesh."""
+    """The named strategies and compositions fault ``name`` applies to, each on its example mesh
+    (an expert fault: on it with an expert axis of 2 added, where expert parallelism derives)."""
     from placement_edu.strategies import COMPOSITIONS, STRATEGIES, example_mesh
 
     _fault(name)
@@ -235,7 +236,26 @@ def strategies_for(name: str) -> tuple[str, ...]:
         s.name
         for s in (*STRATEGIES.values(), *COMPOSITIONS.values())
         if FAULTS[name].applies(s, example_mesh(s))
+        or (FAULTS[name].applies(s, with_experts(s)) and _expert_parallel(s, with_experts(s)))
     )
+
+
+def with_experts(strategy) -> Mesh:
+    """``strategy``'s example mesh with an expert axis of 2 added."""
+    from placement_edu.strategies import example_mesh
+
+    return Mesh.of(**dict(example_mesh(strategy).degrees), **{EXPERT_AXIS: 2})
+
+
+def _expert_parallel(strategy, mesh: Mesh) -> bool:
+    """Whether expert parallelism derives for ``strategy`` on ``mesh`` (``check_expert_axis``)."""
+    from placement_edu.experts import SMALL_MOE, check_expert_axis
+
+    try:
+        check_expert_axis(SMALL_MOE, mesh, strategy)
+    except PlacementError:
+        return False
+    return True
 
 
 def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Schedule:
@@ -260,8 +280,9 @@ def _where_it_applies(fault: Fault, strategy, mesh: Mesh) -> str:
 
     bigger = example_mesh(strategy)
     if not fault.applies(strategy, bigger):  # an expert fault: the same axes with experts
-        bigger = Mesh.of(**dict(bigger.degrees), **{EXPERT_AXIS: 2})
-    if fault.applies(strategy, bigger):
+        bigger = with_experts(strategy)
+    derives = bigger.degree(EXPERT_AXIS) == 1 or _expert_parallel(strategy, bigger)
+    if fault.applies(strategy, bigger) and derives:
         return (
             f"{strategy.name} has that placement, but on {mesh} the axis the fault acts on has one "
             "device, where nothing is reduced, gathered or broadcast for it to spoil: try "

@@ -274,3 +274,17 @@ def test_table_shows_the_busiest_expert_rank_beside_the_balanced_one(capsys) -> 
     assert "between 1/e = 1/2 (balanced) and 1, got 1/4" in capsys.readouterr().err
     assert main(["table", *argv, "--routing-skew", "0.5"]) == 2
     assert "--routing-skew shows the busiest expert rank" in capsys.readouterr().err
+
+
+def test_the_expert_faults_name_where_they_apply() -> None:
+    from placement_edu.faults import strategies_for
+
+    # on their example meshes with an expert axis added, where expert parallelism derives (data
+    # states whole; no tensor, replica or context axis)
+    assert strategies_for("drop-routed-tokens") == ("dp", "pp", "dp×pp")
+    assert strategies_for("skip-expert-grad-reduce") == ("dp", "dp×pp")  # pp has no data replicas
+    with pytest.raises(PlacementError, match="it applies to: dp, pp, dp×pp"):
+        check("zero3", mesh="data=4", fault="drop-routed-tokens")
+    with pytest.raises(PlacementError, match="without tensor, replica or context axes"):
+        mesh = Mesh.parse("data=1,context=2,expert=2")
+        derive_schedule(get_strategy("dp×cp"), SMALL_MOE, mesh, MIXED)
