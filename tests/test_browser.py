@@ -263,6 +263,7 @@ def test_a_notebook_run_saved_shut_down_and_reopened_shows_its_stills(browser, l
     for image in page.locator(".placement-edu-still img").element_handles():
         assert image.evaluate("img => img.naturalWidth") > 0  # this run's figure, drawn
     assert_sharp_and_whole(page.locator(".placement-edu-still img"))
+    assert_sharp_and_whole(page.locator(".jp-RenderedImage img"))  # the figures between widgets
     page.close()
 
 

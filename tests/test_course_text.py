@@ -109,3 +109,13 @@ def test_every_code_line_fits_in_100_characters(notebook):
         if len(line) > 100
     ]
     assert long == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_a_notebook_draws_is_shown_at_its_size(notebook):
+    """``png()`` draws at 2x the pixels (``live.PIXEL_DENSITY``); IPython's ``Image`` shows a PNG
+    at its pixel size unless ``retina=True`` halves it -- and pyplot's own figures are 1x."""
+    code = ["".join(c["source"]) for c in _cells(notebook) if c["cell_type"] == "code"]
+    calls = [line for cell in code for line in cell.split("\n") if "Image(png(" in line]
+    assert all("retina=True" in line for line in calls), calls
+    assert not [cell for cell in code if "plt.subplots(" in cell or "plt.figure(" in cell]
