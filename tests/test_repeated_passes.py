@@ -27,6 +27,7 @@ from placement_edu import (
 from placement_edu import schedule as sch
 from placement_edu.faults import FAULTS, apply_fault, applicable_faults
 from placement_edu.mesh import Mesh
+from placement_edu.schedule.context import context_attention_collectives
 from placement_edu.schedule import (
     MAX_LISTED_OPS,
     Op,
@@ -58,9 +59,10 @@ def pass_by_pass(strategy, mesh: Mesh, rank: int) -> list[tuple]:
         ops += sch.pipeline_boundary(dev, "recv", phase, (k,))
         if reshard or (kind == "F" and k == 0):
             ops += sch.gather_before_use(dev, phase, "")
-        ops += sch.tensor_parallel_collectives(dev, phase) + sch.pipeline_boundary(
-            dev, "send", phase, (k,)
+        ops += sch.tensor_parallel_collectives(dev, phase) + context_attention_collectives(
+            dev, phase
         )
+        ops += sch.pipeline_boundary(dev, "send", phase, (k,))
         if kind == "B" and (per_micro_batch or k == m - 1):
             tag = (k,) if per_micro_batch else ()
             ops += sch.sequence_parallel_norms(dev, tag) + sch.reduce_partial_grads(dev, tag)

@@ -167,10 +167,12 @@ def ulysses_exchange(dev: Any, kind: str) -> list[Op]:
 def context_attention_collectives(dev: Any, phase: str) -> list[Op | Repeat]:
     """The context axis' ops of one pass (``phase``: "forward" or "backward") on this rank's
     layers: per layer, ring attention's (c - 1) rounds or Ulysses' two all-to-alls. Full
-    recomputation replays forward's in backward (as it does tensor parallelism's)."""
+    recomputation replays forward's in backward (as it does tensor parallelism's). The axis is
+    refused here where it does not apply (``context_applies``)."""
     c = context_degree(dev.mesh)
     if c == 1:
         return []
+    context_applies(dev.strategy, dev.model, dev.mesh, dev.tensor)
     layers = len(stage_layers(dev.model.layers, dev.stages, dev.stage))
     kinds = [phase]
     if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):

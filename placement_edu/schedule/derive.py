@@ -10,7 +10,7 @@ from placement_edu.models import Model
 from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.axes import validate
-from placement_edu.schedule.context import context_applies, context_attention_collectives
+from placement_edu.schedule.context import context_attention_collectives
 from placement_edu.schedule.ops import Op, Repeat, Schedule
 from placement_edu.experts import check_expert_axis
 from placement_edu.schedule.expert_parallel import (
@@ -79,7 +79,6 @@ def derive_schedule(
     validate(strategy, mesh, strict)
     check_expert_axis(model, mesh, strategy)
     dev = Device(strategy, model, mesh, precision, rank, mesh.coords(rank))
-    context_applies(strategy, model, mesh, dev.tensor)
     m, reshard = strategy.micro_batches, strategy.reshard_after_forward
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
     entries: list[Op | Repeat] = [*startup_broadcasts(dev), *dense_startup_broadcast(dev)]
