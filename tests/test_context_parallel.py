@@ -333,3 +333,25 @@ def test_ring_backward_sends_each_chunks_dkv_beside_it_from_its_first_visitor_on
     sends = [o.why for o in schedule.ops if o.op == "send" and o.phase == "backward"]
     kinds = ["dK/dV" if "dK/dV" in why else "K/V" for why in sends]
     assert kinds == ["K/V", "K/V", "dK/dV", "K/V", "dK/dV", "dK/dV"]
+
+
+# --- where the context ranks sit ---------------------------------------------------------------
+def test_a_context_group_is_c_neighbours_at_stride_t_as_megatrons_tp_cp_order_puts_them() -> None:
+    # rank = ((d_index · c) + c_index) · t + t_index on data=2,context=4,tensor=2
+    mesh = Mesh.parse("data=2,context=4,tensor=2")
+    assert mesh.group(0, "tensor") == [0, 1]
+    assert mesh.group(0, "context") == [0, 2, 4, 6]
+    assert mesh.group(0, "data") == [0, 8]
+    assert mesh.coords(13) == {
+        "data": 1,
+        "context": 2,
+        "tensor": 1,
+        "pipeline": 0,
+    }  # (1·4 + 2)·2 + 1
+    # one node of 8 holds a context group of 4 × tensor 2: NVLink; the data groups span nodes
+    from placement_edu.presentation.layout import rank_layout
+    from placement_edu.timing import get_hardware
+
+    hw = get_hardware("h100-nvlink-ib")
+    assert not hw.spans_nodes(mesh, "context") and hw.spans_nodes(mesh, "data")
+    rank_layout(mesh)  # every axis has its colour

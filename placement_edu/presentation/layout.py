@@ -19,6 +19,7 @@ AXIS_COLORS = {
     "data": "#1f77b4",
     "pipeline": "#2ca02c",
     "replica": "#9467bd",
+    "context": "#ff7f0e",
 }
 #: The most ranks one picture draws (16 nodes of 8).
 MAX_DRAWN = 128
