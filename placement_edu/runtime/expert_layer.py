@@ -14,13 +14,15 @@ dropped, as on the rank itself). The parallel version (``run_rank``):
   outputs home, where each token sums its k experts' outputs times their gates. Autograd runs the
   two all-to-alls again in backward (an all-to-all of equal blocks is its own inverse);
 - gradients: an expert's gradient arrives whole on its owner (the combine's backward brought it
-  every token that chose the expert); the router's is partial, summed over the e ranks (one
-  all-reduce); both are divided once by e (each rank's loss is the mean over its own tokens).
+  every token that chose the expert) and is summed over the d data replicas of that expert; the
+  router's is partial on every rank, summed over the d·e of them (one all-reduce each); both are
+  divided once by d·e (each rank's loss is the mean over its own tokens).
 
 The ledger records every all-to-all (op, phase, payload bytes, group), compared entry by entry
 with the core's activation ops on the expert axis, and the router's all-reduce; the deviation is
 the largest difference from ``reference`` over outputs, input gradients and weight gradients.
-``python -m placement_edu.runtime.expert_layer`` prints top-1 and top-2 at e = 2 and 4.
+``python -m placement_edu.runtime.expert_layer`` prints top-1 and top-2 at e = 2 and 4, and top-2
+on data=2,expert=2 (the experts' grads then all-reduced over their 2 data replicas).
 """
 
 from __future__ import annotations
@@ -50,8 +52,11 @@ Key = tuple[str, str, int, int]
 @dataclass(frozen=True)
 class ExpertRun:
     """The toy layer: ``batch`` sequences of ``seq`` tokens per rank, width ``hidden``, ``experts``
-    SwiGLU experts of width ``ffn``, top-``top_k``, float64, on ``ranks`` expert ranks.
-    ``drop``: the drop-routed-tokens fault (the block bound for the last rank is left out)."""
+    SwiGLU experts of width ``ffn``, top-``top_k``, float64, on ``ranks`` expert ranks, times
+    ``data`` replicas of each expert (mesh ``data=d,expert=e``: d·e ranks, each its own tokens).
+    Faults: ``drop`` (drop-routed-tokens: the block bound for the last expert rank is left out)
+    and ``skip_expert_reduce`` (skip-expert-grad-reduce: the experts' grads are not summed over
+    their data replicas)."""
 
     ranks: int
     top_k: int
@@ -63,6 +68,13 @@ class ExpertRun:
     capacity_factor: Fraction = Fraction(1)
     seed: int = 0
     drop: bool = False
+    data: int = 1
+    skip_expert_reduce: bool = False
+
+    @property
+    def world(self) -> int:
+        """d·e ranks: expert inside data (``mesh.LAYOUT``): rank = data index · e + expert index."""
+        return self.data * self.ranks
 
     def spec(self) -> MoESpec:
         """The core's model of the layer: one MoE layer of the toy's shape."""
@@ -81,7 +93,7 @@ class ExpertRun:
 
     def predicted(self) -> list[Key]:
         """The core's activation ops on the expert axis for rank 0, in order (float64: 8 B)."""
-        mesh = Mesh.of(data=1, expert=self.ranks)
+        mesh = Mesh.of(data=self.data, expert=self.ranks)
         schedule = derive_schedule(STRATEGIES["dp"], self.spec(), mesh, get_precision("fp64_adam"))
         return [
             (o.op, o.phase, int(o.payload_bytes), o.group)
@@ -99,7 +111,7 @@ def inputs(run: ExpertRun) -> dict[str, torch.Tensor]:
         return torch.randn(size, generator=g, dtype=torch.float64)
 
     E, h, f = run.experts, run.hidden, run.ffn
-    shape = (run.ranks, run.batch * run.seq, h)
+    shape = (run.world, run.batch * run.seq, h)
     return {
         "router": draw(h, E),
         "gate": draw(E, f, h) / math.sqrt(h),
@@ -160,20 +172,21 @@ def combine(outputs: torch.Tensor, routing: Routing) -> torch.Tensor:
 
 def reference(run: ExpertRun) -> dict[str, torch.Tensor]:
     """The layer in one process, every expert at hand, rank by rank's tokens (each rank's own
-    capacity), loss the mean over each rank's tokens summed over ranks / e: the global mean."""
+    capacity), loss the mean over each rank's tokens summed over ranks / (d·e): the global
+    mean."""
     data = inputs(run)
     leaves = {n: data[n].clone().requires_grad_() for n in ("router", "gate", "up", "down")}
     x = data["x"].clone().requires_grad_()
     outs, losses = [], []
     C = expert_capacity(run.spec())
-    for r in range(run.ranks):
+    for r in range(run.world):
         routing = route(run, leaves["router"], x[r])
         buffer = dispatch(run, x[r], routing).view(run.experts, C, -1)
         done = torch.stack([expert(leaves, i, buffer[i]) for i in range(run.experts)])
         out = combine(done.view(run.experts * C, -1), routing)
         outs.append(out)
         losses.append(torch.nn.functional.mse_loss(out, data["y"][r]))
-    (sum(losses) / run.ranks).backward()  # type: ignore[union-attr]
+    (sum(losses) / run.world).backward()  # type: ignore[union-attr]
     grads = {f"d{n}": t.grad for n, t in leaves.items()}
     return {"out": torch.stack(outs).detach(), "dx": x.grad, **grads}  # type: ignore[dict-item]
 
@@ -185,9 +198,9 @@ class Ledger:
     phase: str = "forward"
     entries: list[Key] = field(default_factory=list)
 
-    def note(self, op: str, tensor: torch.Tensor) -> None:
+    def note(self, op: str, tensor: torch.Tensor, group: Any) -> None:
         size = tensor.numel() * tensor.element_size()
-        self.entries.append((op, self.phase, size, dist.get_world_size()))
+        self.entries.append((op, self.phase, size, dist.get_world_size(group)))
 
 
 class AllToAll(torch.autograd.Function):
@@ -195,30 +208,46 @@ class AllToAll(torch.autograd.Function):
     backward, where autograd runs it again on the gradient."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, blocks: torch.Tensor, ledger: Ledger) -> torch.Tensor:  # type: ignore[override]
-        ctx.ledger = ledger  # type: ignore[attr-defined]
-        return exchange(blocks.contiguous(), ledger)
+    def forward(ctx: FunctionCtx, blocks: torch.Tensor, ledger: Ledger, group: Any) -> torch.Tensor:  # type: ignore[override]
+        ctx.ledger, ctx.group = ledger, group  # type: ignore[attr-defined]
+        return exchange(blocks.contiguous(), ledger, group)
 
     @staticmethod
-    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        return exchange(grad.contiguous(), ctx.ledger), None  # type: ignore[attr-defined]
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        return exchange(grad.contiguous(), ctx.ledger, ctx.group), None, None  # type: ignore[attr-defined]
 
 
-def exchange(blocks: torch.Tensor, ledger: Ledger) -> torch.Tensor:
+def exchange(blocks: torch.Tensor, ledger: Ledger, group: Any) -> torch.Tensor:
     out = torch.empty_like(blocks)
-    ledger.note("all_to_all", blocks)
-    dist.all_to_all_single(out, blocks)
+    ledger.note("all_to_all", blocks, group)
+    dist.all_to_all_single(out, blocks, group=group)
     return out
 
 
+def groups(run: ExpertRun) -> tuple[Any, Any]:
+    """This rank's (expert group, data group): e neighbours, and the d replicas of its experts.
+    Every rank makes every group, in the same order (torch.distributed's rule)."""
+    d, e, rank = run.data, run.ranks, dist.get_rank()
+    mine: dict[str, Any] = {}
+    for i in range(d):
+        group = dist.new_group([i * e + j for j in range(e)])
+        mine["expert"] = group if rank // e == i else mine.get("expert")
+    for j in range(e):
+        group = dist.new_group([i * e + j for i in range(d)])
+        mine["data"] = group if rank % e == j else mine.get("data")
+    return mine["expert"], mine["data"]
+
+
 def run_rank(run: ExpertRun) -> dict[str, Any]:
-    """This rank's tokens through the layer and back, its E/e experts serving every rank; return
-    its ledger and its largest deviation from ``reference``."""
-    rank, e = dist.get_rank(), dist.get_world_size()
+    """This rank's tokens through the layer and back, its E/e experts serving its e expert ranks;
+    return its ledger and its largest deviation from ``reference``."""
+    rank, e, world = dist.get_rank(), run.ranks, run.world
+    by_expert, by_data = groups(run)
     data, want = inputs(run), reference(run)
     E, C, h = run.experts, expert_capacity(run.spec()), run.hidden
-    here = range(rank * E // e, (rank + 1) * E // e)  # this rank's experts (S on expert)
-    router = data["router"].clone().requires_grad_()  # dense: R on the expert ranks
+    mine = rank % e  # this rank's index on the expert axis
+    here = range(mine * E // e, (mine + 1) * E // e)  # this rank's experts (S on expert)
+    router = data["router"].clone().requires_grad_()  # dense: R on every rank
     local = {
         n: data[n][here.start : here.stop].clone().requires_grad_() for n in ("gate", "up", "down")
     }
@@ -226,36 +255,47 @@ def run_rank(run: ExpertRun) -> dict[str, Any]:
     ledger = Ledger()
     routing = route(run, router, x)
     buffer = dispatch(run, x, routing)
-    if run.drop:  # the fault: the block bound for the last rank never leaves
+    if run.drop:  # the fault: the block bound for the last expert rank never leaves
         buffer = buffer * (torch.arange(E * C) < (E - E // e) * C).unsqueeze(-1)
     # dispatch: [e source ranks, E/e experts, C, h] arrive
-    received = AllToAll.apply(buffer.view(e, E // e * C * h), ledger).view(e, E // e, C, h)
+    blocks = buffer.view(e, E // e * C * h)
+    received = AllToAll.apply(blocks, ledger, by_expert).view(e, E // e, C, h)
     done = torch.stack([expert(local, i, received[:, i]) for i in range(E // e)], dim=1)
-    outputs = AllToAll.apply(done.reshape(e, E // e * C * h), ledger)  # combine
+    outputs = AllToAll.apply(done.reshape(e, E // e * C * h), ledger, by_expert)  # combine
     out = combine(outputs.view(E * C, h), routing)
     ledger.phase = "backward"
     torch.nn.functional.mse_loss(out, data["y"][rank]).backward()
     worst = float((out.detach() - want["out"][rank]).abs().max())
     dx = x.grad
     assert dx is not None
-    worst = max(worst, float((dx - want["dx"][rank] * e).abs().max()) / e)
+    worst = max(worst, float((dx - want["dx"][rank] * world).abs().max()) / world)
     grad = router.grad
     assert grad is not None
-    ledger.note("all_reduce", grad)  # the dense grads: partial on every rank, summed once ...
+    # the dense grads: partial on every rank (the data × expert group), summed once ...
+    ledger.note("all_reduce", grad, None)
     dist.all_reduce(grad)
-    grad /= e  # ... and scaled once by d·e = e
+    grad /= world  # ... and scaled once by d·e
     worst = max(worst, float((grad - want["drouter"]).abs().max()))
-    for name, leaf in local.items():  # whole on its owner: the all-to-alls brought every token
-        mine = leaf.grad
-        assert mine is not None
-        worst = max(worst, float((mine / e - want[f"d{name}"][here.start : here.stop]).abs().max()))
+    # the experts' grads: whole on the expert axis (the all-to-alls brought every token that chose
+    # them), partial over their d data replicas: one all-reduce there (the core's single op)
+    flat = torch.cat([leaf.grad.flatten() for leaf in local.values()])  # type: ignore[union-attr]
+    if run.data > 1 and not run.skip_expert_reduce:
+        ledger.note("all_reduce", flat, by_data)
+        dist.all_reduce(flat, group=by_data)
+    flat /= world
+    offset = 0
+    for name, leaf in local.items():
+        n = leaf.numel()
+        got = flat[offset : offset + n].view_as(leaf)
+        offset += n
+        worst = max(worst, float((got - want[f"d{name}"][here.start : here.stop]).abs().max()))
     dropped = int((routing.slot < 0).sum())  # over capacity: dropped here and in the reference
     return {"rank": rank, "ledger": ledger.entries, "deviation": worst, "dropped": dropped}
 
 
 def _rank_main(rank: int, run: ExpertRun, port: int, results: Any) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=run.ranks)
+    dist.init_process_group("gloo", rank=rank, world_size=run.world)
     try:
         results.put(run_rank(run))
     finally:
@@ -263,7 +303,7 @@ def _rank_main(rank: int, run: ExpertRun, port: int, results: Any) -> None:
 
 
 def launch(run: ExpertRun) -> list[dict[str, Any]]:
-    """Run ``run`` on ``run.ranks`` fresh gloo processes; each rank's result, by rank."""
+    """Run ``run`` on d·e fresh gloo processes; each rank's result, by rank."""
     run.predicted()  # the core refuses a shape it cannot derive, before any process starts
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -271,28 +311,29 @@ def launch(run: ExpertRun) -> list[dict[str, Any]]:
     context = mp.get_context("spawn")
     results = context.SimpleQueue()
     mp.start_processes(
-        _rank_main, args=(run, port, results), nprocs=run.ranks, start_method="spawn"
+        _rank_main, args=(run, port, results), nprocs=run.world, start_method="spawn"
     )
-    return sorted((results.get() for _ in range(run.ranks)), key=lambda r: r["rank"])
+    return sorted((results.get() for _ in range(run.world)), key=lambda r: r["rank"])
 
 
 def main() -> None:
-    for top_k in (1, 2):
-        for ranks in (2, 4):
-            run = ExpertRun(ranks, top_k)
-            measured = launch(run)
-            predicted = run.predicted()
-            a2a = [r["ledger"][:-1] for r in measured]  # the last entry: the router's all-reduce
-            same = all(entries == predicted for entries in a2a)
-            each = all_to_all_elements(run.spec()) * 8
-            dropped = sum(r["dropped"] for r in measured)
-            print(
-                f"top-{top_k} e = {ranks}: {len(predicted)} all-to-alls per rank of {each} B "
-                f"({each * (ranks - 1) // ranks} B leave the rank); measured = predicted on every "
-                f"rank: {same}; max |deviation| from one process "
-                f"{max(r['deviation'] for r in measured):.3g} ({dropped} routed tokens over "
-                "capacity, dropped alike)"
-            )
+    for data, ranks, top_k in ((1, 2, 1), (1, 4, 1), (1, 2, 2), (1, 4, 2), (2, 2, 2)):
+        run = ExpertRun(ranks, top_k, data=data)
+        measured = launch(run)
+        predicted = run.predicted()
+        a2a = [[k for k in r["ledger"] if k[0] == "all_to_all"] for r in measured]
+        same = all(entries == predicted for entries in a2a)
+        each = all_to_all_elements(run.spec()) * 8
+        dropped = sum(r["dropped"] for r in measured)
+        reductions = [k for k in measured[0]["ledger"] if k[0] == "all_reduce"]
+        print(
+            f"data={data},expert={ranks} top-{top_k}: {len(predicted)} all-to-alls per rank of "
+            f"{each} B ({each * (ranks - 1) // ranks} B leave the rank); measured = predicted on "
+            f"every rank: {same}; all-reduces (payload B, group): "
+            f"{', '.join(f'{b} B over {g}' for _, _, b, g in reductions)}; max |deviation| from "
+            f"one process {max(r['deviation'] for r in measured):.3g} ({dropped} routed tokens "
+            "over capacity, dropped alike)"
+        )
 
 
 if __name__ == "__main__":
