@@ -288,3 +288,21 @@ def test_the_expert_faults_name_where_they_apply() -> None:
     with pytest.raises(PlacementError, match="without tensor, replica or context axes"):
         mesh = Mesh.parse("data=1,context=2,expert=2")
         derive_schedule(get_strategy("dp×cp"), SMALL_MOE, mesh, MIXED)
+
+
+def test_deepseek_v3_sends_468_mb_per_gpu_per_moe_layer_and_54_gb_per_forward() -> None:
+    # Glenn K. Lockwood, "Expert parallelism" (glennklockwood.com/garden/expert-parallelism), on
+    # DeepSeek-V3 (h = 7,168, 256 routed experts, 8 per token, 4,096 tokens, 58 MoE layers), one
+    # expert per GPU: 32,640 token vectors of 14,336 B leave each GPU, 468 MB, and as many come
+    # back; 54 GB of all-to-all traffic per forward pass. Here: T·k·h·2 B, (e-1)/e of it sent.
+    v3 = MoESpec(
+        layers=58, hidden=7168, heads=128, ffn=2048, vocab=129280, experts=256, top_k=8, seq=4096
+    )
+    mesh = Mesh.parse("data=1,expert=256")
+    schedule = derive_schedule(DP, v3, mesh, MIXED)
+    forward = [
+        (o, n) for o, n in schedule.counted() if o.op == "all_to_all" and o.phase == "forward"
+    ]
+    assert {o.ring_bytes for o, _ in forward} == {32_640 * 14_336} == {467_927_040}  # 468 MB
+    assert sum(o.ring_bytes * n for o, n in forward) == 54_279_536_640  # 54 GB, forward
+    assert round(467_927_040 / 1e6) == 468 and round(54_279_536_640 / 1e9) == 54
