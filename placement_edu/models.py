@@ -70,7 +70,10 @@ def prefetched_window(runs: list[UnitRun]) -> Number:
     unit computing and the next one, whose all-gather runs beside it -- the largest two
     neighbours in forward order (backward walks the same pairs in reverse); a lone unit is
     itself. PyTorch FSDP's forward and backward prefetch (Zhao et al. 2023, "PyTorch FSDP",
-    §3.3) and FSDP2's default prefetch of one unit keep two units' parameters alive."""
+    §3.3; PyTorch's FSDP Notes, "FSDP Prefetch Nuances": the next all-gather's output is
+    allocated while the current one is in use) and FSDP2's defaults (pytorch/pytorch#128884:
+    "allows two all-gather output tensors to be alive at once" in forward, one unit prefetched
+    in backward) keep two units' parameters alive."""
     sizes = [size for size, _ in runs]
     pairs = [2 * size for size, times in runs if times > 1]  # two equal neighbours in one run
     pairs += [a + b for a, b in zip(sizes, sizes[1:])]  # the last of a run and the next run's
