@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement_edu.runtime.context_attention import ContextRun, launch
+from placement_edu.runtime.context_config import ContextRun
+from placement_edu.runtime.context_launch import launch
 
 pytestmark = pytest.mark.runtime
 
@@ -36,3 +37,12 @@ def test_the_toy_attention_layer_runs_as_the_core_derives_and_as_one_process(
     # b·(s/c)·h float64
     sizes = {size for _, _, size, _ in predicted}
     assert sizes == ({2048 // ranks} if attention == "ring" else {3072 // ranks, 1024 // ranks})
+
+
+def test_a_run_the_core_cannot_derive_is_refused_before_any_rank_starts() -> None:
+    from placement_edu.errors import PlacementError
+
+    with pytest.raises(PlacementError, match="context degree 3 does not divide the sequence"):
+        launch(ContextRun("ring", 3))
+    with pytest.raises(PlacementError, match="Ulysses on context 8 × tensor 1 = 8 ranks"):
+        launch(ContextRun("ulysses", 8, seq=8))

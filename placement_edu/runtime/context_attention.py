@@ -15,68 +15,23 @@ The naive version first: ``reference`` is the layer on the whole sequence in one
 is equivalent when every rank's output, input gradient (its tokens) and weight gradient (summed
 over context, divided once by c, SPEC §5) match it. The ledger records every send, recv and
 all-to-all (op, phase, payload bytes, group) and is compared entry by entry with the core's ops
-on the context axis. ``python -m placement_edu.runtime.context_attention`` prints both ways at
-c = 2 and 4.
+on the context axis. The run (``context_config.ContextRun``) is a job of the runtime's launcher,
+as a ``RunConfig`` is: ``launch`` starts its ranks, ``worker.run_job`` hands each to
+``run_rank`` (``context_launch.launch``; ``python -m placement_edu.runtime.context_launch``
+prints both ways at c = 2 and 4).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.autograd.function import FunctionCtx
 
-from placement_edu.mesh import Mesh
-from placement_edu.models import TransformerSpec
-from placement_edu.precision import get_precision
-from placement_edu.schedule import derive_schedule, ring_bytes
-from placement_edu.strategies import COMPOSITIONS
-
-#: (op, phase, payload bytes, group): what a measurement sees of a context-axis op (``Op.key``'s
-#: fields that a toy layer has).
-Key = tuple[str, str, int, int]
-
-
-@dataclass(frozen=True)
-class ContextRun:
-    """The toy layer: ``batch`` sequences of ``seq`` tokens, width ``hidden``, ``heads`` heads,
-    float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or "ulysses")."""
-
-    attention: str
-    ranks: int
-    batch: int = 2
-    seq: int = 8
-    hidden: int = 8
-    heads: int = 4
-    seed: int = 0
-
-    def spec(self) -> TransformerSpec:
-        """The core's model of the layer: one layer, b·s·h of the toy's shape."""
-        return TransformerSpec(
-            layers=1,
-            hidden=self.hidden,
-            heads=self.heads,
-            seq=self.seq,
-            vocab=2,
-            micro_batch=self.batch,
-        )
-
-    def predicted(self) -> list[Key]:
-        """The core's context-axis activation ops for rank 0, in order (float64: 8 B)."""
-        strategy = COMPOSITIONS["dp×cp"].with_(context_attention=self.attention)
-        mesh = Mesh.of(data=1, context=self.ranks)
-        schedule = derive_schedule(strategy, self.spec(), mesh, get_precision("fp64_adam"))
-        return [
-            (o.op, o.phase, int(o.payload_bytes), o.group)
-            for o in schedule.ops
-            if o.axis == "context" and o.state.value == "activations"
-        ]
+from placement_edu.runtime.context_config import ContextRun, Key
 
 
 def inputs(run: ContextRun) -> dict[str, torch.Tensor]:
@@ -303,45 +258,3 @@ def run_rank(run: ContextRun) -> dict[str, Any]:
         grad /= c  # ... and scaled once
         worst = max(worst, float((grad - want[f"d{name}"]).abs().max()))
     return {"rank": rank, "ledger": ledger.entries, "deviation": worst}
-
-
-def _rank_main(rank: int, run: ContextRun, port: int, results: Any) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=run.ranks)
-    try:
-        results.put(run_rank(run))
-    finally:
-        dist.destroy_process_group()
-
-
-def launch(run: ContextRun) -> list[dict[str, Any]]:
-    """Run ``run`` on ``run.ranks`` fresh gloo processes; each rank's result, by rank."""
-    run.spec()  # the core refuses a shape it cannot derive, before any process starts
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    context = mp.get_context("spawn")
-    results = context.SimpleQueue()
-    mp.start_processes(
-        _rank_main, args=(run, port, results), nprocs=run.ranks, start_method="spawn"
-    )
-    return sorted((results.get() for _ in range(run.ranks)), key=lambda r: r["rank"])
-
-
-def main() -> None:
-    for attention in ("ring", "ulysses"):
-        for ranks in (2, 4):
-            run = ContextRun(attention, ranks)
-            measured = launch(run)
-            predicted = run.predicted()
-            same = all(r["ledger"] == predicted for r in measured)
-            sent = sum(ring_bytes(op, n, size) for op, _, size, n in predicted)
-            print(
-                f"{attention:8s} c = {ranks}: {len(predicted)} context ops per rank, {sent} B "
-                f"sent per rank (ring bytes); measured = predicted on every rank: {same}; "
-                f"max |deviation| from one process {max(r['deviation'] for r in measured):.3g}"
-            )
-
-
-if __name__ == "__main__":
-    main()

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.config import RunConfig
+from placement_edu.runtime.context_config import ContextRun
 from placement_edu.runtime.container import check_fits, rank_bytes
 from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
@@ -65,7 +66,7 @@ class RunInterrupted(RunFailed):
 
 
 def launch(
-    jobs: Sequence[RunConfig | Calibration | TorchRefConfig],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun],
     world_size: int,
     timeout_s: float = 60.0,
     progress: bool = True,
@@ -150,7 +151,7 @@ INTERRUPT_WAIT_S = 15.0
 
 
 def _launch_from_agent(
-    jobs: Sequence[RunConfig | Calibration | TorchRefConfig],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun],
     world_size: int,
     timeout_s: float,
     progress: bool,
@@ -225,7 +226,7 @@ def _agent_died(helper: BaseProcess) -> RunFailed:
 
 def _is_job(job: object) -> bool:
     """A job ``launch`` runs. (Calibration's module imports torch: looked at only when needed.)"""
-    if isinstance(job, (RunConfig, TorchRefConfig)):
+    if isinstance(job, (RunConfig, TorchRefConfig, ContextRun)):
         return True
     from placement_edu.runtime.probes import Calibration
 

@@ -1,0 +1,71 @@
+"""What a context-parallel run is (``context_attention.py`` runs it): plain data, torch-free, so a
+notebook kernel can make, check and launch one without importing torch; and the core's
+prediction of its ops."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placement_edu.errors import expect, positive_int
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.precision import get_precision
+from placement_edu.schedule import derive_schedule
+from placement_edu.strategies import COMPOSITIONS, CONTEXT_ATTENTIONS
+
+#: (op, phase, payload bytes, group): what a measurement sees of a context-axis op (``Op.key``'s
+#: fields that a toy layer has).
+Key = tuple[str, str, int, int]
+
+
+@dataclass(frozen=True)
+class ContextRun:
+    """The toy layer: ``batch`` sequences of ``seq`` tokens, width ``hidden``, ``heads`` heads,
+    float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or "ulysses")."""
+
+    attention: str
+    ranks: int
+    batch: int = 2
+    seq: int = 8
+    hidden: int = 8
+    heads: int = 4
+    seed: int = 0
+
+    def validate(self) -> None:
+        """Refused in one line before any process starts: an unknown attention, fewer than 2
+        ranks, a shape the core cannot derive on them (``schedule.context.context_applies``)."""
+        expect(
+            self.attention in CONTEXT_ATTENTIONS,
+            f"unknown context attention {self.attention!r}; known: {', '.join(CONTEXT_ATTENTIONS)}",
+        )
+        expect(
+            positive_int("ranks", self.ranks) >= 2,
+            f"a context-parallel run needs at least 2 ranks, got {self.ranks}",
+        )
+        self.predicted()
+
+    @property
+    def world_size(self) -> int:
+        return self.ranks
+
+    def spec(self) -> TransformerSpec:
+        """The core's model of the layer: one layer, b·s·h of the toy's shape."""
+        return TransformerSpec(
+            layers=1,
+            hidden=self.hidden,
+            heads=self.heads,
+            seq=self.seq,
+            vocab=2,
+            micro_batch=self.batch,
+        )
+
+    def predicted(self) -> list[Key]:
+        """The core's context-axis activation ops for rank 0, in order (float64: 8 B)."""
+        strategy = COMPOSITIONS["dp×cp"].with_(context_attention=self.attention)
+        mesh = Mesh.of(data=1, context=self.ranks)
+        schedule = derive_schedule(strategy, self.spec(), mesh, get_precision("fp64_adam"))
+        return [
+            (o.op, o.phase, int(o.payload_bytes), o.group)
+            for o in schedule.ops
+            if o.axis == "context" and o.state.value == "activations"
+        ]
