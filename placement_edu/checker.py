@@ -403,6 +403,9 @@ def state_consistency(
     for axis, n in mesh:
         if n == 1:
             continue
+        if axis == EXPERT_AXIS:  # the experts S there, one owner each; the dense weights R
+            _dense_on_expert(ops[:step], n, params_ops, good, problems, drift)
+            continue
         P, O = pl.mode(State.PARAMS, axis), pl.mode(State.OPTIMIZER, axis)
         if P in WHOLE:
             if params_ops("broadcast", axis, (STARTUP,)):
@@ -519,6 +522,33 @@ def state_consistency(
             "copies to keep identical.",
         )
     return Condition(True, _cap("; ".join(good)) + ".")
+
+
+def _dense_on_expert(
+    before_step: list, n: int, params_ops, good: list[str], problems: list[str], drift: list[str]
+) -> None:
+    """State consistency on the expert axis (``schedule/expert_parallel.py``): the dense weights,
+    whole on its n ranks, start identical by a broadcast and stay identical by being updated from
+    the gradient summed over the data × expert group."""
+    if params_ops("broadcast", EXPERT_AXIS, (STARTUP,)):
+        good.append("the dense params start identical on the expert ranks (start-up broadcast)")
+    else:
+        problems.append(
+            f"the dense params are replicated on the expert axis ({n} ranks) but no start-up "
+            "broadcast makes the copies identical; broadcast them on expert once at start-up "
+            "(SPEC §4 rule 4)."
+        )
+    summed = any(
+        o.op in REDUCTIONS and o.state is State.GRADS and o.axis == EXPERT_AXIS for o in before_step
+    )
+    if summed:
+        good.append("every rank updates its dense params from the gradient summed on data × expert")
+    else:
+        drift.append(
+            f"nothing sums the dense gradients over the data × expert group, so each of the {n} "
+            "expert ranks updates its dense params from its own tokens' gradient: they differ from "
+            "the next step on"
+        )
 
 
 # --- the checker ------------------------------------------------------------------------------

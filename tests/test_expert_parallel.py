@@ -306,3 +306,18 @@ def test_deepseek_v3_sends_468_mb_per_gpu_per_moe_layer_and_54_gb_per_forward() 
     assert {o.ring_bytes for o, _ in forward} == {32_640 * 14_336} == {467_927_040}  # 468 MB
     assert sum(o.ring_bytes * n for o, n in forward) == 54_279_536_640  # 54 GB, forward
     assert round(467_927_040 / 1e6) == 468 and round(54_279_536_640 / 1e9) == 54
+
+
+def test_the_dense_weights_start_and_stay_identical_across_the_expert_ranks() -> None:
+    from placement_edu.checker import state_consistency
+
+    mesh = Mesh.parse("data=1,expert=4")
+    schedule = derive_schedule(DP, SMALL_MOE, mesh, MIXED)
+    assert state_consistency(schedule, DP, mesh).holds
+    unsynced = schedule.edited(lambda ops: tuple(o for o in ops if o.op != "broadcast"))
+    condition = state_consistency(unsynced, DP, mesh)
+    assert not condition.holds and "no start-up broadcast" in condition.reason
+    unsummed = schedule.edited(lambda ops: tuple(o for o in ops if o.op != "all_reduce"))
+    condition = state_consistency(unsummed, DP, mesh)
+    assert not condition.holds and not condition.direct  # a consequence of the partial grads
+    assert "nothing sums the dense gradients over the data × expert group" in condition.reason
