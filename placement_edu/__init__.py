@@ -29,6 +29,17 @@ _EXPORTS = {
     **dict.fromkeys(["CheckResult", "check"], "placement_edu.checker"),
     **dict.fromkeys(["RULES", "safety_violations"], "placement_edu.composition"),
     "PlacementError": "placement_edu.errors",
+    **dict.fromkeys(
+        [
+            "MIXTRAL_8X7B",
+            "MoESpec",
+            "all_to_all_elements",
+            "expert_capacity",
+            "imbalance_text",
+            "rank_load",
+        ],
+        "placement_edu.experts",
+    ),
     **dict.fromkeys(["FAULTS", "applicable_faults", "strategies_for"], "placement_edu.faults"),
     **dict.fromkeys(["Memory", "derive_memory"], "placement_edu.memory"),
     "Mesh": "placement_edu.mesh",
@@ -73,6 +84,14 @@ if TYPE_CHECKING:
     from placement_edu.checker import CheckResult, check
     from placement_edu.composition import RULES, safety_violations
     from placement_edu.errors import PlacementError
+    from placement_edu.experts import (
+        MIXTRAL_8X7B,
+        MoESpec,
+        all_to_all_elements,
+        expert_capacity,
+        imbalance_text,
+        rank_load,
+    )
     from placement_edu.faults import FAULTS, applicable_faults, strategies_for
     from placement_edu.memory import Memory, derive_memory
     from placement_edu.mesh import Mesh

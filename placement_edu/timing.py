@@ -428,10 +428,12 @@ def on_critical_path(op: Op) -> bool:
     compute of other layers. On a context axis, Ulysses' all-to-alls wait the same way (attention
     needs the head-split Q, K, V; the next matmul the output sent back), while ring attention's
     K/V chunks travel under the blockwise attention of the chunk in hand (Liu et al. 2023, §3:
-    the rounds overlap compute), so they hide like the others."""
+    the rounds overlap compute), so they hide like the others. On the expert axis, the MoE
+    all-to-alls wait too: the experts need the dispatched tokens, the next layer the combined
+    outputs (nothing of the same micro-batch is left to run under them)."""
     if op.state is not State.ACTIVATIONS:
         return False
-    return op.axis == "tensor" or (op.axis == "context" and op.op == "all_to_all")
+    return op.axis in ("tensor", "expert") or (op.axis == "context" and op.op == "all_to_all")
 
 
 def comm_time(
