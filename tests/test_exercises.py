@@ -96,11 +96,21 @@ PINNED: dict[str, object] = {
     "zero-fp32-grads-extra-gb": F("0.234375"),  # 2 more bytes per sharded gradient: 2Ψ/N
     # 2Ψ − 2 · 2Ψ/32 (zero3's two live units: the one computing, the one prefetched), Ψ = 1e9
     "zero-grad-op-extra-peak-gb": F("1.875"),
+    # ring attention (Liu et al. 2023), Llama-3-8B's h = 4096, a = 32, K = 8 (h_kv = 1024),
+    # s = 131072, c = 8, bf16: (c - 1) × 2·(s/c)·h_kv × 2 B = 7 × 2 × 16384 × 1024 × 2 B
+    "long-context-ring-sent-gb": F("0.469762048"),
+    # Ulysses (Jacobs et al. 2023 §3.2): (c - 1)/c × (s/c)·(h + 2h_kv + h) × 2 B
+    # = 7/8 × 16384 × 10240 × 2 B
+    "long-context-ulysses-sent-gb": F("0.29360128"),
+    # Ulysses hands each rank whole key-value heads: c·t divides K = 8
+    "long-context-ulysses-max-c": 8,
+    # the time model: MHA, s = 16384, c = 32 over InfiniBand: ring 4.74 s a step, Ulysses 1.21 s
+    "long-context-which-wins": "ulysses",
 }
 
 
 def test_every_exercise_has_a_pinned_answer():
-    assert set(PINNED) == set(EXERCISES) and len(EXERCISES) == 55
+    assert set(PINNED) == set(EXERCISES) and len(EXERCISES) == 55 + 4  # + 4: long context
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))

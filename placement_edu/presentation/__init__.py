@@ -8,8 +8,9 @@ derivations; the core never imports it. Tables and JSON live beside the derivati
 - ``controls.py`` the controls the widgets share
 - one module per widget: ``grid_explorer``, ``mode_explorer``, ``activation_explorer``,
   ``convention_explorer``, ``mesh_explorer``, ``pipeline_explorer``, ``time_explorer``,
-  ``runtime_explorer``, ``fit_explorer``, ``widgets`` (ZeRO and the checker); ``plots.py`` the
-  cost charts
+  ``context_explorer`` (long context), ``expert_explorer`` (mixture of experts),
+  ``runtime_explorer``, ``fit_explorer``, ``widgets`` (ZeRO
+  and the checker); ``plots.py`` the cost charts
 - will one rank's step fit (issue 22): ``fit_answers`` (the formula; the measured profile and its
   step), ``fit_tracker`` (PyTorch's tracker, in a child process), ``fit_three_ways`` (the three
   side by side), ``fit_chart`` (what ``fit_explorer`` draws)
@@ -35,7 +36,10 @@ _EXPORTS = {
         ],
         _P + "activation_explorer",
     ),
+    "ContextExplorer": _P + "context_explorer",
+    **dict.fromkeys(["context_costs", "long_context_model"], "placement_edu.long_context"),
     "ConventionExplorer": _P + "convention_explorer",
+    "ExpertExplorer": _P + "expert_explorer",
     "FitExplorer": _P + "fit_explorer",
     "fit_comparison": _P + "fit_three_ways",
     "fit_peak": _P + "fit_answers",
@@ -72,7 +76,10 @@ if TYPE_CHECKING:
         config_label,
         korthikanti_model,
     )
+    from placement_edu.long_context import context_costs, long_context_model
+    from placement_edu.presentation.context_explorer import ContextExplorer
     from placement_edu.presentation.convention_explorer import ConventionExplorer
+    from placement_edu.presentation.expert_explorer import ExpertExplorer
     from placement_edu.presentation.fit_answers import fit_peak
     from placement_edu.presentation.fit_explorer import FitExplorer
     from placement_edu.presentation.fit_three_ways import fit_comparison
