@@ -46,3 +46,17 @@ def test_a_run_the_core_cannot_derive_is_refused_before_any_rank_starts() -> Non
         launch(ContextRun("ring", 3))
     with pytest.raises(PlacementError, match="Ulysses on context 8 × tensor 1 = 8 ranks"):
         launch(ContextRun("ulysses", 8, seq=8))
+
+
+def test_run_executes_a_strategy_on_a_context_axis(capsys) -> None:
+    from placement_edu.cli import main
+
+    assert main(["run", "dp×cp_ulysses", "--world-size", "2", "--mesh", "data=1,context=2"]) == 0
+    out = capsys.readouterr().out
+    assert "ulysses attention on context=2" in out
+    assert "forward all_to_all ×2, backward all_to_all ×2; 2048 B sent" in out  # (1536 + 512)·2·1/2
+    assert "measured = predicted on every rank: yes" in out
+    # the layer alone on the context axis: a data axis is refused in one line, no process started
+    assert main(["run", "dp×cp", "--world-size", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "give --mesh data=1,context=2" in err

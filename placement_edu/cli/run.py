@@ -16,6 +16,9 @@ import sys
 from typing import Callable, TypeVar
 
 from placement_edu.arguments import described
+from placement_edu.errors import expect
+from placement_edu.mesh import Mesh
+from placement_edu.strategies import Strategy
 from placement_edu.runtime.args import add_arguments, config_from_args
 
 
@@ -55,8 +58,32 @@ def _run(args: argparse.Namespace) -> int:
     from placement_edu.runtime.launcher import run
 
     config = config_from_args(args, args.world_size)
+    if config.resolved_mesh().degree("context") > 1:
+        return _run_context(args, config.resolved_strategy(), config.resolved_mesh())
     config.validate()  # bad input: one line, exit 2, no processes
     return launched(
         lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
+        lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result),
+    )
+
+
+def _run_context(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> int:
+    """A mesh with a context axis: one causal attention layer run as ``strategy`` attends (ring
+    or Ulysses) on the context ranks (``runtime.context_launch``), measured against the core's
+    context ops and against one process."""
+    from placement_edu.runtime.context_config import ContextRun
+    from placement_edu.runtime.context_launch import run_context
+
+    c = mesh.degree("context")
+    expect(
+        all(n == 1 for axis, n in mesh if axis != "context"),
+        f"a run on a context axis executes one attention layer on that axis alone; give --mesh "
+        f"data=1,context={c} (got {mesh})",
+    )
+    expect(args.fault is None, "a run on a context axis injects no fault; drop --fault")
+    job = ContextRun(strategy.context_attention, c)
+    job.validate()
+    return launched(
+        lambda: run_context(job, args.timeout),
         lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result),
     )
