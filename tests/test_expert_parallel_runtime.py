@@ -1,15 +1,13 @@
 """Expert parallelism run on gloo (issue 26, item 2): a toy MoE layer on d·e ranks, its
-all-to-alls and gradient reductions measured against the core's schedule entry by entry, its
-outputs and gradients against one process (``placement_edu/runtime/expert_layer.py``)."""
+all-to-alls and gradient reductions recorded by the runtime's ledger (``runtime.comm.Comm``) and
+measured against the core's schedule entry by entry, its outputs and gradients against one
+process (``placement_edu/runtime/expert_layer.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from placement_edu import Mesh, get_precision
-from placement_edu.runtime.expert_layer import ExpertRun, launch
-from placement_edu.schedule import derive_schedule
-from placement_edu.strategies import get_strategy
+from placement_edu.runtime.expert_layer import ExpertRun, launch, measured_is_predicted
 
 pytestmark = pytest.mark.runtime
 
@@ -19,39 +17,43 @@ def test_the_measured_all_to_alls_are_the_predicted_ones_and_match_one_process(
     ranks: int, top_k: int, each: int
 ) -> None:
     # By hand: T = b·s = 16 tokens per rank, E = 4, cf = 1: C = ⌈k·16/4⌉ = 4k slots per expert,
-    # an E·C·h float64 buffer of 4·4k·8·8 B = 1024·k B per all-to-all; dispatch and combine in
-    # forward, the same two in backward; then the router's grads (h·E = 32 float64) all-reduced.
+    # an E·C·h float64 buffer of 4·4k·8·8 B = 1024·k B per all-to-all, (e-1)/e of it sent;
+    # dispatch and combine in forward, the same two in backward; then the dense grads all-reduced
+    # over the e ranks (the toy's: its router, h·E = 32 float64 = 256 B).
     run = ExpertRun(ranks, top_k)
+    sent = each * (ranks - 1) // ranks
+    a2a = ("activations", "expert", ranks, each, sent)
     assert (
-        run.predicted()
-        == [("all_to_all", "forward", each, ranks)] * 2
-        + [("all_to_all", "backward", each, ranks)] * 2
+        run.predicted()[:4]
+        == [("forward", "all_to_all", *a2a)] * 2 + [("backward", "all_to_all", *a2a)] * 2
     )
     for result in launch(run):
-        assert result["ledger"] == [*run.predicted(), ("all_reduce", "backward", 256, ranks)]
+        assert measured_is_predicted(result["ledger"], run.predicted())
+        router = ("backward", "all_reduce", "grads", "expert", ranks, 256)
+        assert result["ledger"][4][:6] == router
         assert result["deviation"] < 1e-12  # float64 rounding (measured: 1.1e-16)
 
 
 def test_on_data_times_expert_the_two_gradient_groups_are_the_cores() -> None:
-    # data=2,expert=2: the router's grads over all 4 ranks; each rank's 2 experts' grads
+    # data=2,expert=2: the dense grads over all 4 ranks; each rank's 2 experts' grads
     # (2·3·h·f = 768 float64 = 6,144 B) over their 2 data replicas -- the core's expert all-reduce
-    # exactly; its dense one counts a whole model's dense weights, so only its group is compared
+    # to the byte (ring 2·1/2·6,144 = 6,144 B)
     run = ExpertRun(2, 2, data=2)
-    core = derive_schedule(
-        get_strategy("dp"), run.spec(), Mesh.of(data=2, expert=2), get_precision("fp64_adam")
-    )
-    reductions = [
-        (o.op, o.axis, o.group, o.payload_bytes) for o in core.ops if o.op == "all_reduce"
-    ]
-    assert reductions[1] == ("all_reduce", "data", 2, 6144)
-    assert reductions[0][:3] == ("all_reduce", "expert", 4)
+    expert_reduce = ("backward", "all_reduce", "grads", "data", 2, 6144, 6144)
+    assert run.predicted()[-1] == expert_reduce
+    assert run.predicted()[-2][:5] == ("backward", "all_reduce", "grads", "expert", 4)
     for result in launch(run):
-        assert result["ledger"] == [
-            *run.predicted(),
-            ("all_reduce", "backward", 256, 4),
-            ("all_reduce", "backward", 6144, 2),
-        ]
+        assert measured_is_predicted(result["ledger"], run.predicted())
+        assert result["ledger"][-1] == expert_reduce
         assert result["deviation"] < 1e-12
+
+
+def test_a_one_byte_difference_fails_the_comparison() -> None:
+    predicted = ExpertRun(2, 2).predicted()
+    shorter = [(*predicted[0][:5], predicted[0][5] - 1, predicted[0][6]), *predicted[1:]]
+    assert measured_is_predicted(predicted, predicted)
+    assert not measured_is_predicted(shorter, predicted)
+    assert not measured_is_predicted(predicted[:-1], predicted)
 
 
 @pytest.mark.parametrize(

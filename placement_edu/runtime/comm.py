@@ -2,9 +2,10 @@
 
 Each wrapper does the real ``torch.distributed`` call and records one ``Entry``: the op, the
 training state it moves, the mesh axis, the payload S in SPEC §4's sense (all-gather: the full
-output; reduce-scatter: the full input; all-reduce: the tensor; send/recv: the message) read from
-the tensor actually passed, and the ring bytes this rank sends for it (SPEC §4's exact ring formula
-on that payload). Host transfers of offloaded state (h2d, d2h) are recorded the same way.
+output; reduce-scatter: the full input; all-reduce: the tensor; send/recv: the message; all-to-all:
+this rank's buffer) read from the tensor actually passed, and the ring bytes this rank sends for
+it (SPEC §4's exact ring formula on that payload). Host transfers of offloaded state (h2d, d2h)
+are recorded the same way.
 
 A collective that does not complete within the process group's timeout raises
 ``CollectiveTimeout`` naming the op, so a hung run ends with a message, not silence.
@@ -206,6 +207,13 @@ class Comm:
         group, ranks = self._group(axis)
         self._record("all_gather", state, axis, len(ranks), full)
         self._run("all_gather", axis, _all_gather, full, mine, group=group)
+
+    def all_to_all(self, out: torch.Tensor, blocks: torch.Tensor, state: str, axis: str) -> None:
+        """Equal blocks along dim 0: block i of ``blocks`` goes to rank i of the ``axis`` group,
+        block i of ``out`` comes from it (S = this rank's buffer; it keeps 1/N, sends the rest)."""
+        group, ranks = self._group(axis)
+        self._record("all_to_all", state, axis, len(ranks), blocks)
+        self._run("all_to_all", axis, dist.all_to_all_single, out, blocks, group=group)
 
     def broadcast(self, tensor: torch.Tensor, state: str, axis: str, root: int = 0) -> None:
         """Rank ``root`` of the ``axis`` group (0: its first) sends ``tensor`` to the others."""

@@ -18,9 +18,12 @@ dropped, as on the rank itself). The parallel version (``run_rank``):
   router's is partial on every rank, summed over the d·e of them (one all-reduce each); both are
   divided once by d·e (each rank's loss is the mean over its own tokens).
 
-The ledger records every all-to-all (op, phase, payload bytes, group), compared entry by entry
-with the core's activation ops on the expert axis, and the router's all-reduce; the deviation is
-the largest difference from ``reference`` over outputs, input gradients and weight gradients.
+Every collective goes through the runtime's ledger (``runtime.comm.Comm``: op, state, axis,
+group, payload and ring bytes), compared entry by entry with the core's ops (``Op.key``'s fields):
+the all-to-alls on the expert axis and the experts' all-reduce on data exactly, the router's
+all-reduce by op, axis and group (the core's dense all-reduce counts a whole model's dense
+weights; the toy has only a router). The deviation is the largest difference from ``reference``
+over outputs, input gradients and weight gradients.
 ``python -m placement_edu.runtime.expert_layer`` prints top-1 and top-2 at e = 2 and 4, and top-2
 on data=2,expert=2 (the experts' grads then all-reduced over their 2 data replicas).
 """
@@ -30,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -39,14 +42,19 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.autograd.function import FunctionCtx
 
-from placement_edu.experts import MoESpec, all_to_all_elements, expert_capacity
+from placement_edu.experts import MoESpec, expert_capacity
 from placement_edu.mesh import Mesh
+from placement_edu.placement import EXPERT_AXIS
+from placement_edu.runtime.comm import Comm
 from placement_edu.precision import get_precision
 from placement_edu.schedule import derive_schedule
 from placement_edu.strategies import STRATEGIES
 
-#: (op, phase, payload bytes, group): what a measurement sees of an expert-axis op.
-Key = tuple[str, str, int, int]
+#: (phase, op, state, axis, group, payload bytes, ring bytes): what the ledger and the core's
+#: ``Op`` both say of one collective.
+Key = tuple[str, str, str, str | None, int, int, int]
+#: How long a collective may wait for the other ranks (seconds).
+TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -92,14 +100,17 @@ class ExpertRun:
         )
 
     def predicted(self) -> list[Key]:
-        """The core's activation ops on the expert axis for rank 0, in order (float64: 8 B)."""
+        """The core's collectives for rank 0 after start-up, in order (float64: 8 B): four
+        all-to-alls on the expert axis, the dense all-reduce, the experts' all-reduce on data."""
         mesh = Mesh.of(data=self.data, expert=self.ranks)
         schedule = derive_schedule(STRATEGIES["dp"], self.spec(), mesh, get_precision("fp64_adam"))
-        return [
-            (o.op, o.phase, int(o.payload_bytes), o.group)
-            for o in schedule.ops
-            if o.axis == "expert" and o.state.value == "activations"
-        ]
+        return [key(o) for o in schedule.per_step if o.is_collective]
+
+
+def key(o: Any) -> Key:
+    """An ``Op``'s or a ledger ``Entry``'s fields that both have."""
+    ring = int(o.ring_bytes)
+    return (o.phase, o.op, str(o.state), o.axis, o.group, int(o.payload_bytes), ring)
 
 
 def inputs(run: ExpertRun) -> dict[str, torch.Tensor]:
@@ -191,58 +202,55 @@ def reference(run: ExpertRun) -> dict[str, torch.Tensor]:
     return {"out": torch.stack(outs).detach(), "dx": x.grad, **grads}  # type: ignore[dict-item]
 
 
-@dataclass
-class Ledger:
-    """Every collective this rank issues: (op, phase, payload bytes, group)."""
-
-    phase: str = "forward"
-    entries: list[Key] = field(default_factory=list)
-
-    def note(self, op: str, tensor: torch.Tensor, group: Any) -> None:
-        size = tensor.numel() * tensor.element_size()
-        self.entries.append((op, self.phase, size, dist.get_world_size(group)))
-
-
 class AllToAll(torch.autograd.Function):
-    """all_to_all of equal blocks along dim 0 (block i goes to rank i); its own inverse in
-    backward, where autograd runs it again on the gradient."""
+    """all_to_all of equal blocks along dim 0 (block i goes to rank i of the expert group),
+    through the ledger; its own inverse in backward, where autograd runs it again on the
+    gradient."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, blocks: torch.Tensor, ledger: Ledger, group: Any) -> torch.Tensor:  # type: ignore[override]
-        ctx.ledger, ctx.group = ledger, group  # type: ignore[attr-defined]
-        return exchange(blocks.contiguous(), ledger, group)
+    def forward(ctx: FunctionCtx, blocks: torch.Tensor, comm: Comm) -> torch.Tensor:  # type: ignore[override]
+        ctx.comm = comm  # type: ignore[attr-defined]
+        return exchange(blocks.contiguous(), comm)
 
     @staticmethod
-    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
-        return exchange(grad.contiguous(), ctx.ledger, ctx.group), None, None  # type: ignore[attr-defined]
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return exchange(grad.contiguous(), ctx.comm), None  # type: ignore[attr-defined]
 
 
-def exchange(blocks: torch.Tensor, ledger: Ledger, group: Any) -> torch.Tensor:
+def exchange(blocks: torch.Tensor, comm: Comm) -> torch.Tensor:
     out = torch.empty_like(blocks)
-    ledger.note("all_to_all", blocks, group)
-    dist.all_to_all_single(out, blocks, group=group)
+    comm.all_to_all(out, blocks, "activations", EXPERT_AXIS)
     return out
 
 
-def groups(run: ExpertRun) -> tuple[Any, Any]:
-    """This rank's (expert group, data group): e neighbours, and the d replicas of its experts.
-    Every rank makes every group, in the same order (torch.distributed's rule)."""
+def groups(run: ExpertRun) -> dict[str, tuple[Any, list[int]]]:
+    """This rank's groups, for the ledger: on expert its e neighbours, on data the d replicas of
+    its experts. Every rank makes every group, in the same order (torch.distributed's rule)."""
     d, e, rank = run.data, run.ranks, dist.get_rank()
-    mine: dict[str, Any] = {}
+    mine: dict[str, tuple[Any, list[int]]] = {}
     for i in range(d):
-        group = dist.new_group([i * e + j for j in range(e)])
-        mine["expert"] = group if rank // e == i else mine.get("expert")
+        ranks = [i * e + j for j in range(e)]
+        group = dist.new_group(ranks)
+        if rank in ranks:
+            mine[EXPERT_AXIS] = (group, ranks)
     for j in range(e):
-        group = dist.new_group([i * e + j for i in range(d)])
-        mine["data"] = group if rank % e == j else mine.get("data")
-    return mine["expert"], mine["data"]
+        ranks = [i * e + j for i in range(d)]
+        group = dist.new_group(ranks)
+        if rank in ranks:
+            mine["data"] = (group, ranks)
+    return mine
 
 
 def run_rank(run: ExpertRun) -> dict[str, Any]:
     """This rank's tokens through the layer and back, its E/e experts serving its e expert ranks;
     return its ledger and its largest deviation from ``reference``."""
     rank, e, world = dist.get_rank(), run.ranks, run.world
-    by_expert, by_data = groups(run)
+    comm = Comm(groups(run), TIMEOUT_S)
+    # the dense grads' group is the data × expert group, every rank: the core records its
+    # all-reduce on the expert axis with d·e ranks
+    dense = Comm({EXPERT_AXIS: (None, list(range(world)))}, TIMEOUT_S)
+    for c in (comm, dense):
+        c.at(0, "forward")
     data, want = inputs(run), reference(run)
     E, C, h = run.experts, expert_capacity(run.spec()), run.hidden
     mine = rank % e  # this rank's index on the expert axis
@@ -252,18 +260,18 @@ def run_rank(run: ExpertRun) -> dict[str, Any]:
         n: data[n][here.start : here.stop].clone().requires_grad_() for n in ("gate", "up", "down")
     }
     x = data["x"][rank].clone().requires_grad_()
-    ledger = Ledger()
     routing = route(run, router, x)
     buffer = dispatch(run, x, routing)
     if run.drop:  # the fault: the block bound for the last expert rank never leaves
         buffer = buffer * (torch.arange(E * C) < (E - E // e) * C).unsqueeze(-1)
     # dispatch: [e source ranks, E/e experts, C, h] arrive
     blocks = buffer.view(e, E // e * C * h)
-    received = AllToAll.apply(blocks, ledger, by_expert).view(e, E // e, C, h)
+    received = AllToAll.apply(blocks, comm).view(e, E // e, C, h)
     done = torch.stack([expert(local, i, received[:, i]) for i in range(E // e)], dim=1)
-    outputs = AllToAll.apply(done.reshape(e, E // e * C * h), ledger, by_expert)  # combine
+    outputs = AllToAll.apply(done.reshape(e, E // e * C * h), comm)  # combine
     out = combine(outputs.view(E * C, h), routing)
-    ledger.phase = "backward"
+    for c in (comm, dense):
+        c.at(0, "backward")
     torch.nn.functional.mse_loss(out, data["y"][rank]).backward()
     worst = float((out.detach() - want["out"][rank]).abs().max())
     dx = x.grad
@@ -272,16 +280,14 @@ def run_rank(run: ExpertRun) -> dict[str, Any]:
     grad = router.grad
     assert grad is not None
     # the dense grads: partial on every rank (the data × expert group), summed once ...
-    ledger.note("all_reduce", grad, None)
-    dist.all_reduce(grad)
+    dense.all_reduce(grad, "grads", EXPERT_AXIS)
     grad /= world  # ... and scaled once by d·e
     worst = max(worst, float((grad - want["drouter"]).abs().max()))
     # the experts' grads: whole on the expert axis (the all-to-alls brought every token that chose
     # them), partial over their d data replicas: one all-reduce there (the core's single op)
     flat = torch.cat([leaf.grad.flatten() for leaf in local.values()])  # type: ignore[union-attr]
     if run.data > 1 and not run.skip_expert_reduce:
-        ledger.note("all_reduce", flat, by_data)
-        dist.all_reduce(flat, group=by_data)
+        comm.all_reduce(flat, "grads", "data")
     flat /= world
     offset = 0
     for name, leaf in local.items():
@@ -290,7 +296,9 @@ def run_rank(run: ExpertRun) -> dict[str, Any]:
         offset += n
         worst = max(worst, float((got - want[f"d{name}"][here.start : here.stop]).abs().max()))
     dropped = int((routing.slot < 0).sum())  # over capacity: dropped here and in the reference
-    return {"rank": rank, "ledger": ledger.entries, "deviation": worst, "dropped": dropped}
+    a2a = comm.entries[:4]  # in issue order: the all-to-alls, the dense all-reduce, the experts'
+    ledger = [key(o) for o in [*a2a, *dense.entries, *comm.entries[4:]]]
+    return {"rank": rank, "ledger": ledger, "deviation": worst, "dropped": dropped}
 
 
 def _rank_main(rank: int, run: ExpertRun, port: int, results: Any) -> None:
@@ -316,23 +324,32 @@ def launch(run: ExpertRun) -> list[dict[str, Any]]:
     return sorted((results.get() for _ in range(run.world)), key=lambda r: r["rank"])
 
 
+def measured_is_predicted(measured: list[Key], predicted: list[Key]) -> bool:
+    """The ledger against the core, entry by entry: every field of the all-to-alls and of the
+    experts' all-reduce on data; the dense all-reduce by (phase, op, state, axis, group) -- the
+    core's counts a whole model's dense weights, the toy's only its router."""
+    return len(measured) == len(predicted) and all(
+        m == p if p[1] == "all_to_all" or p[3] == "data" else m[:5] == p[:5]
+        for m, p in zip(measured, predicted)
+    )
+
+
 def main() -> None:
     for data, ranks, top_k in ((1, 2, 1), (1, 4, 1), (1, 2, 2), (1, 4, 2), (2, 2, 2)):
         run = ExpertRun(ranks, top_k, data=data)
         measured = launch(run)
         predicted = run.predicted()
-        a2a = [[k for k in r["ledger"] if k[0] == "all_to_all"] for r in measured]
-        same = all(entries == predicted for entries in a2a)
-        each = all_to_all_elements(run.spec()) * 8
+        same = all(measured_is_predicted(r["ledger"], predicted) for r in measured)
+        a2a = [k for k in predicted if k[1] == "all_to_all"]
+        reductions = [k for k in measured[0]["ledger"] if k[1] == "all_reduce"]
         dropped = sum(r["dropped"] for r in measured)
-        reductions = [k for k in measured[0]["ledger"] if k[0] == "all_reduce"]
         print(
-            f"data={data},expert={ranks} top-{top_k}: {len(predicted)} all-to-alls per rank of "
-            f"{each} B ({each * (ranks - 1) // ranks} B leave the rank); measured = predicted on "
-            f"every rank: {same}; all-reduces (payload B, group): "
-            f"{', '.join(f'{b} B over {g}' for _, _, b, g in reductions)}; max |deviation| from "
-            f"one process {max(r['deviation'] for r in measured):.3g} ({dropped} routed tokens "
-            "over capacity, dropped alike)"
+            f"data={data},expert={ranks} top-{top_k}: {len(a2a)} all-to-alls per rank of "
+            f"{a2a[0][5]} B ({a2a[0][6]} B sent); all-reduces: "
+            f"{', '.join(f'{k[5]} B over {k[4]} on {k[3]}' for k in reductions)}; measured = "
+            f"predicted on every rank: {same}; max |deviation| from one process "
+            f"{max(r['deviation'] for r in measured):.3g} ({dropped} routed tokens over capacity, "
+            "dropped alike)"
         )
 
 
