@@ -300,6 +300,15 @@ COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType(
                 context_attention="ulysses",
             ),
             _s(
+                "zero1×cp",
+                "Megatron's distributed optimizer with context parallelism: optimizer state "
+                "sharded over data × context, gradients reduce-scattered on both, parameters "
+                "all-gathered back",
+                params={"data": "R", "context": "R"},
+                grads={"data": "R", "context": "R"},
+                optimizer={"data": "S", "context": "S"},
+            ),
+            _s(
                 "hsdp",
                 "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica "
                 "groups",

@@ -13,6 +13,7 @@ import pytest
 from placement_edu import Mesh, ModelSpec, PlacementError, TransformerSpec, get_precision
 from placement_edu.cli import main
 from placement_edu.memory import ACTIVATIONS, CONTEXT_BUFFERS, derive_memory
+from placement_edu.placement import State
 from placement_edu.schedule import derive_schedule, ring_bytes
 from placement_edu.strategies import get_strategy
 
@@ -355,3 +356,28 @@ def test_a_context_group_is_c_neighbours_at_stride_t_as_megatrons_tp_cp_order_pu
     hw = get_hardware("h100-nvlink-ib")
     assert not hw.spans_nodes(mesh, "context") and hw.spans_nodes(mesh, "data")
     rank_layout(mesh)  # every axis has its colour
+
+
+def test_zero1_over_data_times_context_moves_one_flat_all_reduce_over_d_times_c() -> None:
+    # Megatron's distributed optimizer with CP shards the optimizer over the data-parallel group
+    # with context parallel (d·c ranks). Derived per axis: reduce-scatter on context (Ψ), then on
+    # data (Ψ/c); after the step all-gather on data (to Ψ/c), then on context (to Ψ):
+    # (c-1)/c + (d-1)/(dc) = (dc-1)/(dc) of 2Ψ B each way, a flat all-reduce over d·c exactly.
+    strategy = get_strategy("zero1×cp")
+    model = ModelSpec(psi=1_000_000, layers=2, boundary_elements=4096)
+    schedule = derive_schedule(strategy, model, Mesh.parse("data=2,context=4"), MIXED)
+    states = [(o.op, o.axis, o.elements) for o, _ in schedule.counted() if o.phase != "startup"]
+    states = [s for s in states if s[0] in ("reduce_scatter", "all_gather")]
+    assert states == [
+        ("reduce_scatter", "context", 1_000_000),
+        ("reduce_scatter", "data", 250_000),
+        ("all_gather", "data", 250_000),
+        ("all_gather", "context", 1_000_000),
+    ]
+    model_state_bytes = sum(
+        (o.ring_bytes * n for o, n in schedule.counted() if o.state.value != "activations"),
+        Fraction(0),
+    )
+    assert model_state_bytes == ring_bytes("all_reduce", 8, 2 * 1_000_000) == 3_500_000
+    memory = derive_memory(strategy, model, Mesh.parse("data=2,context=4"), MIXED)
+    assert memory.device[State.OPTIMIZER] == 12 * 1_000_000 // 8  # 12Ψ/(d·c)

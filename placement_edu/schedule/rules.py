@@ -302,12 +302,18 @@ def sequence_parallel_norms(dev: Device, tag: Tag) -> list[Op]:
 def owner_update_sync(dev: Device) -> list[Op]:
     """SPEC §4 rule 2: when params are whole on a batch axis but the optimizer state is sliced,
     only owners update their slice; the replicas are made whole again after the step -- by an
-    all-gather (ZeRO §7), or by each owner broadcasting its slice (ZeroRedundancyOptimizer)."""
+    all-gather (ZeRO §7), or by each owner broadcasting its slice (ZeroRedundancyOptimizer).
+    Sliced on several batch axes (data × context, Megatron's distributed optimizer over its
+    data-parallel group with context parallel), the gathers undo the reductions in reverse:
+    outermost first, each rebuilding the slice the axes inside it still leave."""
     ops: list[Op] = []
-    for axis in dev.batch_axes:
+    owned = [
+        axis
+        for axis in dev.batch_axes
+        if dev.mode(State.PARAMS, axis) in WHOLE and dev.mode(State.OPTIMIZER, axis) not in WHOLE
+    ]
+    for i, axis in reversed(list(enumerate(owned))):
         n = dev.mesh.degree(axis)
-        if dev.mode(State.PARAMS, axis) not in WHOLE or dev.mode(State.OPTIMIZER, axis) in WHOLE:
-            continue
         if dev.strategy.owner_update == "allreduce_broadcast":
             mine = dev.coords.get(axis, 0)
             split = split_axes(dev.strategy.placement, State.OPTIMIZER, dev.mesh)
@@ -329,6 +335,8 @@ def owner_update_sync(dev: Device) -> list[Op]:
                     )
             continue
         total = dev.size_on(State.PARAMS, axis, True)
+        inner = math.prod(dev.mesh.degree(a) for a in owned[:i])  # still sliced inside this axis
+        total = total if inner == 1 else Fraction(total, inner)
         if dev.mode(State.OPTIMIZER, axis) in HOST_MODES:
             ops.append(
                 dev.op(
