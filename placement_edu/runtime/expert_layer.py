@@ -34,7 +34,6 @@ import math
 import os
 import socket
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import torch
@@ -42,75 +41,18 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.autograd.function import FunctionCtx
 
-from placement_edu.experts import MoESpec, expert_capacity
-from placement_edu.mesh import Mesh
+from placement_edu.experts import expert_capacity
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.runtime.comm import Comm
-from placement_edu.precision import get_precision
-from placement_edu.schedule import derive_schedule
-from placement_edu.strategies import STRATEGIES
+from placement_edu.runtime.expert_run import (  # re-exported: the run's description, torch-free
+    TIMEOUT_S,
+    ExpertRun,
+    Key,
+    key,
+    measured_is_predicted,
+)
 
-#: (phase, op, state, axis, group, payload bytes, ring bytes): what the ledger and the core's
-#: ``Op`` both say of one collective.
-Key = tuple[str, str, str, str | None, int, int, int]
-#: How long a collective may wait for the other ranks (seconds).
-TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class ExpertRun:
-    """The toy layer: ``batch`` sequences of ``seq`` tokens per rank, width ``hidden``, ``experts``
-    SwiGLU experts of width ``ffn``, top-``top_k``, float64, on ``ranks`` expert ranks, times
-    ``data`` replicas of each expert (mesh ``data=d,expert=e``: d·e ranks, each its own tokens).
-    Faults: ``drop`` (drop-routed-tokens: the block bound for the last expert rank is left out)
-    and ``skip_expert_reduce`` (skip-expert-grad-reduce: the experts' grads are not summed over
-    their data replicas)."""
-
-    ranks: int
-    top_k: int
-    experts: int = 4
-    batch: int = 2
-    seq: int = 8
-    hidden: int = 8
-    ffn: int = 16
-    capacity_factor: Fraction = Fraction(1)
-    seed: int = 0
-    drop: bool = False
-    data: int = 1
-    skip_expert_reduce: bool = False
-
-    @property
-    def world(self) -> int:
-        """d·e ranks: expert inside data (``mesh.LAYOUT``): rank = data index · e + expert index."""
-        return self.data * self.ranks
-
-    def spec(self) -> MoESpec:
-        """The core's model of the layer: one MoE layer of the toy's shape."""
-        return MoESpec(
-            layers=1,
-            hidden=self.hidden,
-            heads=1,
-            ffn=self.ffn,
-            vocab=2,
-            experts=self.experts,
-            top_k=self.top_k,
-            seq=self.seq,
-            micro_batch=self.batch,
-            capacity_factor=self.capacity_factor,
-        )
-
-    def predicted(self) -> list[Key]:
-        """The core's collectives for rank 0 after start-up, in order (float64: 8 B): four
-        all-to-alls on the expert axis, the dense all-reduce, the experts' all-reduce on data."""
-        mesh = Mesh.of(data=self.data, expert=self.ranks)
-        schedule = derive_schedule(STRATEGIES["dp"], self.spec(), mesh, get_precision("fp64_adam"))
-        return [key(o) for o in schedule.per_step if o.is_collective]
-
-
-def key(o: Any) -> Key:
-    """An ``Op``'s or a ledger ``Entry``'s fields that both have."""
-    ring = int(o.ring_bytes)
-    return (o.phase, o.op, str(o.state), o.axis, o.group, int(o.payload_bytes), ring)
+__all__ = ["ExpertRun", "Key", "key", "measured_is_predicted", "launch", "reference", "run_rank"]
 
 
 def inputs(run: ExpertRun) -> dict[str, torch.Tensor]:
@@ -322,16 +264,6 @@ def launch(run: ExpertRun) -> list[dict[str, Any]]:
         _rank_main, args=(run, port, results), nprocs=run.world, start_method="spawn"
     )
     return sorted((results.get() for _ in range(run.world)), key=lambda r: r["rank"])
-
-
-def measured_is_predicted(measured: list[Key], predicted: list[Key]) -> bool:
-    """The ledger against the core, entry by entry: every field of the all-to-alls and of the
-    experts' all-reduce on data; the dense all-reduce by (phase, op, state, axis, group) -- the
-    core's counts a whole model's dense weights, the toy's only its router."""
-    return len(measured) == len(predicted) and all(
-        m == p if p[1] == "all_to_all" or p[3] == "data" else m[:5] == p[:5]
-        for m, p in zip(measured, predicted)
-    )
 
 
 def main() -> None:
