@@ -28,6 +28,7 @@ _EXPORTS = {
     "Adam": "placement_edu.runtime.adam",
     "RunConfig": "placement_edu.runtime.config",
     "memory_limit": "placement_edu.runtime.container",
+    "ContextRun": "placement_edu.runtime.context_config",
     "RUNNABLE": "placement_edu.runtime.engines",
     **dict.fromkeys(["RunFailed", "launch", "run", "run_many"], "placement_edu.runtime.launcher"),
     **dict.fromkeys(["WorkerPool", "shared_pool"], "placement_edu.runtime.pool"),
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from placement_edu.runtime.adam import Adam
     from placement_edu.runtime.config import RunConfig
     from placement_edu.runtime.container import memory_limit
+    from placement_edu.runtime.context_config import ContextRun
     from placement_edu.runtime.engines import RUNNABLE
     from placement_edu.runtime.launcher import RunFailed, launch, run, run_many
     from placement_edu.runtime.pool import WorkerPool, shared_pool
