@@ -25,6 +25,12 @@ ways to bring them, each a schedule of its own:
 
 Which one a strategy runs is ``Strategy.context_attention`` (``strategies.CONTEXT_ATTENTIONS``).
 
+Under a causal mask the bytes do not depend on which tokens a rank holds, the work does: with
+contiguous chunks rank c-1's queries see every chunk and rank 0's only its own. Megatron-Core gives
+each rank two chunks of s/(2c), i and 2c-1-i, so every rank does the same attention work; the time
+model prices that balanced split (the tokens divided evenly), the gloo run
+(``runtime.context_attention``) uses contiguous chunks: the same messages, unequal compute.
+
 One function per fact: ``context_degree``, ``context_applies`` (the axis refused where it does not
 apply, with the reason), ``kv_chunk_elements``, ``ulysses_buffers``,
 ``context_attention_collectives`` (the schedule's ops) and ``context_buffer_bytes`` (the K/V in
