@@ -5,7 +5,7 @@
 #
 # Binder gives a learner 1-2 GiB for everything, and JupyterLab keeps each notebook's kernel
 # running when the learner moves on to the next one: an idle kernel holds 90-280 MiB (280 once it
-# has imported torch), so a walk through the 13 notebooks would pass 2 GiB with every kernel left
+# has imported torch), so a walk through the notebooks would pass 2 GiB with every kernel left
 # open. The server shuts down a kernel that has been idle for 10 minutes -- even while its tab is
 # still open (cull_connected), since that is how a learner leaves one -- and never a busy one.
 # Reopening the notebook and running it again starts a new kernel. (A warm pool of ranks closes

@@ -98,6 +98,14 @@ PINNED: dict[str, object] = {
     "zero-grad-op-extra-peak-gb": F("1.875"),
     # ring attention (Liu et al. 2023), Llama-3-8B's h = 4096, a = 32, K = 8 (h_kv = 1024),
     # s = 131072, c = 8, bf16: (c - 1) × 2·(s/c)·h_kv × 2 B = 7 × 2 × 16384 × 1024 × 2 B
+    # Mixtral 8x7B (config.json: h = 4096, E = 8, top-2), T = 4096, cf = 1: C = ⌈2·4096/8⌉ = 1024;
+    # E·C·h × 2 B = 67,108,864 B, (e − 1)/e = 3/4 of it sent on expert=4
+    "moe-all-to-all-sent": 50_331_648,
+    "moe-all-to-alls-per-micro-batch": 128,  # dispatch + combine, forward + backward: 4 × 32 layers
+    # 16 B × (1,605,636,096 dense + 45,097,156,608 experts / 4): Mixtral's 46.7B, experts S on e = 4
+    "moe-model-state-gb": F("206.078803968"),
+    # 4·4096·2 = 32,768 routed copies, half to the busiest rank; it keeps E·C = 8·1024 = 8,192
+    "moe-dropped-tokens": 8192,
     "long-context-ring-sent-gb": F("0.469762048"),
     # Ulysses (Jacobs et al. 2023 §3.2): (c - 1)/c × (s/c)·(h + 2h_kv + h) × 2 B
     # = 7/8 × 16384 × 10240 × 2 B
@@ -110,7 +118,8 @@ PINNED: dict[str, object] = {
 
 
 def test_every_exercise_has_a_pinned_answer():
-    assert set(PINNED) == set(EXERCISES) and len(EXERCISES) == 55 + 4  # + 4: long context
+    # + 4: long context, + 4: mixture of experts
+    assert set(PINNED) == set(EXERCISES) and len(EXERCISES) == 55 + 4 + 4
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))

@@ -29,6 +29,8 @@ _EXPORTS = {
     "RunConfig": "placement_edu.runtime.config",
     "memory_limit": "placement_edu.runtime.container",
     "ContextRun": "placement_edu.runtime.context_config",
+    "ExpertRun": "placement_edu.runtime.expert_run",
+    "run_expert_layer": "placement_edu.runtime.expert_measure",
     "RUNNABLE": "placement_edu.runtime.engines",
     **dict.fromkeys(["RunFailed", "launch", "run", "run_many"], "placement_edu.runtime.launcher"),
     **dict.fromkeys(["WorkerPool", "shared_pool"], "placement_edu.runtime.pool"),
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from placement_edu.runtime.config import RunConfig
     from placement_edu.runtime.container import memory_limit
     from placement_edu.runtime.context_config import ContextRun
+    from placement_edu.runtime.expert_run import ExpertRun
+    from placement_edu.runtime.expert_measure import run_expert_layer
     from placement_edu.runtime.engines import RUNNABLE
     from placement_edu.runtime.launcher import RunFailed, launch, run, run_many
     from placement_edu.runtime.pool import WorkerPool, shared_pool
