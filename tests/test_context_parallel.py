@@ -381,3 +381,20 @@ def test_zero1_over_data_times_context_moves_one_flat_all_reduce_over_d_times_c(
     assert model_state_bytes == ring_bytes("all_reduce", 8, 2 * 1_000_000) == 3_500_000
     memory = derive_memory(strategy, model, Mesh.parse("data=2,context=4"), MIXED)
     assert memory.device[State.OPTIMIZER] == 12 * 1_000_000 // 8  # 12Ψ/(d·c)
+
+
+def test_full_recomputation_replays_forwards_context_ops_inside_backward_both_ways() -> None:
+    # As tensor parallelism's replayed all-reduces (schedule.rules): the replay runs in the
+    # backward pass, so its ops are backward's -- for Ulysses' all-to-alls as for the ring's sends
+    full = TransformerSpec(
+        layers=2, hidden=64, heads=8, seq=64, vocab=128, micro_batch=2, recompute="full"
+    )
+    for strategy in (RING, ULYSSES):
+        plain = sent(context_ops(strategy, MODEL, "data=1,context=4", "forward"))
+        assert sent(context_ops(strategy, full, "data=1,context=4", "forward")) == plain
+        replayed = [
+            (o, n)
+            for o, n in context_ops(strategy, full, "data=1,context=4", "backward")
+            if o.why.startswith("forward (recomputed)")
+        ]
+        assert sent(replayed) == plain  # the forward's bytes once more, in backward

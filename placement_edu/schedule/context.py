@@ -153,7 +153,7 @@ def ulysses_exchange(dev: Any, kind: str) -> list[Op]:
     sequence -> heads, then the Q/K/V gradients heads -> sequence."""
     c, t = context_degree(dev.mesh), dev.tensor
     qkv, out = ulysses_buffers(dev.model, c, t)
-    phase = "forward" if kind != "backward" else "backward"
+    phase = "forward" if kind == "forward" else "backward"  # a replayed forward runs in backward
     if kind == "backward":
         steps = [
             (out, "the output gradient: sequence-split -> head-split"),
