@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any, Iterator
 
 from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.experts import MoESpec, has_experts
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec, heads_divide
@@ -137,18 +138,34 @@ RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
 #: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per
 #: server): t <= the hardware's gpus_per_node, or 8 (a DGX node) when one node holds every device.
 MAX_TENSOR = 8
+#: The planner tries a context axis (``schedule.context``) from this sequence length on: Megatron
+#: Core's parallelism guide gives context parallelism as "best for long sequences (8K+ tokens)"
+#: (docs.nvidia.com/megatron-core/developer-guide/latest/user-guide/parallelism-guide.html).
+#: Below it, tensor and sequence parallelism, recomputation and b keep a sequence's activations
+#: small beside the model state; the search stays as it was for s <= 4096.
+CONTEXT_MIN_SEQ = 8192
 
 
-def compose(data: str, mesh: Mesh, micro_batches: int, sequence_parallel: bool = False) -> Strategy:
+def compose(
+    data: str,
+    mesh: Mesh,
+    micro_batches: int,
+    sequence_parallel: bool = False,
+    context_attention: str = "ring",
+) -> Strategy:
     """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
     tensor and pipeline axes where the mesh has them, and Megatron's sequence parallelism on the
-    tensor axis when asked. Named like the compositions: zero1×tp×pp, zero1×tp+sp."""
+    tensor axis when asked. A context axis takes the data axis' modes -- the states sharded over
+    data × context, as Megatron's distributed optimizer and torchtitan's FSDP over dp × cp do --
+    and ``context_attention`` (ring or Ulysses). Named like the compositions: zero1×tp×pp,
+    zero1×tp+sp, zero1×cp×tp, dp×cp_ulysses."""
     on_data = STRATEGIES[data]
     axes = [axis for axis, n in mesh if n > 1]
     modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
-    if "data" in axes:
-        for state in MODEL_STATES:
-            modes[state.value]["data"] = on_data.placement.mode(state, "data").value
+    for on in ("data", "context"):
+        if on in axes:
+            for state in MODEL_STATES:
+                modes[state.value][on] = on_data.placement.mode(state, "data").value
     for axis in ("tensor", "pipeline"):
         if axis in axes:
             for by_axis in modes.values():
@@ -161,7 +178,12 @@ def compose(data: str, mesh: Mesh, micro_batches: int, sequence_parallel: bool =
         else []
     )
     tp = "tp+sp" if sequence_parallel else "tp"
-    parts += [short for axis, short in (("tensor", tp), ("pipeline", "pp")) if axis in axes]
+    cp = "cp" if context_attention == "ring" else f"cp_{context_attention}"
+    parts += [
+        short
+        for axis, short in (("context", cp), ("expert", "ep"), ("tensor", tp), ("pipeline", "pp"))
+        if axis in axes
+    ]
     return Strategy(
         "×".join(parts) or "single",
         Placement(**modes),
@@ -169,6 +191,7 @@ def compose(data: str, mesh: Mesh, micro_batches: int, sequence_parallel: bool =
         micro_batches=micro_batches,
         sequence_parallel=sequence_parallel,
         mesh_axes=tuple(axes),
+        context_attention=context_attention,
     )
 
 
@@ -177,11 +200,19 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // k for k in small]))
 
 
-def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -> Iterator[Mesh]:
+def meshes(
+    devices: int, model: TransformerSpec | MoESpec, max_tensor: int = MAX_TENSOR
+) -> Iterator[Mesh]:
     """Every mesh r·d·t·p = ``devices`` the planner tries: t a divisor of the heads up to
     ``max_tensor`` (one node), p at most the layers, and a replica axis only to split the data
     devices into hybrid-sharding groups of d·t <= ``max_tensor`` devices (one node each: tensor
-    is the innermost axis and data the next, ``mesh.LAYOUT``)."""
+    is the innermost axis and data the next, ``mesh.LAYOUT``). For a mixture of experts, no
+    tensor axis (expert parallelism is derived beside dp and pipeline stages only,
+    ``experts.check_expert_axis``) and each expert axis carved from the data devices: e dividing
+    d and E, its group inside one node (e <= ``max_tensor``)."""
+    if has_experts(model):
+        yield from _expert_meshes(devices, model, max_tensor)
+        return
     for t in _divisors(devices):
         if t > max_tensor or not heads_divide(model, t):
             continue
@@ -196,6 +227,11 @@ def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -
                 if data * t * p > 1
                 else Mesh.of(data=1)
             )
+            # a long sequence: a context axis of c > 1 carved from the data devices, c dividing s
+            for c in _divisors(data) if model.seq >= CONTEXT_MIN_SEQ else []:
+                if c > 1 and model.seq % c == 0:
+                    shape = (("data", data // c), ("context", c), ("tensor", t), ("pipeline", p))
+                    yield Mesh.of(**{a: n for a, n in shape if n > 1 or a == "data"})
             for d in _divisors(data):
                 if 1 < d < data and d * t <= max_tensor:
                     yield Mesh.of(
@@ -210,6 +246,27 @@ def meshes(devices: int, model: TransformerSpec, max_tensor: int = MAX_TENSOR) -
                             if n > 1
                         }
                     )
+
+
+def _expert_meshes(devices: int, model: MoESpec, max_node: int) -> Iterator[Mesh]:
+    """data·expert·pipeline = ``devices``: every p up to the layers, every e dividing E and the
+    data devices, up to a node."""
+    for p in _divisors(devices):
+        if p > model.layers:
+            continue
+        data = devices // p
+        for e in _divisors(math.gcd(data, model.experts)):
+            if e <= max_node:
+                axes = (("data", data // e), ("expert", e), ("pipeline", p))
+                yield (
+                    Mesh.of(**{a: n for a, n in axes if n > 1}) if devices > 1 else Mesh.of(data=1)
+                )
+
+
+def data_replicas(mesh: Mesh) -> int:
+    """The ranks that read different sequences: replica × data × expert (an expert axis is carved
+    from the data axis: its ranks read their own tokens)."""
+    return mesh.degree("replica") * mesh.degree("data") * mesh.degree("expert")
 
 
 # --- seconds of communication, affine in m --------------------------------------------------------
@@ -333,7 +390,7 @@ class Choice:
 class Plan:
     """The ranked placements (fastest first), those over the budget, and what the plan assumed."""
 
-    model: TransformerSpec
+    model: TransformerSpec | MoESpec
     devices: int
     hardware: Hardware
     precision: Precision
@@ -523,10 +580,12 @@ def plan(
     the model's b: m = global_batch/(r·d·b); a mesh that does not divide the batch is skipped.
     Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B)."""
     expect(
-        isinstance(model, TransformerSpec),
-        f"the planner needs a TransformerSpec (to price tp, pp and "
+        isinstance(model, (TransformerSpec, MoESpec)),
+        f"the planner needs a TransformerSpec or an MoESpec (to price tp, pp and "
         f"activations), got {type(model).__name__}",
     )
+    if has_experts(model):
+        recomputes = ("none",)  # no recomputation is modelled for an MoE layer
     devices = positive_int("devices", devices)
     hw, precision = get_hardware(hardware), get_precision(precision)
     budget = positive_int(
@@ -544,7 +603,7 @@ def plan(
     over: list[Choice] = []
     skipped: list[str] = []
     for mesh in meshes(devices, model, hw.gpus_per_node or MAX_TENSOR):
-        replicas = mesh.degree("replica") * mesh.degree("data")
+        replicas = data_replicas(mesh)
         if batch % (replicas * model.micro_batch):
             skipped.append(
                 f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
@@ -555,14 +614,19 @@ def plan(
         datas = (
             ["zero3"]
             if mesh.degree("replica") > 1
+            else ["dp"]  # expert parallelism beside a data axis that keeps its states whole
+            if mesh.degree("expert") > 1
             else list(DATA_STRATEGIES)
             if mesh.degree("data") > 1
             else ["dp"]
         )
         # Megatron's sequence parallelism with every tensor-parallel plan (SPEC §3, §4)
         parallel_sequences = (False, True) if mesh.degree("tensor") > 1 else (False,)
-        for data, sp in itertools.product(datas, parallel_sequences):
-            strategy = compose(data, mesh, m, sp)
+        # on a context axis the ring always, Ulysses where each rank gets whole key-value heads
+        c, t = mesh.degree("context"), mesh.degree("tensor")
+        attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
+        for data, sp, attention in itertools.product(datas, parallel_sequences, attentions):
+            strategy = compose(data, mesh, m, sp, attention)
             for recompute in recomputes:
                 try:
                     choice = price(strategy, model, mesh, recompute, hw, precision, overlap, budget)
@@ -610,18 +674,18 @@ def price(
     if peak > limit:
         return Choice(strategy, mesh, recompute, peak, limit)
     m = strategy.micro_batches
-    replicas = mesh.degree("replica") * mesh.degree("data")
-    tokens = Fraction(m * model.micro_batch * model.seq * replicas, mesh.world_size)
+    tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
     compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"))
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
     priced = _shaped(model, "full" if replays else "none", sp)
     comm = comm_seconds(strategy, priced, mesh, precision, hw)
-    # tensor parallelism's collectives (and Ulysses' all-to-alls): on the critical path (SPEC §9)
+    # tensor parallelism's collectives (and Ulysses' and the experts' all-to-alls): on the
+    # critical path (SPEC §9)
     critical = (
         comm_seconds(strategy, priced, mesh, precision, hw, critical=True)
-        if max(mesh.degree("tensor"), mesh.degree("context")) > 1
+        if max(mesh.degree("tensor"), mesh.degree("context"), mesh.degree("expert")) > 1
         else None
     )
     streams = (
@@ -654,6 +718,11 @@ def overlap_streams(
 
 
 @lru_cache(maxsize=64)
-def _shaped(model: TransformerSpec, recompute: str, sequence_parallel: bool) -> TransformerSpec:
-    """``model`` with this recomputation choice and sequence parallelism (activations: SPEC §3)."""
+def _shaped(
+    model: TransformerSpec | MoESpec, recompute: str, sequence_parallel: bool
+) -> TransformerSpec | MoESpec:
+    """``model`` with this recomputation choice and sequence parallelism (activations: SPEC §3);
+    a mixture of experts as it is (none of either is modelled for it)."""
+    if has_experts(model):
+        return model
     return replace(model, recompute=recompute, sequence_parallel=sequence_parallel)

@@ -162,3 +162,29 @@ def _fields(model: TransformerSpec) -> dict:
         k: getattr(model, k)
         for k in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch", "ffn")
     }
+
+
+def test_the_planner_considers_the_expert_axis_when_the_model_has_experts() -> None:
+    from placement_edu import MIXTRAL_8X7B
+
+    # 16 devices, Mixtral's E = 8: each expert axis e divides the data devices and E (a node
+    # holds 8); no tensor axis beside it (check_expert_axis), pipelines up to 16 stages
+    expected = {
+        "data=16", "data=8,expert=2", "data=4,expert=4", "data=2,expert=8",
+        "data=8,pipeline=2", "data=4,expert=2,pipeline=2", "data=2,expert=4,pipeline=2",
+        "expert=8,pipeline=2", "data=4,pipeline=4", "data=2,expert=2,pipeline=4",
+        "expert=4,pipeline=4", "data=2,pipeline=8", "expert=2,pipeline=8", "pipeline=16",
+    }  # fmt: skip
+    assert {str(m) for m in meshes(16, MIXTRAL_8X7B)} == expected
+    p = plan(MIXTRAL_8X7B, 16, memory_bytes=10**12, global_batch=64)
+    by_name = {(c.strategy.name, str(c.mesh)): c for c in p.ranked}
+    ep = by_name[("dp×ep", "data=2,expert=8")]
+    # the expert ranks read their own sequences: 64 sequences over 2·8 = 16 replicas, m = 4
+    assert ep.strategy.micro_batches == 4 and ep.recompute == "none"
+    # its all-to-alls wait on the critical path: 4 micro-batches × 32 layers × 2 in each pass,
+    # each 7 steps of α and 7/8 of E·C·h·2 B = 67,108,864 B on NVLink 4 (inside the node)
+    link = H100.node_link
+    a2a = 4 * 32 * 4 * (7 * link.alpha_s + 67_108_864 * 7 / 8 / link.bandwidth)
+    assert ep.time is not None and ep.time.exposed_comm_s == pytest.approx(a2a, rel=1e-9)
+    # no expert axis where the data states are sharded: zero1..3 stay on meshes without one
+    assert {n for n, mesh in by_name if "expert" in mesh} == {"dp×ep", "dp×ep×pp", "ep×pp"}
