@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from placement_edu.runtime.expert_layer import launch
 from placement_edu.runtime.expert_run import ExpertRun, Key, measured_is_predicted
 
 
@@ -54,6 +53,10 @@ class ExpertMeasurement:
 
 def run_expert_layer(run: ExpertRun) -> ExpertMeasurement:
     """Launch ``run`` (fresh gloo processes, a few seconds) and read what it measured."""
+    # torch comes with the launch, not with this module: a kernel that imports the runtime's
+    # names holds no torch until a cell runs ranks (tests/test_layering.py)
+    from placement_edu.runtime.expert_layer import launch
+
     ranks: list[dict[str, Any]] = launch(run)
     return ExpertMeasurement(
         run,
