@@ -67,6 +67,10 @@ def passes_held_once(
     return entries
 
 
+#: Why a parameter freed after forward is gathered again (rule 3).
+FREED_AFTER_FORWARD = "parameters were freed after forward: gather them again for backward (rule 3)"
+
+
 def derive_schedule(
     strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0, strict: bool = True
 ) -> Schedule:
@@ -105,14 +109,9 @@ def derive_schedule(
                 + context_attention_collectives(dev, "forward")
                 + [o for c in chunks for o in pipeline_boundary(dev, "send", "forward", tag, c)]
             )
-        ops = [o for c in chunks for o in pipeline_boundary(dev, "recv", "backward", tag, c)]
-        if reshard:
-            ops += gather_before_use(
-                dev,
-                "backward",
-                "parameters were freed after forward: gather them again for backward (rule 3)",
-            )
-        ops += [
+        ops = [
+            *(o for c in chunks for o in pipeline_boundary(dev, "recv", "backward", tag, c)),
+            *(gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
             *tensor_parallel_collectives(dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
             *context_attention_collectives(dev, "backward"),
@@ -121,8 +120,9 @@ def derive_schedule(
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
             ops += sequence_parallel_norms(dev, tag)
-            ep = expert_degree(dev) > 1  # expert parallelism: two groups (expert_parallel.py)
-            ops += expert_parallel_grads(dev, tag) if ep else reduce_partial_grads(dev, tag)
+            # expert parallelism reduces two groups (expert_parallel.py)
+            reduce = expert_parallel_grads if expert_degree(dev) > 1 else reduce_partial_grads
+            ops += reduce(dev, tag)
             ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
         return ops
 
