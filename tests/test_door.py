@@ -197,7 +197,8 @@ def test_a_strategy_name_100000_characters_long_gives_a_short_line(capsys) -> No
     assert one_line_error(capsys, ["check", LONG]) == (
         f"placement-edu: error: unknown strategy {SHORT}; known strategies: dp, "
         "zero1_allreduce, zero1, zero2, zero3, fsdp, fsdp_grad_op, zero2_offload, zero3_offload, "
-        "tp, pp; compositions: dp×tp, dp×pp, zero1×tp×pp, zero3×tp, hsdp"
+        "tp, pp; compositions: dp×tp, dp×pp, zero1×tp×pp, zero3×tp, dp×cp, dp×cp_ulysses, "
+        "zero1×cp, hsdp"
     )
 
 
@@ -274,7 +275,7 @@ def test_run_names_the_strategy_as_typed(capsys) -> None:
     assert one_line_error(capsys, ["run", "x", "--world-size", "2"]) == (
         "placement-edu: error: unknown strategy 'x'; known strategies: dp, zero1_allreduce, "
         "zero1, zero2, zero3, fsdp, fsdp_grad_op, zero2_offload, zero3_offload, tp, pp; "
-        "compositions: dp×tp, dp×pp, zero1×tp×pp, zero3×tp, hsdp"
+        "compositions: dp×tp, dp×pp, zero1×tp×pp, zero3×tp, dp×cp, dp×cp_ulysses, zero1×cp, hsdp"
     )
 
 
