@@ -188,3 +188,55 @@ def test_the_planner_considers_the_expert_axis_when_the_model_has_experts() -> N
     assert ep.time is not None and ep.time.exposed_comm_s == pytest.approx(a2a, rel=1e-9)
     # no expert axis where the data states are sharded: zero1..3 stay on meshes without one
     assert {n for n, mesh in by_name if "expert" in mesh} == {"dp×ep", "dp×ep×pp", "ep×pp"}
+
+
+# --- a long sequence: the context axis (issue 26) -------------------------------------------
+def llama_at(seq: int) -> TransformerSpec:
+    """Llama-3-8B's shape (L = 32, h = 4096, a = 32, K = 8, ffn 14336, V = 128256), flash."""
+    return TransformerSpec(
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=128256,
+        seq=seq,
+        attention="flash",
+    )
+
+
+def test_meshes_try_a_context_axis_from_8k_tokens_on() -> None:
+    # Megatron Core's parallelism guide: context parallelism is for "long sequences (8K+ tokens)"
+    assert not any(m.degree("context") > 1 for m in meshes(64, llama_at(4096)))
+    found = list(meshes(64, llama_at(8192)))
+    contexts = [m for m in found if m.degree("context") > 1]
+    assert contexts and all(m.world_size == 64 for m in found) and len(set(found)) == len(found)
+    assert {m.degree("context") for m in contexts} == {2, 4, 8, 16, 32, 64}
+    assert Mesh.of(data=1, context=64) in found and Mesh.of(data=4, context=2, tensor=8) in found
+
+
+def test_compose_puts_the_data_modes_on_the_context_axis_as_the_compositions_do() -> None:
+    mesh = Mesh.of(data=2, context=4)
+    zero1 = compose("zero1", mesh, 1)
+    assert zero1.name == "zero1×cp" and zero1.placement == COMPOSITIONS["zero1×cp"].placement
+    dp = compose("dp", mesh, 1, context_attention="ulysses")
+    assert dp.name == "dp×cp_ulysses" and dp.placement == COMPOSITIONS["dp×cp_ulysses"].placement
+    assert dp.context_attention == "ulysses"
+
+
+def test_the_planner_cuts_a_128k_sequence_over_a_context_axis_and_repeats_no_work() -> None:
+    long = plan(llama_at(131072), 64, global_batch=64)
+    assert long.chosen is not None
+    chosen = long.ranked[long.chosen]
+    without = [c for c in long.ranked if c.mesh.degree("context") == 1]
+    assert chosen.mesh.degree("context") > 1 and without
+    assert chosen.time is not None and without[0].time is not None
+    assert chosen.time.total_s < without[0].time.total_s  # faster than any plan without it
+    # a context axis splits tokens, not work: the same compute as a plan without it
+    same = [c for c in without if c.recompute == chosen.recompute]
+    assert same[0].time is not None
+    assert chosen.time.compute_s == pytest.approx(same[0].time.compute_s, rel=1e-12)
+    # Ulysses is tried only where c·t divides the 8 key-value heads
+    for c in long.ranked:
+        if "cp_ulysses" in c.strategy.name:
+            assert 8 % (c.mesh.degree("context") * c.mesh.degree("tensor")) == 0
