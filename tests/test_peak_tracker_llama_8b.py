@@ -1,9 +1,9 @@
 """The Llama-3-8B shape (s = 4096, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at
-N = 8, ranks 0 and 7 (FSDP2's bf16 mixed precision and fp32: ``tracker_cases.SUITE``), and FSDP2
+N = 8, rank 0 (FSDP2's bf16 mixed precision: ``tracker_cases.SUITE``), and FSDP2
 without resharding after forward at N = 8 (``tests/tracker_cases.py`` says what each case checks).
-Its N = 64 and 1024 rows and its one-device rows (none and full recomputation, 25-50 s each) are
-measured by ``benchmarks/bench_tracker_matrix.py`` only; the suite checks those N on GPT-2 and
-Llama-3.2-1B. Every case is ``slow``."""
+Its other rows (fp32, rank 7, N = 64 and 1024, one device: 12-50 s each) are measured by
+``benchmarks/bench_tracker_matrix.py`` only; the suite checks those on GPT-2 and Llama-3.2-1B.
+Every case is ``slow``."""
 
 from __future__ import annotations
 
