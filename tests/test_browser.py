@@ -219,16 +219,36 @@ def change_a_control(live) -> None:
     handle.press("ArrowRight")
 
 
+#: Close the current notebook as it is (opening it may mark it changed: no "save?" dialog).
+CLOSE_WITHOUT_SAVING = "window.jupyterapp.shell.currentWidget.dispose()"
+
+
+@pytest.fixture(scope="module")
+def course_page(browser, lab):
+    """One JupyterLab page the course's notebooks are opened in one after another (loading the
+    application once, not once a notebook)."""
+    page = open_notebook(browser, lab, COURSE[0].name)
+    page.evaluate(CLOSE_WITHOUT_SAVING)
+    page.wait_for_function("!document.querySelector('.jp-NotebookPanel')")
+    yield page
+    page.close()  # (the notebooks' kernels, never used, end with the server)
+
+
 @pytest.mark.parametrize("name", [p.name for p in COURSE])
-def test_a_notebook_opened_without_running_says_to_run_and_shows_its_stills(browser, lab, name):
+def test_a_notebook_opened_without_running_says_to_run_and_shows_its_stills(course_page, name):
     """Every notebook of the course, as saved: each widget cell shows the line and a still, and no
     "Error displaying widget" appears."""
-    page = open_notebook(browser, lab, name)
+    page = course_page
+    page.evaluate(f"void window.jupyterapp.commands.execute('docmanager:open', {{path: '{name}'}})")
+    page.wait_for_function(f"window.jupyterapp.shell.currentWidget?.context?.path === '{name}'")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".placement-edu-still", state="attached", timeout=30_000)
     still = page.locator(".placement-edu-still")
     assert still.count() == len(widget_cells(NOTEBOOKS / name)) >= 1
     assert still.first.is_visible() and "Run the cells" in still.first.inner_text()
     assert "Error displaying widget" not in page.inner_text("body")
-    page.close()  # (its kernel, never used, ends with the server)
+    page.evaluate(CLOSE_WITHOUT_SAVING)
+    page.wait_for_function("!document.querySelector('.jp-NotebookPanel')")
 
 
 #: Notebooks run, saved, shut down and reopened as a learner does: the start, one with several
