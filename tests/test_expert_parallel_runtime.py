@@ -63,3 +63,42 @@ def test_a_one_byte_difference_fails_the_comparison() -> None:
 )
 def test_each_expert_fault_run_for_real_breaks_the_equivalence(run: ExpertRun) -> None:
     assert max(r["deviation"] for r in launch(run)) > 1e-3
+
+
+def test_run_executes_the_moe_layer_on_an_expert_axis(capsys) -> None:
+    from placement_edu.cli import main
+
+    # one launch of d·e = 2·2 ranks through the runtime's launcher and worker
+    assert main(["run", "dp", "--world-size", "4", "--mesh", "data=2,expert=2"]) == 0
+    out = capsys.readouterr().out
+    assert "top-2 MoE layer on data=2,expert=2" in out
+    # by hand: top-2, T = 16, E = 4: C = 8 slots, 4·8·8 float64 = 2,048 B per all-to-all, half of
+    # it sent over e = 2; the router's grads h·E = 32 float64 = 256 B over the 4 ranks (ring
+    # 2·3/4·256 = 384 B); the experts' grads 2·3·h·f = 768 float64 = 6,144 B over their 2 data
+    # replicas (ring 2·1/2·6,144 = 6,144 B)
+    assert out.count("all_to_all activations on expert over 2: 2,048, 1,024 | 2,048, 1,024") == 4
+    assert "backward all_reduce grads on expert over 4: 256, 384 | " in out
+    assert "backward all_reduce grads on data over 2: 6,144, 6,144 | 6,144, 6,144" in out
+    assert "measured = predicted on every rank, entry by entry: yes" in out
+    assert ": equivalent (float64 tolerance 1e-10)" in out
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["zero3", "--world-size", "4", "--mesh", "data=2,expert=2"], "'zero3' on data=2,expert=2"),
+        (["dp", "--world-size", "6", "--mesh", "data=2,expert=3"], "4 experts cannot be split"),
+        (["dp", "--world-size", "2", "--mesh", "expert=2", "--fault", "hang"], "got --fault hang"),
+    ],
+    ids=["a-sharding-strategy", "e-not-dividing-E", "a-fault-the-layer-has-not"],
+)
+def test_run_refuses_what_the_expert_axis_cannot_derive_in_one_line(
+    capsys, argv: list[str], says: str
+) -> None:
+    from placement_edu.cli import main
+
+    assert main(["run", *argv]) == 2  # refused before any rank starts
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and says in err

@@ -60,6 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     config = config_from_args(args, args.world_size)
     if config.resolved_mesh().degree("context") > 1:
         return _run_context(args, config.resolved_strategy(), config.resolved_mesh())
+    if config.resolved_mesh().degree("expert") > 1:
+        return _run_expert(args, config.resolved_strategy(), config.resolved_mesh())
     config.validate()  # bad input: one line, exit 2, no processes
     return launched(
         lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),
@@ -86,4 +88,39 @@ def _run_context(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> in
     return launched(
         lambda: run_context(job, args.timeout),
         lambda result: json.dumps(result.to_dict(), indent=2) if args.json else str(result),
+    )
+
+
+def _run_expert(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> int:
+    """A mesh with an expert axis: one mixture-of-experts layer (top-2, 4 experts) on its d·e
+    ranks (``runtime.expert_layer``), measured against the core's ops and against one process,
+    healthy or with one of SPEC §5's expert faults; a strategy the expert axis refuses
+    (``experts.check_expert_axis``) refused before any rank starts."""
+    from placement_edu.experts import check_expert_axis
+    from placement_edu.runtime.expert_measure import launch_expert_layer
+    from placement_edu.runtime.expert_run import ExpertRun
+
+    d, e = mesh.degree("data"), mesh.degree("expert")
+    expect(
+        all(n == 1 for axis, n in mesh if axis not in ("data", "expert")),
+        f"a run on an expert axis executes one mixture-of-experts layer on data × expert alone; "
+        f"give --mesh data={d},expert={e} (got {mesh})",
+    )
+    faults = ("drop-routed-tokens", "skip-expert-grad-reduce")
+    expect(
+        args.fault in (None, *faults),
+        f"a run on an expert axis injects {' or '.join(faults)}, got --fault {args.fault}",
+    )
+    expect(
+        args.fault != faults[1] or d > 1,
+        f"--fault {faults[1]} needs a data axis: give --mesh data=2,expert={e}",
+    )
+    job = ExpertRun(
+        e, top_k=2, data=d, drop=args.fault == faults[0], skip_expert_reduce=args.fault == faults[1]
+    )
+    check_expert_axis(job.spec(), mesh, strategy)
+    job.validate()
+    return launched(
+        lambda: launch_expert_layer(job, args.timeout),
+        lambda result: json.dumps(result.to_dict(), indent=2) if args.json else result.report(),
     )

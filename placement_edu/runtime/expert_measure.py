@@ -8,9 +8,14 @@ the ledger against the core's ops, and the deviation from one process.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
+from placement_edu.runtime.config import DTYPES
 from placement_edu.runtime.expert_run import ExpertRun, Key, measured_is_predicted
+
+#: The least deviation from one process that counts as rounding: float64's base tolerance.
+TOLERANCE = DTYPES["float64"][2]
 
 
 @dataclass(frozen=True)
@@ -31,19 +36,76 @@ class ExpertMeasurement:
         return all(measured_is_predicted(list(m), list(self.predicted)) for m in self.measured)
 
     @property
+    def equivalent(self) -> bool:
+        """The outputs and gradients are one process's, to float64 rounding (``TOLERANCE``)."""
+        return self.deviation <= TOLERANCE
+
+    @property
     def all_to_alls(self) -> tuple[Key, ...]:
         """The predicted all-to-alls of one rank, in order."""
         return tuple(k for k in self.predicted if k[1] == "all_to_all")
 
+    def report(self) -> str:
+        """What ``placement-edu run`` prints: the layer, the core's collectives of one rank entry
+        by entry (op, state, axis and group; payload and ring bytes), measured against them, and
+        the deviation from one process."""
+        run, pred = self.run, list(self.predicted)
+        fault = next((f for f, on in self.faults.items() if on), "")
+        lines = [
+            f"top-{run.top_k} MoE layer on data={run.data},expert={run.ranks}"
+            f"{' with ' + fault if fault else ''}: a router and "
+            f"E={run.experts} SwiGLU experts (f={run.ffn}), b={run.batch} s={run.seq} "
+            f"h={run.hidden}, float64, gloo",
+            "rank 0's collectives, measured | predicted (payload B, ring B sent):",
+        ]
+        for m, p in zip_longest(self.measured[0], pred):
+            said = p or m  # (an entry only one of them has)
+            assert said is not None
+            phase, op, state, axis, group = said[:5]
+            got = "none" if m is None else f"{m[5]:,}, {m[6]:,}"
+            want = "none" if p is None else f"{p[5]:,}, {p[6]:,}"
+            note = ""
+            if m is not None and p is not None and m[5:] != p[5:]:
+                note = " (the toy's router | a whole model's dense weights)"
+            lines.append(f"  {phase} {op} {state} on {axis} over {group}: {got} | {want}{note}")
+        differ = [
+            r for r, m in enumerate(self.measured) if not measured_is_predicted(list(m), pred)
+        ]
+        lines += [
+            "measured = predicted on every rank, entry by entry: "
+            + ("yes" if not differ else f"NO on ranks {differ}"),
+            f"max |deviation| from one process (output, input and weight gradients): "
+            f"{self.deviation:.3g}: "
+            + ("equivalent" if self.equivalent else "NOT equivalent")
+            + f" (float64 tolerance {TOLERANCE:g}); {self.dropped} routed tokens over capacity, "
+            "dropped alike",
+        ]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "data": self.run.data,
+            "expert": self.run.ranks,
+            "top_k": self.run.top_k,
+            "predicted": [list(k) for k in self.predicted],
+            "measured": [[list(k) for k in ledger] for ledger in self.measured],
+            "measured_equals_predicted": self.matches,
+            "max_deviation": self.deviation,
+            "equivalent": self.equivalent,
+            "dropped": self.dropped,
+        }
+
+    @property
+    def faults(self) -> dict[str, bool]:
+        """SPEC §5's expert faults, by name: whether this run injects each."""
+        return {
+            "drop-routed-tokens": self.run.drop,
+            "skip-expert-grad-reduce": self.run.skip_expert_reduce,
+        }
+
     def __str__(self) -> str:
         run, a2a = self.run, self.all_to_alls
-        fault = (
-            " with drop-routed-tokens"
-            if run.drop
-            else " with skip-expert-grad-reduce"
-            if run.skip_expert_reduce
-            else ""
-        )
+        fault = next((" with " + f for f, on in self.faults.items() if on), "")
         return (
             f"data={run.data},expert={run.ranks}, top-{run.top_k}{fault}: {len(a2a)} all-to-alls "
             f"per rank of {a2a[0][5]:,} B ({a2a[0][6]:,} B sent); measured = predicted on every "
@@ -57,10 +119,23 @@ def run_expert_layer(run: ExpertRun) -> ExpertMeasurement:
     # names holds no torch until a cell runs ranks (tests/test_layering.py)
     from placement_edu.runtime.expert_layer import launch
 
-    ranks: list[dict[str, Any]] = launch(run)
+    return measurement(run, launch(run))
+
+
+def launch_expert_layer(run: ExpertRun, timeout_s: float = 60.0) -> ExpertMeasurement:
+    """``run`` as a job of the runtime's launcher (its forkserver, timeouts and failure reports,
+    ``launcher.launch``: what ``placement-edu run`` does), read as ``run_expert_layer`` reads
+    it."""
+    from placement_edu.runtime.launcher import launch
+
+    return measurement(run, launch([run], run.world, timeout_s, progress=False)[0])
+
+
+def measurement(run: ExpertRun, ranks: list[dict[str, Any]]) -> ExpertMeasurement:
+    """Each rank's result (by rank) set beside the core's prediction."""
     return ExpertMeasurement(
         run,
-        tuple(tuple(r["ledger"]) for r in ranks),
+        tuple(tuple(tuple(k) for k in r["ledger"]) for r in ranks),  # type: ignore[misc]
         tuple(run.predicted()),
         max(r["deviation"] for r in ranks),
         sum(r["dropped"] for r in ranks),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from placement_edu.errors import expect, positive_int
 from placement_edu.experts import MoESpec
 from placement_edu.mesh import Mesh
 from placement_edu.precision import get_precision
@@ -48,6 +49,25 @@ class ExpertRun:
     def world(self) -> int:
         """d·e ranks: expert inside data (``mesh.LAYOUT``): rank = data index · e + expert index."""
         return self.data * self.ranks
+
+    @property
+    def world_size(self) -> int:
+        """The launcher's name for ``world``."""
+        return self.world
+
+    def validate(self) -> None:
+        """Refused in one line before any process starts: fewer than 2 expert ranks, a top-k
+        outside 1..E, a shape the core cannot derive on them (``experts.check_expert_axis``)."""
+        expect(
+            positive_int("ranks", self.ranks) >= 2,
+            f"an expert-parallel run needs at least 2 expert ranks, got {self.ranks}",
+        )
+        expect(
+            1 <= positive_int("top_k", self.top_k) <= self.experts,
+            f"top_k must be 1 to {self.experts} (the experts), got {self.top_k}",
+        )
+        positive_int("data", self.data)
+        self.predicted()
 
     def spec(self) -> MoESpec:
         """The core's model of the layer: one MoE layer of the toy's shape."""

@@ -34,6 +34,7 @@ from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.context_config import ContextRun
+from placement_edu.runtime.expert_run import ExpertRun
 from placement_edu.runtime.container import check_fits, rank_bytes
 from placement_edu.runtime import forkserver, rundir
 from placement_edu.runtime import progress as progress_file
@@ -66,7 +67,7 @@ class RunInterrupted(RunFailed):
 
 
 def launch(
-    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun | ExpertRun],
     world_size: int,
     timeout_s: float = 60.0,
     progress: bool = True,
@@ -151,7 +152,7 @@ INTERRUPT_WAIT_S = 15.0
 
 
 def _launch_from_agent(
-    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun | ExpertRun],
     world_size: int,
     timeout_s: float,
     progress: bool,
@@ -226,7 +227,7 @@ def _agent_died(helper: BaseProcess) -> RunFailed:
 
 def _is_job(job: object) -> bool:
     """A job ``launch`` runs. (Calibration's module imports torch: looked at only when needed.)"""
-    if isinstance(job, (RunConfig, TorchRefConfig, ContextRun)):
+    if isinstance(job, (RunConfig, TorchRefConfig, ContextRun, ExpertRun)):
         return True
     from placement_edu.runtime.probes import Calibration
 

@@ -33,6 +33,7 @@ from placement_edu.runtime.adam import Adam
 from placement_edu.runtime.comm import Comm
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.context_config import ContextRun
+from placement_edu.runtime.expert_run import ExpertRun
 from placement_edu.runtime.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
@@ -97,7 +98,7 @@ def _device() -> tuple[torch.device, torch.device]:
 
 
 def run_job(
-    config: RunConfig | Calibration | TorchRefConfig | ContextRun,
+    config: RunConfig | Calibration | TorchRefConfig | ContextRun | ExpertRun,
     timeout_s: float,
     progress: str | None = None,
     index: tuple[int, int] = (0, 1),
@@ -124,13 +125,17 @@ def run_job(
             from placement_edu.runtime import context_attention
 
             return context_attention.run_rank(config)
+        if isinstance(config, ExpertRun):  # one mixture-of-experts layer on data × expert
+            from placement_edu.runtime import expert_layer
+
+            return expert_layer.run_rank(config)
         if isinstance(config, Calibration):
             group, ranks = _axis_groups(config.mesh, rank, timeout_s).get("data") or (None, None)
             # (_axis_groups holds torch's groups as plain objects)
             return run_rank(config, group, ranks, progress, index)  # type: ignore[arg-type]
         raise TypeError(
-            f"a rank runs a RunConfig, a Calibration, a TorchRefConfig or a ContextRun, got "
-            f"{config!r}"
+            f"a rank runs a RunConfig, a Calibration, a TorchRefConfig, a ContextRun or an "
+            f"ExpertRun, got {config!r}"
         )
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
@@ -220,7 +225,7 @@ def _inject_failure(failure: dict | None, timeout_s: float) -> None:
 
 @record
 def main(
-    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun],
+    jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun | ExpertRun],
     timeout_s: float = 60.0,
     run_dir: str | None = None,
     failure: dict | None = None,
