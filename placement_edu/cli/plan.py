@@ -9,7 +9,12 @@ import json
 from dataclasses import replace
 
 from placement_edu.arguments import flag_type
-from placement_edu.cli.shape import add_step_flags, add_transformer_flags, transformer_from_flags
+from placement_edu.cli.shape import (
+    add_step_flags,
+    add_transformer_flags,
+    read_number,
+    transformer_from_flags,
+)
 from placement_edu.cli.table import SHAPE, count_flag as _count
 from placement_edu.errors import (
     MAX_DEVICES,
@@ -17,7 +22,6 @@ from placement_edu.errors import (
     PlacementError,
     read_int,
     show_limit,
-    shown,
 )
 from placement_edu.models import TransformerSpec
 from placement_edu.planner import TIE_BAND, default_transformer, plan
@@ -29,13 +33,7 @@ MAX_MEMORY_GB = 10**6
 
 def _tie_band(text: str) -> float:
     accepted = "give a fraction from 0 up to 1 (0.02: plans within 2% of the fastest are ties)"
-    try:
-        value = float(text)
-    except ValueError:
-        raise PlacementError(f"{shown(text)} is not a number; {accepted}") from None
-    if not 0 <= value < 1:  # nan fails too
-        raise PlacementError(f"{shown(text)} is out of range; {accepted}")
-    return value
+    return read_number(text, 0, 1, accepted, high_included=False)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

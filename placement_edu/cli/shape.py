@@ -8,10 +8,24 @@ from __future__ import annotations
 import argparse
 
 from placement_edu.cli.table import SHAPE, count_flag
-from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit
+from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit, shown
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.timing import HARDWARE, OVERLAPS
+
+
+def read_number(
+    text: str, low: float, high: float, accepted: str, high_included: bool = True
+) -> float:
+    """A flag's number from ``low`` to ``high`` (``high`` itself only if ``high_included``), or one
+    line naming the value and ``accepted`` (what the flag takes)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise PlacementError(f"{shown(text)} is not a number; {accepted}") from None
+    if not (low <= value <= high and (high_included or value < high)):  # nan fails too
+        raise PlacementError(f"{shown(text)} is out of range; {accepted}")
+    return value
 
 
 def add_transformer_flags(

@@ -9,7 +9,12 @@ import argparse
 import json
 
 from placement_edu.arguments import flag_type
-from placement_edu.cli.shape import add_step_flags, add_transformer_flags, transformer_from_flags
+from placement_edu.cli.shape import (
+    add_step_flags,
+    add_transformer_flags,
+    read_number,
+    transformer_from_flags,
+)
 from placement_edu.cli.table import count_flag as _count
 from placement_edu.configuration import (
     DATA_PLACEMENTS,
@@ -18,7 +23,6 @@ from placement_edu.configuration import (
     parsed_schedule,
     price_configuration,
 )
-from placement_edu.errors import PlacementError, shown
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
@@ -33,13 +37,7 @@ EFFICIENCY_RANGE = (0.01, 10.0)
 def _efficiency(text: str) -> float:
     low, high = EFFICIENCY_RANGE
     accepted = f"give a number from {low:g} to {high:g} (1.0 = the preset's achieved FLOP/s)"
-    try:
-        value = float(text)
-    except ValueError:
-        raise PlacementError(f"{shown(text)} is not a number; {accepted}") from None
-    if not low <= value <= high:  # nan fails both
-        raise PlacementError(f"{shown(text)} is out of range; {accepted}")
-    return value
+    return read_number(text, low, high, accepted)
 
 
 def _schedule(text: str) -> str:
