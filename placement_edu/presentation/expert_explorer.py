@@ -26,7 +26,6 @@ from placement_edu.experts import (
     MIXTRAL_8X7B,
     MoESpec,
     RankLoad,
-    all_to_all_elements,
     expert_capacity,
     rank_load,
 )
@@ -128,14 +127,15 @@ class ExpertExplorer:
         schedule = derive_schedule(get_strategy("dp"), model, mesh, precision)
         a2a = [o for o in schedule.ops if o.op == "all_to_all"]
         capped, dropless, even = self.loads()
-        size = all_to_all_elements(model) * precision.bytes_per(State.ACTIVATIONS)
+        # the schedule's own op: its payload and the (e-1)/e of it that leaves the rank
+        size, sent = (int(a2a[0].payload_bytes), int(a2a[0].ring_bytes)) if a2a else (0, 0)
         self.figures = {
             "experts per rank": model.experts // e,
             "expert parameters per rank": model.expert_elements // e,
             "model state per rank": memory.model_state,
             "capacity C": expert_capacity(model),
             "all-to-all bytes": size,
-            "sent per all-to-all": size * (e - 1) // e,
+            "sent per all-to-all": sent,
             "all-to-alls per step": len(a2a),
             "busiest tokens": dropless.tokens,
             "balanced tokens": even.tokens,
@@ -226,7 +226,7 @@ class ExpertExplorer:
             ("capacity C = ⌈k·cf·T/E⌉ per expert", f"{expert_capacity(model):,} tokens"),
             (
                 "each all-to-all: E·C·h × 2 B, (e-1)/e of it sent",
-                f"{size:,} B, {size * (e - 1) // e:,} B sent",
+                f"{size:,} B, {self.figures['sent per all-to-all']:,} B sent",
             ),
             ("all-to-alls per step (4 per MoE layer per micro-batch)", f"{count}"),
             (
