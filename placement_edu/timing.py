@@ -137,9 +137,23 @@ class Hardware:
     #: (arithmetic intensity, factor × ``flops``). Empty, as in every preset: ``flops`` for
     #: every matmul. ``placement-edu calibrate`` measures one (issue 27, item 3).
     gemm_curve: GemmCurve = ()
+    #: Device memory bandwidth, bytes per second (``HBM_BANDWIDTH``), at which the memory-bound
+    #: work beside the matmuls runs: eager attention's softmax and dropout over the b·a·s² scores
+    #: (``eager_attention_bytes_per_token``). None, as in every preset: not priced (0 s).
+    memory_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         check_curve(self.gemm_curve, f"hardware {self.name!r}: gemm_curve")
+        expect(
+            self.memory_bandwidth is None
+            or (
+                isinstance(self.memory_bandwidth, (int, float))
+                and math.isfinite(self.memory_bandwidth)
+                and self.memory_bandwidth > 0
+            ),
+            f"hardware {self.name!r}: memory_bandwidth is bytes per second > 0 (e.g. 2.039e12, "
+            f"an A100-80GB's HBM2e) or None, got {self.memory_bandwidth!r}",
+        )
         expect(
             self.collectives in LIBRARIES,
             f"hardware {self.name!r}: collectives is one of {', '.join(LIBRARIES)} (the library "
@@ -273,6 +287,10 @@ _H200 = (
 #: Dense bf16 peak FLOP/s of the GPUs the presets model (NVIDIA datasheets, SXM parts); a preset's
 #: achieved FLOP/s is this peak × the MFU its source names.
 PEAK_FLOPS: dict[str, float] = {"A100": 312e12, "H100": 989e12, "H200": 989e12}
+#: Device memory bandwidth, bytes per second (NVIDIA datasheets, SXM parts): A100 80GB 2,039 GB/s
+#: (HBM2e), H100 3.35 TB/s (HBM3), H200 4.8 TB/s (HBM3e). No preset carries it
+#: (``Hardware.memory_bandwidth``); ``benchmarks/published/compare.py`` gives it to the A100 runs.
+HBM_BANDWIDTH: dict[str, float] = {"A100": 2.039e12, "H100": 3.35e12, "H200": 4.8e12}
 
 
 #: An "80GB" A100 or H100 has 80 GiB of HBM: 85.9e9 bytes (nvidia-smi shows 81,559 MiB usable).
@@ -616,9 +634,47 @@ def compute_time(
         f"tokens is a number of tokens >= 0, got {tokens!r}",
     )
     achieved = hw.flops * gemm_factor(hw.gemm_curve, psi_or_model, tensor)
-    return {
+    seconds = {
         phase: f * float(tokens) / achieved
         for phase, f in flops_per_token(psi_or_model, recompute).items()
+    }
+    if hw.memory_bandwidth is not None:
+        for phase, b in eager_attention_bytes_per_token(psi_or_model, recompute).items():
+            seconds[phase] += b * float(tokens) / hw.memory_bandwidth
+    return seconds
+
+
+#: Bytes each of eager attention's b·a·s² scores moves through device memory outside the
+#: matmuls, per pass, with 2-byte (fp16/bf16) activations, as Megatron-LM computes attention
+#: (megatron/model/transformer.py, ParallelAttention.forward at commit fda81a21, May 2021:
+#: ``torch.baddbmm`` writes the scores, ``FusedScaleMaskSoftmax`` -- one fused kernel up to
+#: s = 2048 -- reads them and writes the probabilities, ``torch.nn.Dropout`` reads those and
+#: writes its output and a 1-byte mask, ``torch.bmm`` multiplies by V). Forward: the softmax
+#: 2 + 2, the dropout 2 + 2 + 1 = 9.
+#: Backward: the dropout's gradient reads the incoming 2 and the mask 1 and writes 2, the
+#: softmax's reads that 2 and its saved output 2 and writes 2 = 11. The matmuls' own reads and
+#: writes of the scores are left in their FLOPs. Dao et al. 2022 ("FlashAttention", §2.2,
+#: Algorithm 0): standard attention materializes S and P in HBM, and its softmax, masking and
+#: dropout are memory-bound; flash attention keeps them on chip: nothing to price.
+EAGER_ATTENTION_BYTES: dict[str, int] = {"forward": 9, "backward": 11}
+
+
+def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> dict[str, int]:
+    """Bytes per token, per pass, that eager attention's softmax and dropout move through device
+    memory (``EAGER_ATTENTION_BYTES`` per score): a token meets a·s scores in each of L layers, so
+    L·a·s × 9 forward and × 11 backward, plus the forward's 9 again under recomputation ("full"
+    and "selective" both replay the softmax and dropout). Like the FLOPs, the tokens a device
+    handles carry its share: b·(a/t)·s² scores per layer on a tensor slice, m·b·s/(t·p) tokens.
+    0 for flash attention and for a model that is not a dense transformer."""
+    if not isinstance(model, TransformerSpec) or model.attention != "eager":
+        return {"forward": 0, "backward": 0, "step": 0}
+    scores = model.layers * model.heads * model.seq
+    forward = EAGER_ATTENTION_BYTES["forward"] * scores
+    replayed = forward if recompute in ("full", "selective") else 0
+    return {
+        "forward": forward,
+        "backward": EAGER_ATTENTION_BYTES["backward"] * scores + replayed,
+        "step": 0,
     }
 
 

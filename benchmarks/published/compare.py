@@ -16,9 +16,11 @@ parallelism where t > 1 on the H100 runs; the overlap model is ``bucketed+tp`` o
 (the README's ``--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap``); on the A100
 runs each row's own, from the DDP implementation its launch script names (``Run.overlap``:
 PyTorch DDP's buckets "bucketed", Megatron's 2021 local DDP "none"), as is its interleaving
-(``Run.schedule``). The published FLOP/s are
-counted as each source counts them (``source_flops_per_token``), so predicted and published
-compare like for like; the ratio is the same for sequences per second.
+(``Run.schedule``). Attention is flash on the H100 runs (Transformer Engine) and eager on the
+A100 runs (2021), whose softmax and dropout over the b·a·s² scores run at the A100's memory
+bandwidth (``SETUP``: ``Hardware.memory_bandwidth``, which no preset carries). The published
+FLOP/s are counted as each source counts them (``source_flops_per_token``), so predicted and
+published compare like for like; the ratio is the same for sequences per second.
 
 Calibration: ``--efficiency`` (the preset's achieved FLOP/s × e) is solved so that one row --
 ``CALIBRATION_ROW``, chosen before looking at any ratio -- comes out at its published figure; every
@@ -42,7 +44,12 @@ from placement_edu.mesh import Mesh  # noqa: E402
 from placement_edu.models import TransformerSpec  # noqa: E402
 from placement_edu.planner import TIE_BAND, Choice, plan  # noqa: E402
 from placement_edu.precision import get_precision  # noqa: E402
-from placement_edu.timing import PEAK_FLOPS, get_hardware, megatron_flops_per_token  # noqa: E402
+from placement_edu.timing import (  # noqa: E402
+    HBM_BANDWIDTH,
+    PEAK_FLOPS,
+    get_hardware,
+    megatron_flops_per_token,
+)
 from placement_edu.units import GB  # noqa: E402
 
 #: The row each table is calibrated on, and why: the H100 tables on the 177B model, the GPT-3-sized
@@ -55,11 +62,22 @@ CALIBRATION_ROW: dict[str, str] = {
     "a100_2021": "145B",
 }
 
-#: How each source's runs are placed and overlapped (module docstring).
+#: How each source's runs are placed and overlapped (module docstring), how they computed
+#: attention, and the device memory bandwidth their softmax and dropout run at where attention
+#: is eager (``timing.HBM_BANDWIDTH``, NVIDIA's datasheets; ``timing.EAGER_ATTENTION_BYTES``):
+#: the H100 runs' Transformer Engine fuses attention (flash: nothing priced), the A100 runs of
+#: 2021 materialized the b·a·s² scores (Megatron-LM's ParallelAttention: baddbmm, its fused
+#: scale-mask-softmax, dropout, bmm).
 SETUP: dict[str, dict[str, object]] = {
-    "h100": dict(hardware="h100-nvlink-ib", strategy="zero1", overlap="bucketed+tp", sp=True),
-    "a100": dict(hardware="a100-nvlink-ib", strategy="dp", overlap="none", sp=False),
-}
+    "h100": dict(
+        hardware="h100-nvlink-ib", strategy="zero1", overlap="bucketed+tp", sp=True,
+        attention="flash", memory_bandwidth=HBM_BANDWIDTH["H100"],
+    ),
+    "a100": dict(
+        hardware="a100-nvlink-ib", strategy="dp", overlap="none", sp=False,
+        attention="eager", memory_bandwidth=HBM_BANDWIDTH["A100"],
+    ),
+}  # fmt: skip
 #: The within-15 % band of issue 27's Done-when, and its 2-point band for the strong-scaling drop.
 BAND = 0.15
 DROP_POINTS = 0.02
@@ -73,6 +91,7 @@ def model_of(run: Run) -> TransformerSpec:
         seq=run.seq,
         vocab=run.vocab,
         micro_batch=run.micro_batch,
+        attention=str(SETUP[run.hardware]["attention"]),
     )
 
 
@@ -139,7 +158,10 @@ def schedule_of(run: Run, options: Options = Options()) -> str:
 
 def predict(run: Run, efficiency: float, options: Options = Options()) -> Row:
     setup = SETUP[run.hardware]
-    hw = get_hardware(str(setup["hardware"]))
+    hw = replace(
+        get_hardware(str(setup["hardware"])),
+        memory_bandwidth=float(setup["memory_bandwidth"]),  # type: ignore[arg-type]
+    )
     if options.gemm_curve:
         hw = replace(hw, gemm_curve=options.gemm_curve)
     priced = price_configuration(

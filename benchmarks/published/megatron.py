@@ -97,10 +97,10 @@ class Run:
 #: 41.3 %, printed 41 %).
 H100_ASSUMED = (
     "micro-batch 1 (not printed)",
-    "selective recomputation standing for flash attention (Transformer Engine; not printed): "
-    "flash's backward recomputes QK^T from Q, K and the logsumexp (Dao 2023, Algorithm 2), "
-    "selective replays core attention's forward (QK^T and PV); the package's attention='flash' "
-    "with recompute 'none' would price no replay at all (1.7B: ratio 1.146 -> 1.199)",
+    "flash attention (Transformer Engine; not printed) with selective recomputation standing "
+    "for its backward: flash's backward recomputes QK^T from Q, K and the logsumexp (Dao 2023, "
+    "Algorithm 2), selective replays core attention's forward (QK^T and PV); recompute 'none' "
+    "would price no replay at all (1.7B: ratio 1.146 -> 1.199)",
     "sequence parallelism on the tensor axis (Megatron's usual pairing with t > 1; not printed)",
     "the non-interleaved 1F1B schedule: the README prints no interleaving depth (Megatron's "
     "--num-layers-per-virtual-pipeline-stage); compare.py --schedule interleaved:V tries one",
@@ -147,14 +147,27 @@ H100_WEAK: tuple[Run, ...] = (
 #: 3,072 and 4,608 GPUs (read off its log axis) without printing them; only the ends' MFU is
 #: quoted. Assumed: the model is the weak table's 177B row (96 layers, h = 12288, 96 heads), and
 #: t = 8, p = 6 throughout, as in that row (2,304 GPUs = 8·6·48; every plotted count is 48·d).
+#: The 2,304-GPU point is that row itself -- the same model, 1,152 sequences, 2,304 GPUs -- and is
+#: quoted from it: 432.8 TFLOP/s, MFU 44 % (× 2,304 = 997 petaFLOP/s, where the figure plots its
+#: point, on the 1,000 gridline).
+#:
+#: How deeply these runs interleaved their pipeline is printed nowhere (README, figure, weak
+#: table), so the table is priced at 1F1B. Under it the 2,304-GPU point's bubble is already
+#: (p - 1)/m = 5/24 of the compute: calibrated at 96 GPUs, the prediction there is MFU 38.5 %
+#: against the published 44 %, and at 4,608 GPUs (m = 12) 32.3 % against 42 % -- the published
+#: points are what a shallower bubble gives (interleaved:4: 43.8 % and 40.8 %; ``compare.py
+#: --table h100_strong --schedule interleaved:V``), but the depth stays an assumption.
 STRONG_ASSUMED = (
     "the 177B model of the weak-scaling table",
     "t = 8, p = 6 at every size (the text does not say; the 177B weak-scaling row uses them)",
     "the non-interleaved 1F1B schedule, as in the weak-scaling table (no depth printed)",
-    "the intermediate GPU counts read off the figure's axis; their MFU is not printed",
+    "the intermediate GPU counts read off the figure's axis; their MFU is not printed, but "
+    "at 2,304 GPUs, the weak-scaling table's 177B row",
 )
 STRONG_GPUS: tuple[int, ...] = (96, 144, 288, 576, 1152, 2304, 3072, 4608)
-_STRONG_MFU = {96: 0.47, 4608: 0.42}
+_STRONG_MFU = {96: 0.47, 2304: 0.44, 4608: 0.42}
+#: Per-GPU TFLOP/s where a source prints it: the weak-scaling table's 177B row at 2,304 GPUs.
+_STRONG_TFLOPS = {2304: 432.8}
 _STRONG_SOURCE = f"{README_URL} (strong-scaling text and figure, Megatron-Core r0.8.0)"
 H100_STRONG: tuple[Run, ...] = tuple(
     Run(
@@ -168,7 +181,7 @@ H100_STRONG: tuple[Run, ...] = tuple(
         data=g // 48,
         gpus=g,
         global_batch=1152,
-        tflops_per_gpu=None,
+        tflops_per_gpu=_STRONG_TFLOPS.get(g),
         mfu=_STRONG_MFU.get(g),
         flops="megatron",
         source=_STRONG_SOURCE,
@@ -213,6 +226,10 @@ A100_ASSUMED = (
     "typically tensor parallel of size 8 was used')",
     "DDP torch = 'bucketed' overlap, DDP local = 'none' (see above); no sequence parallelism "
     "(2022, after these runs)",
+    "eager attention (flash attention came in 2022): the b·a·s² scores go through device memory "
+    "between Megatron's baddbmm, fused scale-mask-softmax, dropout and bmm; their softmax and "
+    "dropout priced at the A100-80GB's 2,039 GB/s (timing.EAGER_ATTENTION_BYTES, "
+    "timing.HBM_BANDWIDTH; compare.SETUP)",
 )
 _A100_SOURCE = f"{A100_PAPER}; {A100_TABLE_URL}; launch: {SC21_SCRIPT}"
 #: What the DDP implementation of run_table_1.sh means for the time model's overlap.
