@@ -1,9 +1,9 @@
 """What the gather units move (issue 25, item 2), today's figures for the lead.
 
 (k) An abstract model gathers one layer at a time by default (``ModelSpec``'s ``gather_units``
-    0 = one per layer; ``table --params`` takes the layers of the nearest published shape,
-    ``planner.per_layer_model``). Gathered as one whole-model unit instead, README's first table
-    would show zero3's peak above zero2's.
+    0 = one per layer); a bare Ψ (``as_model``, ``table --params``) takes the layers of the
+    nearest published shape, ``models.per_layer_model``. Gathered as one whole-model unit
+    instead, README's first table would show zero3's peak above zero2's.
 (l) The gather window holds two units: the one computing and the next, prefetched (Zhao et al.
     2023, "PyTorch FSDP", §3.3; ``models.prefetched_window``).
 A pipeline stage's units are its own layers (``models.stage_units``), not 1/p of one: the
@@ -15,7 +15,7 @@ Run: .venv/bin/python benchmarks/whatif_gather_units.py
 from __future__ import annotations
 
 from placement_edu import ModelSpec, analyze, default_transformer, plan
-from placement_edu.planner import per_layer_model
+from placement_edu.models import per_layer_model
 from placement_edu.units import GB
 
 STRATEGIES = ("dp", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")

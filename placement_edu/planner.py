@@ -7,7 +7,7 @@ it asks the core for the peak bytes (``derive_memory``, SPEC §3) and the step t
 SPEC §9, each group on the link where its ranks sit), drops what does not fit, and ranks the rest.
 Read top to bottom:
 
-- ``SHAPES`` and ``default_transformer``: a documented transformer shape for a bare Ψ
+- ``default_transformer``: a documented transformer shape for a bare Ψ (``models.nearest_shape``)
 - ``DATA_STRATEGIES`` and ``compose``: the placement on the data axis, composed with tp and pp
 - ``meshes``: every r·d·t·p = devices the planner tries
 - ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
@@ -31,7 +31,8 @@ from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.experts import MoESpec, has_experts
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
-from placement_edu.models import ModelSpec, TransformerSpec, heads_divide
+from placement_edu.models import TransformerSpec, heads_divide, nearest_shape
+from placement_edu.models import per_layer_model as per_layer_model  # (re-exported)
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import derive_schedule
@@ -50,38 +51,8 @@ from placement_edu.timing import (
 from placement_edu.units import GB, plain
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
-#: Published shapes (name, layers L, hidden h, heads a, sequence s, vocabulary V, source).
-SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
-    ("GPT-2 small", 12, 768, 12, 1024, 50257, "Radford et al. 2019"),
-    ("GPT-2 XL", 48, 1600, 25, 1024, 50257, "Radford et al. 2019"),
-    ("Llama-2-7B", 32, 4096, 32, 4096, 32000, "Touvron et al. 2023, Table 1 and §2.2"),
-    ("Llama-2-13B", 40, 5120, 40, 4096, 32000, "Touvron et al. 2023"),
-    ("Llama-2-70B", 80, 8192, 64, 4096, 32000, "Touvron et al. 2023"),
-    ("GPT-3 175B", 96, 12288, 96, 2048, 50257, "Brown et al. 2020, Table 2.1"),
-    ("Megatron 1T", 128, 25600, 160, 2048, 51200, "Narayanan et al. 2021, Table 1"),
-)
-
-
-def nearest_shape(psi: int) -> tuple[str, int, int, int, int, int, str]:
-    """The published shape (a row of ``SHAPES``) whose GPT-style model (f = 4h) is nearest to
-    ``psi`` parameters, by ratio."""
-    psi = positive_int("number of parameters (psi)", psi)
-
-    def gpt_style_psi(shape) -> int:
-        _, layers, h, a, s, v, _ = shape
-        return TransformerSpec(layers=layers, hidden=h, heads=a, seq=s, vocab=v).psi
-
-    return min(SHAPES, key=lambda shape: abs(math.log(gpt_style_psi(shape) / psi)))
-
-
-def per_layer_model(psi: int) -> ModelSpec:
-    """The abstract model of a bare Ψ: ``psi`` parameters in the layers of the published shape
-    nearest to it (``nearest_shape``), gathered one layer at a time -- FSDP's usual wrapping. (A
-    single unit would gather the whole model at once: zero3's peak above zero2's.)"""
-    name, layers, *_ = nearest_shape(psi)
-    return ModelSpec(
-        psi, layers=layers, name=f"Ψ = {psi:,} parameters in {layers} layers ({name}'s L)"
-    )
+# SHAPES, nearest_shape and per_layer_model live in models.py: a bare Ψ means per_layer_model
+# everywhere (models.as_model).
 
 
 def default_transformer(

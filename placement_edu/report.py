@@ -244,11 +244,14 @@ class Comparison:
         """One line for a REPL (the dataclass's own repr runs to thousands of characters);
         ``print()`` or a notebook shows the table."""
         first = self.reports[0]
-        model = f"{first.model.name} " if first.model.name else ""
+        name = first.model.name  # a bare Ψ's (per_layer_model) already starts with its Ψ
+        model = f"{name} " if name and not name.startswith("Ψ = ") else ""
+        layers = getattr(first.model, "layers", 1)
+        within = f" in {layers} layers" if layers > 1 else ""
         names = ", ".join(r.strategy.name for r in self.reports)
         return (
-            f"Comparison({names}: {model}Ψ = {first.model.psi:,} on {first.mesh.world_size} "
-            f"devices, {first.precision.name})"
+            f"Comparison({names}: {model}Ψ = {first.model.psi:,}{within} on "
+            f"{first.mesh.world_size} devices, {first.precision.name})"
         )
 
     def vs_dp(self, report: Report) -> dict[str, float | None]:

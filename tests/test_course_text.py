@@ -44,7 +44,9 @@ def test_no_notebook_describes_the_learners_machine_as_the_build_machine(noteboo
 
 def test_compare_has_a_one_line_repr_naming_what_was_compared():
     comparison = compare(("dp", "zero3"), 7.5e9, 64)
-    assert repr(comparison) == "Comparison(dp, zero3: Ψ = 7,500,000,000 on 64 devices, mixed_adam)"
+    assert repr(comparison) == (  # a bare Ψ is Llama-2-7B's 32 layers (models.per_layer_model)
+        "Comparison(dp, zero3: Ψ = 7,500,000,000 in 32 layers on 64 devices, mixed_adam)"
+    )
     assert len(repr(compare())) <= 100  # the dataclass repr was 10,929 characters
 
 

@@ -22,6 +22,7 @@ from placement_edu import (
     GB,
     GiB,
     OP_COSTS,
+    ModelSpec,
     PRESETS,
     RULES,
     State,
@@ -388,8 +389,9 @@ def test_s4_rule_3_kept_through_backward_gathers_once() -> None:
     claim(
         4, "Kept through backward instead (`False`, FSDP `SHARD_GRAD_OP`), it costs one all-gather"
     )
-    kept = analyze("fsdp_grad_op", 10**9, 8)
-    assert [o.op for o in kept.schedule.collectives] == ["all_gather", "reduce_scatter"]
+    kept = analyze("fsdp_grad_op", 10**9, 8)  # a bare Ψ = 1e9: GPT-2 XL's 48 layers
+    ops = [(o.op, o.phase) for o in kept.schedule.collectives]
+    assert ops == [("all_gather", "forward")] * 48 + [("reduce_scatter", "backward")]
     assert kept.volume_psi == 2
 
 
@@ -455,7 +457,8 @@ def test_s8_140_gb_is_130_39_gib_and_zero3_can_peak_above_zero2() -> None:
     claim(8, "140e9 / 2^30 = 130.39 GiB")
     assert round(140 * GB / GiB, 2) == 130.39
     claim(8, "ZeRO-3 can peak above ZeRO-2 on small models")
-    z2, z3 = analyze("zero2", 10**6, 2).memory, analyze("zero3", 10**6, 2).memory
+    one_unit = ModelSpec(10**6)  # gathered whole; a bare Ψ is gathered a layer at a time
+    z2, z3 = analyze("zero2", one_unit, 2).memory, analyze("zero3", one_unit, 2).memory
     assert z3.model_state < z2.model_state and z3.peak > z2.peak
 
 

@@ -69,7 +69,9 @@ PINNED: dict[str, object] = {
     "sharded-zero1-allreduce-volume": 3,  # 2Ψ + Ψ (SPEC §4 rule 1)
     # largest first to the least loaded: 16384 | 8192 | 2048 | 128 + 128 + 16, 16 B each
     "sharded-greedy-last-rank": 4352,
-    "sharded-zero2-peak": F("31.640625"),  # 2Ψ + 14Ψ/N + the 2Ψ gradient bucket
+    # 2Ψ + 14Ψ/N + one layer's gradient bucket 2Ψ/L: 15 + 1.640625 + 15/32, Ψ = 7.5e9, N = 64,
+    # L = 32 (a bare Ψ: Llama-2-7B's layers, models.per_layer_model)
+    "sharded-zero2-peak": F("17.109375"),
     "sg-zero3-gib": F(68359375, 524288),  # 140e9 / 2^30 = 130.385 GiB
     "sg-micro-batch-volume": 12,  # 4 micro-batches × 3Ψ (SPEC §4 rule 5)
     "sg-peak-gap": F("0.25"),  # 2Ψ/N: (2 + 2 + 2) − (2 + 1.75 + 2) GB
@@ -211,7 +213,7 @@ SLIPS = [
     ("zero1-comm", 4, "that is 2× the answer: a factor 2 too many"),
     ("sg-peak-gap", 0.125, "that is half the answer: a factor 2 missing"),
     ("replicated-model-state", 8960, "that is 8× the answer: all N = 8 devices together"),
-    ("sharded-zero2-peak", F(2025, 64 * 64), "that is 1/64 of the answer: divided by N = 64"),
+    ("sharded-zero2-peak", F(1095, 64 * 64), "that is 1/64 of the answer: divided by N = 64"),
 ]
 
 

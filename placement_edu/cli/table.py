@@ -21,8 +21,7 @@ from placement_edu.errors import (
 from placement_edu.experts import MoESpec, imbalance_text
 from placement_edu.mesh import Mesh
 from placement_edu.placement import EXPERT_AXIS
-from placement_edu.models import Model, TransformerSpec
-from placement_edu.planner import per_layer_model
+from placement_edu.models import Model, TransformerSpec, per_layer_model
 from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
 from placement_edu.report import compare
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy

@@ -116,21 +116,28 @@ EXERCISES = (
         "sharded-zero2-peak",
         "Ψ = 7.5e9, N = 64, zero2, mixed_adam. Its model state is 16.640625 GB. What is its peak "
         "in GB, counting the gradient bucket that backward holds unreduced before its "
-        "reduce-scatter (an abstract model reduces its whole gradient at once)?",
+        "reduce-scatter? (A bare Ψ is Llama-2-7B's L = 32 layers, each layer's gradient "
+        "reduce-scattered as soon as backward has made it.)",
         lambda: Fraction(analyze("zero2", 7.5e9, 64).memory.peak) / GB,
         "GB (1e9 bytes)",
-        'S for gradients means "kept as a slice between steps": backward still produces the whole '
-        "partial gradient (2Ψ = 15 GB) before the reduce-scatter leaves each device its 1/N. Peak "
-        "= 16.640625 + 15 = 31.640625 GB; real implementations reduce bucket by bucket "
-        "to shrink that term.",
+        'S for gradients means "kept as a slice between steps": backward still produces each '
+        "layer's whole partial gradient (2Ψ/32 = 0.46875 GB) before its reduce-scatter leaves each "
+        "device its 1/N. Peak = 16.640625 + 0.46875 = 17.109375 GB. Reduced all at once (one "
+        "unit, ModelSpec(7.5e9)) the bucket would be the whole 2Ψ = 15 GB: 31.640625 GB.",
         mistakes=(
             (
                 Fraction(16640625, 10**6),
                 "that is the persistent model state; the transient bucket "
                 "comes on top (SPEC §2: S's transient bytes).",
             ),
+            (
+                Fraction(31640625, 10**6),
+                "that holds the whole 2Ψ gradient unreduced at once (a one-unit model); each of "
+                "the 32 layers is reduce-scattered on its own: the bucket is 2Ψ/32.",
+            ),
         ),
-        hint="peak = persistent + the largest transient term, here the 2Ψ gradient bucket.",
+        hint="peak = persistent + the largest transient term, here one layer's gradient bucket "
+        "(2Ψ/L, L = 32).",
         devices=64,
     ),
 )
