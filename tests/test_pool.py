@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import IO
 
 import pytest
@@ -207,9 +208,10 @@ def _lines(stream: IO[str]) -> queue.Queue:
     return lines
 
 
-def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(run_tmpdir):
-    """The ranks stop after the step in hand (they all check ``cancel/k`` at the same step); before,
-    they finished the abandoned 5,000 steps and the next run waited for them."""
+def _interrupt_a_long_pool_run(run_tmpdir: Path) -> tuple[str, float, list[str], int, str]:
+    """Start INTERRUPTED_SCRIPT, Ctrl-C it once its run is 20 steps in (past the first steps'
+    warm-up), and return what it printed: the interruption, the seconds it took, the next run's
+    line, the exit code and stderr."""
     script = subprocess.Popen(
         [sys.executable, "-c", INTERRUPTED_SCRIPT],
         env=dict(os.environ, TMPDIR=str(run_tmpdir)),
@@ -221,8 +223,8 @@ def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(
     out, err = _lines(script.stdout), _lines(script.stderr)  # type: ignore[arg-type]
     try:
         deadline = time.monotonic() + 60
-        while not any(p.read_text().strip() for p in run_tmpdir.glob("placement-edu-*/progress-0")):
-            assert time.monotonic() < deadline and script.poll() is None, "no step within 60 s"
+        while _step(run_tmpdir) < 20:
+            assert time.monotonic() < deadline and script.poll() is None, "no 20 steps in 60 s"
             time.sleep(0.05)
         os.killpg(script.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
         sent = time.monotonic()
@@ -232,6 +234,39 @@ def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(
         script.wait(timeout=10)
     finally:
         script.kill()
+    return (
+        stopped,
+        seconds,
+        again,
+        script.returncode,
+        "".join(iter(lambda: err.get(timeout=5), None)),
+    )
+
+
+def _step(run_tmpdir: Path) -> int:
+    """The step rank 0 last reported in the pool's progress file (progress.write's third field)."""
+    for path in run_tmpdir.glob("placement-edu-*/progress-0"):
+        fields = path.read_text().split(" ")
+        if len(fields) > 2 and fields[2].isdigit():
+            return int(fields[2])
+    return 0
+
+
+def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(run_tmpdir):
+    """The ranks stop after the step in hand (they all check ``cancel/k`` at the same step); before,
+    they finished the abandoned 5,000 steps and the next run waited for them. A step that a loaded
+    machine stalls past ``CANCEL_S`` takes the other, stated path (the pool stopped and restarted):
+    that is tried once more, and the cancellation must then be the one observed."""
+    for _ in range(2):
+        stopped, seconds, again, returncode, err = _interrupt_a_long_pool_run(run_tmpdir)
+        if "still in a step" not in stopped:
+            break
+        assert re.fullmatch(
+            r"RunInterrupted interrupted by SIGINT: stopped the pool's 2 ranks, still in a step "
+            r"2 s after the interruption \(zero3 on data=2 after step \d+ of 5000\); the next run "
+            r"starts them again",
+            stopped,
+        ), stopped
     assert re.fullmatch(
         r"RunInterrupted interrupted by SIGINT: cancelled zero3 on data=2 after step \d+ of "
         r"5000; the pool's 2 ranks wait for the next run",
@@ -239,6 +274,6 @@ def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(
     ), stopped
     assert seconds < 2.5, seconds
     assert again[0] == "True" and float(again[1]) < 3, again  # the same ranks, free at once
-    assert script.returncode == 0
-    assert "".join(iter(lambda: err.get(timeout=5), None)) == ""  # no traceback: nothing at all
+    assert returncode == 0
+    assert err == ""  # no traceback: nothing at all
     assert list(run_tmpdir.iterdir()) == []  # (closed at exit: nothing left in TMPDIR)
