@@ -225,10 +225,41 @@ def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_ot
 
     killed = SimpleNamespace(exitcode=-9, signal_name=lambda: "SIGKILL", message="")
     error = SimpleNamespace(failures={2: killed})
-    assert _explain(str(tmp_path), error, 4).splitlines() == [
+    assert _explain(str(tmp_path), error, 4, 10.0).splitlines() == [
         "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
         "then rank 0, 1, 3 stopped: the launcher ended them (no error of their own)",
     ]
+
+
+@pytest.mark.parametrize(
+    "waited_s, how",
+    [
+        (10.2, "hung (the others timed out waiting for it)"),
+        (0.3, "died without an error, killed (the others lost their connection to it)"),
+    ],
+)
+def test_a_frozen_rank_is_named_hung_even_when_only_a_lost_connection_was_reported(
+    tmp_path, waited_s, how
+):
+    """The race a loaded machine can lose (CI, once): rank 2 freezes; rank 0 times out after 10 s
+    and is ended before its report is written; rank 1, its neighbour in the ring, sees only
+    "Connection closed by peer". Rank 1 had waited the whole timeout in its all-gather (its beacon
+    says when it went in): rank 2 hung. Had rank 1 lost its peer 0.3 s in, rank 2 died."""
+    from types import SimpleNamespace
+
+    from placement_edu.runtime.launcher import _explain
+
+    entered = time.time() - 60
+    for rank, state in ((0, "in "), (1, "in "), (2, "out"), (3, "in ")):
+        (tmp_path / f"at-{rank}").write_text(state)
+        os.utime(tmp_path / f"at-{rank}", (entered, entered))
+    (tmp_path / "error-1").write_text(
+        f"{entered + waited_s:.6f}\nRuntimeError: ... Connection closed by peer [127.0.0.1]:1670\n"
+    )
+    error = SimpleNamespace(failures={1: SimpleNamespace(exitcode=1, message="")})
+    assert (
+        _explain(str(tmp_path), error, 4, 10.0).splitlines()[0] == f"rank 2 stopped first: it {how}"
+    )
 
 
 def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):

@@ -137,7 +137,7 @@ def launch(
         rundir.remove_torch_error_files(started)  # one may be left if it came as ranks started
         raise RunInterrupted(signum, interrupted(signum, run_dir, world_size)) from None
     except ChildFailedError as error:
-        raise RunFailed(_explain(run_dir, error, world_size)) from None
+        raise RunFailed(_explain(run_dir, error, world_size, timeout_s)) from None
     finally:
         stop.set()
         _restore(handlers)
@@ -380,10 +380,13 @@ def _stopped_first(run_dir: str, silent: list[int]) -> list[int]:
     return [r for r in outside if beacons[r][1] == quiet]
 
 
-def _explain(run_dir: str, error: ChildFailedError, world_size: int) -> str:
+def _explain(run_dir: str, error: ChildFailedError, world_size: int, timeout_s: float) -> str:
     """Who failed first and how, then every other failed rank. A rank killed by a signal, or
     frozen, writes no traceback: it is named first (from the exit status torch reports, or as the
-    rank the others lost), before the ranks whose collectives failed because of it."""
+    rank the others lost), before the ranks whose collectives failed because of it. It hung if a
+    report says a collective timed out, or if the first rank to report had waited a whole
+    ``timeout_s`` in its collective (its beacon's time): the rank that timed out may have been
+    stopped before its own report was written, its peers seeing only a closed connection."""
     reports = []
     for name in os.listdir(run_dir):
         if name.startswith("error-"):
@@ -409,7 +412,10 @@ def _explain(run_dir: str, error: ChildFailedError, world_size: int) -> str:
     if not lines and lost:  # the first rank to stop wrote nothing
         silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
         if silent:  # a collective timed out: it hung; else it died
-            hung = any("did not complete within" in trace for _, _, trace in reports)
+            state, entered = _beacon(run_dir, reports[0][1])  # the first to report
+            hung = any("did not complete within" in trace for _, _, trace in reports) or (
+                state == "in" and reports[0][0] - entered >= 0.9 * timeout_s
+            )
             how = (
                 "hung (the others timed out waiting for it)"
                 if hung

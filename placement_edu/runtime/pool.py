@@ -148,7 +148,7 @@ class WorkerPool:
                         self.store.port, self.timeout_s, run_dir, forkserver.owner()
                     )
             except ChildFailedError as error:
-                self.failure = RunFailed(_explain(run_dir, error, self.world_size))
+                self.failure = RunFailed(_explain(run_dir, error, self.world_size, self.timeout_s))
             except BaseException as error:  # e.g. the rendezvous failed
                 self.failure = RunFailed(f"the pool's ranks could not start: {error}")
             finally:
