@@ -18,6 +18,7 @@ import pytest
 
 from placement_edu import PlacementError
 from placement_edu.runtime import RunConfig, RunFailed, WorkerPool, run_many
+from placement_edu.runtime import progress as progress_file
 
 pytestmark = pytest.mark.runtime
 
@@ -244,12 +245,9 @@ def _interrupt_a_long_pool_run(run_tmpdir: Path) -> tuple[str, float, list[str],
 
 
 def _step(run_tmpdir: Path) -> int:
-    """The step rank 0 last reported in the pool's progress file (progress.write's third field)."""
-    for path in run_tmpdir.glob("placement-edu-*/progress-0"):
-        fields = path.read_text().split(" ")
-        if len(fields) > 2 and fields[2].isdigit():
-            return int(fields[2])
-    return 0
+    """The step rank 0 last reported in the pool's progress file (the launcher's own reader)."""
+    paths = [str(p) for p in run_tmpdir.glob("placement-edu-*/progress-0")]
+    return max((progress_file.read(p, 0.0, 2).step for p in paths), default=0)
 
 
 def test_a_ctrl_c_cancels_a_pool_run_within_2_s_and_the_next_run_starts_at_once(run_tmpdir):
