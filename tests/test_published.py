@@ -10,9 +10,13 @@ import pytest
 from benchmarks.published.compare import (
     BAND,
     CALIBRATION_ROW,
+    DROP_POINTS,
     Options,
     compare,
+    figure_distance,
+    figure_mfu,
     main,
+    mfu_drop,
     model_of,
     planner_view,
     predict,
@@ -26,7 +30,15 @@ from placement_edu.mesh import Mesh
 from placement_edu.planner import plan
 from placement_edu.precision import get_precision
 from placement_edu.timing import HBM_BANDWIDTH, get_hardware
-from benchmarks.published.megatron import A100_2021, H100_STRONG, H100_WEAK, TABLES, load
+from benchmarks.published.megatron import (
+    A100_2021,
+    H100_STRONG,
+    H100_WEAK,
+    STRONG_DEPTH,
+    STRONG_FIGURE_PFLOPS,
+    TABLES,
+    load,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -58,6 +70,12 @@ def test_quoted_numbers() -> None:
     weak = _row("h100_weak", "177B")
     assert (middle.tflops_per_gpu, middle.mfu) == (weak.tflops_per_gpu, weak.mfu) == (432.8, 0.44)
     assert (middle.tensor, middle.pipeline, middle.global_batch) == (8, 6, weak.global_batch)
+    # The figure (images/strong_scaling.png) read by pixel: it gives back what is printed, 47 % at
+    # 96 GPUs, 432.8 TFLOP/s at 2,304 and 42 % at 4,608, within its reading (half a point, 0.5 %).
+    assert list(STRONG_FIGURE_PFLOPS) == [r.gpus for r in H100_STRONG]
+    assert abs(figure_mfu(H100_STRONG[0]) - 0.47) < 0.006
+    assert STRONG_FIGURE_PFLOPS[2304] * 1e3 / 2304 == pytest.approx(432.8, rel=0.006)
+    assert abs(figure_mfu(H100_STRONG[-1]) - 0.42) < 0.006
     # Narayanan et al. 2021, Table 1 (A100): 1T on 3,072 GPUs at 163 TFLOP/s, 52 % of peak;
     # 145.6B on 1,536 GPUs at 148, 47 %; vocabulary 51,200, sequence 2,048.
     trillion, gpt3 = _row("a100_2021", "1T"), _row("a100_2021", "145B")
@@ -110,11 +128,40 @@ def test_the_script_calibrates_on_the_row_it_names(table: str) -> None:
 
 def test_done_when_h100_weak_scaling() -> None:
     # Issue 27's Done-when, asserted where it holds today: calibrated on one row, every other
-    # H100 weak-scaling row within 15 %, and every configuration fits its 80 GiB. (The A100 table
-    # and the strong-scaling drop fall outside their bands: the script prints by how much.)
+    # H100 weak-scaling row within 15 %, and every configuration fits its 80 GiB.
     _, rows = compare("h100_weak")
     assert all(abs(row.ratio - 1) <= BAND for row in rows if row.ratio is not None)
     assert all(row.priced.fits for row in rows)
+
+
+def test_done_when_h100_strong_scaling() -> None:
+    # Issue 27's Done-when: calibrated at 96 GPUs (MFU 47 %), the drop to 4,608 GPUs within 2
+    # points of the README's 47 % -> 42 %, interleaved at the table's depth (megatron.py says why
+    # interleaved, and why 4): predicted 47.0 % -> 40.8 %, 6.2 points.
+    _, rows = compare("h100_strong")
+    assert STRONG_DEPTH == 4
+    assert {row.run.schedule for row in rows} == {"interleaved:4"}
+    assert abs(mfu_drop(rows) - 0.05) <= DROP_POINTS
+    assert mfu_drop(rows) == pytest.approx(0.062, abs=0.0005)
+    # the third printed point, 2,304 GPUs (the weak table's 177B row, 432.8 TFLOP/s), predicted
+    # from the 96-GPU calibration: 432.7
+    (middle,) = [row for row in rows if row.run.gpus == 2304]
+    assert middle.ratio == pytest.approx(1.0, abs=0.005)
+    assert all(row.priced.fits for row in rows)
+    # Without interleaving the drop is out of reach (14.7 points: 5/12 of the compute idles at
+    # m = 12); interleaved 2 deep it is 9.5; from 4 deep on, every depth 16 layers a stage allow
+    # is inside the band, and 4 lies closest to the figure's eight points.
+    by_depth = {v: compare("h100_strong", Options(schedule=f"interleaved:{v}"))[1]
+                for v in (2, 4, 8, 16)}  # fmt: skip
+    plain = compare("h100_strong", Options(schedule="1f1b"))[1]
+    assert mfu_drop(plain) == pytest.approx(0.147, abs=0.0005)
+    assert mfu_drop(by_depth[2]) == pytest.approx(0.095, abs=0.0005)
+    assert [abs(mfu_drop(by_depth[v]) - 0.05) <= DROP_POINTS for v in (2, 4, 8, 16)] == [
+        False, True, True, True,
+    ]  # fmt: skip
+    distance = {v: figure_distance(r) for v, r in by_depth.items()}
+    assert min(distance, key=distance.__getitem__) == STRONG_DEPTH
+    assert distance[STRONG_DEPTH] < 0.006  # half a point of MFU, the figure's reading
 
 
 def test_a100_runs_as_launched() -> None:
@@ -195,7 +242,7 @@ def test_interleaving_divides_the_strong_scaling_bubble() -> None:
     # by v. At 4,608 GPUs (t 8, p 6, d 96; 1,152 sequences: m = 12) v = 4 leaves a quarter.
     last = H100_STRONG[-1]
     assert (last.pipeline, last.global_batch // (last.data * last.micro_batch)) == (6, 12)
-    one = predict(last, 1.0).priced.choice.time
+    one = predict(last, 1.0, Options(schedule="1f1b")).priced.choice.time
     four = predict(last, 1.0, Options(schedule="interleaved:4")).priced.choice.time
     assert one is not None and four is not None
     assert four.bubble_s == pytest.approx(one.bubble_s / 4, rel=1e-9)

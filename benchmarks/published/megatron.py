@@ -151,23 +151,41 @@ H100_WEAK: tuple[Run, ...] = (
 #: quoted from it: 432.8 TFLOP/s, MFU 44 % (× 2,304 = 997 petaFLOP/s, where the figure plots its
 #: point, on the 1,000 gridline).
 #:
-#: How deeply these runs interleaved their pipeline is printed nowhere (README, figure, weak
-#: table), so the table is priced at 1F1B. Under it the 2,304-GPU point's bubble is already
-#: (p - 1)/m = 5/24 of the compute: calibrated at 96 GPUs, the prediction there is MFU 38.5 %
-#: against the published 44 %, and at 4,608 GPUs (m = 12) 32.3 % against 42 % -- the published
-#: points are what a shallower bubble gives (interleaved:4: 43.8 % and 40.8 %; ``compare.py
-#: --table h100_strong --schedule interleaved:V``), but the depth stays an assumption.
+#: The pipeline schedule: interleaved. The README says pipeline-parallel communication was
+#: overlapped ("PP (enabled by default)", Megatron's --overlap-p2p-communication), and Megatron
+#: turns that overlap off unless the schedule is interleaved (megatron/training/arguments.py:
+#: "Overlap P2P communication is disabled if not using the interleaved schedule"). Under the
+#: plain 1F1B schedule the published points are out of reach: at 4,608 GPUs (m = 12 micro-batches
+#: of p = 6 stages) the bubble alone, (p - 1)/m = 5/12, would cap MFU at 47 % / (1 + 5/12) = 33 %.
+#: The depth v is printed nowhere; 96 layers on 6 stages allow v = 2, 4, 8 or 16 (equal chunks).
+#: The table uses v = 4 (4 layers a chunk): of those depths, the one whose predicted curve lies
+#: closest to the figure's eight points (``STRONG_FIGURE_PFLOPS``; ``compare.py`` prints the
+#: root-mean-square distance of each depth: 2.0, 0.5, 0.7 and 1.1 MFU points). Every depth from 4
+#: up predicts the 47 % -> 42 % drop within 2 points; v = 2 does not (``compare.py`` prints each).
+STRONG_DEPTH = 4
 STRONG_ASSUMED = (
     "the 177B model of the weak-scaling table",
     "t = 8, p = 6 at every size (the text does not say; the 177B weak-scaling row uses them)",
-    "the non-interleaved 1F1B schedule, as in the weak-scaling table (no depth printed)",
-    "the intermediate GPU counts read off the figure's axis; their MFU is not printed, but "
-    "at 2,304 GPUs, the weak-scaling table's 177B row",
+    "the interleaved 1F1B schedule (the README's overlapped pipeline communication needs it), "
+    f"at depth {STRONG_DEPTH} (not printed; the depth closest to the figure, see above)",
+    "the intermediate points read off the figure (STRONG_FIGURE_PFLOPS); their MFU is not "
+    "printed, but at 2,304 GPUs, the weak-scaling table's 177B row",
 )
 STRONG_GPUS: tuple[int, ...] = (96, 144, 288, 576, 1152, 2304, 3072, 4608)
 _STRONG_MFU = {96: 0.47, 2304: 0.44, 4608: 0.42}
 #: Per-GPU TFLOP/s where a source prints it: the weak-scaling table's 177B row at 2,304 GPUs.
 _STRONG_TFLOPS = {2304: 432.8}
+#: Aggregate petaFLOP/s of each point, read off images/strong_scaling.png (git blob d8337c34,
+#: 4,737 × 2,125 pixels): the centre of each green dot against the gridlines, both axes
+#: logarithmic -- y: 1,000 at pixel row 593 and 50 at row 1,518 (710.98 rows a decade); x: 100
+#: GPUs at column 647.5 and 5,000 at 4,631 (2,344.66 columns a decade). The dots' columns give
+#: back the GPU counts within 0.1 % (96, 144, 288, 576, 1,152, 2,303, 3,071, 4,606). The reading
+#: is checked where a number is printed: 96 GPUs read 46.5 % MFU (printed 47 %), 2,304 read
+#: 435.0 TFLOP/s (the weak table's 432.8, +0.5 %), 4,608 read 41.9 % (printed 42 %).
+STRONG_FIGURE_PFLOPS: dict[int, float] = {
+    96: 44.1, 144: 66.2, 288: 131.7, 576: 262.1, 1152: 515.7, 2304: 1001.6, 3072: 1304.2,
+    4608: 1908.1,
+}  # fmt: skip
 _STRONG_SOURCE = f"{README_URL} (strong-scaling text and figure, Megatron-Core r0.8.0)"
 H100_STRONG: tuple[Run, ...] = tuple(
     Run(
@@ -185,7 +203,8 @@ H100_STRONG: tuple[Run, ...] = tuple(
         mfu=_STRONG_MFU.get(g),
         flops="megatron",
         source=_STRONG_SOURCE,
-        assumed=("tensor", "pipeline", "micro_batch", "recompute"),
+        assumed=("tensor", "pipeline", "micro_batch", "recompute", "schedule"),
+        schedule=f"interleaved:{STRONG_DEPTH}",
         **_H100,  # type: ignore[arg-type]
     )  # fmt: skip
     for g in STRONG_GPUS
