@@ -56,6 +56,7 @@ from placement_edu.schedule import (
     validate,
 )
 from placement_edu.strategies import Strategy, example_mesh, get_strategy
+from placement_edu.units import wrapped
 
 CONDITIONS = ("gradient_integrity", "state_consistency")
 
@@ -121,8 +122,8 @@ class CheckResult:
         lines = [head]
         for name in self.broken + [n for n in CONDITIONS if n not in self.broken]:  # direct first
             c = getattr(self, name)
-            lines.append(f"{name.replace('_', ' ')}: {c.verdict}. {c.reason}")
-        lines += [f"warning: {w}" for w in self.warnings]
+            lines.append(wrapped(f"{name.replace('_', ' ')}: {c.verdict}. {c.reason}"))
+        lines += [wrapped(f"warning: {w}") for w in self.warnings]
         return "\n".join(lines)
 
 

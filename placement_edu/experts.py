@@ -33,6 +33,7 @@ from typing import Mapping, TypeGuard
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.models import IdealSlices, Number, stage_layers
 from placement_edu.placement import EXPERT_AXIS
+from placement_edu.units import wrapped
 
 
 @dataclass(frozen=True)
@@ -362,4 +363,4 @@ def imbalance_text(model: MoESpec, e: int, share: Fraction | int, element_bytes:
             f"vs {_count(even.received_bytes)} B, expert FLOPs {_count(busy.forward_flops)} vs "
             f"{_count(even.forward_flops)}, dropped {_count(busy.dropped)} tokens"
         )
-    return "\n".join(lines)
+    return wrapped("\n".join(lines))

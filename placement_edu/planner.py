@@ -48,7 +48,7 @@ from placement_edu.timing import (
     get_hardware,
     overlapped,
 )
-from placement_edu.units import GB, plain
+from placement_edu.units import GB, plain, wrapped
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
 # SHAPES, nearest_shape and per_layer_model live in models.py: a bare Ψ means per_layer_model
@@ -495,16 +495,16 @@ class Plan:
         shown = list(range(min(top, len(self.ranked))))
         if chosen is not None and chosen >= top:  # the chosen row, even below the top
             shown.append(chosen)
-        width = max((len(self.ranked[i].label()) for i in shown), default=0)
-        for i in shown:
+        for i in shown:  # two lines a plan: what it is, then its time and peak
             c = self.ranked[i]
             t = c.time
             assert t is not None
-            mark = "  tie, chosen" if i == chosen else "  tie" if i in ties else ""
+            mark = ", tie, chosen" if i == chosen else ", tie" if i in ties else ""
+            out.append(f"  {i + 1:>3}. {c.label()}")
             out.append(
-                f"  {i + 1:>3}. {c.label().ljust(width)}  {t.total_s:8.3f} s  (compute "
-                f"{t.compute_s:.3f}, comm {t.comm_s:.3f}, exposed {t.exposed_comm_s:.3f}, bubble "
-                f"{t.bubble_s:.3f})  peak {c.peak_bytes / GB:.1f} GB{mark}"
+                f"       {t.total_s:.3f} s (compute {t.compute_s:.3f}, comm {t.comm_s:.3f}, "
+                f"exposed {t.exposed_comm_s:.3f}, bubble {t.bubble_s:.3f}), "
+                f"peak {c.peak_bytes / GB:.1f} GB{mark}"
             )
         out.append(
             f"Tie band {self.tie_band:.0%}: the plans within it of the fastest are ties. "
@@ -523,7 +523,7 @@ class Plan:
                 f"  plain {c.label()}: peak {c.peak_bytes / GB:.1f} GB, {c.over_bytes / GB:.1f} GB "
                 "over"
             )
-        return out
+        return [wrapped(line) for line in out]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())

@@ -1,9 +1,12 @@
 """Byte units, always labelled: GB = 10^9 bytes (the ZeRO paper's tables), GiB = 2^30 bytes
 (what `nvidia-smi` and DeepSpeed's estimators print -- DeepSpeed labels GiB as "GB"), MiB = 2^20
-bytes (Megatron's "MB", a container's memory limit)."""
+bytes (Megatron's "MB", a container's memory limit). And the one rule for the width of printed
+text: ``wrapped``."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 from fractions import Fraction
 from typing import Union
 
@@ -42,3 +45,32 @@ def fmt_bytes(n_bytes: Number) -> str:
     if abs(Fraction(n_bytes)) < 10**6:
         return f"{plain(Fraction(n_bytes)):,} B"
     return f"{fmt_gb(n_bytes)} ({to_gib(n_bytes):,.3f} GiB)"
+
+
+#: The widest line the package prints: what a learner reads in a notebook or a terminal fits 100
+#: characters (issue 25, item 6).
+WIDTH = 100
+#: A space that ``wrapped`` does not break: between a word and the short number after it, so
+#: "rule 1)" or "by 4," never leaves its number alone at the start of a line.
+_KEEP = re.compile(r"(?<=[^\W\d]) (?=\d{1,3}[),.;:]*(?: |$))")
+
+
+def wrapped(text: str, indent: str = "    ", width: int = WIDTH) -> str:
+    """``text`` with each line longer than ``width`` broken at spaces; a continuation line starts
+    with the line's own indentation plus ``indent``. Shorter lines, and the spacing inside a line
+    (aligned columns), are kept as they are; no word is broken, so a number is never split, nor
+    parted from a word before it when short ("rule 1")."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip(" "))]
+        out += textwrap.wrap(
+            _KEEP.sub("\0", line),
+            width,
+            subsequent_indent=lead + indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(out).replace("\0", " ")

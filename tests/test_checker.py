@@ -4,6 +4,7 @@ faults."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import FrozenInstanceError, replace
@@ -127,6 +128,12 @@ def test_faults_are_small_edits_of_the_schedule() -> None:
     assert len(stale.ops) == len(s3.ops) and all(o.stale for o in stale.ops if o.op == "all_gather")
 
 
+def _paragraphs(result) -> list[str]:
+    """The check's text, one entry a condition: its lines (wrapped at 100 characters, continued
+    indented) joined back into one."""
+    return [" ".join(p.split()) for p in re.split(r"\n(?! )", str(result))]
+
+
 def test_a_fault_breaks_one_condition_directly_and_the_other_as_a_consequence() -> None:
     # SPEC §5: "from the next step on the other fails too as a consequence ... Say both, in that
     # order". Once the checker said state consistency holds under skip-grad-reduce, "from the same
@@ -135,7 +142,7 @@ def test_a_fault_breaks_one_condition_directly_and_the_other_as_a_consequence() 
     assert (skip.broken, skip.consequences) == (["gradient_integrity"], ["state_consistency"])
     assert "summed gradient" not in skip.state_consistency.reason
     assert "differ from the next step on" in skip.state_consistency.reason
-    assert str(skip).splitlines()[1:] == [
+    assert _paragraphs(skip)[1:] == [
         f"gradient integrity: BROKEN. {skip.gradient_integrity.reason}",
         f"state consistency: BROKEN as a consequence. {skip.state_consistency.reason}",
     ]
@@ -144,7 +151,7 @@ def test_a_fault_breaks_one_condition_directly_and_the_other_as_a_consequence() 
     )
     init = check("dp", fault="unsynced-init")
     assert (init.broken, init.consequences) == (["state_consistency"], ["gradient_integrity"])
-    lines = str(init).splitlines()  # the direct one first
+    lines = _paragraphs(init)  # the direct one first
     assert lines[1].startswith("state consistency: BROKEN. Params are replicated")
     assert lines[2].startswith("gradient integrity: BROKEN as a consequence. State consistency")
     assert "not the single-device gradient" in init.gradient_integrity.reason

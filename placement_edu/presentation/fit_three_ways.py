@@ -33,7 +33,7 @@ from placement_edu.presentation.fit_answers import (
     profile_for,
 )
 from placement_edu.presentation.fit_tracker import TrackerRun, track
-from placement_edu.units import fmt_bytes
+from placement_edu.units import WIDTH, fmt_bytes, wrapped
 
 
 @dataclass(frozen=True)
@@ -206,14 +206,27 @@ class FitComparison:
         rows = [("", "Korthikanti's formula", "measured profile, derived", f"PyTorch's {tracker}")]
         rows += self.rows()
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = [head] + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.append(f"the peak is at: formula  {self.formula_peak_terms}")
-        lines.append(f"                derived  {self.peak.peak.name}")
+        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        if max(map(len, table)) > WIDTH:  # too wide: each figure's name on a line of its own
+            table = [
+                line
+                for name, *cells in rows
+                for line in ([name] if name else [])
+                + ["  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths[1:])).rstrip()]
+            ]
+        peak_at = [
+            f"the peak is at: formula  {self.formula_peak_terms}",
+            f"                derived  {self.peak.peak.name}",
+        ]
         if self.tracker:
-            lines.append(
+            peak_at.append(
                 f"                tracker  {self.tracker.peak_at} (the tracker names a phase)"
             )
-        return "\n".join(lines)
+        at = len("the peak is at: formula  ")  # a continuation starts under the terms
+        return "\n".join(
+            [head, *table]
+            + [wrapped(line, indent=" " * (at - 16 * (i > 0))) for i, line in enumerate(peak_at)]
+        )
 
 
 def fit_comparison(

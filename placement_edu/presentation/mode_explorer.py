@@ -28,7 +28,7 @@ from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import device_grid, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import Strategy, get_strategy
-from placement_edu.units import Number, fmt_bytes
+from placement_edu.units import Number, fmt_bytes, wrapped
 
 #: Device counts the N slider offers (a mode on one device is no mode at all).
 DEVICE_CHOICES = (2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -87,8 +87,9 @@ def grouped_ops(report: Report) -> list[OpLine]:
 
 
 def schedule_text(report: Report, grouped: bool = False) -> str:
-    """One device's per-step collectives as the core derived them, one line each (or grouped by
-    phase and op, with counts), then the step's total in both conventions (SPEC §4)."""
+    """One device's per-step collectives as the core derived them, one line each and its reason
+    on the next (or grouped by phase and op, with counts), then the step's total in both
+    conventions (SPEC §4)."""
     lines = []
     if grouped:
         for g in grouped_ops(report):
@@ -96,16 +97,18 @@ def schedule_text(report: Report, grouped: bool = False) -> str:
                 lines.append(
                     f"  {g.phase:8} {g.count} × {g.op} {g.state}: "
                     f"payload {fmt_bytes(g.payload_bytes)}, "
-                    f"ring {fmt_bytes(g.ring_bytes)} -- {g.why}"
+                    f"ring {fmt_bytes(g.ring_bytes)}"
                 )
+                lines.append(wrapped(f"      -- {g.why}", indent="   "))
     else:
         for o in report.schedule.per_step:
             if o.is_collective:
                 lines.append(
                     f"  {o.phase:8} {o.op:14} {o.state.value:7} "
                     f"payload {fmt_bytes(o.payload_bytes)}, "
-                    f"ring {fmt_bytes(o.ring_bytes)} -- {o.why}"
+                    f"ring {fmt_bytes(o.ring_bytes)}"
                 )
+                lines.append(wrapped(f"      -- {o.why}", indent="   "))
     lines.append(
         f"  per step: {float(report.volume_psi):g}Ψ (ZeRO convention), "
         f"{fmt_bytes(report.ring_bytes)} "

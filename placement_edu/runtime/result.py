@@ -17,7 +17,7 @@ from placement_edu.runtime import verdict as rule
 from placement_edu.runtime.verdict import ROUNDING_MULTIPLE, broken_conditions, edited_schedule
 from placement_edu.runtime.walltime import StepWall, predicted_step, time_line, time_view, walls
 from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
-from placement_edu.units import plain
+from placement_edu.units import plain, wrapped
 
 STATES = tuple(s.value for s in MODEL_STATES)
 POOLS_NOTE = (
@@ -367,14 +367,14 @@ class RunResult:
     def table(self) -> str:
         """Measured against predicted, per rank, as a text table (bytes)."""
         cols = ("params", "grads", "optimizer", "activations_peak", "comm_ring_bytes")
-        lines = [f"{'rank':>4}  {'(bytes)':9}" + "".join(f"{c:>18}" for c in cols)]
+        lines = [f"{'rank':>4}  {'(bytes)':9}" + "".join(f"{c:>17}" for c in cols)]
         for rank, (p, m) in enumerate(zip(self.predicted, self.measured)):
             for label, row in (("predicted", p), ("measured", m)):
                 cells = []
                 for c in cols:
                     value = row[c] + (row["host"].get(c, 0) if c in STATES else 0)
                     host = " (host)" if c in STATES and row["host"].get(c) else ""
-                    cells.append(f"{str(value) + host:>18}")
+                    cells.append(f"{str(value) + host:>17}")
                 lines.append(
                     f"{rank if label == 'predicted' else '':>4}  {label:9}" + "".join(cells)
                 )
@@ -409,7 +409,7 @@ class RunResult:
             )
         if self.device == "cpu" and any(any(r["host"].values()) for r in self.predicted):
             lines.append(POOLS_NOTE)
-        return "\n".join(lines)
+        return wrapped("\n".join(lines))
 
 
 def expand_ledger(entries: list[dict], repeats: list[list[int]]) -> list[dict]:

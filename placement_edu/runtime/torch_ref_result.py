@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from placement_edu.errors import expect
 from placement_edu.implementations import IMPLEMENTATIONS, TorchRefConfig, predict
 from placement_edu.placement import MODEL_STATES
+from placement_edu.units import wrapped
 
 
 # --- measured beside predicted ----------------------------------------------------------------
@@ -157,7 +158,7 @@ class TorchRefResult:
             f"{'equivalent' if self.equivalent else 'NOT equivalent'} to one process "
             f"(max |Δθ| = {self.deviation:.1e}, float64)"
         )
-        return "\n".join(lines + self.differences())
+        return wrapped("\n".join(lines + self.differences()))
 
 
 def _op(o: dict) -> str:

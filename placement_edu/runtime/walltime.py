@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from placement_edu.errors import PlacementError
 from placement_edu.schedule import Schedule
+from placement_edu.units import wrapped
 
 if TYPE_CHECKING:  # the config imports torch; the time model is imported when a step is priced
     from placement_edu.runtime.config import RunConfig
@@ -139,7 +140,7 @@ def time_view(per_rank: list[list[StepWall]], predicted: StepTime | str) -> dict
 
 
 def time_line(view: dict) -> str:
-    """One line of the run report: measured beside predicted, and the ratio."""
+    """The run report's time: measured, then (on the next line) predicted and the ratio."""
     if "measured_step_s" not in view:
         return "time: not measured"
     ms = lambda s: f"{s * 1e3:.3g} ms"  # noqa: E731
@@ -151,14 +152,18 @@ def time_line(view: dict) -> str:
         f"compute {ms(view['measured_compute_s'])} + comm {ms(view['measured_comm_s'])}"
     )
     if view.get("predicted_step_s") is None:
-        return f"{line}; {view.get('note', 'no prediction')}"
+        return wrapped(f"{line}; {view.get('note', 'no prediction')}")
     ratio = lambda r: "-" if r is None else f"{r:.3g}"  # noqa: E731
     return (
-        f"{line}; predicted on {view['hardware']} (α–β, no overlap) "
-        f"{ms(view['predicted_step_s'])} = "
-        f"compute {ms(view['predicted_compute_s'])} + comm {ms(view['predicted_comm_s'])}"
-        + (f" + bubble {ms(view['predicted_bubble_s'])}" if view["predicted_bubble_s"] else "")
-        + f" -> measured/predicted {ratio(view.get('ratio'))} "
-        f"(compute {ratio(view.get('compute_ratio'))}, "
-        f"comm {ratio(view.get('comm_ratio'))})"
+        line
+        + ";\n"
+        + wrapped(
+            f"  predicted on {view['hardware']} (α–β, no overlap) "
+            f"{ms(view['predicted_step_s'])} = "
+            f"compute {ms(view['predicted_compute_s'])} + comm {ms(view['predicted_comm_s'])}"
+            + (f" + bubble {ms(view['predicted_bubble_s'])}" if view["predicted_bubble_s"] else "")
+            + f" -> measured/predicted {ratio(view.get('ratio'))} "
+            f"(compute {ratio(view.get('compute_ratio'))}, "
+            f"comm {ratio(view.get('comm_ratio'))})"
+        )
     )
