@@ -74,7 +74,7 @@ _EXPORTS = {
     **dict.fromkeys(
         ["COMPOSITIONS", "STRATEGIES", "Strategy", "get_strategy"], "placement_edu.strategies"
     ),
-    **dict.fromkeys(["GB", "GiB", "fmt_bytes", "fmt_gb"], "placement_edu.units"),
+    **dict.fromkeys(["GB", "GiB", "fmt_bytes", "fmt_gb", "wrapped"], "placement_edu.units"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -130,7 +130,7 @@ if TYPE_CHECKING:
         ring_factor,
     )
     from placement_edu.strategies import COMPOSITIONS, STRATEGIES, Strategy, get_strategy
-    from placement_edu.units import GB, GiB, fmt_bytes, fmt_gb
+    from placement_edu.units import GB, GiB, fmt_bytes, fmt_gb, wrapped
 
 #: The modules the eager ``__init__`` used to import: ``import placement_edu`` followed by
 #: ``placement_edu.schedule.derive_schedule(...)`` keeps working.

@@ -176,7 +176,8 @@ def test_plan_lists_sequence_parallel_plans_and_names_each_axis_link(capsys) -> 
     out = capsys.readouterr().out
     ranked = out.split("Fastest first:")[1].split("Why:")[0]
     assert "tp+sp" in ranked
-    why = out.split("Why:")[1].split("Over the budget")[0].strip().splitlines()
+    why = out.split("Why:")[1].split("Over the budget")[0].strip()
+    why = [" ".join(p.split()) for p in re.split(r"\n(?=  #)", why)]  # wrapped at 100, joined
     assert len(why) == 3
     link = r"(inside a node on NVLink 4 \(450 GB/s\)|across nodes on InfiniBand NDR \(50 GB/s\))"
     for line in why:  # every axis of the mesh named with its link; tensor always inside a node

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 
 import pytest
@@ -296,7 +297,8 @@ def test_the_report_prints_the_tolerance_beside_the_deviation_and_one_short_per_
     assert not result.equivalent  # no floor given: the base tolerance alone
     result.floor = floor
     assert result.equivalent and result.tolerance == result.tolerances[-1] > 1e-10
-    lines = str(result).splitlines()
+    lines = re.split(r"\n(?! )", str(result))  # a line wrapped at 100 characters, joined
+    lines = [" ".join(line.split()) for line in lines]
     assert "tolerance 1.0e-08 (= 1e-10 + 16 × rounding floor 6.3e-10)" in lines[1]
     assert lines[1].endswith("-> equivalent to one process")
     assert lines[2].startswith("per step: 2.0e-16, 2.0e-16, 2.0e-16, …, ") and len(lines[2]) < 120
