@@ -22,8 +22,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # (torch is imported by the fixture, for the files that ask for it)
+    from placement_edu.runtime.peak_tracker import TrackerProcess
 
 
 #: The files that take longest, longest first (worker-seconds of a full run, ``--junitxml``, on the
@@ -68,3 +72,14 @@ def run_tmpdir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="pe-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tracker() -> Iterator[TrackerProcess]:
+    """One process that measures a test file's tracker cases one after another
+    (``peak_tracker.TrackerProcess``; ``tests/tracker_cases.py``): each case in a fake process group
+    of its own, and every case after the first without a fresh process's ~2 s warm-up."""
+    from placement_edu.runtime.peak_tracker import TrackerProcess
+
+    with TrackerProcess() as process:
+        yield process

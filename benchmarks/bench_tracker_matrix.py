@@ -2,9 +2,11 @@
 on one device (recompute none and full) and under FSDP2 at N = 8, 64 and 1024, ranks 0 and N - 1,
 fp32 and FSDP2's bf16 mixed precision -- 42 cases, the README's table. Each case: the core's
 derivation beside one tracked step (``tests/tracker_cases.py``: ``FSDPMemTracker`` on a fake process
-group of N ranks, ``MemTracker`` at N = 1), in a process of its own. The test suite runs a subset
-(``tracker_cases.SUITE``); this prints every row, "equal" where equal to the byte, else the ratio,
-and exits 1 if a state differs or a peak is off by more than 2 %. About 10 minutes on 2 cores.
+group of N ranks, ``MemTracker`` at N = 1), each in a fake process group of its own, measured one
+after another by one ``TrackerProcess`` (a later case skips the first one's ~2 s warm-up). The test
+suite runs a subset (``tracker_cases.SUITE``); this prints every row, "equal" where equal to the
+byte, else the ratio, and exits 1 if a state differs or a peak is off by more than 2 %. About 10
+minutes on 2 cores.
 Run: ``.venv/bin/python benchmarks/bench_tracker_matrix.py [MODEL ...]``."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (tests/ is not installed)
 
+from placement_edu.runtime.peak_tracker import TrackerProcess  # noqa: E402
 from tests.tracker_cases import MATRIX, SEQ, figures  # noqa: E402
 
 
@@ -29,11 +32,12 @@ def main(models: list[str]) -> int:
         "| step peak (tracker) | predicted ÷ tracker | seconds |"
     )
     failed = 0
+    tracker = TrackerProcess()
     for model, n, rank, precision, recompute in MATRIX:
         if models and model not in models:
             continue
         start = time.perf_counter()
-        ours, theirs = figures(model, n, rank, precision, recompute)
+        ours, theirs = figures(tracker, model, n, rank, precision, recompute)
         states = all(ours[k] == theirs[k] for k in ("params", "grads", "optimizer"))
         close = all(
             abs(ours[k] - theirs[k]) <= 0.02 * theirs[k]
@@ -51,6 +55,7 @@ def main(models: list[str]) -> int:
             f"| {time.perf_counter() - start:.1f} |",
             flush=True,
         )
+    tracker.close()
     print(f"{failed} case(s) outside the bounds (states to the byte, peaks within 2 %)")
     return 1 if failed else 0
 

@@ -6,25 +6,26 @@ Adam, SDPA, and ``fit --verify`` (``tests/tracker_cases.py`` says what each case
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from placement_edu.runtime.peak_tracker import TrackerProcess
 from tests.tracker_cases import compare, suite_cases
 
 pytestmark = pytest.mark.runtime
 
 
 @pytest.mark.parametrize("devices, rank, precision", suite_cases("gpt2"))
-def test_gpt2_under_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
-    compare("gpt2", devices, rank, precision)
+def test_gpt2_under_fsdp2_matches_fsdpmemtracker(
+    tracker: TrackerProcess, devices: int, rank: int, precision: str
+) -> None:
+    compare(tracker, "gpt2", devices, rank, precision)
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_gpt2_on_one_device_matches_memtracker(recompute: str) -> None:
-    compare("gpt2", 1, 0, "fp32", recompute)
+def test_gpt2_on_one_device_matches_memtracker(tracker: TrackerProcess, recompute: str) -> None:
+    compare(tracker, "gpt2", 1, 0, "fp32", recompute)
 
 
 @pytest.mark.parametrize(
@@ -32,65 +33,53 @@ def test_gpt2_on_one_device_matches_memtracker(recompute: str) -> None:
     [(0, "fp32", "eager"), (7, "fp32", "eager"), (7, "fsdp2_bf16", "sdpa")],
 )
 def test_selective_recomputation_under_fsdp2_matches_fsdpmemtracker(
-    rank: int, precision: str, attention: str
+    tracker: TrackerProcess, rank: int, precision: str, attention: str
 ) -> None:
     # torch.utils.checkpoint per block with reference_models.selective_policy: the matmuls'
     # outputs kept, the rest replayed in backward.
-    compare("gpt2", 8, rank, precision, "selective", attention=attention)
+    compare(tracker, "gpt2", 8, rank, precision, "selective", attention=attention)
 
 
-def test_fsdp2_mixed_precision_on_a_group_of_one_has_no_collective_buffers() -> None:
-    compare("gpt2", 1, 0, "fsdp2_bf16")
+def test_fsdp2_mixed_precision_on_a_group_of_one_has_no_collective_buffers(
+    tracker: TrackerProcess,
+) -> None:
+    compare(tracker, "gpt2", 1, 0, "fsdp2_bf16")
 
 
 @pytest.mark.parametrize("optimizer", ["adam-fused", "adam-for"])
-def test_fused_and_for_loop_adam_make_the_temporaries_named(optimizer: str) -> None:
+def test_fused_and_for_loop_adam_make_the_temporaries_named(
+    tracker: TrackerProcess, optimizer: str
+) -> None:
     # fused: none at the step; for-loop: sqrt(v) and its quotient for one tensor at a time.
-    compare("gpt2", 8, 0, "fp32", optimizer=optimizer)
+    compare(tracker, "gpt2", 8, 0, "fp32", optimizer=optimizer)
 
 
-def test_sdpa_attention_matches_too() -> None:
-    compare("gpt2", 8, 7, "fsdp2_bf16", attention="sdpa")
+def test_sdpa_attention_matches_too(tracker: TrackerProcess) -> None:
+    compare(tracker, "gpt2", 8, 7, "fsdp2_bf16", attention="sdpa")
 
 
-def test_a_larger_micro_batch_and_shorter_sequence_match_too() -> None:
-    compare("gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512)
+def test_a_larger_micro_batch_and_shorter_sequence_match_too(tracker: TrackerProcess) -> None:
+    compare(tracker, "gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512)
 
 
 @pytest.mark.parametrize("rank, precision", [(0, "fp32"), (7, "fp32"), (7, "fsdp2_bf16")])
 def test_fsdp2_without_resharding_after_forward_matches_fsdpmemtracker(
-    rank: int, precision: str
+    tracker: TrackerProcess, rank: int, precision: str
 ) -> None:
     # fully_shard(block, reshard_after_forward=False) on every block: each block stays gathered
     # from its forward to its backward.
-    compare("gpt2", 8, rank, precision, strategy="fsdp2_no_reshard")
+    compare(tracker, "gpt2", 8, rank, precision, strategy="fsdp2_no_reshard")
 
 
-def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys() -> None:
-    code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            "fit",
-            "--model",
-            "gpt2",
-            "--devices",
-            "8",
-            "--rank",
-            "7",
-            "--recompute",
-            "selective",
-            "--json",
-            "--verify",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout)
+def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(capsys) -> None:
+    # (the command's own main, in this process: its tracker run is a child process either way)
+    from placement_edu.cli import main
+
+    argv = "fit --model gpt2 --devices 8 --rank 7 --recompute selective --json --verify".split()
+    returncode = main(argv)
+    done = capsys.readouterr()
+    assert returncode == 0, done.err[-2000:]
+    out = json.loads(done.out)
     measured = out["measured"]
     assert set(measured["memory"]) == set(out["memory"])
     for key in ("params", "grads", "optimizer"):

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from placement_edu.runtime.peak_tracker import TrackerProcess
 from tests.tracker_cases import HF_CONFIGS, SEQ, compare, slow
 
 pytestmark = pytest.mark.runtime
@@ -24,11 +25,11 @@ pytestmark = pytest.mark.runtime
     ],
 )
 def test_the_same_checks_pass_on_hfs_own_module_from_a_local_config(
-    tmp_path, model, devices, rank, precision, recompute
+    tracker: TrackerProcess, tmp_path, model, devices, rank, precision, recompute
 ) -> None:
     pytest.importorskip("transformers")
     path = tmp_path / model / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(HF_CONFIGS[model]))
     SEQ[str(path)] = SEQ[model]
-    compare(str(path), devices, rank, precision, recompute)
+    compare(tracker, str(path), devices, rank, precision, recompute)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from placement_edu.runtime.peak_tracker import TrackerProcess
 from tests.tracker_cases import compare, slow, suite_cases
 
 pytestmark = pytest.mark.runtime
@@ -15,19 +16,22 @@ MODEL = "llama-1b"
 
 @slow
 @pytest.mark.parametrize("devices, rank, precision", suite_cases(MODEL))
-def test_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
-    compare(MODEL, devices, rank, precision)
+def test_fsdp2_matches_fsdpmemtracker(
+    tracker: TrackerProcess, devices: int, rank: int, precision: str
+) -> None:
+    compare(tracker, MODEL, devices, rank, precision)
 
 
 @slow
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_one_device_matches_memtracker(recompute: str) -> None:
-    compare(MODEL, 1, 0, "fp32", recompute)
+def test_one_device_matches_memtracker(tracker: TrackerProcess, recompute: str) -> None:
+    compare(tracker, MODEL, 1, 0, "fp32", recompute)
 
 
 @slow
-def test_sdpa_full_recomputation_and_b_2_match_too() -> None:
+def test_sdpa_full_recomputation_and_b_2_match_too(tracker: TrackerProcess) -> None:
     compare(
+        tracker,
         MODEL,
         16,
         15,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from placement_edu.runtime.peak_tracker import TrackerProcess
 from tests.tracker_cases import compare, slow, suite_cases
 
 pytestmark = pytest.mark.runtime
@@ -17,14 +18,18 @@ MODEL = "llama-8b"
 
 @slow
 @pytest.mark.parametrize("devices, rank, precision", suite_cases(MODEL))
-def test_fsdp2_matches_fsdpmemtracker(devices: int, rank: int, precision: str) -> None:
-    compare(MODEL, devices, rank, precision)
+def test_fsdp2_matches_fsdpmemtracker(
+    tracker: TrackerProcess, devices: int, rank: int, precision: str
+) -> None:
+    compare(tracker, MODEL, devices, rank, precision)
 
 
 @slow
-def test_fsdp2_without_resharding_keeps_the_blocks_not_yet_backwarded_gathered() -> None:
+def test_fsdp2_without_resharding_keeps_the_blocks_not_yet_backwarded_gathered(
+    tracker: TrackerProcess,
+) -> None:
     # reshard_after_forward=False on every block, under full recomputation: the peak is block 30's
     # backward (its replayed attention), blocks 0..30 still gathered (56.1 GB measured). (Without
     # recomputation the peak moves from block 31's backward to the logits' gradient, all 32 blocks
     # gathered: 170.9 GB measured, 144.3 GB with resharding; benchmarks/bench_tracker_matrix.py.)
-    compare(MODEL, 8, 0, "fp32", "full", strategy="fsdp2_no_reshard")
+    compare(tracker, MODEL, 8, 0, "fp32", "full", strategy="fsdp2_no_reshard")

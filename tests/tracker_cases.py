@@ -1,8 +1,10 @@
 """What every tracker test does (issue 22's Done-when): the core's derivation, from the activation
 profile measured on a two-block copy, set beside one tracked step of the full model --
-``FSDPMemTracker`` on a fake process group of N ranks, ``MemTracker`` at N = 1 -- each run in a
-process of its own. Each state's bytes must be equal, padding included; the activations after
-forward, the forward/backward peak and the optimizer-step peak within 2 %.
+``FSDPMemTracker`` on a fake process group of N ranks, ``MemTracker`` at N = 1 -- each in a fake
+process group of its own, measured by a test file's one ``TrackerProcess`` (the ``tracker`` fixture,
+conftest.py: case after case in one process, without a fresh process's ~2 s warm-up each). Each
+state's bytes must be equal, padding included; the activations after forward, the forward/backward
+peak and the optimizer-step peak within 2 %.
 
 The cases are in four files (GPT-2, Llama-3.2-1B, Llama-3-8B, HF's own modules) so that the suite's
 workers (pytest-xdist, one file each at a time) share them out.
@@ -24,7 +26,7 @@ import pytest
 
 from placement_edu.architectures import REFERENCE_SEQ
 from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
-from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
+from placement_edu.runtime.peak_tracker import TrackerProcess, states
 from placement_edu.runtime.profiles import get_profile
 
 SEQ = dict(REFERENCE_SEQ)  # (an HF config's path is added as a model: test_peak_tracker_hf.py)
@@ -72,6 +74,7 @@ def suite_cases(model: str) -> list[tuple[int, int, str]]:
 
 
 def figures(
+    tracker: TrackerProcess,
     model: str,
     devices: int,
     rank: int,
@@ -84,14 +87,15 @@ def figures(
     strategy: str = "fsdp2",
 ) -> tuple[dict[str, float], dict[str, int]]:
     """(predicted, measured) bytes of one case under the names ``peak_tracker.states`` gives:
-    params, grads, optimizer, activations, forward_backward_peak, step_peak."""
+    params, grads, optimizer, activations, forward_backward_peak, step_peak; measured by
+    ``tracker``."""
     seq = seq or SEQ[model]
     reshard = RESHARD_AFTER_FORWARD[strategy]
     profile, _ = get_profile(
         model, micro_batch, seq, PRECISIONS[precision].compute_name, attention, recompute
     )
     predicted = derive(model, profile, devices, rank, precision, optimizer, reshard)
-    raw = measure_in_subprocess(
+    raw = tracker.measure(
         model=model,
         devices=devices,
         rank=rank,
@@ -115,10 +119,16 @@ def figures(
 
 
 def compare(
-    model: str, devices: int, rank: int, precision: str, recompute: str = "none", **options: Any
+    tracker: TrackerProcess,
+    model: str,
+    devices: int,
+    rank: int,
+    precision: str,
+    recompute: str = "none",
+    **options: Any,
 ) -> None:
     """Each state equal to the byte; activations and both peaks within 2 % (``figures``)."""
-    predicted, measured = figures(model, devices, rank, precision, recompute, **options)
+    predicted, measured = figures(tracker, model, devices, rank, precision, recompute, **options)
     for state in ("params", "grads", "optimizer"):
         assert predicted[state] == measured[state], state
     for figure in ("activations", "forward_backward_peak", "step_peak"):

@@ -12,9 +12,11 @@ own categories: each state after the step, the activations after forward, the fo
 and the optimizer-step peak (the tracker's peak is reset before ``step()``: it has no public reset,
 so this module sets its two peak fields).
 
-A fake process group is one per process: ``measure_in_subprocess`` runs each case in a process of
-its own, forked from the runtime's forkserver (``forkserver.py``), which has imported torch once:
-a case then starts in milliseconds instead of the ~2 s of a fresh interpreter's imports.
+A fake process group is made and destroyed by each ``measure``, in a process other than the
+caller's: ``measure_in_subprocess`` runs one case in a process of its own, forked from the runtime's
+forkserver (``forkserver.py``), which has imported torch once, so a case starts in milliseconds
+instead of the ~2 s of a fresh interpreter's imports. A ``TrackerProcess`` measures case after case
+in one such process, and saves each later case the first one's warm-up too.
 """
 
 from __future__ import annotations
@@ -155,46 +157,96 @@ def states(measured: dict, fsdp: bool) -> dict[str, int]:
     }
 
 
-def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
-    """``measure(**case)`` in a process of its own (a fake process group is one per process), forked
-    from the forkserver; a case that fails, dies or outlives ``timeout_s`` raises RuntimeError."""
-    import multiprocessing
+class TrackerProcess:
+    """One process, forked from the forkserver, that measures case after case (``measure``), each
+    in a fake process group of its own (``measure`` makes it and destroys it). A case after the
+    first skips the first one's warm-up: the tracker's modules imported, torch's first dispatches
+    under ``FakeTensorMode`` -- about 2 s of a 4 s GPT-2 case on a 2-core CPU.
 
-    from placement_edu.runtime import forkserver
+    A case that raises is answered with RuntimeError, and the process goes on to the next; one that
+    dies or outlives ``timeout_s`` ends the process with it, and the next case starts another."""
 
-    context = multiprocessing.get_context(forkserver.start_method())
-    receive, send = context.Pipe(duplex=False)
-    forkserver.hold(case)
-    # (typeshed answers get_context(str) with BaseContext, which has no Process; a forkserver or
-    # spawn context, which this is, has one)
-    child = context.Process(  # type: ignore[attr-defined]
-        target=_measure_into, args=(send, case), daemon=True
-    )
-    try:
-        child.start()
-        send.close()
-        # ("ok", the result) or ("error", why): unpickled from the child
-        answer: tuple[str, Any] = (
-            receive.recv() if receive.poll(timeout_s) else ("error", f"over {timeout_s} s")
+    def __init__(self, timeout_s: float = 600) -> None:
+        self.timeout_s = timeout_s
+        self._child: Any = None  # (a multiprocessing Process, from a context typeshed cannot name)
+        self._pipe: Connection | None = None  # this end; the child holds the other
+
+    def measure(self, **case: object) -> dict:
+        """``measure(**case)`` in this process's child: the tracker's figures (bytes)."""
+        if self._child is None:
+            self._start()
+        assert self._pipe is not None
+        try:
+            self._pipe.send(case)
+            # ("ok", the result) or ("error", why): unpickled from the child
+            answer: tuple[str, Any] = (
+                self._pipe.recv()
+                if self._pipe.poll(self.timeout_s)
+                else ("lost", f"over {self.timeout_s} s")
+            )
+        except (EOFError, BrokenPipeError):  # it died without a word (killed, out of memory)
+            answer = ("lost", "the process ended without an answer")
+        if answer[0] == "lost":
+            self.close()
+        if answer[0] != "ok":
+            raise RuntimeError(f"the tracker run {case} failed: {answer[1]}")
+        return answer[1]
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        from placement_edu.runtime import forkserver
+
+        context = multiprocessing.get_context(forkserver.start_method())
+        self._pipe, theirs = context.Pipe()
+        forkserver.hold(self)
+        # (typeshed answers get_context(str) with BaseContext, which has no Process; a forkserver or
+        # spawn context, which this is, has one)
+        self._child = context.Process(  # type: ignore[attr-defined]
+            target=_serve, args=(theirs,), daemon=True
         )
-    except EOFError:  # it died without a word (killed, out of memory)
-        answer = ("error", "the process ended without an answer")
-    finally:
-        child.kill()
-        child.join()
-        receive.close()
-        forkserver.release(case)
-    if answer[0] == "error":
-        raise RuntimeError(f"the tracker run {case} failed: {answer[1]}")
-    return answer[1]
+        self._child.start()
+        theirs.close()  # (the child's end is the child's alone: its death reads as EOF here)
+
+    def close(self) -> None:
+        """End the child (between cases it only waits for the next) and let the forkserver go."""
+        from placement_edu.runtime import forkserver
+
+        if self._child is None:
+            return
+        self._child.kill()
+        self._child.join()
+        if self._pipe is not None:
+            self._pipe.close()
+        self._child, self._pipe = None, None
+        forkserver.release(self)
+
+    def __enter__(self) -> TrackerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _measure_into(send: Connection, case: dict) -> None:
-    """The child's side: one ``measure(**case)``, sent back as ("ok", result) or ("error", why)."""
-    try:
-        send.send(("ok", measure(**case)))
-    except Exception as error:
-        send.send(("error", f"{type(error).__name__}: {error}"))
+def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
+    """``measure(**case)`` in a process of its own, forked from the forkserver; a case that fails,
+    dies or outlives ``timeout_s`` raises RuntimeError."""
+    with TrackerProcess(timeout_s) as process:
+        return process.measure(**case)
+
+
+def _serve(pipe: Connection) -> None:
+    """The child's side: case after case, each answered ("ok", ``measure(**case)``) or ("error",
+    why), until the parent closes its end."""
+    while True:
+        try:
+            case = pipe.recv()
+        except EOFError:
+            return
+        try:
+            pipe.send(("ok", measure(**case)))
+        except Exception as error:
+            pipe.send(("error", f"{type(error).__name__}: {error}"))
 
 
 if __name__ == "__main__":
