@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
-from placement_edu.architectures import PRESETS, Architecture
+from placement_edu.architectures import PRESETS, Architecture, get_architecture
 from placement_edu.peak import (
     PRECISIONS,
     ZERO_MIXED,
@@ -259,6 +260,50 @@ def test_a_docstring_edit_keeps_a_profiles_key_and_a_code_edit_changes_it() -> N
     assert _code_key([reworded]) == key
     assert _code_key([_MEASURING.replace("4 * b", "2 * b")]) != key
     assert _code_key([_MEASURING.replace("Probe", "Tracker")]) != key
+
+
+#: An HF config.json of a two-block GPT-2, 64 wide.
+_TINY_GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 64,
+    "n_head": 2,
+    "n_layer": 2,
+    "vocab_size": 512,
+    "n_positions": 128,
+}
+
+
+def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp_path) -> None:
+    # (keyed by its path, each test's copy in its own tmp_path was measured again on every run)
+    from placement_edu.runtime.profiles import _key
+
+    config = json.dumps(_TINY_GPT2)
+    keys = []
+    for folder in ("here", "there", "changed"):
+        path = tmp_path / folder / "config.json"
+        path.parent.mkdir()
+        path.write_text(config.replace("64", "128") if folder == "changed" else config)
+        keys.append(_key(get_architecture(str(path)), 1, 64, "fp32", "eager", "none"))
+    assert keys[0] == keys[1] != keys[2]
+    assert keys[0] != _key(get_architecture("gpt2"), 1, 64, "fp32", "eager", "none")
+
+
+def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeypatch) -> None:
+    from placement_edu.runtime.profiles import _key, cache_dir, get_profile
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("PLACEMENT_EDU_NO_CACHE", raising=False)
+    paths = [tmp_path / folder / "config.json" for folder in ("here", "there")]
+    for path in paths:
+        path.parent.mkdir()
+        path.write_text(json.dumps(_TINY_GPT2))
+    here = get_architecture(str(paths[0]))
+    kept = ActivationProfile(str(paths[0]), 1, 64, "fp32", "eager", "none", block=3, outside=5)
+    cache_dir().mkdir(parents=True)
+    entry = cache_dir() / f"{_key(here, 1, 64, 'fp32', 'eager', 'none')}.json"
+    entry.write_text(json.dumps(kept.to_dict()))
+    profile, cached = get_profile(str(paths[1]), 1, 64)  # (nothing measured: no torch)
+    assert cached and profile == replace(kept, model=str(paths[1]))
 
 
 def test_selective_recomputation_keeps_a_gpt2_blocks_input_and_its_matmuls_outputs() -> None:

@@ -1,8 +1,9 @@
 """Activation profiles, measured once and kept: the measurement imports torch and its trackers
 (about 2 s on a laptop CPU, most of it the import), so a measured profile is written to
 ``$XDG_CACHE_HOME/placement_edu/profiles`` (default ``~/.cache/...``) under a key naming the model's
-shape (and an HF config's contents), b, s, the compute dtype, attention, recomputation, torch's
-version and the source of the measuring code. Reading one back imports no torch.
+shape (and an HF config's contents, wherever the file lies), b, s, the compute dtype, attention,
+recomputation, torch's version and the source of the measuring code. Reading one back imports no
+torch.
 ``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
 """
 
@@ -12,7 +13,7 @@ import ast
 import hashlib
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Iterable
@@ -57,10 +58,12 @@ def _key(
     arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
 ) -> str:
     source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
+    # ... and not where it lies (its path is its name): a copy elsewhere is the same model
+    shape = arch.with_(name="", config="") if arch.config else arch
     code = _code_key((Path(__file__).parent / name).read_text() for name in MEASURING)
     text = json.dumps(
         [
-            asdict(arch),
+            asdict(shape),
             source,
             code,
             micro_batch,
@@ -92,7 +95,9 @@ def get_profile(
     for known in (SHIPPED / name, path) if use_cache else ():
         if known.is_file():
             try:
-                return ActivationProfile.from_dict(json.loads(known.read_text())), True
+                kept = ActivationProfile.from_dict(json.loads(known.read_text()))
+                # (named by this model: an HF config's may be a copy's, measured at another path)
+                return replace(kept, model=arch.name or arch.kind), True
             except (ValueError, TypeError, KeyError):
                 pass  # a damaged entry is measured again
     from placement_edu.runtime.activation_profile import measure
