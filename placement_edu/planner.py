@@ -646,7 +646,9 @@ def price(
         return Choice(strategy, mesh, recompute, peak, limit)
     m = strategy.micro_batches
     tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
-    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"))
+    compute = compute_time(
+        shaped, tokens, hw, recompute, mesh.degree("tensor"), mesh.degree("pipeline")
+    )
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1

@@ -611,12 +611,25 @@ def megatron_hardware_flops_per_token(
     return megatron_flops_per_token(model, causal) + replayed
 
 
+def logit_flops_per_token(model) -> dict[str, int]:
+    """FLOPs of one token through a transformer's logit layer (the output projection onto the
+    vocabulary, V·h weights), per pass: forward 2·V·h, backward 4·V·h; 0 for a model without a
+    vocabulary. Already in 6Ψ (Ψ counts the tied V·h embedding); what a pipeline's last stage does
+    besides its layers (``compute_time``). Never recomputed: recomputation replays layers."""
+    model = as_model(model)
+    if not isinstance(model, TransformerSpec):
+        return {"forward": 0, "backward": 0, "step": 0}
+    forward = 2 * model.vocab * model.hidden
+    return {"forward": forward, "backward": 2 * forward, "step": 0}
+
+
 def compute_time(
     psi_or_model,
     tokens: float | Fraction,
     hw: Hardware,
     recompute: str = "none",
     tensor: int = 1,
+    stages: int = 1,
 ) -> dict[str, float]:
     """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
     model (Ψ, or a transformer: attention counted) on one device of ``hw`` at its achieved FLOP/s
@@ -625,7 +638,14 @@ def compute_time(
 
     Per device of a mesh: the step's FLOPs spread evenly, so a device does 6Ψ × (tokens per
     device) whatever the mesh -- a tensor or pipeline group of k devices shares k times the tokens
-    and 1/k of the parameters (and of the heads or layers) each.
+    and 1/k of the parameters (and of the heads or layers) each. One exception: a pipeline of
+    ``stages`` p > 1 runs at the pace of its slowest stage, the last, which computes the logit
+    layer (``logit_flops_per_token``) for the whole pipeline besides its L/p layers: p times its
+    even share, (p - 1) × the logits' FLOPs more per token of the device (Megatron-LM puts the
+    embedding on the first stage and the output layer and loss on the last; its later
+    --account-for-loss-in-pipeline-split, and Llama 3's one layer fewer on the first and last
+    stages (Dubey et al. 2024, §3.3.2), exist to even this out). The first stage's embedding
+    lookup has no FLOPs.
 
     With a ``gemm_curve``, a transformer's FLOPs run at ``flops`` × ``gemm.gemm_factor``: the
     curve over the matmuls a device runs at tensor degree ``tensor`` (1 without a curve)."""
@@ -634,8 +654,10 @@ def compute_time(
         f"tokens is a number of tokens >= 0, got {tokens!r}",
     )
     achieved = hw.flops * gemm_factor(hw.gemm_curve, psi_or_model, tensor)
+    logits = logit_flops_per_token(psi_or_model)
+    extra = positive_int("stages", stages) - 1
     seconds = {
-        phase: f * float(tokens) / achieved
+        phase: (f + extra * logits[phase]) * float(tokens) / achieved
         for phase, f in flops_per_token(psi_or_model, recompute).items()
     }
     if hw.memory_bandwidth is not None:
@@ -968,7 +990,8 @@ def step_time(
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
     recompute = getattr(model, "recompute", "none")
     tensor = model_axis_degree(strategy, mesh, "tensor")
-    compute = compute_time(model, tokens_per_device, hw, recompute, tensor)
+    stages = model_axis_degree(strategy, mesh, "pipeline")
+    compute = compute_time(model, tokens_per_device, hw, recompute, tensor, stages)
     comm = comm_time(schedule, hw, mesh)
     streams = (
         overlapped(strategy, model, mesh, precision, hw) if overlap.startswith("bucketed") else ()

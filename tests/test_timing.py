@@ -17,6 +17,7 @@ from placement_edu import (
     TransformerSpec,
     derive_schedule,
     get_precision,
+    get_strategy,
 )
 from placement_edu.schedule import Op
 from placement_edu.timing import (
@@ -24,6 +25,7 @@ from placement_edu.timing import (
     IB_NDR,
     attention_flops_per_token,
     flops_per_token,
+    logit_flops_per_token,
     megatron_flops_per_token,
     model_flops_per_token,
     on_critical_path,
@@ -37,6 +39,7 @@ from placement_edu.timing import (
     op_time,
     ring_steps,
     step_time,
+    tokens_of,
     tp_compute_bound,
 )
 
@@ -249,8 +252,9 @@ def test_step_time_adds_compute_exposed_comm_and_the_pipeline_bubble() -> None:
     assert st.bubble_s == pytest.approx(3 / 8 * st.compute_s)  # (p-1)/m of the ideal time
     assert st.total_s == pytest.approx(st.compute_s + st.comm_s + st.bubble_s)
     # The transformer fixes the tokens: m·b·s/p = 8·1·16/4 = 32 per device, each 6Ψ FLOPs plus
-    # attention's 12·L·h·s = 12·8·64·16 = 98,304.
-    assert st.compute_s == pytest.approx((6 * model.psi + 98_304) * 32 / 1e12)
+    # attention's 12·L·h·s = 12·8·64·16 = 98,304, plus, at the pace of the last stage, the logit
+    # layer the 3 other stages leave to it: 3 · 6·V·h = 3 · 6·100·64 = 115,200.
+    assert st.compute_s == pytest.approx((6 * model.psi + 98_304 + 115_200) * 32 / 1e12)
     with pytest.raises(PlacementError, match=r"m·b·s/\(t·p\) = 8·1·16/4 = 32"):
         step_time(
             "pp", model, "pipeline=4", "mixed_adam", hw(), tokens_per_device=100, micro_batches=8
@@ -482,3 +486,31 @@ def _s(name: str):
     from placement_edu import get_strategy
 
     return get_strategy(name)
+
+
+def test_a_pipeline_runs_at_the_pace_of_its_last_stage_which_holds_the_logit_layer() -> None:
+    # Megatron-LM puts the output layer on the last stage: besides its L/p layers it computes the
+    # logits (2·V·h FLOPs a token forward, 4·V·h backward) for the whole pipeline, so it does
+    # (p - 1) × those FLOPs more per token of the device than an even share.
+    model = TransformerSpec(layers=8, hidden=1024, heads=16, seq=2048, vocab=50_000)
+    hw = replace(HARDWARE["h100-nvlink-ib"], flops=1e15)
+    assert logit_flops_per_token(model) == {
+        "forward": 102_400_000,  # 2 · 50,000 · 1,024
+        "backward": 204_800_000,
+        "step": 0,
+    }
+    even, last = compute_time(model, 4096, hw), compute_time(model, 4096, hw, stages=4)
+    assert last["forward"] - even["forward"] == pytest.approx(3 * 102_400_000 * 4096 / 1e15)
+    assert last["backward"] - even["backward"] == pytest.approx(3 * 204_800_000 * 4096 / 1e15)
+    # recomputation replays layers, never the logits: the same extra under full recomputation
+    full = compute_time(model, 4096, hw, "full", stages=4)
+    assert full["backward"] - compute_time(model, 4096, hw, "full")["backward"] == pytest.approx(
+        3 * 204_800_000 * 4096 / 1e15
+    )
+    # an abstract Ψ has no vocabulary: no stage is slower than another
+    assert compute_time(1e9, 4096, hw, stages=4) == compute_time(1e9, 4096, hw)
+    # step_time prices rank 0 of the slowest stage's pace on a pipeline mesh
+    on_pipeline = step_time("pp", model, "pipeline=4", "mixed_adam", hw)
+    tokens = tokens_of(model, get_strategy("pp"), Mesh.parse("pipeline=4"))
+    paced = compute_time(model, tokens, hw, stages=4)
+    assert on_pipeline.compute_s == pytest.approx(sum(paced.values()), rel=1e-12)

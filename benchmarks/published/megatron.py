@@ -102,15 +102,37 @@ H100_ASSUMED = (
     "Algorithm 2), selective replays core attention's forward (QK^T and PV); recompute 'none' "
     "would price no replay at all (1.7B: ratio 1.146 -> 1.199)",
     "sequence parallelism on the tensor axis (Megatron's usual pairing with t > 1; not printed)",
-    "the non-interleaved 1F1B schedule: the README prints no interleaving depth (Megatron's "
-    "--num-layers-per-virtual-pipeline-stage); compare.py --schedule interleaved:V tries one",
+    "the interleaved 1F1B schedule where p > 1 (the README's overlapped pipeline communication "
+    "needs it), in chunks of 4 layers or the nearest the stage's layers allow (``interleaving``; "
+    "no depth is printed)",
     "the bucketed overlap with TP overlapped ('bucketed+tp'): the README's --overlap-grad-reduce "
     "--overlap-param-gather --tp-comm-overlap",
     "heads, hidden, layers, t, p, d as printed; ffn = 4h (not printed)",
 )
 _H100 = dict(seq=4096, vocab=131072, micro_batch=1, recompute="selective", hardware="h100")
 _H100_SOURCE = f"{H100_TABLE_URL} (Megatron-Core r0.8.0)"
-_H100_ASSUMED = ("micro_batch", "recompute")
+_H100_ASSUMED = ("micro_batch", "recompute", "schedule")
+
+#: The H100 runs' pipeline schedule: interleaved. The README says pipeline-parallel communication
+#: was overlapped ("PP (enabled by default)", Megatron's --overlap-p2p-communication), and Megatron
+#: turns that overlap off unless the schedule is interleaved (megatron/training/arguments.py:
+#: "Overlap P2P communication is disabled if not using the interleaved schedule"). The depth is
+#: printed nowhere. The strong-scaling figure, whose runs differ only in d, picks 4 layers a chunk
+#: (``STRONG_DEPTH``); a weak-scaling row whose stage does not split into chunks of 4 takes the
+#: nearest chunk its layers allow: 70B 42 layers a stage in 14 chunks of 3, 119B 23 in 23 of 1,
+#: 177B 16 in 4 of 4, 314B 12 in 3 of 4, 462B 7 in 7 of 1.
+CHUNK_LAYERS = 4
+
+
+def interleaving(layers: int, pipeline: int) -> str:
+    """The schedule of a run of ``layers`` on ``pipeline`` stages: 1f1b without a pipeline, else
+    interleaved into the chunks nearest ``CHUNK_LAYERS`` layers that divide a stage (the deeper
+    on a tie), never one chunk a stage (the overlap needs interleaving)."""
+    if pipeline == 1:
+        return "1f1b"
+    stage = layers // pipeline
+    depths = [v for v in range(2, stage + 1) if stage % v == 0]
+    return f"interleaved:{min(depths, key=lambda v: (abs(stage / v - CHUNK_LAYERS), -v))}"
 
 
 def _h100(
@@ -120,7 +142,8 @@ def _h100(
     return Run(
         name, float(name.removesuffix("B")), layers, hidden, heads, tensor=t, pipeline=p, data=d,
         gpus=gpus, global_batch=batch, tflops_per_gpu=tflops, mfu=mfu, flops="megatron",
-        source=_H100_SOURCE, assumed=_H100_ASSUMED, **_H100,  # type: ignore[arg-type]
+        source=_H100_SOURCE, assumed=_H100_ASSUMED, schedule=interleaving(layers, p),
+        **_H100,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -151,17 +174,13 @@ H100_WEAK: tuple[Run, ...] = (
 #: quoted from it: 432.8 TFLOP/s, MFU 44 % (× 2,304 = 997 petaFLOP/s, where the figure plots its
 #: point, on the 1,000 gridline).
 #:
-#: The pipeline schedule: interleaved. The README says pipeline-parallel communication was
-#: overlapped ("PP (enabled by default)", Megatron's --overlap-p2p-communication), and Megatron
-#: turns that overlap off unless the schedule is interleaved (megatron/training/arguments.py:
-#: "Overlap P2P communication is disabled if not using the interleaved schedule"). Under the
-#: plain 1F1B schedule the published points are out of reach: at 4,608 GPUs (m = 12 micro-batches
-#: of p = 6 stages) the bubble alone, (p - 1)/m = 5/12, would cap MFU at 47 % / (1 + 5/12) = 33 %.
-#: The depth v is printed nowhere; 96 layers on 6 stages allow v = 2, 4, 8 or 16 (equal chunks).
-#: The table uses v = 4 (4 layers a chunk): of those depths, the one whose predicted curve lies
-#: closest to the figure's eight points (``STRONG_FIGURE_PFLOPS``; ``compare.py`` prints the
-#: root-mean-square distance of each depth: 2.0, 0.5, 0.7 and 1.1 MFU points). Every depth from 4
-#: up predicts the 47 % -> 42 % drop within 2 points; v = 2 does not (``compare.py`` prints each).
+#: The pipeline schedule: interleaved (``CHUNK_LAYERS`` says why), 96 layers on 6 stages allowing
+#: v = 2, 4, 8 or 16. Under the plain 1F1B schedule the published points are out of reach: at
+#: 4,608 GPUs (m = 12 micro-batches of p = 6 stages) the bubble alone, (p - 1)/m = 5/12, would cap
+#: MFU at 47 % / (1 + 5/12) = 33 %. The depth is printed nowhere; the table uses v = 4 (4 layers
+#: a chunk): of those depths, the one whose predicted curve lies closest to the figure's eight
+#: points (``STRONG_FIGURE_PFLOPS``; ``compare.py`` prints the root-mean-square distance of each).
+#: Every depth from 4 up predicts the 47 % -> 42 % drop within 2 points; v = 2 does not.
 STRONG_DEPTH = 4
 STRONG_ASSUMED = (
     "the 177B model of the weak-scaling table",
@@ -204,7 +223,7 @@ H100_STRONG: tuple[Run, ...] = tuple(
         flops="megatron",
         source=_STRONG_SOURCE,
         assumed=("tensor", "pipeline", "micro_batch", "recompute", "schedule"),
-        schedule=f"interleaved:{STRONG_DEPTH}",
+        schedule=interleaving(96, 6),
         **_H100,  # type: ignore[arg-type]
     )  # fmt: skip
     for g in STRONG_GPUS
