@@ -368,12 +368,14 @@ def price_configuration(
     overlap: str = "per_pass",
     efficiency: float = 1.0,
     context_attention: str = "ring",
+    balanced_stages: bool = False,
 ) -> Priced:
     """Price one configuration: ``global_batch`` sequences per step, split over the mesh's r·d
     data replicas in micro-batches of ``model.micro_batch`` (m = global_batch / (r·d·b), which
     must be whole), priced by ``planner.price`` on ``hw`` at ``efficiency`` × its FLOP/s. A
     context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
-    says how attention reaches the others ("ring" or "ulysses", ``schedule.context``)."""
+    says how attention reaches the others ("ring" or "ulysses", ``schedule.context``);
+    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``)."""
     expect(
         recompute in RECOMPUTES,
         f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}",
@@ -398,7 +400,7 @@ def price_configuration(
         )
     m = global_batch // (replicas * b)
     built = configured_strategy(strategy, mesh, m, sequence_parallel, schedule)
-    built = built.with_(context_attention=context_attention)
+    built = built.with_(context_attention=context_attention, balanced_stages=balanced_stages)
     chunks = built.virtual_stages * mesh.degree("pipeline")
     expect(
         built.virtual_stages == 1 or model.layers % chunks == 0,

@@ -646,9 +646,8 @@ def price(
         return Choice(strategy, mesh, recompute, peak, limit)
     m = strategy.micro_batches
     tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
-    compute = compute_time(
-        shaped, tokens, hw, recompute, mesh.degree("tensor"), mesh.degree("pipeline")
-    )
+    paced = 1 if strategy.balanced_stages else mesh.degree("pipeline")  # the last stage's pace
+    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"), paced)
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1

@@ -52,6 +52,11 @@ class Strategy:
     ``context_attention``: how attention reaches the other sequence chunks on a context axis,
     "ring" (K/V passed round the ring) or "ulysses" (all-to-alls, heads <-> sequence); see
     ``schedule.context``.
+    ``balanced_stages``: how a pipeline splits a transformer. False (Megatron-LM's default): L/p
+    layers a stage, the logit layer on the last, which sets the pipeline's pace
+    (``timing.compute_time``). True: the split counts the logit layer as work, so every stage does
+    1/p of the FLOPs (Megatron-LM's --account-for-loss-in-pipeline-split, DeepSpeed's
+    --pp-partition-method type:transformer|embedding, Llama 3's one layer fewer on the last stage).
     """
 
     name: str
@@ -66,6 +71,7 @@ class Strategy:
     mesh_axes: tuple[str, ...] = ()
     virtual_stages: int = 1
     context_attention: str = "ring"
+    balanced_stages: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -642,10 +642,9 @@ def compute_time(
     ``stages`` p > 1 runs at the pace of its slowest stage, the last, which computes the logit
     layer (``logit_flops_per_token``) for the whole pipeline besides its L/p layers: p times its
     even share, (p - 1) × the logits' FLOPs more per token of the device (Megatron-LM puts the
-    embedding on the first stage and the output layer and loss on the last; its later
-    --account-for-loss-in-pipeline-split, and Llama 3's one layer fewer on the first and last
-    stages (Dubey et al. 2024, §3.3.2), exist to even this out). The first stage's embedding
-    lookup has no FLOPs.
+    embedding on the first stage and the output layer and loss on the last). A split that counts
+    the logit layer as work (``Strategy.balanced_stages``) evens this out: give ``stages`` = 1.
+    The first stage's embedding lookup has no FLOPs.
 
     With a ``gemm_curve``, a transformer's FLOPs run at ``flops`` × ``gemm.gemm_factor``: the
     curve over the matmuls a device runs at tensor degree ``tensor`` (1 without a curve)."""
@@ -990,8 +989,8 @@ def step_time(
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
     recompute = getattr(model, "recompute", "none")
     tensor = model_axis_degree(strategy, mesh, "tensor")
-    stages = model_axis_degree(strategy, mesh, "pipeline")
-    compute = compute_time(model, tokens_per_device, hw, recompute, tensor, stages)
+    paced = 1 if strategy.balanced_stages else model_axis_degree(strategy, mesh, "pipeline")
+    compute = compute_time(model, tokens_per_device, hw, recompute, tensor, paced)
     comm = comm_time(schedule, hw, mesh)
     streams = (
         overlapped(strategy, model, mesh, precision, hw) if overlap.startswith("bucketed") else ()

@@ -125,6 +125,21 @@ def test_a_configuration_over_the_memory_is_priced_and_said_not_to_fit(capsys) -
     assert "does NOT fit" in capsys.readouterr().out
 
 
+def test_the_last_stage_computes_the_logit_layer_unless_the_split_counts_it(capsys) -> None:
+    # On 2 stages the last computes the logit layer, 6·V·h = 1,536,000 FLOPs a token, for both:
+    # (2 - 1) × that more than an even share, per token of the device; --balanced-stages (a split
+    # that counts it, as DeepSpeed's type:transformer|embedding does) spreads it evenly.
+    argv = ["--global-batch", "64", "--mesh", "data=4,pipeline=2", "--strategy", "zero1"]
+    last = _json(capsys, argv)
+    even = _json(capsys, [*argv, "--balanced-stages"])
+    tokens = 64 * S / 8  # per device: the global batch's tokens over 8 devices
+    extra = 1 * 6 * V * H * tokens / (PEAK * MFU_ASSUMED)
+    paced, spread = (sum(j["breakdown"]["compute_s"].values()) for j in (last, even))
+    assert paced - spread == pytest.approx(extra, rel=1e-9)
+    assert main(["time", *SMALL, *argv, "--balanced-stages"]) == 0
+    assert "(1f1b, balanced stages)" in capsys.readouterr().out
+
+
 def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) -> None:
     assert main(["time", *SMALL, "--global-batch", "512", "--mesh", "data=8"]) == 0
     text = capsys.readouterr().out

@@ -514,3 +514,10 @@ def test_a_pipeline_runs_at_the_pace_of_its_last_stage_which_holds_the_logit_lay
     tokens = tokens_of(model, get_strategy("pp"), Mesh.parse("pipeline=4"))
     paced = compute_time(model, tokens, hw, stages=4)
     assert on_pipeline.compute_s == pytest.approx(sum(paced.values()), rel=1e-12)
+    # a split that counts the logit layer as work (Strategy.balanced_stages) spreads it evenly
+    balanced = get_strategy("pp").with_(balanced_stages=True)
+    even_step = step_time(balanced, model, "pipeline=4", "mixed_adam", hw)
+    assert even_step.compute_s == pytest.approx(
+        sum(compute_time(model, tokens, hw).values()), rel=1e-12
+    )
+    assert even_step.compute_s < on_pipeline.compute_s

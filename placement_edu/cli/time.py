@@ -98,6 +98,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"pipeline schedule: {', '.join(SCHEDULE_FORMS)} (default 1f1b; interleaved: "
         "bubble (p-1)/(V·m), V× the stage sends; zero_bubble: ZB-H1, bubble (p-1)/(3m))",
     )
+    p.add_argument(
+        "--balanced-stages",
+        action="store_true",
+        help="a pipeline split that counts the logit layer, so every stage does 1/p of the FLOPs "
+        "(default: L/p layers a stage, the logit layer on the last, as Megatron-LM splits)",
+    )
     add_step_flags(p)
     p.add_argument(
         "--efficiency",
@@ -125,6 +131,7 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         f"{c.strategy.micro_batches} micro-batches of {model.micro_batch} "
         f"({c.strategy.pipeline_schedule}"
         + (f":{c.strategy.virtual_stages}" if c.strategy.virtual_stages > 1 else "")
+        + (", balanced stages" if c.strategy.balanced_stages else "")
         + f"), recompute {c.recompute}, {model.attention} attention, "
         f"overlap {priced.overlap}, "
         f"{float(priced.tokens_per_device):,.6g} tokens per device",
@@ -183,6 +190,7 @@ def _time(args: argparse.Namespace) -> int:
         args.overlap,
         args.efficiency,
         args.context_attention,
+        args.balanced_stages,
     )
     if args.json:
         print(json.dumps(priced.to_dict(), indent=2))
