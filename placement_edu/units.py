@@ -51,8 +51,12 @@ def fmt_bytes(n_bytes: Number) -> str:
 #: characters (issue 25, item 6).
 WIDTH = 100
 #: A space that ``wrapped`` does not break: between a word and the short number after it, so
-#: "rule 1)" or "by 4," never leaves its number alone at the start of a line.
-_KEEP = re.compile(r"(?<=[^\W\d]) (?=\d{1,3}[),.;:]*(?: |$))")
+#: "rule 1)" or "by 4," never leaves its number alone at the start of a line; and between a number
+#: and its unit, so "16,384 B" or "(0.031 GiB)" never starts a line with the unit.
+_KEEP = re.compile(
+    r"(?<=[^\W\d]) (?=\d{1,3}[),.;:]*(?: |$))"
+    r"|(?<=\d) (?=(?:B|kB|KiB|MB|MiB|GB|GiB|TB|TiB|ms|s|Ψ)(?!\w))"
+)
 
 
 def wrapped(text: str, indent: str = "    ", width: int = WIDTH) -> str:
