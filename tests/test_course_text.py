@@ -121,3 +121,48 @@ def test_every_figure_a_notebook_draws_is_shown_at_its_size(notebook):
     calls = [line for cell in code for line in cell.split("\n") if "Image(png(" in line]
     assert all("retina=True" in line for line in calls), calls
     assert not [cell for cell in code if "plt.subplots(" in cell or "plt.figure(" in cell]
+
+
+#: Outputs a learner reads as text: a stream, or a ``text/plain`` result that JupyterLab shows
+#: because nothing richer (HTML, a widget) stands beside it.
+RICHER = ("text/html", "application/vnd.jupyter.widget-view+json")
+
+
+def _text_outputs(cell: dict) -> list[str]:
+    texts = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if output.get("output_type") == "stream":
+            texts.append("".join(output["text"]))
+        elif "text/plain" in data and not any(kind in data for kind in RICHER):
+            texts.append("".join(data["text/plain"]))
+    return texts
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_output_line_fits_in_100_characters(notebook):
+    """What a cell prints fits the width of a lecture slide and of a JupyterLab output area without
+    wrapping mid-word (issue 25, item 6): long sentences go through ``wrapped``, long tables lose a
+    column or put their explanation on a line of its own."""
+    long = [
+        (index, len(line), line[:60])
+        for index, cell in enumerate(_cells(notebook))
+        for text in _text_outputs(cell)
+        for line in text.splitlines()
+        if len(line) > 100
+    ]
+    assert long == []
+
+
+def test_wrapped_keeps_a_number_with_its_unit():
+    """A wrapped line never starts with a number's unit ("B, broadcast ...", "GiB) each"): the
+    number moves down with its unit, as a word keeps a short number after it ("rule 1")."""
+    from placement_edu import wrapped
+
+    ops = "step 0 measured: all_reduce 215,168 B, " + ", ".join(["broadcast 131,072 B"] * 3)
+    ops += ", broadcast 16,384 B, broadcast 128 B"  # the old rule began a line with "B,"
+    gb = "plain TP: " + "x" * 83 + " (0.031 GiB) each"  # and one with "GiB)"
+    for text in (ops, gb, "y" * 95 + " 2.5 GB/s"):
+        lines = wrapped(text).split("\n")
+        assert len(lines) > 1 and all(len(line) <= 100 for line in lines)
+        assert not [line for line in lines if re.match(r"\s+(B|GB|GiB|GB/s)\b", line)], lines

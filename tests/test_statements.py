@@ -363,6 +363,7 @@ def test_10_says_sequence_parallelism_moves_a_quarter_more_than_plain_tp():
         for o in c.get("outputs", [])
         if "activation ring bytes per step" in "".join(o.get("text", ""))
     ]
+    printed = re.sub(r"\n +", " ", printed)  # each line wrapped at 100 characters, joined back
     ring = dict(
         re.findall(
             r"^(plain TP|sequence parallel): .*ring bytes per step ([\d.]+) GB", printed, re.M
