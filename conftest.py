@@ -31,22 +31,24 @@ if TYPE_CHECKING:  # (torch is imported by the fixture, for the files that ask f
 
 
 #: The files that take longest, longest first (worker-seconds of a full run, ``--junitxml``, on the
-#: 2-core machine, 2026-12-06; mypy's 35 s is a fresh clone's, with no cache). They are handed out
-#: first, then the notebooks, then the rest: xdist gives each worker a whole file at a time in
-#: collection order (``--dist loadfile --no-loadscope-reorder``), so the short files even the two
-#: workers out at the end; its default order (most tests first) left a long file of few tests last.
+#: 2-core machine, 2026-12-06, after the tracker's cases came to share one process; for the two
+#: files changed after that run, its figure less what the change saved in the file run alone). They
+#: are handed out first, then the notebooks, then the rest: xdist gives each worker a whole file at
+#: a time in collection order (``--dist loadfile --no-loadscope-reorder``), so the short files even
+#: the two workers out at the end; its default order (most tests first) left a long file of few
+#: tests last.
 LONGEST_FIRST = (
-    "test_peak_tracker.py",  # 132 s
-    "test_browser.py",  # 103 s
-    "test_runtime_endings.py",  # 86 s
-    "test_peak_tracker_llama_1b.py",  # 69 s
-    "test_binder_limits.py",  # 39 s
-    "test_pool.py",  # 36 s
-    "test_static_checks.py",  # 35 s
-    "test_peak_tracker_hf.py",  # 30 s
-    "test_peak_tracker_llama_8b.py",  # 26 s
-    "test_expert_parallel_runtime.py",  # 25 s
-    "test_torch_reference.py",  # 24 s
+    "test_peak_tracker.py",  # 125 s
+    "test_browser.py",  # 117 s
+    "test_runtime_endings.py",  # 92 s
+    "test_peak_tracker_llama_1b.py",  # 68 s
+    "test_binder_limits.py",  # 42 s
+    "test_pool.py",  # 35 s
+    "test_peak_tracker_hf.py",  # 28 s
+    "test_torch_reference.py",  # 25 s (31 s with its JSON test in a fresh interpreter)
+    "test_peak_tracker_llama_8b.py",  # 23 s
+    "test_expert_parallel_runtime.py",  # 10 s (25 s with its runs spawned)
+    "test_static_checks.py",  # 2 s; 35 s on a machine's first run (no mypy cache yet)
 )
 
 
