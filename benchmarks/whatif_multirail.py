@@ -11,9 +11,10 @@ published tables (``benchmarks/published``) both ways.
 What it shows: the H100 weak-scaling rows without a pipeline whose data groups hold several ranks
 a node (7.1B at t = 2: 4 a node; 16B at t = 4: 2) come within 5 % of published (1.014, 0.959),
 where the package predicts them 7-13 % slow; 1.7B (t = 1: 8 a node) rises from 1.050 to 1.124;
-32B (t = 8: one a node) and every pipelined row do not move, nor does the strong-scaling drop. Not adopted: it would move every figure of a data group across nodes
-(golden figures, plan, notebook 11's lesson on where groups sit), and wants NCCL's own measured
-bus bandwidth on such a cluster as its source.
+32B (t = 8: one a node) and every pipelined row do not move, nor does the strong-scaling drop.
+Not adopted: it would move every figure of a data group across nodes (golden figures, plan,
+notebook 11's lesson on where groups sit), and wants NCCL's own measured bus bandwidth on such a
+cluster as its source.
 
 Run: .venv/bin/python benchmarks/whatif_multirail.py
 """
