@@ -341,3 +341,30 @@ def test_the_ledger_keeps_a_step_only_when_it_differs_from_the_step_before():
     ]
     assert repeats == [[1, 4], [6, 6], [8, 8]]
     assert [(e["step"], e["phase"], e["op"]) for e in expand_ledger(entries, repeats)] == full
+
+
+def test_a_rank_whose_launch_let_go_of_its_semaphores_ends_without_a_traceback(
+    capsys, monkeypatch
+) -> None:
+    # Ctrl-C between the forkserver's fork and the launcher learning the pid: the launcher stops the
+    # ranks it knows and removes the run's semaphores; the rank it did not know fails to rebuild one
+    # (FileNotFoundError in SemLock.__setstate__), and the server's excepthook prints nothing for
+    # that one case (CI once showed its traceback under the one-line 'interrupted by SIGINT').
+    import multiprocessing.synchronize as synchronize
+    import sys
+    from multiprocessing import spawn
+
+    # (the module sets the server's hooks when imported: put this process's back after the test)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(spawn, "prepare", spawn.prepare)
+    from placement_edu.runtime.server_setup import quiet_if_its_launch_is_gone
+
+    gone = synchronize.Lock.__new__(synchronize.Lock)
+    with pytest.raises(FileNotFoundError) as removed:
+        gone.__setstate__((0, 1, 1, "/mp-placement-edu-removed"))
+    quiet_if_its_launch_is_gone(removed.type, removed.value, removed.tb)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(FileNotFoundError) as other:  # any other failure: printed as before
+        open("/placement-edu-no-such-file")
+    quiet_if_its_launch_is_gone(other.type, other.value, other.tb)
+    assert "FileNotFoundError" in capsys.readouterr().err

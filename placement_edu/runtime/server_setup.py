@@ -11,11 +11,22 @@ guard would start the run again in every rank.
 
 This module is imported by the forkserver alone (``forkserver.PRELOAD``), never by the learner's
 process: in that server, every rank it forks prepares itself without the main module.
+
+And a rank whose launch stopped while it was being forked ends quietly. Ctrl-C can come between the
+server's fork and the launcher learning the new rank's pid: the launcher stops the ranks it knows
+and lets go of the run's semaphores, and the one it did not know then fails to unpickle them
+(``SemLock._rebuild``: FileNotFoundError). The server prints such a failure with
+``sys.excepthook``, onto the learner's terminal; ``quiet_if_its_launch_is_gone`` prints nothing
+for that one case, and every other failure as before.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
 from multiprocessing import spawn
+from types import TracebackType
 from typing import Any, Mapping
 
 #: The keys of multiprocessing's preparation data that make a new process re-run the parent's main
@@ -32,3 +43,20 @@ def prepare_without_main(data: Mapping[str, Any]) -> None:
 
 
 spawn.prepare = prepare_without_main
+
+
+def quiet_if_its_launch_is_gone(
+    kind: type[BaseException], error: BaseException, trace: TracebackType | None
+) -> None:
+    """``sys.excepthook`` of the server and its forks: silent for a new process whose launcher has
+    already removed a semaphore it was sent (FileNotFoundError raised where multiprocessing rebuilds
+    one, ``synchronize.SemLock.__setstate__``), the default hook otherwise."""
+    innermost = traceback.extract_tb(trace)[-1:]
+    if isinstance(error, FileNotFoundError) and [
+        (os.path.basename(f.filename), f.name) for f in innermost
+    ] == [("synchronize.py", "__setstate__")]:
+        return
+    sys.__excepthook__(kind, error, trace)
+
+
+sys.excepthook = quiet_if_its_launch_is_gone
