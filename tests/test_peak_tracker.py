@@ -1,5 +1,6 @@
-"""GPT-2 124M (s = 1024, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at N = 8, 64
-and 1024, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision (``tracker_cases.SUITE``), one
+"""GPT-2 124M (s = 1024, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at N = 8 and
+64, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision (``tracker_cases.SUITE``; N = 1024 in
+``benchmarks/bench_tracker_matrix.py``), one
 device under each recomputation, selective recomputation and FSDP2 without resharding at N = 8, each
 Adam, SDPA, and ``fit --verify`` (``tests/tracker_cases.py`` says what each case checks)."""
 

@@ -1,7 +1,7 @@
 """The Llama-3.2-1B shape (s = 2048, b = 1) predicted against PyTorch's own accounting, live:
-FSDP2 at N = 8, 64 and 1024 (the last rank; fp32 or FSDP2's bf16 mixed precision:
-``tracker_cases.SUITE``), and one device under each recomputation -- none, selective, full
-(``tests/tracker_cases.py`` says what each case checks). Every case is ``slow``."""
+FSDP2 at N = 8 and 64 (fp32 or FSDP2's bf16 mixed precision: ``tracker_cases.SUITE``; N = 1024 in
+``benchmarks/bench_tracker_matrix.py``), and one device under each recomputation -- none,
+selective, full (``tests/tracker_cases.py`` says what each case checks). Every case is ``slow``."""
 
 from __future__ import annotations
 
