@@ -374,3 +374,34 @@ def test_10_says_sequence_parallelism_moves_a_quarter_more_than_plain_tp():
     (cell,) = [t for t in _markdown(nb) if "**sequence parallelism**" in t and "**g**" in t]
     flat = " ".join(cell.split())
     assert "1.25×" in flat and "not traffic" not in flat
+
+
+def test_11_why_the_top_choices_win_quotes_the_compute_and_bubbles_its_cells_print():
+    # The paragraph's seconds are read from the plan lines above it ("compute 77.474, ...,
+    # bubble 1.816") by pipeline depth: compute 76.7 s without a pipeline, 77.0 / 77.5 / 78.5 s
+    # at p = 2 / 4 / 8 (the last stage's logit layer), and each depth's bubble.
+    (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("11")]
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in json.loads(nb.read_text())["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    )
+    plans = re.findall(
+        r"pipeline=(\d+), recompute selective, m = \d+\n\s+[\d.]+ s \(compute ([\d.]+), "
+        r"comm [\d.]+, exposed [\d.]+, bubble ([\d.]+)\)",
+        printed,
+    )
+    by_depth = {int(p): (float(c), float(b)) for p, c, b in plans}
+    assert {2, 4, 8} <= set(by_depth)
+    no_pipeline = re.findall(r"data=\d+,tensor=\d+, recompute selective, m = \d+\n\s+[\d.]+ s "
+                             r"\(compute ([\d.]+), comm [\d.]+, exposed [\d.]+, bubble 0\.000\)",
+                             printed)  # fmt: skip
+    (why,) = [t for t in _notebook("11") if t.startswith("**Why the top choices win.**")]
+    text = " ".join(why.split())
+    assert no_pipeline and f"{float(no_pipeline[0]):.1f} s of compute without a pipeline" in text
+    quoted = f"{by_depth[2][0]:.1f} s at p = 2, {by_depth[4][0]:.1f} s at p = 4, "
+    assert quoted + f"{by_depth[8][0]:.1f} s at p = 8" in text
+    for p, share in ((2, "1/128"), (4, "3/128"), (8, "7/256")):
+        compute, bubble = by_depth[p]
+        assert f"{share} of {compute:.1f} s is {bubble:.2f} s at" in text
