@@ -1,7 +1,8 @@
 """Activation profiles, measured once and kept: the measurement imports torch and its trackers
 (about 2 s on a laptop CPU, most of it the import), so a measured profile is written to
 ``$XDG_CACHE_HOME/placement_edu/profiles`` (default ``~/.cache/...``) under a key naming the model's
-shape (and an HF config's contents, wherever the file lies), b, s, the compute dtype, attention,
+shape less its depth (a profile is per block, measured on a two-block copy: any depth shares it),
+an HF config's contents (wherever the file lies), b, s, the compute dtype, attention,
 recomputation, torch's version and the source of the measuring code. Reading one back imports no
 torch.
 ``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
@@ -58,8 +59,9 @@ def _key(
     arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
 ) -> str:
     source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
-    # ... and not where it lies (its path is its name): a copy elsewhere is the same model
-    shape = arch.with_(name="", config="") if arch.config else arch
+    # ... and not where it lies (its path is its name): a copy elsewhere is the same model. The
+    # shape is the two-block copy the profile measures: a model of any depth shares its profile.
+    shape = arch.with_(layers=2, name="", config="") if arch.config else arch.with_(layers=2)
     code = _code_key((Path(__file__).parent / name).read_text() for name in MEASURING)
     text = json.dumps(
         [
