@@ -288,7 +288,6 @@ def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp
     assert keys[0] != _key(get_architecture("gpt2"), 1, 64, "fp32", "eager", "none")
 
 
-
 def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_path, monkeypatch):
     # A profile is measured on a two-block copy (activation_profile.measure): GPT-2's widths on 4
     # blocks read the shipped profile of its 12, without importing torch; another width does not.
@@ -302,6 +301,7 @@ def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_pat
     assert _key(gpt2.with_(hidden=1536), 1, 1024, "fp32", "eager", "none") != key
     profile, cached = get_profile(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none")
     assert cached and profile == get_profile(gpt2, 1, 1024, "fp32", "eager", "none")[0]
+
 
 def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeypatch) -> None:
     from placement_edu.runtime.profiles import _key, cache_dir, get_profile
