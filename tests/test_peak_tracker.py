@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from placement_edu.runtime.peak_tracker import TrackerProcess
-from tests.tracker_cases import compare, suite_cases
+from tests.tracker_cases import BLOCKS, compare, suite_cases
 
 pytestmark = pytest.mark.runtime
 
@@ -24,9 +24,13 @@ def test_gpt2_under_fsdp2_matches_fsdpmemtracker(
     compare(tracker, "gpt2", devices, rank, precision)
 
 
-@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_gpt2_on_one_device_matches_memtracker(tracker: TrackerProcess, recompute: str) -> None:
-    compare(tracker, "gpt2", 1, 0, "fp32", recompute)
+@pytest.mark.parametrize(
+    "recompute, blocks", [("none", None), ("selective", BLOCKS), ("full", BLOCKS)]
+)
+def test_gpt2_on_one_device_matches_memtracker(
+    tracker: TrackerProcess, recompute: str, blocks: int | None
+) -> None:
+    compare(tracker, "gpt2", 1, 0, "fp32", recompute, blocks=blocks)
 
 
 @pytest.mark.parametrize(
@@ -38,13 +42,13 @@ def test_selective_recomputation_under_fsdp2_matches_fsdpmemtracker(
 ) -> None:
     # torch.utils.checkpoint per block with reference_models.selective_policy: the matmuls'
     # outputs kept, the rest replayed in backward.
-    compare(tracker, "gpt2", 8, rank, precision, "selective", attention=attention)
+    compare(tracker, "gpt2", 8, rank, precision, "selective", attention=attention, blocks=BLOCKS)
 
 
 def test_fsdp2_mixed_precision_on_a_group_of_one_has_no_collective_buffers(
     tracker: TrackerProcess,
 ) -> None:
-    compare(tracker, "gpt2", 1, 0, "fsdp2_bf16")
+    compare(tracker, "gpt2", 1, 0, "fsdp2_bf16", blocks=BLOCKS)
 
 
 @pytest.mark.parametrize("optimizer", ["adam-fused", "adam-for"])
@@ -52,15 +56,17 @@ def test_fused_and_for_loop_adam_make_the_temporaries_named(
     tracker: TrackerProcess, optimizer: str
 ) -> None:
     # fused: none at the step; for-loop: sqrt(v) and its quotient for one tensor at a time.
-    compare(tracker, "gpt2", 8, 0, "fp32", optimizer=optimizer)
+    compare(tracker, "gpt2", 8, 0, "fp32", optimizer=optimizer, blocks=BLOCKS)
 
 
 def test_sdpa_attention_matches_too(tracker: TrackerProcess) -> None:
-    compare(tracker, "gpt2", 8, 7, "fsdp2_bf16", attention="sdpa")
+    compare(tracker, "gpt2", 8, 7, "fsdp2_bf16", attention="sdpa", blocks=BLOCKS)
 
 
 def test_a_larger_micro_batch_and_shorter_sequence_match_too(tracker: TrackerProcess) -> None:
-    compare(tracker, "gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512)
+    compare(
+        tracker, "gpt2", 8, 3, "fsdp2_bf16", attention="sdpa", micro_batch=4, seq=512, blocks=BLOCKS
+    )
 
 
 @pytest.mark.parametrize("rank, precision", [(0, "fp32"), (7, "fp32"), (7, "fsdp2_bf16")])
@@ -69,7 +75,7 @@ def test_fsdp2_without_resharding_after_forward_matches_fsdpmemtracker(
 ) -> None:
     # fully_shard(block, reshard_after_forward=False) on every block: each block stays gathered
     # from its forward to its backward.
-    compare(tracker, "gpt2", 8, rank, precision, strategy="fsdp2_no_reshard")
+    compare(tracker, "gpt2", 8, rank, precision, strategy="fsdp2_no_reshard", blocks=BLOCKS)
 
 
 def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(capsys) -> None:

@@ -9,27 +9,27 @@ import json
 import pytest
 
 from placement_edu.runtime.peak_tracker import TrackerProcess
-from tests.tracker_cases import HF_CONFIGS, SEQ, compare, slow
+from tests.tracker_cases import BLOCKS, HF_CONFIGS, SEQ, compare
 
 pytestmark = pytest.mark.runtime
 
 
 @pytest.mark.parametrize(
-    "model, devices, rank, precision, recompute",
+    "model, devices, rank, precision, recompute, blocks",
     [
-        ("gpt2", 8, 7, "fsdp2_bf16", "none"),
-        ("gpt2", 1, 0, "fp32", "none"),
-        ("gpt2", 8, 0, "fsdp2_bf16", "selective"),  # HF's checkpointing given the same policy
-        ("llama-1b", 8, 0, "fp32", "none"),
-        pytest.param("llama-1b", 64, 63, "fsdp2_bf16", "none", marks=slow),
+        ("gpt2", 8, 7, "fsdp2_bf16", "none", None),  # (the full depth)
+        ("gpt2", 1, 0, "fp32", "none", BLOCKS),
+        ("gpt2", 8, 0, "fsdp2_bf16", "selective", BLOCKS),  # HF's checkpointing, the same policy
+        ("llama-1b", 8, 0, "fp32", "none", BLOCKS),
+        ("llama-1b", 64, 63, "fsdp2_bf16", "none", BLOCKS),
     ],
 )
 def test_the_same_checks_pass_on_hfs_own_module_from_a_local_config(
-    tracker: TrackerProcess, tmp_path, model, devices, rank, precision, recompute
+    tracker: TrackerProcess, tmp_path, model, devices, rank, precision, recompute, blocks
 ) -> None:
     pytest.importorskip("transformers")
     path = tmp_path / model / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(HF_CONFIGS[model]))
     SEQ[str(path)] = SEQ[model]
-    compare(tracker, str(path), devices, rank, precision, recompute)
+    compare(tracker, str(path), devices, rank, precision, recompute, blocks=blocks)

@@ -26,13 +26,22 @@ from typing import Any
 
 import pytest
 
-from placement_edu.architectures import REFERENCE_SEQ
+from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
 from placement_edu.runtime.peak_tracker import TrackerProcess, states
 from placement_edu.runtime.profiles import get_profile
 
 SEQ = dict(REFERENCE_SEQ)  # (an HF config's path is added as a model: test_peak_tracker_hf.py)
 slow = pytest.mark.slow
+#: The depth of a case that checks one mechanism (an Adam variant, SDPA, recomputation, a longer
+#: micro-batch, resharding, HF's own modules): the model's own widths on four blocks -- a first,
+#: two between, a last -- since every rule the derivation applies is per block, per gathered block
+#: or per event, and a deeper model repeats it. A tracked step's cost grows faster than its depth
+#: (2-core CPU, quiet: GPT-2 on one device 5.8 s at 12 blocks, 0.9 s at 3; Llama-3.2-1B 12.5 s at
+#: 16, 1.6 s at 4; Llama-3-8B at N = 8 14.7 s at 32, 1.2 s at 4). Each model's SUITE cases and
+#: GPT-2 on one device keep the full depth; ``benchmarks/bench_tracker_matrix.py`` measures
+#: every model's whole matrix at full depth.
+BLOCKS = 4
 
 #: (model, N, rank, precision, recompute): issue 22's matrix, the README's table of 42 rows -- one
 #: device without and with full recomputation, and FSDP2 on N = 8, 64, 1024 at ranks 0 and N - 1.
@@ -81,18 +90,22 @@ def figures(
     micro_batch: int = 1,
     seq: int | None = None,
     strategy: str = "fsdp2",
+    blocks: int | None = None,
 ) -> tuple[dict[str, float], dict[str, int]]:
     """(predicted, measured) bytes of one case under the names ``peak_tracker.states`` gives:
     params, grads, optimizer, activations, forward_backward_peak, step_peak; measured by
-    ``tracker``."""
+    ``tracker``. ``blocks``: the model's widths on that many blocks (``BLOCKS``), else its own
+    depth."""
     seq = seq or SEQ[model]
     reshard = RESHARD_AFTER_FORWARD[strategy]
+    arch = get_architecture(model)
+    arch = arch.with_(layers=blocks) if blocks else arch
     profile, _ = get_profile(
-        model, micro_batch, seq, PRECISIONS[precision].compute_name, attention, recompute
+        arch, micro_batch, seq, PRECISIONS[precision].compute_name, attention, recompute
     )
-    predicted = derive(model, profile, devices, rank, precision, optimizer, reshard)
+    predicted = derive(arch, profile, devices, rank, precision, optimizer, reshard)
     raw = tracker.measure(
-        model=model,
+        model=arch,
         devices=devices,
         rank=rank,
         precision=precision,

@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from placement_edu.architectures import get_architecture
+from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.runtime.hf_models import build_model
 from placement_edu.runtime.reference_models import batch
 
@@ -65,7 +65,7 @@ def _optimizer(model: torch.nn.Module, optimizer: str) -> torch.optim.Optimizer:
 
 
 def measure(
-    model: str,
+    model: str | Architecture,
     devices: int,
     rank: int = 0,
     precision: str = "fp32",
