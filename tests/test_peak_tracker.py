@@ -17,11 +17,11 @@ from tests.tracker_cases import BLOCKS, compare, suite_cases
 pytestmark = pytest.mark.runtime
 
 
-@pytest.mark.parametrize("devices, rank, precision", suite_cases("gpt2"))
+@pytest.mark.parametrize("devices, rank, precision, blocks", suite_cases("gpt2"))
 def test_gpt2_under_fsdp2_matches_fsdpmemtracker(
-    tracker: TrackerProcess, devices: int, rank: int, precision: str
+    tracker: TrackerProcess, devices: int, rank: int, precision: str, blocks: int | None
 ) -> None:
-    compare(tracker, "gpt2", devices, rank, precision)
+    compare(tracker, "gpt2", devices, rank, precision, blocks=blocks)
 
 
 @pytest.mark.parametrize(

@@ -16,11 +16,11 @@ MODEL = "llama-1b"
 
 
 @slow
-@pytest.mark.parametrize("devices, rank, precision", suite_cases(MODEL))
+@pytest.mark.parametrize("devices, rank, precision, blocks", suite_cases(MODEL))
 def test_fsdp2_matches_fsdpmemtracker(
-    tracker: TrackerProcess, devices: int, rank: int, precision: str
+    tracker: TrackerProcess, devices: int, rank: int, precision: str, blocks: int | None
 ) -> None:
-    compare(tracker, MODEL, devices, rank, precision)
+    compare(tracker, MODEL, devices, rank, precision, blocks=blocks)
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
