@@ -56,7 +56,7 @@ from placement_edu.runtime.launcher import (
     _quiet_launcher,
     ranks_start_with_sigint_held,
 )
-from placement_edu.runtime.progress import Progress
+from placement_edu.runtime.progress import POLL_S, Progress
 from placement_edu.runtime.result import RunResult
 
 
@@ -276,8 +276,7 @@ class WorkerPool:
                     raise failure
                 if callable(progress):
                     report(self.store.add("ready", 0))
-                    time.sleep(0.005)
-                time.sleep(0.002)
+                time.sleep(POLL_S)
             report(self.world_size)  # the last step, however fast the run was
         finally:
             stop.set()

@@ -37,7 +37,7 @@ from placement_edu.runtime.expert_run import ExpertRun
 from placement_edu.runtime.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.memtrack import MemoryLedger
-from placement_edu.runtime.progress import write as progress_line
+from placement_edu.runtime.progress import POLL_S, write as progress_line
 from placement_edu.runtime import rundir
 from placement_edu.runtime.reference import Reference, rounding_floor
 
@@ -385,7 +385,7 @@ def pool_main(
         control = Comm({}, timeout_s, _BEACON)  # (the cancel checks: _cancel_check)
         for k in itertools.count():
             while not store.check([f"job/{k}"]):  # wait for the next job
-                time.sleep(0.002)
+                time.sleep(POLL_S)
             job = pickle.loads(store.get(f"job/{k}"))
             if job == "stop":
                 return []
