@@ -30,25 +30,28 @@ if TYPE_CHECKING:  # (torch is imported by the fixture, for the files that ask f
     from placement_edu.runtime.peak_tracker import TrackerProcess
 
 
-#: The files that take longest, longest first (worker-seconds of a full run, ``--junitxml``, on the
-#: 2-core machine, 2026-12-06, after the tracker's cases came to share one process; for the two
-#: files changed after that run, its figure less what the change saved in the file run alone). They
-#: are handed out first, then the notebooks, then the rest: xdist gives each worker a whole file at
+#: The files that take longest, longest first (worker-seconds of a fresh clone's ``bash .ci/run``
+#: with empty caches, ``--junitxml``, on the 2-core machine, 2026-12-07). They are handed out
+#: first, then the other notebooks, then the rest: xdist gives each worker a whole file at
 #: a time in collection order (``--dist loadfile --no-loadscope-reorder``), so the short files even
 #: the two workers out at the end; its default order (most tests first) left a long file of few
 #: tests last.
-LONGEST_FIRST = (
-    "test_peak_tracker.py",  # 125 s
-    "test_browser.py",  # 117 s
-    "test_runtime_endings.py",  # 92 s
-    "test_peak_tracker_llama_1b.py",  # 68 s
-    "test_binder_limits.py",  # 42 s
-    "test_pool.py",  # 35 s
-    "test_peak_tracker_hf.py",  # 28 s
-    "test_torch_reference.py",  # 25 s (31 s with its JSON test in a fresh interpreter)
-    "test_peak_tracker_llama_8b.py",  # 23 s
-    "test_expert_parallel_runtime.py",  # 10 s (25 s with its runs spawned)
-    "test_static_checks.py",  # 2 s; 35 s on a machine's first run (no mypy cache yet)
+LONGEST_FIRST = (  # (seconds on one of 2 workers in a fresh clone's CI run, cold caches)
+    "test_browser.py",  # 134 s
+    "test_peak_tracker.py",  # 109 s (66 s once the activation profiles are cached)
+    "test_runtime_endings.py",  # 94 s
+    "test_binder_limits.py",  # 54 s
+    "test_pool.py",  # 40 s
+    "test_peak_tracker_llama_1b.py",  # 31 s
+    "test_peak_tracker_hf.py",  # 25 s
+    "09_activations_and_recomputation.ipynb",  # 21 s
+    "test_torch_reference.py",  # 20 s
+    "05_materialized.ipynb",  # 15 s
+    "13_long_context.ipynb",  # 14 s
+    "test_static_checks.py",  # 13 s with no mypy cache; 2 s with one
+    "test_torch_ref_one_gpu.py",  # 13 s
+    "test_runtime.py",  # 12 s
+    "14_mixture_of_experts.ipynb",  # 12 s
 )
 
 
