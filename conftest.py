@@ -30,26 +30,27 @@ if TYPE_CHECKING:  # (torch is imported by the fixture, for the files that ask f
     from placement_edu.runtime.peak_tracker import TrackerProcess
 
 
-#: The files that take longest, longest first (worker-seconds of a fresh clone's ``bash .ci/run``
-#: with empty caches, ``--junitxml``, on the 2-core machine, 2026-12-07). They are handed out
-#: first, then the other notebooks, then the rest: xdist gives each worker a whole file at
-#: a time in collection order (``--dist loadfile --no-loadscope-reorder``), so the short files even
-#: the two workers out at the end; its default order (most tests first) left a long file of few
-#: tests last.
-LONGEST_FIRST = (  # (seconds on one of 2 workers in a fresh clone's CI run, cold caches)
-    "test_browser.py",  # 134 s
-    "test_peak_tracker.py",  # 109 s (66 s once the activation profiles are cached)
-    "test_runtime_endings.py",  # 94 s
-    "test_binder_limits.py",  # 54 s
-    "test_pool.py",  # 40 s
-    "test_peak_tracker_llama_1b.py",  # 31 s
-    "test_peak_tracker_hf.py",  # 25 s
-    "09_activations_and_recomputation.ipynb",  # 21 s
-    "test_torch_reference.py",  # 20 s
-    "05_materialized.ipynb",  # 15 s
-    "13_long_context.ipynb",  # 14 s
-    "test_static_checks.py",  # 13 s with no mypy cache; 2 s with one
-    "test_torch_ref_one_gpu.py",  # 13 s
+#: The files handed out first, in this order: the long ones, so that the short files even the two
+#: workers out at the end (xdist gives each worker a whole file at a time in collection order,
+#: ``--dist loadfile --no-loadscope-reorder``; its default order, most tests first, left a long file
+#: of few tests last), and among them each file that mostly waits -- on ranks' timeouts, a killed
+#: process's end -- placed to run beside one that computes: two waiting at once left a core idle for
+#: a minute (a fresh clone's CI run, 2026-12-07). Then the other notebooks, then the rest. Seconds:
+#: one worker of 2 in a fresh clone's ``bash .ci/run`` with empty caches (``--junitxml``).
+HANDED_OUT_FIRST = (
+    "test_browser.py",  # 111 s, computes (JupyterLab, Chromium, kernels)
+    "test_runtime_endings.py",  # 80 s, waits (timeouts, ends of killed commands)
+    "test_peak_tracker.py",  # 81 s, computes (66 s once the activation profiles are cached)
+    "test_binder_limits.py",  # 48 s, waits
+    "test_peak_tracker_hf.py",  # 18 s, computes
+    "test_peak_tracker_llama_1b.py",  # 16 s, computes
+    "test_pool.py",  # 38 s, waits (its 10 s timeouts)
+    "09_activations_and_recomputation.ipynb",  # 16 s
+    "test_static_checks.py",  # 17 s with no mypy cache; 2 s with one
+    "test_torch_reference.py",  # 22 s
+    "05_materialized.ipynb",  # 14 s
+    "13_long_context.ipynb",  # 12 s
+    "test_torch_ref_one_gpu.py",  # 15 s
     "test_runtime.py",  # 12 s
     "14_mixture_of_experts.ipynb",  # 12 s
 )
@@ -57,8 +58,8 @@ LONGEST_FIRST = (  # (seconds on one of 2 workers in a fresh clone's CI run, col
 
 def _hand_out_order(item: pytest.Item) -> tuple[int, int]:
     name = item.path.name
-    if name in LONGEST_FIRST:
-        return (0, LONGEST_FIRST.index(name))
+    if name in HANDED_OUT_FIRST:
+        return (0, HANDED_OUT_FIRST.index(name))
     return (1, 0) if item.path.suffix == ".ipynb" else (2, 0)
 
 
