@@ -1,8 +1,9 @@
 """GPT-2 124M (s = 1024, b = 1) predicted against PyTorch's own accounting, live: FSDP2 at N = 8 and
 64, ranks 0 and N - 1, fp32 and FSDP2's bf16 mixed precision (``tracker_cases.SUITE``; N = 1024 in
-``benchmarks/bench_tracker_matrix.py``), one
-device under each recomputation, selective recomputation and FSDP2 without resharding at N = 8, each
-Adam, SDPA, and ``fit --verify`` (``tests/tracker_cases.py`` says what each case checks)."""
+``benchmarks/bench_tracker_matrix.py``), one device, and ``fit --verify``, all at its 12 blocks; on
+its widths at ``BLOCKS`` blocks, one device under selective and full recomputation, selective
+recomputation and FSDP2 without resharding at N = 8, each Adam, SDPA, a longer micro-batch
+(``tests/tracker_cases.py`` says what each case checks)."""
 
 from __future__ import annotations
 

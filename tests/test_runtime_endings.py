@@ -86,7 +86,7 @@ def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves
         _, err = command.communicate(timeout=30)
     finally:
         command.kill()
-    assert command.returncode == code
+    assert command.returncode == code, err[-3000:]
     assert err.splitlines() == [err.strip()] and err.startswith(
         f"placement-edu: interrupted by {sig.name}: stopped 4 ranks of zero3 on data=4 after step "
     ), err
@@ -223,6 +223,24 @@ def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_ot
         "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
         "then rank 0, 1, 3 stopped: the launcher ended them (no error of their own)",
     ]
+
+
+def test_ranks_dead_of_sigint_are_a_ctrl_c_even_when_torch_saw_them_before_the_handler_ran():
+    """The race CI lost once (exit 1, "run failed", for a Ctrl-C to the group): the ranks died of
+    the SIGINT before the launcher's own handler ran. A rank dead of SIGINT means Ctrl-C; one
+    killed, frozen or failing does not."""
+    from types import SimpleNamespace
+
+    from placement_edu.runtime.launcher import _killed_by_sigint
+
+    def failures(*exitcodes: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            failures={r: SimpleNamespace(exitcode=code) for r, code in enumerate(exitcodes)}
+        )
+
+    assert _killed_by_sigint(failures(-signal.SIGINT, -signal.SIGINT, 1))
+    assert not _killed_by_sigint(failures(-signal.SIGKILL, 1))
+    assert not _killed_by_sigint(failures(1, 143))
 
 
 @pytest.mark.parametrize(

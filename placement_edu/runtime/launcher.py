@@ -137,13 +137,30 @@ def launch(
         rundir.remove_torch_error_files(started)  # one may be left if it came as ranks started
         raise RunInterrupted(signum, interrupted(signum, run_dir, world_size)) from None
     except ChildFailedError as error:
-        raise RunFailed(_explain(run_dir, error, world_size, timeout_s)) from None
+        ctrl_c = _killed_by_sigint(error)
+        try:
+            if ctrl_c:  # the same Ctrl-C's handler, if still on its way here, runs now
+                time.sleep(0.2)
+        except _Stop:
+            pass
+        if not ctrl_c:
+            raise RunFailed(_explain(run_dir, error, world_size, timeout_s)) from None
+        raise RunInterrupted(
+            signal.SIGINT, interrupted(signal.SIGINT, run_dir, world_size)
+        ) from None
     finally:
         stop.set()
         _restore(handlers)
         rundir.remove(run_dir)
         forkserver.release(jobs)
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
+
+
+def _killed_by_sigint(error: ChildFailedError) -> bool:
+    """Whether a rank died of SIGINT: a Ctrl-C to the terminal's process group reaches the ranks
+    and this process at once, and on a loaded machine torch's monitor can see the ranks gone
+    before this process's handler has run (CI, once: "run failed", exit 1). It is still Ctrl-C."""
+    return any(failure.exitcode == -signal.SIGINT for failure in error.failures.values())
 
 
 #: Seconds a kernel waits for its interrupted agent to say where the run stopped before it ends the
