@@ -1,6 +1,7 @@
 """The same checks through the ``transformers`` extra: HF's own GPT-2 and Llama modules, built from
 a local config.json (``tests/tracker_cases.py``: the published configs' shaping fields; nothing is
-downloaded)."""
+downloaded), on their widths at ``BLOCKS`` blocks: HF's module repeats one block as the reference
+model does, which the suite checks at full depth."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.runtime
 @pytest.mark.parametrize(
     "model, devices, rank, precision, recompute, blocks",
     [
-        ("gpt2", 8, 7, "fsdp2_bf16", "none", None),  # (the full depth)
+        ("gpt2", 8, 7, "fsdp2_bf16", "none", BLOCKS),
         ("gpt2", 1, 0, "fp32", "none", BLOCKS),
         ("gpt2", 8, 0, "fsdp2_bf16", "selective", BLOCKS),  # HF's checkpointing, the same policy
         ("llama-1b", 8, 0, "fp32", "none", BLOCKS),

@@ -39,7 +39,7 @@ slow = pytest.mark.slow
 #: or per event, and a deeper model repeats it. A tracked step's cost grows faster than its depth
 #: (2-core CPU, quiet: GPT-2 on one device 5.8 s at 12 blocks, 0.9 s at 3; Llama-3.2-1B 12.5 s at
 #: 16, 1.6 s at 4; Llama-3-8B at N = 8 14.7 s at 32, 1.2 s at 4). GPT-2's SUITE cases, GPT-2 on
-#: one device, HF's GPT-2 at N = 8 and the 1B at N = 8 keep the full depth;
+#: one device, ``fit --verify`` and the 1B at N = 8 keep the full depth;
 #: ``benchmarks/bench_tracker_matrix.py`` measures every model's whole matrix at full depth.
 BLOCKS = 4
 
