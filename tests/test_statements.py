@@ -137,6 +137,17 @@ def _notebook(number: str) -> list[str]:
     return _markdown(notebook)
 
 
+def _printed(number: str) -> list[str]:
+    """The text of each output of notebook ``number``'s code cells, as saved."""
+    (notebook,) = [nb for nb in NOTEBOOKS if nb.name.startswith(number)]
+    return [
+        "".join(o.get("text", ""))
+        for c in json.loads(notebook.read_text())["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    ]
+
+
 def test_tensor_parallel_memory_names_the_term_megatron_leaves_replicated():
     # Megatron keeps each layer's two layernorms (2·2h) and two row-parallel biases (2·h), and the
     # final layernorm (2h), whole on every tensor rank: R = 6h·L + 2h. GPT-3 175B (Brown et al.
@@ -224,12 +235,7 @@ def test_zero_4x_and_8x_are_limits_and_their_values_at_n_8_are_given():
 def test_06_says_the_compute_its_own_cell_prints():
     # once "a second or two" of compute beside a cell printing 34.79 s
     (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("06")]
-    outputs = " ".join(
-        "".join(o.get("text", ""))
-        for c in json.loads(nb.read_text())["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-    )
+    outputs = " ".join(_printed("06"))
     assert "34.79 s" in outputs
     assert any("computes for 35 s" in " ".join(t.split()) for t in _markdown(nb))
     for where, text in _prose():
@@ -296,13 +302,7 @@ def test_07_reproduces_every_column_of_zero_table_1():
     # Rajbhandari et al. 2020, Table 1: 7.5B, 128B and 1T models at N = 1..1024 (K = 12). By hand at
     # N = 64: 128e9 × (4 + 12/64, 2 + 14/64, 16/64) = 536, 284, 32 GB; 1e12 × the same = 4187.5,
     # 2218.75, 250 GB. Once 07 showed only the 7.5B column.
-    (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("07")]
-    outputs = [
-        "".join(o.get("text", ""))
-        for c in json.loads(nb.read_text())["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-    ]
+    outputs = _printed("07")
     (table,) = [o for o in outputs if "Ψ = 1.28e+11" in o]
     billions, trillion = table.split("Ψ = 1e+12")
     rows = [line.split() for part in (billions, trillion) for line in part.splitlines()]
@@ -355,14 +355,7 @@ def test_10_says_sequence_parallelism_moves_a_quarter_more_than_plain_tp():
     # Megatron's SP re-gathers each block's input in backward: per layer 6 all-gathers + 4
     # reduce-scatters of (t-1)/t·S against 4 all-reduces (8 such), 10/8 = 1.25×; 10 once said
     # "the bytes are the same ... not traffic" above a cell printing 8.053064 GB against 6.442451
-    (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("10")]
-    (printed,) = [
-        "".join(o.get("text", ""))
-        for c in json.loads(nb.read_text())["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-        if "activation ring bytes per step" in "".join(o.get("text", ""))
-    ]
+    (printed,) = [o for o in _printed("10") if "activation ring bytes per step" in o]
     printed = re.sub(r"\n +", " ", printed)  # each line wrapped at 100 characters, joined back
     ring = dict(
         re.findall(
@@ -371,7 +364,7 @@ def test_10_says_sequence_parallelism_moves_a_quarter_more_than_plain_tp():
     )
     ratio = float(ring["sequence parallel"]) / float(ring["plain TP"])  # GB printed to 6 digits
     assert round(ratio, 4) == 1.25
-    (cell,) = [t for t in _markdown(nb) if "**sequence parallelism**" in t and "**g**" in t]
+    (cell,) = [t for t in _notebook("10") if "**sequence parallelism**" in t and "**g**" in t]
     flat = " ".join(cell.split())
     assert "1.25×" in flat and "not traffic" not in flat
 
@@ -380,13 +373,7 @@ def test_11_why_the_top_choices_win_quotes_the_compute_and_bubbles_its_cells_pri
     # The paragraph's seconds are read from the plan lines above it ("compute 77.474, ...,
     # bubble 1.816") by pipeline depth: compute 76.7 s without a pipeline, 77.0 / 77.5 / 78.5 s
     # at p = 2 / 4 / 8 (the last stage's logit layer), and each depth's bubble.
-    (nb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("11")]
-    printed = "".join(
-        "".join(o.get("text", ""))
-        for c in json.loads(nb.read_text())["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-    )
+    printed = "".join(_printed("11"))
     plans = re.findall(
         r"pipeline=(\d+), recompute selective, m = \d+\n\s+[\d.]+ s \(compute ([\d.]+), "
         r"comm [\d.]+, exposed [\d.]+, bubble ([\d.]+)\)",
