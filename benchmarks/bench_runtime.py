@@ -8,8 +8,12 @@
 (c) the peak memory of the ranks of a 4- and an 8-rank pool during a run: RSS and PSS summed over
     the ranks (PSS shares the pages the ranks have in common, so it is what they cost together),
     read from /proc/PID/smaps_rollup every 20 ms;
-(d) the wall time of the whole runtime test suite (tests/test_runtime*.py), in a subprocess.
-Pass --no-suite to skip (d).
+(d) a command's run against a script's: ``placement-edu run zero3 --world-size 4 --steps 2``
+    (its launch in an agent forked from the rank server: the command never imports torch) and
+    a script that calls ``run`` (torch's launcher in the script's own process); median wall time
+    and CPU time of the whole machine (/proc/stat, every process: read on a quiet machine);
+(e) the wall time of the whole runtime test suite (tests/test_runtime*.py), in a subprocess.
+Pass --no-suite to skip (e).
 """
 
 from __future__ import annotations
@@ -113,6 +117,43 @@ def bench_memory(world_size: int) -> None:
     )
 
 
+def _machine_cpu_s() -> float:
+    """CPU seconds every process of this machine has used (/proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq = map(int, f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_command(repeats: int = 5) -> None:
+    script = (
+        "from placement_edu.runtime import RunConfig, run\n"
+        "print(run(RunConfig('zero3', 4, steps=2), progress=False).equivalent)"
+    )
+    ways = {
+        "placement-edu run (launch in an agent)": [
+            "-m",
+            "placement_edu.cli",
+            "run",
+            "zero3",
+            "--world-size",
+            "4",
+            "--steps",
+            "2",
+        ],
+        "a script calling run (launch in its process)": ["-c", script],
+    }
+    measured: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+    for _ in range(repeats):  # alternated, so that the machine's noise falls on both
+        for way, argv in ways.items():
+            cpu, start = _machine_cpu_s(), time.perf_counter()
+            subprocess.run([sys.executable, *argv], check=True, capture_output=True)
+            measured[way].append((time.perf_counter() - start, _machine_cpu_s() - cpu))
+    for way, times in measured.items():
+        wall = sorted(w for w, _ in times)[repeats // 2]
+        cpu = sorted(c for _, c in times)[repeats // 2]
+        print(f"{way}: zero3, 4 ranks, 2 steps, median {wall:.2f} s wall, {cpu:.2f} s CPU")
+
+
 def bench_suite() -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tests = sorted(
@@ -137,5 +178,6 @@ if __name__ == "__main__":
     bench_warm()
     for n in (4, 8):
         bench_memory(n)
+    bench_command()
     if "--no-suite" not in sys.argv:
         bench_suite()

@@ -1,5 +1,6 @@
 """The run command on real ranks: its JSON reports equivalence and bytes, and two runs started at
-once do not collide."""
+once do not collide; the command's own process never imports torch (its launch runs in an agent,
+``runtime/agent.py``)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,21 @@ def test_cli_run_json_reports_equivalence_and_bytes(capsys):
     assert len(d["ledger"]) == 2 and d["ledger"][0][0]["op"] == "broadcast"
 
 
-def test_two_runs_started_at_once_do_not_collide():
+#: ``placement-edu ...``, then whether the command's own process imported torch, on stderr.
+COMMAND = (
+    "import sys\n"
+    "from placement_edu.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+    "sys.exit(code)"
+)
+
+
+def test_two_runs_started_at_once_do_not_collide_and_neither_command_imports_torch():
     cmd = [
         sys.executable,
-        "-m",
-        "placement_edu.cli",
+        "-c",
+        COMMAND,
         "run",
         "dp",
         "--world-size",
@@ -43,3 +54,4 @@ def test_two_runs_started_at_once_do_not_collide():
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
     assert all(json.loads(o[0])["equivalent"] for o in outs)
+    assert [o[1] for o in outs] == ["torch imported: False\n"] * 2

@@ -39,11 +39,14 @@ R = TypeVar("R")
 def launched(launch: Callable[[], R], show: Callable[[R], str], what: str = "run") -> int:
     """Run ``launch`` (it starts processes) and print ``show`` of its result; the exit status. Every
     launching command ends the same way: Ctrl-C or SIGTERM, one line and 130 or 143; a failed rank,
-    the report (root cause first) and 1."""
+    the report (root cause first) and 1. The launch runs in an agent (``runtime/agent.py``): this
+    process never imports torch for it."""
+    from placement_edu.runtime.agent import for_a_command
     from placement_edu.runtime.launcher import RunFailed, RunInterrupted
 
     try:
-        result = launch()
+        with for_a_command():
+            result = launch()
     except RunInterrupted as stopped:
         print(f"placement-edu: {stopped}", file=sys.stderr)
         return stopped.exit_code

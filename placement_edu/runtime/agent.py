@@ -1,4 +1,4 @@
-"""The launch's agent, out of the notebook kernel: a kernel that runs ranks never imports torch.
+"""The launch's agent, out of the notebook kernel or the command: they run ranks without torch.
 
 torch's elastic launcher starts, watches and stops the ranks from an "agent" -- by default the
 process that calls it. In a notebook that is the kernel, and importing torch there costs ~125 MiB of
@@ -14,24 +14,46 @@ What the kernel sees is what it would have seen: the ranks' measurements, or the
 kernel's process group); if it does not, the kernel passes it on. The agent ends when the kernel
 does, however it ends (its watch), and the ranks watch the kernel as before (``worker._exit_with``).
 The kernel's side is ``launcher._launch_from_agent``; this module is the agent's.
+
+A command (``placement-edu run``, ``torch-ref``, ``calibrate``) launches the same way
+(``for_a_command``), so ``run`` and ``torch-ref`` never import torch in their own process: about
+1.5 s of CPU less a run (``benchmarks/bench_runtime.py``). A command's endings are the kernel's:
+Ctrl-C reaches the agent with the command's process group, SIGTERM to the command is passed on,
+and a killed command takes its agent and ranks along.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+#: Whether a command's launch is under way here (``for_a_command``).
+_command = False
+
+
+@contextlib.contextmanager
+def for_a_command() -> Iterator[None]:
+    """Launches made within are a command's: they go through an agent, as a kernel's do."""
+    global _command
+    before, _command = _command, True
+    try:
+        yield
+    finally:
+        _command = before
 
 
 def wanted() -> bool:
-    """Launch from an agent: in a notebook kernel (ipykernel) that has not imported torch, with the
-    ranks forked from the rank server -- and not in the agent itself (which has torch)."""
+    """Launch from an agent: in a notebook kernel (ipykernel) that has not imported torch, or for a
+    command, with the ranks forked from the rank server -- and not in the agent itself (which
+    has torch)."""
     from placement_edu.runtime import forkserver
 
     return (
-        "ipykernel" in sys.modules
-        and "torch" not in sys.modules
+        (_command or ("ipykernel" in sys.modules and "torch" not in sys.modules))
         and os.environ.get("PLACEMENT_EDU_START_METHOD") != "spawn"
         and not forkserver.borrowed()
     )
@@ -52,6 +74,8 @@ def agent_main(
     forkserver.borrow(address, owner)
     threading.Thread(target=_exit_with, args=(owner[0],), name="agent-watch", daemon=True).start()
     try:
+        # the server started with Ctrl-C held, for its ranks (``launcher``): this launch takes it
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         outcome: tuple[str, Any] = ("ok", function(*args))
     except BaseException as error:  # noqa: BLE001 -- every ending goes back to the kernel
         outcome = ("error", error)

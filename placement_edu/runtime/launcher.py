@@ -74,8 +74,8 @@ def launch(
     failure: dict | None = None,
 ) -> list[list[dict]]:
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
-    rank's raw measurements. From a notebook kernel, torch's launcher runs in an agent process
-    (``agent.py``): the kernel never imports torch."""
+    rank's raw measurements. From a notebook kernel or a command, torch's launcher runs in an
+    agent process (``agent.py``): the kernel or command never imports torch."""
     from placement_edu.runtime import agent
 
     timeout_s = positive_seconds("timeout_s", timeout_s)
@@ -145,6 +145,7 @@ def launch(
             pass
         if not ctrl_c:
             raise RunFailed(_explain(run_dir, error, world_size, timeout_s)) from None
+        rundir.remove_torch_error_files(started)
         raise RunInterrupted(
             signal.SIGINT, interrupted(signal.SIGINT, run_dir, world_size)
         ) from None
@@ -175,22 +176,24 @@ def _launch_from_agent(
     progress: bool,
     failure: dict | None,
 ) -> list[list[dict]]:
-    """``launch`` in an agent forked from the rank server (``agent.py``), from a notebook kernel
-    that then never imports torch: its result, or its error raised here. Ctrl-C or SIGTERM here
-    (a Jupyter interrupt, a kernel's shutdown) reaches the agent too, which stops its ranks and
-    says where; this process then ends as it would have (``RunInterrupted``)."""
+    """``launch`` in an agent forked from the rank server (``agent.py``), from a notebook kernel or
+    a command, which then need not import torch: its result, or its error raised here. Ctrl-C or
+    SIGTERM here (a Jupyter interrupt, a kernel's shutdown) reaches the agent too, which stops its
+    ranks and says where; this process then ends as it would have (``RunInterrupted``)."""
     import multiprocessing
 
     from placement_edu.runtime.agent import agent_main
 
     rundir.quiet_resource_tracker()  # (started with the server, as by launch)
     forkserver.start_method()  # the server imports torch and the worker when it starts
+    with ranks_start_with_sigint_held():  # as a launch starts it: its forks start with it held
+        server = forkserver.address()
     context = multiprocessing.get_context("forkserver")
     receive, send = context.Pipe(duplex=False)
     args = (jobs, world_size, timeout_s, progress, failure)
     helper = context.Process(  # (not a daemon: it starts the ranks)
         target=agent_main,
-        args=(send, forkserver.address(), forkserver.owner(), launch, args),
+        args=(send, server, forkserver.owner(), launch, args),
         name="placement-edu-agent",
     )
     forkserver.hold(helper)
@@ -212,6 +215,8 @@ def _launch_from_agent(
         _restore(handlers)
         forkserver.release(helper)
     kind, value = outcome
+    if isinstance(value, KeyboardInterrupt):  # a Ctrl-C before the agent's launch took the signals
+        value = RunInterrupted(signal.SIGINT, "interrupted by SIGINT: before its ranks started")
     if kind == "error":
         raise value
     return value  # type: ignore[no-any-return]
