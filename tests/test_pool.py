@@ -184,8 +184,9 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
 
 
 INTERRUPTED_SCRIPT = """
-import time
+import faulthandler, signal, time
 from placement_edu.runtime import RunConfig, WorkerPool
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # (the test's report, if it hangs)
 pool = WorkerPool(2, timeout_s=10)
 try:
     pool.run(RunConfig("zero3", 2, steps=5_000), progress=False)
@@ -232,7 +233,13 @@ def _interrupt_a_long_pool_run(run_tmpdir: Path) -> tuple[str, float, list[str],
         sent = time.monotonic()
         # (the stated slow path takes CANCEL_S for the ranks, CANCEL_S for the pool's thread, then
         # up to the pool's 10 s timeout to end the ranks it kills: CI once waited past 10 s here)
-        stopped = out.get(timeout=2 * CANCEL_S + 10 + 10).strip()
+        try:
+            stopped = out.get(timeout=2 * CANCEL_S + 10 + 10).strip()
+        except queue.Empty:  # where it waits: every thread's stack, on stderr
+            os.kill(script.pid, signal.SIGUSR1)
+            time.sleep(2)
+            script.kill()
+            pytest.fail("no line 24 s after the Ctrl-C:\n" + "".join(iter(err.get, None)))
         seconds = time.monotonic() - sent
         again = out.get(timeout=10).split()
         script.wait(timeout=10)
