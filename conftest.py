@@ -31,12 +31,12 @@ import pytest
 if TYPE_CHECKING:  # (torch is imported by the fixture, for the files that ask for it)
     from placement_edu.runtime.peak_tracker import TrackerProcess
 
-# The suite starts hundreds of Python processes (commands, kernels, rank servers, xdist's workers)
-# from the environment its set-up made, which compiles nothing ahead (compiling every module of
-# every package took 19 s of a fresh clone's set-up, most of it modules no test imports). Each module
-# is then compiled once, by the first process that imports it -- unless the environment says never
-# to write compiled files (PYTHONDONTWRITEBYTECODE, which this machine sets): then every process
-# would compile torch again. Not for the suite.
+# The suite starts hundreds of Python processes (commands, kernels, rank servers, xdist's
+# workers) from the environment its set-up made, which compiles nothing ahead (compiling every
+# module of every package took 19 s of a fresh clone's set-up, most of it modules no test imports).
+# Each module is then compiled once, by the first process that imports it -- unless the environment
+# says never to write compiled files (PYTHONDONTWRITEBYTECODE, which this machine sets): then every
+# process would compile torch again. Not for the suite.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 

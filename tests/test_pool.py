@@ -235,11 +235,22 @@ def _interrupt_a_long_pool_run(run_tmpdir: Path) -> tuple[str, float, list[str],
         # up to the pool's 10 s timeout to end the ranks it kills: CI once waited past 10 s here)
         try:
             stopped = out.get(timeout=2 * CANCEL_S + 10 + 10).strip()
-        except queue.Empty:  # where it waits: every thread's stack, on stderr
+        except queue.Empty:  # where it waits: every thread's stack, on stderr, and its signals
+            masks = [
+                line
+                for task in Path(f"/proc/{script.pid}/task").iterdir()
+                for line in (task / "status").read_text().splitlines()
+                if line.startswith(("Name", "SigBlk", "SigIgn", "SigCgt"))
+            ]
             os.kill(script.pid, signal.SIGUSR1)
             time.sleep(2)
             script.kill()
-            pytest.fail("no line 24 s after the Ctrl-C:\n" + "".join(iter(err.get, None)))
+            pytest.fail(
+                "no line 24 s after the Ctrl-C:\n"
+                + "\n".join(masks)
+                + "\n"
+                + "".join(iter(err.get, None))
+            )
         seconds = time.monotonic() - sent
         again = out.get(timeout=10).split()
         script.wait(timeout=10)
