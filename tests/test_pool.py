@@ -243,7 +243,7 @@ def _interrupt_a_long_pool_run(run_tmpdir: Path) -> tuple[str, float, list[str],
         os.killpg(script.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
         sent = time.monotonic()
         # (the stated slow path takes CANCEL_S for the ranks, CANCEL_S for the pool's thread, then
-        # up to the pool's 10 s timeout to end the ranks it kills: CI once waited past 10 s here)
+        # up to the pool's 10 s timeout to end the ranks it kills)
         try:
             stopped = out.get(timeout=2 * CANCEL_S + 10 + 10).strip()
         except queue.Empty:  # where it waits: every thread's stack, on stderr, and its signals
