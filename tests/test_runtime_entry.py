@@ -84,3 +84,27 @@ def test_the_worker_outside_torchrun_says_how_to_start_it(monkeypatch, capsys):
         "placement_edu.runtime.worker: error: the worker runs under torchrun, which sets the world "
         "size: torchrun --nproc-per-node 2 -m placement_edu.runtime.worker zero3\n"
     )
+
+
+def test_a_commands_rank_server_imports_only_what_its_jobs_need(monkeypatch, tmp_path):
+    """A kernel's or a pool's server imports all of ``PRELOAD`` (it may run anything next); a
+    command's runs one launch, and leaves PyTorch's implementations out unless a job is one."""
+    import multiprocessing.forkserver
+
+    from placement_edu.implementations import TorchRefConfig
+    from placement_edu.runtime import RunConfig
+
+    preloads: list[list[str]] = []
+    monkeypatch.setattr(multiprocessing.forkserver, "set_forkserver_preload", preloads.append)
+    monkeypatch.delenv("PLACEMENT_EDU_START_METHOD", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    toy, ddp = RunConfig("zero3", 4), TorchRefConfig("ddp", 2)
+    assert [forkserver.start_method(jobs) for jobs in ([toy], [toy, ddp], None)] == [
+        "forkserver"
+    ] * 3
+    assert preloads == [
+        ["placement_edu.runtime.server_setup", "placement_edu.runtime.worker"],
+        forkserver.PRELOAD,
+        forkserver.PRELOAD,
+    ]
+    assert "torch.distributed.pipelining" in forkserver.REFERENCE_ONLY

@@ -16,8 +16,10 @@ does, however it ends (its watch), and the ranks watch the kernel as before (``w
 The kernel's side is ``launcher._launch_from_agent``; this module is the agent's.
 
 A command (``placement-edu run``, ``torch-ref``, ``calibrate``) launches the same way
-(``for_a_command``), so ``run`` and ``torch-ref`` never import torch in their own process: about
-1.5 s of CPU less a run (``benchmarks/bench_runtime.py``). A command's endings are the kernel's:
+(``for_a_command``), so ``run`` and ``torch-ref`` never import torch in their own process, and the
+server it starts for its one launch imports only what the launch's jobs need
+(``forkserver.start_method``): a 4-rank run costs less than half the CPU it did
+(``benchmarks/bench_runtime.py``). A command's endings are the kernel's:
 Ctrl-C reaches the agent with the command's process group, SIGTERM to the command is passed on,
 and a killed command takes its agent and ranks along.
 """
@@ -44,6 +46,11 @@ def for_a_command() -> Iterator[None]:
         yield
     finally:
         _command = before
+
+
+def in_a_command() -> bool:
+    """Whether this launch is a command's (``for_a_command``): its process runs no other."""
+    return _command
 
 
 def wanted() -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 #: What the server imports once, before it forks any rank: the worker (torch with it) and the
 #: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
@@ -35,6 +35,8 @@ PRELOAD = [
     "torch.distributed.tensor.parallel",
     "torch.distributed.pipelining",
 ]
+#: The part of ``PRELOAD`` only PyTorch's own implementations use (1.3 s of CPU to import here).
+REFERENCE_ONLY = PRELOAD[2:]
 
 #: Seconds the server stays after its last holder let go (the next run then skips importing torch).
 IDLE_S = 60.0
@@ -46,15 +48,20 @@ _timer: threading.Timer | None = None
 _borrowed_from: tuple[int, str] | None = None
 
 
-def start_method() -> Literal["forkserver", "spawn"]:
+def start_method(only_for: Sequence[object] | None = None) -> Literal["forkserver", "spawn"]:
     """ "forkserver", with ``PRELOAD`` to be imported when the server starts (set before it does;
-    a running server keeps what it has). PLACEMENT_EDU_START_METHOD=spawn brings back the old
-    way, to compare."""
+    a running server keeps what it has): all that any run needs, for a process that may run
+    several (a kernel, a pool). A command runs one launch: ``only_for`` its jobs, the server leaves
+    out ``REFERENCE_ONLY`` unless a job is one of PyTorch's implementations.
+    PLACEMENT_EDU_START_METHOD=spawn brings back the old way, to compare."""
     from multiprocessing import forkserver
+
+    from placement_edu.implementations import TorchRefConfig
 
     if os.environ.get("PLACEMENT_EDU_START_METHOD") == "spawn":
         return "spawn"
-    forkserver.set_forkserver_preload(PRELOAD)
+    needed = only_for is None or any(isinstance(job, TorchRefConfig) for job in only_for)
+    forkserver.set_forkserver_preload([m for m in PRELOAD if needed or m not in REFERENCE_ONLY])
     # the server inherits this process's environment when it starts: its compiler cache
     # ("torchinductor_<user>", made by importing pipelining) goes in this process's own folder,
     # removed at exit (or by the ranks, if this process is killed), not left in TMPDIR

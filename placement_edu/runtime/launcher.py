@@ -182,10 +182,12 @@ def _launch_from_agent(
     ranks and says where; this process then ends as it would have (``RunInterrupted``)."""
     import multiprocessing
 
+    from placement_edu.runtime import agent
     from placement_edu.runtime.agent import agent_main
 
     rundir.quiet_resource_tracker()  # (started with the server, as by launch)
-    forkserver.start_method()  # the server imports torch and the worker when it starts
+    # the server imports torch and the worker when it starts (a command's: what its jobs need)
+    forkserver.start_method(jobs if agent.in_a_command() else None)
     with ranks_start_with_sigint_held():  # as a launch starts it: its forks start with it held
         server = forkserver.address()
     context = multiprocessing.get_context("forkserver")
@@ -213,7 +215,7 @@ def _launch_from_agent(
         helper.join()
     finally:
         _restore(handlers)
-        forkserver.release(helper)
+        forkserver.release(helper, 0.0 if agent.in_a_command() else None)  # (made for one launch)
     kind, value = outcome
     if isinstance(value, KeyboardInterrupt):  # a Ctrl-C before the agent's launch took the signals
         value = RunInterrupted(signal.SIGINT, "interrupted by SIGINT: before its ranks started")
