@@ -20,14 +20,11 @@ import os
 import threading
 from typing import Any, Literal, Sequence
 
-#: What the server imports once, before it forks any rank: the worker (torch with it) and the
-#: modules PyTorch's own implementations need (``torch_reference.py``: DDP, ZeroRedundancyOptimizer,
-#: FSDP2, DTensor, pipelining) -- 75 MiB more in the server, and 115 MiB less in each of those
-#: ranks. (Importing pipelining makes torch's compiler cache folder: ``start_method`` puts it in
-#: ours.)
-PRELOAD = [
-    "placement_edu.runtime.server_setup",  # ranks re-run no script of the learner (its docstring)
-    "placement_edu.runtime.worker",
+#: The modules only PyTorch's own implementations need (``torch_reference.py``: DDP,
+#: ZeroRedundancyOptimizer, FSDP2, DTensor, pipelining): 1.3 s of CPU to import, 75 MiB more in the
+#: server, and 115 MiB less in each of those ranks. (Importing pipelining makes torch's compiler
+#: cache folder: ``start_method`` puts it in ours.)
+REFERENCE_ONLY = [
     "placement_edu.runtime.torch_reference",
     "torch.distributed.optim",
     "torch.nn.parallel",
@@ -35,8 +32,13 @@ PRELOAD = [
     "torch.distributed.tensor.parallel",
     "torch.distributed.pipelining",
 ]
-#: The part of ``PRELOAD`` only PyTorch's own implementations use (1.3 s of CPU to import here).
-REFERENCE_ONLY = PRELOAD[2:]
+#: What the server imports once, before it forks any rank: the worker (torch with it), then the
+#: modules above.
+PRELOAD = [
+    "placement_edu.runtime.server_setup",  # ranks re-run no script of the learner (its docstring)
+    "placement_edu.runtime.worker",
+    *REFERENCE_ONLY,
+]
 
 #: Seconds the server stays after its last holder let go (the next run then skips importing torch).
 IDLE_S = 60.0

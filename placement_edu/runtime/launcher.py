@@ -183,7 +183,6 @@ def _launch_from_agent(
     import multiprocessing
 
     from placement_edu.runtime import agent
-    from placement_edu.runtime.agent import agent_main
 
     rundir.quiet_resource_tracker()  # (started with the server, as by launch)
     # the server imports torch and the worker when it starts (a command's: what its jobs need)
@@ -194,7 +193,7 @@ def _launch_from_agent(
     receive, send = context.Pipe(duplex=False)
     args = (jobs, world_size, timeout_s, progress, failure)
     helper = context.Process(  # (not a daemon: it starts the ranks)
-        target=agent_main,
+        target=agent.agent_main,
         args=(send, server, forkserver.owner(), launch, args),
         name="placement-edu-agent",
     )
