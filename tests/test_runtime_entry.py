@@ -98,6 +98,8 @@ def test_a_commands_rank_server_imports_only_what_its_jobs_need(monkeypatch, tmp
     monkeypatch.setattr(multiprocessing.forkserver, "set_forkserver_preload", preloads.append)
     monkeypatch.delenv("PLACEMENT_EDU_START_METHOD", raising=False)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(forkserver, "running", lambda: False)  # (this worker's may be up)
+    monkeypatch.setattr(forkserver, "_imports_reference", True)  # (put back afterwards)
     toy, ddp = RunConfig("zero3", 4), TorchRefConfig("ddp", 2)
     assert [forkserver.start_method(jobs) for jobs in ([toy], [toy, ddp], None)] == [
         "forkserver"
@@ -108,3 +110,37 @@ def test_a_commands_rank_server_imports_only_what_its_jobs_need(monkeypatch, tmp
         forkserver.PRELOAD,
     ]
     assert "torch.distributed.pipelining" in forkserver.REFERENCE_ONLY
+
+
+@pytest.mark.parametrize(
+    "imports_reference, jobs, held, restarted",
+    [
+        (False, "ddp", False, True),  # a command's toy server, then PyTorch's DDP: started again
+        (False, "ddp", True, False),  # ...unless a pool holds it (its ranks import what they need)
+        (False, "toy", False, False),  # toy runs need nothing more
+        (True, "ddp", False, False),  # it has everything already
+    ],
+)
+def test_a_running_server_is_started_again_only_when_it_lacks_what_a_launch_needs(
+    monkeypatch, tmp_path, imports_reference, jobs, held, restarted
+):
+    """``cli.main`` called twice in one process: a toy command's server lacks PyTorch's
+    implementations; a later torch-ref launch stops it, so it starts again with them, while
+    anything else keeps it (a running server cannot import more)."""
+    import multiprocessing.forkserver
+
+    from placement_edu.implementations import TorchRefConfig
+    from placement_edu.runtime import RunConfig
+
+    stopped: list[bool] = []
+    monkeypatch.setattr(multiprocessing.forkserver, "set_forkserver_preload", lambda m: None)
+    monkeypatch.delenv("PLACEMENT_EDU_START_METHOD", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(forkserver, "running", lambda: True)
+    monkeypatch.setattr(forkserver, "stop", lambda: stopped.append(True))
+    monkeypatch.setattr(forkserver, "_imports_reference", imports_reference)
+    monkeypatch.setattr(forkserver, "_holders", {1} if held else set())
+    job = TorchRefConfig("ddp", 2) if jobs == "ddp" else RunConfig("zero3", 4)
+    assert forkserver.start_method([job]) == "forkserver"
+    assert stopped == ([True] if restarted else [])
+    assert forkserver._imports_reference is (imports_reference or restarted)

@@ -39,6 +39,8 @@ PRELOAD = [
     "placement_edu.runtime.worker",
     *REFERENCE_ONLY,
 ]
+#: Whether the server (the running one, else the next) imports ``REFERENCE_ONLY``.
+_imports_reference = True
 
 #: Seconds the server stays after its last holder let go (the next run then skips importing torch).
 IDLE_S = 60.0
@@ -54,15 +56,25 @@ def start_method(only_for: Sequence[object] | None = None) -> Literal["forkserve
     """ "forkserver", with ``PRELOAD`` to be imported when the server starts (set before it does;
     a running server keeps what it has): all that any run needs, for a process that may run
     several (a kernel, a pool). A command runs one launch: ``only_for`` its jobs, the server leaves
-    out ``REFERENCE_ONLY`` unless a job is one of PyTorch's implementations.
+    out ``REFERENCE_ONLY`` unless a job is one of PyTorch's implementations. A later launch in the
+    same process (``cli.main`` called again) that needs them restarts such a server if nothing
+    holds it.
     PLACEMENT_EDU_START_METHOD=spawn brings back the old way, to compare."""
     from multiprocessing import forkserver
 
     from placement_edu.implementations import TorchRefConfig
 
+    global _imports_reference
     if os.environ.get("PLACEMENT_EDU_START_METHOD") == "spawn":
         return "spawn"
     needed = only_for is None or any(isinstance(job, TorchRefConfig) for job in only_for)
+    if running():
+        if _imports_reference or not needed or borrowed() or _holders:
+            return "forkserver"  # as it is (held, without them: its ranks import them)
+        with _lock:  # made for a command's toy runs, and unheld: started again with everything
+            _cancel_timer()
+            stop()
+    _imports_reference = needed
     forkserver.set_forkserver_preload([m for m in PRELOAD if needed or m not in REFERENCE_ONLY])
     # the server inherits this process's environment when it starts: its compiler cache
     # ("torchinductor_<user>", made by importing pipelining) goes in this process's own folder,
@@ -122,19 +134,23 @@ def borrowed() -> bool:
 
 def hold(who: object) -> None:
     """``who`` (a launch, a pool) needs the server: keep it."""
-    global _timer
     if _borrowed_from is not None:
         return  # the kernel holds its server
     with _lock:
         _holders.add(id(who))
-        if _timer is not None:
-            _timer.cancel()
-            _timer = None
+        _cancel_timer()
 
 
-def release(who: object, idle_s: float | None = None) -> None:
-    """``who`` no longer needs the server: stop it ``idle_s`` seconds (``IDLE_S``) after the last
-    holder let go, unless something holds it again meanwhile."""
+def _cancel_timer() -> None:
+    global _timer
+    if _timer is not None:
+        _timer.cancel()
+        _timer = None
+
+
+def release(who: object) -> None:
+    """``who`` no longer needs the server: stop it ``IDLE_S`` seconds after the last holder let
+    go, unless something holds it again meanwhile."""
     global _timer
     if _borrowed_from is not None:
         return
@@ -142,9 +158,8 @@ def release(who: object, idle_s: float | None = None) -> None:
         _holders.discard(id(who))
         if _holders or not running():
             return
-        if _timer is not None:
-            _timer.cancel()
-        _timer = threading.Timer(IDLE_S if idle_s is None else idle_s, _stop_if_unheld)
+        _cancel_timer()
+        _timer = threading.Timer(IDLE_S, _stop_if_unheld)
         _timer.daemon = True
         _timer.start()
 

@@ -94,6 +94,7 @@ def launch(
 
     from placement_edu.runtime import worker
 
+    method = forkserver.start_method()  # (before holding the server: it may start it again)
     forkserver.hold(jobs)
     run_dir = rundir.make("run")
     rundir.quiet_resource_tracker()
@@ -106,7 +107,7 @@ def launch(
         rdzv_endpoint="localhost:0",
         max_restarts=0,
         monitor_interval=0.1,
-        start_method=forkserver.start_method(),
+        start_method=method,
         logs_specs=rundir.logs(run_dir),
     )
     stop, handlers = threading.Event(), _handlers()
@@ -214,7 +215,7 @@ def _launch_from_agent(
         helper.join()
     finally:
         _restore(handlers)
-        forkserver.release(helper, 0.0 if agent.in_a_command() else None)  # (made for one launch)
+        forkserver.release(helper)
     kind, value = outcome
     if isinstance(value, KeyboardInterrupt):  # a Ctrl-C before the agent's launch took the signals
         value = RunInterrupted(signal.SIGINT, "interrupted by SIGINT: before its ranks started")

@@ -112,6 +112,7 @@ class WorkerPool:
         check_fits(
             self.world_size, forkserver_running=forkserver.running()
         )  # refused before any rank starts
+        method = forkserver.start_method()  # (before holding the server: it may start it again)
         forkserver.hold(self)
         import torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -133,7 +134,7 @@ class WorkerPool:
             rdzv_endpoint="localhost:0",
             max_restarts=0,
             monitor_interval=0.1,
-            start_method=forkserver.start_method(),
+            start_method=method,
             logs_specs=rundir.logs(self._dir),
         )
 
