@@ -134,15 +134,20 @@ def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_succeed
     assert _all_gone(after.pid) == [] and list(tmp.iterdir()) == []
 
 
+#: A run with rank 2 faulted, launched as ``placement-edu run`` launches (``for_a_command``): from
+#: an agent forked from the rank server, whose ``launch`` is the one a script's process runs (a
+#: script's own is tested in ``test_runtime_failures``); torch never imported in this process.
 FAULTED = """
 import sys
-from placement_edu.runtime import RunConfig, RunFailed
+from placement_edu.runtime import RunConfig, RunFailed, agent
 from placement_edu.runtime.launcher import launch
 try:
     failure = {"kind": sys.argv[1], "rank": 2}
-    launch([RunConfig("zero3", 4)], 4, timeout_s=5, progress=False, failure=failure)
+    with agent.for_a_command():
+        launch([RunConfig("zero3", 4)], 4, timeout_s=5, progress=False, failure=failure)
 except RunFailed as error:
     print(error)
+    print("torch imported here:", "torch" in sys.modules)
     sys.exit(1)
 """
 
@@ -183,6 +188,7 @@ def test_a_failed_run_names_the_rank_that_stopped_first_and_leaves_nothing(run_t
     )
     assert line in first or together, (out[:2000], err[-2000:])
     assert "then rank" in out  # the ranks that lost it come after
+    assert out.splitlines()[-1] == "torch imported here: False"  # (launched from an agent)
     # from the ranks' start: meeting, the 5 s timeout, the reaper's 2 s -- not torch's 30 s more
     assert time.monotonic() - started < 5 + 10
     assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == [], err[-2000:]
