@@ -28,7 +28,7 @@ import uuid
 import warnings
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
@@ -109,6 +109,7 @@ def launch(
         monitor_interval=0.1,
         start_method=method,
         logs_specs=rundir.logs(run_dir),
+        **torch_handles_only(LaunchConfig),
     )
     stop, handlers = threading.Event(), _handlers()
     threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
@@ -124,14 +125,14 @@ def launch(
             warnings.catch_warnings(),
             _quiet_launcher(),
             ranks_start_with_sigint_held(),
-            _stop_on_signals(),
+            _stop_on_signals(_as_torch_would),
         ):
             warnings.simplefilter("ignore")
             per_rank = elastic_launch(config, worker.main)(
                 jobs, timeout_s, run_dir, failure, forkserver.owner()
             )
-    except (_Stop, SignalException) as error:  # Ctrl-C or SIGTERM: stop every rank
-        signum = error.signum if isinstance(error, _Stop) else error.sigval
+    except SignalException as error:  # Ctrl-C or SIGTERM (_as_torch_would): stop every rank
+        signum = error.sigval
         for child in set(multiprocessing.active_children()) - before:  # this launch's ranks
             child.kill()
             child.join()
@@ -142,7 +143,7 @@ def launch(
         try:
             if ctrl_c:  # the same Ctrl-C's handler, if still on its way here, runs now
                 time.sleep(0.2)
-        except _Stop:
+        except SignalException:
             pass
         if not ctrl_c:
             raise RunFailed(_explain(run_dir, error, world_size, timeout_s)) from None
@@ -292,27 +293,51 @@ SIGNALS = tuple(
 
 
 class _Stop(BaseException):
-    """Raised by this module's SIGINT/SIGTERM handler during a launch. Not an ``Exception``: torch
-    catches its own ``SignalException`` (an ``Exception``) in places during the rendezvous and the
-    run would go on as if no Ctrl-C had come."""
+    """Raised by this module's SIGINT/SIGTERM handler in a kernel or a command while its agent
+    launches (``_launch_from_agent``: no torch there). Not an ``Exception``: nothing on the way may
+    catch it. The launching process itself raises torch's ``SignalException`` (``_as_torch_would``),
+    as torch's own handler did there until now: its launcher stops the ranks with the signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
+#: The signals torch's launcher is to handle itself: the others (SIGINT, SIGTERM) are ours.
+TORCH_HANDLES = "SIGHUP,SIGQUIT"
+
+
+def torch_handles_only(launch_config: type) -> dict[str, Any]:
+    """The ``LaunchConfig`` argument that leaves SIGINT and SIGTERM to us. A torch whose
+    ``LaunchConfig`` has ``signals_to_handle`` writes it into TORCHELASTIC_SIGNALS_TO_HANDLE as its
+    launch starts -- over what ``_stop_on_signals`` put there, SIGINT and SIGTERM included unless
+    told otherwise (torch 2.13); an older one reads only the environment."""
+    from dataclasses import fields
+
+    wanted = "signals_to_handle" in {field.name for field in fields(launch_config)}
+    return {"signals_to_handle": TORCH_HANDLES} if wanted else {}
+
+
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+    raise _Stop(signum)
+
+
 class _stop_on_signals:
-    """In the main thread, during a launch: SIGINT and SIGTERM raise ``_Stop``, and torch's launcher
-    is told to leave them to us (``TORCHELASTIC_SIGNALS_TO_HANDLE``: it keeps SIGHUP and SIGQUIT).
+    """In the main thread, during a launch: SIGINT and SIGTERM go to ``handler`` (``_Stop`` raised,
+    unless told otherwise), and torch's launcher is told to leave them to us
+    (``TORCHELASTIC_SIGNALS_TO_HANDLE``, and ``torch_handles_only``: it keeps SIGHUP and SIGQUIT).
     Elsewhere a thread cannot take signals: nothing changes."""
+
+    def __init__(self, handler: Callable[[int, FrameType | None], None] = _raise_stop) -> None:
+        self.handler = handler
 
     def __enter__(self) -> _stop_on_signals:
         self.active = threading.current_thread() is threading.main_thread()
         if self.active:
             self.env = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
-            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGHUP,SIGQUIT"
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = TORCH_HANDLES
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, _raise_stop)
+                signal.signal(sig, self.handler)
         return self
 
     def __exit__(self, *exc: object) -> Literal[False]:
@@ -324,8 +349,31 @@ class _stop_on_signals:
         return False  # (the handlers: put back by _restore)
 
 
-def _raise_stop(signum: int, _frame: FrameType | None) -> None:
-    raise _Stop(signum)
+def _as_torch_would(signum: int, frame: FrameType | None) -> None:
+    """In the launching process: what torch's own handler does (``SignalException``: its launcher
+    stops the ranks with the signal and raises it on) -- but not in the middle of starting a rank:
+    between the server's fork and the end of ``Process.start`` the new rank is not yet among this
+    process's children, so the launch would stop the others and not it, and it would start alone
+    once the run's folder is gone (its failure left in TMPDIR as torch's error file). Then the
+    signal is sent again a moment later, when that rank is known."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    if _starting_a_process(frame):
+        threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
+        return
+    raise SignalException(f"Process {os.getpid()} got signal: {signum}", signal.Signals(signum))
+
+
+#: Seconds after which a signal that came while a rank was being started is taken again.
+RETRY_SIGNAL_S = 0.02
+
+
+def _starting_a_process(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code is BaseProcess.start.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class ranks_start_with_sigint_held:

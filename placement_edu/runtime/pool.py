@@ -55,6 +55,7 @@ from placement_edu.runtime.launcher import (
     _explain,
     _quiet_launcher,
     ranks_start_with_sigint_held,
+    torch_handles_only,
 )
 from placement_edu.runtime.progress import POLL_S, Progress
 from placement_edu.runtime.result import RunResult
@@ -136,6 +137,7 @@ class WorkerPool:
             monitor_interval=0.1,
             start_method=method,
             logs_specs=rundir.logs(self._dir),
+            **torch_handles_only(LaunchConfig),  # (torch writes it into this process's environment)
         )
 
         def serve() -> None:
