@@ -50,6 +50,17 @@ def _start(argv: list[str], tmp: Path) -> subprocess.Popen:
     )
 
 
+def _script(code: str, tmp: Path) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python with TMPDIR ``tmp``; its result, output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TMPDIR=str(tmp)),
+    )
+
+
 def _wait_for_steps(tmp: Path, within_s: float = 60) -> None:
     """Until rank 0 has written a step into the run's progress file."""
     deadline = time.monotonic() + within_s
@@ -144,13 +155,7 @@ def test_a_ctrl_c_while_a_rank_is_being_forked_waits_until_the_launcher_knows_it
     """Otherwise the launcher stops the ranks it knows and not that one, which starts alone after
     the run's folder is gone and leaves torch's error file in TMPDIR (1 to 3 Ctrl-Cs in 35 on a
     loaded machine; a CI-like run once). The signal is taken again once the rank is known."""
-    done = subprocess.run(
-        [sys.executable, "-c", MID_START],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, TMPDIR=str(run_tmpdir)),
-    )
+    done = _script(MID_START, run_tmpdir)
     lines = done.stdout.splitlines()
     assert lines[0].startswith("interrupted by SIGINT: stopped 4 ranks"), done.stderr[-2000:]
     assert lines[-1] == "ranks left: 0"
@@ -459,11 +464,5 @@ print("done")
 def test_a_killed_resource_tracker_leaves_a_successful_run_quiet(run_tmpdir):
     # once: 52 lines of "KeyError: '/mp-…'" tracebacks from the restarted tracker, one per
     # semaphore freed, on the stderr of a run that succeeded
-    done = subprocess.run(
-        [sys.executable, "-c", KILLED_TRACKER],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, TMPDIR=str(run_tmpdir)),
-    )
+    done = _script(KILLED_TRACKER, run_tmpdir)
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
