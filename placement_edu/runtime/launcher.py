@@ -296,7 +296,7 @@ class _Stop(BaseException):
     """Raised by this module's SIGINT/SIGTERM handler in a kernel or a command while its agent
     launches (``_launch_from_agent``: no torch there). Not an ``Exception``: nothing on the way may
     catch it. The launching process itself raises torch's ``SignalException`` (``_as_torch_would``),
-    as torch's own handler did there until now: its launcher stops the ranks with the signal."""
+    as torch's own handler would: its launcher then stops the ranks with the signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
