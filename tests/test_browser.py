@@ -29,34 +29,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser_support import CHROMIUM, FLAGS, skip_without_a_browser
 from tests.gallery import gallery, widget_cells
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium")
-if CHROMIUM is None:
-    pytest.skip(
-        "Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api",
-    reason="Playwright for Python is not installed "
-    "(pip install playwright; it is in the test extra)",
-)
+sync_api = skip_without_a_browser()
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 COURSE = sorted(NOTEBOOKS.glob("*.ipynb"))
 #: The notebook the test writes beside the course: every widget cell of every notebook.
 GALLERY = "widget_gallery.ipynb"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 #: Lab settings: every cell in the page (no windowing: a cell off screen is still in the DOM), no
 #: question about Jupyter's news popping over the notebook.
 SETTINGS = {
