@@ -140,11 +140,14 @@ def _timed(
 
 def _toy_step(world_size: int) -> tuple[Callable[[], None], int, str]:
     """(forward + backward of the toy MLP on one rank's micro-batch, its FLOPs 6·Ψ·rows, label):
-    the model and batch split ``placement-edu run dp --world-size N`` uses."""
+    the model ``placement-edu run dp --world-size N`` uses, and its global batch rounded up to a
+    multiple of N so that every world size ``calibrate`` accepts gets whole rows per rank (16 rows
+    split 4 ways as a run's; 18 split 3 ways, 64 split 64 ways)."""
     from placement_edu.runtime.config import RunConfig
     from placement_edu.runtime.toy import TinyMLP, init_params, loss_fn, make_batch, mlp_forward
 
-    config = RunConfig("dp", world_size)
+    batch = RunConfig("dp", world_size).global_batch
+    config = RunConfig("dp", world_size, global_batch=-(-batch // world_size) * world_size)
     module, rows = config.module(), config.micro_rows()
     assert isinstance(module, TinyMLP)  # dp: no tensor axis, so the MLP
     params = {n: p.requires_grad_() for n, p in init_params(module, 0, ELEMENT).items()}
