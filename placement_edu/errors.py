@@ -235,6 +235,35 @@ def read_int(text: str, what: str, maximum: int, example: str = "", minimum: int
     return int(value)
 
 
+#: Digits an exact fraction flag keeps at most on either side of the point ("0.125" has 3 places):
+#: beyond that a typed number ("1e-100000000", "1e5000") would make a Fraction of that many digits.
+MAX_PLACES = 30
+
+
+def read_fraction(text: str, what: str, low: Fraction, high: Fraction, accepted: str) -> Fraction:
+    """Read a number exactly, ``low < value <= high``, as a decimal ("1.25", "5e-3") or a ratio
+    ("1/2"): never through a float; errors start with ``what`` ("routing skew"). Bounded work
+    whatever is typed: each term's size and decimal places are checked on the decimal, before any
+    Fraction is made."""
+    parts = text.split("/")
+    if len(parts) > 2:
+        raise PlacementError(f"{what} {_shown(text)} is not a number; {accepted}")
+    terms = [_decimal(part, accepted) for part in parts]
+    for term in terms:
+        if term and term.adjusted() >= MAX_PLACES:
+            raise PlacementError(f"{what} {_shown(text)} is out of range; {accepted}")
+        if term and int(term.as_tuple().exponent) < -MAX_PLACES:
+            raise PlacementError(
+                f"{what} {_shown(text)} has more than {MAX_PLACES} decimal places; {accepted}"
+            )
+    if len(terms) == 2 and not terms[1]:
+        raise PlacementError(f"{what} {_shown(text)} divides by zero; {accepted}")
+    value = Fraction(terms[0]) / (Fraction(terms[1]) if len(terms) == 2 else 1)
+    if not low < value <= high:
+        raise PlacementError(f"{what} {_shown(text)} is out of range; {accepted}")
+    return value
+
+
 def read_seconds(text: str, maximum: float = MAX_TIMEOUT_S) -> float:
     """Read a duration in seconds, > 0 and at most ``maximum`` ("60", "0.5", "1e3")."""
     accepted = f"give seconds > 0, at most {show_limit(int(maximum))}"

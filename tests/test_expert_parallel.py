@@ -221,7 +221,7 @@ SHAPE = "--layers 2 --hidden 64 --heads 4 --vocab 100 --seq 8".split()
         ([*SHAPE, "--top-k", "2", "--devices", "4"], "--top-k shapes a mixture of experts"),
         (
             [*SHAPE, "--experts", "4", "--capacity-factor", "0", "--devices", "4"],
-            "capacity factor '0' is not a positive number",
+            "capacity factor '0' is out of range; give a positive number",
         ),
     ],
 )

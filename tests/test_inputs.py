@@ -704,3 +704,36 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     command.stdout.close()
     _, err = command.communicate(timeout=60)
     assert command.returncode == 141 and b"Traceback" not in err, err.decode()[-2000:]
+
+
+# --- issue 43, item 6: every number range-checked before it is converted --------------------
+MOE = ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100"]
+MOE += ["--experts", "4", "--devices", "4", "--mesh", "data=2,expert=2", "--strategies", "dp"]
+
+
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [
+        ("--routing-skew", "1e-100000000", "more than 30 decimal places"),  # never answered
+        ("--routing-skew", "1/0", "divides by zero"),
+        ("--routing-skew", "1/2/3", "is not a number"),
+        ("--routing-skew", "1.5", "out of range"),
+        ("--capacity-factor", "1e5000", "out of range"),  # a ValueError traceback before
+        ("--capacity-factor", "10001", "out of range"),
+        ("--capacity-factor", "0", "out of range"),
+        ("--capacity-factor", "nan", "not a finite number"),
+    ],
+)
+def test_a_fraction_flag_is_refused_in_one_line_before_it_is_converted(
+    capsys: pytest.CaptureFixture, flag: str, value: str, says: str
+) -> None:
+    line = one_line_error(capsys, ["table", *MOE, flag, value])
+    assert says in line and value[:20] in line
+
+
+def test_a_fraction_flag_reads_decimals_and_ratios_exactly(capsys: pytest.CaptureFixture) -> None:
+    from placement_edu.cli.table import read_capacity_factor, read_share
+
+    assert read_share("1/2") == read_share("0.5") == Fraction(1, 2)
+    assert read_share("0." + "3" * 30) == Fraction(int("3" * 30), 10**30)
+    assert read_capacity_factor("1.25") == Fraction(5, 4) and read_capacity_factor("1e4") == 10**4

@@ -15,6 +15,7 @@ from placement_edu.errors import (
     MAX_MICRO_BATCHES,
     MAX_PARAMS,
     PlacementError,
+    read_fraction,
     read_int,
     show_limit,
 )
@@ -208,26 +209,24 @@ def model_from_args(args: argparse.Namespace) -> Model:
 
 def read_share(text: str) -> Fraction:
     """A share in (0, 1], read exactly ("0.5" or "1/2")."""
-    try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        value = Fraction(0)
-    if not 0 < value <= 1:
-        raise PlacementError(f"routing skew {text!r} is not a share in (0, 1]; expected e.g. 0.5")
-    return value
+    return read_fraction(
+        text, "routing skew", Fraction(0), Fraction(1), "give a share in (0, 1], e.g. 0.5 or 1/2"
+    )
+
+
+#: Beyond E/k every expert already has a slot for every token; 10^4 covers any E up to 10^4·k.
+MAX_CAPACITY_FACTOR = 10_000
 
 
 def read_capacity_factor(text: str) -> Fraction:
-    """A positive decimal, read exactly (1.25 is 5/4)."""
-    try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        value = Fraction(0)
-    if value <= 0:
-        raise PlacementError(
-            f"capacity factor {text!r} is not a positive number; expected e.g. 1 or 1.25"
-        )
-    return value
+    """A positive decimal, read exactly (1.25 is 5/4), at most ``MAX_CAPACITY_FACTOR``."""
+    return read_fraction(
+        text,
+        "capacity factor",
+        Fraction(0),
+        Fraction(MAX_CAPACITY_FACTOR),
+        f"give a positive number, at most {MAX_CAPACITY_FACTOR:,}, e.g. 1 or 1.25",
+    )
 
 
 def moe_from_args(args: argparse.Namespace, shape: dict) -> MoESpec:
