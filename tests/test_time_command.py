@@ -163,6 +163,9 @@ def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) ->
         (["--mesh", "data=5"], "expected a multiple of 5"),
         (["--mesh", "data=2,tensor=3"], "does not divide the 4 attention heads"),
         (["--mesh", "data=8", "--recompute", "some"], "invalid choice: 'some'"),
+        # issue 43, item 7: accepted and ignored before
+        (["--mesh", "data=8", "--schedule", "interleaved:2"], "--schedule shapes a pipeline"),
+        (["--mesh", "data=8", "--balanced-stages"], "--balanced-stages shapes a pipeline"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_value_and_what_is_accepted(capsys, argv, says) -> None:

@@ -23,6 +23,7 @@ from placement_edu.configuration import (
     parsed_schedule,
     price_configuration,
 )
+from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
@@ -94,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--schedule",
         type=_schedule_type,
-        default="1f1b",
+        default=None,
         help=f"pipeline schedule: {', '.join(SCHEDULE_FORMS)} (default 1f1b; interleaved: "
         "bubble (p-1)/(V·m), V× the stage sends; zero_bubble: ZB-H1, bubble (p-1)/(3m))",
     )
@@ -176,17 +177,23 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
 
 
 def _time(args: argparse.Namespace) -> int:
-    model = transformer_from_flags(args)
+    model, mesh = transformer_from_flags(args), Mesh.parse(args.mesh)
+    for flag, given in (("--schedule", args.schedule), ("--balanced-stages", args.balanced_stages)):
+        if given and mesh.degree("pipeline") == 1:  # refused, not ignored (issue 43, item 7)
+            raise PlacementError(
+                f"{flag} shapes a pipeline, and --mesh {args.mesh} has no pipeline axis; "
+                "add one (e.g. data=4,pipeline=2) or leave the flag out"
+            )
     priced = price_configuration(
         model,
-        Mesh.parse(args.mesh),
+        mesh,
         args.strategy,
         args.global_batch,
         get_hardware(args.hardware),
         get_precision(args.precision),
         args.recompute,
         args.sequence_parallel,
-        args.schedule,
+        args.schedule or "1f1b",
         args.overlap,
         args.efficiency,
         args.context_attention,
