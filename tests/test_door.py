@@ -265,8 +265,13 @@ def test_the_exercise_checker_answers_a_huge_int_and_a_list_in_one_line() -> Non
     )
     # once TypeError: unhashable type: 'list'
     assert refused(lambda: check_answer(["zero2-memory"], 16.640625)).startswith(
-        "unknown exercise ['zero2-memory']; expected an exercise's name (text), one of: "
-        "activations-175b-t8-gb, "
+        "unknown exercise ['zero2-memory']; expected an exercise's name (text): each exercise "
+        "cell names its own; all "
+    )
+    # issue 43, item 8: a typo named the 63 exercises (3,164 characters); now the nearest name
+    assert refused(lambda: check_answer("zero2-memry", 16.640625)) == (
+        "unknown exercise 'zero2-memry'; expected an exercise's name (text): "
+        "did you mean 'zero2-memory' or 'zero1-comm'?"
     )
 
 

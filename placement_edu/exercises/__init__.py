@@ -36,6 +36,7 @@ import importlib
 import math
 import pkgutil
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
@@ -138,12 +139,18 @@ def _collect() -> Mapping[str, Exercise]:
 
 
 def _exercise(name: str) -> Exercise:
-    if not isinstance(name, str) or name not in EXERCISES:  # a list is not even hashable
-        raise PlacementError(
-            f"unknown exercise {shown(name)}; expected an exercise's name (text), one of: "
-            f"{', '.join(EXERCISES)}"
-        )
-    return EXERCISES[name]
+    if isinstance(name, str) and name in EXERCISES:  # (a list is not even hashable)
+        return EXERCISES[name]
+    near = get_close_matches(name, EXERCISES, n=2) if isinstance(name, str) else []
+    hint = (
+        f"did you mean {' or '.join(map(repr, near))}?"
+        if near
+        else f"each exercise cell names its own; all {len(EXERCISES)}: "
+        "placement_edu.exercises.EXERCISES"
+    )
+    raise PlacementError(
+        f"unknown exercise {shown(name)}; expected an exercise's name (text): {hint}"
+    )
 
 
 def _plain(answer: object) -> object:
