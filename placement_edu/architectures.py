@@ -22,7 +22,15 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
-from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.errors import (
+    MAX_COUNT,
+    MAX_PARAMS,
+    PlacementError,
+    expect,
+    positive_int,
+    show_limit,
+    shown,
+)
 
 KINDS = ("gpt2", "llama")
 
@@ -158,47 +166,115 @@ REFERENCE_SEQ: Mapping[str, int] = MappingProxyType(
 )
 
 
-def from_hf_config(config: Mapping, path: str = "") -> Architecture:
-    """The shape an HF ``config.json`` describes (``model_type`` gpt2 or llama), read as plain
-    JSON."""
-    kind = config.get("model_type")
+#: What a config.json may hold. A real one is about 1 kB; layers: the peak is placed from a
+#: two-block profile (at least 2), and derived block by block (O(L): 10^4 layers answer in about
+#: a second); the other counts as the transformer flags take them (errors.MAX_COUNT), and the
+#: whole model at most errors.MAX_PARAMS parameters, as --params.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_LAYERS = 10_000
+
+
+def _count(config: Mapping, key: str, where: str, low: int = 1, high: int = MAX_COUNT) -> int:
+    """``config[key]``, a whole number from ``low`` to ``high``, or one line naming the field."""
+    expect(key in config, f"{where}: the field {key!r} is missing")
+    value = config[key]
     expect(
-        kind in KINDS,
-        f"{path or 'the config'}: model_type {kind!r} is not one of {', '.join(KINDS)}",
+        isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
+        f"{where}: {key} is {shown(value)}; expected a whole number from {low} to "
+        f"{show_limit(high)}",
     )
+    return value
+
+
+def from_hf_config(config: object, path: str = "") -> Architecture:
+    """The shape an HF ``config.json`` describes (``model_type`` gpt2 or llama), read as plain
+    JSON: every field checked for its type and range, in one line naming it."""
+    where = path or "the config"
+    expect(
+        isinstance(config, Mapping),
+        f"{where}: expected a JSON object (an HF config.json), got {type(config).__name__}",
+    )
+    assert isinstance(config, Mapping)
+    kind = config.get("model_type")
+    expect(kind in KINDS, f"{where}: model_type {shown(kind)} is not one of {', '.join(KINDS)}")
     name = path or str(kind)
+    layers = "n_layer" if kind == "gpt2" else "num_hidden_layers"
+    L = _count(config, layers, where, 2, MAX_CONFIG_LAYERS)
     if kind == "gpt2":
-        h = config["n_embd"]
-        return Architecture(
+        h, heads = _count(config, "n_embd", where), _count(config, "n_head", where)
+        inner = _count(config, "n_inner", where) if config.get("n_inner") is not None else 4 * h
+        arch = Architecture(
             "gpt2",
-            config["n_layer"],
+            L,
             h,
-            config["n_head"],
-            config.get("n_inner") or 4 * h,
-            config["vocab_size"],
-            positions=config["n_positions"],
-            tied=config.get("tie_word_embeddings", True),
-            dropout=config.get("resid_pdrop", 0.1),
+            heads,
+            inner,
+            _count(config, "vocab_size", where),
+            positions=_count(config, "n_positions", where),
+            tied=bool(config.get("tie_word_embeddings", True)),
+            dropout=_probability(config, "resid_pdrop", where, 0.1),
             name=name,
             config=path,
         )
-    heads = config["num_attention_heads"]
+    else:
+        h, heads = (
+            _count(config, "hidden_size", where),
+            _count(config, "num_attention_heads", where),
+        )
+        head_dim = _count(config, "head_dim", where) if "head_dim" in config else h // heads
+        expect(head_dim * heads == h, f"{name}: head_dim x heads must equal hidden_size here")
+        kv = config.get("num_key_value_heads")
+        arch = Architecture(
+            "llama",
+            L,
+            h,
+            heads,
+            _count(config, "intermediate_size", where),
+            _count(config, "vocab_size", where),
+            kv_heads=_count(config, "num_key_value_heads", where) if kv is not None else heads,
+            tied=bool(config.get("tie_word_embeddings", False)),
+            name=name,
+            config=path,
+        )
     expect(
-        config.get("head_dim", config["hidden_size"] // heads) * heads == config["hidden_size"],
-        f"{name}: head_dim x heads must equal hidden_size here",
+        arch.psi <= MAX_PARAMS,
+        f"{where}: {arch.psi:,} parameters; at most {show_limit(MAX_PARAMS)} (errors.MAX_PARAMS)",
     )
-    return Architecture(
-        "llama",
-        config["num_hidden_layers"],
-        config["hidden_size"],
-        heads,
-        config["intermediate_size"],
-        config["vocab_size"],
-        kv_heads=config.get("num_key_value_heads") or heads,
-        tied=config.get("tie_word_embeddings", False),
-        name=name,
-        config=path,
+    return arch
+
+
+def _probability(config: Mapping, key: str, where: str, default: float) -> float:
+    value = config.get(key, default)
+    expect(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1,
+        f"{where}: {key} is {shown(value)}; expected a probability in [0, 1)",
     )
+    return float(value)
+
+
+def read_hf_config(path: str) -> Architecture:
+    """The ``Architecture`` of an HF ``config.json`` at ``path``: a regular file of at most
+    ``MAX_CONFIG_BYTES`` (a FIFO would block), one JSON object, each field checked."""
+    import json
+    import os
+    import stat
+
+    try:
+        info = os.stat(path)
+        expect(stat.S_ISREG(info.st_mode), f"{path!r} is not a regular file; give a config.json")
+        expect(
+            info.st_size <= MAX_CONFIG_BYTES,
+            f"{path!r} holds {info.st_size:,} bytes; an HF config.json is about 1 kB "
+            f"(at most {MAX_CONFIG_BYTES:,} read)",
+        )
+        with open(path, "rb") as f:
+            text = f.read(MAX_CONFIG_BYTES + 1)
+        config = json.loads(text)
+    except RecursionError:
+        raise PlacementError(f"cannot read an HF config from {path!r}: nested too deep") from None
+    except (OSError, ValueError) as error:
+        raise PlacementError(f"cannot read an HF config from {path!r}: {error}") from None
+    return from_hf_config(config, path)
 
 
 def get_architecture(name: str | Architecture) -> Architecture:
@@ -208,13 +284,7 @@ def get_architecture(name: str | Architecture) -> Architecture:
     if name in PRESETS:
         return PRESETS[name]
     if isinstance(name, str) and name.endswith(".json"):
-        import json
-
-        try:
-            with open(name) as f:
-                return from_hf_config(json.load(f), name)
-        except (OSError, ValueError, KeyError) as error:
-            raise PlacementError(f"cannot read an HF config from {name!r}: {error}") from None
+        return read_hf_config(name)
     raise PlacementError(
         f"unknown model {name!r}; known: {', '.join(PRESETS)}, or a path to an HF config.json"
     )

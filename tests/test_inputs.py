@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -737,3 +738,69 @@ def test_a_fraction_flag_reads_decimals_and_ratios_exactly(capsys: pytest.Captur
     assert read_share("1/2") == read_share("0.5") == Fraction(1, 2)
     assert read_share("0." + "3" * 30) == Fraction(int("3" * 30), 10**30)
     assert read_capacity_factor("1.25") == Fraction(5, 4) and read_capacity_factor("1e4") == 10**4
+
+
+# --- issue 43, item 5: a config file read by one validating reader --------------------------
+# openai-community/gpt2's config.json, the fields the reader takes
+GPT2_CONFIG = {
+    "model_type": "gpt2",
+    "n_layer": 12,
+    "n_embd": 768,
+    "n_head": 12,
+    "n_inner": None,
+    "n_positions": 1024,
+    "vocab_size": 50257,
+    "resid_pdrop": 0.1,
+}
+
+
+def _config(tmp_path: Path, value: object = None, text: str | None = None) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(value) if text is None else text)
+    return str(path)
+
+
+def test_a_published_config_reads_as_the_preset(tmp_path: Path) -> None:
+    from placement_edu.architectures import PRESETS, read_hf_config
+
+    arch = read_hf_config(_config(tmp_path, GPT2_CONFIG))
+    assert arch.with_(name="gpt2", config="") == PRESETS["gpt2"]
+    assert arch.psi == 124_439_808  # GPT-2 small, tied head (HF's num_parameters())
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ([], "expected a JSON object (an HF config.json), got list"),
+        (3, "expected a JSON object (an HF config.json), got int"),
+        (None, "expected a JSON object (an HF config.json), got NoneType"),
+        ({"n_head": 0}, "n_head is 0; expected a whole number from 1"),
+        ({"n_embd": "768"}, "n_embd is '768'; expected a whole number"),
+        ({"n_positions": 0}, "n_positions is 0; expected a whole number from 1"),
+        ({"n_layer": 1}, "n_layer is 1; expected a whole number from 2"),
+        ({"n_layer": 10**7}, "n_layer is 10000000; expected a whole number from 2 to 10,000"),
+        ({"vocab_size": 10**12, "n_embd": 10**4, "n_head": 10}, "parameters; at most"),
+        ({"n_layer": True}, "n_layer is True"),
+        ({"resid_pdrop": 2}, "resid_pdrop is 2; expected a probability"),
+        ({"model_type": "bert"}, "model_type 'bert' is not one of"),
+    ],
+)
+def test_a_malformed_config_is_refused_in_one_line_before_any_profile(
+    capsys: pytest.CaptureFixture, tmp_path: Path, change: object, says: str
+) -> None:
+    value = {**GPT2_CONFIG, **change} if isinstance(change, dict) else change
+    line = one_line_error(capsys, ["fit", "--model", _config(tmp_path, value)])
+    assert says in line, line
+
+
+def test_a_deep_a_huge_or_a_fifo_config_is_refused_at_once(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    deep = _config(tmp_path, text="[" * 100_000 + "]" * 100_000)  # a RecursionError traceback
+    assert "nested too deep" in one_line_error(capsys, ["fit", "--model", deep])
+    huge = _config(tmp_path, text=" " * (2 << 20))
+    assert "an HF config.json is about 1 kB" in one_line_error(capsys, ["fit", "--model", huge])
+    fifo = tmp_path / "fifo" / "config.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)  # opening it would block until a writer came: forever
+    assert "is not a regular file" in one_line_error(capsys, ["fit", "--model", str(fifo)])
