@@ -34,3 +34,20 @@ def test_the_same_checks_pass_on_hfs_own_module_from_a_local_config(
     path.write_text(json.dumps(HF_CONFIGS[model]))
     SEQ[str(path)] = SEQ[model]
     compare(tracker, str(path), devices, rank, precision, recompute, blocks=blocks)
+
+
+def test_measuring_a_profile_leaves_tmpdir_as_found(tmp_path) -> None:
+    # issue 43, item 7: fit left $TMPDIR/torchinductor_<user> whenever it measured a profile
+    import os
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch), PLACEMENT_EDU_NO_CACHE="1")
+    argv = ["fit", "--model", "gpt2", "--devices", "8", "--seq", "64"]
+    done = subprocess.run(
+        [sys.executable, "-m", "placement_edu.cli", *argv], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "peak" in done.stdout and list(scratch.iterdir()) == []

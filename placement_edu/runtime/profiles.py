@@ -102,9 +102,23 @@ def get_profile(
                 return replace(kept, model=arch.name or arch.kind), True
             except (ValueError, TypeError, KeyError):
                 pass  # a damaged entry is measured again
-    from placement_edu.runtime.activation_profile import measure
+    from placement_edu.runtime import rundir
 
-    profile = measure(arch, micro_batch, seq, compute, attention, recompute)
+    # torch's compiler cache ("torchinductor_<user>", made when its memory tracker is imported)
+    # goes in a run folder of this process, removed after: TMPDIR is left as found (a killed
+    # process's folder is removed at the next start)
+    scratch, before = rundir.make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
+    try:
+        from placement_edu.runtime.activation_profile import measure
+
+        profile = measure(arch, micro_batch, seq, compute, attention, recompute)
+    finally:
+        rundir.remove(scratch)
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
     if use_cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
