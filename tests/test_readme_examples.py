@@ -1,27 +1,51 @@
-"""README's console examples are what the current command line prints (issue 25, item 8): each
-```console block that starts with ``$ placement-edu`` is run in this process and compared with
-README's text (``tests/readme_examples.py`` says how elisions are read, and names the one
-normalisation: round-off). The commands that start ranks are in ``tests/test_readme_runs.py``.
-A block that drifted: ``python -m tests.readme_examples --write`` rewrites it."""
+"""README's and the docs' console examples are what the current command line prints (issue 25,
+item 8; issue 38): each ```console block of README.md and docs/*.md that starts with
+``$ placement-edu`` is run in this process and compared with the page's text
+(``tests/readme_examples.py`` says how elisions are read, and names the one normalisation:
+round-off), and each ``>>>`` block runs under doctest. The commands that start ranks are in
+``tests/test_readme_runs.py``. A block that drifted: ``python -m tests.readme_examples --write``
+rewrites it in its page."""
 
 from __future__ import annotations
 
 import difflib
+import functools
 
 import pytest
 
-from tests.readme_examples import NORMALISE, examples, matches, normalised, output, rewritten
+from tests.readme_examples import (
+    NORMALISE,
+    README,
+    all_examples,
+    doctest_failures,
+    doctests,
+    examples,
+    matches,
+    normalised,
+    output,
+    pages,
+    rewritten,
+)
 
 pytestmark = pytest.mark.fast
 
-EXAMPLES = [e for e in examples() if not e.runs_ranks]
+EXAMPLES = [e for e in all_examples() if not e.runs_ranks]
+DOCTESTS = [d for page in pages() for d in doctests(path=page)]
+
+#: One run per command: a page may show the same command as README does (README's excerpt of a
+#: longer block in docs/), and a command that starts ranks costs seconds.
+printed_by = functools.cache(output)
+
+
+def example_id(example) -> str:
+    return f"{example.path.name}:{' '.join(example.argv[:2])}"
 
 
 def assert_as_printed(example) -> None:
-    printed = output(example.argv)
-    diff = "\n".join(difflib.unified_diff(list(example.lines), printed, "README", "printed", n=1))
+    printed = printed_by(example.argv)
+    diff = "\n".join(difflib.unified_diff(list(example.lines), printed, "page", "printed", n=1))
     assert matches(example.lines, printed), (
-        f"README's `{example.command}` is not what it prints "
+        f"{example.where}: `{example.command}` is not what it prints "
         f"(python -m tests.readme_examples --write rewrites it):\n{diff}"
     )
     # --write leaves it as it is (but for round-off, which it writes as this machine prints it)
@@ -30,17 +54,49 @@ def assert_as_printed(example) -> None:
     )
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: " ".join(e.argv[:2]))
+@pytest.mark.parametrize("example", EXAMPLES, ids=example_id)
 def test_a_readme_example_is_what_the_command_prints(example) -> None:
     assert_as_printed(example)
 
 
-def test_every_command_readme_shows_is_an_example_checked_here() -> None:
-    # an example README drops from the check (a ```console block made a plain ```) fails here;
+def test_every_command_the_pages_show_is_an_example_checked_here() -> None:
+    # an example a page drops from the check (a ```console block made a plain ```) fails here;
     # calibrate's examples are measurements on one machine, shown in plain ``` blocks
-    shown = {e.argv[0] for e in examples()}
+    shown = {e.argv[0] for e in all_examples()}
     assert shown >= {"table", "check", "estimate", "run", "torch-ref", "fit", "plan", "time"}
+    # README shows one example of each command it lists under "What the command line answers"
+    assert [e.argv[0] for e in examples()] == ["table", "check", "plan", "time", "fit", "run"]
+    assert {e.path.name for e in all_examples()} >= {"README.md", "cli.md", "peak.md", "time.md"}
     assert [name for name, _, _ in NORMALISE] == ["round-off"]  # each one named and tested here
+
+
+@pytest.mark.parametrize("example", DOCTESTS, ids=lambda d: d.where)
+def test_a_python_example_prints_what_the_page_shows(example) -> None:
+    failures = doctest_failures(example)
+    assert failures == "", failures
+
+
+def test_the_python_examples_are_found_and_a_wrong_one_fails() -> None:
+    assert {d.path.name for d in DOCTESTS} >= {"python.md", "time.md"}
+    (worked,) = doctests(path=README.parent / "docs" / "python.md")
+    assert "analyze(" in worked.source and worked.source.count(">>> ") >= 10
+    wrong = type(worked)(worked.source.replace("'1.875 GB'", "'1.876 GB'"), 0, worked.path)
+    assert "Expected:\n    '1.876 GB'\nGot:\n    '1.875 GB'" in doctest_failures(wrong)
+
+
+def test_examples_are_read_from_each_page_with_their_lines() -> None:
+    page = "intro\n```console\n$ placement-edu check zero3\ncheck zero3 ...\n```\n"
+    page += "```python\n>>> 1 + 1\n2\n```\n"
+    (example,) = examples(page, README.parent / "docs" / "cli.md")
+    assert (example.argv, example.lines, example.start, example.end) == (
+        ("check", "zero3"),
+        ("check zero3 ...",),
+        2,
+        3,
+    )
+    assert example.where == "docs/cli.md:3"
+    (test,) = doctests(page, README)
+    assert (test.source, test.where, doctest_failures(test)) == (">>> 1 + 1\n2\n", "README.md:7", "")
 
 
 def test_an_elision_stands_for_lines_and_a_drifted_line_is_caught() -> None:
