@@ -12,9 +12,9 @@ started (forkserver, pool ranks: PSS, shared pages split). With a cgroup: the cg
 the notebook ended and its peak so far (``memory.max_usage_in_bytes`` / ``memory.peak``, page cache
 included), the figure Binder's limit is about.
 
-The shipped server configuration (``binder/jupyter_server_config.py``) shuts down a kernel idle for
-``cull_idle_timeout`` seconds (checked every ``cull_interval``). A walk at machine speed is over
-before any kernel is idle that long, so by default every kernel stays: the worst case.
+The course's server configuration (``placement_edu/course/jupyter_server_config.py``) shuts down
+a kernel idle for ``cull_idle_timeout`` seconds (checked every ``cull_interval``). A walk at machine
+speed is over before any kernel is idle that long, so by default every kernel stays: the worst case.
 ``--minutes-per-notebook R`` is a learner who spends R minutes on each notebook (the cells run as
 they read, the last at the end): before notebook j starts, the kernels the server would have shut
 down by then are shut down -- kernel i once (j - i - 1) R >= cull_idle_timeout + cull_interval.
@@ -156,7 +156,9 @@ def kernels_kept(minutes_per_notebook: float) -> int:
     on each starts the next, under the shipped server configuration's culling."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("jupyter_server_config.py", str(ROOT / "binder")).load_config()
+    config = PyFileConfigLoader(
+        "jupyter_server_config.py", str(ROOT / "placement_edu" / "course")
+    ).load_config()
     culled_after = (
         config.MappingKernelManager.cull_idle_timeout + config.MappingKernelManager.cull_interval
     )
@@ -206,7 +208,7 @@ def main(argv: list[str]) -> int:
         if kept is None
         else f"{args.minutes_per_notebook:g} minutes a notebook: the server has shut down all but "
         f"the {kept} latest earlier kernels when a notebook starts"
-        + f" (binder/jupyter_server_config.py); limit {args.limit / MiB:,.0f} MiB"
+        + f" (placement_edu/course/jupyter_server_config.py); limit {args.limit / MiB:,.0f} MiB"
     )
     print(header)
     runner = subprocess.Popen(

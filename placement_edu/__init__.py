@@ -21,6 +21,10 @@ from typing import TYPE_CHECKING
 
 from placement_edu.lazy import exports
 
+#: This release: the one place it is written (pyproject.toml reads it; CHANGELOG.md says what
+#: each release changed). A plain string, so ``import placement_edu`` needs nothing installed.
+__version__ = "0.2.0"
+
 #: Where each public name lives: the one list (``__all__`` is its keys). Imported on first use
 #: (PEP 562): a rank of the runtime imports ``placement_edu.runtime.worker``, and with it this
 #: package, without the checker and the report it never calls.

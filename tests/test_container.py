@@ -130,11 +130,14 @@ def test_a_run_that_does_not_fit_is_refused_in_one_line_naming_each_number():
 def test_binder_shuts_down_idle_kernels_even_with_their_tab_open():
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("jupyter_server_config.py", str(ROOT / "binder")).load_config()
+    config = PyFileConfigLoader(
+        "jupyter_server_config.py", str(ROOT / "placement_edu" / "course")
+    ).load_config()
     culling = config.MappingKernelManager
     assert culling.cull_idle_timeout == 600 and culling.cull_interval == 60
     assert culling.cull_connected is True and culling.cull_busy is False
-    assert "binder/jupyter_server_config.py" in (ROOT / "binder" / "postBuild").read_text()
+    postbuild = (ROOT / "binder" / "postBuild").read_text()
+    assert "placement_edu/course/jupyter_server_config.py" in postbuild
 
 
 def test_notebook_02s_ddp_run_narrows_its_mlp_to_fit_a_1_gib_binder_and_says_so(

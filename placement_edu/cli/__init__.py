@@ -1,8 +1,10 @@
 """The placement-edu command: derive, check, run and price where each training state lives.
 
 One module per subcommand: ``table.py`` (derived memory and communication), ``check.py`` (the
-static checker), ``run.py`` (a measured run). ``table`` and ``check`` never import torch; ``run``
-imports the runtime only inside its handler.
+static checker), ``run.py`` (a measured run), ``course.py`` (the course: copy and open it, build
+its site and slides). ``table`` and ``check`` never import torch; ``run`` imports the runtime, and
+``course`` JupyterLab and the site's tools, only inside their handlers. A command that needs an
+extra the install lacks says which, in one line (``placement_edu.course.require``).
 
 Bad input exits 2 with one line naming the bad value and what is accepted; never a traceback.
 """
@@ -21,6 +23,7 @@ from placement_edu.cli import calibrate
 from placement_edu.cli import plan
 from placement_edu.cli import torch_ref
 from placement_edu.cli import fit
+from placement_edu.cli import course
 from placement_edu.cli import time as time_cmd
 from placement_edu.errors import PlacementError
 
@@ -37,6 +40,7 @@ PARSERS: list[Callable[[argparse._SubParsersAction], None]] = [
     torch_ref.add_parser,
     fit.add_parser,
     time_cmd.add_parser,
+    course.add_parser,
 ]
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from placement_edu.arguments import described, flag_type
 from placement_edu.cli.run import launched
+from placement_edu.course import require
 from placement_edu.errors import (
     MAX_LOCAL_WORLD_SIZE,
     PlacementError,
@@ -131,6 +132,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    require("torch", "calibrate")
     if args.device == "cuda":
         return _calibrate_cuda(args)
     from placement_edu.runtime.calibrate import calibrate

@@ -18,6 +18,7 @@ import json
 
 from placement_edu.architectures import PRESETS as MODELS, REFERENCE_SEQ, get_architecture
 from placement_edu.arguments import described, flag_type
+from placement_edu.course import require
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
     OPTIMIZERS,
@@ -211,15 +212,10 @@ def _measured(states: dict, snapshot: dict) -> dict:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    require("torch", "fit")  # (a profile is measured with torch, and keyed by its version)
     seq = _check(args)
     if get_architecture(args.model).config:
-        try:
-            import transformers  # noqa: F401
-        except ImportError:
-            raise PlacementError(
-                "--model PATH/config.json builds HF's module with transformers: "
-                "pip install 'placement-edu[hf]'"
-            ) from None
+        require("transformers", "fit --model PATH/config.json")
     from placement_edu.runtime.profiles import get_profile
 
     compute = PRECISIONS[args.precision].compute_name

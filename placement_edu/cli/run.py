@@ -16,6 +16,7 @@ import sys
 from typing import Callable, TypeVar
 
 from placement_edu.arguments import described
+from placement_edu.course import require
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.strategies import Strategy
@@ -58,6 +59,7 @@ def launched(launch: Callable[[], R], show: Callable[[R], str], what: str = "run
 
 
 def _run(args: argparse.Namespace) -> int:
+    require("torch", "run")
     from placement_edu.runtime.launcher import run
 
     config = config_from_args(args, args.world_size)

@@ -13,6 +13,7 @@ import sys
 
 from placement_edu.arguments import described, flag_type
 from placement_edu.cli.run import launched
+from placement_edu.course import require
 from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
 from placement_edu.implementations import (
     DEFAULT_MODEL,
@@ -79,6 +80,7 @@ def _torch_ref(args: argparse.Namespace) -> int:
     model = args.model or ("transformer" if args.impl == "dtensor_tp" else DEFAULT_MODEL)
     config = TorchRefConfig(args.impl, args.world_size, model, args.steps)
     config.validate()  # bad input: one line, exit 2, no processes
+    require("torch", "torch-ref")
     from placement_edu.runtime.torch_ref_result import run
 
     return launched(

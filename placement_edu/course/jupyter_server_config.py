@@ -1,7 +1,6 @@
-# The Jupyter server's settings for the course on Binder (postBuild copies this file to
-# ~/.jupyter/jupyter_server_config.py) and on your own machine:
-#
-#     jupyter lab --config binder/jupyter_server_config.py notebooks/00_start_here.ipynb
+# The Jupyter server's settings for the course, wherever it runs: ``placement-edu course`` starts
+# JupyterLab with them (``--config`` this file), and Binder's ``binder/postBuild`` copies this file
+# to ~/.jupyter/jupyter_server_config.py (``jupyter lab --config PATH`` of this file works too).
 #
 # Binder gives a learner 1-2 GiB for everything, and JupyterLab keeps each notebook's kernel
 # running when the learner moves on to the next one: an idle kernel holds 90-280 MiB (280 once it
@@ -10,7 +9,7 @@
 # still open (cull_connected), since that is how a learner leaves one -- and never a busy one.
 # Reopening the notebook and running it again starts a new kernel. (A warm pool of ranks closes
 # itself after 5 minutes without a run: placement_edu.runtime.pool.IDLE_S.)
-c = get_config()  # noqa: F821 -- provided by Jupyter when it reads this file
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 -- Jupyter defines it for this file
 
 c.MappingKernelManager.cull_idle_timeout = 600  # seconds idle before a kernel is shut down
 c.MappingKernelManager.cull_interval = 60  # seconds between checks
