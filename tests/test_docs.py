@@ -40,6 +40,9 @@ pytestmark = pytest.mark.fast
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 THEORY = DOCS / "theory.md"
+README = ROOT / "README.md"
+#: The manual's pages, moved out of README into docs/ (issue 38): docs/NAME.md each.
+MANUAL = ("cli", "python", "reliability", "peak", "time", "calibration", "measured")
 
 #: The sections the course cites, with the titles the code's comments use (issue 25, item 7).
 SECTIONS = {
@@ -83,13 +86,16 @@ def _strings(node: object) -> Iterator[str]:
 
 
 def course_texts() -> Iterator[tuple[str, str]]:
-    """(where, text) for the notebooks, the package's source and README.md."""
+    """(where, text) for the notebooks, the package's source, README.md and the other pages of
+    docs/ (the manual moved there from README, issue 38)."""
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         yield path.name, "\n".join(_strings(json.loads(path.read_text(encoding="utf-8"))))
     for path in sorted((ROOT / "placement_edu").rglob("*")):
         if path.suffix in {".py", ".md", ".json", ".txt", ".toml"} and path.is_file():
             yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
-    yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        if path != THEORY:
+            yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
 
 
 def citations(text: str) -> Iterator[tuple[str, int | None]]:
@@ -230,8 +236,10 @@ def test_citations_are_read_in_every_form_the_course_writes() -> None:
 
 
 # --- relative links resolve ------------------------------------------------------------------
-def link_problems(path: Path) -> list[str]:
-    text = path.read_text(encoding="utf-8")
+def link_problems(path: Path, text: str | None = None) -> list[str]:
+    """Each relative link of the page at ``path`` (its text, or ``text``) whose file, or whose
+    ``#anchor`` in a Markdown file, does not exist."""
+    text = path.read_text(encoding="utf-8") if text is None else text
     problems = []
     for target in LINK.findall(text):
         if re.match(r"[a-z]+:", target):
@@ -254,16 +262,52 @@ def test_relative_links_in_docs_resolve_to_files_and_anchors() -> None:
     assert "no-such-section" not in anchors(theory())
 
 
-def test_readme_links_to_docs() -> None:
+def test_readme_and_contributing_link_to_docs_and_every_relative_link_resolves() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    targets = [t for t in LINK.findall(readme) if t.startswith("docs")]
-    assert targets, "README.md has no link to docs/"
-    assert [p for p in link_problems(ROOT / "README.md") if "docs" in p] == []
+    targets = {t.partition("#")[0] for t in LINK.findall(readme) if t.startswith("docs/")}
+    # the manual's pages, each linked from README (issue 38)
+    assert targets >= {f"docs/{page}.md" for page in MANUAL}, "README.md misses a docs/ page"
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md"]
+    assert [problem for page in pages for problem in link_problems(page)] == []
+    # ...a link to a missing page, or to an anchor theory.md does not have, is reported
+    broken = ROOT / "docs" / "cli.md"
+    text = "[x](theory.md#s10) [y](no-such-page.md) [z](theory.md#s4-rule-1) [w](https://a.b/c)"
+    assert link_problems(broken, text) == [
+        "docs/cli.md: theory.md#s10 -> no such anchor",
+        "docs/cli.md: no-such-page.md -> no such file",
+    ]
 
 
 def test_docs_readme_says_spec_n_is_section_n_of_theory() -> None:
     text = flat((DOCS / "README.md").read_text(encoding="utf-8"))
     assert '"SPEC §n"' in text and "refers to section n of [theory.md](theory.md)" in text
+
+
+# --- README: the front page (issue 38) ------------------------------------------------------
+def first_paragraph(markdown: str) -> str:
+    """The first block of text that is not a heading, a badge or a fenced block, unwrapped."""
+    for block in markdown.split("\n\n"):
+        block = block.strip()
+        if block and not block.startswith(("#", "[![", "```", "<")):
+            return flat(block)
+    return ""
+
+
+def test_readme_is_a_front_page_that_says_first_what_this_is_and_for_whom() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    first = first_paragraph(readme)
+    assert "placement_edu" in first and "distributed" in first, first
+    for reader in ("learners", "lecturers", "practitioners"):
+        assert reader in first, first
+    assert first_paragraph("# Title\n\n[![badge](b.svg)](u)\n\nplacement_edu teaches") == (
+        "placement_edu teaches"
+    )
+    # ...and the manual is in docs/, each page with its title and what it covers first
+    for name in MANUAL:
+        page = (DOCS / f"{name}.md").read_text(encoding="utf-8")
+        assert page.startswith("# "), name
+        assert len(first_paragraph(page)) > 150, name
 
 
 # --- the docs' formulas are the package's ----------------------------------------------------
@@ -473,26 +517,38 @@ def test_s9_compute_and_ring_steps() -> None:
         assert ring_steps("all_reduce", n) == 2 * (n - 1)
 
 
+def prose_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(number, line) of each line outside fenced blocks: a command's output is shown as wide as
+    it is printed."""
+    fenced = False
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            yield i, line
+
+
 def test_docs_lines_are_within_100_characters_outside_tables() -> None:
     long = [
         f"{page.name}:{i}"
         for page in sorted(DOCS.glob("*.md"))
-        for i, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        for i, line in prose_lines(page.read_text(encoding="utf-8"))
         if len(line) > 100 and not line.startswith("|")
     ]
     assert long == []
+    assert [i for i, _ in prose_lines("a\n```console\n" + "x" * 101 + "\n```\nb")] == [1, 5]
 
 
 def _limit_value(text: str) -> int:
-    """'10^15' or '2^40' or '4096', as README's limits table writes them."""
+    """'10^15' or '2^40' or '4096', as docs/reliability.md's limits table writes them."""
     base, _, power = text.partition("^")
     return int(base) ** int(power) if power else int(base)
 
 
-def test_readmes_limits_table_is_every_limit_of_errors_py_with_its_value():
+def test_the_limits_table_is_every_limit_of_errors_py_with_its_value():
     import placement_edu.errors as errors
 
-    section = (ROOT / "README.md").read_text().split("## Reliability", 1)[1].split("\n## ", 1)[0]
+    section = (DOCS / "reliability.md").read_text().split("## The limits", 1)[1].split("\n## ")[0]
     rows = re.findall(r"^\| `(MAX_\w+)` \| ([\d^]+) \|", section, flags=re.M)
     defined = {
         name: value

@@ -128,8 +128,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _prose() -> list[tuple[str, str]]:
-    """_texts() and the prose shipped beside the notebooks: docs/theory.md and README.md."""
-    return _texts() + [(p, (ROOT / p).read_text()) for p in ("docs/theory.md", "README.md")]
+    """_texts() and the prose shipped beside the notebooks: README.md and every page of docs/
+    (the theory, and the manual that moved there from README, issue 38)."""
+    pages = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+    return _texts() + [(p, (ROOT / p).read_text()) for p in pages]
 
 
 def _notebook(number: str) -> list[str]:
