@@ -11,7 +11,7 @@ runtime widget, on each click of Run: progress shows, then the result in its pla
 line left beside it), while the kernel shows busy and Run is disabled until the result is drawn
 (and before the first run, no chart: no broken-image icon); shutting its kernel down (it held warm
 ranks) prints no traceback. Three notebooks are run, saved, shut down and reopened: each widget
-cell shows its still, never "Error displaying widget".
+cell shows its still, never "Error displaying widget". No notebook opens marked modified.
 """
 
 from __future__ import annotations
@@ -204,6 +204,19 @@ def change_a_control(live) -> None:
 #: Close the current notebook as it is (opening it may mark it changed: no "save?" dialog).
 CLOSE_WITHOUT_SAVING = "window.jupyterapp.shell.currentWidget.dispose()"
 
+#: Whether the current notebook is marked modified -- its model's ``dirty`` flag, and the tab's
+#: mark -- once its kernel is connected and has said what it is (JupyterLab writes the kernel's
+#: spec and language into the notebook then: a notebook saved with another kernelspec is modified
+#: by opening it).
+MODIFIED = """async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.sessionContext.ready;
+  await panel.sessionContext.session?.kernel?.info;
+  await new Promise(resolve => setTimeout(resolve, 200));
+  return {model: panel.context.model.dirty,
+          tab: !!document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')};
+}"""
+
 
 def open_in(page, name: str, stills: bool = True) -> None:
     """Open notebook ``name`` in an open JupyterLab page (File ▸ Open, without loading the
@@ -235,15 +248,19 @@ def course_page(browser, lab):
 
 
 @pytest.mark.parametrize("name", [p.name for p in COURSE])
-def test_a_notebook_opened_without_running_says_to_run_and_shows_its_stills(course_page, name):
-    """Every notebook of the course, as saved: each widget cell shows the line and a still, and no
-    "Error displaying widget" appears."""
+def test_a_notebook_opened_without_running_says_to_run_shows_its_stills_and_is_unmodified(
+    course_page, name
+):
+    """Every notebook of the course, as saved: each widget cell shows the line and a still, no
+    "Error displaying widget" appears, and opening it does not mark it modified (its kernel
+    connected)."""
     page = course_page
     open_in(page, name)
     still = page.locator(".placement-edu-still")
     assert still.count() == len(widget_cells(NOTEBOOKS / name)) >= 1
     assert still.first.is_visible() and "Run the cells" in still.first.inner_text()
     assert "Error displaying widget" not in page.inner_text("body")
+    assert page.evaluate(MODIFIED) == {"model": False, "tab": False}
     close_current(page)
 
 
