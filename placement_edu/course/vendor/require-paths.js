@@ -1,10 +1,13 @@
 // Where the widget manager (embed-amd.js) finds its icon fonts: in html-manager/ beside this file.
-// Its bundle asks for them next to its module's URL, "@jupyter-widgets/html-manager/dist/", which
-// require.js otherwise places beside the page. Loaded after require.js, before embed-amd.js.
-// Written for placement_edu (placement_edu/course/site.py), not taken from npm.
-require.config({
-  paths: {
-    "@jupyter-widgets/html-manager/dist": document.currentScript.src.replace(/[^/]*$/, "") +
-      "html-manager",
-  },
-});
+// Each module it bundles (@jupyter-widgets/base, controls, html-manager...) asks for them beside
+// its own module URL, which require.js would otherwise place in a folder beside the page.
+// Loaded after require.js, before embed-amd.js. Written for placement_edu/course/site.py.
+(function () {
+  var fonts = document.currentScript.src.replace(/[^/]*$/, "") + "html-manager";
+  require.config({
+    paths: {
+      "@jupyter-widgets": fonts,
+      "@jupyter-widgets/html-manager/dist": fonts,
+    },
+  });
+})();
