@@ -83,9 +83,10 @@ def kept_line(copied: Copied) -> str:
 
 
 def lab_command(dest: Path, port: int | None, browser: bool) -> list[str]:
-    """JupyterLab on the course in ``dest`` (run from ``dest``), opening ``FIRST``: its server
-    settings from ``SERVER_CONFIG``; ``--allow-root`` where the user is root (a container's
-    usual user), which JupyterLab otherwise refuses."""
+    """JupyterLab on the course in ``dest``, opening ``FIRST`` (run from ``dest``: the server
+    looks for the file it opens in its working folder), with the server settings of
+    ``SERVER_CONFIG``; ``--allow-root`` where the user is root (a container's usual user), which
+    JupyterLab otherwise refuses."""
     return [
         sys.executable,
         "-m",
@@ -108,7 +109,7 @@ def _open(dest: Path, port: int | None, browser: bool) -> int:
         print(kept_line(copied))
     print(f"the course is in {dest}: JupyterLab opens {FIRST} (Ctrl-C stops it)", flush=True)
     command = lab_command(dest, port, browser)
-    os.chdir(dest)
+    os.chdir(dest)  # (where JupyterLab finds FIRST)
     os.execv(command[0], command)
     return 0  # (not reached: execv returns only by raising)
 
