@@ -2,7 +2,7 @@
 process each time (Python's start-up and the package's imports included; torch never imported).
 Target: under 0.5 s. Run: ``.venv/bin/python benchmarks/bench_time_command.py``.
 
-The configuration is the largest the README prices: GPT-3 175B on 1,536 H100s, t = 8, p = 8,
+The configuration is the largest docs/time.md prices: GPT-3 175B on 1,536 H100s, t = 8, p = 8,
 d = 24, 1,536 sequences (m = 64 micro-batches), zero1 with sequence parallelism and selective
 recomputation. The median of the repeats is printed, and the slowest."""
 

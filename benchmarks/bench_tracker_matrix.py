@@ -1,6 +1,6 @@
 """Issue 22's whole matrix against PyTorch's own memory trackers: GPT-2, Llama-3.2-1B and Llama-3-8B
 on one device (recompute none and full) and under FSDP2 at N = 8, 64 and 1024, ranks 0 and N - 1,
-fp32 and FSDP2's bf16 mixed precision -- 42 cases, the README's table. Each case: the core's
+fp32 and FSDP2's bf16 mixed precision -- 42 cases, docs/measured.md's table. Each case: the core's
 derivation beside one tracked step (``tests/tracker_cases.py``: ``FSDPMemTracker`` on a fake process
 group of N ranks, ``MemTracker`` at N = 1), each in a fake process group of its own, measured one
 after another by one ``TrackerProcess`` (a later case skips the first one's ~2 s warm-up). The test

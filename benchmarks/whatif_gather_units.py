@@ -3,7 +3,7 @@
 (k) An abstract model gathers one layer at a time by default (``ModelSpec``'s ``gather_units``
     0 = one per layer); a bare Ψ (``as_model``, ``table --params``) takes the layers of the
     nearest published shape, ``models.per_layer_model``. Gathered as one whole-model unit
-    instead, README's first table would show zero3's peak above zero2's.
+    instead, docs/cli.md's first table would show zero3's peak above zero2's.
 (l) The gather window holds two units: the one computing and the next, prefetched (Zhao et al.
     2023, "PyTorch FSDP", §3.3; ``models.prefetched_window``).
 A pipeline stage's units are its own layers (``models.stage_units``), not 1/p of one: the
@@ -24,7 +24,7 @@ STRATEGIES = ("dp", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
 def readme_table(psi: int, devices: int) -> None:
     model = per_layer_model(psi)
     whole = ModelSpec(psi, layers=model.layers, gather_units=1)
-    print(f"(k, l) README's table, Ψ = {psi:,}, N = {devices}: peak in GB")
+    print(f"(k, l) docs/cli.md's table, Ψ = {psi:,}, N = {devices}: peak in GB")
     print(f"{'strategy':14s} {'one unit':>12s} {f'{model.layers} units':>12s}")
     for name in STRATEGIES:
         one = analyze(name, whole, devices).memory.peak

@@ -354,8 +354,7 @@ HARDWARE: dict[str, Hardware] = {
     "h200-nvlink": _one_node(
         "h200-nvlink", 0.4 * PEAK_FLOPS["H200"], _H200, NVLINK4, PCIE5, HBM_141GB
     ),
-    # Measured, not published: `placement-edu calibrate` prints this line (README, "Calibrating this
-    # machine").
+    # Measured, not published: `placement-edu calibrate` prints this line (docs/calibration.md).
     "this_machine": Hardware(
         "this_machine",
         3.22e10,

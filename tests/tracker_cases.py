@@ -9,7 +9,7 @@ peak and the optimizer-step peak within 2 %.
 The cases are in four files (GPT-2, Llama-3.2-1B, Llama-3-8B, HF's own modules) so that the suite's
 workers (pytest-xdist, one file each at a time) share them out.
 
-The whole matrix (``MATRIX``, the README's 42 rows) is measured by
+The whole matrix (``MATRIX``, docs/measured.md's 42 rows) is measured by
 ``benchmarks/bench_tracker_matrix.py``, which prints every figure (exit 1 if a state differs or a
 peak is more than 2 % off). The suite runs ``SUITE`` of its FSDP2 cases, a subset in which every N
 below 1024 meets both precisions and both ranks, beside the one-device and other cases of the four
@@ -43,7 +43,7 @@ slow = pytest.mark.slow
 #: ``benchmarks/bench_tracker_matrix.py`` measures every model's whole matrix at full depth.
 BLOCKS = 4
 
-#: (model, N, rank, precision, recompute): issue 22's matrix, the README's table of 42 rows -- one
+#: (model, N, rank, precision, recompute): issue 22's matrix, docs/measured.md's 42 rows -- one
 #: device without and with full recomputation, and FSDP2 on N = 8, 64, 1024 at ranks 0 and N - 1.
 MATRIX = [
     row
