@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement_edu.course import content_root
+from placement_edu.course import content_root, notebooks, repository
 from placement_edu.errors import PlacementError
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -127,29 +127,40 @@ SPANS = re.compile(
     r"|(?P<text>!?\[[^\]]*\])\((?P<target>[^)\s]+)(?P<title>\s+\"[^\"]*\")?\)",
     re.S,
 )
+#: What a docstring (reST) leaves as it is: ``literals``, `interpreted text`, :role:`...`.
+RST_SPANS = re.compile(r"``.*?``|(?::[\w:-]+:)?`[^`]*`_{0,2}")
 #: A plain citation of the theory: "SPEC §4", "SPEC §4 rule 1" (a line may break before the rule).
 CITATION = re.compile(r"SPEC §(?P<section>\d+)(?:\.\d+)?(?P<rule>\s+rule\s+(?P<n>\d+))?")
 
 
-def _outside_spans(text: str, change: Callable[[str], str]) -> str:
-    """``text`` with ``change`` applied to everything but code, links and images."""
+def cite_spec(text: str, spans: re.Pattern[str], link: Callable[[str, str], str]) -> str:
+    """``text`` with each plain citation of the theory outside ``spans`` (code, existing links)
+    replaced by ``link(words, target)``: the target is the theory's anchor, "s4" or "s4-rule-1"."""
+
+    def cite(match: re.Match[str]) -> str:
+        target = f"s{match['section']}" + (f"-rule-{match['n']}" if match["rule"] else "")
+        return link(" ".join(match.group().split()), target)
+
     pieces, at = [], 0
-    for span in SPANS.finditer(text):
-        pieces += [change(text[at : span.start()]), span.group()]
+    for span in spans.finditer(text):
+        pieces += [CITATION.sub(cite, text[at : span.start()]), span.group()]
         at = span.end()
-    return "".join([*pieces, change(text[at:])])
+    return "".join([*pieces, CITATION.sub(cite, text[at:])])
 
 
 def link_spec(text: str, theory: str) -> str:
     """Every plain "SPEC §n" (and "SPEC §n rule m") of Markdown ``text`` as a link into the
     theory, at the relative path ``theory`` (code and existing links are left alone)."""
+    return cite_spec(text, SPANS, lambda words, anchor: f"[{words}]({theory}#{anchor})")
 
-    def cite(match: re.Match[str]) -> str:
-        fragment = f"s{match['section']}" + (f"-rule-{match['n']}" if match["rule"] else "")
-        words = " ".join(match.group().split())
-        return f"[{words}]({theory}#{fragment})"
 
-    return _outside_spans(text, lambda plain: CITATION.sub(cite, plain))
+def link_spec_in_docstring(
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """Sphinx's ``autodoc-process-docstring``: each plain "SPEC §n" of a docstring (reST) as a
+    reference to the theory's target (``s4``, ``s4-rule-1``: the chapters' MyST targets)."""
+    for i, line in enumerate(lines):
+        lines[i] = cite_spec(line, RST_SPANS, lambda words, anchor: f":ref:`{words} <{anchor}>`")
 
 
 @dataclass(frozen=True)
@@ -179,7 +190,9 @@ def relink(text: str, source: str, here: str, places: Places) -> str:
         if span["code"] or re.match(r"[a-z][a-z0-9+.-]*:", span["target"]):
             return span.group()
         file, _, fragment = span["target"].partition("#")
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(source), file or source))
+        path = (
+            posixpath.normpath(posixpath.join(posixpath.dirname(source), file)) if file else source
+        )
         target = places.target(path, fragment)
         if target is None and (path.startswith("..") or span["text"].startswith("!")):
             return span.group()  # outside the repository, or an image: left to Sphinx to find
@@ -244,14 +257,14 @@ def toctree(caption: str, entries: list[str]) -> str:
     return f"\n```{{toctree}}\n:caption: {caption}\n:hidden:\n\n{lines}\n```\n"
 
 
-def stage(root: Path, into: Path, repository: str) -> None:
-    """Write the site's sources into ``into``, from the course at ``root``."""
-    notebooks = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def stage(into: Path, repository: str) -> None:
+    """Write the site's sources into ``into``, from the course (``content_root()``)."""
+    root, chapters_in_order = content_root(), notebooks()
     guides = [g for g in GUIDES if (root / "docs" / f"{g}.md").is_file()]
     extra = ["instructors"] if (root / "docs" / "instructors.md").is_file() else []
     intro, chapters = split_theory((root / "docs" / "theory.md").read_text(encoding="utf-8"))
     staged = {"docs/index.md": "index.md", "docs/theory.md": "docs/theory.md"}
-    staged |= {f"notebooks/{nb.name}": f"notebooks/{nb.name}" for nb in notebooks}
+    staged |= {f"notebooks/{nb.name}": f"notebooks/{nb.name}" for nb in chapters_in_order}
     staged |= {f"docs/{page}.md": f"docs/{page}.md" for page in [*guides, *extra]}
     chapter_of = {anchor: c.name for c in chapters for anchor in c.anchors}
     places = Places(staged, chapter_of, repository)
@@ -280,7 +293,7 @@ def stage(root: Path, into: Path, repository: str) -> None:
         "# API reference\n" + toctree("Modules", list(API)).replace(":hidden:\n", ""),
     )
     index = (into / "index.md").read_text(encoding="utf-8")
-    index += toctree("The course", [f"notebooks/{nb.stem}" for nb in notebooks])
+    index += toctree("The course", [f"notebooks/{nb.stem}" for nb in chapters_in_order])
     index += toctree("The theory", ["docs/theory"] + [f"docs/theory/{c.name}" for c in chapters])
     index += toctree("Guides", [f"docs/{g}" for g in guides] + ["api/index"])
     index += toctree("Teaching", [f"docs/{page}" for page in extra]) if extra else ""
@@ -303,6 +316,7 @@ def configuration(repository: str, jupyterhub_url: str) -> dict[str, Any]:
         "myst_heading_anchors": 3,
         "autodoc_mock_imports": [m for m in OPTIONAL_IMPORTS if not importlib.util.find_spec(m)],
         "autodoc_member_order": "bysource",
+        "toc_object_entries": False,  # the sidebar lists pages, not each function (and is fast)
         "html_theme": "sphinx_book_theme",
         "html_title": "Placement semantics",
         "html_show_sourcelink": False,
@@ -318,19 +332,6 @@ def configuration(repository: str, jupyterhub_url: str) -> dict[str, Any]:
     }
 
 
-def _repository() -> str:
-    """The repository's URL, as pyproject.toml's [project.urls] names it."""
-    import placement_edu.course as course
-
-    if hasattr(course, "repository"):
-        return str(course.repository())
-    # TEMPORARY until helper A's course.repository() lands: read pyproject.toml.
-    text = (course.CHECKOUT / "pyproject.toml").read_text(encoding="utf-8")
-    found = re.search(r'(?m)^Repository = "([^"]+)"', text)
-    assert found
-    return found.group(1)
-
-
 def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
     """Build the website into ``out`` and return the path of its ``index.html``.
 
@@ -344,16 +345,17 @@ def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
             "building the site needs Sphinx: pip install 'placement-edu[site]'"
         ) from None
     hub = os.environ.get(JUPYTERHUB_VARIABLE, "") if jupyterhub_url is None else jupyterhub_url
-    repository = _repository()
-    out = Path(out).resolve()
+    url = repository()
+    # Sphinx writes into the stage (myst-nb also writes beside its output folder), then the site
+    # is copied to ``out``.
     work = Path(tempfile.mkdtemp(prefix="placement-edu-site-"))
-    log = work / "sphinx.log"
+    html, log = work / "html", work / "sphinx.log"
     try:
-        stage(content_root(), work / "src", repository)
-        (out / "_vendor").mkdir(parents=True, exist_ok=True)
+        stage(work / "src", url)
+        (html / "_vendor").mkdir(parents=True)
         for name in WIDGET_SCRIPTS:
-            shutil.copyfile(VENDOR / name, out / "_vendor" / name)
-        shutil.copytree(VENDOR / WIDGET_FONTS, out / "_vendor" / WIDGET_FONTS, dirs_exist_ok=True)
+            shutil.copyfile(VENDOR / name, html / "_vendor" / name)
+        shutil.copytree(VENDOR / WIDGET_FONTS, html / "_vendor" / WIDGET_FONTS)
         with (
             log.open("w", encoding="utf-8") as stream,
             warnings.catch_warnings(record=True) as caught,
@@ -361,19 +363,21 @@ def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
             app = Sphinx(
                 work / "src",
                 None,
-                out,
+                html,
                 work / "doctrees",
                 "html",
-                confoverrides=configuration(repository, hub),
+                confoverrides=configuration(url, hub),
                 status=stream,
                 warning=stream,
                 freshenv=True,
             )
+            app.connect("autodoc-process-docstring", link_spec_in_docstring)
             app.build()
             stream.writelines(f"{w.filename}:{w.lineno}: {w.message}\n" for w in caught)
         if app.statuscode:
             raise RuntimeError(f"Sphinx ended with status {app.statuscode}")
+        shutil.copytree(html, out, dirs_exist_ok=True)
     except Exception as error:
         raise PlacementError(f"the site did not build ({error}); Sphinx's log: {log}") from error
     shutil.rmtree(work)
-    return out / "index.html"
+    return Path(out).resolve() / "index.html"
