@@ -1,11 +1,13 @@
 """The website's sources, without building it: the theory split into chapters, the links moved to
 where the stage puts their targets, every "SPEC §n" made a link (``placement_edu.course.site``).
-Sphinx is not run here (``tests/test_site.py`` builds the site and opens every page)."""
+Sphinx is only started, to fail (``tests/test_site.py`` builds the site and opens every page)."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from placement_edu.course.site import (
     split_theory,
     stage,
 )
+from placement_edu.errors import PlacementError
 
 pytestmark = pytest.mark.fast
 
@@ -205,3 +208,23 @@ def test_each_chapter_with_saved_widgets_says_they_recompute_only_live(staged: P
         assert [page["cells"].index(n) for n in notes] in ([], [1])  # under the title
         assert len(page["cells"]) == len(source["cells"]) + len(notes)
         assert saved_widget_views(page) == saved_widget_views(source) > 0
+
+
+def test_a_failed_build_says_so_in_one_line_naming_its_log(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("sphinx", reason="the site needs the [site] extra")
+    from placement_edu.course import site
+
+    settings = site.configuration
+    monkeypatch.setattr(
+        site, "configuration", lambda *args: {**settings(*args), "extensions": ["no_such_module"]}
+    )
+    with pytest.raises(PlacementError) as raised:
+        site.build(tmp_path / "out")
+    message = str(raised.value)
+    assert "\n" not in message and "no_such_module" in message
+    log = Path(message.rpartition("Sphinx's log: ")[2])
+    assert log.parent.parent == Path(tempfile.gettempdir())
+    assert "no_such_module" in log.read_text(encoding="utf-8")  # the stage is kept, for a look
+    shutil.rmtree(log.parent)

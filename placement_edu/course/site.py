@@ -26,6 +26,7 @@ import posixpath
 import re
 import shutil
 import tempfile
+import traceback
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -340,6 +341,7 @@ def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
     ``PlacementError`` naming the log (its stage is kept for a look)."""
     try:
         from sphinx.application import Sphinx
+        from sphinx.util.console import nocolor
     except ImportError:
         raise PlacementError(
             "building the site needs Sphinx: pip install 'placement-edu[site]'"
@@ -356,6 +358,7 @@ def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
         for name in WIDGET_SCRIPTS:
             shutil.copyfile(VENDOR / name, html / "_vendor" / name)
         shutil.copytree(VENDOR / WIDGET_FONTS, html / "_vendor" / WIDGET_FONTS)
+        nocolor()  # a log, not a terminal
         with (
             log.open("w", encoding="utf-8") as stream,
             warnings.catch_warnings(record=True) as caught,
@@ -378,6 +381,8 @@ def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
             raise RuntimeError(f"Sphinx ended with status {app.statuscode}")
         shutil.copytree(html, out, dirs_exist_ok=True)
     except Exception as error:
+        with log.open("a", encoding="utf-8") as stream:
+            stream.write(traceback.format_exc())
         raise PlacementError(f"the site did not build ({error}); Sphinx's log: {log}") from error
     shutil.rmtree(work)
     return Path(out).resolve() / "index.html"
