@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import CHROMIUM, FLAGS, skip_without_a_browser
+from tests.browser_support import CHROMIUM, FLAGS, offline_page, skip_without_a_browser
 from tests.gallery import gallery, widget_cells
 
 pytestmark = pytest.mark.browser
@@ -262,6 +262,25 @@ def test_a_notebook_opened_without_running_says_to_run_shows_its_stills_and_is_u
     assert "Error displaying widget" not in page.inner_text("body")
     assert page.evaluate(MODIFIED) == {"model": False, "tab": False}
     close_current(page)
+
+
+def test_rise_presents_a_notebook_with_nothing_from_outside_and_its_widgets_as_stills(browser, lab):
+    """RISE's slideshow of 00 (the page "Render as Reveal Slideshow" shows beside the notebook):
+    its slides, in the "white" theme that the notebooks' metadata asks for, whose font comes with
+    RISE (the default theme's comes from Google's servers), and no request leaving the machine.
+    RISE does not draw widgets (jupyterlab-rise 0.43.1 with ipywidgets 8: a widget output is its
+    text), so each widget cell shows the line and its still -- what docs/instructors.md says."""
+    base, token, _ = lab
+    watched = offline_page(browser, viewport={"width": 1280, "height": 800})
+    page = watched.page
+    page.goto(f"{base}/rise/{COURSE[0].name}?token={token}")
+    page.wait_for_selector(".reveal .slides section.present .jp-Cell", timeout=60_000)
+    assert page.locator(".reveal .slides > section").count() >= 10
+    assert page.locator(".placement-edu-still").count() == len(widget_cells(COURSE[0])) >= 1
+    assert page.locator(".placement-edu-live").count() == 0
+    page.wait_for_function("document.fonts.check('16px \"Source Sans Pro\"')", timeout=10_000)
+    assert watched.outside == []
+    page.context.close()
 
 
 #: Notebooks run, saved, shut down and reopened as a learner does: the start, one with several
