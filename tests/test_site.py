@@ -117,6 +117,9 @@ def test_every_spec_citation_is_a_link_and_every_chapter_launches(site: tuple[Pa
     )
     assert f'href="{hub}"' in chapter
     assert "here they do not recompute" in chapter  # the note on saved widgets
+    download = out / "_sources" / "notebooks" / "02_replicated.ipynb"
+    assert 'href="../_sources/notebooks/02_replicated.ipynb"' in chapter
+    assert download.read_bytes() == (notebooks()[2]).read_bytes()  # as the course has it
 
 
 def test_every_page_opens_from_disk_with_nothing_from_outside(site: tuple[Path, float]) -> None:

@@ -10,8 +10,12 @@ sources), runs Sphinx on the stage and writes the site into ``out``:
   link ``theory.md#s4`` leads to the chapter of §4 (``relink``), and every plain "SPEC §n" becomes
   such a link (``link_spec``);
 - a relative link to a file the site does not carry (``../README.md``) leads to the repository;
-- require.js and the widget manager's ``embed-amd.js`` are copied from ``vendor/`` into
-  ``out/_vendor/``: a page loads nothing from outside, and opens from disk (``file://``).
+- require.js and the widget manager's ``embed-amd.js`` (with its icon fonts) are copied from
+  ``vendor/`` into ``out/_vendor/``: a page loads nothing from outside, and opens from disk
+  (``file://``);
+- each chapter has launch buttons (Binder; JupyterHub where one is given) built from the one
+  repository URL (``placement_edu.course.repository()``), and its download button gives the
+  notebook as the course has it.
 
 Needs the ``[site]`` extra (Sphinx, myst-nb, sphinx-book-theme). ``placement-edu course --site OUT``
 calls ``build``.
@@ -297,7 +301,7 @@ def stage(into: Path, repository: str) -> None:
     index += toctree("The course", [f"notebooks/{nb.stem}" for nb in chapters_in_order])
     index += toctree("The theory", ["docs/theory"] + [f"docs/theory/{c.name}" for c in chapters])
     index += toctree("Guides", [f"docs/{g}" for g in guides] + ["api/index"])
-    index += toctree("Teaching", [f"docs/{page}" for page in extra]) if extra else ""
+    index += toctree("For instructors", [f"docs/{page}" for page in extra]) if extra else ""
     write("index.md", index)
 
 
@@ -379,6 +383,8 @@ def build(out: Path, *, jupyterhub_url: str | None = None) -> Path:
             stream.writelines(f"{w.filename}:{w.lineno}: {w.message}\n" for w in caught)
         if app.statuscode:
             raise RuntimeError(f"Sphinx ended with status {app.statuscode}")
+        for notebook in notebooks():  # the download button gives the notebook as the course has it
+            shutil.copyfile(notebook, html / "_sources" / "notebooks" / notebook.name)
         shutil.copytree(html, out, dirs_exist_ok=True)
     except Exception as error:
         with log.open("a", encoding="utf-8") as stream:
