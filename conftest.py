@@ -47,15 +47,17 @@ sys.dont_write_bytecode = False
 #: of few tests last), and among them each file that mostly waits -- on ranks' timeouts, a killed
 #: process's end -- placed to run beside one that computes: two waiting at once left a core idle for
 #: a minute (a fresh clone's CI run, 2026-12-07). Then the other notebooks, then the rest. Seconds:
-#: one worker of 2 in a fresh clone's ``bash .ci/run`` with empty caches (``--junitxml``).
+#: one worker of 2 in a full run of the suite here (``--junitxml``).
 HANDED_OUT_FIRST = (
-    "test_browser.py",  # 111 s, computes (JupyterLab, Chromium, kernels)
-    "test_runtime_endings.py",  # 80 s, waits (timeouts, ends of killed commands)
-    "test_peak_tracker.py",  # 81 s, computes (66 s once the activation profiles are cached)
-    "test_binder_limits.py",  # 48 s, waits
+    "test_browser.py",  # 150 s, computes (JupyterLab, Chromium, kernels, RISE)
+    "test_runtime_endings.py",  # 95 s, waits (timeouts, ends of killed commands)
+    "test_peak_tracker.py",  # 71 s, computes (66 s once the activation profiles are cached)
+    "test_binder_limits.py",  # 45 s, waits
+    "test_site.py",  # 40 s, computes (Sphinx builds the website, Chromium opens every page)
+    "test_pool.py",  # 37 s, waits (its 10 s timeouts)
+    "test_course_browser.py",  # 35 s (a fresh venv from the wheel, JupyterLab, Chromium)
     "test_peak_tracker_hf.py",  # 18 s, computes
     "test_peak_tracker_llama_1b.py",  # 16 s, computes
-    "test_pool.py",  # 38 s, waits (its 10 s timeouts)
     "09_activations_and_recomputation.ipynb",  # 16 s
     "test_static_checks.py",  # 17 s with no mypy cache; 2 s with one
     "test_torch_reference.py",  # 22 s
@@ -64,6 +66,7 @@ HANDED_OUT_FIRST = (
     "test_torch_ref_one_gpu.py",  # 15 s
     "test_runtime.py",  # 12 s
     "14_mixture_of_experts.ipynb",  # 12 s
+    "test_slides.py",  # 9 s (16 reveal.js decks, one opened)
 )
 
 
