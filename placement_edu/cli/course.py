@@ -20,7 +20,7 @@ from pathlib import Path
 
 from placement_edu.arguments import described, flag_type
 from placement_edu.course import FIRST, SERVER_CONFIG, Copied, copy_course, fresh_folder, require
-from placement_edu.errors import PlacementError, expect, read_int
+from placement_edu.errors import expect, read_int
 
 #: Where the course goes when no DIR is given (relative to the folder the command runs in).
 DEFAULT_DIR = Path("placement-edu-course")
@@ -116,12 +116,8 @@ def _open(dest: Path, port: int | None, browser: bool) -> int:
 
 def _site(out: Path) -> None:
     require("sphinx", "course --site")
-    try:
-        from placement_edu.course import site
-    except ModuleNotFoundError as missing:
-        if missing.name != "placement_edu.course.site":
-            raise
-        raise PlacementError("this placement-edu has no website builder yet") from None
+    from placement_edu.course import site
+
     start = time.perf_counter()
     index = site.build(out)
     print(f"the website: {index} (built in {time.perf_counter() - start:.1f} s)")
@@ -129,12 +125,8 @@ def _site(out: Path) -> None:
 
 def _slides(out: Path) -> None:
     require("nbconvert", "course --slides")
-    try:
-        from placement_edu.course import slides
-    except ModuleNotFoundError as missing:
-        if missing.name != "placement_edu.course.slides":
-            raise
-        raise PlacementError("this placement-edu has no slide builder yet") from None
+    from placement_edu.course import slides
+
     decks = slides.build(out)
     folder = Path(os.path.commonpath([deck.parent for deck in decks])) if decks else out
     print(f"{len(decks)} slide decks in {folder}")
