@@ -83,6 +83,18 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+#: The modules of the public API: what a notebook may import from, and the website's reference
+#: (one page each). Each lists its names in ``__all__``.
+PUBLIC_MODULES = (
+    "placement_edu",
+    "placement_edu.timing",
+    "placement_edu.estimators",
+    "placement_edu.implementations",
+    "placement_edu.presentation",
+    "placement_edu.runtime",
+    "placement_edu.exercises",
+)
+
 if TYPE_CHECKING:
     from placement_edu.axes import layers_on_stage
     from placement_edu.checker import CheckResult, check

@@ -264,6 +264,29 @@ def test_a_notebook_opened_without_running_says_to_run_shows_its_stills_and_is_u
     close_current(page)
 
 
+def test_a_notebook_saved_under_another_python_opens_modified_unless_the_course_restamps_it(
+    course_page, lab
+):
+    """JupyterLab writes the kernel's Python version into ``language_info`` on open: 00 saved
+    under 3.11.0 opens marked modified here. The same notebook as ``placement-edu course`` and
+    Binder's postBuild copy it (``for_this_python``) opens unmodified."""
+    from placement_edu.course import PYTHON, for_this_python
+
+    work = lab[2].parent / "notebooks"
+    notebook = json.loads((NOTEBOOKS / COURSE[0].name).read_text())
+    notebook["metadata"]["language_info"]["version"] = "3.11.0"
+    older = work / "saved_under_3.11.0.ipynb"
+    older.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    restamped = work / "restamped.ipynb"
+    restamped.write_bytes(for_this_python(older))
+    assert PYTHON != "3.11.0"
+    page = course_page
+    for path, modified in ((older, True), (restamped, False)):
+        open_in(page, path.name)
+        assert page.evaluate(MODIFIED)["model"] is modified, path.name
+        close_current(page)
+
+
 def test_rise_presents_a_notebook_with_nothing_from_outside_and_its_widgets_as_stills(browser, lab):
     """RISE's slideshow of 00 (the page "Render as Reveal Slideshow" shows beside the notebook):
     its slides, in the "white" theme that the notebooks' metadata asks for, whose font comes with

@@ -116,6 +116,34 @@ def test_an_unedited_older_copy_is_refreshed_and_a_deleted_file_comes_back(tmp_p
     assert (dest / EDITED).read_bytes() == (ROOT / EDITED).read_bytes()
 
 
+def test_each_notebook_is_copied_as_run_by_this_python_and_a_new_python_refreshes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JupyterLab marks a notebook modified on open when its ``language_info.version`` is not the
+    kernel's Python: the copy says the running Python, and differs from the shipped file in that
+    value only. A later Python refreshes an untouched copy; an edited one is still kept."""
+    monkeypatch.setattr(course, "PYTHON", "3.11.99")
+    dest = tmp_path / "course"
+    copy_course(dest)
+    for name in course_files():
+        if name.endswith(".ipynb"):
+            copied, shipped = (json.loads((d / name).read_text()) for d in (dest, ROOT))
+            assert copied["metadata"]["language_info"]["version"] == "3.11.99"
+            copied["metadata"]["language_info"]["version"] = shipped["metadata"]["language_info"][
+                "version"
+            ]
+            assert copied == shipped, name
+        else:
+            assert (dest / name).read_bytes() == (ROOT / name).read_bytes(), name
+    assert copy_course(dest).written == ()  # the same Python: nothing to refresh
+    (dest / EDITED).write_text('{"my": "answers"}')
+    monkeypatch.setattr(course, "PYTHON", "3.12.1")
+    again = copy_course(dest)
+    assert again.kept == (EDITED,) and FIRST in again.written
+    first = json.loads((dest / FIRST).read_text())
+    assert first["metadata"]["language_info"]["version"] == "3.12.1"
+
+
 def test_a_bad_dir_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

@@ -156,7 +156,7 @@ def test_every_listed_mistake_is_judged_wrong_with_its_own_reason(name):
 #: Answers a learner gave that the checker once judged wrong (issue 25, item 3): each is right at
 #: the precision its question asks.
 RIGHT = [
-    ("zero2-memory", 16.6),  # ZeRO's printed figure; the cell's own example (3 significant figures)
+    ("zero2-memory", 16.6),  # ZeRO Table 1 prints it so (3 significant figures)
     ("zero2-memory", 16.64),
     ("activations-175b-t8-gb", 0.579),
     ("collectives-all-reduce-ring-bytes", 1.75e9),

@@ -14,19 +14,13 @@ from pathlib import Path
 
 import pytest
 
+import placement_edu
+
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-PUBLIC = (
-    "placement_edu",
-    "placement_edu.timing",
-    "placement_edu.estimators",
-    "placement_edu.implementations",
-    "placement_edu.presentation",
-    "placement_edu.runtime",
-    "placement_edu.exercises",
-)
+PUBLIC = placement_edu.PUBLIC_MODULES
 LAZY = ("placement_edu", "placement_edu.presentation", "placement_edu.runtime")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import shutil
+import sys
 import tomllib
 from dataclasses import dataclass
 from importlib import metadata
@@ -41,6 +41,9 @@ SERVER_CONFIG = Path(__file__).resolve().parent / "jupyter_server_config.py"
 DISTRIBUTION = "placement-edu"
 #: The repository's branch that Binder builds.
 BRANCH = "main"
+#: The Python that runs the course's kernels, as ipykernel reports it in a notebook's
+#: ``language_info.version`` (JupyterLab writes that value on open).
+PYTHON = sys.version.split()[0]
 
 
 def content_root() -> Path:
@@ -128,12 +131,37 @@ class Copied:
     kept: tuple[str, ...]
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def for_this_python(path: Path) -> bytes:
+    """A course file's bytes as the course copies them. A notebook is saved as run by ``PYTHON``
+    (its ``language_info.version``): JupyterLab writes the running kernel's version there when it
+    opens a notebook, and would mark one saved under any other Python modified before the learner
+    typed a key. Everything else is the file as shipped."""
+    data = path.read_bytes()
+    if path.suffix != ".ipynb":
+        return data
+    notebook = json.loads(data)
+    info = notebook["metadata"].get("language_info")
+    if info is None or info.get("version") == PYTHON:
+        return data
+    info["version"] = PYTHON
+    # nbformat's own layout, so an unchanged notebook saves to the same bytes
+    return (json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def stamp_notebooks(folder: str | Path) -> None:
+    """Save every notebook in ``folder`` as run by ``PYTHON`` (``for_this_python``): what Binder's
+    ``binder/postBuild`` does to the repository's notebooks, whose Python is the newest 3.11."""
+    for notebook in sorted(Path(folder).glob("*.ipynb")):
+        notebook.write_bytes(for_this_python(notebook))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def copy_course(dest: Path) -> Copied:
-    """Copy the course (``course_files``) into ``dest``, the two folders side by side. A file that
+    """Copy the course (``course_files``) into ``dest``, the two folders side by side, each
+    notebook saved as run by this Python (``for_this_python``). A file that
     is already there as shipped, or as an earlier copy wrote it, is refreshed; one the learner
     edited is never overwritten (``Copied.kept``). A ``dest`` that is a file, or that cannot be
     written, raises a PlacementError in one line."""
@@ -148,9 +176,10 @@ def copy_course(dest: Path) -> Copied:
             record = {}
         written, kept = [], []
         for name in course_files(root):
-            target, shipped = dest / name, _digest(root / name)
+            target, data = dest / name, for_this_python(root / name)
+            shipped = _digest(data)
             if target.exists():
-                now = _digest(target)
+                now = _digest(target.read_bytes())
                 if now == shipped:
                     record[name] = shipped
                     continue
@@ -158,7 +187,7 @@ def copy_course(dest: Path) -> Copied:
                     kept.append(name)
                     continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / name, target)
+            target.write_bytes(data)
             record[name] = shipped
             written.append(name)
         (dest / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

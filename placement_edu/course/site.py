@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement_edu.course import content_root, notebooks, repository
+from placement_edu import PUBLIC_MODULES as API
+from placement_edu.course import BRANCH, content_root, notebooks, repository
 from placement_edu.errors import PlacementError
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -47,22 +48,11 @@ WIDGET_SCRIPTS = ("require.js", "require-paths.js", "embed-amd.js")
 WIDGET_FONTS = "html-manager"
 #: The guides (``docs/<name>.md``), in the order the site lists them; a missing one is left out.
 GUIDES = ("cli", "python", "reliability", "peak", "time", "calibration", "measured")
-#: The public API, one reference page each (``placement_edu/__init__.py`` lists them).
-API = (
-    "placement_edu",
-    "placement_edu.timing",
-    "placement_edu.estimators",
-    "placement_edu.implementations",
-    "placement_edu.presentation",
-    "placement_edu.runtime",
-    "placement_edu.exercises",
-)
 #: Imported by the API's modules, mocked for the reference when not installed (a [site] install).
 OPTIONAL_IMPORTS = ("torch", "transformers", "matplotlib", "ipywidgets", "IPython")
 BINDERHUB = "https://mybinder.org"
 #: The JupyterHub a course runs on (nbgitpuller opens the notebook there); none unless set.
 JUPYTERHUB_VARIABLE = "PLACEMENT_EDU_JUPYTERHUB_URL"
-BRANCH = "main"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_NOTE = (
