@@ -284,8 +284,11 @@ def test_check_result_serialises_and_is_frozen() -> None:
 
 # --- command line -----------------------------------------------------------------------------
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
-    assert main(["check", *args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    status = main(["check", *args, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    # a linter's exit status (issue 43 item 8): 1 exactly when a condition is broken
+    assert status == (1 if out["broken"] or out["broken_as_consequence"] else 0)
+    return out
 
 
 def test_cli_zero3_holds_both_conditions(capsys: pytest.CaptureFixture[str]) -> None:
@@ -343,7 +346,7 @@ def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str) -> N
 
 
 def test_cli_text_output_says_holds_or_broken(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", "dp", "--fault", "double-scale"]) == 0
+    assert main(["check", "dp", "--fault", "double-scale"]) == 1
     text = capsys.readouterr().out
     assert "gradient integrity: BROKEN" in text and "state consistency: holds" in text
 
@@ -386,3 +389,47 @@ def test_a_unit_wise_reduction_done_twice_is_still_an_extra_reduction() -> None:
     assert gradient_integrity(twice, zero3, mesh, model=model).reason.startswith(
         "Grads are summed on the data axis where they are not partial (an extra reduce_scatter)"
     )
+
+
+@pytest.mark.parametrize(
+    "args, status",
+    [
+        (["zero3"], 0),
+        (["zero3", "--fault", "skip-grad-reduce"], 1),  # broken directly
+        (["zero1", "--fault", "skip-param-sync"], 1),  # and the other as its consequence
+        (["dp×tp", "--mesh", "data=2,tensor=2"], 0),
+        (["zero9"], 2),  # bad input
+    ],
+)
+def test_check_exits_1_when_a_condition_is_broken_as_a_linter_does(
+    args: list[str], status: int
+) -> None:
+    """Issue 43 item 8: a script can tell a broken condition from a clean check; the status and
+    its meaning are in ``check --help``."""
+    result = subprocess.run(
+        [sys.executable, "-m", "placement_edu.cli", "check", *args], capture_output=True, text=True
+    )
+    assert result.returncode == status, result.stderr
+    if status == 1:
+        assert "BROKEN" in result.stdout
+    help_text = " ".join(
+        subprocess.run(
+            [sys.executable, "-m", "placement_edu.cli", "check", "--help"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+    )
+    assert "Exit status: 0 when every condition holds, 1 when one is broken, 2 on bad input" in (
+        help_text
+    )
+
+
+def test_check_on_a_tensor_axis_says_the_heads_are_assumed(capsys) -> None:
+    """Issue 43 item 7: ``check tp --mesh tensor=3`` holds as placements; it says that no head
+    count was checked, and where one is."""
+    assert main(["check", "tp", "--mesh", "tensor=3"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "assumed: the checker's abstract model has no attention heads, so tensor=3" in text
+    assert "table --heads H --mesh tensor=3 refuses them otherwise" in text
+    assert main(["check", "dp", "--mesh", "data=3"]) == 0
+    assert "assumed" not in capsys.readouterr().out  # no tensor axis, nothing assumed

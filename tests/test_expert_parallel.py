@@ -236,7 +236,7 @@ def test_table_and_check_accept_the_expert_axis(capsys) -> None:
     assert main(["table", *argv, "--mesh", "data=2,expert=2", "--strategies", "dp", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"expert": 2' in out
-    assert main(["check", "dp", "--mesh", "data=2,expert=2", "--fault", "drop-routed-tokens"]) == 0
+    assert main(["check", "dp", "--mesh", "data=2,expert=2", "--fault", "drop-routed-tokens"]) == 1
     assert "gradient integrity: BROKEN" in capsys.readouterr().out
 
 

@@ -1,7 +1,8 @@
 """``placement-edu check STRATEGY [--fault NAME] [--mesh data=2,tensor=2] [--json]``.
 
 Runs the static checker (SPEC §5, §6) and prints each condition: holds or broken, and why.
-Exit 0 whenever the check ran, whatever it found; 2 on bad input, with one line. Torch is never
+Exit status, as a linter's (ruff, flake8): 0 when every condition holds, 1 when one is broken
+(directly, as a consequence, or by a safety rule), 2 on bad input, with one line. Torch is never
 imported.
 """
 
@@ -10,11 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from placement_edu.checker import check
+from placement_edu.axes import model_axis_degree
+from placement_edu.checker import CheckResult, check
 from placement_edu.faults import FAULTS
 from placement_edu.mesh import Mesh
 from placement_edu.precision import PRESETS, TRIPLE_FORM
-from placement_edu.strategies import COMPOSITIONS, STRATEGIES
+from placement_edu.strategies import COMPOSITIONS, STRATEGIES, get_strategy
+from placement_edu.units import wrapped
+
+#: The exit status of a check that ran and found a condition broken (0: every one holds; 2: bad
+#: input), as a linter's: a script can tell ``check`` passed from ``check`` found a fault.
+BROKEN_EXIT = 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "state consistency, composition rules)",
         description="Check a strategy's placements and derived schedule for gradient "
         "integrity and state consistency (SPEC §5), and a composition for the "
-        "safety rules of SPEC §6; optionally with a named fault edited in.",
+        "safety rules of SPEC §6; optionally with a named fault edited in. Exit status: 0 "
+        f"when every condition holds, {BROKEN_EXIT} when one is broken, 2 on bad input.",
     )
     p.add_argument(
         "strategy", help=f"one of: {', '.join(STRATEGIES)}; compositions: {', '.join(COMPOSITIONS)}"
@@ -48,5 +56,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     mesh = Mesh.parse(args.mesh) if args.mesh is not None else None
     result = check(args.strategy, mesh=mesh, fault=args.fault, precision=args.precision)
-    print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if args.json else result)
-    return 0
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        tensor = model_axis_degree(get_strategy(args.strategy), result.mesh, "tensor")
+        print(result if tensor == 1 else f"{result}\n{assumed_heads(tensor)}")
+    return exit_status(result)
+
+
+def exit_status(result: CheckResult) -> int:
+    """0 when both conditions hold and no safety rule is broken; ``BROKEN_EXIT`` otherwise."""
+    broken = result.broken or result.consequences or result.rule_violations
+    return BROKEN_EXIT if broken else 0
+
+
+def assumed_heads(tensor: int) -> str:
+    """What a check on a tensor axis assumes: the checker's model has placements, not heads."""
+    return wrapped(
+        f"assumed: the checker's abstract model has no attention heads, so tensor={tensor} is "
+        f"checked as placements only; a real model's heads must divide by {tensor} (table "
+        f"--heads H --mesh tensor={tensor} refuses them otherwise)"
+    )
