@@ -151,21 +151,24 @@ def _printed(number: str) -> list[str]:
 
 
 def test_tensor_parallel_memory_names_the_term_megatron_leaves_replicated():
-    # Megatron keeps each layer's two layernorms (2·2h) and two row-parallel biases (2·h), and the
-    # final layernorm (2h), whole on every tensor rank: R = 6h·L + 2h. GPT-3 175B (Brown et al.
-    # 2020, Table 2.1: L = 96, h = 12,288): R = 7,077,888 + 24,576 = 7,102,464 elements; at t = 8 a
-    # rank holds 16R·7/8 = 99,434,496 bytes more than 16Ψ/t.
+    # Megatron keeps each layer's two layernorms (2·2h) and two row-parallel biases (2·h), the
+    # final layernorm (2h) and the learned position embeddings (s·h) whole on every tensor rank
+    # (issue 40: the positions were once left out): R = 6h·L + 2h + s·h. GPT-3 175B (Brown et al.
+    # 2020, Table 2.1: L = 96, h = 12,288, s = 2,048): R = 7,077,888 + 24,576 + 25,165,824 =
+    # 32,268,288 elements; at t = 8 a rank holds 16R·7/8 = 451,756,032 bytes more than 16Ψ/t.
     gpt3 = TransformerSpec(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)
-    replicated = gpt3.tensor_replicated_elements(range(96), last_stage=True)
-    assert replicated == 7_102_464
-    assert 16 * replicated * Fraction(7, 8) == 99_434_496
+    layers = gpt3.tensor_replicated_elements(range(96), last_stage=True)
+    assert layers == 7_102_464
+    replicated = layers + gpt3.seq * gpt3.hidden
+    assert replicated == 32_268_288
+    assert 16 * replicated * Fraction(7, 8) == 451_756_032
     said = 0
     for where, text in _prose():
         flat = " ".join(text.split())
         if "16Ψ/t" in flat and ("tensor" in flat or "TP" in flat):
             # once 10 said "16Ψ/t under mixed_adam" with no word of the replicated term
-            assert "tensor_replicated_elements" in flat, where
-            assert "7,102,464" in flat and "99,434,496" in flat, where
+            assert "tensor_replicated_elements" in flat and "position embeddings" in flat, where
+            assert "32,268,288" in flat and "451,756,032" in flat, where
             said += 1
     assert said >= 2  # notebook 10 and docs/theory.md
 
