@@ -19,8 +19,8 @@ from placement_edu.arguments import described
 from placement_edu.course import require
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
-from placement_edu.strategies import Strategy
-from placement_edu.runtime.args import add_arguments, config_from_args
+from placement_edu.strategies import COMPOSITIONS, Strategy, get_strategy
+from placement_edu.runtime.args import STEP_OPTIONS, add_arguments, config_from_args, options_given
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,6 +83,12 @@ def _run_context(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> in
 
     c = mesh.degree("context")
     expect(
+        "context" in strategy.axes,
+        f"a run on a context axis executes one attention layer of a strategy with a context "
+        f"axis ({', '.join(CONTEXT_STRATEGIES)}); {strategy.name} has none: give one of those",
+    )
+    refuse_step_options(args, "a context axis", "one attention layer")
+    expect(
         all(n == 1 for axis, n in mesh if axis != "context"),
         f"a run on a context axis executes one attention layer on that axis alone; give --mesh "
         f"data=1,context={c} (got {mesh})",
@@ -106,6 +112,7 @@ def _run_expert(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> int
     from placement_edu.runtime.expert_run import ExpertRun
 
     d, e = mesh.degree("data"), mesh.degree("expert")
+    refuse_step_options(args, "an expert axis", "one mixture-of-experts layer")
     expect(
         all(n == 1 for axis, n in mesh if axis not in ("data", "expert")),
         f"a run on an expert axis executes one mixture-of-experts layer on data × expert alone; "
@@ -128,4 +135,24 @@ def _run_expert(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> int
     return launched(
         lambda: launch_expert_layer(job, args.timeout),
         lambda result: json.dumps(result.to_dict(), indent=2) if args.json else result.report(),
+    )
+
+
+#: The strategies a run on a context axis executes (those whose axes include it).
+CONTEXT_STRATEGIES = tuple(n for n in COMPOSITIONS if "context" in get_strategy(n).axes)
+
+
+def refuse_step_options(args: argparse.Namespace, axis: str, layer: str) -> None:
+    """A layer run (context or expert axis) is one forward and backward of ``layer`` in float64:
+    it has no steps, micro-batches or pipeline schedule to honour, and no other dtype. A flag it
+    would ignore is refused in one line instead."""
+    given = [
+        f
+        for f in options_given(args, STEP_OPTIONS)
+        if not (f == "--dtype" and args.dtype == "float64")
+    ]
+    expect(
+        not given,
+        f"a run on {axis} executes {layer}, one forward and backward in float64; it cannot honour "
+        f"{', '.join(given)}: leave {'it' if len(given) == 1 else 'them'} out",
     )

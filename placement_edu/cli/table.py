@@ -145,6 +145,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_table)
 
 
+def moe_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """The mixture-of-experts flags and their values (None: not given; ``estimate`` has none)."""
+    names = ("experts", "top_k", "capacity_factor", "routing_skew")
+    return [(f"--{n.replace('_', '-')}", getattr(args, n, None)) for n in names]
+
+
 def model_from_args(args: argparse.Namespace) -> Model:
     """--params for an abstract model, or the transformer flags for a TransformerSpec."""
     shape = {k: getattr(args, k) for k, _ in SHAPE}
@@ -166,6 +172,13 @@ def model_from_args(args: argparse.Namespace) -> Model:
             raise PlacementError(
                 f"give either --params or the transformer flags, not both "
                 f"(got --params with {', '.join(given)})"
+            )
+        moe = [flag for flag, v in moe_flags(args) if v is not None]
+        if moe:  # Ψ alone has no layer to give experts: refused, not ignored
+            raise PlacementError(
+                f"{', '.join(moe)} shape{'s' if len(moe) == 1 else ''} a mixture of experts "
+                "from the transformer flags (--layers --hidden --heads --seq --vocab, --ffn the "
+                "experts' width); --params gives Ψ alone: give the transformer flags instead"
             )
         return per_layer_model(args.params)
     missing = [f"--{k}" for k, v in shape.items() if v is None]

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
     p.add_argument(
         "--steps",
         type=flag_type(read_int, "optimizer steps", MAX_STEPS),
-        default=3,
+        default=None,  # (None: not given -- RunConfig's default; a layer run refuses a given one)
         help="optimizer steps (default 3)",
     )
     p.add_argument("--fault", default=None, help=f"inject a fault of SPEC §5: {', '.join(FAULTS)}")
@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
         choices=PIPELINE_SCHEDULES,
         help="pipeline schedule (default 1f1b)",
     )
-    p.add_argument("--dtype", default="float64", choices=DTYPE_NAMES, help="default float64")
+    p.add_argument("--dtype", default=None, choices=DTYPE_NAMES, help="default float64")
     p.add_argument(
         "--timeout",
         type=flag_type(read_seconds),
@@ -100,13 +100,28 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> RunConfig:
     """The ``RunConfig`` the parsed options describe (imports torch: call it only to run)."""
     from placement_edu.runtime.config import RunConfig
 
+    given = {k: v for k, v in (("steps", args.steps), ("dtype", args.dtype)) if v is not None}
     return RunConfig(
         runnable_name(args.strategy),
         world_size,
-        steps=args.steps,
         fault=args.fault,
         mesh=args.mesh,
-        dtype=args.dtype,
         micro_batches=args.micro_batches,
         pipeline_schedule=args.schedule,
+        **given,  # type: ignore[arg-type]
     )
+
+
+#: The options a one-layer run (a context or an expert axis: one forward and backward of one
+#: layer, in float64) cannot honour, by their attribute in the parsed options.
+STEP_OPTIONS = {
+    "steps": "--steps",
+    "dtype": "--dtype",
+    "micro_batches": "--micro-batches",
+    "schedule": "--schedule",
+}
+
+
+def options_given(args: argparse.Namespace, options: dict[str, str]) -> list[str]:
+    """The flags of ``options`` typed on the command line (their parsed value is not None)."""
+    return [flag for attr, flag in options.items() if getattr(args, attr, None) is not None]

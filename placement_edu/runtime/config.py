@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from placement_edu.errors import (
+    MAX_LOCAL_WORLD_SIZE,
     MAX_RUN_MICRO_BATCHES,
     MAX_STEPS,
     PlacementError,
@@ -146,11 +147,23 @@ class RunConfig:
         where the batch ranks are the data degree times the replica degree (hsdp; 1 elsewhere)."""
         mesh, m = self.resolved_mesh(), self.resolved_strategy().micro_batches
         d = mesh.degree("data") * mesh.degree("replica")
-        expect(
-            self.global_batch % (d * m) == 0,
-            f"global batch {self.global_batch} does not split into {d} data ranks "
-            f"x {m} micro-batches",
-        )
+        g = self.global_batch
+        if g % (d * m):
+            # the data degrees that would do, on this machine (at most MAX_LOCAL_WORLD_SIZE ranks)
+            fits = [
+                str(k) for k in range(1, min(g // m, MAX_LOCAL_WORLD_SIZE) + 1) if g % (k * m) == 0
+            ]
+            raise PlacementError(
+                f"the run's global batch of {g} rows (RunConfig.global_batch; fixed on the "
+                f"command line) does not split into {d} data ranks x {m} micro-batches; change "
+                f"the world size (or the mesh's data degree) or the micro-batches: "
+                + (
+                    f"with {m} micro-batch{'es' if m > 1 else ''} the data degree must be one "
+                    f"of {', '.join(fits)}"
+                    if fits
+                    else f"{m} micro-batches do not fit {g} rows, give fewer"
+                )
+            )
         return self.global_batch // (d * m)
 
     def concrete_model(self) -> ConcreteModel:
