@@ -166,7 +166,11 @@ RIGHT = [
     ("disagree-zero2-saving-at-8", 4.27),
     ("zero-fp32-grads-extra-gb", 0.234),
     ("composition-optimizer-gb", 13.1),
-    ("sharded-greedy-last-rank", 4350),
+    ("sharded-greedy-last-rank", 4352.0),  # a toy's exact byte count, as a float
+    ("pp-bubble-of-total", 0.1795),  # 7/39 to 4 figures: judged at the figures typed (issue 40)
+    ("pp-bubble-of-total", 0.18),  # 2 figures: the question states no precision
+    ("long-context-which-wins", "DeepSpeed-Ulysses"),  # the name notebook 13 uses
+    ("zero2-memory", 16.6406),
     ("disagree-140gb-in-gib", 130.39),  # "2 decimals": compared after rounding
     ("disagree-140gb-in-gib", 130.385),
     ("disagree-deepspeed-zero2-printed", 11.28),
@@ -189,7 +193,12 @@ def test_an_answer_within_the_precision_asked_is_right(name, answer):
 
 #: Answers just outside the precision asked, and what the checker says of them.
 CLOSE = [
-    ("zero2-memory", 16.7, "is close, but the question asks 3 significant figures."),
+    ("zero2-memory", 16.7, "is close, but not right at the 3 figures you gave."),
+    ("zero2-memory", 17, "is close, but the question asks 3 significant figures."),
+    ("sharded-greedy-last-rank", 4350, "is close, but the question asks the exact number."),
+    # a bias forgotten in an exact byte count (issue 40): 4 figures, and still not it
+    ("sg-fsdp2-last-rank", 69_280, "is close, but the question asks the exact number."),
+    ("collectives-all-gather-time", 1.18, "is close, but not right at the 3 figures you gave."),
     ("disagree-140gb-in-gib", 130.4, "is close, but the question asks 2 decimals."),
     ("sg-zero3-gib", 130, "is close, but the question asks within 0.1%."),
     ("activations-sp-selective-factor", 5.35, "is close, but the question asks within 1%."),
@@ -209,7 +218,7 @@ SLIPS = [
     ("sg-zero3-gib", 140e9, "that is the answer in bytes; the question asks GiB"),
     ("start-here-zero2-grad-bytes", 0.25, "that is the answer in GB; the question asks bytes"),
     ("collectives-all-gather-time", 0.00119, "that is the answer in seconds"),
-    ("pp-bubble-of-total", 17.9, "that is the answer as a percentage; give it as a fraction"),
+    ("pp-bubble-of-total", 17.9, "that is the answer as a percentage; give it as a plain number"),
     ("zero1-comm", 4, "that is 2× the answer: a factor 2 too many"),
     ("sg-peak-gap", 0.125, "that is half the answer: a factor 2 missing"),
     ("replicated-model-state", 8960, "that is 8× the answer: all N = 8 devices together"),

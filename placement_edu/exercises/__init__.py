@@ -19,12 +19,17 @@ says "not answered yet" (what nbval checks), and no reference answer is shown un
 
 How an answer is judged (``check_answer``):
 
-- a number is right within the precision the question asks: 3 significant figures unless it says
-  otherwise ("2 decimals": compared after rounding; "within 1%": a relative tolerance);
+- a number is judged at the precision the learner typed: the reference is rounded to the last
+  digit of the answer and compared (16.6, 16.64 and 16.6406 are all ZeRO's 16.640625; 0.18 and
+  0.1795 are both 7/39), never at fewer significant figures than the question states and never at
+  fewer than 2. A question that needs more says it: "exactly" (an exact byte count of a toy),
+  "3 significant figures", "2 decimals" (the reference rounded to at least 2 decimals) or
+  "within 1%" (a relative tolerance);
 - a word is compared without case, spaces, ``-`` or ``_`` ("gradient_integrity" is "gradient
   integrity"), and an exercise may list other words for the same answer ("sharded-with-gather");
-- a wrong number is explained: a common mistake by its own reason, a unit slip (bytes for GB, GiB
-  for GB, percent for a fraction, a factor 2 or N) by naming the slip;
+- a wrong number is explained: a common mistake by its own reason, a slip (bytes for GB, GiB for
+  GB, a factor 2, ×N or ÷N where the question names N devices, a percentage for a dimensionless
+  answer) by naming it, an answer right only at fewer figures than asked as "close";
 - an answer of the wrong kind ("two", None, nan) is "not yet: expected a number of bytes", never an
   error.
 """
@@ -46,8 +51,11 @@ from placement_edu.errors import PlacementError, shown
 Answer = Union[int, float, Fraction, str, bool]
 
 
-#: The precision of a number when the question states none: 3 significant figures.
-FIGURES = 3
+#: The fewest significant figures an answer is judged at, whatever the question states: 2.
+FIGURES = 2
+#: An answer typed with more significant digits than this is judged as exact (a Fraction is always
+#: exact): no question asks for more, and the rounding below stays cheap.
+MAX_FIGURES = 30
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,11 @@ class Exercise:
     """``reference`` computes the answer with the core; ``unit`` says what the answer counts
     ("GB (1e9 bytes)", "bytes", "Ψ", "×", "" for a word); ``why`` is what the right answer shows;
     ``mistakes``: (a wrong answer, what it reveals) pairs. The precision, as the question states it:
-    ``tolerance`` (relative, "within 1%": 0.01), ``decimals`` ("2 decimals": 2), else ``FIGURES``
-    significant figures. ``also``: other words for a word answer ("sharded with gather" for
-    "SG"); ``devices``: the N of a question asked per device, to recognise an answer N× off."""
+    ``exact`` ("exactly": a toy's byte count), ``tolerance`` (relative, "within 1%": 0.01),
+    ``decimals`` ("2 decimals": 2), ``figures`` ("3 significant figures": 3), else the figures the
+    learner typed (at least ``FIGURES``). ``also``: other words for a word answer ("sharded with
+    gather" for "SG"); ``devices``: the N of a question asked per device, to recognise an answer
+    N× off."""
 
     name: str
     question: str
@@ -70,6 +80,8 @@ class Exercise:
     decimals: int | None = None
     also: tuple[str, ...] = ()
     devices: int = 0
+    figures: int = 0
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,7 +170,14 @@ def _plain(answer: object) -> object:
     ``np.int64(3000000000)`` and ``np.bool_(True)`` are what a learner's numpy cell produces, and
     they mean 16.640625, 3000000000 and True. Anything else is returned as it is."""
     if getattr(answer, "shape", None) == () and callable(getattr(answer, "item", None)):
-        return answer.item()  # type: ignore[attr-defined]
+        value = answer.item()  # type: ignore[attr-defined]
+        if isinstance(value, (bool, int, float, str)):
+            return value
+        # np.longdouble's item() is itself: the decimal numpy prints for it
+        try:
+            return Fraction(str(value))
+        except (ValueError, TypeError, OverflowError):
+            return value
     return answer
 
 
@@ -214,41 +233,100 @@ def _exact(number: int | float | Fraction) -> Fraction:
     return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
 
 
+def _typed(number: int | float | Fraction) -> tuple[Fraction, Fraction | None, int]:
+    """The answer as typed: its exact value, the unit of its last significant digit and how many
+    significant digits it has (16.6: 1/10 and 3; 1.75e9: 10^7 and 3; 4350: 10 and 3). A Fraction,
+    and an answer of more than ``MAX_FIGURES`` digits, is exact: (value, None, MAX_FIGURES)."""
+    value = _exact(number)
+    if isinstance(number, Fraction) or value == 0:
+        return value, None, MAX_FIGURES
+    digits = repr(number) if isinstance(number, float) else str(abs(number))
+    if "e" in digits or "E" in digits:
+        mantissa, power = digits.lower().split("e")
+    else:
+        mantissa, power = digits, "0"
+    whole, _, places = mantissa.lstrip("-").partition(".")
+    places = places.rstrip("0")
+    shown_digits = (whole + places).lstrip("0")
+    exponent = int(power) - len(places)
+    if not places:  # trailing zeros of a whole number are not significant (4350: 3 figures)
+        stripped = shown_digits.rstrip("0")
+        exponent += len(shown_digits) - len(stripped)
+        shown_digits = stripped
+    figures = len(shown_digits)
+    if figures > MAX_FIGURES:
+        return value, None, MAX_FIGURES
+    return value, Fraction(10) ** exponent, figures
+
+
 def _rounded(x: Fraction, step: Fraction) -> int:
     """``x`` in units of ``step``, rounded half away from zero (as a learner rounds)."""
     units = math.floor(abs(x) / step + Fraction(1, 2))
     return units if x >= 0 else -units
 
 
-def _close(given: Fraction, expected: Fraction, exercise: Exercise, figures: int = 0) -> bool:
-    """Whether ``given`` is ``expected`` at the precision the question asks (or, with ``figures``,
-    at that many significant figures)."""
-    if abs(given - expected) <= abs(expected) / 10**9:  # float rounding: the same number
+def _is(given: Fraction, step: Fraction | None, value: Fraction) -> bool:
+    """Whether ``value``, rounded to the last digit typed (``step``, but never coarser than
+    ``FIGURES`` significant figures of ``value``), is ``given``: the same number at the precision
+    the learner typed (without a step: the same number)."""
+    if abs(given - value) <= abs(value) / 10**9:  # float rounding: the same number
         return True
-    if exercise.tolerance and not figures:  # "within 1%"
-        return abs(given - expected) <= Fraction(exercise.tolerance) * abs(expected)
-    if exercise.decimals is not None and not figures:  # "2 decimals"
-        step = Fraction(1, 10**exercise.decimals)
-    elif expected == 0:
+    if step is None or value == 0:
         return False
-    else:  # 3 significant figures: the step is a unit of the third digit of the reference
-        exponent = math.floor(math.log10(abs(expected))) - ((figures or FIGURES) - 1)
-        step = Fraction(10) ** exponent
-    return _rounded(given, step) == _rounded(expected, step)
+    step = min(step, _figure_step(value, FIGURES))
+    return _rounded(value, step) * step == given
 
 
-def _near(given: Fraction, value: Fraction, exercise: Exercise) -> bool:
-    """A wrong answer is recognised (a mistake, a slip) at the question's precision or at
-    ``FIGURES`` significant figures, whichever is looser."""
-    return _close(given, value, exercise) or _close(given, value, exercise, FIGURES)
+def _figure_step(value: Fraction, figures: int) -> Fraction:
+    """The unit of the ``figures``-th significant digit of ``value``."""
+    return Fraction(10) ** (math.floor(math.log10(abs(value))) - (figures - 1))
+
+
+def _right(given: Fraction, step: Fraction | None, figures: int, expected: Fraction,
+           exercise: Exercise) -> bool:
+    """Whether an answer typed as ``given`` (last digit ``step``, ``figures`` significant digits)
+    is right at the precision the question states (``_precision``) and the learner typed."""
+    if abs(given - expected) <= abs(expected) / 10**9:
+        return True
+    if exercise.exact:
+        return False
+    if exercise.tolerance:  # "within 1%"
+        return abs(given - expected) <= Fraction(exercise.tolerance) * abs(expected)
+    if step is None:
+        return False
+    if exercise.decimals is not None:  # "2 decimals": at least 2, and right at those typed
+        enough = step <= Fraction(1, 10**exercise.decimals)
+    else:
+        enough = figures >= max(FIGURES, exercise.figures)
+    return enough and _rounded(expected, step) * step == given
+
+
+def _close(given: Fraction, step: Fraction | None, expected: Fraction) -> bool:
+    """An answer right only at fewer figures than asked: the same number at its own precision, or
+    at 2 significant figures."""
+    if expected == 0 or given == 0:
+        return False
+    if step is not None and _rounded(expected, step) * step == given:
+        return True
+    two = _figure_step(expected, 2)
+    return _rounded(given, two) == _rounded(expected, two)
 
 
 def _precision(exercise: Exercise) -> str:
+    """The precision the question states, as it says it."""
+    if exercise.exact:
+        return "the exact number"
     if exercise.tolerance:
         return f"within {exercise.tolerance:.{0 if exercise.tolerance >= 0.01 else 1}%}"
     if exercise.decimals is not None:
         return f"{exercise.decimals} decimals"
-    return f"{FIGURES} significant figures"
+    return f"{max(FIGURES, exercise.figures)} significant figures"
+
+
+def _dimensionless(unit: str) -> bool:
+    """Whether an answer in ``unit`` is a pure number (a ratio, a fraction, a factor), the only
+    kind a learner can give as a percentage."""
+    return not unit or unit[0] in "×(" or unit.startswith("of ")
 
 
 def _slips(exercise: Exercise, expected: Fraction) -> tuple[tuple[Fraction, str], ...]:
@@ -272,8 +350,8 @@ def _slips(exercise: Exercise, expected: Fraction) -> tuple[tuple[Fraction, str]
             ),
             (Fraction(1, n), f"that is 1/{n} of the answer: divided by N = {n} once too often"),
         ]
-    if abs(expected) <= 1:
-        slips.append((Fraction(100), "that is the answer as a percentage; give it as a fraction"))
+    if _dimensionless(unit):
+        slips.append((Fraction(100), "that is the answer as a percentage; give it as a plain number"))
     slips += [
         (Fraction(2), "that is 2× the answer: a factor 2 too many"),
         (Fraction(1, 2), "that is half the answer: a factor 2 missing"),
@@ -297,7 +375,12 @@ def _shown(value: Answer) -> str:
     if isinstance(value, Fraction):
         if value.denominator == 1:
             return _shown(value.numerator)
-        return f"{value} (= {float(value):g})" if abs(value) < 10**300 else shown(value)
+        bits = max(value.numerator.bit_length(), value.denominator.bit_length())
+        if bits > 3000:  # str() of an int refuses past 4,300 digits: show its size instead
+            digits = int(bits * math.log10(2)) + 1
+            about = f"{float(value):g}" if abs(value) < 10**300 else "too large for a float"
+            return f"a fraction of about {digits:,} digits (≈ {about})"
+        return f"{value} (= {float(value):g})"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}" if abs(value) < 10**30 else shown(value)  # 10**400: its start
     return shown(value)
@@ -312,24 +395,12 @@ def _of_its_kind(answer: object, expected: Answer) -> bool:
     return isinstance(answer, (int, Fraction)) and not isinstance(answer, bool)
 
 
-def _same(
-    given: Answer,
-    expected: Answer,
-    exercise: Exercise,
-    also: tuple[str, ...] = (),
-    near: bool = False,
-) -> bool:
-    """Whether ``given`` is ``expected`` (or one of the words ``also``), as the question asks
-    (``near``: or at ``FIGURES`` significant figures)."""
+def _same_word(given: Answer, expected: Answer, also: tuple[str, ...] = ()) -> bool:
+    """Whether ``given`` is the word (or True/False) ``expected``, or one of the words ``also``."""
     if isinstance(expected, bool) or isinstance(given, bool):
         return given is expected
-    if isinstance(expected, str):
-        words = {_words(w) for w in (expected, *also)}
-        return isinstance(given, str) and _words(given) in words
-    if isinstance(given, str):
-        return False
-    judge = _near if near else _close
-    return judge(_exact(given), Fraction(expected), exercise)
+    words = {_words(w) for w in (expected, *also)}  # type: ignore[arg-type]
+    return isinstance(given, str) and _words(given) in words
 
 
 def check_answer(name: str, answer: Answer) -> Verdict:
@@ -349,21 +420,33 @@ def check_answer(name: str, answer: Answer) -> Verdict:
     if not _of_its_kind(answer, expected):
         kind = _kind(exercise, expected)
         return not_yet(f"expected {kind}, got {shown(answer)} ({type(answer).__name__})")
-    if _same(answer, expected, exercise, exercise.also):
-        return Verdict(name, True, answer, exercise.why, expected)
     said = f"{_shown(answer)} {exercise.unit}".strip()
-    for mistake, reason in exercise.mistakes:
-        if _same(answer, mistake, exercise, near=True):
-            return not_yet(f"{said}: {reason}")
     hint = f" Hint: {exercise.hint}" if exercise.hint else ""
-    if isinstance(expected, (str, bool)) or isinstance(answer, (str, bool)):
+    if isinstance(expected, (str, bool)):
+        if _same_word(answer, expected, exercise.also):
+            return Verdict(name, True, answer, exercise.why, expected)
+        for mistake, reason in exercise.mistakes:
+            if _same_word(answer, mistake):
+                return not_yet(f"{said}: {reason}")
         return not_yet(f"{said} is not it.{hint}")
-    given, right = _exact(answer), Fraction(expected)
+    given, step, figures = _typed(answer)  # type: ignore[arg-type]
+    right = Fraction(expected)
+    if _right(given, step, figures, right, exercise):
+        return Verdict(name, True, answer, exercise.why, expected)
+    asks = f"the question asks {_precision(exercise)}"
+    if _is(given, step, right):  # right at the figures typed, which are fewer than asked
+        return not_yet(f"{said} is close, but {asks}.")
+    for mistake, reason in exercise.mistakes:
+        if _is(given, step, Fraction(mistake)):  # type: ignore[arg-type]
+            return not_yet(f"{said}: {reason}")
     for factor, slip in _slips(exercise, right):
-        if _near(given, right * factor, exercise):
+        if right and _is(given, step, right * factor):
             return not_yet(f"{said}: {slip}.")
-    if _close(given, right, exercise, figures=2):
-        return not_yet(f"{said} is close, but the question asks {_precision(exercise)}.")
+    if _close(given, step, right):
+        by_figures = not (exercise.exact or exercise.tolerance or exercise.decimals is not None)
+        if by_figures and step is not None and figures >= max(FIGURES, exercise.figures):
+            return not_yet(f"{said} is close, but not right at the {figures} figures you gave.")
+        return not_yet(f"{said} is close, but {asks}.")
     return not_yet(f"{said} is not it.{hint}")
 
 

@@ -47,6 +47,7 @@ EXERCISES = (
             ),
         ),
         hint="sbh(10 + 24/t + 5as/(ht)), sbh = 2048 × 12288.",
+        devices=8,
     ),
     Exercise(
         "activations-sp-selective-factor",
@@ -68,6 +69,7 @@ EXERCISES = (
         ),
         hint="sbh(10 + 24/t + 5as/(ht)) ÷ sbh·34/t.",
         tolerance=1e-2,
+        devices=8,
     ),
     Exercise(
         "activations-full-recompute-flops",

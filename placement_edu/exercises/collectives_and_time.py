@@ -51,6 +51,7 @@ EXERCISES = (
             ),
         ),
         hint="all-reduce = reduce-scatter + all-gather; each sends (N−1)/N of S.",
+        devices=8,
     ),
     Exercise(
         "collectives-all-gather-time",
@@ -70,6 +71,7 @@ EXERCISES = (
             (2.38, "that is an all-reduce: 2(N−1) steps and 2(N−1)/N · S."),
         ),
         hint="α times the ring steps, plus the bytes this device sends over W.",
+        devices=8,
     ),
     Exercise(
         "collectives-dp-threshold",
@@ -97,5 +99,6 @@ EXERCISES = (
             ),
         ),
         hint="per pass: backward's compute 4Ψ·T/F against dp's all-reduce, 2(N−1)/N · 2Ψ / W.",
+        devices=8,
     ),
 )

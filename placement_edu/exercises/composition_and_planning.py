@@ -90,6 +90,7 @@ EXERCISES = (
             ),
         ),
         hint="what does one device hold of the gradient before the data-axis reduction?",
+        devices=8,
     ),
     Exercise(
         "composition-hsdp-scale",
@@ -109,6 +110,7 @@ EXERCISES = (
             (4, "data splits the batch as well: divide by r·d."),
         ),
         hint="count the ways the batch is split.",
+        exact=True,
     ),
     Exercise(
         "planning-dp-over-budget",
@@ -127,7 +129,18 @@ EXERCISES = (
                 Fraction(1040),
                 "that is 16 × 70 − 80: dp's peak also holds the activations of one micro-batch.",
             ),
+            (
+                _dp_over_gb() - Fraction(4096 * 8192 * 194, GB),
+                "that leaves out the 6.51 GB of the recomputed layer's activations "
+                "(s·b·h·(34 + 5as/h)), live while its backward runs.",
+            ),
+            (
+                _dp_over_gb() - Fraction(80 * 2 * 4096 * 8192, GB),
+                "that leaves out the 5.37 GB of layer inputs full recomputation keeps "
+                "(2·s·b·h per layer, 80 layers).",
+            ),
         ),
         hint="replicated P + G + O is 16 bytes per parameter; add one micro-batch's activations.",
+        devices=64,
     ),
 )

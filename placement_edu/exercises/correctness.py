@@ -69,6 +69,7 @@ EXERCISES = (
         ),
         tolerance=0.1,
         hint="write the first step's m̂ and v̂ in terms of g; what is left of the scale?",
+        devices=4,
     ),
     Exercise(
         "correctness-zero1-skip-param-sync-equivalent",

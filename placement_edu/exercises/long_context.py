@@ -67,8 +67,18 @@ EXERCISES = (
                 "that counts keys and values h = 4096 wide; with K = 8 of 32 heads they are "
                 "h_kv = 1,024 wide.",
             ),
+            (
+                C * kv_chunk_elements(llama(), C, 1) * BF16 / GB,
+                "that is c rounds; a rank's own chunk needs no sending: (c - 1) = 7 rounds.",
+            ),
+            (
+                3 * ring_sent(llama(), C) / GB,
+                "that is forward and backward together (backward sends each K/V chunk again and "
+                "its dK/dV: 2× forward); the question asks forward only.",
+            ),
         ),
         hint="(c - 1) × 2·b·(s/c)·h_kv × 2 B, h_kv = K·h/a.",
+        devices=8,
     ),
     Exercise(
         "long-context-ulysses-sent-gb",
@@ -86,8 +96,19 @@ EXERCISES = (
                 "that is the whole buffers; an all-to-all keeps 1/c of its buffer and sends "
                 "(c - 1)/c.",
             ),
+            (
+                ring_bytes("all_to_all", C, ulysses_buffers(llama(), C, 1)[0] * BF16) / GB,
+                "that is the Q/K/V all-to-all only; the attention output goes back by a second "
+                "all-to-all of (s/c)·h.",
+            ),
+            (
+                2 * ulysses_sent(llama(), C) / GB,
+                "that is forward and backward together (backward runs both all-to-alls again, "
+                "for the gradients); the question asks forward only.",
+            ),
         ),
         hint="(c - 1)/c × [(s/c)(h + 2h_kv) + (s/c)h] × 2 B.",
+        devices=8,
     ),
     Exercise(
         "long-context-ulysses-max-c",
@@ -101,6 +122,7 @@ EXERCISES = (
         "hide the transfer).",
         mistakes=((32, "32 is the query heads; the keys and values have only K = 8 heads."),),
         hint="what does the first all-to-all hand each rank?",
+        exact=True,
     ),
     Exercise(
         "long-context-which-wins",
@@ -114,5 +136,14 @@ EXERCISES = (
         "sends 31/32 of a buffer that shrinks with c (0.54 s exposed). At c = 8 in one node the "
         "ring hides entirely and wins (2.68 s against 2.77 s).",
         hint="move s and c in the explorer; watch 'exposed'.",
+        also=("DeepSpeed-Ulysses", "Ulysses attention", "DeepSpeed Ulysses"),
+        mistakes=(
+            (
+                "ring",
+                "at c = 32 each rank's 512 tokens leave too little attention to hide 31 K/V "
+                "rounds over InfiniBand: the ring exposes seconds.",
+            ),
+            ("ring attention", "the ring exposes its 31 K/V rounds over InfiniBand at c = 32."),
+        ),
     ),
 )

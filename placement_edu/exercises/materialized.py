@@ -80,6 +80,7 @@ EXERCISES = (
             ),
         ),
         hint="min(p − stage, m).",
+        exact=True,
     ),
     Exercise(
         "materialized-gpipe-over-1f1b",
@@ -112,5 +113,6 @@ EXERCISES = (
             ),
         ),
         hint="which of P, G, O, A does ZeRO-3 split?",
+        devices=8,
     ),
 )

@@ -46,6 +46,7 @@ EXERCISES = (
             (25_165_824, "that is top-1: each token goes to k = 2 experts, twice the slots."),
         ),
         hint="C = ⌈k·cf·T/E⌉; the buffer E·C·h elements of 2 B; (e-1)/e of it leaves the rank.",
+        devices=4,
     ),
     Exercise(
         "moe-all-to-alls-per-micro-batch",
@@ -60,6 +61,7 @@ EXERCISES = (
             (32, "each MoE layer runs more than one: dispatch and combine, forward and backward."),
         ),
         hint="dispatch, combine; forward, backward; × layers.",
+        exact=True,
     ),
     Exercise(
         "moe-model-state-gb",
@@ -82,8 +84,14 @@ EXERCISES = (
                 Fraction(747_244_683_264, GB),
                 "that is the whole model: the experts are S on expert.",
             ),
+            (
+                Fraction(16 * 45_097_156_608, 4 * GB),
+                "that is the experts only: the dense weights (attention, router, norms, "
+                "embeddings) are on every rank too, whole.",
+            ),
         ),
         hint="dense elements whole, expert elements ÷ e, × 16 B.",
+        devices=4,
     ),
     Exercise(
         "moe-dropped-tokens",
@@ -102,5 +110,7 @@ EXERCISES = (
             (16_384, "that is what it is sent; it runs E·C = 8,192 of them."),
         ),
         hint="copies routed: e·T·k; the busiest wants half; it keeps E·C.",
+        devices=4,
+        exact=True,
     ),
 )

@@ -115,5 +115,6 @@ EXERCISES = (
         mistakes=((0.35, "that prices one direction: 2Ψ/N down and 2Ψ/N up."),),
         hint="host-link bytes / 50e9 B/s.",
         tolerance=1e-2,
+        devices=8,
     ),
 )

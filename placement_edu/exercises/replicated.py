@@ -116,6 +116,7 @@ EXERCISES = (
             ),
         ),
         hint="rule 4: replicated states start identical -- how often must that be done?",
+        devices=8,
     ),
     Exercise(
         "replicated-ddp-buckets",
@@ -148,5 +149,6 @@ EXERCISES = (
             "ddp_buckets: reverse parameter order; close the first bucket at ≥ 1 MiB, the "
             "later ones at ≥ 25 MiB."
         ),
+        exact=True,
     ),
 )

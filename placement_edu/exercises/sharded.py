@@ -65,6 +65,7 @@ EXERCISES = (
         ),
         hint="divide dp's 16Ψ by zero2's 2Ψ + 14Ψ/N.",
         tolerance=1e-3,
+        devices=64,
     ),
     Exercise(
         "sharded-zero1-allreduce-volume",
@@ -91,7 +92,7 @@ EXERCISES = (
         f"ZeroRedundancyOptimizer on N = 4 ranks trains the MLP {DEFAULT_MODEL} (tensors of 8192, "
         "128, 16384, 128, 2048 and 16 elements) with float64 Adam (m and v: 16 bytes per element). "
         "It gives whole tensors, largest first, to the least-loaded rank. How many bytes of "
-        "optimizer state does rank 3 hold?",
+        "optimizer state does rank 3 hold (exactly)?",
         lambda: greedy_optimizer_bytes(3),
         "bytes",
         "16384 → rank 0, 8192 → rank 1, 2048 → rank 2, then rank 3 (empty) takes 128, is still the "
@@ -111,6 +112,8 @@ EXERCISES = (
             ),
         ),
         hint="place 16384, 8192, 2048, 128, 128, 16 one by one on the least-loaded of 4 ranks.",
+        devices=4,
+        exact=True,
     ),
     Exercise(
         "sharded-zero2-peak",

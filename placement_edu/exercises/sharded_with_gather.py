@@ -95,13 +95,14 @@ EXERCISES = (
             ),
         ),
         hint="write both peaks: persistent + the largest phase (backward); subtract.",
+        devices=8,
     ),
     Exercise(
         "sg-fsdp2-last-rank",
         f"FSDP2 shards each tensor of the MLP {DEFAULT_MODEL} along dim 0 into chunks of "
         "ceil(rows/N) rows, N = 3. Weights (128, 64), (128, 128), (16, 128) and biases of 128, 128 "
         "and 16; float64 (8 bytes). How many bytes of parameters does the LAST rank store (its "
-        "real rows, no padding)?",
+        "real rows, no padding; exactly)?",
         fsdp2_last_rank_params,
         "bytes",
         "128 rows → chunks of 43, 43, 42; 16 rows → 6, 6, 4. Rank 2: 42·64 + 42 + 42·128 + 42 + "
@@ -119,6 +120,8 @@ EXERCISES = (
             ),
         ),
         hint="per tensor: rows on the last rank = rows − 2·ceil(rows/3).",
+        devices=3,
+        exact=True,
     ),
     Exercise(
         "sg-root-kept-gathers",
@@ -141,5 +144,6 @@ EXERCISES = (
             ),
         ),
         hint="count forward's gathers, then backward's re-gathers of the units that were freed.",
+        exact=True,
     ),
 )

@@ -80,5 +80,7 @@ EXERCISES = (
             (8, "that is dp (O replicated); zero1 shards exactly this state."),
         ),
         hint="S means disjoint 1/N slices.",
+        devices=8,
+        exact=True,
     ),
 )

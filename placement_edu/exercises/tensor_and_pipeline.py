@@ -73,6 +73,8 @@ EXERCISES = (
             ),
         ),
         hint="count per layer: forward, recomputed forward, backward -- two blocks each.",
+        devices=4,
+        exact=True,
     ),
     Exercise(
         "tp-ring-bytes-per-step",
@@ -99,11 +101,17 @@ EXERCISES = (
                 96 * 16_777_216 * 3 // 2,
                 "that counts elements, not bytes: activations are 2 bytes each.",
             ),
+            (
+                24 * 6 * 3 * 33_554_432 // 2,
+                "that counts 6 all-reduces per layer, full recomputation's count (its replay adds "
+                "two); without recomputation a layer has 4: f and g, forward and backward.",
+            ),
         ),
         hint=(
             "bytes of one payload = b·s·h·2; count the all-reduces; a ring all-reduce sends "
             "2(t−1)/t of its payload."
         ),
+        devices=4,
     ),
     Exercise(
         "pp-bubble-of-total",
@@ -141,6 +149,7 @@ EXERCISES = (
             ),
         ),
         hint="follow stage 0's order: warm-up forwards, then forward/backward pairs.",
+        exact=True,
     ),
     Exercise(
         "pp-zero3-micro-batched-volume",
@@ -171,5 +180,6 @@ EXERCISES = (
             ),
         ),
         hint="count one micro-batch's collectives in Ψ, then multiply.",
+        devices=8,
     ),
 )

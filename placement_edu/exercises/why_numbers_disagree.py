@@ -77,6 +77,7 @@ EXERCISES = (
         ),
         decimals=2,
         hint='compute the bytes, then divide by 2^30: DeepSpeed\'s "GB" is a GiB.',
+        devices=8,
     ),
     Exercise(
         "disagree-zero2-saving-at-8",
@@ -95,6 +96,7 @@ EXERCISES = (
             ),
         ),
         hint="2Ψ of fp16 parameters stay whole on every device.",
+        devices=8,
     ),
     Exercise(
         "disagree-zero3-above-zero2-bytes",
@@ -115,6 +117,7 @@ EXERCISES = (
         hint=(
             "write both peaks as persistent + transient terms; the 2Ψ bucket appears on both sides."
         ),
+        devices=2,
     ),
     Exercise(
         "disagree-accelerate-fp16-per-param",

@@ -43,6 +43,7 @@ EXERCISES: tuple[Exercise, ...] = (
         ),
         hint="2 bytes per parameter stay whole on every device; 2 + 12 are divided by N.",
         devices=64,
+        figures=3,
     ),
     Exercise(
         "zero3-comm-ratio",
@@ -60,6 +61,7 @@ EXERCISES: tuple[Exercise, ...] = (
             (1, "zero3 also gathers the parameters twice per step."),
         ),
         hint="count each collective in Ψ: all-reduce 2Ψ, all-gather Ψ, reduce-scatter Ψ.",
+        devices=8,
     ),
     Exercise(
         "zero1-comm",
@@ -152,5 +154,6 @@ EXERCISES = EXERCISES + (
             "the window is what is gathered at once: two units for zero3 (the one computing and "
             "the one prefetched), all of them for fsdp_grad_op."
         ),
+        devices=8,
     ),
 )
