@@ -11,7 +11,7 @@ from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.axes import validate
 from placement_edu.schedule.context import context_attention_collectives
-from placement_edu.schedule.ops import Op, Repeat, Schedule
+from placement_edu.schedule.ops import Op, Repeat, Schedule, held
 from placement_edu.experts import check_expert_axis
 from placement_edu.schedule.expert_parallel import (
     dense_startup_broadcast,
@@ -67,6 +67,24 @@ def passes_held_once(
     return entries
 
 
+def chunk_boundaries(
+    dev: Device, op: str, phase: str, tag: tuple[int, ...] | range
+) -> list[Op | Repeat]:
+    """The boundary ``op`` ("send" or "recv") of ``phase`` for each of the rank's v model chunks,
+    in chunk order (``rules.pipeline_boundary``). Only the first chunk (which holds stage 0 on
+    rank 0) and the last (stage v·p - 1 on the last rank) can differ; the v - 2 between are one
+    chunk's ops held once with their count (``ops.held``), so the cost does not grow with v."""
+    v = dev.strategy.virtual_stages
+    if v == 1:
+        return list(pipeline_boundary(dev, op, phase, tag, 0))
+    middle = pipeline_boundary(dev, op, phase, tag, 1) if v > 2 else []
+    return [
+        *pipeline_boundary(dev, op, phase, tag, 0),
+        *held(middle, v - 2),
+        *pipeline_boundary(dev, op, phase, tag, v - 1),
+    ]
+
+
 #: Why a parameter freed after forward is gathered again (rule 3).
 FREED_AFTER_FORWARD = "parameters were freed after forward: gather them again for backward (rule 3)"
 
@@ -86,15 +104,15 @@ def derive_schedule(
     m, reshard = strategy.micro_batches, strategy.reshard_after_forward
     per_micro_batch, warnings = reduces_per_micro_batch(dev)
     entries: list[Op | Repeat] = [*startup_broadcasts(dev), *dense_startup_broadcast(dev)]
+
     # Interleaved 1F1B: a pass of micro-batch k is its v chunks' passes, held together here (their
     # boundaries: v× the sends and receives; the order the chunks run in is looped_order's).
-    chunks = range(strategy.virtual_stages)
+    def boundaries(op: str, phase: str, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
+        return chunk_boundaries(dev, op, phase, tag)
 
     def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
         if kind == "F":
-            ops: list[Op | Repeat] = [
-                o for c in chunks for o in pipeline_boundary(dev, "recv", "forward", tag, c)
-            ]
+            ops: list[Op | Repeat] = boundaries("recv", "forward", tag)
             if k == 0 or reshard:
                 ops += gather_before_use(
                     dev,
@@ -107,15 +125,15 @@ def derive_schedule(
                 + tensor_parallel_collectives(dev, "forward")
                 + expert_all_to_alls(dev, "forward")
                 + context_attention_collectives(dev, "forward")
-                + [o for c in chunks for o in pipeline_boundary(dev, "send", "forward", tag, c)]
+                + boundaries("send", "forward", tag)
             )
         ops = [
-            *(o for c in chunks for o in pipeline_boundary(dev, "recv", "backward", tag, c)),
+            *boundaries("recv", "backward", tag),
             *(gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
             *tensor_parallel_collectives(dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
             *context_attention_collectives(dev, "backward"),
-            *(o for c in chunks for o in pipeline_boundary(dev, "send", "backward", tag, c)),
+            *boundaries("send", "backward", tag),
         ]
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()

@@ -1,0 +1,71 @@
+"""Issue 43 item 6: what grew with a typed number is held in closed form, and each closed form
+equals the enumeration it replaced on small cases (the speed is printed by
+``benchmarks/bench_issue43_bounds.py``, never timed here)."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import pytest
+
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.precision import get_precision
+from placement_edu.schedule import derive as derive_module
+from placement_edu.schedule.derive import derive_schedule
+from placement_edu.schedule.ops import Repeat
+from placement_edu.schedule.rules import pipeline_boundary
+from placement_edu.strategies import get_strategy
+
+pytestmark = pytest.mark.fast
+
+
+def enumerated_chunks(dev, op, phase, tag):
+    """The enumeration ``derive.chunk_boundaries`` replaced: every chunk's boundary, one by one."""
+    v = dev.strategy.virtual_stages
+    return [o for c in range(v) for o in pipeline_boundary(dev, op, phase, tag, c)]
+
+
+@pytest.mark.parametrize(
+    "v, p, t, sp",
+    [
+        (v, p, t, sp)
+        for v, p in itertools.product((1, 2, 3, 5), (2, 3, 4))
+        for t, sp in ((1, False), (2, False), (2, True))
+    ],
+)
+def test_interleaved_chunks_held_once_equal_every_chunk_listed(monkeypatch, v, p, t, sp) -> None:
+    """The v chunks' boundaries of interleaved 1F1B as first, (v - 2) x middle, last: the same
+    ops in the same order, and the same counts, as listing all v, on every rank."""
+    model = TransformerSpec(layers=v * p, hidden=64, heads=4, seq=16, vocab=100)
+    mesh = Mesh.of(data=2, tensor=t, pipeline=p) if t > 1 else Mesh.of(pipeline=p)
+    name = "zero1×tp×pp" if t > 1 else "pp"
+    strategy = get_strategy(name).with_(micro_batches=2 * p, sequence_parallel=sp)
+    if v > 1:
+        strategy = strategy.with_(pipeline_schedule="interleaved", virtual_stages=v)
+    precision = get_precision("mixed_adam")
+    for rank in range(mesh.world_size):
+        held = derive_schedule(strategy, model, mesh, precision, rank)
+        with monkeypatch.context() as patched:
+            patched.setattr(derive_module, "chunk_boundaries", enumerated_chunks)
+            listed = derive_schedule(strategy, model, mesh, precision, rank)
+        assert held.ops == listed.ops
+        assert totals(held) == totals(listed)
+        if v > 3:  # the chunks between the first and the last are one entry with its count
+            assert any(isinstance(e, Repeat) and e.times == v - 2 for e in _walk(held.entries))
+
+
+def totals(schedule) -> Counter:
+    """How many times each op runs in the step, as ``Schedule.counted`` reckons it."""
+    out: Counter = Counter()
+    for op, times in schedule.counted():
+        out[op] += times
+    return out
+
+
+def _walk(entries):
+    for e in entries:
+        yield e
+        if isinstance(e, Repeat):
+            yield from _walk(e.ops)
