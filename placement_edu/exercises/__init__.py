@@ -274,7 +274,7 @@ def _is(given: Fraction, step: Fraction | None, value: Fraction) -> bool:
     if step is None or value == 0:
         return False
     step = min(step, _figure_step(value, FIGURES))
-    return _rounded(value, step) * step == given
+    return abs(given - value) * 2 <= step  # a tie either way: 13.125 is 13.12 or 13.13
 
 
 def _figure_step(value: Fraction, figures: int) -> Fraction:
@@ -282,8 +282,9 @@ def _figure_step(value: Fraction, figures: int) -> Fraction:
     return Fraction(10) ** (math.floor(math.log10(abs(value))) - (figures - 1))
 
 
-def _right(given: Fraction, step: Fraction | None, figures: int, expected: Fraction,
-           exercise: Exercise) -> bool:
+def _right(
+    given: Fraction, step: Fraction | None, figures: int, expected: Fraction, exercise: Exercise
+) -> bool:
     """Whether an answer typed as ``given`` (last digit ``step``, ``figures`` significant digits)
     is right at the precision the question states (``_precision``) and the learner typed."""
     if abs(given - expected) <= abs(expected) / 10**9:
@@ -298,7 +299,7 @@ def _right(given: Fraction, step: Fraction | None, figures: int, expected: Fract
         enough = step <= Fraction(1, 10**exercise.decimals)
     else:
         enough = figures >= max(FIGURES, exercise.figures)
-    return enough and _rounded(expected, step) * step == given
+    return enough and abs(given - expected) * 2 <= step  # a tie (13.125) rounds either way
 
 
 def _close(given: Fraction, step: Fraction | None, expected: Fraction) -> bool:
@@ -306,8 +307,6 @@ def _close(given: Fraction, step: Fraction | None, expected: Fraction) -> bool:
     at 2 significant figures."""
     if expected == 0 or given == 0:
         return False
-    if step is not None and _rounded(expected, step) * step == given:
-        return True
     two = _figure_step(expected, 2)
     return _rounded(given, two) == _rounded(expected, two)
 
@@ -351,7 +350,9 @@ def _slips(exercise: Exercise, expected: Fraction) -> tuple[tuple[Fraction, str]
             (Fraction(1, n), f"that is 1/{n} of the answer: divided by N = {n} once too often"),
         ]
     if _dimensionless(unit):
-        slips.append((Fraction(100), "that is the answer as a percentage; give it as a plain number"))
+        slips.append(
+            (Fraction(100), "that is the answer as a percentage; give it as a plain number")
+        )
     slips += [
         (Fraction(2), "that is 2× the answer: a factor 2 too many"),
         (Fraction(1, 2), "that is half the answer: a factor 2 missing"),
