@@ -41,6 +41,23 @@ from placement_edu.placement import PHASES
 from placement_edu.precision import PRESETS as ZERO_PRESETS
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
+#: The attention a profile is measured with: PyTorch's fused ``scaled_dot_product_attention``, or
+#: HF's eager softmax(q·kᵀ)·v (which keeps the [b, heads, s, s] scores).
+ATTENTION = ("sdpa", "eager")
+#: The recomputation policies a profile is measured under, and which trainer ships each
+#: (``runtime/reference_models.py`` applies them to the module).
+RECOMPUTE: Mapping[str, str] = MappingProxyType(
+    {
+        "none": "every activation autograd saves is kept (no checkpointing)",
+        "selective": "torch.utils.checkpoint per block with a policy that saves every matmul's and "
+        "the fused attention's outputs and recomputes the rest (torchtitan's op policy without "
+        "its every-second-mm rule)",
+        "torchtitan-op": "torchtitan's selective op AC (selective_ac_option = 'op'): saves mm, "
+        "SDPA, reduce-scatter outputs, but recomputes every second mm of a block",
+        "full": "torch.utils.checkpoint on every block: a block keeps only its input "
+        "(torchtitan's and Megatron's full AC, HF's gradient checkpointing)",
+    }
+)
 #: The FSDP2 strategies, by ``fully_shard``'s ``reshard_after_forward`` on every block: fsdp2 frees
 #: a block's gathered parameters after its forward and gathers them again for its backward (ZeRO-3);
 #: fsdp2_no_reshard keeps them gathered until its backward (ZeRO-2-like: more memory, no all-gather

@@ -48,7 +48,9 @@ def test_the_widgets_breakdown_is_fit_jsons_for_a_shipped_case(
 ) -> None:
     explorer = FitExplorer(model=model, devices=devices, precision=precision)
     shown = explorer.update()
-    cli = _fit_json(capsys, "--model", model, "--devices", str(devices), "--precision", precision)
+    # (the explorer's attention is HF's eager one; fit's default is SDPA)
+    argv = ["--model", model, "--devices", str(devices), "--precision", precision]
+    cli = _fit_json(capsys, *argv, "--attention", "eager")
     assert shown["peak_bytes"] == cli["peak_bytes"]
     assert shown == {k: cli[k] for k in shown}  # memory (every transient), peaks, peak_at
     assert f"{cli['peak_bytes']:,} B" in explorer.readout.value
@@ -121,7 +123,7 @@ def test_it_offers_only_shipped_or_cheap_choices() -> None:
     for model in MODELS:
         assert max(SEQ_CHOICES[model]) == default_seq(model)
         for compute in ("fp32", "bf16"):
-            assert (model, default_seq(model), compute) in SHIPPED_CASES
+            assert (model, default_seq(model), compute, "eager") in SHIPPED_CASES
     assert max(DEVICE_CHOICES) == 1024
 
 

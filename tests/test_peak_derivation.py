@@ -144,6 +144,11 @@ def test_a_one_layer_model_is_refused_with_a_reason() -> None:
         derive(Architecture("gpt2", 1, 64, 4, 256, 100, positions=8), profile, 2)
 
 
+#: The measured literals here are of fp32 steps with HF's eager attention (fit's defaults are bf16
+#: and SDPA).
+FP32_EAGER = ("--precision", "fp32", "--attention", "eager")
+
+
 def _fit(*argv: str) -> subprocess.CompletedProcess:
     code = "import sys\nfrom placement_edu.cli import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.run(
@@ -170,7 +175,7 @@ def test_fit_refuses_bad_input_in_one_line_with_status_2(argv: list[str], says: 
 
 
 def test_fit_json_names_the_peak_and_its_event() -> None:
-    done = _fit("--model", "gpt2", "--devices", "8", "--memory-gb", "4", "--json")
+    done = _fit(*FP32_EAGER, "--model", "gpt2", "--devices", "8", "--memory-gb", "4", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert set(out["memory"]) == {"params", "grads", "optimizer", "activations", "transients"}
@@ -224,11 +229,12 @@ def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
     from placement_edu.runtime.activation_profile import measure
     from placement_edu.runtime.profiles import SHIPPED, SHIPPED_CASES, _key
 
-    for model, seq, compute in SHIPPED_CASES:
-        path = SHIPPED / f"{_key(get_architecture(model), 1, seq, compute, 'eager', 'none')}.json"
+    for model, seq, compute, attention in SHIPPED_CASES:
+        key = _key(get_architecture(model), 1, seq, compute, attention, "none")
+        path = SHIPPED / f"{key}.json"
         assert path.is_file(), f"{path} missing: run python -m placement_edu.runtime.profiles"
         assert ActivationProfile.from_dict(json.loads(path.read_text())) == measure(
-            model, 1, seq, compute
+            model, 1, seq, compute, attention
         )
     assert len(list(SHIPPED.glob("*.json"))) == len(SHIPPED_CASES)
 
@@ -352,7 +358,9 @@ def test_selective_recomputation_keeps_a_gpt2_blocks_input_and_its_matmuls_outpu
 
 
 def test_fit_recompute_selective_answers_the_selective_peak() -> None:
-    done = _fit("--model", "gpt2", "--devices", "8", "--recompute", "selective", "--json")
+    done = _fit(
+        *FP32_EAGER, "--model", "gpt2", "--devices", "8", "--recompute", "selective", "--json"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert out["recompute"] == "selective" and out["profile"]["recompute"] == "selective"
@@ -391,7 +399,9 @@ def test_without_resharding_every_block_is_still_gathered_at_the_start_of_backwa
 
 
 def test_fit_strategy_fsdp2_no_reshard_answers_its_peak() -> None:
-    done = _fit("--model", "gpt2", "--devices", "8", "--strategy", "fsdp2_no_reshard", "--json")
+    done = _fit(
+        *FP32_EAGER, "--model", "gpt2", "--devices", "8", "--strategy", "fsdp2_no_reshard", "--json"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert out["strategy"] == "fsdp2_no_reshard"

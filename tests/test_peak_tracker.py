@@ -84,6 +84,7 @@ def test_fit_verify_prints_the_trackers_figures_beside_under_the_same_keys(capsy
     from placement_edu.cli import main
 
     argv = "fit --model gpt2 --devices 8 --rank 7 --recompute selective --json --verify".split()
+    argv += ["--precision", "fp32", "--attention", "eager"]
     returncode = main(argv)
     done = capsys.readouterr()
     assert returncode == 0, done.err[-2000:]
@@ -122,3 +123,11 @@ def test_a_real_gpu_step_matches_the_derivation(micro_batch: int) -> None:
     }
     print(gpu["device"], micro_batch, ratios)
     assert all(abs(r - 1) < 0.05 for r in ratios.values()), ratios
+
+
+def test_torchtitan_op_recomputation_of_a_gpt2_block_matches_memtracker(
+    tracker: TrackerProcess,
+) -> None:
+    # GPT-2's linear layers are HF's Conv1D (addmm, not mm): torchtitan's save list has no addmm,
+    # so under its policy a GPT-2 block keeps its input and SDPA's outputs only.
+    compare(tracker, "gpt2", 1, 0, "fp32", "torchtitan-op", attention="sdpa", blocks=BLOCKS)

@@ -32,3 +32,35 @@ def test_fsdp2_without_resharding_keeps_the_blocks_not_yet_backwarded_gathered(
     # peak moves from block 31's backward to the logits' gradient, all 32 blocks gathered: 170.9 GB
     # measured, 144.3 GB with resharding; benchmarks/bench_tracker_matrix.py.) Here on BLOCKS.
     compare(tracker, MODEL, 8, 0, "fp32", "full", strategy="fsdp2_no_reshard", blocks=BLOCKS)
+
+
+@pytest.mark.parametrize("rank", [0, 7])
+def test_torchtitan_op_recomputation_matches_fsdpmemtracker(
+    tracker: TrackerProcess, rank: int
+) -> None:
+    # torchtitan's selective op AC (reference_models.TorchtitanOp, its policy at commit 9dec370):
+    # mm, SDPA and reduce-scatter outputs saved, every second mm of a block recomputed (k, o, up).
+    # As its published Llama 3.1 8B runs: FSDP2 bf16 mixed precision, SDPA; at b = 1, s = 4096.
+    compare(
+        tracker, MODEL, 8, rank, "fsdp2_bf16", "torchtitan-op", attention="sdpa", blocks=BLOCKS
+    )
+
+
+def test_torchtitan_op_keeps_q_v_gate_down_and_sdpa_of_a_llama_block() -> None:
+    # In a block's forward the mm's run q, k, v, o, gate, up, down: the odd ones are saved, the
+    # even ones (k, o, up) recomputed; SDPA's output and logsumexp saved; the block's input kept
+    # by the checkpoint. Bytes at b = 1, s = 4096, bf16: h = 4096, kv 1024, ffn 14336.
+    from placement_edu.runtime.profiles import get_profile
+
+    b, s, bf16 = 1, 4096, 2
+    profile, _ = get_profile(MODEL, b, s, "bf16", "sdpa", "torchtitan-op")
+    block = {k: v for k, v in profile.by_module.items() if k.startswith("block")}
+    assert block == {
+        "block": b * s * 4096 * bf16,  # its input
+        "block.self_attn.q_proj output": b * s * 4096 * bf16,
+        "block.self_attn.v_proj output": b * s * 1024 * bf16,
+        "block.self_attn output": b * s * 4096 * bf16 + b * 32 * s * 4,  # + fp32 logsumexp
+        "block.mlp.gate_proj output": b * s * 14336 * bf16,
+        "block.mlp.down_proj output": b * s * 4096 * bf16,
+    }
+    assert profile.block == sum(block.values())

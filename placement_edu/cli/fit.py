@@ -21,8 +21,10 @@ from placement_edu.arguments import described, flag_type
 from placement_edu.course import require
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
+    ATTENTION,
     OPTIMIZERS,
     PRECISIONS,
+    RECOMPUTE,
     RESHARD_AFTER_FORWARD,
     StepPeak,
     breakdown,
@@ -72,8 +74,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--precision",
         choices=list(PRECISIONS),
-        default="fp32",
-        help="fp32; fsdp2_bf16: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B",
+        default=None,
+        help="fsdp2_bf16 (default, as PyTorch trainers run FSDP2): "
+        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B; fp32 "
+        "(the default with --device cuda, which measures a plain fp32 step)",
     )
     p.add_argument(
         "--micro-batch", type=flag_type(read_int, "sequences", MAX_MICRO_BATCH), default=1, help="b"
@@ -84,13 +88,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))",
     )
-    p.add_argument("--attention", choices=["eager", "sdpa"], default="eager")
+    p.add_argument(
+        "--attention",
+        choices=list(ATTENTION),
+        default=None,
+        help="sdpa (default: F.scaled_dot_product_attention, as PyTorch trainers and HF use it); "
+        "eager: HF's explicit softmax(q·kᵀ)·v, which keeps the [b, heads, s, s] scores",
+    )
     p.add_argument(
         "--recompute",
-        choices=["none", "selective", "full"],
+        choices=list(RECOMPUTE),
         default="none",
-        help="full: torch.utils.checkpoint on every block; selective: the same with a policy that "
-        "saves the matmuls' outputs and recomputes the rest (torchtitan's selective op AC)",
+        help="; ".join(f"{name}: {what}" for name, what in RECOMPUTE.items()),
     )
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam-foreach")
     p.add_argument(
@@ -110,6 +119,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cuda (a real step on this machine's GPU, CUDA's allocator; N = 1, fp32)",
     )
     p.set_defaults(handler=_fit)
+
+
+#: What ``fit`` assumes when a flag is not given: what PyTorch trainers run (torchtitan, HF's
+#: Trainer with FSDP2): bf16 mixed precision and SDPA. ``--device cuda`` measures a plain fp32 step.
+DEFAULTS = {"precision": "fsdp2_bf16", "attention": "sdpa"}
+
+
+def _defaults(args: argparse.Namespace) -> list[str]:
+    """Fill the flags not given with ``DEFAULTS``; the names filled, as ``--flag value``."""
+    used = []
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            if name == "precision" and args.device == "cuda":
+                value = "fp32"
+            setattr(args, name, value)
+            used.append(f"--{name} {value}")
+    return used
 
 
 def _model(text: str) -> str:
@@ -213,6 +239,7 @@ def _measured(states: dict, snapshot: dict) -> dict:
 
 def _fit(args: argparse.Namespace) -> int:
     require("torch", "fit")  # (a profile is measured with torch, and keyed by its version)
+    defaulted = _defaults(args)
     seq = _check(args)
     if get_architecture(args.model).config:
         require("transformers", "fit --model PATH/config.json")
@@ -227,6 +254,11 @@ def _fit(args: argparse.Namespace) -> int:
         args.model, profile, args.devices, args.rank, args.precision, args.optimizer, reshard
     )
     memory_bytes = round(args.memory_gb * GB) if args.memory_gb is not None else None
+    fixes = (
+        _what_would_fit(args, seq, memory_bytes)
+        if memory_bytes is not None and peak.peak.total > memory_bytes
+        else []
+    )
     result = {
         "model": args.model,
         "strategy": args.strategy,
@@ -238,8 +270,10 @@ def _fit(args: argparse.Namespace) -> int:
         "attention": args.attention,
         "recompute": args.recompute,
         "optimizer": args.optimizer,
+        "defaults_used": defaulted,
         **_report(peak, memory_bytes),
         "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
+        "would_fit_with": fixes,
         "profile": {**profile.to_dict(), "cached": cached},
     }
     result["profile"].pop("moments")
@@ -277,6 +311,47 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The changes a practitioner tries first when a step does not fit, one at a time.
+ALTERNATIVES = (
+    ("precision", "fsdp2_bf16"),
+    ("attention", "sdpa"),
+    ("recompute", "torchtitan-op"),
+    ("recompute", "full"),
+)
+
+
+def _what_would_fit(args: argparse.Namespace, seq: int, memory_bytes: int) -> list[dict]:
+    """Each of ``ALTERNATIVES`` (one flag changed) under which the step fits: the flag, its value
+    and the peak then. Each is a profile of its own (measured once, then cached)."""
+    from placement_edu.runtime.profiles import get_profile
+
+    out = []
+    for flag, value in ALTERNATIVES:
+        if getattr(args, flag) == value:
+            continue
+        case = {**vars(args), flag: value}
+        profile, _ = get_profile(
+            args.model,
+            args.micro_batch,
+            seq,
+            PRECISIONS[case["precision"]].compute_name,
+            case["attention"],
+            case["recompute"],
+        )
+        peak = derive(
+            args.model,
+            profile,
+            args.devices,
+            args.rank,
+            case["precision"],
+            args.optimizer,
+            RESHARD_AFTER_FORWARD[args.strategy],
+        ).peak.total
+        if peak <= memory_bytes:
+            out.append({"flag": f"--{flag}", "value": value, "peak_bytes": peak})
+    return out
+
+
 def _text(r: dict, peak: StepPeak) -> str:
     fsdp = fsdp2_applies(r["devices"], r["precision"])
     kept = "" if RESHARD_AFTER_FORWARD[r["strategy"]] else ", blocks not resharded after forward"
@@ -286,9 +361,10 @@ def _text(r: dict, peak: StepPeak) -> str:
         else "one device"
     )
     p = r["profile"]
+    defaults = f" (defaults: {', '.join(r['defaults_used'])})" if r["defaults_used"] else ""
     lines = [
         f"{r['model']}, {where}; {r['precision']}; b = {r['micro_batch']}, s = {r['seq']}, "
-        f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}",
+        f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}{defaults}",
         "profile (measured from the module under FakeTensorMode"
         f"{', cached' if p['cached'] else ''}): "
         f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it "
@@ -341,4 +417,8 @@ def _text(r: dict, peak: StepPeak) -> str:
         lines += [f"  {k:36} {fmt_bytes(v):>34}" for k, v in m["memory"]["transients"].items()]
     if "fits" in r:
         lines.append(f"fits in {fmt_bytes(r['memory_bytes'])}: {'yes' if r['fits'] else 'no'}")
+    for fix in r["would_fit_with"]:
+        lines.append(
+            f"  it would fit with {fix['flag']} {fix['value']}: peak {fmt_bytes(fix['peak_bytes'])}"
+        )
     return "\n".join(lines)

@@ -92,7 +92,10 @@ def is_known(
     """Whether ``profile_for`` answers at once: read in this process already, or shipped."""
     from placement_edu.runtime.profiles import SHIPPED_CASES
 
-    shipped = (model, seq, compute) in SHIPPED_CASES and (micro_batch, recompute) == (1, "none")
+    shipped = (model, seq, compute, "eager") in SHIPPED_CASES and (micro_batch, recompute) == (
+        1,
+        "none",
+    )
     return (model, micro_batch, seq, compute, recompute) in _PROFILES or shipped
 
 

@@ -11,7 +11,7 @@ What is measured, on a two-block copy of the model (same widths, vocabulary, b, 
   recomputation (``torch.utils.checkpoint`` per block, non-reentrant) nothing inside a block is
   saved: the checkpoint saves the block's inputs just before entering it, charged to that block.
   Under selective recomputation the checkpoint also caches the outputs of the ops its policy saves
-  (``reference_models.selective_policy``) -- in a dispatch mode, not through autograd's hooks:
+  (``reference_models.SELECTIVE``) -- in a dispatch mode, not through autograd's hooks:
   ``_PolicySaves`` sees the same ops and charges those outputs to the module that made them.
   ``block`` is what the second block keeps; ``outside`` is the rest: embeddings, final norm, head,
   the loss's fp32 log-softmax -- and what the blocks share.
@@ -39,7 +39,7 @@ from torch.utils._pytree import tree_leaves
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile, Moment
 from placement_edu.runtime.hf_models import build_model
-from placement_edu.runtime.reference_models import SAVED_OPS, CausalLM, batch
+from placement_edu.runtime.reference_models import SELECTIVE, CausalLM, batch
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
@@ -127,18 +127,26 @@ class _Saved:
 
 class _PolicySaves(TorchDispatchMode):
     """Entered around the forward under selective recomputation: charges the outputs of the ops
-    ``selective_policy`` saves (``SAVED_OPS``) inside a block -- what the checkpoint's caching
-    mode keeps -- to the module that made them, as "<module> output". Outside the forward (the
-    replay in backward) it is not entered."""
+    the policy saves (``reference_models.SELECTIVE[recompute]``, fresh for each block, as the
+    checkpoint makes it) inside a block -- what the checkpoint's caching mode keeps -- to the
+    module that made them, as "<module> output". Outside the forward (the replay in backward) it
+    is not entered."""
 
-    def __init__(self, saved: _Saved, blocks: tuple[str, ...]) -> None:
+    def __init__(self, saved: _Saved, blocks: tuple[str, ...], recompute: str) -> None:
         super().__init__()
-        self.saved, self.blocks = saved, blocks
+        self.saved, self.blocks, self.make = saved, blocks, SELECTIVE[recompute]
+        self.block: str | None = None
+        self.saves = self.make()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         out = func(*args, **(kwargs or {}))
         module = self.saved.stack[-1] if self.saved.stack else ""
-        if func in SAVED_OPS and any(_in_block(module, b) is not None for b in self.blocks):
+        block = next((b for b in self.blocks if _in_block(module, b) is not None), None)
+        if block is None:
+            return out
+        if block != self.block:
+            self.block, self.saves = block, self.make()
+        if self.saves(func):
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor):
                     self.saved.keep(t, f"{module} output")
@@ -181,7 +189,9 @@ def measure(
         saved = _Saved(model, excluded, checkpointed=recompute != "none")
         stack.callback(saved.remove)
         policy_saves: AbstractContextManager[object] = (
-            _PolicySaves(saved, _block_names(two)) if recompute == "selective" else nullcontext()
+            _PolicySaves(saved, _block_names(two), recompute)
+            if recompute in SELECTIVE
+            else nullcontext()
         )
         tracker = MemTracker()
         tracker.track_external(model)

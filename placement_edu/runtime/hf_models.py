@@ -6,7 +6,7 @@ is HF's memory, behind the interface of the reference ``CausalLM`` (``blocks``, 
 The body runs HF's own forward (its masks, RoPE, attention implementation); the loss is HF's
 ``ForCausalLMLoss``, as ``GPT2LMHeadModel`` / ``LlamaForCausalLM`` compute it (the reference
 ``CausalLMLoss``). ``recompute="full"`` is HF's ``gradient_checkpointing_enable`` (non-reentrant);
-``"selective"`` passes it the reference ``selective_policy``.
+``"selective"`` and ``"torchtitan-op"`` pass it the reference policy (``selective_contexts``).
 Parameter names are HF's: ``transformer.h.0.ln_1.weight``, ``model.layers.0.mlp.up_proj.weight``.
 """
 
@@ -16,14 +16,14 @@ from functools import partial
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
 from placement_edu.architectures import Architecture
 from placement_edu.runtime.reference_models import (
     CausalLM,
     CausalLMLoss,
+    SELECTIVE,
     build,
-    selective_policy,
+    selective_contexts,
 )
 
 
@@ -51,10 +51,8 @@ class HFCausalLM(CausalLM):
         )
         if recompute != "none":  # selective: HF's checkpoint given the reference policy
             kwargs: dict[str, object] = {"use_reentrant": False}
-            if recompute == "selective":
-                kwargs["context_fn"] = partial(
-                    create_selective_checkpoint_contexts, selective_policy
-                )
+            if recompute in SELECTIVE:
+                kwargs["context_fn"] = partial(selective_contexts, recompute)
             hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         hf.train()
         if arch.kind == "gpt2":

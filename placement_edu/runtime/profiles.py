@@ -27,8 +27,13 @@ from placement_edu.peak import ActivationProfile
 #: package (``python -m placement_edu.runtime.profiles`` writes them; a test checks they equal a
 #: fresh measurement).
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "profiles"
-#: (model, seq, compute) of the shipped profiles: b = 1, eager attention, no recomputation.
-SHIPPED_CASES = tuple((m, s, c) for m, s in REFERENCE_SEQ.items() for c in ("fp32", "bf16"))
+#: (model, seq, compute, attention) of the shipped profiles, b = 1, no recomputation: fp32 and bf16
+#: with eager attention (the trackers' tests), and bf16 with SDPA (``fit``'s defaults).
+SHIPPED_CASES = tuple(
+    (m, s, c, a)
+    for m, s in REFERENCE_SEQ.items()
+    for c, a in (("fp32", "eager"), ("bf16", "eager"), ("bf16", "sdpa"))
+)
 
 
 def cache_dir() -> Path:
@@ -139,10 +144,11 @@ def write_shipped() -> list[Path]:
     for old in SHIPPED.glob("*.json"):
         old.unlink()
     written = []
-    for model, seq, compute in SHIPPED_CASES:
+    for model, seq, compute, attention in SHIPPED_CASES:
         arch = get_architecture(model)
-        path = SHIPPED / f"{_key(arch, 1, seq, compute, 'eager', 'none')}.json"
-        path.write_text(json.dumps(measure(arch, 1, seq, compute).to_dict(), indent=1) + "\n")
+        path = SHIPPED / f"{_key(arch, 1, seq, compute, attention, 'none')}.json"
+        profile = measure(arch, 1, seq, compute, attention)
+        path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
         written.append(path)
     return written
 

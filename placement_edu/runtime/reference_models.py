@@ -13,7 +13,10 @@ backward its gradient, also fp32 [b·s, V], is made: that is the logits' gradien
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from functools import partial
+from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +29,10 @@ from torch.utils.checkpoint import (
 )
 
 from placement_edu.architectures import Architecture
+from placement_edu.peak import ATTENTION
+from placement_edu.peak import RECOMPUTE as POLICIES
 
-ATTENTION = ("eager", "sdpa")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = tuple(POLICIES)
 
 
 # --- GPT-2 (HF modeling_gpt2) --------------------------------------------------------------------
@@ -65,9 +69,10 @@ class GPT2Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
         b, s, h = x.shape
-        q, k, v = (
-            t.view(b, s, self.heads, -1).transpose(1, 2) for t in self.c_attn(x).split(h, dim=2)
-        )
+        # (chunk(3) and the -1s: a tensor rank holds 3h/t of c_attn's columns and h/t of every
+        # width after it; on one device these are split(h) and h)
+        d = h // self.heads
+        q, k, v = (t.view(b, s, -1, d).transpose(1, 2) for t in self.c_attn(x).chunk(3, dim=2))
         if self.attention == "sdpa":  # saves q, k, v, output and logsumexp, no s² terms
             y = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True
@@ -81,7 +86,7 @@ class GPT2Attention(nn.Module):
             )
             w = self.attn_dropout(F.softmax(w, dim=-1).type(v.dtype))
             y = torch.matmul(w, v)
-        y = y.transpose(1, 2).reshape(b, s, h)
+        y = y.transpose(1, 2).reshape(b, s, -1)
         return self.resid_dropout(self.c_proj(y))
 
 
@@ -281,15 +286,74 @@ def selective_policy(
     return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
 
 
+#: torchtitan's op-level selective AC, as its published Llama 3.1 runs used it
+#: (``selective_ac_option = "op"``; ``_save_list`` in torchtitan/parallelisms/parallelize_llama.py
+#: at commit 9dec370, the commit its benchmarks/llama3_h100_202412_torchtitan.md names).
+TORCHTITAN_SAVE_LIST = frozenset(
+    {
+        aten.mm.default,
+        aten._scaled_dot_product_efficient_attention.default,
+        aten._scaled_dot_product_flash_attention.default,
+        # flash attention's CPU kernel: what a step on the CPU (or under FakeTensorMode there)
+        # dispatches where a GPU runs flash; the same outputs (the output and its logsumexp)
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+        torch.ops._c10d_functional.reduce_scatter_tensor.default,
+        aten.abs.default,  # (for float8's amax: max(abs(x)))
+        aten.max.default,
+    }
+)
+
+
+class TorchtitanOp:
+    """torchtitan's op policy for one forward of one block (a fresh one each, as torchtitan makes a
+    fresh ``meta`` per checkpoint): the outputs of ``TORCHTITAN_SAVE_LIST`` are saved, except every
+    second ``mm`` of the block, which is recomputed. In a Llama block the ``mm``s run q, k, v, o,
+    gate, up, down: q, v, gate and down are saved; k, o and up are recomputed in backward."""
+
+    def __init__(self) -> None:
+        self.mm = 0
+
+    def saves(self, func: object) -> bool:
+        if func == aten.mm.default:
+            self.mm += 1
+            return self.mm % 2 == 1
+        return func in TORCHTITAN_SAVE_LIST
+
+
+#: The selective policies, by name: for one forward of one block, whether an op's output is saved.
+SELECTIVE: Mapping[str, Callable[[], Callable[[object], bool]]] = MappingProxyType(
+    {
+        "selective": lambda: SAVED_OPS.__contains__,
+        "torchtitan-op": lambda: TorchtitanOp().saves,
+    }
+)
+
+
+def selective_contexts(recompute: str) -> tuple[AbstractContextManager, AbstractContextManager]:
+    """The checkpoint's ``context_fn`` for the selective policy ``recompute``: one block's forward
+    and its replay in backward, each with its own state (torchtitan counts the ``mm``s of each
+    apart)."""
+    make = SELECTIVE[recompute]
+    forward, replay = make(), make()
+
+    def policy(
+        ctx: SelectiveCheckpointContext, func: object, *a: object, **k: object
+    ) -> CheckpointPolicy:
+        saves = (replay if ctx.is_recompute else forward)(func)
+        return CheckpointPolicy.MUST_SAVE if saves else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
 def recomputed(block: nn.Module, recompute: str, *args: object) -> torch.Tensor:
     """``block(*args)`` under the recomputation ``recompute``: "none" keeps what autograd saves,
     "full" checkpoints the block (keeps only its inputs, replays its forward in backward),
-    "selective" checkpoints it with ``selective_policy``."""
+    "selective" and "torchtitan-op" checkpoint it with their policy (``SELECTIVE``)."""
     if recompute == "none":
         return block(*args)
     if recompute == "full":
         return checkpoint(block, *args, use_reentrant=False)
-    context = partial(create_selective_checkpoint_contexts, selective_policy)
+    context = partial(selective_contexts, recompute)
     return checkpoint(block, *args, use_reentrant=False, context_fn=context)
 
 
@@ -298,8 +362,8 @@ class CausalLM(nn.Module):
     """``GPT2LMHeadModel`` or ``LlamaForCausalLM``: ``model(ids, labels)`` returns HF's loss.
 
     ``recompute="full"`` wraps every block in ``torch.utils.checkpoint`` (non-reentrant): a block
-    then keeps only its input, and replays its forward in backward; ``"selective"`` keeps also what
-    ``selective_policy`` saves."""
+    then keeps only its input, and replays its forward in backward; ``"selective"`` and
+    ``"torchtitan-op"`` keep also what their policy saves (``SELECTIVE``)."""
 
     def __init__(
         self, arch: Architecture, attention: str = "eager", recompute: str = "none"
