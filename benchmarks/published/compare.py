@@ -22,6 +22,11 @@ bandwidth (``SETUP``: ``Hardware.memory_bandwidth``, which no preset carries). T
 FLOP/s are counted as each source counts them (``source_flops_per_token``), so predicted and
 published compare like for like; the ratio is the same for sequences per second.
 
+``--memory``: torchtitan's published Llama 3.1 8B memory (``torchtitan.py``, max reserved GiB)
+beside ``fit``'s predicted allocated peak (the real module's profile, torchtitan's own recompute
+policy) and ``time``'s formula peak (Korthikanti's), each as a ratio to the published figure. An
+allocated peak above the published reserved one would be wrong whatever the allocator does.
+
 Calibration: ``--efficiency`` (the preset's achieved FLOP/s × e) is solved so that one row --
 ``CALIBRATION_ROW``, chosen before looking at any ratio -- comes out at its published figure; every
 other row is then predicted with that e. The ratio printed is predicted / published.
@@ -36,6 +41,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
 
+from benchmarks.published.torchtitan import (  # noqa: E402
+    COMMIT,
+    RUNS,
+    SETTINGS,
+    MemoryRun,
+)
+from benchmarks.published.torchtitan import SOURCE as TORCHTITAN_SOURCE  # noqa: E402
 from benchmarks.published.megatron import (  # noqa: E402
     STRONG_FIGURE_PFLOPS,
     TABLES,
@@ -55,7 +67,7 @@ from placement_edu.timing import (  # noqa: E402
     get_hardware,
     megatron_flops_per_token,
 )
-from placement_edu.units import GB  # noqa: E402
+from placement_edu.units import GB, GiB  # noqa: E402
 
 #: The row each table is calibrated on, and why: the H100 tables on the 177B model, the GPT-3-sized
 #: row the weak and strong tables share, mid-table in size; the strong table on its first point
@@ -358,6 +370,75 @@ def strong_scaling_lines(rows: list[Row], options: Options) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class MemoryRow:
+    """One torchtitan row: the published max reserved bytes, ``fit``'s allocated peak and
+    ``time``'s formula peak (bytes)."""
+
+    run: MemoryRun
+    published: int
+    allocated: int
+    formula: int
+
+
+def memory_rows() -> list[MemoryRow]:
+    """Each of torchtitan's rows (``torchtitan.RUNS``) priced both ways, with ``SETTINGS``."""
+    import contextlib
+    import io
+    import json
+
+    from placement_edu.architectures import get_architecture
+    from placement_edu.cli import main as cli
+    from placement_edu.peak import PRECISIONS, derive
+    from placement_edu.runtime.profiles import get_profile
+
+    s = {name: value for name, (value, _) in SETTINGS.items()}
+    arch = get_architecture(str(s["model"]))
+    precision = PRECISIONS[str(s["precision"])]
+    rows = []
+    for run in RUNS:
+        profile, _ = get_profile(
+            arch.name, run.micro_batch, s["seq"], precision.compute_name, s["attention"],
+            s["recompute"],
+        )  # fmt: skip
+        allocated = derive(
+            arch.name, profile, run.gpus, 0, precision.name, str(s["optimizer"])
+        ).peak.total
+        argv = (
+            f"time --layers {arch.layers} --hidden {arch.hidden} --heads {arch.heads} "
+            f"--kv-heads {arch.kv_heads} --ffn {arch.ffn} --seq {s['seq']} --vocab {arch.vocab} "
+            f"--attention flash --micro-batch {run.micro_batch} "
+            f"--global-batch {run.micro_batch * run.gpus} --strategy zero3 --mesh data={run.gpus} "
+            "--recompute selective --hardware h100-nvlink-ib --json"
+        ).split()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            cli(argv)
+        formula = json.loads(out.getvalue())["peak_bytes"]
+        rows.append(MemoryRow(run, round(run.reserved_gib * GiB), allocated, formula))
+    return rows
+
+
+def memory_report() -> list[str]:
+    out = [
+        f"torchtitan's Llama 3.1 8B, FSDP on H100s ({TORCHTITAN_SOURCE} at {COMMIT[:7]}): "
+        "published max reserved; predicted allocated (fit: the module's profile, torchtitan-op) "
+        "and the formula's peak (time: Korthikanti's selective); ratios to the published figure",
+        f"{'row':28} {'published':>12} {'fit allocated':>20} {'time formula':>20}",
+    ]
+    for r in memory_rows():
+        out.append(
+            f"{r.run.table:28} {r.published / GiB:>8.1f} GiB "
+            f"{r.allocated / GiB:>8.2f} GiB ({r.allocated / r.published:.3f}) "
+            f"{r.formula / GiB:>8.2f} GiB ({r.formula / r.published:.3f})"
+        )
+    out.append(
+        "reserved = allocated + the caching allocator's rounding and fragmentation: "
+        "not modelled on a CPU (measured with fit --verify --device cuda where a GPU is lent)"
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--table", choices=list(TABLES), action="append")
@@ -376,7 +457,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rank each published configuration among the planner's (slower: a plan per row)",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="torchtitan's published memory beside fit's and time's peaks (torchtitan.py)",
+    )
     args = parser.parse_args(argv)
+    if args.memory:
+        print("\n".join(memory_report()))
+        return 0
     options = Options(args.overlap, args.schedule, args.gemm_curve)
     for name in args.table or TABLES:
         try:

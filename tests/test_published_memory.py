@@ -1,0 +1,54 @@
+"""torchtitan's published Llama 3.1 8B memory (benchmarks/published/torchtitan.py) against the two
+peaks (issue 39, item 5): ``fit``'s allocated peak from the real module's profile, under
+torchtitan's own recompute policy, and ``time``'s formula peak (Korthikanti's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.published.compare import memory_report, memory_rows
+from benchmarks.published.torchtitan import RUNS, SETTINGS
+from placement_edu.units import GiB
+
+pytestmark = pytest.mark.runtime  # (a profile is measured with torch where none is cached)
+
+
+def test_the_quoted_rows_are_torchtitans() -> None:
+    # benchmarks/llama3_h100_202412_torchtitan.md, Tables 1 and 3, FSDP without compile/Float8:
+    # Memory(GiB) 82.4 at 8 GPUs, 67.0 at 128; TPS/GPU 5,762 and 5,605; local batch size 2.
+    assert [(r.gpus, r.micro_batch, r.reserved_gib, r.tokens_per_s_per_gpu) for r in RUNS] == [
+        (8, 2, 82.4, 5_762),
+        (128, 2, 67.0, 5_605),
+    ]
+    # train_configs/llama3_8b.toml at 9dec370: seq_len = 8192, selective_ac_option = 'op'
+    assert SETTINGS["seq"][0] == 8192 and SETTINGS["recompute"][0] == "torchtitan-op"
+
+
+def test_the_allocated_peak_is_below_the_published_reserved_one_and_the_formula_above() -> None:
+    rows = memory_rows()
+    for r in rows:
+        # an allocated peak above the allocator's reserved peak would be wrong whatever it does
+        assert r.allocated < r.published, r.run.table
+        # the formula path (Korthikanti's selective, GPT-shaped) over-predicts both runs
+        assert r.formula > r.published, r.run.table
+    # FSDP divides the states, not the activations: 8 -> 128 GPUs frees the sharded states held at
+    # the peak (the logits' gradient, before any gradient is made): the fp32 parameter shard and
+    # Adam's m and v, 12 B x 8,030,261,248 x (1/8 - 1/128) = 11.29 GB = 10.517 GiB (padding aside)
+    eight, many = rows
+    assert (eight.allocated - many.allocated) / GiB == pytest.approx(
+        12 * 8_030_261_248 * (1 / 8 - 1 / 128) / GiB, abs=0.001
+    )
+    assert "Table 1, FSDP (8 GPUs)" in "\n".join(memory_report())
+
+
+def test_readmes_one_peak_table_is_what_compare_prints() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for r in memory_rows():
+        row = (
+            f"| {r.run.gpus} GPUs | {r.run.reserved_gib} GiB | "
+            f"{r.allocated / GiB:.2f} GiB ({r.allocated / r.published:.3f}) | "
+            f"{r.formula / GiB:.2f} GiB ({r.formula / r.published:.3f}) |"
+        )
+        assert row in readme, row
