@@ -466,3 +466,23 @@ def test_a_killed_resource_tracker_leaves_a_successful_run_quiet(run_tmpdir):
     # semaphore freed, on the stderr of a run that succeeded
     done = _script(KILLED_TRACKER, run_tmpdir)
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
+
+
+@pytest.mark.parametrize("flags, running", [(0x400100, True), (0x400144, False)])
+def test_an_exiting_owner_is_not_alive_although_it_is_not_yet_a_zombie(monkeypatch, flags, running):
+    """A warm pool's ranks lose their store connection to a kernel that is being SIGTERMed before
+    the kernel is a zombie; they must already see it gone (``PF_EXITING``, 0x4), or they exit
+    without removing its folders (4 SIGTERMs to the kernel's group in 30, on 2 cores under load)."""
+    import builtins
+    import io
+
+    from placement_edu.runtime import rundir
+
+    real_open = builtins.open
+    stat = f"4242 (python3) S 1 4242 4242 0 -1 {flags} 0 0 0 0 1 2 0 0 20 0 3 0 99 1 1\n"
+
+    def fake_open(path, *args, **kwargs):
+        return io.StringIO(stat) if path == f"/proc/{os.getpid()}/stat" else real_open(path, *args)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    assert rundir.alive(os.getpid()) is running
