@@ -32,6 +32,8 @@ from placement_edu.peak import (
     fsdp2_applies,
     tracker_peak_phase,
 )
+from placement_edu.mesh import Mesh
+from placement_edu.peak_axes import derive_on_mesh
 from placement_edu.units import GB, fmt_bytes
 
 #: Ranks a ``--verify`` run shards over (a fake group: one process; N = 1024 takes ~20 s for GPT-2).
@@ -63,7 +65,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reshard_after_forward=False on every block (gathered from forward to backward)",
     )
     p.add_argument(
-        "--devices", type=flag_type(read_int, "devices", MAX_DEVICES), required=True, help="N"
+        "--devices",
+        type=flag_type(read_int, "devices", MAX_DEVICES),
+        default=None,
+        help="N (or --mesh)",
+    )
+    p.add_argument(
+        "--mesh",
+        type=flag_type(Mesh.parse),
+        default=None,
+        help="the mesh, as time takes it: data=D,tensor=T[,replica=R] (tensor: Megatron's "
+        "column/row pairs in every block, placement_edu.peak_axes; replica: HSDP); --devices is "
+        "its size",
+    )
+    p.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="with a tensor axis: the residual stream cut along the sequence (SequenceParallel)",
     )
     p.add_argument(
         "--rank",
@@ -239,6 +257,7 @@ def _measured(states: dict, snapshot: dict) -> dict:
 
 def _fit(args: argparse.Namespace) -> int:
     require("torch", "fit")  # (a profile is measured with torch, and keyed by its version)
+    _resolve_mesh(args)
     defaulted = _defaults(args)
     seq = _check(args)
     if get_architecture(args.model).config:
@@ -253,6 +272,17 @@ def _fit(args: argparse.Namespace) -> int:
     peak = derive(
         args.model, profile, args.devices, args.rank, args.precision, args.optimizer, reshard
     )
+    if args.mesh is not None:
+        peak = derive_on_mesh(
+            args.model,
+            profile,
+            args.mesh,
+            args.rank,
+            args.precision,
+            args.optimizer,
+            reshard,
+            args.sequence_parallel,
+        )
     memory_bytes = round(args.memory_gb * GB) if args.memory_gb is not None else None
     fixes = (
         _what_would_fit(args, seq, memory_bytes)
@@ -271,6 +301,8 @@ def _fit(args: argparse.Namespace) -> int:
         "recompute": args.recompute,
         "optimizer": args.optimizer,
         "defaults_used": defaulted,
+        "mesh": str(args.mesh or Mesh.of(data=args.devices)),
+        "sequence_parallel": args.sequence_parallel,
         **_report(peak, memory_bytes),
         "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
         "would_fit_with": fixes,
@@ -287,6 +319,8 @@ def _fit(args: argparse.Namespace) -> int:
             **_measured(gpu, {}),
             **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
         }
+    elif args.verify and args.mesh is not None and args.mesh.degree("tensor") > 1:
+        result["measured"] = _verify_tensor(args, seq)
     elif args.verify:
         from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
 
@@ -352,6 +386,54 @@ def _what_would_fit(args: argparse.Namespace, seq: int, memory_bytes: int) -> li
     return out
 
 
+def _resolve_mesh(args: argparse.Namespace) -> None:
+    """--devices from --mesh (or the mesh's size checked against it), and the flags a mesh needs:
+    refused in one line."""
+    mesh = args.mesh
+    if mesh is None:
+        expect(args.devices is not None, "give --devices N, or --mesh (e.g. data=8,tensor=2)")
+        expect(not args.sequence_parallel, "--sequence-parallel needs --mesh with a tensor axis")
+        return
+    expect(
+        args.devices in (None, mesh.world_size),
+        f"--mesh {mesh} is {mesh.world_size} devices, --devices says {args.devices}: give one",
+    )
+    args.devices = mesh.world_size
+    tensor_alone = mesh.degree("data") == mesh.degree("replica") == 1
+    expect(
+        not args.verify or mesh.degree("tensor") == 1 or tensor_alone,
+        f"--verify on a mesh runs tensor parallelism alone (tensor=T), got --mesh {mesh}",
+    )
+
+
+def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
+    """PyTorch's ``MemTracker`` on tensor rank 0 of a fake group (``runtime/axis_tracker.py``),
+    under the keys ``_measured`` gives."""
+    expect(
+        args.precision == "fp32" and args.rank == 0,
+        "--verify on a tensor axis tracks tensor rank 0 in fp32 (every tensor rank holds the "
+        f"same): give --precision fp32 --rank 0, got --precision {args.precision} --rank "
+        f"{args.rank}",
+    )
+    from placement_edu.runtime.axis_tracker import measure_here
+    from placement_edu.runtime.peak_tracker import states
+
+    raw = measure_here(
+        model=args.model,
+        tensor=args.mesh.degree("tensor"),
+        sequence_parallel=args.sequence_parallel,
+        micro_batch=args.micro_batch,
+        seq=seq,
+        attention=args.attention,
+        recompute=args.recompute,
+        optimizer=args.optimizer,
+    )
+    return {
+        **_measured(states(raw, False), raw["forward_backward_peak"]),
+        "seconds": raw["seconds"],
+    }
+
+
 def _text(r: dict, peak: StepPeak) -> str:
     fsdp = fsdp2_applies(r["devices"], r["precision"])
     kept = "" if RESHARD_AFTER_FORWARD[r["strategy"]] else ", blocks not resharded after forward"
@@ -360,6 +442,10 @@ def _text(r: dict, peak: StepPeak) -> str:
         if fsdp
         else "one device"
     )
+    if r["mesh"] != f"data={r['devices']}":
+        sp = ", sequence parallel" if r["sequence_parallel"] else ""
+        where = f"mesh {r['mesh']}{sp} (placement_edu.peak_axes), rank {r['rank']}"
+        fsdp = fsdp2_applies(Mesh.parse(r["mesh"]).degree("data"), r["precision"])
     p = r["profile"]
     defaults = f" (defaults: {', '.join(r['defaults_used'])})" if r["defaults_used"] else ""
     lines = [
