@@ -13,7 +13,11 @@ tests/test_notebook_front.py checks that each is already so. What it does:
 - the kernelspec is ipykernel's own (display name "Python 3 (ipykernel)"): JupyterLab writes the
   running kernel's into a notebook it opens, and a different one marks the notebook modified;
 - RISE's settings: the "white" theme, whose font reveal.js ships (the default theme, "simple",
-  loads its fonts from Google), and slides that scroll when taller than the screen.
+  loads its fonts from Google), and slides that scroll when taller than the screen;
+- every exercise asks the checker's question: the markdown cell before a code cell that calls
+  ``check_answer("name", answer)`` has one paragraph "**Exercise k.** ...", k counting the
+  notebook's exercises, and it is rewritten as ``Exercise.question`` says (the one definition of
+  what is asked, so the notebook and the checker cannot drift apart).
 
 Code cells, outputs and everything else are left as they are.
 """
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_edu.course.slides import slide_type
+from placement_edu.exercises import EXERCISES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 THEORY = "../docs/theory.md"
@@ -40,6 +45,10 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 SPEC = re.compile(r"SPEC(\s+)§(\d+)(\.\d+)?(?:(\s+)rule(\s+)(\d+))?")
 #: A citation already linked to the theory (unlinked first, so linking twice changes nothing).
 LINKED = re.compile(r"\[(SPEC\s+§[^\]]*)\]\(" + re.escape(THEORY) + r"#[^)]*\)")
+#: A code cell that checks an exercise, and the name it checks.
+CHECKED = re.compile(r'check_answer\("([\w-]+)", answer\)')
+#: An exercise's question: a paragraph "**Exercise 2.** ...", up to a blank line or the cell's end.
+ASKED = re.compile(r"^\*\*Exercise \d+\.\*\* .*?(?=\n[ \t]*\n|\Z)", re.M | re.S)
 
 
 def link_spec(markdown: str) -> str:
@@ -51,6 +60,22 @@ def link_spec(markdown: str) -> str:
         return f"[{match.group(0)}]({THEORY}#{anchor})"
 
     return SPEC.sub(link, LINKED.sub(r"\1", markdown))
+
+
+def question(number: int, name: str) -> str:
+    """Exercise ``name``'s paragraph, the notebook's ``number``-th: "**Exercise 2.** ..." and the
+    checker's question (markdown, one line: a wrapped line could start a list)."""
+    return f"**Exercise {number}.** {EXERCISES[name].question}"
+
+
+def ask(markdown: str, number: int, name: str) -> str:
+    """``markdown`` (the cell before exercise ``name``'s check) with its one "**Exercise k.**"
+    paragraph asking ``question(number, name)``."""
+    found = ASKED.findall(markdown)
+    assert len(found) == 1, (
+        f"{name}: the cell before its check has {len(found)} exercise paragraphs"
+    )
+    return ASKED.sub(lambda _: question(number, name), markdown)
 
 
 def heading_lines(markdown: str) -> list[int]:
@@ -89,8 +114,14 @@ def normalise(notebook: dict[str, Any]) -> dict[str, Any]:
     notebook = copy.deepcopy(notebook)
     notebook["metadata"]["kernelspec"] = dict(KERNELSPEC)
     notebook["metadata"]["rise"] = dict(RISE)
-    cells = []
+    cells: list[dict[str, Any]] = []
+    number = 0  # the exercises checked so far
     for cell in notebook["cells"]:
+        checked = CHECKED.search(cell["source"]) if cell["cell_type"] == "code" else None
+        if checked:
+            number, asked = number + 1, cells[-1]
+            assert asked["cell_type"] == "markdown", f"{checked.group(1)}: no question before it"
+            asked["source"] = link_spec(ask(asked["source"], number, checked.group(1)))
         for piece in split_at_headings(cell):
             if piece["cell_type"] == "markdown":
                 piece["source"] = link_spec(piece["source"])

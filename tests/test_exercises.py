@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from placement_edu.errors import PlacementError
+from tests.normalise_notebooks import ASKED, CHECKED, LINKED, question
 from placement_edu.exercises import (
     EXERCISES,
     NOT_ANSWERED,
@@ -279,20 +280,70 @@ def test_every_notebook_has_three_checked_exercises_a_widget_and_checked_outputs
     )
 
 
-def _asked_in_notebooks() -> dict[str, str]:
-    """Each exercise's question as its notebook prints it: the markdown before its check cell."""
-    asked: dict[str, str] = {}
-    for notebook in NOTEBOOKS:
-        last = ""
-        for cell in json.loads(notebook.read_text())["cells"]:
-            text = "".join(cell["source"])
-            if cell["cell_type"] == "markdown":
-                after = text.rsplit("</details>", 1)[-1]  # a question may follow an answer
-                last = after if "**" in after and "?" in after else last
-            for name in EXERCISES:
-                if f'check_answer("{name}"' in text:
-                    asked[name] = " ".join(last.split())
+def _asked(notebook: dict) -> list[tuple[str, str]]:
+    """(exercise name, its "**Exercise k.**" paragraph as the learner reads it: SPEC links as their
+    words, lines joined) for each check cell of ``notebook``, from the markdown cell before it."""
+    asked, cells = [], notebook["cells"]
+    for before, cell in zip(cells, cells[1:]):
+        checked = CHECKED.search("".join(cell["source"]))
+        if cell["cell_type"] == "code" and checked:
+            text = LINKED.sub(r"\1", "".join(before["source"]))
+            found = ASKED.findall(text) if before["cell_type"] == "markdown" else []
+            asked.append((checked.group(1), " ".join(" ".join(found).split())))
     return asked
+
+
+def _asked_in_notebooks() -> dict[str, str]:
+    """Each exercise's question as its notebook prints it."""
+    return {
+        name: paragraph
+        for notebook in NOTEBOOKS
+        for name, paragraph in _asked(json.loads(notebook.read_text()))
+    }
+
+
+def _drifted(notebook: dict) -> list[str]:
+    """The exercises ``notebook`` asks in other words than the checker's ``Exercise.question``."""
+    return [
+        f"{name}: the notebook asks {paragraph!r}, the checker {question(k, name)!r}"
+        for k, (name, paragraph) in enumerate(_asked(notebook), 1)
+        if paragraph != question(k, name)
+    ]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_notebook_asks_the_checkers_question_word_for_word(notebook):
+    # issue 40: 45 of 63 questions differed; 03's Exercise 5 asked for the whole unreduced
+    # gradient (31.64 GB) while its checker asked for one layer's bucket (17.11 GB).
+    # `python -m tests.normalise_notebooks` writes each paragraph from Exercise.question.
+    assert _drifted(json.loads(notebook.read_text())) == []
+
+
+def test_every_exercise_is_asked_in_exactly_one_notebook():
+    names = [name for nb in NOTEBOOKS for name, _ in _asked(json.loads(nb.read_text()))]
+    assert sorted(names) == sorted(EXERCISES)
+
+
+def test_the_question_that_drifted_before_issue_40_is_caught():
+    # 03's Exercise 5 as the notebook had it until issue 40 (commit 6b40ced): the checker asked for
+    # one layer's bucket (17.109375 GB) and called the whole gradient's 31.640625 a mistake
+    old = (
+        "**Exercise 5.** Ψ = 7.5e9, N = 64, `zero2`: model state 16.640625 GB. What is its "
+        "**peak** in GB,\ncounting the whole unreduced gradient that backward holds before the "
+        "reduce-scatter?"
+    )
+    (path,) = [nb for nb in NOTEBOOKS if nb.stem == "03_sharded"]
+    notebook = json.loads(path.read_text())
+    cells = notebook["cells"]
+    (at,) = [
+        i
+        for i, c in enumerate(cells)
+        if 'check_answer("sharded-zero2-peak"' in "".join(c["source"])
+    ]
+    cells[at - 1]["source"] = old
+    (drift,) = _drifted(notebook)
+    assert drift.startswith("sharded-zero2-peak: the notebook asks '**Exercise 5.** Ψ = 7.5e9")
+    assert "whole unreduced gradient" in drift and "L = 32 layers" in drift
 
 
 def test_the_precision_judged_is_the_precision_the_question_states():

@@ -60,7 +60,9 @@ MAX_FIGURES = 30
 
 @dataclass(frozen=True)
 class Exercise:
-    """``reference`` computes the answer with the core; ``unit`` says what the answer counts
+    """``question`` is what the notebook asks, word for word (markdown: code in backticks, what
+    to stress in bold; the notebook's "**Exercise k.**" paragraph is written from it).
+    ``reference`` computes the answer with the core; ``unit`` says what the answer counts
     ("GB (1e9 bytes)", "bytes", "Ψ", "×", "" for a word); ``why`` is what the right answer shows;
     ``mistakes``: (a wrong answer, what it reveals) pairs. The precision, as the question states it:
     ``exact`` ("exactly": a toy's byte count), ``tolerance`` (relative, "within 1%": 0.01),

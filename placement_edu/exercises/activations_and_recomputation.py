@@ -30,9 +30,9 @@ def gpt3(**changes: Any) -> TransformerSpec:
 EXERCISES = (
     Exercise(
         "activations-175b-t8-gb",
-        "GPT-3 175B at tensor-parallel degree t = 8, no sequence parallelism, no recomputation: "
-        "how many GB (1e9 bytes) of activations does one layer keep on one tensor rank, per "
-        "sequence?",
+        "GPT-3 175B at tensor-parallel degree t = 8, no sequence parallelism, no "
+        "recomputation: how many GB (1e9 bytes) of activations does one layer keep on one "
+        "tensor rank, per sequence?",
         lambda: Fraction(gpt3().activation_bytes_per_layer(8)) / GB,
         "GB (1e9 bytes)",
         "sbh(10 + 24/t + 5as/(ht)) = sbh(10 + 3 + 10) = 23·sbh = 0.579 GB. The 10·sbh outside the "
@@ -51,8 +51,8 @@ EXERCISES = (
     ),
     Exercise(
         "activations-sp-selective-factor",
-        "GPT-3 175B at t = 8: by what factor do sequence parallelism plus selective recomputation "
-        "shrink the activations of the tensor-parallel baseline (within 1%)?",
+        "GPT-3 175B at t = 8: by what factor do sequence parallelism plus selective "
+        "recomputation shrink the activations of the tensor-parallel baseline (within 1%)?",
         lambda: Fraction(
             gpt3().activation_bytes_per_layer(8),
             gpt3(sequence_parallel=True, recompute="selective").activation_bytes_per_layer(8),
@@ -73,8 +73,8 @@ EXERCISES = (
     ),
     Exercise(
         "activations-full-recompute-flops",
-        "A dense transformer costs 6Ψ FLOPs per token per step (2Ψ forward, 4Ψ backward). How many "
-        "Ψ with FULL recomputation?",
+        "A dense transformer costs 6Ψ FLOPs per token per step (2Ψ forward, 4Ψ backward). How "
+        "many Ψ with **full** recomputation?",
         lambda: Fraction(sum(flops_per_token(1, "full").values())),
         "Ψ per token",
         "8Ψ: backward replays the forward (2Ψ) before its own 4Ψ: 33% more compute for a layer's "

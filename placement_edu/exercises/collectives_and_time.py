@@ -28,8 +28,8 @@ def _all_gather_ms() -> float:
 EXERCISES = (
     Exercise(
         "collectives-all-reduce-ring-bytes",
-        "A ring all-reduce of S = 1e9 bytes over N = 8 devices: how many bytes "
-        "does each device send?",
+        "A ring all-reduce of S = 1e9 bytes over N = 8 devices: how many bytes does each "
+        "device send?",
         lambda: ring_bytes("all_reduce", 8, 10**9),
         "bytes",
         "2(N−1)/N · S = 2·7/8 · 1e9 = 1.75e9: a reduce-scatter ((N−1)/N · S) followed by an "
@@ -55,9 +55,9 @@ EXERCISES = (
     ),
     Exercise(
         "collectives-all-gather-time",
-        "An all-gather whose full output is S = 64e6 bytes, over N = 8 devices on a link of α = 10 "
-        "µs per ring step and W = 50 GB/s (5e10 bytes per second): how many milliseconds does it "
-        "take (α–β model)?",
+        "An all-gather whose full output is S = 64e6 bytes, over N = 8 devices, on a link of "
+        "α = 10 µs per ring step and W = 50 GB/s (5e10 bytes per second): how many "
+        "**milliseconds** does it take in the α–β model?",
         _all_gather_ms,
         "ms",
         "α·(N−1) + (N−1)/N · S / W = 7 × 10 µs + 7/8 × 64e6 / 5e10 s = 0.07 ms + 1.12 ms = 1.19 "
@@ -75,9 +75,9 @@ EXERCISES = (
     ),
     Exercise(
         "collectives-dp-threshold",
-        "dp on N = 8 devices, mixed_adam (2-byte gradients), per-pass overlap, a device achieving "
-        "400e12 FLOP/s on a data link of W = 100 GB/s (1e11 bytes per second) with α = 0: above "
-        "how many tokens per device is the step compute-bound?",
+        "`dp` on N = 8 devices, `mixed_adam` (2-byte gradients), per-pass overlap, each "
+        "device achieving 400e12 FLOP/s on a data link of W = 100 GB/s (1e11 bytes per "
+        "second) with α = 0: above how many tokens per device is the step compute-bound?",
         lambda: compute_bound_tokens(
             "dp", ModelSpec(10**9), Mesh.of(data=8), "mixed_adam", THRESHOLD_HW, "per_pass"
         ),

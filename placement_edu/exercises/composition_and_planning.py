@@ -52,8 +52,8 @@ def _dp_over_gb() -> Fraction:
 EXERCISES = (
     Exercise(
         "composition-optimizer-gb",
-        "zero1×tp×pp on data=4, tensor=8, pipeline=2 (64 devices), Ψ = 70e9, mixed_adam: how many "
-        "GB of optimizer state does one device hold?",
+        "`zero1×tp×pp` on data=4, tensor=8, pipeline=2 (64 devices), Ψ = 70e9, `mixed_adam`: "
+        "how many GB of optimizer state does one device hold?",
         _optimizer_gb,
         "GB (1e9 bytes)",
         "O is S on all three axes, so memory multiplies: 12Ψ/(d·t·p) = 12 × 70e9 / 64 = 13.125 GB "
@@ -71,7 +71,7 @@ EXERCISES = (
     ),
     Exercise(
         "composition-data-reduction-elements",
-        "dp×tp on data=8, tensor=8, Ψ = 70e9: how many elements does the data-axis gradient "
+        "`dp×tp` on data=8, tensor=8, Ψ = 70e9: how many elements does the data-axis gradient "
         "all-reduce carry per step on one device (S in SPEC §4's sense)?",
         _data_reduction_elements,
         "elements",
@@ -94,8 +94,8 @@ EXERCISES = (
     ),
     Exercise(
         "composition-hsdp-scale",
-        "hsdp on replica=4, data=8 (32 devices): the summed gradient is divided "
-        "once, by what number?",
+        "`hsdp` on replica=4, data=8 (32 devices): the summed gradient is divided once, by "
+        "what number?",
         _hsdp_divisor,
         "",
         "both axes split the batch: reduce-scatter on data (8), all-reduce of the slice on replica "
@@ -114,9 +114,9 @@ EXERCISES = (
     ),
     Exercise(
         "planning-dp-over-budget",
-        "Ψ = 70e9 on 64 devices of 80 GB (the planner's Llama-2-70B-shaped model, 1,024 sequences "
-        "per step): by how many GB does plain dp exceed the budget at its best, with full "
-        "recomputation?",
+        "Ψ = 70e9 on 64 devices of 80 GB (the planner's Llama-2-70B-shaped model above, 1,024 "
+        "sequences per step): by how many GB does plain dp exceed the budget at its best, "
+        "with full recomputation?",
         _dp_over_gb,
         "GB (1e9 bytes)",
         "16Ψ = 1,119.99 GB of replicated model state on every device, plus the layer inputs full "

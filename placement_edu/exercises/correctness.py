@@ -29,8 +29,8 @@ def _equivalent(strategy: str, fault: str) -> bool:
 EXERCISES = (
     Exercise(
         "correctness-double-scale-condition",
-        "The fault double-scale divides the reduced gradient by N a second time. Which condition "
-        "does it break: 'gradient integrity' or 'state consistency'?",
+        "The fault `double-scale` divides the reduced gradient by N a second time. Which "
+        'condition does it break: `"gradient integrity"` or `"state consistency"`?',
         lambda: _condition("double-scale"),
         "",
         "every rank still takes the same step on the same copy (consistency holds), but the "
@@ -49,9 +49,9 @@ EXERCISES = (
     ),
     Exercise(
         "correctness-adam-eps-change",
-        "First Adam step on one element with gradient g = 0.01, N = 4. Under double-scale Adam "
-        "sees g/4 instead of g. With ε = 1e-8, by what relative amount does the update lr·m̂/(√v̂ "
-        "+ ε) change (within 10%)?",
+        "First Adam step on one element with gradient g = 0.01, N = 4. Under `double-scale` "
+        "Adam sees g/4 instead of g. With ε = 1e-8, by what relative amount does the update "
+        "lr·m̂/(√v̂ + ε) change (within 10%)?",
         lambda: adam_first_step_change(Fraction(1, 100), 4, Fraction(1, 10**8)),
         "(relative)",
         "on the first step m̂ = g and √v̂ = |g|, so the update is lr·g/(|g| + ε): the scale "
@@ -73,8 +73,9 @@ EXERCISES = (
     ),
     Exercise(
         "correctness-zero1-skip-param-sync-equivalent",
-        "zero1 with the fault skip-param-sync: owners update their slice, the all-gather of P is "
-        "skipped. Does the run still produce the single-device parameter sequence? (True or False)",
+        "`zero1` with the fault `skip-param-sync`: the owners update their slice, the "
+        "all-gather of P is skipped. Does the run still produce the single-device parameter "
+        "sequence? (`True` or `False`)",
         lambda: _equivalent("zero1", "skip-param-sync"),
         "",
         "no: each rank's replicated P gets only its own slice's update, so the copies drift apart "
@@ -91,8 +92,8 @@ EXERCISES = (
     ),
     Exercise(
         "correctness-zero3-stale-gather-condition",
-        "zero3 with stale-gather: an all-gather of P returns the previous step's slices. Which "
-        "condition breaks: 'gradient integrity' or 'state consistency'?",
+        "`zero3` with `stale-gather`: an all-gather of P returns the previous step's slices. "
+        'Which condition breaks: `"gradient integrity"` or `"state consistency"`?',
         lambda: _condition("stale-gather"),
         "",
         "a gather must rebuild the current version of an SG state: returning last step's slices "

@@ -42,8 +42,8 @@ EXERCISES = (
     Exercise(
         "materialized-175b-layer-gb",
         "GPT-3 175B (h = 12288, a = 96), one sequence of s = 2048 (b = 1), no parallelism, no "
-        "recomputation, 16-bit: how many GB (1e9 bytes) of activations does ONE layer keep for "
-        "backward?",
+        "recomputation, 16-bit: how many GB (1e9 bytes) of activations does **one** layer "
+        "keep for backward?",
         lambda: Fraction(GPT3.activation_bytes_per_layer(1)) / GB,
         "GB (1e9 bytes)",
         "s·b·h·(34 + 5as/h) = 25,165,824 × (34 + 80) bytes = 2.869 GB per layer, 275 GB for 96 "
@@ -84,8 +84,8 @@ EXERCISES = (
     ),
     Exercise(
         "materialized-gpipe-over-1f1b",
-        "Same pipeline (p = 4, m = 8, a 7B-class model, selective recomputation): how many times "
-        "larger is stage 0's GPipe activation peak than its 1F1B peak (GPipe ÷ 1F1B)?",
+        "Same pipeline (p = 4, m = 8, a 7B-class model, selective recomputation): how many "
+        "times larger is stage 0's GPipe activation peak than its 1F1B peak (GPipe ÷ 1F1B)?",
         lambda: live_set_bytes("gpipe", 4, 8) / live_set_bytes("1f1b", 4, 8),
         "×",
         "GPipe keeps m = 8 micro-batches in flight, 1F1B p = 4: 2×. Same bubble, (p − 1)/m of "
@@ -98,8 +98,8 @@ EXERCISES = (
     ),
     Exercise(
         "materialized-zero3-activations",
-        "A transformer trained with zero3 on N = 8 devices: what fraction of dp's activation bytes "
-        "per device does zero3 keep (as a fraction, e.g. 1/8)?",
+        "A transformer trained with `zero3` on N = 8 devices: what fraction of `dp`'s "
+        "activation bytes per device does `zero3` keep (a number, e.g. `1/8`)?",
         lambda: _activation_ratio("zero3", 8),
         "× dp's",
         "1: activations are M under every ZeRO stage. ZeRO-3's N× is a model-state reduction; the "

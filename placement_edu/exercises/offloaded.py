@@ -34,8 +34,8 @@ def host_link_seconds(strategy: str, psi: float, n: int, hardware: str = "h100-n
 EXERCISES = (
     Exercise(
         "offloaded-host-link-gb",
-        "zero2_offload (ZeRO-Offload), Ψ = 7.5e9, N = 64, mixed_adam: how many GB (1e9 bytes) "
-        "cross the host link of ONE device per step, both directions together?",
+        "`zero2_offload` (ZeRO-Offload), Ψ = 7.5e9, N = 64, `mixed_adam`: how many GB (1e9 "
+        "bytes) cross the host link of **one** device per step, both directions together?",
         lambda: host_link_gb("zero2_offload", 7.5e9, 64),
         "GB (1e9 bytes)",
         "The fp16 gradient slice goes down (2Ψ/N = 0.234 GB) and the updated fp16 parameter slice "
@@ -59,8 +59,8 @@ EXERCISES = (
     ),
     Exercise(
         "offloaded-zero3-over-zero2",
-        "Same Ψ and N: how many times zero2_offload's host-link bytes does "
-        "zero3_offload move per step?",
+        "Same Ψ and N: how many times `zero2_offload`'s host-link bytes does `zero3_offload` "
+        "move per step?",
         lambda: host_link_gb("zero3_offload", 7.5e9, 64) / host_link_gb("zero2_offload", 7.5e9, 64),
         "×",
         "zero3_offload keeps the parameter slice in host memory too, so it streams it up before "
@@ -79,8 +79,8 @@ EXERCISES = (
     ),
     Exercise(
         "offloaded-device-model-state-gb",
-        "zero2_offload, Ψ = 7.5e9, N = 64, mixed_adam: how many GB of model state (persistent P + "
-        "G + O) stay on each device?",
+        "`zero2_offload`, Ψ = 7.5e9, N = 64, `mixed_adam`: how many GB of model state "
+        "(persistent P + G + O) stay on each device?",
         lambda: Fraction(analyze("zero2_offload", 7.5e9, 64).memory.model_state) / GB,
         "GB (1e9 bytes)",
         "Only the fp16 parameters, 2Ψ = 15 GB, replicated: G and O live in host memory (1.64 GB of "
@@ -102,9 +102,9 @@ EXERCISES = (
     ),
     Exercise(
         "offloaded-pcie-seconds",
-        "Ψ = 70e9 on N = 8 H100s with zero2_offload, PCIe 5.0 at 50 GB/s each way, 10 µs per "
-        "transfer (the h100-nvlink-ib preset): how many seconds per step does one device spend on "
-        "its host link (within 1%)?",
+        "Ψ = 70e9 on N = 8 H100s with `zero2_offload`, PCIe 5.0 at 50 GB/s each way, 10 µs "
+        "per transfer (the `h100-nvlink-ib` preset): how many seconds per step does one "
+        "device spend on its host link (within 1%)?",
         lambda: host_link_seconds("zero2_offload", 70e9, 8),
         "s",
         "4Ψ/N = 35 GB at 50 GB/s: 0.7 s per step, on every device at once. "

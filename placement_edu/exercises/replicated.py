@@ -40,8 +40,8 @@ def _startup_payload(psi: float, n: int) -> Fraction:
 EXERCISES = (
     Exercise(
         "replicated-model-state",
-        "Ψ = 70e9 parameters on N = 8 devices with plain data parallelism (dp, mixed_adam): how "
-        "many GB (1e9 bytes) of model state does ONE device hold?",
+        "Ψ = 70e9 parameters on N = 8 devices with plain data parallelism (`dp`, "
+        "`mixed_adam`): how many GB (1e9 bytes) of model state does **one** device hold?",
         lambda: _model_state_gb("dp", 70e9, 8),
         "GB (1e9 bytes)",
         "every state is replicated: each device holds the whole 2Ψ + 2Ψ + 12Ψ = 16Ψ = 1,120 GB, "
@@ -70,8 +70,9 @@ EXERCISES = (
     ),
     Exercise(
         "replicated-ring-bytes",
-        "Ψ = 1e9 parameters, 2-byte gradients, N = 4 devices, dp. How many bytes does ONE device "
-        "send in the ring all-reduce of the gradients, per step (exact ring bytes, SPEC §4)?",
+        "Ψ = 1e9 parameters, 2-byte gradients, N = 4 devices, `dp`. How many bytes does "
+        "**one** device send in the ring all-reduce of the gradients, per step (exact ring "
+        "bytes, SPEC §4)?",
         lambda: int(analyze("dp", 1e9, 4).ring_bytes),
         "bytes",
         "a ring all-reduce of S bytes is a reduce-scatter then an all-gather, each sending "
@@ -95,9 +96,9 @@ EXERCISES = (
     ),
     Exercise(
         "replicated-startup-broadcast",
-        "Ψ = 1e9 parameters (2-byte working copy), N = 8, dp, a run of 1,000 optimizer steps. How "
-        "many bytes of payload do the parameter broadcasts carry over the whole "
-        "run (SPEC §4 rule 4)?",
+        "Ψ = 1e9 parameters (2-byte working copy), N = 8, `dp`, a run of 1,000 optimizer "
+        "steps. How many bytes of payload do the parameter broadcasts carry over the **whole "
+        "run** (SPEC §4 rule 4)?",
         lambda: int(_startup_payload(1e9, 8)),
         "bytes",
         "one broadcast at start-up makes the replicas identical; after that, identical updates "
@@ -120,9 +121,10 @@ EXERCISES = (
     ),
     Exercise(
         "replicated-ddp-buckets",
-        f"DistributedDataParallel trains {EXERCISE_MODEL} (Linears 256→2048→2048→2048→256 with "
-        "biases; float64, 8 bytes per gradient element) with its default buckets. How many "
-        "all-reduces does it issue at the SECOND step (step index 1)?",
+        f"DistributedDataParallel trains `{EXERCISE_MODEL}` (Linears 256→2048→2048→2048→256 "
+        "with biases; float64, 8 bytes per gradient element) with its default buckets. How "
+        "many all-reduces does it issue at the **second** step (step index 1)? Use the rule "
+        "above, not a run.",
         lambda: len(ddp_bucket_bytes(EXERCISE_MODEL)),
         "all-reduces",
         "from the second step DDP fills buckets in reverse parameter order. The last Linear "

@@ -33,8 +33,8 @@ def _memory_ratio(strategy: str, psi: float, n: int) -> Fraction:
 EXERCISES = (
     Exercise(
         "sharded-zero1-memory",
-        "Ψ = 70e9 parameters on N = 8 devices, zero1 (optimizer state sharded), mixed_adam: how "
-        "many GB (1e9 bytes) of model state does one device hold?",
+        "Ψ = 70e9 parameters on N = 8 devices, `zero1` (optimizer state sharded), "
+        "`mixed_adam`: how many GB (1e9 bytes) of model state does one device hold?",
         lambda: Fraction(analyze("zero1", 70e9, 8).memory.model_state) / GB,
         "GB (1e9 bytes)",
         "P and G stay whole (2Ψ + 2Ψ = 280 GB); only the 12Ψ of fp32 master weights, m and v is "
@@ -49,8 +49,8 @@ EXERCISES = (
     Exercise(
         "sharded-zero2-vs-dp",
         'ZeRO\'s paper says ZeRO-2 cuts model-state memory by "8×". At N = 64 (Ψ = 7.5e9, '
-        "mixed_adam), by how many times exactly does zero2 hold less model state "
-        "than dp (within 0.1%)?",
+        "`mixed_adam`), by how many times exactly does `zero2` hold less model state than "
+        "`dp` (within 0.1%)?",
         lambda: _memory_ratio("zero2", 7.5e9, 64),
         "× (dp / zero2)",
         '16Ψ / (2Ψ + 14Ψ/N) = 16 / (2 + 14/64) = 7.21×. The "8×" is this ratio\'s limit as N '
@@ -69,9 +69,9 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-zero1-allreduce-volume",
-        "PyTorch's ZeroRedundancyOptimizer under DDP (zero1_allreduce) all-reduces the gradient, "
-        "then each owner broadcasts its updated parameters. How many Ψ per device per step is that "
-        "(ZeRO's convention)?",
+        "PyTorch's `ZeroRedundancyOptimizer` under DDP (`zero1_allreduce`) all-reduces the "
+        "gradient, then each owner broadcasts its updated parameters. How many Ψ per device "
+        "per step is that (ZeRO's convention)?",
         lambda: analyze("zero1_allreduce", 7.5e9, 64).volume_psi,
         "Ψ",
         "all-reduce 2Ψ + broadcasts Ψ (every parameter is sent once, by its owner) = 3Ψ. ZeRO §7's "
@@ -89,10 +89,11 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-greedy-last-rank",
-        f"ZeroRedundancyOptimizer on N = 4 ranks trains the MLP {DEFAULT_MODEL} (tensors of 8192, "
-        "128, 16384, 128, 2048 and 16 elements) with float64 Adam (m and v: 16 bytes per element). "
-        "It gives whole tensors, largest first, to the least-loaded rank. How many bytes of "
-        "optimizer state does rank 3 hold (exactly)?",
+        f"`ZeroRedundancyOptimizer` on N = 4 ranks trains the MLP above, `{DEFAULT_MODEL}` "
+        "(tensors of 8192, 128, 16384, 128, 2048 and 16 elements), with float64 Adam (m and "
+        "v: 16 bytes per element). It gives whole tensors, largest first, to the least-loaded "
+        "rank. How many bytes of optimizer state does **rank 3** hold (exactly)? Work it out "
+        "by hand first.",
         lambda: greedy_optimizer_bytes(3),
         "bytes",
         "16384 → rank 0, 8192 → rank 1, 2048 → rank 2, then rank 3 (empty) takes 128, is still the "
@@ -117,10 +118,10 @@ EXERCISES = (
     ),
     Exercise(
         "sharded-zero2-peak",
-        "Ψ = 7.5e9, N = 64, zero2, mixed_adam. Its model state is 16.640625 GB. What is its peak "
-        "in GB, counting the gradient bucket that backward holds unreduced before its "
-        "reduce-scatter? (A bare Ψ is Llama-2-7B's L = 32 layers, each layer's gradient "
-        "reduce-scattered as soon as backward has made it.)",
+        "Ψ = 7.5e9, N = 64, `zero2`, `mixed_adam`. Its model state is 16.640625 GB. What is "
+        "its **peak** in GB, counting the gradient bucket that backward holds unreduced "
+        "before its reduce-scatter? (A bare Ψ is Llama-2-7B's L = 32 layers, each layer's "
+        "gradient reduce-scattered as soon as backward has made it.)",
         lambda: Fraction(analyze("zero2", 7.5e9, 64).memory.peak) / GB,
         "GB (1e9 bytes)",
         'S for gradients means "kept as a slice between steps": backward still produces each '

@@ -30,8 +30,8 @@ def fsdp2_last_rank_params(n: int = 3) -> int:
 EXERCISES = (
     Exercise(
         "sg-zero3-gib",
-        "Ψ = 70e9 on N = 8 devices, zero3, mixed_adam: 16Ψ/N = 140 GB of model state per device. "
-        "How many GiB (2^30 bytes) is that (within 0.1%)?",
+        "Ψ = 70e9 on N = 8 devices, `zero3`, `mixed_adam`: 16Ψ/N = 140 GB of model state per "
+        "device. How many **GiB** (2^30 bytes) is that (within 0.1%)?",
         lambda: Fraction(analyze("zero3", 70e9, 8).memory.model_state) / GiB,
         "GiB (2^30 bytes)",
         "140e9 / 2^30 = 130.39 GiB. A GiB is 7.4% larger than a GB, so the GiB figure is the "
@@ -51,7 +51,7 @@ EXERCISES = (
     ),
     Exercise(
         "sg-micro-batch-volume",
-        "zero3 with gradient accumulation over m = 4 micro-batches per optimizer step, each "
+        "`zero3` with gradient accumulation over m = 4 micro-batches per optimizer step, each "
         "micro-batch gathering the parameters before forward and again before backward and "
         "reduce-scattering its gradient (no unsharded accumulator). How many Ψ per device per "
         "optimizer step (ZeRO's convention)?",
@@ -77,8 +77,8 @@ EXERCISES = (
     ),
     Exercise(
         "sg-peak-gap",
-        "A small model with Ψ = 1e9 that FSDP wraps as ONE gather unit (the whole model), N = 8, "
-        "mixed_adam. By how many GB does zero3's PEAK exceed zero2's?",
+        "A small model with Ψ = 1e9 that FSDP wraps as **one** gather unit (the whole model), "
+        "N = 8, `mixed_adam`. By how many GB does `zero3`'s **peak** exceed `zero2`'s?",
         lambda: peak_gap_gb(10**9, 8, 1),
         "GB (1e9 bytes)",
         "zero3: 16Ψ/N + a gather window of 2Ψ + a gradient bucket of 2Ψ = 6 GB; zero2: 2Ψ + 14Ψ/N "
@@ -99,10 +99,10 @@ EXERCISES = (
     ),
     Exercise(
         "sg-fsdp2-last-rank",
-        f"FSDP2 shards each tensor of the MLP {DEFAULT_MODEL} along dim 0 into chunks of "
-        "ceil(rows/N) rows, N = 3. Weights (128, 64), (128, 128), (16, 128) and biases of 128, 128 "
-        "and 16; float64 (8 bytes). How many bytes of parameters does the LAST rank store (its "
-        "real rows, no padding; exactly)?",
+        f"FSDP2 shards each tensor of the MLP `{DEFAULT_MODEL}` along dim 0 into chunks of "
+        "ceil(rows/N) rows, N = 3. Weights (128, 64), (128, 128), (16, 128) and biases of "
+        "128, 128 and 16; float64 (8 bytes). How many bytes of parameters does the **last** "
+        "rank store (its real rows, no padding; exactly)?",
         fsdp2_last_rank_params,
         "bytes",
         "128 rows → chunks of 43, 43, 42; 16 rows → 6, 6, 4. Rank 2: 42·64 + 42 + 42·128 + 42 + "
@@ -125,8 +125,9 @@ EXERCISES = (
     ),
     Exercise(
         "sg-root-kept-gathers",
-        "FSDP2 with its default reshard_after_forward=None on a 3-Linear MLP: each Linear is one "
-        "unit, the root owns the last. How many all-gathers does one training step issue?",
+        "FSDP2 with its default `reshard_after_forward=None` on a 3-Linear MLP: each Linear "
+        "is one unit, the root owns the last. How many all-gathers does one training step "
+        "issue?",
         lambda: sum(op == "all_gather" for op, _ in fsdp2_order(3, None)),
         "all-gathers",
         "forward gathers all 3 units; backward gathers again the 2 that were resharded after "

@@ -25,8 +25,8 @@ def _full_copies(strategy: str, state: State, psi: int, n: int) -> int:
 EXERCISES = (
     Exercise(
         "start-here-zero2-grad-bytes",
-        "Ψ = 1e9 parameters, N = 8 devices, mixed_adam (2 B per gradient element): how many bytes "
-        "of gradients does one zero2 rank keep between steps?",
+        "Ψ = 1e9 parameters, N = 8 devices, `mixed_adam` (2 B per gradient element): how many "
+        "bytes of gradients does one **zero2** rank keep between steps?",
         lambda: _device_bytes("zero2", State.GRADS, 10**9, 8),
         "bytes",
         "zero2 shards the gradients (S): each rank keeps its own 1/N slice, 2 B × 1e9 / 8 = "
@@ -46,8 +46,8 @@ EXERCISES = (
     ),
     Exercise(
         "start-here-zero3-param-mode",
-        "Under zero3, what mode do the parameters have on the data axis? Answer with the mode's "
-        "letters (R, S, SG, M or OFF).",
+        "Under **zero3**, what mode do the parameters have on the data axis? Answer with the "
+        "mode's letters (R, S, SG, M or OFF), as a string.",
         lambda: get_strategy("zero3").placement.mode(State.PARAMS, "data").value,
         "",
         "SG, sharded-with-gather: each rank stores a 1/N slice, but a layer's forward needs the "
@@ -66,7 +66,8 @@ EXERCISES = (
     ),
     Exercise(
         "start-here-zero1-full-optimizer-copies",
-        "Under zero1 on N = 8 devices, how many devices hold a full copy of the optimizer state?",
+        "Under **zero1** on N = 8 devices, how many devices hold a full copy of the optimizer "
+        "state?",
         lambda: _full_copies("zero1", State.OPTIMIZER, 10**9, 8),
         "devices",
         "none: O is S, so its N slices are disjoint and cover the state once; no device holds it "

@@ -48,8 +48,8 @@ def _in_flight(stages: int, m: int, schedule: str, stage: int = 0) -> int:
 EXERCISES = (
     Exercise(
         "tp-allreduces-full-recompute",
-        "A 24-layer transformer runs Megatron tensor parallelism on tensor=4 with FULL activation "
-        "recomputation, one micro-batch per step. How many all-reduces does one "
+        "A 24-layer transformer runs Megatron tensor parallelism on `tensor=4` with **full** "
+        "activation recomputation, one micro-batch per step. How many all-reduces does one "
         "device issue per step?",
         lambda: _all_reduces("full"),
         "all-reduces",
@@ -78,9 +78,9 @@ EXERCISES = (
     ),
     Exercise(
         "tp-ring-bytes-per-step",
-        "The same model (b = 2, s = 2,048, h = 4,096, 16-bit activations) without recomputation, "
-        "tensor=4: how many bytes does one device SEND for tensor parallelism per "
-        "step (exact ring bytes)?",
+        "The same model (b = 2, s = 2,048, h = 4,096, 16-bit activations) without "
+        "recomputation, `tensor=4`: how many bytes does one device **send** for tensor "
+        "parallelism per step (exact ring bytes)?",
         lambda: int(_tp_report().ring_bytes),
         "bytes",
         "96 all-reduces of b·s·h·2 = 33,554,432 bytes each, and a ring all-reduce sends 2(t−1)/t = "
@@ -115,8 +115,8 @@ EXERCISES = (
     ),
     Exercise(
         "pp-bubble-of-total",
-        "A pipeline of p = 8 stages runs m = 32 micro-batches per step. What fraction of the TOTAL "
-        "step time is bubble (answer as a fraction or a decimal)?",
+        "A pipeline of p = 8 stages runs m = 32 micro-batches per step. What fraction of the "
+        "**total** step time is bubble (as a fraction or a decimal)?",
         lambda: pipeline_bubble(8, 32)["of_total"],
         "of total time",
         "(p−1)/(m+p−1) = 7/39 ≈ 17.9% of total time -- the same bubble is (p−1)/m = 7/32 ≈ 21.9% "
@@ -133,8 +133,8 @@ EXERCISES = (
     ),
     Exercise(
         "pp-1f1b-in-flight",
-        "p = 8 stages, m = 32 micro-batches, 1F1B: how many micro-batches' activations does stage "
-        "0 hold at its peak?",
+        "p = 8 stages, m = 32 micro-batches, 1F1B: how many micro-batches' activations does "
+        "stage 0 hold at its peak?",
         lambda: _in_flight(8, 32, "1f1b"),
         "micro-batches",
         "1F1B runs p − 1 = 7 warm-up forwards, then one more forward before its first backward: p "
@@ -153,9 +153,9 @@ EXERCISES = (
     ),
     Exercise(
         "pp-zero3-micro-batched-volume",
-        "zero3 on data=8 with m = 8 micro-batches per step (pipeline or gradient accumulation, no "
-        "local unsharded accumulator): how many Ψ does one device send per step "
-        "(ZeRO's convention)?",
+        "`zero3` on `data=8` with m = 8 micro-batches per step (pipeline or gradient "
+        "accumulation, no local unsharded accumulator): how many Ψ does one device send per "
+        "step (ZeRO's convention)?",
         lambda: analyze(get_strategy("zero3").with_(micro_batches=8), 7.5e9, 8).volume_psi,
         "Ψ",
         "each micro-batch gathers the parameters for forward (Ψ) and again for backward (Ψ) and "

@@ -30,8 +30,8 @@ def _saving(strategy: str, n: int) -> Fraction:
 EXERCISES = (
     Exercise(
         "disagree-140gb-in-gib",
-        'A popular guide writes "140 GB = 133 GiB". How many GiB (2^30 bytes) are 140 GB (10^9 '
-        "bytes)? (2 decimals)",
+        'A popular guide writes "140 GB = 133 GiB". How many GiB (2^30 bytes) are 140 GB '
+        "(10^9 bytes)? (2 decimals)",
         lambda: Fraction(140 * GB, GiB),
         "GiB",
         "140e9 / 2^30 = 130.39 GiB: a GiB is 7.4% larger than a GB, not 5%.",
@@ -51,9 +51,9 @@ EXERCISES = (
     ),
     Exercise(
         "disagree-deepspeed-zero2-printed",
-        "DeepSpeed's estimate_zero2_model_states_mem_needs today (PR #5099) for t5-3b (Ψ = "
-        "2.851e9) on 8 GPUs without offload: 2Ψ + 18Ψ/8 bytes per GPU. What number does it print "
-        'before "GB"? (2 decimals)',
+        "DeepSpeed's `estimate_zero2_model_states_mem_needs` today (PR #5099) for t5-3b (Ψ = "
+        "2.851e9) on 8 GPUs without offload: 2Ψ + 18Ψ/8 bytes per GPU. What number does it "
+        'print before "GB"? (2 decimals)',
         lambda: Fraction(
             deepspeed_zero2(T5_3B, 8, 1, offload_optimizer=False).gpu.total_bytes, GiB
         ),
@@ -100,8 +100,8 @@ EXERCISES = (
     ),
     Exercise(
         "disagree-zero3-above-zero2-bytes",
-        "Ψ = 1e6 parameters gathered as ONE unit (the whole model), N = 2, mixed_adam. By how many "
-        "bytes does zero3's peak exceed zero2's?",
+        "Ψ = 1e6 parameters gathered as **one** unit (the whole model), N = 2, `mixed_adam`. "
+        "By how many bytes does zero3's peak exceed zero2's?",
         lambda: _peak_gap(10**6, 2, 1),
         "bytes",
         "zero3: 16Ψ/N + gather window 2Ψ + gradient bucket 2Ψ; zero2: 2Ψ + 14Ψ/N + bucket 2Ψ. The "
@@ -121,8 +121,8 @@ EXERCISES = (
     ),
     Exercise(
         "disagree-accelerate-fp16-per-param",
-        'accelerate estimate-memory, float16, "Training using Adam": how many bytes per parameter '
-        "does it print (the model has no buffers)?",
+        '`accelerate estimate-memory`, float16, "Training using Adam": how many bytes per '
+        "parameter does it print (the model has no buffers)?",
         lambda: Fraction(accelerate_training(10**9, "float16").total_bytes, 10**9),
         "B/param",
         "Accelerate prints the largest of four phases (the optimizer's 2 × 4Ψ = 8Ψ), not what is "

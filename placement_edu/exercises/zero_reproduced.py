@@ -24,7 +24,7 @@ def zero3_comm_ratio(n: int) -> float:
 EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         "zero2-memory",
-        "Ψ = 7.5e9, N = 64, mixed_adam: how many GB of model state does one zero2 "
+        "Ψ = 7.5e9, N = 64, `mixed_adam`: how many GB of model state does one **zero2** "
         "device hold (3 significant figures, as ZeRO's Table 1 prints it)?",
         lambda: _model_state_gb("zero2", 7.5e9, 64),
         "GB (1e9 bytes)",
@@ -105,9 +105,10 @@ def _grad_op_extra_peak_gb(psi: int, n: int, units: int) -> Fraction:
 EXERCISES = EXERCISES + (
     Exercise(
         "zero-fp32-grads-extra-gb",
-        "Ψ = 7.5e9, N = 64: switch the precision from mixed_adam (2 B gradients) to "
-        "mixed_adam_fp32_grads (4 B gradients, Megatron's 18 B/param). How many GB more model "
-        "state does one zero2 device hold?",
+        "Set the explorer's precision to `mixed_adam_fp32_grads` (Megatron's 18 B per "
+        "parameter: 4 B gradients, where `mixed_adam` has 2 B). In *absolute* terms, at Ψ = "
+        "7.5e9 and N = 64: how many GB more model state does one **zero2** device hold? (Then "
+        "look at the ratios in the table: which saving over dp does not move at all?)",
         lambda: _extra_gb_with_fp32_grads("zero2", 7.5e9, 64),
         "GB (1e9 bytes)",
         "zero2 shards the gradients, so the 2 extra bytes per parameter cost 2Ψ/N = 15/64 = "
@@ -129,9 +130,13 @@ EXERCISES = EXERCISES + (
     ),
     Exercise(
         "zero-grad-op-extra-peak-gb",
-        "Ψ = 1e9 parameters in 32 equal gather units, N = 8, mixed_adam. fsdp_grad_op keeps the "
-        "gathered parameters through backward (one all-gather per step instead of two). How many "
-        "GB higher is its peak than zero3's?",
+        "Gather units matter only for the peak. Take Ψ = 1e9 split into **32** equal gather "
+        "units (`ModelSpec(10**9, gather_units=32)`), N = 8, `mixed_adam`, and compare zero3 "
+        "with `fsdp_grad_op` (FSDP's SHARD_GRAD_OP: the gathered parameters kept from forward "
+        "through backward, one all-gather per step instead of two). How many GB higher is its "
+        "peak than zero3's? (Gathered as one unit, `ModelSpec(10**9)`, you would see no "
+        "difference: both windows are already the whole model. A bare `1e9` is spread over "
+        "the 48 layers of the nearest published shape, GPT-2 XL's.)",
         lambda: _grad_op_extra_peak_gb(10**9, 8, 32),
         "GB (1e9 bytes)",
         "zero3's window is two gathered units, the one computing and the next, prefetched "
