@@ -91,3 +91,15 @@ def test_fit_verify_on_a_tensor_mesh_prints_the_tracker_beside(capsys) -> None:
     for key in ("params", "grads", "optimizer"):
         assert out["memory"][key] == out["measured"]["memory"][key]
     assert out["peak_bytes"] == pytest.approx(out["measured"]["peak_bytes"], rel=0.02)
+
+
+def test_hsdp_s_replica_axis_leaves_a_rank_what_its_data_group_gives_it() -> None:
+    # replica=2,data=4: rank 5 is data index 1 of its group of 4 (tensor innermost, then data,
+    # replica outermost), so it holds exactly what FSDP2 over 4 gives rank 1.
+    from placement_edu.peak import derive
+
+    profile, _ = get_profile("gpt2", 1, 1024, "bf16", "sdpa", "none")
+    hsdp = derive_on_mesh("gpt2", profile, Mesh.of(replica=2, data=4), 5, "fsdp2_bf16")
+    assert hsdp == derive("gpt2", profile, 4, 1, "fsdp2_bf16")
+    with pytest.raises(PlacementError, match="pipeline"):
+        derive_on_mesh("gpt2", profile, Mesh.of(data=2, pipeline=2), 0, "fsdp2_bf16")
