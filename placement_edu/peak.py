@@ -52,6 +52,8 @@ RECOMPUTE: Mapping[str, str] = MappingProxyType(
         "selective": "torch.utils.checkpoint per block with a policy that saves every matmul's and "
         "the fused attention's outputs and recomputes the rest (torchtitan's op policy without "
         "its every-second-mm rule)",
+        "megatron-selective": "Megatron-LM's selective recomputation (Korthikanti et al. 2022): "
+        "only the core attention (q·kᵀ, softmax, dropout, ·v) checkpointed, q, k, v kept",
         "torchtitan-op": "torchtitan's selective op AC (selective_ac_option = 'op'): saves mm, "
         "SDPA, reduce-scatter outputs, but recomputes every second mm of a block",
         "full": "torch.utils.checkpoint on every block: a block keeps only its input "

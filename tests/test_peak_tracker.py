@@ -131,3 +131,26 @@ def test_torchtitan_op_recomputation_of_a_gpt2_block_matches_memtracker(
     # GPT-2's linear layers are HF's Conv1D (addmm, not mm): torchtitan's save list has no addmm,
     # so under its policy a GPT-2 block keeps its input and SDPA's outputs only.
     compare(tracker, "gpt2", 1, 0, "fp32", "torchtitan-op", attention="sdpa", blocks=BLOCKS)
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_megatron_selective_recomputation_matches_fsdpmemtracker(
+    tracker: TrackerProcess, attention: str
+) -> None:
+    # Korthikanti's selective recomputation as Megatron-LM runs it: the core attention alone under
+    # torch.utils.checkpoint (reference_models.CheckpointedCore), q, k, v kept, the s² terms not.
+    compare(tracker, "gpt2", 8, 0, "fp32", "megatron-selective", attention=attention, blocks=BLOCKS)
+
+
+def test_megatron_selective_keeps_korthikantis_34_sbh_less_the_cpu_and_gelu_extras() -> None:
+    # Korthikanti et al. 2022, §4.2: selective recomputation keeps 34·sbh bytes a layer in fp16
+    # (none of the 5as²b of the attention core). GPT-2 in fp32 here: what the eager block keeps
+    # without recomputation, less the core's scaled scores, probabilities and dropout noise
+    # (3 [b, a, s, s] tensors of 4 B; the causal mask is shared by the blocks) and the 4-byte
+    # √d the division saves -- q, k and v, saved by the core's matmuls, are kept by its checkpoint.
+    from placement_edu.runtime.profiles import get_profile
+
+    b, s, a = 1, 1024, 12
+    none, _ = get_profile("gpt2", b, s, "fp32", "eager", "none")
+    selective, _ = get_profile("gpt2", b, s, "fp32", "eager", "megatron-selective")
+    assert none.block - selective.block == 3 * 4 * b * a * s * s + 4

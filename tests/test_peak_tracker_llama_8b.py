@@ -41,9 +41,7 @@ def test_torchtitan_op_recomputation_matches_fsdpmemtracker(
     # torchtitan's selective op AC (reference_models.TorchtitanOp, its policy at commit 9dec370):
     # mm, SDPA and reduce-scatter outputs saved, every second mm of a block recomputed (k, o, up).
     # As its published Llama 3.1 8B runs: FSDP2 bf16 mixed precision, SDPA; at b = 1, s = 4096.
-    compare(
-        tracker, MODEL, 8, rank, "fsdp2_bf16", "torchtitan-op", attention="sdpa", blocks=BLOCKS
-    )
+    compare(tracker, MODEL, 8, rank, "fsdp2_bf16", "torchtitan-op", attention="sdpa", blocks=BLOCKS)
 
 
 def test_torchtitan_op_keeps_q_v_gate_down_and_sdpa_of_a_llama_block() -> None:
@@ -64,3 +62,11 @@ def test_torchtitan_op_keeps_q_v_gate_down_and_sdpa_of_a_llama_block() -> None:
         "block.mlp.down_proj output": b * s * 4096 * bf16,
     }
     assert profile.block == sum(block.values())
+
+
+def test_megatron_selective_recomputation_matches_fsdpmemtracker(tracker: TrackerProcess) -> None:
+    # the core attention alone checkpointed: q and the kv heads' k and v kept (GQA's copies to
+    # every query head are made again in backward), under FSDP2's bf16 mixed precision
+    compare(
+        tracker, MODEL, 8, 0, "fsdp2_bf16", "megatron-selective", attention="eager", blocks=BLOCKS
+    )

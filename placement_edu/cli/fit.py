@@ -187,6 +187,11 @@ def _check(args: argparse.Namespace) -> int:
         arch.positions == 0 or seq <= arch.positions,
         f"--seq {seq} is longer than {args.model}'s {arch.positions} learned positions",
     )
+    expect(
+        not (arch.config and args.recompute == "megatron-selective"),
+        "--recompute megatron-selective checkpoints the reference models' core attention; "
+        "an HF config's own modules take none, selective, torchtitan-op or full",
+    )
     if args.device == "cuda":
         _check_cuda(args)
     expect(

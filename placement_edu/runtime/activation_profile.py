@@ -39,7 +39,7 @@ from torch.utils._pytree import tree_leaves
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile, Moment
 from placement_edu.runtime.hf_models import build_model
-from placement_edu.runtime.reference_models import SELECTIVE, CausalLM, batch
+from placement_edu.runtime.reference_models import SELECTIVE, CausalLM, CheckpointedCore, batch
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
@@ -96,6 +96,9 @@ class _Saved:
         if checkpointed:
             for block in model.blocks:
                 self.handles.append(block.register_forward_pre_hook(self._inputs))
+        for module in model.modules():  # Megatron's selective: the core attention's q, k, v
+            if isinstance(module, CheckpointedCore):
+                self.handles.append(module.register_forward_pre_hook(self._inputs))
 
     def _inputs(self, mod: nn.Module, args: tuple) -> None:
         if not torch.is_grad_enabled():
@@ -186,7 +189,8 @@ def measure(
         excluded = {
             _storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)
         }
-        saved = _Saved(model, excluded, checkpointed=recompute != "none")
+        checkpointed = recompute not in ("none", "megatron-selective")
+        saved = _Saved(model, excluded, checkpointed=checkpointed)
         stack.callback(saved.remove)
         policy_saves: AbstractContextManager[object] = (
             _PolicySaves(saved, _block_names(two), recompute)

@@ -73,21 +73,26 @@ class GPT2Attention(nn.Module):
         # width after it; on one device these are split(h) and h)
         d = h // self.heads
         q, k, v = (t.view(b, s, -1, d).transpose(1, 2) for t in self.c_attn(x).chunk(3, dim=2))
+        y = core_attention(self, q, k, v, causal).transpose(1, 2).reshape(b, s, -1)
+        return self.resid_dropout(self.c_proj(y))
+
+    def core(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: torch.Tensor
+    ) -> torch.Tensor:
+        """softmax(q·kᵀ/√d)·v, causal, with dropout on the probabilities."""
         if self.attention == "sdpa":  # saves q, k, v, output and logsumexp, no s² terms
-            y = F.scaled_dot_product_attention(
+            return F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True
             )
-        else:  # saves the [b, a, s, s] scores, probabilities, mask
-            w = torch.matmul(q, k.transpose(-1, -2)) / torch.full(
-                [], v.size(-1) ** 0.5, dtype=q.dtype, device=q.device
-            )
-            w = torch.where(
-                causal, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device)
-            )
-            w = self.attn_dropout(F.softmax(w, dim=-1).type(v.dtype))
-            y = torch.matmul(w, v)
-        y = y.transpose(1, 2).reshape(b, s, -1)
-        return self.resid_dropout(self.c_proj(y))
+        # saves the [b, a, s, s] scores, probabilities, mask
+        w = torch.matmul(q, k.transpose(-1, -2)) / torch.full(
+            [], v.size(-1) ** 0.5, dtype=q.dtype, device=q.device
+        )
+        w = torch.where(
+            causal, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype, device=w.device)
+        )
+        w = self.attn_dropout(F.softmax(w, dim=-1).type(v.dtype))
+        return torch.matmul(w, v)
 
 
 class GPT2MLP(nn.Module):
@@ -180,15 +185,20 @@ class LlamaAttention(nn.Module):
         v = self.v_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         cos, sin = (t.unsqueeze(1) for t in rope)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        y = core_attention(self, q, k, v, causal)
+        return self.o_proj(y.transpose(1, 2).reshape(b, s, -1))
+
+    def core(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: torch.Tensor
+    ) -> torch.Tensor:
+        """softmax(q·kᵀ/√d + causal)·v, k and v first copied to every query head (GQA)."""
         n_rep = self.heads // self.kv_heads
         k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # k, v expanded to every head
         if self.attention == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim**-0.5 + causal
-            w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
-            y = torch.matmul(w, v)
-        return self.o_proj(y.transpose(1, 2).reshape(b, s, -1))
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim**-0.5 + causal
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(w, v)
 
 
 class LlamaMLP(nn.Module):
@@ -349,12 +359,42 @@ def recomputed(block: nn.Module, recompute: str, *args: object) -> torch.Tensor:
     """``block(*args)`` under the recomputation ``recompute``: "none" keeps what autograd saves,
     "full" checkpoints the block (keeps only its inputs, replays its forward in backward),
     "selective" and "torchtitan-op" checkpoint it with their policy (``SELECTIVE``)."""
-    if recompute == "none":
+    if recompute in ("none", "megatron-selective"):  # (the latter inside the attention)
         return block(*args)
     if recompute == "full":
         return checkpoint(block, *args, use_reentrant=False)
     context = partial(selective_contexts, recompute)
     return checkpoint(block, *args, use_reentrant=False, context_fn=context)
+
+
+class CheckpointedCore(nn.Module):
+    """Megatron's selective recomputation (Korthikanti et al. 2022, §4.2; Megatron-LM's
+    ``--recompute-granularity selective``): the core attention -- q·kᵀ, softmax, dropout, ·v --
+    under ``torch.utils.checkpoint``. It keeps only its inputs q, k and v, and replays the rest in
+    backward: the [b, a, s, s] scores, probabilities and dropout mask are never kept. Set as
+    ``attention.checkpointed`` by ``CausalLM`` under ``recompute="megatron-selective"``; everything
+    else in the block is kept as without recomputation."""
+
+    def __init__(self, core: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.core = core  # (the attention's bound method: not a module, not registered)
+
+    def forward(self, *qkv_causal: torch.Tensor) -> torch.Tensor:
+        return checkpoint(self.core, *qkv_causal, use_reentrant=False)
+
+
+def core_attention(
+    attention: GPT2Attention | LlamaAttention,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: torch.Tensor,
+) -> torch.Tensor:
+    """The attention's core, checkpointed where ``CausalLM`` set ``attention.checkpointed``."""
+    checkpointed = getattr(attention, "checkpointed", None)
+    if checkpointed is not None:
+        return checkpointed(q, k, v, causal)
+    return attention.core(q, k, v, causal)
 
 
 # --- the causal LM: body, head, HF's loss --------------------------------------------------------
@@ -363,7 +403,8 @@ class CausalLM(nn.Module):
 
     ``recompute="full"`` wraps every block in ``torch.utils.checkpoint`` (non-reentrant): a block
     then keeps only its input, and replays its forward in backward; ``"selective"`` and
-    ``"torchtitan-op"`` keep also what their policy saves (``SELECTIVE``)."""
+    ``"torchtitan-op"`` keep also what their policy saves (``SELECTIVE``); ``"megatron-selective"``
+    checkpoints only each attention's core (``CheckpointedCore``)."""
 
     def __init__(
         self, arch: Architecture, attention: str = "eager", recompute: str = "none"
@@ -382,6 +423,12 @@ class CausalLM(nn.Module):
         self.loss = CausalLMLoss(arch.vocab)
         if arch.tied:
             self.lm_head.weight = self.embedding.weight
+        if recompute == "megatron-selective":
+            for block in self.blocks:
+                attn: GPT2Attention | LlamaAttention = getattr(
+                    block, "attn" if arch.kind == "gpt2" else "self_attn"
+                )
+                attn.checkpointed = CheckpointedCore(attn.core)
 
     @property
     def body(self) -> nn.Module:
