@@ -15,6 +15,8 @@ unit -- is one of:
   ``solution(name)`` computes (in its unit, as a percentage, or in GB for bytes);
 - **a notebook's minutes** (00's map, each header's "**Time:**", the total: one definition, checked
   by tests/test_statements.py) and **the lecture path** (``placement_edu.course.slides.LECTURE``);
+- **a quotation**: a number inside quotation marks is what a source printed ("ZeRO-3 saves 8×",
+  "140 GB = 133 GiB"), which the sentence then explains;
 - **not a measurement** by its place: a section, rule, exercise, notebook or table number, a year,
   part of a name ("Llama-2-7B", "fp16"), a coefficient of a formula ("16Ψ", "2(N−1)/N"), a count
   of what the sentence is given ("4 layers", "8 GPUs");
@@ -24,7 +26,8 @@ unit -- is one of:
   around it, so a new or changed number is not among them and fails.
 
 ``NOTEBOOKS_DIR`` may point the test at another copy of the notebooks (how it was shown to fail on
-the tree before issue 40's fixes: 05's "39%" and 03's Exercise 5).
+the tree before issue 40's fixes: 05's "39%"; 03's Exercise 5, a question, now fails
+tests/test_exercises.py, which holds every question to the checker's ``Exercise.question``).
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ from placement_edu import TransformerSpec, analyze
 from placement_edu.long_context import long_context_model
 from placement_edu.models import ModelSpec
 from placement_edu.timing import attention_flops_per_token, palm_flops_per_token
+from placement_edu.mesh import Mesh
 from placement_edu.course.slides import lecture_path
 from placement_edu.exercises import solution
+from placement_edu.exercises.collectives_and_time import THRESHOLD_HW
+from placement_edu.timing import HARDWARE, PEAK_FLOPS, compute_bound_tokens
 from placement_edu.units import GB
 from tests.normalise_notebooks import ASKED, CHECKED
 
@@ -191,6 +197,29 @@ def _causal_ratio() -> Fraction:
     return Fraction(full, full - sum(attention_flops_per_token(model).values()) // 2)
 
 
+def _threshold(strategy: str, overlap: str) -> Fraction:
+    """01's Exercise 3 set-up (N = 8, F = 400e12, W = 1e11): the tokens above which the step hides
+    its communication."""
+    mesh = Mesh.of(data=8)
+    tokens = compute_bound_tokens(
+        strategy, ModelSpec(10**9), mesh, "mixed_adam", THRESHOLD_HW, overlap
+    )
+    return Fraction(tokens)
+
+
+H100 = HARDWARE["h100-nvlink-ib"]
+#: issue 23: HF GPT-2 1.5B in bf16 on an H200 (the H100's compute), measured FLOP/s
+GPT2_MEASURED_FLOPS = Fraction(190 * 10**12)
+#: 01's Exercise 2 all-gather: its latency, α(N − 1), in ms; its bandwidth term at 64 KB in µs
+ALL_GATHER_LATENCY_MS = Fraction(7 * 10, 1000)
+BANDWIDTH_64KB_US = Fraction(7, 8) * 64_000 / (50 * 10**9) * 10**6
+
+
+def _zero3_over_dp(tokens: int, link: str) -> Fraction:
+    """01 §Compare: zero3's step over dp's (Ψ = 70e9, N = 64, per-pass), from the table printed."""
+    return _printed("01_collectives_and_time", rf"{link} {tokens:,} [\d.]+ [\d.]+ ([\d.]+)")
+
+
 #: (notebook, the words around the number, the number as typed, its value from the package).
 SOURCES: list[tuple[str, str, str, Callable[[], Fraction]]] = [
     # 03 Exercise 5's answer: the peak with the gradient reduced as one whole-model bucket
@@ -212,6 +241,75 @@ SOURCES: list[tuple[str, str, str, Callable[[], Fraction]]] = [
         "16Ψ/N = 140 GB of model state",
         "140",
         lambda: Fraction(analyze("zero3", 70e9, 8).memory.model_state) / GB,
+    ),
+    # 01 §Define time: issue 23's measured GPT-2 step against the preset's 40% MFU
+    (
+        "01_collectives_and_time",
+        "190e12 FLOP/s, 19% of 989e12",
+        "19",
+        lambda: 100 * GPT2_MEASURED_FLOPS / Fraction(PEAK_FLOPS["H100"]),
+    ),
+    (
+        "01_collectives_and_time",
+        "predicts 2× too fast",
+        "2",
+        lambda: Fraction(H100.flops) / GPT2_MEASURED_FLOPS,
+    ),
+    # 01 §Derive: F/W on the data axis (InfiniBand)
+    (
+        "01_collectives_and_time",
+        "395.6e12 / 50e9 = 7,912",
+        "7,912",
+        lambda: Fraction(H100.flops) / Fraction(H100.network_link.bandwidth),
+    ),
+    # 01 §Compare: zero3 over dp from the table the cell prints
+    (
+        "01_collectives_and_time",
+        "at 1,024 tokens zero3 is 1.4× slower",
+        "1.4",
+        lambda: _zero3_over_dp(1024, "50 GB/s"),
+    ),
+    (
+        "01_collectives_and_time",
+        "zero3 now costs 1.46–1.49× dp",
+        "1.46",
+        lambda: _zero3_over_dp(4096, "5 GB/s"),
+    ),
+    (
+        "01_collectives_and_time",
+        "zero3 now costs 1.46–1.49× dp",
+        "1.49",
+        lambda: _zero3_over_dp(1024, "5 GB/s"),
+    ),
+    (
+        "01_collectives_and_time",
+        "moves the threshold 10× (to 77,886 tokens)",
+        "10",
+        lambda: (
+            _printed("01_collectives_and_time", r"5 GB/s: dp and zero3 .*? above ([\d,]+)")
+            / _printed("01_collectives_and_time", r"50 GB/s: dp and zero3 .*? above ([\d,]+)")
+        ),
+    ),
+    # 01 Exercise 2's answer: latency's share, and the bandwidth term at 64 KB
+    (
+        "01_collectives_and_time",
+        "Latency is 6% here",
+        "6",
+        lambda: 100 * ALL_GATHER_LATENCY_MS / Fraction(solution("collectives-all-gather-time")),
+    ),
+    ("01_collectives_and_time", "the bandwidth term is 1.1 µs", "1.1", lambda: BANDWIDTH_64KB_US),
+    # 01 Exercise 3's answer: the threshold without overlap, and zero1/zero2's per pass
+    (
+        "01_collectives_and_time",
+        "against the whole 6Ψ · T / F: 2,333",
+        "2,333",
+        lambda: _threshold("dp", "none"),
+    ),
+    (
+        "01_collectives_and_time",
+        "hide their reduce-scatter from 1,750",
+        "1,750",
+        lambda: _threshold("zero1", "per_pass"),
     ),
     # 10 §1: Megatron's replicated tensors for notebook 10's model and for GPT-3 175B
     (
@@ -272,6 +370,10 @@ MINUTES = re.compile(
 )
 
 
+#: A quotation: what a paper or a tool printed, in quotation marks.
+QUOTED = re.compile(r'"[^"]{1,80}"|“[^”]{1,80}”')
+
+
 def _spans(text: str, pattern: re.Pattern[str] | str) -> list[tuple[int, int]]:
     if isinstance(pattern, str):
         at = text.find(pattern)
@@ -305,6 +407,7 @@ def _unsourced(notebook: Path) -> list[tuple[str, str]]:
         checked = CHECKED.search("".join(before.get("source", "")))
         answered = checked.group(1) if before["cell_type"] == "code" and checked else None
         ruled = _asked(cell, text) + _spans(text, MINUTES) + _spans(text, lecture_path())
+        ruled += _spans(text, QUOTED)
         for match in NUMBER.finditer(text):
             if _kind(text, match, outputs, literals):
                 continue
@@ -359,7 +462,6 @@ PENDING: list[tuple[str, str]] = [
     ("00_start_here", " full rows. Each device holds 16Ψ = 16 GB; three"),
     ("00_start_here", "rows. Each device holds 16Ψ = 16 GB; three quarter"),
     ("00_start_here", "ro3/FSDP, gather windows, the 1.5× volume, reshar"),
-    ("00_start_here", 's tables, exactly, and where "8×" comes from | '),
     ("00_start_here", "dules and the bubble | 40 | | 11 | [Composition"),
     ("00_start_here", "timates term by term | 30 | | 13 | [Long contex"),
     ("00_start_here", "oad imbalance, when it wins | 35 | About 7 hour"),
@@ -376,31 +478,19 @@ PENDING: list[tuple[str, str]] = [
     ("00_start_here", "s own, while it runs) | about 320 MiB | So three or "),
     ("00_start_here", "ur notebooks left open fill a 1 GiB container. **W"),
     ("00_start_here", "50,000,000 bytes** (0.25 GB). 2,000,000,000 would be the w"),
+    ("01_collectives_and_time", "n itself. The toy's compute (~30 kFLOP a step) "),
     ("01_collectives_and_time", "ves open: *when does ZeRO-3's 1.5× volume cost no"),
     ("01_collectives_and_time", "er the group has 8 devices or 8,000. The ZeRO pape"),
     ("01_collectives_and_time", "es in every step's ledger and 0 s in every step "),
     ("01_collectives_and_time", "0 — the H100's compute — at ≈ 190e12 FLOP/s, 19% of"),
-    ("01_collectives_and_time", "compute — at ≈ 190e12 FLOP/s, 19% of 989e12, a s"),
-    ("01_collectives_and_time", ", a step this preset predicts 2× too fast ( mea"),
     ("01_collectives_and_time", "s) is a rounding error; for a 64 KB message it wou"),
     ("01_collectives_and_time", "ice — Ψ cancels. ZeRO-3 sends 1.5× as much, but *"),
     ("01_collectives_and_time", "educe-scatters the gradients, 2 × (N−1)/N · 2Ψ u"),
     ("01_collectives_and_time", "3 · (N−1)/N · F/W, and ZeRO-3 1.5× that. The JAX "),
-    ("01_collectives_and_time", "ata axis is 395.6e12 / 50e9 = 7,912, times 63/64: "),
     ("01_collectives_and_time", "# Compare: when does ZeRO-3's 1.5× dominate? Belo"),
     ("01_collectives_and_time", "tion is exposed, and ZeRO-3's 1.5× shows in full."),
-    ("01_collectives_and_time", "ime; at 1,024 tokens zero3 is 1.4× slower. A 10× "),
-    ("01_collectives_and_time", "okens zero3 is 1.4× slower. A 10× slower link mo"),
-    ("01_collectives_and_time", "ower link moves the threshold 10× (to about 78,0"),
-    ("01_collectives_and_time", "6 tokens zero3 now costs 1.46–1.49× dp — nearly it"),
     ("01_collectives_and_time", "ctive on payloads of 1 KiB to 4 MiB and fits α and"),
-    ("01_collectives_and_time", "he spread between repeats was 179% of the median."),
-    ("01_collectives_and_time", "e median. The toy's compute (~30 kFLOP a step) "),
-    ("01_collectives_and_time", "f that operation.) Latency is 6% here; at 64 KB"),
     ("01_collectives_and_time", "tion.) Latency is 6% here; at 64 KB the bandwidth "),
-    ("01_collectives_and_time", "t 64 KB the bandwidth term is 1.1 µs and latency is"),
-    ("01_collectives_and_time", "against the whole 6Ψ · T / F: 2,333; zero1/zero2 h"),
-    ("01_collectives_and_time", "ide their reduce-scatter from 1,750 but not their "),
     ("02_replicated", "at64 MLP, (Ψ = 5.3 million; a 42.6 MB gradient), on "),
     ("02_replicated", "e same. Each rank holds about 350 MiB here (P, G, DD"),
     ("02_replicated", " and a Binder container has 1–2 GiB in all. First "),
@@ -439,16 +529,11 @@ PENDING: list[tuple[str, str]] = [
     ("06_offloaded", "s per parameter and gradient, 16 for Adam's m a"),
     ("06_offloaded", "he updated fp16 parameters) = 4 × 7.5e9 / 64 byt"),
     ("06_offloaded", "PU still has to run Adam over 8.75e9 parameters. Ne"),
-    ("07_zero_reproduced", 'ments Where does "ZeRO-3 uses 8× less memory th'),
-    ("07_zero_reproduced", "ry than data parallelism, for 1.5× the communicat"),
     ("07_zero_reproduced", "ally **measures** the 1/N and 1.5× on 8 real proc"),
-    ("07_zero_reproduced", '1 to the byte; say where the "8×" really comes '),
     ("07_zero_reproduced", "+ 14·7.5/64 = 15 + 1.640625 = 16.640625 GB."),
     ("07_zero_reproduced", "120 GB → 140 GB at N = 8, for 1.5× the traffic"),
     ("07_zero_reproduced", "? Prediction, worked dp holds 32 × 624 = 19,968 b"),
-    ("07_zero_reproduced", '## Where does "8×" really come f'),
     ("07_zero_reproduced", "reduction is exactly **N×** — 8× only because N"),
-    ("07_zero_reproduced", "xample. The ZeRO paper's own \"8×\" is **ZeRO-2's"),
     ("07_zero_reproduced", " replicated fp16 parameters = 15 GB, plus (2 + 12)"),
     ("07_zero_reproduced", "nd optimizer state = 105/64 = 1.640625 GB: **16.640625 G"),
     ("07_zero_reproduced", "ro1 keep G whole and pay 2Ψ = 15 GB more. As a *ra"),
@@ -463,9 +548,7 @@ PENDING: list[tuple[str, str]] = [
     ("08_correctness", "few steps below the floor is ~1e-16 and the bound "),
     ("08_correctness", "ers; float64 params and grads 8 bytes, Adam's "),
     ("08_correctness", "s ε = 1e-3 it is 3e-3/0.014 ≈ 0.21; for SGD 1 − 1"),
-    ("09_activations_and_recomputation", "ation; reproduce the paper's \"5× less activatio"),
     ("09_activations_and_recomputation", "## 2 · Predict: the paper's 5×, for its four "),
-    ("09_activations_and_recomputation", 'ey leave 16–20%, the paper\'s "5×" (4.9× to 6.2×'),
     ("09_activations_and_recomputation", "t, so activations shrink from 5,632 to 3,584 eleme"),
     ("09_activations_and_recomputation", " 3,584 elements per rank — by 1.57×, not 2×. At GP"),
     ("09_activations_and_recomputation", "ents per rank — by 1.57×, not 2×. At GPT-3 scal"),
@@ -489,16 +572,10 @@ PENDING: list[tuple[str, str]] = [
     ("11_composition_and_planning", "ver the budget without it and 23.49 GB lighter with i"),
     ("11_composition_and_planning", "and** pipeline: 12Ψ/(d·t·p) = 12 × 70e9 / 64 = **"),
     ("11_composition_and_planning", "or and pipeline only: 2Ψ/16 = 8.75 GB.)"),
-    ("12_why_numbers_disagree", ' says 11.28GB", "ZeRO-3 saves 8×", "ZeRO-1 cost'),
-    ("12_why_numbers_disagree", ' "ZeRO-1 costs 3Ψ", "140 GB = 133 GiB". Published fi'),
-    ("12_why_numbers_disagree", 'erived figure; and say where "8×" and "3Ψ" come'),
     ("12_why_numbers_disagree", " tools count GiB = 2³⁰ bytes, 7.4% larger. A popu"),
-    ("12_why_numbers_disagree", '3\'s 140 GB (70B at N = 8) to "133 GiB"; it is:'),
     ("12_why_numbers_disagree", 's": * **Units.** "11.28GB" is 12,116,750,000 bytes / 2³⁰: G'),
     ("12_why_numbers_disagree", " next, which FSDP prefetches: 2 × 2Ψ/u for u ≥ 2"),
-    ("12_why_numbers_disagree", '## 7. "ZeRO-3 uses 8× less memory" Z'),
     ("12_why_numbers_disagree", "reduction is exactly **N×** — 8× at N = 8, the "),
-    ("12_why_numbers_disagree", "xample. The ZeRO paper's own \"8×\" is **ZeRO-2's"),
     ("12_why_numbers_disagree", "Answer 140 × 10⁹ / 2³⁰ = **"),
     ("12_why_numbers_disagree", "737 GB, so a figure in GiB is 6.9% *smaller* than"),
     ("12_why_numbers_disagree", "an the same bytes in GB — not 5%."),
