@@ -104,7 +104,10 @@ def _output_texts(cells: list[dict]) -> list[str]:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             text = "".join(output.get("text", "")) + " " + "".join(data.get("text/plain", ""))
-            texts.append(text + " " + "".join(data.get("text/html", "")))
+            page = re.sub(
+                r"data:[\w/+.-]+;base64,[^\"')\s]*", " ", "".join(data.get("text/html", ""))
+            )
+            texts.append(text + " " + page)  # an image's base64 digits are no figures
     return texts
 
 
@@ -132,7 +135,7 @@ def _kind(text: str, match: re.Match[str], outputs, literals) -> str | None:
     if PLACE.search(before):
         return "a place"
     if (not unit or unit == "B" and " " not in match.group(0)) and re.match(
-        r"[A-Za-z(]", after[:1]
+        r"[A-Za-z(_]", after[:1]
     ):
         return "part of a name or a formula's coefficient"
     if unit == "B" and " " not in match.group(0):  # "175B", "8B": a model's name
@@ -616,7 +619,6 @@ PENDING: list[tuple[str, str]] = [
     ("13_long_context", " 32 each rank has 512 tokens: 31 K/V rounds ove"),
     ("13_long_context", " with c and it wins by almost 4×. * **Grouped-q"),
     ("13_long_context", " too little attention to hide 31 K/V rounds ove"),
-    ("13_long_context", "is what scales past K. Next: [14_mixture_of_exp"),
     ("14_mixture_of_experts", "n every rank, so the floor is 16 × 1.6B = 25.7 GB"),
     ("14_mixture_of_experts", ", so the floor is 16 × 1.6B = 25.7 GB however large "),
     ("14_mixture_of_experts", "for the core's 1-layer model, 256 B measured: 8 × "),
