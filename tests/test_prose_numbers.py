@@ -43,7 +43,7 @@ from typing import Callable
 
 import pytest
 
-from placement_edu import TransformerSpec, analyze
+from placement_edu import TransformerSpec, analyze, default_transformer, pipeline_bubble
 from placement_edu.long_context import long_context_model
 from placement_edu.models import ModelSpec
 from placement_edu.timing import attention_flops_per_token, palm_flops_per_token
@@ -51,7 +51,8 @@ from placement_edu.mesh import Mesh
 from placement_edu.course.slides import lecture_path
 from placement_edu.exercises import solution
 from placement_edu.exercises.collectives_and_time import THRESHOLD_HW
-from placement_edu.timing import HARDWARE, PEAK_FLOPS, compute_bound_tokens
+from placement_edu.experts import MIXTRAL_8X7B
+from placement_edu.timing import HARDWARE, PEAK_FLOPS, compute_bound_tokens, flops_per_token
 from placement_edu.units import GB
 from tests.normalise_notebooks import ASKED, CHECKED
 
@@ -225,6 +226,15 @@ def _zero3_over_dp(tokens: int, link: str) -> Fraction:
     return _printed("01_collectives_and_time", rf"{link} {tokens:,} [\d.]+ [\d.]+ ([\d.]+)")
 
 
+#: notebook 11's planner model: default_transformer(70e9), a Llama-2-70B shape (s = 4,096)
+MODEL70 = default_transformer(70 * 10**9)[0]
+
+
+def _share_of_6psi(flops: int) -> Fraction:
+    """``flops`` per token as a percentage of 6Ψ, for notebook 11's model."""
+    return 100 * Fraction(flops, 6 * MODEL70.psi)
+
+
 #: (notebook, the words around the number, the number as typed, its value from the package).
 SOURCES: list[tuple[str, str, str, Callable[[], Fraction]]] = [
     # 03 Exercise 5's answer: the peak with the gradient reduced as one whole-model bucket
@@ -315,6 +325,150 @@ SOURCES: list[tuple[str, str, str, Callable[[], Fraction]]] = [
         "hide their reduce-scatter from 1,750",
         "1,750",
         lambda: _threshold("zero1", "per_pass"),
+    ),
+    # the h100-nvlink-ib preset's MFU, as 09 and 11 state it
+    (
+        "09_activations_and_recomputation",
+        "on an H100 at 40% MFU",
+        "40",
+        lambda: 100 * Fraction(H100.flops) / Fraction(PEAK_FLOPS["H100"]),
+    ),
+    (
+        "11_composition_and_planning",
+        "at 40 % of an H100's peak",
+        "40",
+        lambda: 100 * Fraction(H100.flops) / Fraction(PEAK_FLOPS["H100"]),
+    ),
+    # 09 §3: TP at t = 8 shrinks GPT-3's 114·sbh to 23·sbh (the two exercises' references)
+    (
+        "09_activations_and_recomputation",
+        "→ 23·sbh at t = 8: 4.96×",
+        "4.96",
+        lambda: (
+            Fraction(solution("materialized-175b-layer-gb"))
+            / Fraction(solution("activations-175b-t8-gb"))
+        ),
+    ),
+    # 09 §7: the formula's peak above the measured one, from the table the cell prints
+    (
+        "09_activations_and_recomputation",
+        "in backward, 5.6% above the measured one",
+        "5.6",
+        lambda: (
+            100
+            * _printed("09_activations_and_recomputation", r"forward/backward peak ([\d.]+) GB")
+            / _printed(
+                "09_activations_and_recomputation",
+                r"optimizer-step peak [\d.]+ GB \([\d.]+ GiB\) ([\d.]+) GB",
+            )
+            - 100
+        ),
+    ),
+    # 10 §2: sequence parallelism's activation ring bytes over plain TP's, as the cell prints them
+    (
+        "10_tensor_and_pipeline",
+        "**1.25× the activation bytes**",
+        "1.25",
+        lambda: (
+            _printed(
+                "10_tensor_and_pipeline",
+                r"sequence parallel: .*? activation ring bytes per step ([\d.]+) GB",
+            )
+            / _printed(
+                "10_tensor_and_pipeline",
+                r"plain TP: .*? activation ring bytes per step ([\d.]+) GB",
+            )
+        ),
+    ),
+    # 10 §4: the two bubble conventions (pipeline_bubble), and Exercise 3's of the ideal time
+    (
+        "10_tensor_and_pipeline",
+        "the first says 75 %",
+        "75",
+        lambda: 100 * pipeline_bubble(4, 4)["of_ideal"],
+    ),
+    (
+        "10_tensor_and_pipeline",
+        "the second 43 %",
+        "43",
+        lambda: 100 * pipeline_bubble(4, 4)["of_total"],
+    ),
+    (
+        "10_tensor_and_pipeline",
+        "7/32 ≈ 21.9 % of the ideal",
+        "21.9",
+        lambda: 100 * pipeline_bubble(8, 32)["of_ideal"],
+    ),
+    # 11 "Why the top choices win": attention's and selective recomputation's FLOPs over 6Ψ,
+    # the compute of 65,536 tokens, NVLink over InfiniBand, sequence parallelism's saving
+    (
+        "11_composition_and_planning",
+        "+7.7 % at s = 4,096, h = 8,192",
+        "7.7",
+        lambda: _share_of_6psi(sum(attention_flops_per_token(MODEL70).values())),
+    ),
+    (
+        "11_composition_and_planning",
+        "replay of those two matmuls (+2.6 %)",
+        "2.6",
+        lambda: _share_of_6psi(attention_flops_per_token(MODEL70)["forward"]),
+    ),
+    (
+        "11_composition_and_planning",
+        "76.7 s of compute without a pipeline",
+        "76.7",
+        lambda: (
+            sum(flops_per_token(MODEL70, "selective").values())
+            * Fraction(65536)
+            / Fraction(H100.flops)
+        ),
+    ),
+    (
+        "11_composition_and_planning",
+        "runs on InfiniBand, 9× slower",
+        "9",
+        lambda: Fraction(H100.node_link.bandwidth) / Fraction(H100.network_link.bandwidth),
+    ),
+    (
+        "11_composition_and_planning",
+        "23.49 GB lighter with it",
+        "23.49",
+        lambda: (
+            10
+            * MODEL70.seq
+            * MODEL70.micro_batch
+            * MODEL70.hidden
+            * Fraction(7, 8)
+            * MODEL70.layers
+            / GB
+        ),
+    ),
+    # 13 §4: at s = 16,384, c = 32 the ring's step over Ulysses', from the lines printed
+    (
+        "13_long_context",
+        "it wins by almost 4×",
+        "4",
+        lambda: (
+            _printed("13_long_context", r"s = 16,384 .*?c = 32: ring ([\d.]+) s")
+            / _printed(
+                "13_long_context",
+                r"s = 16,384 .*?c = 32: ring [\d.]+ s \(exposed [\d.]+ s\) ulysses ([\d.]+) s",
+            )
+        ),
+    ),
+    # 14 §2: Mixtral's dense part, whole on every rank, 16 B a parameter
+    (
+        "14_mixture_of_experts",
+        "the floor is 16 × 1.6B = 25.7 GB",
+        "25.7",
+        lambda: 16 * Fraction(MIXTRAL_8X7B.dense_elements) / GB,
+    ),
+    # 14 §4: the communication at e = 8 without overlap, from the table printed
+    (
+        "14_mixture_of_experts",
+        "0.032 s at e = 8",
+        "0.032",
+        lambda: _printed("14_mixture_of_experts", r"data=1,expert=8 none [\d.]+ ([\d.]+)"),
     ),
     # 10 §1: Megatron's replicated tensors for notebook 10's model and for GPT-3 175B
     (
@@ -586,18 +740,8 @@ PENDING: list[tuple[str, str]] = [
     ("09_activations_and_recomputation", "→ 23·sbh at t = 8: 4.96×, not 8×."),
     ("09_activations_and_recomputation", " needs the whole ([SPEC §9]): 1.25× plain TP's act"),
     ("09_activations_and_recomputation", "Ps. (Korthikanti et al. print 2.7%: their eq. 8 w"),
-    ("09_activations_and_recomputation", "-token sequence on an H100 at 40% MFU:"),
-    ("09_activations_and_recomputation", "o its peak stays in backward, 5.6% above the meas"),
     ("09_activations_and_recomputation", " **8Ψ**: forward 2Ψ, backward 4Ψ, plus the forw"),
-    ("10_tensor_and_pipeline", "P's 4 all-reduces (8 such), **1.25× the activation"),
-    ("10_tensor_and_pipeline", "t p = 4, m = 4 the first says 75 %, the second 43"),
-    ("10_tensor_and_pipeline", "e first says 75 %, the second 43 % — of different"),
     ("10_tensor_and_pipeline", "(t−1)/t = 3/2 of its payload: 96 × 1.5 × 33,554,4"),
-    ("10_tensor_and_pipeline", " The same idle time is 7/32 ≈ 21.9 % of the ideal t"),
-    ("11_composition_and_planning", "s per token, PaLM's count, at 40 % of an H100's p"),
-    ("11_composition_and_planning", " on 65,536 tokens per device: 76.7 s of compute wit"),
-    ("11_composition_and_planning", "nodes and runs on InfiniBand, 9× slower, where "),
-    ("11_composition_and_planning", "ver the budget without it and 23.49 GB lighter with i"),
     ("11_composition_and_planning", "and** pipeline: 12Ψ/(d·t·p) = 12 × 70e9 / 64 = **"),
     ("11_composition_and_planning", "or and pipeline only: 2Ψ/16 = 8.75 GB.)"),
     ("12_why_numbers_disagree", " tools count GiB = 2³⁰ bytes, 7.4% larger. A popu"),
@@ -617,13 +761,10 @@ PENDING: list[tuple[str, str]] = [
     ("13_long_context", "·8 = 1,536 B and the output's 512 B, each exchange"),
     ("13_long_context", "ees) the ring's ops triple to 18 while Ulysses "),
     ("13_long_context", " 32 each rank has 512 tokens: 31 K/V rounds ove"),
-    ("13_long_context", " with c and it wins by almost 4×. * **Grouped-q"),
     ("13_long_context", " too little attention to hide 31 K/V rounds ove"),
     ("14_mixture_of_experts", "n every rank, so the floor is 16 × 1.6B = 25.7 GB"),
-    ("14_mixture_of_experts", ", so the floor is 16 × 1.6B = 25.7 GB however large "),
     ("14_mixture_of_experts", "for the core's 1-layer model, 256 B measured: 8 × "),
     ("14_mixture_of_experts", "-layer model, 256 B measured: 8 × 4 router weigh"),
-    ("14_mixture_of_experts", " s of communication at e = 1, 0.032 s at e = 8). Wit"),
     ("14_mixture_of_experts", "ta parallelism wins, by up to 2.2%. But plain dat"),
     ("14_mixture_of_experts", "rd and backward: 4 per layer, 4 × 32 = **128**. "),
 ]
