@@ -60,6 +60,32 @@ RECOMPUTE: Mapping[str, str] = MappingProxyType(
         "(torchtitan's and Megatron's full AC, HF's gradient checkpointing)",
     }
 )
+#: torchtitan's layer selective AC, ``selective_ac_option = "K"``: ``layer:K``, K at most this.
+MAX_EVERY = 10_000
+LAYER_K = (
+    "layer:K: torchtitan's layer selective AC (selective_ac_option = 'K'): every K-th block "
+    "checkpointed as full, the others kept (K from 1 to 10,000)"
+)
+
+
+def read_recompute(text: str) -> str:
+    """A recomputation policy: a name of ``RECOMPUTE``, or ``layer:K``; else a PlacementError
+    in one line."""
+    if text in RECOMPUTE:
+        return text
+    name, _, k = text.partition(":")
+    if name == "layer" and k.isdigit() and len(k) <= 5 and 1 <= int(k) <= MAX_EVERY:
+        return f"layer:{int(k)}"
+    raise PlacementError(
+        f"unknown recomputation {text[:40]!r}; accepted: {', '.join(RECOMPUTE)}, or {LAYER_K}"
+    )
+
+
+def every_kth(recompute: str) -> int:
+    """K of ``layer:K`` (every K-th block checkpointed), 0 for every other policy."""
+    return int(recompute.partition(":")[2]) if recompute.startswith("layer:") else 0
+
+
 #: The FSDP2 strategies, by ``fully_shard``'s ``reshard_after_forward`` on every block: fsdp2 frees
 #: a block's gathered parameters after its forward and gathers them again for its backward (ZeRO-3);
 #: fsdp2_no_reshard keeps them gathered until its backward (ZeRO-2-like: more memory, no all-gather
@@ -394,13 +420,19 @@ def derive(
     precision: str | FSDPPrecision = "fp32",
     optimizer: str = "adam-foreach",
     reshard_after_forward: bool = True,
+    every_kth: tuple[int, ActivationProfile] | None = None,
 ) -> StepPeak:
     """Rank ``rank``'s states and the live set at every event of one steady-state step (optimizer
     state present, gradients freed by ``zero_grad``), under FSDP2 per block and on the root when
     ``devices`` > 1 or precision is mixed, plain single-device training when ``devices`` == 1 and
     fp32. ``reshard_after_forward`` is ``fully_shard``'s for every block: False keeps a block
     gathered from its forward to its backward (L blocks gathered at the start of backward, no
-    all-gather in backward)."""
+    all-gather in backward).
+
+    ``every_kth = (K, checkpointed)``: torchtitan's layer selective AC (``selective_ac_option =
+    "K"``): blocks K-1, 2K-1, ... (torchtitan counts them from 1) are checkpointed, and keep and
+    replay as ``checkpointed`` (the profile under full recomputation) says; the others as
+    ``profile`` (none) says."""
     arch = get_architecture(arch)
     prec = (
         PRECISIONS[precision]
@@ -421,7 +453,18 @@ def derive(
     us = units(arch, devices, rank)
     root, blocks = us[0], us[1:]
     fsdp = fsdp2_applies(devices, prec.name)
-    L, A = arch.layers, profile.block
+    L = arch.layers
+    every, full = every_kth or (0, profile)
+    # the profile each block keeps and replays as: block k is checkpointed where (k + 1) % K == 0
+    kind = [full if every and (k + 1) % every == 0 else profile for k in range(L)]
+    kept_before = [0]  # kept_before[k]: what blocks 0 .. k-1 keep, bytes
+    for k in range(L):
+        kept_before.append(kept_before[-1] + kind[k].block)
+
+    def moment(m: Moment, k: int) -> Moment:
+        """``m``, measured where block k's own kind was profiled (the same name there)."""
+        return next(n for n in kind[k].moments if n.name == m.name)
+
     s = prec.storage
     params = sum(u.stored for u in us) * s
     optimizer_state = 2 * sum(u.held for u in us) * s + 4 * sum(u.tensors for u in us)
@@ -462,7 +505,11 @@ def derive(
             )
         # after the blocks in forward, or the start of backward
         elif m.block is None or m.block == -1:
-            shift = (L - 2) * A
+            if m.block == -1:  # the last block's forward: blocks 0 .. L-2 kept, as its kind says
+                m = moment(m, L - 1)
+                shift = kept_before[L - 1] - kind[L - 1].block
+            else:  # the profile's two blocks stand for all L
+                shift = kept_before[L] - 2 * profile.block
             fsdp_terms: dict[str, int] = {}
             if fsdp:
                 fsdp_terms[ALL_GATHER_BUFFER] = ag if m.phase == "forward" else ag_backward
@@ -479,10 +526,12 @@ def derive(
             )
         else:  # block k's backward, k = L-1 .. 0
             for k in range(L - 1, 0, -1) if m.block == 1 else (0,):
-                finished = L - 1 - k
+                finished, here = L - 1 - k, moment(m, k)
+                # (the profile's block 0 stands for blocks 0 .. k-1)
+                before = kept_before[k] - kind[k].block if k else 0
                 terms = {
-                    ACTIVATIONS_AND_TEMPORARIES: m.live + (k - 1) * A if k else m.live,
-                    GRADIENTS_BEING_MADE: m.grads,
+                    ACTIVATIONS_AND_TEMPORARIES: here.live + before,
+                    GRADIENTS_BEING_MADE: here.grads,
                 }
                 if fsdp:
                     terms[BLOCK_GATHERED] = blk.gathered * c * (k + 1 if kept else 1)
@@ -502,6 +551,5 @@ def derive(
     events.append(
         Event(f"optimizer step ({optimizer})", "step", MappingProxyType({**base, **step}))
     )
-    return StepPeak(
-        params, grads, optimizer_state, profile.activations(L), inputs, buffers, tuple(events)
-    )
+    activations = profile.outside + kept_before[L] + profile.result
+    return StepPeak(params, grads, optimizer_state, activations, inputs, buffers, tuple(events))

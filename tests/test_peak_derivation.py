@@ -6,6 +6,7 @@ seconds."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from placement_edu.architectures import PRESETS, Architecture, get_architecture
+from placement_edu.errors import PlacementError
 from placement_edu.peak import (
     PRECISIONS,
     ZERO_MIXED,
@@ -21,6 +23,7 @@ from placement_edu.peak import (
     derive,
     held_rows,
     optimizer_temporaries,
+    read_recompute,
     units,
 )
 
@@ -406,3 +409,34 @@ def test_fit_strategy_fsdp2_no_reshard_answers_its_peak() -> None:
     out = json.loads(done.stdout)
     assert out["strategy"] == "fsdp2_no_reshard"
     assert out["peak_bytes"] == 4_257_123_720  # FSDPMemTracker's peak, measured (see above)
+
+
+def test_layer_k_places_each_block_by_its_kind() -> None:
+    # torchtitan's layer:K: K = 1 checkpoints every block (= full); K past L none but the blocks
+    # K-1, 2K-1, ..; each checkpointed block keeps a full block's bytes instead of a kept one's
+    from placement_edu.runtime.profiles import get_profile
+
+    none, _ = get_profile("gpt2", 1, 1024, "fp32")
+    full, _ = get_profile("gpt2", 1, 1024, "fp32", "eager", "full")
+    every = derive("gpt2", none, 8, 0, "fp32", every_kth=(1, full))
+    assert every == derive("gpt2", full, 8, 0, "fp32")
+    for k, checkpointed in ((2, 6), (5, 2), (12, 1), (13, 0)):
+        step = derive("gpt2", none, 8, 0, "fp32", every_kth=(k, full))
+        assert step.activations == (
+            none.outside + (12 - checkpointed) * none.block + checkpointed * full.block + 4
+        ), k
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("layer:0", "unknown recomputation 'layer:0'"),
+        ("layer:10001", "K from 1 to 10,000"),
+        ("layers:2", "unknown recomputation 'layers:2'"),
+        ("layer:" + "9" * 10_000, "unknown recomputation 'layer:99999999999"),
+    ],
+)
+def test_a_recomputation_outside_the_policies_is_refused_in_one_line(text: str, says: str) -> None:
+    with pytest.raises(PlacementError, match=re.escape(says)):
+        read_recompute(text)
+    assert read_recompute("layer:02") == "layer:2" and read_recompute("full") == "full"

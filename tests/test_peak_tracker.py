@@ -154,3 +154,12 @@ def test_megatron_selective_keeps_korthikantis_34_sbh_less_the_cpu_and_gelu_extr
     none, _ = get_profile("gpt2", b, s, "fp32", "eager", "none")
     selective, _ = get_profile("gpt2", b, s, "fp32", "eager", "megatron-selective")
     assert none.block - selective.block == 3 * 4 * b * a * s * s + 4
+
+
+@pytest.mark.parametrize("recompute", ["layer:2", "layer:3"])
+def test_torchtitans_layer_k_recomputation_of_gpt2_matches_memtracker(
+    tracker: TrackerProcess, recompute: str
+) -> None:
+    # at 12 blocks: layer:2 checkpoints 6 (blocks 1, 3, .., 11), layer:3 four (2, 5, 8, 11), the
+    # last block among them: its forward and its backward are a checkpointed block's
+    compare(tracker, "gpt2", 1, 0, "fp32", recompute)

@@ -70,3 +70,12 @@ def test_megatron_selective_recomputation_matches_fsdpmemtracker(tracker: Tracke
     compare(
         tracker, MODEL, 8, 0, "fsdp2_bf16", "megatron-selective", attention="eager", blocks=BLOCKS
     )
+
+
+@pytest.mark.parametrize("rank", [0, 7])
+def test_torchtitans_layer_2_recomputation_matches_fsdpmemtracker(
+    tracker: TrackerProcess, rank: int
+) -> None:
+    # selective_ac_option = "2": blocks 1 and 3 (torchtitan counts from 1: the 2nd and 4th)
+    # checkpointed, blocks 0 and 2 keep everything; the prediction places each block by its kind
+    compare(tracker, MODEL, 8, rank, "fsdp2_bf16", "layer:2", attention="sdpa", blocks=BLOCKS)

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
-from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
+from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive, every_kth
 from placement_edu.runtime.peak_tracker import TrackerProcess, states
 from placement_edu.runtime.profiles import get_profile
 
@@ -101,10 +101,14 @@ def figures(
     reshard = RESHARD_AFTER_FORWARD[strategy]
     arch = get_architecture(model)
     arch = arch.with_(layers=blocks) if blocks else arch
+    compute, every = PRECISIONS[precision].compute_name, every_kth(recompute)
     profile, _ = get_profile(
-        arch, micro_batch, seq, PRECISIONS[precision].compute_name, attention, recompute
+        arch, micro_batch, seq, compute, attention, "none" if every else recompute
     )
-    predicted = derive(arch, profile, devices, rank, precision, optimizer, reshard)
+    full = (every, get_profile(arch, micro_batch, seq, compute, attention, "full")[0])
+    predicted = derive(
+        arch, profile, devices, rank, precision, optimizer, reshard, full if every else None
+    )
     raw = tracker.measure(
         model=arch,
         devices=devices,

@@ -24,12 +24,16 @@ from placement_edu.peak import (
     ATTENTION,
     OPTIMIZERS,
     PRECISIONS,
+    LAYER_K,
     RECOMPUTE,
     RESHARD_AFTER_FORWARD,
+    ActivationProfile,
     StepPeak,
     breakdown,
     derive,
+    every_kth,
     fsdp2_applies,
+    read_recompute,
     tracker_peak_phase,
 )
 from placement_edu.mesh import Mesh
@@ -115,9 +119,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--recompute",
-        choices=list(RECOMPUTE),
+        type=flag_type(read_recompute),
         default="none",
-        help="; ".join(f"{name}: {what}" for name, what in RECOMPUTE.items()),
+        help="; ".join(f"{name}: {what}" for name, what in RECOMPUTE.items()) + f"; {LAYER_K}",
     )
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam-foreach")
     p.add_argument(
@@ -188,9 +192,14 @@ def _check(args: argparse.Namespace) -> int:
         f"--seq {seq} is longer than {args.model}'s {arch.positions} learned positions",
     )
     expect(
-        not (arch.config and args.recompute == "megatron-selective"),
-        "--recompute megatron-selective checkpoints the reference models' core attention; "
+        not (arch.config and (args.recompute == "megatron-selective" or every_kth(args.recompute))),
+        f"--recompute {args.recompute} is applied to the reference models' modules; "
         "an HF config's own modules take none, selective, torchtitan-op or full",
+    )
+    expect(
+        not (every_kth(args.recompute) and args.mesh is not None),
+        f"--recompute {args.recompute} is priced on a data axis (--devices); "
+        "on a --mesh give none, selective, megatron-selective, torchtitan-op or full",
     )
     if args.device == "cuda":
         _check_cuda(args)
@@ -267,27 +276,8 @@ def _fit(args: argparse.Namespace) -> int:
     seq = _check(args)
     if get_architecture(args.model).config:
         require("transformers", "fit --model PATH/config.json")
-    from placement_edu.runtime.profiles import get_profile
-
-    compute = PRECISIONS[args.precision].compute_name
-    profile, cached = get_profile(
-        args.model, args.micro_batch, seq, compute, args.attention, args.recompute
-    )
+    peak, profile, cached = _step(args, seq, args.precision, args.attention, args.recompute)
     reshard = RESHARD_AFTER_FORWARD[args.strategy]
-    peak = derive(
-        args.model, profile, args.devices, args.rank, args.precision, args.optimizer, reshard
-    )
-    if args.mesh is not None:
-        peak = derive_on_mesh(
-            args.model,
-            profile,
-            args.mesh,
-            args.rank,
-            args.precision,
-            args.optimizer,
-            reshard,
-            args.sequence_parallel,
-        )
     memory_bytes = round(args.memory_gb * GB) if args.memory_gb is not None else None
     fixes = (
         _what_would_fit(args, seq, memory_bytes)
@@ -359,35 +349,60 @@ ALTERNATIVES = (
 )
 
 
-def _what_would_fit(args: argparse.Namespace, seq: int, memory_bytes: int) -> list[dict]:
-    """Each of ``ALTERNATIVES`` (one flag changed) under which the step fits: the flag, its value
-    and the peak then. Each is a profile of its own (measured once, then cached)."""
+def _step(
+    args: argparse.Namespace, seq: int, precision: str, attention: str, recompute: str
+) -> tuple[StepPeak, ActivationProfile, bool]:
+    """The step ``fit`` answers for, under these three choices (the rest from ``args``): its
+    peak, the profile it is placed from and whether that was cached. Under ``layer:K`` the
+    profiles without and with full recomputation (torchtitan's checkpointed blocks keep and
+    replay as the latter)."""
     from placement_edu.runtime.profiles import get_profile
 
-    out = []
-    for flag, value in ALTERNATIVES:
-        if getattr(args, flag) == value:
-            continue
-        case = {**vars(args), flag: value}
-        profile, _ = get_profile(
+    compute, every = PRECISIONS[precision].compute_name, every_kth(recompute)
+    profile, cached = get_profile(
+        args.model, args.micro_batch, seq, compute, attention, "none" if every else recompute
+    )
+    reshard = RESHARD_AFTER_FORWARD[args.strategy]
+    if args.mesh is not None:
+        peak = derive_on_mesh(
             args.model,
-            args.micro_batch,
-            seq,
-            PRECISIONS[case["precision"]].compute_name,
-            case["attention"],
-            case["recompute"],
+            profile,
+            args.mesh,
+            args.rank,
+            precision,
+            args.optimizer,
+            reshard,
+            args.sequence_parallel,
         )
+    else:
+        kth = None
+        if every:
+            full = get_profile(args.model, args.micro_batch, seq, compute, attention, "full")
+            kth = (every, full[0])
         peak = derive(
             args.model,
             profile,
             args.devices,
             args.rank,
-            case["precision"],
+            precision,
             args.optimizer,
-            RESHARD_AFTER_FORWARD[args.strategy],
-        ).peak.total
-        if peak <= memory_bytes:
-            out.append({"flag": f"--{flag}", "value": value, "peak_bytes": peak})
+            reshard,
+            every_kth=kth,
+        )
+    return peak, profile, cached
+
+
+def _what_would_fit(args: argparse.Namespace, seq: int, memory_bytes: int) -> list[dict]:
+    """Each of ``ALTERNATIVES`` (one flag changed) under which the step fits: the flag, its value
+    and the peak then. Each is a profile of its own (measured once, then cached)."""
+    out = []
+    for flag, value in ALTERNATIVES:
+        if getattr(args, flag) == value:
+            continue
+        case = {**vars(args), flag: value}
+        peak = _step(args, seq, case["precision"], case["attention"], case["recompute"])[0]
+        if peak.peak.total <= memory_bytes:
+            out.append({"flag": f"--{flag}", "value": value, "peak_bytes": peak.peak.total})
     return out
 
 

@@ -29,10 +29,7 @@ from torch.utils.checkpoint import (
 )
 
 from placement_edu.architectures import Architecture
-from placement_edu.peak import ATTENTION
-from placement_edu.peak import RECOMPUTE as POLICIES
-
-RECOMPUTE = tuple(POLICIES)
+from placement_edu.peak import ATTENTION, every_kth, read_recompute
 
 
 # --- GPT-2 (HF modeling_gpt2) --------------------------------------------------------------------
@@ -404,7 +401,8 @@ class CausalLM(nn.Module):
     ``recompute="full"`` wraps every block in ``torch.utils.checkpoint`` (non-reentrant): a block
     then keeps only its input, and replays its forward in backward; ``"selective"`` and
     ``"torchtitan-op"`` keep also what their policy saves (``SELECTIVE``); ``"megatron-selective"``
-    checkpoints only each attention's core (``CheckpointedCore``)."""
+    checkpoints only each attention's core (``CheckpointedCore``); ``"layer:K"`` checkpoints
+    every K-th block as "full" (torchtitan's layer selective AC)."""
 
     def __init__(
         self, arch: Architecture, attention: str = "eager", recompute: str = "none"
@@ -412,8 +410,7 @@ class CausalLM(nn.Module):
         super().__init__()
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
-        if recompute not in RECOMPUTE:
-            raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+        recompute = read_recompute(recompute)
         self.arch, self.recompute = arch, recompute
         if arch.kind == "gpt2":
             self.transformer = GPT2Body(arch, attention)
@@ -462,8 +459,10 @@ class CausalLM(nn.Module):
                 (s, s), torch.finfo(x.dtype).min, dtype=x.dtype, device=ids.device
             ).triu(1)[None, None]
             extra = (llama.rope(s, x.dtype), causal)
-        for block in self.blocks:
-            x = recomputed(block, self.recompute, x, *extra)
+        every = every_kth(self.recompute)  # torchtitan's layer:K counts the blocks from 1
+        for i, block in enumerate(self.blocks):
+            policy = ("full" if (i + 1) % every == 0 else "none") if every else self.recompute
+            x = recomputed(block, policy, x, *extra)
         return self.final_norm(x)
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
