@@ -24,8 +24,8 @@ import itertools
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from functools import lru_cache
-from typing import Any, Iterator
+from functools import lru_cache, partial
+from typing import Any, Callable, Iterator
 
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.experts import MoESpec, has_experts
@@ -573,14 +573,18 @@ def plan(
     fits: list[Choice] = []
     over: list[Choice] = []
     skipped: list[str] = []
-    for mesh in meshes(devices, model, hw.gpus_per_node or MAX_TENSOR):
+
+    def tried(mesh: Mesh) -> list[tuple[tuple, str, Callable[[], Strategy]]]:
+        """(key, attention, its strategy when asked) of each candidate on ``mesh``; the key names
+        it apart from its context degree and attention: (tensor, pipeline, data·context, data
+        strategy, sp, recompute)."""
         replicas = data_replicas(mesh)
         if batch % (replicas * model.micro_batch):
             skipped.append(
                 f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
                 f"of {model.micro_batch}"
             )
-            continue
+            return []
         m = batch // (replicas * model.micro_batch)
         datas = (
             ["zero3"]
@@ -596,15 +600,71 @@ def plan(
         # on a context axis the ring always, Ulysses where each rank gets whole key-value heads
         c, t = mesh.degree("context"), mesh.degree("tensor")
         attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
-        for data, sp, attention in itertools.product(datas, parallel_sequences, attentions):
-            strategy = compose(data, mesh, m, sp, attention)
-            for recompute in recomputes:
-                try:
-                    choice = price(strategy, model, mesh, recompute, hw, precision, overlap, budget)
-                except PlacementError as error:
-                    skipped.append(f"{strategy.name} on {mesh}: {error}")
-                    break
-                (over if choice.time is None else fits).append(choice)
+        base = (t, mesh.degree("pipeline"), c * mesh.degree("data"))
+        return [
+            (
+                (*base, data, sp, recompute),
+                attention,
+                partial(compose, data, mesh, m, sp, attention),
+            )
+            for data, sp, attention in itertools.product(datas, parallel_sequences, attentions)
+            for recompute in recomputes
+        ]
+
+    def priced(strategy: Strategy, mesh: Mesh, recompute: str) -> Choice | None:
+        try:
+            return price(strategy, model, mesh, recompute, hw, precision, overlap, budget)
+        except PlacementError as error:
+            skipped.append(f"{strategy.name} on {mesh}: {error}")
+            return None
+
+    # Meshes without a context axis: every candidate priced. With one, see below.
+    runs: dict[tuple, list[tuple[Mesh, Callable[[], Strategy]]]] = {}
+    fitted: set[tuple] = set()
+    for mesh in meshes(devices, model, hw.gpus_per_node or MAX_TENSOR):
+        refused: set[tuple] = set()
+        for key, attention, strategy_of in tried(mesh):
+            if mesh.degree("context") > 1:
+                runs.setdefault((key, attention), []).append((mesh, strategy_of))
+                continue
+            if key[:5] in refused:  # (a strategy refused once is refused for every recompute)
+                continue
+            choice = priced(strategy_of(), mesh, key[5])
+            if choice is None:
+                refused.add(key[:5])
+                continue
+            (over if choice.time is None else fits).append(choice)
+            if choice.time is not None:
+                fitted.add(key)
+    # A context axis carved from the data devices shrinks activations as c grows (the other states
+    # are sharded over data × context alike): of the context degrees of one candidate, only the
+    # smallest that fits is listed (found by bisection), none where the same candidate fits without
+    # a context axis, and the largest (the least excess) where none fits. The search is then a few
+    # pricings per candidate, not one per divisor of the devices: 2^40 devices, s = 2^17 answer.
+    pruned = 0
+    for (key, _), run in runs.items():  # each run ascending in c (``meshes`` yields them so)
+        recompute = key[5]
+        if key in fitted:
+            pruned += len(run)
+            continue
+        low, high = 0, len(run)  # bisection on the peak alone: the first c that fits
+        while low < high:
+            mid = (low + high) // 2
+            try:
+                fit = peak_bytes(run[mid][1](), model, run[mid][0], recompute, precision) <= budget
+            except PlacementError:
+                fit = False  # (said in the skipped list if it is the one listed)
+            low, high = (low, mid) if fit else (mid + 1, high)
+        mesh, strategy_of = run[min(low, len(run) - 1)]  # the first that fits, else the largest c
+        choice = priced(strategy_of(), mesh, recompute)
+        if choice is not None:
+            (over if choice.time is None else fits).append(choice)
+        pruned += len(run) - 1
+    if pruned:
+        skipped.append(
+            f"{pruned:,} context degrees not listed: of each candidate's, the smallest that fits "
+            "(none where it fits without a context axis), else the largest"
+        )
     fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
     over.sort(key=lambda c: c.over_bytes)
     return Plan(
@@ -621,6 +681,16 @@ def plan(
         assumption,
         float(tie_band),
     )
+
+
+def peak_bytes(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, recompute: str, precision: Precision
+) -> int:
+    """Rank 0's peak bytes (``derive_memory``, SPEC §3) of ``strategy`` on ``mesh``, with
+    ``recompute`` and the strategy's sequence parallelism: what ``price`` compares with the
+    budget."""
+    shaped = _shaped(model, recompute, strategy.sequence_parallel)
+    return int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
 
 
 def price(
@@ -640,7 +710,7 @@ def price(
     by ``recompute`` and the strategy's."""
     sp = strategy.sequence_parallel
     shaped = _shaped(model, recompute, sp)
-    peak = int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
+    peak = peak_bytes(strategy, model, mesh, recompute, precision)
     limit = peak if budget is None else budget
     if peak > limit:
         return Choice(strategy, mesh, recompute, peak, limit)

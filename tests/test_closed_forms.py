@@ -69,3 +69,69 @@ def _walk(entries):
         yield e
         if isinstance(e, Repeat):
             yield from _walk(e.ops)
+
+
+# --- plan's context search: bisection on the peak, not every divisor ------------------------------
+def every_candidate(model, devices: int, budget: int, batch: int):
+    """What ``plan`` priced before it was bounded: every candidate on every mesh, context degrees
+    included, each priced (the enumeration the bisection replaced)."""
+    import itertools as it
+
+    from placement_edu.models import heads_divide
+    from placement_edu.planner import (
+        DATA_STRATEGIES,
+        RECOMPUTES,
+        compose,
+        data_replicas,
+        meshes,
+        price,
+    )
+    from placement_edu.timing import get_hardware
+
+    hw, precision = get_hardware("h100-nvlink-ib"), get_precision("mixed_adam")
+    out = []
+    for mesh in meshes(devices, model):
+        if batch % (data_replicas(mesh) * model.micro_batch):
+            continue
+        m = batch // (data_replicas(mesh) * model.micro_batch)
+        datas = (
+            ["zero3"]
+            if mesh.degree("replica") > 1
+            else list(DATA_STRATEGIES)
+            if mesh.degree("data") > 1
+            else ["dp"]
+        )
+        c, t = mesh.degree("context"), mesh.degree("tensor")
+        attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
+        sps = (False, True) if t > 1 else (False,)
+        for data, sp, attention, recompute in it.product(datas, sps, attentions, RECOMPUTES):
+            strategy = compose(data, mesh, m, sp, attention)
+            out.append(price(strategy, model, mesh, recompute, hw, precision, "per_pass", budget))
+    return out
+
+
+@pytest.mark.parametrize(
+    "devices, seq, budget",
+    [(32, 32768, 20 * 10**9), (64, 65536, 7 * 10**8)],  # the first: plans fit; the second: none
+)
+def test_plans_context_search_keeps_the_fastest_and_the_least_excess(devices, seq, budget):
+    """The bounded search lists, of each candidate's context degrees, the smallest that fits (or
+    the largest, the least over): its fastest plan and its least excess are those of every
+    candidate priced, and every candidate listed is one of them, priced alike."""
+    from placement_edu.planner import plan
+
+    model = TransformerSpec(layers=8, hidden=1024, heads=16, seq=seq, vocab=32000)
+    bounded = plan(model, devices, budget, global_batch=devices)
+    everything = every_candidate(model, devices, budget, devices)
+    fits = [c for c in everything if c.time is not None]
+    assert len(bounded.ranked) + len(bounded.infeasible) < len(everything)
+    if fits:
+        fastest = min(c.time.total_s for c in fits)
+        assert bounded.ranked[0].time.total_s == fastest
+    else:  # what the plan explains when nothing fits: the least excess
+        assert not bounded.ranked
+        least = min(c.over_bytes for c in everything)
+        assert bounded.infeasible[0].over_bytes == least
+    listed = {c.label(): c for c in everything}
+    for c in (*bounded.ranked, *bounded.infeasible):
+        assert listed[c.label()].peak_bytes == c.peak_bytes
