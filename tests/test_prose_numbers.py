@@ -17,6 +17,8 @@ unit -- is one of:
   by tests/test_statements.py) and **the lecture path** (``placement_edu.course.slides.LECTURE``);
 - **a worked result**: the value of the arithmetic typed just before it ("2 × 2 × 4 × 8 × 8 =
   1,024 B"), evaluated here;
+- **a fact the course states in many places** (``FACTS``: ZeRO-3's 1.5× volume, a GiB's 7.4%
+  and 6.9%), wherever the prose types it with its unit, under its one definition here;
 - **a quotation**: a number inside quotation marks is what a source printed ("ZeRO-3 saves 8×",
   "140 GB = 133 GiB"), which the sentence then explains;
 - **not a measurement** by its place: a section, rule, exercise, notebook or table number, a year,
@@ -53,7 +55,7 @@ from placement_edu.exercises import solution
 from placement_edu.exercises.collectives_and_time import THRESHOLD_HW
 from placement_edu.experts import MIXTRAL_8X7B
 from placement_edu.timing import HARDWARE, PEAK_FLOPS, compute_bound_tokens, flops_per_token
-from placement_edu.units import GB
+from placement_edu.units import GB, GiB
 from tests.normalise_notebooks import ASKED, CHECKED
 
 pytestmark = pytest.mark.fast
@@ -233,6 +235,27 @@ MODEL70 = default_transformer(70 * 10**9)[0]
 def _share_of_6psi(flops: int) -> Fraction:
     """``flops`` per token as a percentage of 6Ψ, for notebook 11's model."""
     return 100 * Fraction(flops, 6 * MODEL70.psi)
+
+
+def _saving(strategy: str, n: int, precision: str = "mixed_adam") -> Fraction:
+    """dp's model state over ``strategy``'s at Ψ = 7.5e9 on ``n`` devices."""
+    dp = analyze("dp", 7.5e9, n, precision).memory.model_state
+    return Fraction(dp, analyze(strategy, 7.5e9, n, precision).memory.model_state)
+
+
+#: (the number as typed, its unit) -> its value from the package, wherever the prose states it.
+FACTS: dict[tuple[str, str], Callable[[], Fraction]] = {
+    # ZeRO §7: zero3 sends 3Ψ against dp's 2Ψ
+    ("1.5", "×"): lambda: Fraction(
+        analyze("zero3", 7.5e9, 64).volume_psi, analyze("dp", 7.5e9, 64).volume_psi
+    ),
+    # a GiB is 7.4% larger than a GB; the same bytes in GiB are 6.9% fewer
+    ("7.4", "%"): lambda: 100 * (Fraction(GiB, GB) - 1),
+    ("6.9", "%"): lambda: 100 * (1 - Fraction(GB, GiB)),
+    # zero2's saving over dp at N = 64, and at N = 8 (03's and 12's exercises)
+    ("7.21", "×"): lambda: _saving("zero2", 64),
+    ("4.27", "×"): lambda: _saving("zero2", 8),
+}
 
 
 #: (notebook, the words around the number, the number as typed, its value from the package).
@@ -470,6 +493,14 @@ SOURCES: list[tuple[str, str, str, Callable[[], Fraction]]] = [
         "0.032",
         lambda: _printed("14_mixture_of_experts", r"data=1,expert=8 none [\d.]+ ([\d.]+)"),
     ),
+    # 07 Exercise 4's answer: fp32 gradients move zero1's saving over dp (Ψ = 7.5e9, N = 64)
+    ("07_zero_reproduced", "from 3.82× to 2.91×", "3.82", lambda: _saving("zero1", 64)),
+    (
+        "07_zero_reproduced",
+        "from 3.82× to 2.91×",
+        "2.91",
+        lambda: _saving("zero1", 64, "mixed_adam_fp32_grads"),
+    ),
     # 10 §1: Megatron's replicated tensors for notebook 10's model and for GPT-3 175B
     (
         "10_tensor_and_pipeline",
@@ -600,7 +631,7 @@ def _unsourced(notebook: Path) -> list[tuple[str, str]]:
                 continue
             if any(start <= match.start() < end for start, end in ruled):
                 continue  # an exercise's given, a notebook's minutes, the lecture path
-            if _worked(text, match):
+            if _worked(text, match) or (match.group(1), match.group(2) or "") in FACTS:
                 continue
             if answered and _is_answer(answered, match.group(1), match.group(2) or ""):
                 continue
@@ -616,6 +647,12 @@ def _unsourced(notebook: Path) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_number_in_the_prose_has_a_source(notebook):
     assert _unsourced(notebook) == []
+
+
+@pytest.mark.parametrize("fact", FACTS, ids=" ".join)
+def test_a_fact_stated_in_many_places_is_the_packages(fact):
+    typed, _ = fact
+    assert abs(FACTS[fact]() - _value(typed)) * 2 <= _step(typed), float(FACTS[fact]())
 
 
 @pytest.mark.parametrize("entry", SOURCES, ids=lambda e: f"{e[0]}: {e[2]}")
@@ -650,7 +687,6 @@ PENDING: list[tuple[str, str]] = [
     ("00_start_here", "| Model state = P + G + O = **16Ψ bytes** (ZeRO,"),
     ("00_start_here", " full rows. Each device holds 16Ψ = 16 GB; three"),
     ("00_start_here", "rows. Each device holds 16Ψ = 16 GB; three quarter"),
-    ("00_start_here", "ro3/FSDP, gather windows, the 1.5× volume, reshar"),
     ("00_start_here", "dules and the bubble | 40 | | 11 | [Composition"),
     ("00_start_here", "timates term by term | 30 | | 13 | [Long contex"),
     ("00_start_here", "oad imbalance, when it wins | 35 | About 7 hour"),
@@ -668,16 +704,11 @@ PENDING: list[tuple[str, str]] = [
     ("00_start_here", "ur notebooks left open fill a 1 GiB container. **W"),
     ("00_start_here", "50,000,000 bytes** (0.25 GB). 2,000,000,000 would be the w"),
     ("01_collectives_and_time", "n itself. The toy's compute (~30 kFLOP a step) "),
-    ("01_collectives_and_time", "ves open: *when does ZeRO-3's 1.5× volume cost no"),
     ("01_collectives_and_time", "er the group has 8 devices or 8,000. The ZeRO pape"),
     ("01_collectives_and_time", "es in every step's ledger and 0 s in every step "),
     ("01_collectives_and_time", "0 — the H100's compute — at ≈ 190e12 FLOP/s, 19% of"),
     ("01_collectives_and_time", "s) is a rounding error; for a 64 KB message it wou"),
-    ("01_collectives_and_time", "ice — Ψ cancels. ZeRO-3 sends 1.5× as much, but *"),
     ("01_collectives_and_time", "educe-scatters the gradients, 2 × (N−1)/N · 2Ψ u"),
-    ("01_collectives_and_time", "3 · (N−1)/N · F/W, and ZeRO-3 1.5× that. The JAX "),
-    ("01_collectives_and_time", "# Compare: when does ZeRO-3's 1.5× dominate? Belo"),
-    ("01_collectives_and_time", "tion is exposed, and ZeRO-3's 1.5× shows in full."),
     ("01_collectives_and_time", "ctive on payloads of 1 KiB to 4 MiB and fits α and"),
     ("01_collectives_and_time", "tion.) Latency is 6% here; at 64 KB the bandwidth "),
     ("02_replicated", "at64 MLP, (Ψ = 5.3 million; a 42.6 MB gradient), on "),
@@ -690,14 +721,9 @@ PENDING: list[tuple[str, str]] = [
     ("02_replicated", "×2048 Linear with its bias is 33,570,816 B, past the 25 M"),
     ("03_sharded", "Rank 0 holds 60× what rank 3 ho"),
     ("03_sharded", "swer P and G are R: 2Ψ + 2Ψ = 280 GB. O is S: 12Ψ/N"),
-    ("04_sharded_with_gather", "hers them. Ψ + Ψ + Ψ = **3Ψ = 1.5× dp, at every N"),
-    ("04_sharded_with_gather", "5× dp, at every N** (ZeRO §7: 1.5× the baseline)."),
     ("04_sharded_with_gather", "h U equal Ψ-level units it is 2 × 2Ψ/U bytes of "),
-    ("04_sharded_with_gather", "ar guide prints 133; a GiB is 7.4% larger than a "),
-    ("04_sharded_with_gather", "a GB, so the number in GiB is 6.9% smaller: 1 − 1"),
     ("04_sharded_with_gather", "6.9% smaller: 1 − 10^9/2^30 = 0.069.)"),
     ("04_sharded_with_gather", "adient (Ψ): 3Ψ × 4 = **12Ψ**, 6× dp's 2Ψ (rule "),
-    ("04_sharded_with_gather", "d again before backward: 3Ψ = 1.5× dp. Keeping th"),
     ("05_materialized", " micro-batches on each stage: 4 × (2 layers × 4 "),
     ("05_materialized", "layers × 4 rows × 12 × 8 B) = 3,072 B. * **1F1B** ho"),
     ("05_materialized", "0 and 1 on stage 1: 1,536 and 768 B. Every number "),
@@ -715,15 +741,11 @@ PENDING: list[tuple[str, str]] = [
     ("06_offloaded", "s per parameter and gradient, 16 for Adam's m a"),
     ("06_offloaded", "he updated fp16 parameters) = 4 × 7.5e9 / 64 byt"),
     ("06_offloaded", "PU still has to run Adam over 8.75e9 parameters. Ne"),
-    ("07_zero_reproduced", "ally **measures** the 1/N and 1.5× on 8 real proc"),
-    ("07_zero_reproduced", "120 GB → 140 GB at N = 8, for 1.5× the traffic"),
     ("07_zero_reproduced", "? Prediction, worked dp holds 32 × 624 = 19,968 b"),
     ("07_zero_reproduced", "reduction is exactly **N×** — 8× only because N"),
     ("07_zero_reproduced", " replicated fp16 parameters = 15 GB, plus (2 + 12)"),
     ("07_zero_reproduced", "ro1 keep G whole and pay 2Ψ = 15 GB more. As a *ra"),
-    ("07_zero_reproduced", "nst 18Ψ), zero2's grows (from 7.21× to 8×: 18/(2 +"),
     ("07_zero_reproduced", " zero2's grows (from 7.21× to 8×: 18/(2 + 16/64"),
-    ("07_zero_reproduced", "4)) and zero1's shrinks (from 3.82× to 2.91×)."),
     ("08_correctness", "In float64 the order costs ~1e-16 of a value; a "),
     ("08_correctness", "2 the bound would have to be ~1e-4, and a subtle "),
     ("08_correctness", "eps it grows (dp on 2 ranks: ~1e-9 after 9,000 st"),
@@ -744,12 +766,10 @@ PENDING: list[tuple[str, str]] = [
     ("10_tensor_and_pipeline", "(t−1)/t = 3/2 of its payload: 96 × 1.5 × 33,554,4"),
     ("11_composition_and_planning", "and** pipeline: 12Ψ/(d·t·p) = 12 × 70e9 / 64 = **"),
     ("11_composition_and_planning", "or and pipeline only: 2Ψ/16 = 8.75 GB.)"),
-    ("12_why_numbers_disagree", " tools count GiB = 2³⁰ bytes, 7.4% larger. A popu"),
     ("12_why_numbers_disagree", 's": * **Units.** "11.28GB" is 12,116,750,000 bytes / 2³⁰: G'),
     ("12_why_numbers_disagree", " next, which FSDP prefetches: 2 × 2Ψ/u for u ≥ 2"),
     ("12_why_numbers_disagree", "reduction is exactly **N×** — 8× at N = 8, the "),
     ("12_why_numbers_disagree", "Answer 140 × 10⁹ / 2³⁰ = **"),
-    ("12_why_numbers_disagree", "737 GB, so a figure in GiB is 6.9% *smaller* than"),
     ("12_why_numbers_disagree", "an the same bytes in GB — not 5%."),
     ("12_why_numbers_disagree", "Answer 2 × 2.851e9 + 18 ×"),
     ("12_why_numbers_disagree", " **4.27×**. ZeRO-2 approaches 8× only as N grow"),
