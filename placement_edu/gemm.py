@@ -65,20 +65,25 @@ def curve_factor(curve: GemmCurve, flops: float) -> float:
 
 def layer_gemms(model: TransformerSpec, tensor: int = 1) -> list[tuple[int, int]]:
     """The matmul calls of one micro-batch's forward on one device of a tensor group of ``tensor``
-    (Megatron's split: columns of QKV and the MLP's first matmul, rows of the output projection and
-    the second), as (FLOPs of one call, calls per model). b·s tokens go through each weight matmul
-    (sequence parallelism gathers them first): in every layer QKV (h → 3h/t), the output projection
-    (h/t → h), the MLP (h → f/t, f/t → h); attention's scores QKᵀ and its sum over V, each one
-    batched call over the device's b·a/t heads of s × h/a by h/a × s (flash attention fuses them:
-    the curve prices them as that batched GEMM); once, the logits (h → V/t). Backward's two matmuls
-    per forward one have the same sizes."""
+    (Megatron's split: columns of QKV and the MLP's first matmul, rows of the output projection
+    and the second), as (FLOPs of one call, calls per model). b·s tokens go through each weight
+    matmul (sequence parallelism gathers them first): in every layer QKV (h → 3h/t), the output
+    projection (h/t → h), the MLP (h → f/t, f/t → h; a Llama block's SwiGLU two h → f/t, gate
+    and up); attention's scores QKᵀ and its sum over V, each one batched call over the device's
+    b·a/t heads of s × h/a by h/a × s (flash attention fuses them: the curve prices them as that
+    batched GEMM); once, the logits (h → V/t). Backward's two matmuls per forward one have the
+    same sizes."""
     h, t, s, b = model.hidden, tensor, model.seq, model.micro_batch
     bs, dh, heads = b * s, h // model.heads, model.heads // tensor
     L = model.layers
+    if model.llama:  # Q and the kv heads' K and V; SwiGLU's gate and up, then down
+        qkv, up = (h + 2 * model.kv_width) // t, 2
+    else:
+        qkv, up = 3 * h // t, 1
     return [
-        (2 * bs * h * (3 * h // t), L),
+        (2 * bs * h * qkv, L),
         (2 * bs * (h // t) * h, L),
-        (2 * bs * h * (model.ffn // t), L),
+        (2 * bs * h * (model.ffn // t), up * L),
         (2 * bs * (model.ffn // t) * h, L),
         (2 * s * dh * s * b * heads, L),
         (2 * s * s * dh * b * heads, L),

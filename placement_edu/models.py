@@ -267,12 +267,15 @@ class ModelSpec(IdealSlices):
 
 @dataclass(frozen=True)
 class TransformerSpec(IdealSlices):
-    """A GPT-style decoder: ``layers`` blocks of attention + MLP, learned positions, tied
-    embeddings.
+    """A decoder: ``layers`` blocks of attention + MLP. ``block`` "gpt" (the default): GPT's,
+    learned positions, tied embeddings, biases, LayerNorm, a 2-matrix MLP; "llama": Llama's,
+    RoPE (no position table), untied embeddings, no biases, RMSNorm, SwiGLU (gate, up, down).
 
     Parameter count per layer: 4h² + 4h (QKV and output projections with biases) + 2hf + f + h
     (MLP with biases) + 4h (two layernorms); plus embeddings V·h + s·h and a final layernorm 2h.
     With f = 4h this is Megatron's 12h² + 13h per layer (Narayanan et al. 2021, §5.1).
+    A Llama block: 2h² + 2h·K·h/a attention, 3hf SwiGLU, 2h for its two RMSNorm weights; plus
+    2·V·h untied embeddings and a final RMSNorm h (Llama-3-8B: 8,030,261,248).
 
     ``kv_heads`` (0 means ``heads``): grouped-query attention's key-value heads K; the key and
     value projections are K·(h/a) wide, so attention's weights are 2h² + 2h·K·h/a (+ biases
@@ -297,8 +300,11 @@ class TransformerSpec(IdealSlices):
     name: str = ""
     kv_heads: int = 0  # 0 means heads (multi-head attention, no GQA)
     attention: str = "eager"
+    block: str = "gpt"
 
     RECOMPUTE = ("none", "selective", "full")
+    #: The blocks a transformer is built of: GPT's, and Llama's (SwiGLU, RMSNorm, RoPE, untied).
+    BLOCKS = ("gpt", "llama")
     #: How attention is computed (apart from recomputation): see ``activation_terms_per_layer``.
     ATTENTION = ("eager", "flash")
 
@@ -334,6 +340,14 @@ class TransformerSpec(IdealSlices):
             self.attention in self.ATTENTION,
             f"attention must be one of {', '.join(self.ATTENTION)}, got {self.attention!r}",
         )
+        expect(
+            self.block in self.BLOCKS,
+            f"block must be one of {', '.join(self.BLOCKS)}, got {self.block!r}",
+        )
+
+    @property
+    def llama(self) -> bool:
+        return self.block == "llama"
 
     @property
     def kv_width(self) -> int:
@@ -343,9 +357,20 @@ class TransformerSpec(IdealSlices):
     @property
     def psi(self) -> int:  # type: ignore[override]  # derived from the shape (ModelSpec's is a field)
         h, f, kv = self.hidden, self.ffn, self.kv_width
+        if self.llama:  # no biases; SwiGLU's three matrices; two RMSNorm weights; untied, RoPE
+            per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+            return self.layers * per_layer + 2 * self.vocab * h + h
         attention = 2 * h * h + 2 * h + 2 * h * kv + 2 * kv  # Q and out h² + h each; K, V h·kv + kv
         per_layer = attention + 2 * h * f + f + h + 4 * h
         return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
+
+    @property
+    def lookup_params(self) -> int:
+        """Parameters read by a lookup, not a matmul, that FLOP counts leave out: a Llama's
+        untied input embedding V·h (torchtitan's ``get_num_flop_per_token`` excludes it). GPT's
+        tied embedding is the logit layer's matmul, counted (as is its small position table,
+        the package's convention since its first figures)."""
+        return self.vocab * self.hidden if self.llama else 0
 
     @property
     def boundary_elements(self) -> int:
@@ -357,7 +382,9 @@ class TransformerSpec(IdealSlices):
     def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
         """Parameters Megatron leaves whole on every tensor rank: two layernorms (4h) and the biases
         of the two row-parallel layers (2h) per layer, and the final layernorm (2h) on the last
-        stage."""
+        stage. A Llama block: its two RMSNorm weights (2h), the final one (h)."""
+        if self.llama:
+            return 2 * self.hidden * len(layers) + (self.hidden if last_stage else 0)
         return 6 * self.hidden * len(layers) + (2 * self.hidden if last_stage else 0)
 
     def activation_bytes_per_layer(self, tensor: int = 1) -> Fraction:
@@ -407,7 +434,17 @@ class TransformerSpec(IdealSlices):
           q, k, v and the output). 0 under selective recomputation, whichever attention: what
           Megatron's ``--recompute-granularity selective`` recomputes is core attention.
         - ``layer_input``: 2sbh (2sbh/t with sequence parallelism), all full recomputation keeps
-          (the layer being recomputed: ``recompute_working_set``)."""
+          (the layer being recomputed: ``recompute_working_set``).
+
+        A Llama block (``block="llama"``, no dropout), as Megatron-LM runs it: ``outside_tp``
+        8·sbh (two RMSNorm inputs, the attention and MLP inputs); ``inside_tp`` Q, K, V and the
+        output projection's input as above, and the MLP's 6·sbf: its first matmul's [s, b, 2f]
+        output (gate and up side by side), all Megatron's fused SwiGLU saves
+        (megatron/core/fusions/fused_bias_swiglu.py: ``SwiGLUFunction`` saves its input and
+        recomputes silu in backward), and the second matmul's [s, b, f] input. (HF's Llama, op by
+        op, keeps gate, up, silu(gate) and their product: 8·sbf, as ``fit`` measures.) Eager
+        ``attention_scores``: the softmax output alone, 2as²b/t (Megatron's fused softmax writes
+        16 bits)."""
         s, b, h, a, t = (
             self.seq,
             self.micro_batch,
@@ -420,13 +457,19 @@ class TransformerSpec(IdealSlices):
         if self.recompute == "full":
             terms["layer_input"] = Fraction(2 * sbh, t if self.sequence_parallel else 1)
             return terms
-        terms["outside_tp"] = Fraction(10 * sbh, t if self.sequence_parallel else 1)
+        outside = 8 if self.llama else 10
+        terms["outside_tp"] = Fraction(outside * sbh, t if self.sequence_parallel else 1)
         flash = self.attention == "flash"
         kv_kept = self.kv_heads if flash else a  # eager expands K and V to every head
-        terms["inside_tp"] = sbh * Fraction(20 * a + 4 * kv_kept, a * t)
+        if self.llama:  # Q, output input 2sbh each, K and V, then the MLP's 2f- and f-wide
+            attention = sbh * Fraction(4 * a + 4 * kv_kept, a * t)
+            terms["inside_tp"] = attention + Fraction(6 * s * b * self.ffn, t)
+        else:
+            terms["inside_tp"] = sbh * Fraction(20 * a + 4 * kv_kept, a * t)
         if self.recompute == "none":
+            scores = 2 if self.llama else 5  # (no dropout in a Llama block)
             terms["attention_scores"] = (
-                Fraction(4 * a * s * b, t) if flash else sbh * Fraction(5 * a * s, h * t)
+                Fraction(4 * a * s * b, t) if flash else sbh * Fraction(scores * a * s, h * t)
             )
         return terms
 
@@ -445,8 +488,9 @@ class TransformerSpec(IdealSlices):
     def description(self) -> str:
         kv = f" K={self.kv_heads}" if self.kv_heads != self.heads else ""
         attention = f", {self.attention} attention" if self.attention != "eager" else ""
+        kind = "Llama-block transformer" if self.llama else "transformer"
         return self.name or (
-            f"transformer L={self.layers} h={self.hidden} a={self.heads}{kv} "
+            f"{kind} L={self.layers} h={self.hidden} a={self.heads}{kv} "
             f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,}){attention}"
         )
 

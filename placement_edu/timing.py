@@ -541,8 +541,10 @@ def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
         f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
     )
     model = as_model(psi_or_model)
-    # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py)
+    # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py); a
+    # Llama's untied input embedding is a lookup, no FLOPs (``TransformerSpec.lookup_params``)
     psi = model.active_psi if has_experts(model) else model.psi
+    psi -= getattr(model, "lookup_params", 0)
     attention = attention_flops_per_token(psi_or_model)
     forward = 2 * psi + attention["forward"]
     replayed = {"none": 0, "selective": attention["forward"], "full": forward}[recompute]
@@ -565,9 +567,11 @@ def model_flops_per_token(psi_or_model) -> int:
 
 def megatron_layer_matmul_weights(model: TransformerSpec) -> int:
     """Weights of one layer's matmuls, as Megatron counts them: Q and the output projection h²
-    each, K and V h·K·h/a each (grouped-query attention), the MLP 2hf. No biases or norms."""
+    each, K and V h·K·h/a each (grouped-query attention), the MLP 2hf (3hf with SwiGLU: Megatron's
+    ``gated_linear_multiplier`` 3/2 on a Llama block). No biases or norms."""
     h = model.hidden
-    return 2 * h * h + 2 * h * model.kv_width + 2 * h * model.ffn
+    mlp = 3 if model.llama else 2
+    return 2 * h * h + 2 * h * model.kv_width + mlp * h * model.ffn
 
 
 def megatron_attention_forward_per_token(model: TransformerSpec, causal: bool = False) -> int:
@@ -677,6 +681,8 @@ def compute_time(
 #: Algorithm 0): standard attention materializes S and P in HBM, and its softmax, masking and
 #: dropout are memory-bound; flash attention keeps them on chip: nothing to price.
 EAGER_ATTENTION_BYTES: dict[str, int] = {"forward": 9, "backward": 11}
+#: The same without dropout (a Llama block): the softmax alone, forward 2 + 2, backward 2 + 2 + 2.
+SOFTMAX_BYTES: dict[str, int] = {"forward": 4, "backward": 6}
 
 
 def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> dict[str, int]:
@@ -689,11 +695,12 @@ def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> d
     if not isinstance(model, TransformerSpec) or model.attention != "eager":
         return {"forward": 0, "backward": 0, "step": 0}
     scores = model.layers * model.heads * model.seq
-    forward = EAGER_ATTENTION_BYTES["forward"] * scores
+    moved = SOFTMAX_BYTES if model.llama else EAGER_ATTENTION_BYTES
+    forward = moved["forward"] * scores
     replayed = forward if recompute in ("full", "selective") else 0
     return {
         "forward": forward,
-        "backward": EAGER_ATTENTION_BYTES["backward"] * scores + replayed,
+        "backward": moved["backward"] * scores + replayed,
         "step": 0,
     }
 

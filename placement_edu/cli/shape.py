@@ -54,6 +54,13 @@ def add_transformer_flags(
         "default eager",
     )
     group.add_argument(
+        "--block",
+        choices=TransformerSpec.BLOCKS,
+        default="gpt",
+        help="gpt (learned positions, tied embeddings, biases, a 2-matrix MLP) or llama (RoPE, "
+        "untied embeddings, no biases, RMSNorm, SwiGLU: --ffn is its width); default gpt",
+    )
+    group.add_argument(
         "--micro-batch",
         type=count_flag("sequences"),
         default=1,
@@ -96,6 +103,7 @@ def transformer_from_flags(args: argparse.Namespace) -> TransformerSpec:
         ffn=args.ffn or 0,
         kv_heads=kv_heads,
         attention=args.attention,
+        block=args.block,
         **{k: getattr(args, k) for k, _ in SHAPE},
     )
     if model.psi > MAX_PARAMS:

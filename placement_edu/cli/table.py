@@ -78,6 +78,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default eager",
     )
     t.add_argument(
+        "--block",
+        choices=TransformerSpec.BLOCKS,
+        default=None,
+        help="gpt (learned positions, tied embeddings, biases, a 2-matrix MLP) or llama (RoPE, "
+        "untied embeddings, no biases, RMSNorm, SwiGLU: --ffn is its width); default gpt",
+    )
+    t.add_argument(
         "--kv-heads",
         type=_count("key-value heads"),
         default=None,
@@ -161,6 +168,7 @@ def model_from_args(args: argparse.Namespace) -> Model:
         "--sequence-parallel": args.sequence_parallel or None,
         "--attention": getattr(args, "attention", None),
         "--kv-heads": getattr(args, "kv_heads", None),
+        "--block": getattr(args, "block", None),
     }
     if args.params is not None:
         given = [
@@ -210,6 +218,7 @@ def model_from_args(args: argparse.Namespace) -> Model:
         sequence_parallel=args.sequence_parallel,
         attention=extras["--attention"] or "eager",
         kv_heads=extras["--kv-heads"] or 0,
+        block=extras["--block"] or "gpt",
         **shape,
     )
     if model.psi > MAX_PARAMS:
@@ -245,6 +254,7 @@ def read_capacity_factor(text: str) -> Fraction:
 def moe_from_args(args: argparse.Namespace, shape: dict) -> MoESpec:
     """The transformer flags with --experts: a Mixtral-style mixture of experts (experts.py)."""
     dense_only = {
+        "--block": getattr(args, "block", None),
         "--recompute": args.recompute,
         "--attention": getattr(args, "attention", None),
         "--sequence-parallel": args.sequence_parallel or None,

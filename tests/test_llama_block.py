@@ -1,0 +1,92 @@
+"""A Llama block in the formula path (``TransformerSpec(block="llama")``): RoPE, untied
+embeddings, no biases, RMSNorm, SwiGLU -- so "Llama-3-8B" is Meta's 8.03e9 parameters, its FLOPs
+are torchtitan's count, and its activations Megatron's model of a Llama (issue 40, item 3)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from placement_edu.architectures import get_architecture
+from placement_edu.gemm import layer_gemms
+from placement_edu.models import TransformerSpec
+from placement_edu.timing import flops_per_token, megatron_layer_matmul_weights
+
+pytestmark = pytest.mark.fast
+
+LLAMA_3_8B = TransformerSpec(
+    layers=32,
+    hidden=4096,
+    heads=32,
+    kv_heads=8,
+    ffn=14336,
+    vocab=128256,
+    seq=8192,
+    attention="flash",
+    block="llama",
+)
+
+
+def test_llama_3_8b_has_metas_parameter_count_and_the_reference_modules() -> None:
+    # Meta's model card: 8.03B; the reference module's own tensors (architectures.py, HF's names
+    # and shapes: q/k/v/o, gate/up/down, two RMSNorms a block, untied embed_tokens and lm_head)
+    assert LLAMA_3_8B.psi == 8_030_261_248
+    arch = get_architecture("llama-8b")
+    assert LLAMA_3_8B.psi == sum(math.prod(shape) for _, shape, _ in arch.tensors())
+
+
+def test_its_flops_are_torchtitans_count() -> None:
+    # torchtitan's get_num_flop_per_token: 6·N + 12·L·h·s, N the parameters without the input
+    # embedding (a lookup); the output layer's V·h counted
+    L, h, s, V = 32, 4096, 8192, 128256
+    n = LLAMA_3_8B.psi - V * h
+    assert sum(flops_per_token(LLAMA_3_8B).values()) == 6 * n + 12 * L * h * s
+    # Megatron's count: the matmuls' weights, SwiGLU's 3hf (gated_linear_multiplier 3/2)
+    assert megatron_layer_matmul_weights(LLAMA_3_8B) == 2 * h * h + 2 * h * 1024 + 3 * h * 14336
+
+
+def test_its_activations_are_megatrons_fused_swiglu_and_no_dropout() -> None:
+    # per layer, b = 1, 16-bit: norms' and block inputs 8·sbh; Q and the output projection's
+    # input 2sbh each, K and V at the 8 kv heads' width (flash) 2·2·sbh/4; the MLP's [s, 2f] and
+    # [s, f] 6·sbf; flash's fp32 logsumexp 4·a·s
+    s, h, f, a = 8192, 4096, 14336, 32
+    sbh = s * h
+    terms = LLAMA_3_8B.activation_terms_per_layer()
+    assert terms == {
+        "outside_tp": 8 * sbh,
+        "inside_tp": 4 * sbh + sbh + 6 * s * f,
+        "attention_scores": 4 * a * s,
+        "layer_input": 0,
+    }
+    # eager: the softmax's 16-bit output alone (no dropout), K and V expanded to every head
+    eager = TransformerSpec(**{**_fields(LLAMA_3_8B), "attention": "eager"})
+    assert eager.activation_terms_per_layer()["attention_scores"] == 2 * a * s * s
+    assert eager.activation_terms_per_layer()["inside_tp"] == 8 * sbh + 6 * s * f
+    # tensor parallelism over t = 8 splits what lies between the column/row pairs
+    assert LLAMA_3_8B.activation_terms_per_layer(8)["inside_tp"] == Fraction(5 * sbh + 6 * s * f, 8)
+    # every tensor rank keeps the two RMSNorm weights of a layer, the final norm on the last stage
+    assert LLAMA_3_8B.tensor_replicated_elements(range(32), True) == 2 * h * 32 + h
+
+
+def test_a_llama_blocks_gemms_add_up_to_its_matmul_flops() -> None:
+    # layer_gemms lists every matmul of a forward: q, k, v, o, gate, up, down, the two attention
+    # matmuls, the logits; their FLOPs are 2·(matmul weights)·tokens + attention's 4·L·h·s·tokens
+    b, s = 1, 8192
+    total = sum(flops * calls for flops, calls in layer_gemms(LLAMA_3_8B))
+    weights = 32 * megatron_layer_matmul_weights(LLAMA_3_8B) + 128256 * 4096
+    assert total == 2 * weights * b * s + 4 * 32 * 4096 * s * b * s
+
+
+def test_a_gpt_block_is_unchanged_and_block_is_validated() -> None:
+    gpt = TransformerSpec(layers=12, hidden=768, heads=12, seq=1024, vocab=50257)
+    assert gpt.block == "gpt" and gpt.psi == 124_439_808  # HF GPT-2 124M, tied embeddings
+    with pytest.raises(Exception, match="block must be one of gpt, llama"):
+        TransformerSpec(layers=1, hidden=8, heads=2, seq=4, vocab=16, block="mamba")
+
+
+def _fields(spec: TransformerSpec) -> dict:
+    from dataclasses import fields
+
+    return {f.name: getattr(spec, f.name) for f in fields(spec) if f.init}
