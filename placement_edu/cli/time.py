@@ -23,8 +23,11 @@ from placement_edu.configuration import (
     parsed_schedule,
     price_configuration,
 )
+from placement_edu.architectures import REFERENCE_SEQ, get_architecture
+from placement_edu.cli.table import SHAPE
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
+from placement_edu.one_peak import profile_peak, spec_of
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
 from placement_edu.strategies import CONTEXT_ATTENTIONS
@@ -54,7 +57,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "as the planner prices each candidate (SPEC §3, §9): step time with its breakdown, "
         "model and hardware FLOP/s per GPU with MFU, and the peak memory per device.",
     )
-    add_transformer_flags(p.add_argument_group("transformer"), required=True)
+    shape = p.add_argument_group("transformer")
+    add_transformer_flags(shape, required=False, shape_note=" (required without --model)")
+    shape.add_argument(
+        "--model",
+        type=flag_type(_model),
+        default=None,
+        help="a real model (gpt2, llama-1b, llama-8b, or PATH/config.json): its shape for the "
+        "formula, and its peak from the module's profile (fit's) where fit derives the "
+        "placement -- FSDP2 (zero3, fsdp, hsdp) on data, replica and tensor axes -- with the "
+        "formula's beside it",
+    )
     p.add_argument(
         "--global-batch",
         type=_count("sequences"),
@@ -114,6 +127,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
     p.set_defaults(handler=_time)
+
+
+def _model(text: str) -> str:
+    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
+    return text
 
 
 _schedule_type = flag_type(_schedule)
@@ -176,8 +194,30 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
     return out
 
 
+def _transformer(args: argparse.Namespace) -> TransformerSpec:
+    """The transformer the flags describe, or ``--model``'s (its shape; --seq, --micro-batch,
+    --attention and --recompute as given), refused in one line where both or neither are."""
+    shape = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab", "ffn", "kv_heads")]
+    given = [f.replace("_", "-") for f in shape if getattr(args, f[2:]) is not None]
+    if args.model is None:
+        missing = [f"--{k}" for k, _ in SHAPE if getattr(args, k) is None]
+        if missing:
+            raise PlacementError(
+                f"give the transformer ({', '.join(missing)} missing) or --model NAME"
+            )
+        return transformer_from_flags(args)
+    if given or args.block != "gpt":
+        raise PlacementError(
+            f"--model {args.model} gives the shape; leave out "
+            + ", ".join(given + (["--block"] if args.block != "gpt" else []))
+        )
+    arch = get_architecture(args.model)
+    seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+    return spec_of(args.model, seq, args.micro_batch, args.attention, args.recompute)
+
+
 def _time(args: argparse.Namespace) -> int:
-    model, mesh = transformer_from_flags(args), Mesh.parse(args.mesh)
+    model, mesh = _transformer(args), Mesh.parse(args.mesh)
     for flag, given in (("--schedule", args.schedule), ("--balanced-stages", args.balanced_stages)):
         if given and mesh.degree("pipeline") == 1:  # refused, not ignored (issue 43, item 7)
             raise PlacementError(
@@ -199,8 +239,36 @@ def _time(args: argparse.Namespace) -> int:
         args.context_attention,
         args.balanced_stages,
     )
-    if args.json:
-        print(json.dumps(priced.to_dict(), indent=2))
-    else:
-        print("\n".join(lines(priced, model)))
+    out = priced.to_dict()
+    text = lines(priced, model)
+    if args.model is not None:
+        strategy = priced.choice.strategy
+        peak, how = profile_peak(
+            args.model,
+            model,
+            args.strategy,
+            mesh,
+            get_precision(args.precision),
+            strategy.micro_batches,
+            args.sequence_parallel,
+        )
+        formula = out["peak_bytes"]
+        out.update(model=args.model, peak_from=how, formula_peak_bytes=formula)
+        if peak is not None:
+            out.update(peak_bytes=peak, fits=peak <= priced.hardware.memory_bytes)
+            memory = priced.hardware.memory_bytes
+            text[-1] = (
+                f"peak memory {peak / GB:.2f} GB per device (rank 0) of {memory / GB:.1f} GB: "
+                + (
+                    "fits"
+                    if peak <= memory
+                    else f"does NOT fit, {(peak - memory) / GB:.2f} GB over"
+                )
+                + f"; from {how}"
+            )
+            text.append(f"  Korthikanti's formula: {formula / GB:.2f} GB (Megatron's model of "
+                        "Megatron's code)")  # fmt: skip
+        else:
+            text.append(f"  the peak above is {how}")
+    print(json.dumps(out, indent=2) if args.json else "\n".join(text))
     return 0

@@ -1,0 +1,120 @@
+"""One peak: where a real module is known, the peak a user sees is the module's -- ``fit``'s
+profile, measured under FakeTensorMode, placed by ``peak.derive`` on the mesh -- and Korthikanti's
+formula stands beside it as what it is, Megatron's model of Megatron's code (issue 39, item 2).
+
+``time --model NAME`` reads the transformer's shape from the model (``spec_of``), prices the step
+as before, and takes its peak from ``profile_peak`` where ``fit`` derives that placement: FSDP2
+(``zero3``, ``fsdp``; ``hsdp`` with its replica axis) on data, replica and tensor axes, one
+micro-batch per step. Anywhere else the formula prices the peak, and the output says why.
+"""
+
+from __future__ import annotations
+
+import math
+
+from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.errors import expect
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.precision import Precision
+
+#: ``time``'s recomputation (Korthikanti's) -> the policy a profile is measured under.
+POLICY_OF = {"none": "none", "selective": "megatron-selective", "full": "full"}
+#: ``time``'s attention -> the module's.
+ATTENTION_OF = {"flash": "sdpa", "eager": "eager"}
+#: The data placements ``fit`` derives: FSDP2's ``fully_shard`` per block (ZeRO-3), and HSDP.
+FSDP2_PLACEMENTS = ("zero3", "fsdp", "hsdp")
+
+
+def spec_of(
+    model: str, seq: int, micro_batch: int, attention: str, recompute: str
+) -> TransformerSpec:
+    """The formula's view of ``model`` (a preset or an HF config): its layers, widths, heads and
+    vocabulary in a ``TransformerSpec`` whose block is the model's. Refused in one line where the
+    two would not count the same parameters (a Llama with tied embeddings, GPT-2 at a sequence
+    other than its position table's: the formula's table is s rows)."""
+    arch = get_architecture(model)
+    spec = TransformerSpec(
+        layers=arch.layers,
+        hidden=arch.hidden,
+        heads=arch.heads,
+        kv_heads=arch.kv_heads,
+        ffn=arch.ffn,
+        vocab=arch.vocab,
+        seq=seq,
+        micro_batch=micro_batch,
+        attention=attention,
+        recompute=recompute,
+        block="llama" if arch.kind == "llama" else "gpt",
+    )
+    held = parameters(arch)
+    expect(
+        spec.psi == held,
+        f"--model {model} has {held:,} parameters; the formula's {spec.block} block counts "
+        f"{spec.psi:,} at s = {seq}"
+        + (" (its tied embeddings)" if arch.kind == "llama" else " (its position table)")
+        + ": give the transformer flags instead",
+    )
+    return spec
+
+
+def parameters(arch: Architecture) -> int:
+    """Every parameter of the module (a tied embedding once)."""
+    return sum(math.prod(shape) for _, shape, _ in arch.tensors())
+
+
+def profile_peak(
+    model: str,
+    spec: TransformerSpec,
+    strategy: str,
+    mesh: Mesh,
+    precision: Precision,
+    micro_batches: int,
+    sequence_parallel: bool = False,
+) -> tuple[int | None, str]:
+    """(rank 0's peak bytes, how it was priced) from the module's profile where ``fit`` derives
+    the placement, else (None, why the formula prices it). The profile is measured once per
+    (model, b, s, dtype, attention, recomputation) and cached (``runtime.profiles``)."""
+    others = sorted(a for a, d in mesh if d > 1 and a not in ("data", "replica", "tensor"))
+    why_not = (
+        f"{strategy} is not FSDP2 ({', '.join(FSDP2_PLACEMENTS)})"
+        if strategy not in FSDP2_PLACEMENTS
+        else f"the {', '.join(others)} axis"
+        if others
+        else f"{micro_batches} micro-batches a step (fit derives one)"
+        if micro_batches > 1
+        else ""
+    )
+    if why_not:
+        return None, (
+            f"Korthikanti's formula ({why_not}; the module's profile prices FSDP2 on the data, "
+            "replica and tensor axes, one micro-batch a step)"
+        )
+    from placement_edu.peak_axes import derive_on_mesh
+    from placement_edu.runtime.profiles import get_profile
+
+    fsdp2 = "fsdp2_bf16" if precision.activations == 2 else "fp32"
+    compute = "bf16" if fsdp2 == "fsdp2_bf16" else "fp32"
+    profile, cached = get_profile(
+        model,
+        spec.micro_batch,
+        spec.seq,
+        compute,
+        ATTENTION_OF[spec.attention],
+        POLICY_OF[spec.recompute],
+    )
+    peak = derive_on_mesh(
+        model,
+        profile,
+        mesh,
+        0,
+        fsdp2,
+        "adam-foreach",
+        True,
+        sequence_parallel,
+    ).peak
+    return peak.total, (
+        f"the module's profile ({'cached' if cached else 'measured'} under FakeTensorMode, "
+        f"{ATTENTION_OF[spec.attention]}, {POLICY_OF[spec.recompute]}), FSDP2 {fsdp2}: "
+        f"{peak.name}"
+    )

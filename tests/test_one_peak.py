@@ -1,0 +1,60 @@
+"""One peak (issue 39, item 2): ``time --model NAME`` reads the model's shape, and its peak is the
+module's -- the same bytes ``fit`` derives for that placement -- with Korthikanti's formula beside
+it; where fit does not derive the placement, the formula prices it and says why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement_edu.cli import main
+
+pytestmark = pytest.mark.runtime  # (a profile is measured with torch where none is cached)
+
+TORCHTITAN_8 = "--seq 8192 --attention flash --micro-batch 2 --global-batch 16 --mesh data=8"
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: str) -> dict:
+    capsys.readouterr()
+    assert main([*argv.split(), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_times_peak_is_fits_and_the_formula_is_beside_it(capsys) -> None:
+    out = _json(capsys, f"time --model llama-8b {TORCHTITAN_8} --strategy zero3 --recompute full")
+    fit = _json(
+        capsys,
+        "fit --model llama-8b --devices 8 --micro-batch 2 --seq 8192 --recompute full",
+    )  # (fit's defaults: FSDP2 bf16, SDPA: what time's mixed precision and flash map to)
+    assert out["peak_bytes"] == fit["peak_bytes"]
+    assert out["peak_from"].startswith("the module's profile") and "full" in out["peak_from"]
+    # the formula's figure: what time prints for the same transformer given by its flags
+    flags = _json(
+        capsys,
+        "time --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 "
+        f"--block llama {TORCHTITAN_8} --strategy zero3 --recompute full",
+    )
+    assert out["formula_peak_bytes"] == flags["peak_bytes"] != out["peak_bytes"]
+    assert out["step_s"] == flags["step_s"]  # the shape is the same: so is the time
+    assert out["fits"] == (out["peak_bytes"] <= out["memory_bytes"])
+
+
+def test_a_placement_fit_does_not_derive_is_the_formulas_and_says_why(capsys) -> None:
+    out = _json(capsys, f"time --model llama-8b {TORCHTITAN_8} --strategy zero1")
+    assert out["peak_bytes"] == out["formula_peak_bytes"]
+    assert out["peak_from"].startswith("Korthikanti's formula (zero1 is not FSDP2")
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        ("--model gpt2 --layers 3", "--model gpt2 gives the shape; leave out --layers"),
+        ("--model llama-1b", "the formula's llama block counts 1,498,482,688"),  # tied
+        ("", "give the transformer (--layers, --hidden, --heads, --seq, --vocab missing)"),
+    ],
+)
+def test_model_and_shape_flags_are_one_or_the_other(capsys, argv: str, says: str) -> None:
+    assert main(["time", *argv.split(), "--global-batch", "8", "--mesh", "data=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
