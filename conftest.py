@@ -9,11 +9,13 @@
 ``slow`` marks single cases of any tier that take more than ~20 s. ``tests/test_tiers.py`` checks
 that every test file names exactly one tier.
 
-The suite runs on every core (pytest-xdist: ``-n auto --dist loadfile`` in pyproject.toml): a
-runtime test mostly waits (for ranks to meet, for a timeout to pass), and another test's work fills
+The suite runs in stages (``tests/stages.py``: fast first, then runtime and the notebooks, then
+the browser), each on every core (pytest-xdist: ``-n auto --dist loadfile``): a runtime test
+mostly waits (for ranks to meet, for a timeout to pass), and another test's work fills
 that wait. A file runs whole on one worker -- a notebook's cells share one kernel, a file's fixtures
 (a JupyterLab, a warm pool) are made once -- so long-running cases are spread over several files
-(the tracker's: ``tests/tracker_cases.py``). ``-n 0`` runs everything in this process.
+(the tracker's: ``tests/tracker_cases.py``). A plain ``pytest`` (no ``-n``) runs everything in
+this process.
 """
 
 from __future__ import annotations

@@ -131,5 +131,5 @@ def test_the_readme_opens_with_the_learners_command_then_the_developers() -> Non
     learner, tests = blocks[0], blocks[1]
     assert '".[course]"' in learner and learner.endswith("placement-edu course")
     assert "torch==2.13.0" in learner  # the release requirements-dev.txt pins
-    assert tests.endswith(".venv/bin/python -m pytest") and "requirements-dev.txt" in tests
+    assert tests.endswith(".venv/bin/python -m tests.stages") and "requirements-dev.txt" in tests
     assert tests in (ROOT / ".ci" / "run").read_text()

@@ -1,0 +1,58 @@
+"""The whole suite in stages, the quick one first: ``python -m tests.stages [STAGE ...] [-- ARGS]``.
+
+1. ``fast``: the pure tests (``-m fast``, about a minute). A failure here stops the run: nothing
+   later starts ranks, notebooks or a browser for a tree that already fails its quick checks.
+2. ``runtime``: the tests that start ranks or PyTorch's trackers, and every notebook
+   (``-m "runtime or notebook"``).
+3. ``browser``: JupyterLab, the website and the slides in Chromium (``-m browser``).
+
+Each stage is one pytest run on every core (pytest-xdist: ``-n auto --dist loadfile``, a file whole
+on one worker, the long files first: ``conftest.HANDED_OUT_FIRST``). Name stages to run only those
+(``python -m tests.stages runtime browser``); arguments after ``--`` go to every pytest run
+(``-- -x``). The exit status is the first failing stage's, else 0. This is README's test command and
+CI's (``.ci/run``); a plain ``python -m pytest`` runs everything in one process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+#: Each stage: its name and its test selection (pytest's ``-m`` expression).
+STAGES = {
+    "fast": "fast",
+    "runtime": "runtime or notebook",
+    "browser": "browser",
+}
+#: How every stage spreads its files over the cores (CONTRIBUTING.md, "The test tiers").
+PARALLEL = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]
+#: pytest's exit status when a selection holds no test (not a failure of the stage).
+NO_TESTS = 5
+
+
+def command(stage: str, extra: list[str]) -> list[str]:
+    """The pytest command line of ``stage``."""
+    return [sys.executable, "-m", "pytest", "-m", STAGES[stage], *PARALLEL, *extra]
+
+
+def main(argv: list[str]) -> int:
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    names = argv[: argv.index("--")] if "--" in argv else argv
+    unknown = [n for n in names if n not in STAGES]
+    if unknown:
+        print(f"unknown stage {unknown[0]!r}; the stages: {', '.join(STAGES)}", file=sys.stderr)
+        return 2
+    for stage in names or list(STAGES):
+        start = time.monotonic()
+        print(f"== stage {stage}: pytest -m {STAGES[stage]!r}", flush=True)
+        status = subprocess.call(command(stage, extra))
+        print(f"== stage {stage}: exit {status} in {time.monotonic() - start:.0f} s", flush=True)
+        if status not in (0, NO_TESTS):
+            print(f"== stopped: stage {stage} failed; the later stages did not run", flush=True)
+            return status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
