@@ -74,6 +74,41 @@ def test_bad_input_under_torchrun_is_one_line_from_rank_0_and_exit_2(
     assert capsys.readouterr() == ("", "")  # the other ranks say nothing
 
 
+def test_bad_input_under_the_real_torchrun_is_rank_0s_line_then_torchruns_summary(run_tmpdir):
+    """Issue 43 item 7: docs/reliability.md's ending table said one line and exit 2 under
+    torchrun; torchrun itself adds its ``ChildFailedError`` summary and exits 1 when any worker
+    fails. The row now says so, and this is what it describes."""
+    from pathlib import Path
+
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run(
+        [str(torchrun), "--nproc-per-node", "2", "-m", "placement_edu.runtime.worker", "zero3"]
+        + ["--steps", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "TMPDIR": str(run_tmpdir)},
+    )
+    ours = [line for line in done.stderr.splitlines() if "placement_edu.runtime.worker:" in line]
+    assert done.returncode == 1, done.stderr
+    assert ours == [
+        "placement_edu.runtime.worker: error: argument --steps: '0' is less than 1; give a whole "
+        "number of optimizer steps, at least 1 and at most 10^6"
+    ]
+    assert "ChildFailedError" in done.stderr and "exitcode  : 2" in done.stderr
+    row = next(
+        line
+        for line in (Path(__file__).parent.parent / "docs" / "reliability.md")
+        .read_text()
+        .split("\n")
+        if line.startswith("| bad input under torchrun |")
+    )
+    assert "rank 0's one line" in row and "| 1 (torchrun's" in row and "ChildFailedError" in row
+    # nothing of ours left behind; torchrun leaves its own folder (the row says so)
+    assert all(p.name.startswith("torchelastic_") for p in run_tmpdir.iterdir())
+    assert "torchrun's own `torchelastic_*` folder" in row
+
+
 def test_the_worker_outside_torchrun_says_how_to_start_it(monkeypatch, capsys):
     from placement_edu.runtime import worker
 
