@@ -233,6 +233,12 @@ class RunResult:
         return (self.tolerances or [self.config.tolerance])[self.decisive_step]
 
     @property
+    def stopped_discriminating(self) -> int | None:
+        """The first step (from 0) from which the comparison cannot tell a fault from rounding
+        (``verdict.stops_discriminating``); None while it can."""
+        return rule.stops_discriminating(self.tolerances)
+
+    @property
     def rounding_floor(self) -> float:
         """The largest rounding floor of the run (0.0 when none was measured)."""
         return max(self.floor, default=0.0)
@@ -351,6 +357,10 @@ class RunResult:
             "rounding_floor": self.rounding_floor,
             "rounding_floor_per_step": self.floor,
             "equivalent": self.equivalent,
+            # the first step (from 1) whose comparison no longer discriminates; None: none
+            "stopped_discriminating_at_step": None
+            if self.stopped_discriminating is None
+            else self.stopped_discriminating + 1,
             "broken_conditions": self.broken,
             "broken_reasons": self.reasons,
             "memory_matches": self.memory_matches(),
@@ -387,6 +397,15 @@ class RunResult:
             if self.equivalent
             else f"DIVERGES from one process (broken: {', '.join(self.broken) or 'none named'})"
         )
+        stop = self.stopped_discriminating
+        if self.equivalent and stop is not None:
+            verdict += (
+                f" -- up to step {stop:,} only: from step {stop + 1:,} the tolerance "
+                f"({self.tolerances[stop]:.1e}) passes {rule.DISCRIMINATING_TOLERANCE:g}, the "
+                "smallest deviation a fault makes (two one-process runs that differ only in their "
+                f"order of sums are {self.floor[stop]:.1e} apart there: the training amplifies "
+                "rounding), so the comparison has stopped discriminating; run fewer steps"
+            )
         lines = [
             f"{c.label}: {c.steps:,} steps, {c.dtype}, {self.config.concrete_model().description}",
             f"{self.deviation_line()} -> {verdict}",

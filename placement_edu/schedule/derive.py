@@ -107,12 +107,9 @@ def derive_schedule(
 
     # Interleaved 1F1B: a pass of micro-batch k is its v chunks' passes, held together here (their
     # boundaries: v× the sends and receives; the order the chunks run in is looped_order's).
-    def boundaries(op: str, phase: str, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
-        return chunk_boundaries(dev, op, phase, tag)
-
     def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
         if kind == "F":
-            ops: list[Op | Repeat] = boundaries("recv", "forward", tag)
+            ops: list[Op | Repeat] = chunk_boundaries(dev, "recv", "forward", tag)
             if k == 0 or reshard:
                 ops += gather_before_use(
                     dev,
@@ -125,15 +122,15 @@ def derive_schedule(
                 + tensor_parallel_collectives(dev, "forward")
                 + expert_all_to_alls(dev, "forward")
                 + context_attention_collectives(dev, "forward")
-                + boundaries("send", "forward", tag)
+                + chunk_boundaries(dev, "send", "forward", tag)
             )
         ops = [
-            *boundaries("recv", "backward", tag),
+            *chunk_boundaries(dev, "recv", "backward", tag),
             *(gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
             *tensor_parallel_collectives(dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
             *context_attention_collectives(dev, "backward"),
-            *boundaries("send", "backward", tag),
+            *chunk_boundaries(dev, "send", "backward", tag),
         ]
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
