@@ -49,7 +49,7 @@ from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.runtime.peak_tracker import _optimizer, _reset_peak, _snapshot
-from placement_edu.runtime.reference_models import CausalLM, Conv1D, batch, build
+from placement_edu.runtime.reference_models import CausalLM, Conv1D, batch, build, recomputed
 
 
 def _shard(module: nn.Module, mesh: DeviceMesh, dims: dict[str, Any]) -> None:
@@ -230,3 +230,198 @@ def measure_here(**case: Any) -> dict:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+# --- pipeline parallelism -------------------------------------------------------------------------
+class StageModule(nn.Module):
+    """One pipeline stage's slice of a ``CausalLM``: the first stage the embeddings, every stage its
+    blocks (``layers``), the last the final norm and the head (the loss is the schedule's
+    ``loss_fn``). A tied head is the last stage's own copy of the embedding (Megatron's: its
+    gradient is all-reduced with the first stage's), so it is a parameter of that stage alone here.
+    Each stage makes the blocks' side inputs (GPT-2's causal mask; Llama's RoPE cos, sin and causal
+    mask) for itself, as ``CausalLM.hidden_states`` makes them."""
+
+    def __init__(self, net: CausalLM, layers: range, first: bool, last: bool) -> None:
+        super().__init__()
+        self.kind, self.recompute = net.arch.kind, net.recompute
+        self.blocks = nn.ModuleList(net.blocks[i] for i in layers)
+        body = net.body
+        self.embed = nn.ModuleDict(
+            {
+                name: getattr(body, name)
+                for name in ("wte", "wpe", "drop", "embed_tokens")
+                if first and hasattr(body, name)
+            }
+        )
+        self.norm = net.final_norm if last else None
+        self.head = net.lm_head if last else None
+        if self.kind == "llama":  # RoPE's inverse frequencies: every stage its own
+            self.register_buffer("inv_freq", getattr(body, "inv_freq").clone(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.shape[1]
+        if "wte" in self.embed:
+            positions = torch.arange(s)[None]
+            x = self.embed["drop"](self.embed["wte"](x) + self.embed["wpe"](positions))
+        elif "embed_tokens" in self.embed:
+            x = self.embed["embed_tokens"](x)
+        extra: tuple
+        if self.kind == "gpt2":
+            extra = (torch.ones(s, s, dtype=torch.bool).tril()[None, None],)
+        else:
+            inv_freq: torch.Tensor = getattr(self, "inv_freq")
+            freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv_freq)[None]
+            emb = torch.cat((freqs, freqs), dim=-1)
+            causal = torch.full((s, s), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)
+            extra = ((emb.cos().to(x.dtype), emb.sin().to(x.dtype)), causal[None, None])
+        for block in self.blocks:
+            x = recomputed(block, self.recompute, x, *extra)
+        if self.norm is not None and self.head is not None:
+            x = self.head(self.norm(x))
+        return x
+
+
+def _static(schedule: type) -> type:
+    """``schedule`` with its P2P warm-up vote taken as a real group would take it. The vote passes
+    one int from stage to stage to learn whether every stage was given its input and output
+    shapes (then no shape is exchanged: ``InferenceMode.STATIC``); on a fake group nothing arrives
+    and under ``FakeTensorMode`` the int cannot be read (``.item()``), so each stage is told the
+    vote's answer, STATIC: ``pipeline_measure`` gives every stage its shapes."""
+    from torch.distributed.pipelining._utils import InferenceMode
+
+    def _warmup_p2p(self: Any, stages: list, has_backward: bool, p2p_done: bool) -> None:
+        for stage in stages:
+            stage._inference_mode = InferenceMode.STATIC
+
+    return type(schedule.__name__, (schedule,), {"_warmup_p2p": _warmup_p2p})
+
+
+#: The package's pipeline schedules (``schedule.pipeline``) as ``torch.distributed.pipelining``
+#: names them.
+TORCH_SCHEDULES = {
+    "gpipe": "ScheduleGPipe",
+    "1f1b": "Schedule1F1B",
+    "interleaved": "ScheduleInterleaved1F1B",
+    "zero_bubble": "ScheduleInterleavedZeroBubble",
+}
+
+
+def pipeline_measure(
+    model: str | Architecture,
+    stages: int,
+    rank: int,
+    schedule: str = "1f1b",
+    virtual_stages: int = 1,
+    micro_batches: int = 0,
+    micro_batch: int = 1,
+    seq: int = 1024,
+    attention: str = "eager",
+    recompute: str = "none",
+    optimizer: str = "adam-foreach",
+) -> dict:
+    """One tracked steady-state step of pipeline rank ``rank`` of ``stages`` (fp32, one device per
+    stage): its ``virtual_stages`` stage modules (``StageModule``; chunks rank, rank + p, ... of the
+    v·p) in ``torch.distributed.pipelining``'s ``PipelineStage`` on a fake group of p ranks, run by
+    its schedule (``TORCH_SCHEDULES``) over ``micro_batches`` micro-batches of ``micro_batch``
+    sequences (default 2p), under ``MemTracker``. Bytes by tracker category, under the keys
+    ``measure`` returns; ``recv_buffers``: the bytes of the stage's receive buffers (an input and
+    its gradient for every micro-batch, made by the first step and kept), which the tracker counts
+    as inputs."""
+    import torch.distributed.pipelining as pipelining
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from placement_edu.models import stage_layers
+
+    arch = get_architecture(model)
+    p, v = stages, virtual_stages
+    m = micro_batches or 2 * p
+    started = time.perf_counter()
+    dist.init_process_group("fake", rank=rank, world_size=p, store=FakeStore())
+    try:
+        with FakeTensorMode():
+            net = build(arch, attention, recompute)
+            chunks = [rank + k * p for k in range(v)]
+            modules = [
+                StageModule(net, stage_layers(arch.layers, v * p, c), c == 0, c == v * p - 1)
+                for c in chunks
+            ]
+            ids, labels = batch(arch, m * micro_batch, seq)
+            hidden = torch.empty(micro_batch, seq, arch.hidden, requires_grad=True)
+            logits = torch.empty(micro_batch, seq, arch.vocab, requires_grad=True)
+            pipeline_stages = [
+                pipelining.PipelineStage(
+                    module,
+                    c,
+                    v * p,
+                    torch.device("cpu"),
+                    input_args=(ids[:micro_batch] if c == 0 else hidden,),
+                    output_args=(logits if c == v * p - 1 else hidden,),
+                )
+                for c, module in zip(chunks, modules)
+            ]
+            loss = net.loss
+            kind = _static(getattr(pipelining, TORCH_SCHEDULES[schedule]))
+            one = schedule in ("gpipe", "1f1b")
+            run = kind(
+                pipeline_stages[0] if one else pipeline_stages, n_microbatches=m, loss_fn=loss
+            )
+            params = [q for module in modules for q in module.parameters()]
+            opt = _optimizer(nn.ParameterList(params), optimizer)
+            first, last = 0 in chunks, v * p - 1 in chunks
+
+            def step() -> None:
+                args = (ids,) if first else ()
+                kwargs = {"target": labels, "return_outputs": False} if last else {}
+                run.step(*args, **kwargs)
+
+            step()  # warm-up: the receive buffers and Adam's state made
+            opt.step()
+            opt.zero_grad()
+            buffers = _recv_buffers(pipeline_stages)
+            tracker = _every_micro_batch()()
+            tracker.track_external(*modules, opt, *(ids, labels)[: first + last], *buffers)
+            with tracker:
+                step()
+                after_backward = _snapshot(tracker)
+                forward_backward_peak = _snapshot(tracker, "peak")
+                _reset_peak(tracker)
+                opt.step()
+                step_peak = _snapshot(tracker, "peak")
+                after_step = _snapshot(tracker)
+                opt.zero_grad()
+    finally:
+        dist.destroy_process_group()
+    return {
+        "after_forward": {"Activation": 0},
+        "after_backward": after_backward,
+        "after_step": after_step,
+        "forward_backward_peak": forward_backward_peak,
+        "step_peak": step_peak,
+        "recv_buffers": sum(b.untyped_storage().nbytes() for b in buffers),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _every_micro_batch() -> type:
+    """``MemTracker`` for a module run once per micro-batch: it follows a module through one
+    forward a step, and refuses a second; here each forward starts the module's statistics afresh
+    (its parameters, already tracked, stay so). Only the totals by category are read."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    class EveryMicroBatch(MemTracker):
+        def _pre_fw_hook(self, module: nn.Module, inputs: Any) -> None:
+            if not self._mod_tracker.is_bw:
+                self.memory_tracking.pop(module, None)
+            super()._pre_fw_hook(module, inputs)
+
+    return EveryMicroBatch
+
+
+def _recv_buffers(stages: list) -> list[torch.Tensor]:
+    """The receive buffers of ``stages``: an input for every micro-batch (not on the first stage)
+    and the gradient of the output for every micro-batch (not on the last)."""
+    out = []
+    for stage in stages:
+        for infos in (*stage.args_recv_info.values(), *stage.grad_recv_info.values()):
+            out += [i.buffer for i in infos if isinstance(getattr(i, "buffer", None), torch.Tensor)]
+    return out
