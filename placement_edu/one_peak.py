@@ -4,19 +4,23 @@ formula stands beside it as what it is, Megatron's model of Megatron's code (iss
 
 ``time --model NAME`` reads the transformer's shape from the model (``spec_of``), prices the step
 as before, and takes its peak from ``profile_peak`` where ``fit`` derives that placement: FSDP2
-(``zero3``, ``fsdp``; ``hsdp`` with its replica axis) on data, replica and tensor axes, one
-micro-batch per step. Anywhere else the formula prices the peak, and the output says why.
+(``zero3``, ``fsdp``; ``hsdp`` with its replica axis) on data, replica and tensor axes, with its
+micro-batches' gradients accumulated (``peak.accumulated``). Anywhere else the formula prices the
+peak, and the output says why.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
+from placement_edu.planner import PeakOf
 from placement_edu.precision import Precision
+from placement_edu.strategies import Strategy
 
 #: ``time``'s recomputation (Korthikanti's) -> the policy a profile is measured under.
 POLICY_OF = {"none": "none", "selective": "megatron-selective", "full": "full"}
@@ -81,15 +85,14 @@ def profile_peak(
         if strategy not in FSDP2_PLACEMENTS
         else f"the {', '.join(others)} axis"
         if others
-        else f"{micro_batches} micro-batches a step (fit derives one)"
-        if micro_batches > 1
         else ""
     )
     if why_not:
         return None, (
             f"Korthikanti's formula ({why_not}; the module's profile prices FSDP2 on the data, "
-            "replica and tensor axes, one micro-batch a step)"
+            "replica and tensor axes)"
         )
+    from placement_edu.peak import accumulated
     from placement_edu.peak_axes import derive_on_mesh
     from placement_edu.runtime.profiles import get_profile
 
@@ -103,7 +106,7 @@ def profile_peak(
         ATTENTION_OF[spec.attention],
         POLICY_OF[spec.recompute],
     )
-    peak = derive_on_mesh(
+    step = derive_on_mesh(
         model,
         profile,
         mesh,
@@ -112,9 +115,31 @@ def profile_peak(
         "adam-foreach",
         True,
         sequence_parallel,
-    ).peak
+    )
+    peak = accumulated(step, micro_batches).peak
     return peak.total, (
         f"the module's profile ({'cached' if cached else 'measured'} under FakeTensorMode, "
         f"{ATTENTION_OF[spec.attention]}, {POLICY_OF[spec.recompute]}), FSDP2 {fsdp2}: "
         f"{peak.name}"
     )
+
+
+def planner_peaks(model: str, spec: TransformerSpec, precision: Precision) -> PeakOf:
+    """``plan``'s ``peak_of`` for ``model``: each candidate's peak from the module's profile where
+    ``profile_peak`` derives it (its data placement, the first part of its name: ``zero3×tp+sp``
+    is zero3's), else None (the formula's)."""
+
+    def peak_of(strategy: Strategy, mesh: Mesh, recompute: str) -> int | None:
+        shaped = replace(spec, recompute=recompute)
+        data = strategy.name.split("×")[0]
+        return profile_peak(
+            model,
+            shaped,
+            data,
+            mesh,
+            precision,
+            strategy.micro_batches,
+            strategy.sequence_parallel,
+        )[0]
+
+    return peak_of

@@ -30,7 +30,7 @@ FSDP2's storage, as PyTorch lays it out:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -369,6 +369,32 @@ class StepPeak:
     def transients(self) -> dict[str, int]:
         """The terms of the peak event that are neither persistent states nor kept activations."""
         return {k: v for k, v in self.peak.terms.items() if k not in PERSISTENT_TERMS and v}
+
+
+def accumulated(step: StepPeak, micro_batches: int) -> StepPeak:
+    """``step`` with ``micro_batches`` micro-batches of gradient accumulation, FSDP2 syncing each
+    (its default: every micro-batch's backward reduce-scatters, and the result is added to the
+    sharded gradient). From the second micro-batch on, every rank holds its whole sharded
+    gradient from the start of forward: each forward and backward event's gradient term becomes
+    ``step.grads``. Those events are the peak's candidates then (the first micro-batch's are no
+    larger); the optimizer step is unchanged."""
+    if positive_int("micro_batches", micro_batches) == 1:
+        return step
+    events = []
+    for e in step.events:
+        if e.phase == "step":
+            events.append(e)
+            continue
+        key = SHARDED_GRADS if SHARDED_GRADS in e.terms or GRADS not in e.terms else GRADS
+        terms = {k: v for k, v in e.terms.items() if k not in (SHARDED_GRADS, GRADS)}
+        events.append(
+            Event(
+                f"{e.name} (micro-batches 2..{micro_batches}: gradients accumulated)",
+                e.phase,
+                MappingProxyType({**terms, key: step.grads}),
+            )
+        )
+    return replace(step, events=tuple(events))
 
 
 def breakdown(peak: StepPeak) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache, partial
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.experts import MoESpec, has_experts
@@ -312,6 +312,11 @@ def _axes(n: int) -> str:
     return f"{n} parallel {'axis' if n == 1 else 'axes'}"
 
 
+#: A peak other than the formula's for a candidate (strategy, mesh, recompute), or None where it
+#: has none: ``one_peak.planner_peaks``, a real module's.
+PeakOf = Callable[[Strategy, Mesh, str], Optional[int]]
+
+
 @dataclass(frozen=True)
 class Choice:
     """One placement on one mesh: its peak bytes on rank 0 and, when it fits, its step time."""
@@ -322,6 +327,8 @@ class Choice:
     peak_bytes: int
     budget_bytes: int
     time: StepTime | None = None
+    #: Korthikanti's formula's peak where ``peak_bytes`` is the module's (``plan(peak_of=...)``).
+    formula_peak_bytes: int | None = None
 
     @property
     def over_bytes(self) -> int:
@@ -343,6 +350,8 @@ class Choice:
             "micro_batches": self.strategy.micro_batches,
             "peak_bytes": self.peak_bytes,
         }
+        if self.formula_peak_bytes is not None:
+            out["formula_peak_bytes"] = self.formula_peak_bytes
         if self.time is None:
             out["over_bytes"] = self.over_bytes
             return out
@@ -540,6 +549,7 @@ def plan(
     recomputes: tuple[str, ...] = RECOMPUTES,
     assumption: str = "",
     tie_band: float = TIE_BAND,
+    peak_of: PeakOf | None = None,
 ) -> Plan:
     """Rank every placement of ``model`` on ``devices`` devices that fits ``memory_bytes`` per
     device (default: the hardware's memory) by predicted step time, and choose among the ties:
@@ -549,7 +559,8 @@ def plan(
     ``global_batch``: sequences per optimizer step (default 1024: Llama 2's 4M tokens at s = 4096).
     Each data-parallel replica (r·d of them) takes global_batch/(r·d) sequences in micro-batches of
     the model's b: m = global_batch/(r·d·b); a mesh that does not divide the batch is skipped.
-    Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B)."""
+    Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B): the
+    formula's, or ``peak_of``'s where it gives one (``one_peak.planner_peaks``: a real module's)."""
     expect(
         isinstance(model, (TransformerSpec, MoESpec)),
         f"the planner needs a TransformerSpec or an MoESpec (to price tp, pp and "
@@ -613,7 +624,7 @@ def plan(
 
     def priced(strategy: Strategy, mesh: Mesh, recompute: str) -> Choice | None:
         try:
-            return price(strategy, model, mesh, recompute, hw, precision, overlap, budget)
+            return price(strategy, model, mesh, recompute, hw, precision, overlap, budget, peak_of)
         except PlacementError as error:
             skipped.append(f"{strategy.name} on {mesh}: {error}")
             return None
@@ -702,6 +713,7 @@ def price(
     precision: Precision,
     overlap: str,
     budget: int | None = None,
+    peak_of: PeakOf | None = None,
 ) -> Choice:
     """One candidate priced, as ``plan`` prices each (``placement-edu time`` prices one): rank 0's
     peak bytes (``derive_memory``, SPEC §3) and, when it fits ``budget`` (None: always), its step
@@ -710,10 +722,12 @@ def price(
     by ``recompute`` and the strategy's."""
     sp = strategy.sequence_parallel
     shaped = _shaped(model, recompute, sp)
-    peak = peak_bytes(strategy, model, mesh, recompute, precision)
+    formula = peak_bytes(strategy, model, mesh, recompute, precision)
+    measured = peak_of(strategy, mesh, recompute) if peak_of is not None else None
+    peak, beside = (formula, None) if measured is None else (measured, formula)
     limit = peak if budget is None else budget
     if peak > limit:
-        return Choice(strategy, mesh, recompute, peak, limit)
+        return Choice(strategy, mesh, recompute, peak, limit, formula_peak_bytes=beside)
     m = strategy.micro_batches
     tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
     paced = 1 if strategy.balanced_stages else mesh.degree("pipeline")  # the last stage's pace
@@ -746,7 +760,7 @@ def price(
         strategy.pipeline_schedule,
         strategy.virtual_stages,
     )
-    return Choice(strategy, mesh, recompute, peak, limit, time)
+    return Choice(strategy, mesh, recompute, peak, limit, time, beside)
 
 
 @lru_cache(maxsize=4096)

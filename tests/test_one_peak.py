@@ -58,3 +58,28 @@ def test_model_and_shape_flags_are_one_or_the_other(capsys, argv: str, says: str
     assert main(["time", *argv.split(), "--global-batch", "8", "--mesh", "data=8"]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1
+
+
+def test_plan_prices_each_fsdp2_plan_by_the_module_and_the_rest_by_the_formula(capsys) -> None:
+    out = _json(capsys, "plan --model llama-8b --devices 64 --memory-gb 80 --attention flash")
+    every = out["ranked"] + out["infeasible"]
+    module = [c for c in every if "formula_peak_bytes" in c]
+    assert module and {c["strategy"].split("×")[0] for c in module} <= {"zero3", "fsdp", "hsdp"}
+    # every zero3 plan on data, replica and tensor axes alone; a pipeline's is the formula's
+    for c in every:
+        if c["strategy"].split("×")[0] == "zero3":
+            on_fsdp2_axes = set(c["mesh"]) <= {"data", "replica", "tensor"}
+            assert ("formula_peak_bytes" in c) == on_fsdp2_axes, c
+    # an FSDP2 plan's peak is what time --model prices for the same configuration
+    c = next(c for c in module if set(c["mesh"]) == {"data"})
+    mesh = ",".join(f"{a}={d}" for a, d in c["mesh"].items())
+    timed = _json(
+        capsys,
+        f"time --model llama-8b --attention flash --global-batch 1024 --mesh {mesh} "
+        f"--strategy {c['strategy']} --recompute {c['recompute']}",
+    )
+    assert (timed["peak_bytes"], timed["formula_peak_bytes"]) == (
+        c["peak_bytes"],
+        c["formula_peak_bytes"],
+    )
+    assert "the module's (fit's profile and derivation)" in out["assumption"]

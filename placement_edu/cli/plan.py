@@ -1,6 +1,7 @@
 """``placement-edu plan --params PSI --devices N [--memory-gb GB] [--hardware NAME] [...]``: every
 placement and mesh that fits the memory budget, ranked by predicted step time (SPEC §3, §9), and
-those that do not fit, with their excess. Torch is never imported."""
+those that do not fit, with their excess. Torch is never imported, but with ``--model`` to measure
+a profile not yet cached (``one_peak``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import json
 from dataclasses import replace
 
+from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.arguments import flag_type
 from placement_edu.cli.shape import (
     add_step_flags,
@@ -24,7 +26,9 @@ from placement_edu.errors import (
     show_limit,
 )
 from placement_edu.models import TransformerSpec
+from placement_edu.one_peak import planner_peaks, spec_of
 from placement_edu.planner import TIE_BAND, default_transformer, plan
+from placement_edu.precision import get_precision
 from placement_edu.units import GB
 
 #: Device memory typed on the command line, in GB (10^9 bytes): up to 10^6 GB, a typo catcher.
@@ -54,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument_group("transformer (instead of --params)"),
         required=False,
         shape_note=" (--seq may also reshape the --params default)",
+    )
+    p.add_argument(
+        "--model",
+        type=flag_type(_model),
+        default=None,
+        help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the "
+        "transformer flags: its shape, and each FSDP2 plan's peak (zero3, fsdp, hsdp on data, "
+        "replica and tensor axes) from the module's profile, fit's, the formula's beside it",
     )
     p.add_argument(
         "--devices",
@@ -90,14 +102,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_plan)
 
 
+def _model(text: str) -> str:
+    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
+    return text
+
+
 def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, str]:
-    """The transformer flags, or the published shape assumed for --params (and the sentence saying
-    so)."""
+    """The transformer flags, --model's shape, or the published shape assumed for --params (and
+    the sentence saying so)."""
     shape = {k: getattr(args, k) for k, _ in SHAPE}
     given = [f"--{k}" for k, v in shape.items() if v is not None and k != "seq"]
     given += [
         f"--{k.replace('_', '-')}" for k in ("ffn", "kv_heads") if getattr(args, k) is not None
     ]
+    given += ["--block"] if args.block != "gpt" else []
+    if args.model is not None:
+        if given or args.params is not None:
+            raise PlacementError(
+                f"--model {args.model} gives the shape; leave out "
+                + ", ".join(given + (["--params"] if args.params is not None else []))
+            )
+        arch = get_architecture(args.model)
+        seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+        spec = spec_of(args.model, seq, args.micro_batch, args.attention, "none")
+        return spec, (
+            f"{args.model}: each FSDP2 plan's peak (zero3, fsdp, hsdp on data, replica and "
+            "tensor axes) is the module's (fit's profile and derivation), the formula's beside "
+            "it in --json; every other plan's is Korthikanti's formula"
+        )
     if args.params is not None:
         if given:
             raise PlacementError(
@@ -129,6 +161,9 @@ def _plan(args: argparse.Namespace) -> int:
         args.overlap,
         assumption=assumption,
         tie_band=args.tie_band,
+        peak_of=None
+        if args.model is None
+        else planner_peaks(args.model, model, get_precision(args.precision)),
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from functools import lru_cache
 import json
 import os
 from dataclasses import asdict, replace
@@ -60,6 +61,17 @@ def _code_key(texts: Iterable[str]) -> list[str]:
     return [ast.dump(tree) for tree in trees]
 
 
+@lru_cache(maxsize=1)
+def _torch_version() -> str:
+    return version("torch")
+
+
+@lru_cache(maxsize=4)
+def _cached_code_key(texts: tuple[str, ...]) -> list[str]:
+    """``_code_key`` once per text (its syntax trees take ~80 ms: a planner asks for hundreds)."""
+    return _code_key(texts)
+
+
 def _key(
     arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
 ) -> str:
@@ -67,7 +79,7 @@ def _key(
     # ... and not where it lies (its path is its name): a copy elsewhere is the same model. The
     # shape is the two-block copy the profile measures: a model of any depth shares its profile.
     shape = arch.with_(layers=2, name="", config="") if arch.config else arch.with_(layers=2)
-    code = _code_key((Path(__file__).parent / name).read_text() for name in MEASURING)
+    code = _cached_code_key(tuple((Path(__file__).parent / n).read_text() for n in MEASURING))
     text = json.dumps(
         [
             asdict(shape),
@@ -78,7 +90,7 @@ def _key(
             compute,
             attention,
             recompute,
-            version("torch"),
+            _torch_version(),
         ],
         sort_keys=True,
     )
