@@ -110,37 +110,42 @@ class Architecture:
             ("post_attention_layernorm.weight", (h,)),
         ]
 
+    def root_tensors(
+        self,
+    ) -> tuple[list[tuple[str, tuple[int, ...]]], list[tuple[str, tuple[int, ...]]]]:
+        """(name, shape) of the root unit's parameters: those registered before the blocks
+        (embeddings) and those after (final norm, an untied head)."""
+        h, V = self.hidden, self.vocab
+        before: list[tuple[str, tuple[int, ...]]]
+        after: list[tuple[str, tuple[int, ...]]]
+        if self.kind == "gpt2":
+            before = [
+                ("transformer.wte.weight", (V, h)),
+                ("transformer.wpe.weight", (self.positions, h)),
+            ]
+            after = [("transformer.ln_f.weight", (h,)), ("transformer.ln_f.bias", (h,))]
+        else:
+            before, after = [("model.embed_tokens.weight", (V, h))], [("model.norm.weight", (h,))]
+        return before, after + ([] if self.tied else [("lm_head.weight", (V, h))])
+
     def tensors(self) -> list[tuple[str, tuple[int, ...], str | int]]:
         """(name, shape, unit) of every parameter in ``named_parameters()`` order; unit is
-        ``"root"`` or the block index. A tied head is the embedding, listed once."""
-        h, V = self.hidden, self.vocab
-        out: list[tuple[str, tuple[int, ...], str | int]] = []
-        if self.kind == "gpt2":
-            out += [
-                ("transformer.wte.weight", (V, h), "root"),
-                ("transformer.wpe.weight", (self.positions, h), "root"),
-            ]
-            blocks = "transformer.h"
-        else:
-            out += [("model.embed_tokens.weight", (V, h), "root")]
-            blocks = "model.layers"
+        ``"root"`` or the block index. A tied head is the embedding, listed once. (A list of
+        L blocks: ``psi`` counts one block with its count instead.)"""
+        before, after = self.root_tensors()
+        blocks = "transformer.h" if self.kind == "gpt2" else "model.layers"
+        out: list[tuple[str, tuple[int, ...], str | int]] = [(n, s, "root") for n, s in before]
         for i in range(self.layers):
             out += [(f"{blocks}.{i}.{name}", shape, i) for name, shape in self.block_tensors()]
-        if self.kind == "gpt2":
-            out += [
-                ("transformer.ln_f.weight", (h,), "root"),
-                ("transformer.ln_f.bias", (h,), "root"),
-            ]
-        else:
-            out += [("model.norm.weight", (h,), "root")]
-        if not self.tied:
-            out += [("lm_head.weight", (V, h), "root")]
-        return out
+        return out + [(n, s, "root") for n, s in after]
 
     @property
     def psi(self) -> int:
-        """Parameters (elements), a tied head counted once."""
-        return sum(math.prod(shape) for _, shape, _ in self.tensors())
+        """Parameters (elements), a tied head counted once: the root's tensors and one block's
+        times L (closed form: the cost does not grow with the layers)."""
+        before, after = self.root_tensors()
+        root = sum(math.prod(shape) for _, shape in before + after)
+        return root + self.layers * sum(math.prod(shape) for _, shape in self.block_tensors())
 
 
 #: The reference shapes (HF config.json of each model).

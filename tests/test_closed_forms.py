@@ -135,3 +135,30 @@ def test_plans_context_search_keeps_the_fastest_and_the_least_excess(devices, se
     listed = {c.label(): c for c in everything}
     for c in (*bounded.ranked, *bounded.infeasible):
         assert listed[c.label()].peak_bytes == c.peak_bytes
+
+
+# --- a model's parameters: one block counted with its count -------------------------------------
+@pytest.mark.parametrize("name", ["gpt2", "llama-1b", "llama-8b"])
+@pytest.mark.parametrize("layers", [2, 3, 17])
+def test_psi_of_one_block_times_l_equals_every_tensor_summed(name: str, layers: int) -> None:
+    import math
+
+    from placement_edu.architectures import PRESETS
+
+    arch = PRESETS[name].with_(layers=layers)
+    assert arch.psi == sum(math.prod(shape) for _, shape, _ in arch.tensors())
+    assert [n for n, _, u in arch.tensors() if u == "root"] == [
+        n for n, _ in sum(arch.root_tensors(), [])
+    ]
+
+
+def test_the_presets_parameter_counts_are_the_published_ones() -> None:
+    from placement_edu.architectures import PRESETS
+
+    # HF GPT-2 124M: 124,439,808 (tied head); Llama-3.2-1B: 1,235,814,400 (tied);
+    # Meta-Llama-3-8B: 8,030,261,248 (untied) -- the models' model.num_parameters()
+    assert [PRESETS[n].psi for n in ("gpt2", "llama-1b", "llama-8b")] == [
+        124_439_808,
+        1_235_814_400,
+        8_030_261_248,
+    ]
