@@ -83,3 +83,19 @@ def test_plan_prices_each_fsdp2_plan_by_the_module_and_the_rest_by_the_formula(c
         c["formula_peak_bytes"],
     )
     assert "the module's (fit's profile and derivation)" in out["assumption"]
+
+
+def test_table_gives_the_fsdp2_rows_the_modules_peak_beside_the_formulas(capsys) -> None:
+    argv = "--model llama-8b --seq 8192 --micro-batch 2 --attention flash --recompute full"
+    rows = {r["strategy"]: r for r in _json(capsys, f"table {argv} --devices 8")}
+    timed = _json(capsys, f"time {argv} --global-batch 16 --mesh data=8 --strategy zero3")
+    zero3, zero1 = rows["zero3"], rows["zero1"]
+    assert (zero3["peak_bytes"], zero3["peak_from"][:20]) == (
+        timed["peak_bytes"],
+        "the module's profile",
+    )
+    assert zero3["formula_peak_bytes"] == zero3["memory"]["peak"]
+    assert zero1["peak_bytes"] == zero1["formula_peak_bytes"] == zero1["memory"]["peak"]
+    assert zero1["peak_from"].startswith("Korthikanti's formula (zero1 is not FSDP2")
+    assert main(["table", "--model", "gpt2", "--params", "7e9", "--devices", "8"]) == 2
+    assert "leave out --params" in capsys.readouterr().err

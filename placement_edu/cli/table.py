@@ -8,6 +8,7 @@ import json
 from fractions import Fraction
 from typing import Callable
 
+from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.arguments import flag_type
 from placement_edu.errors import (
     MAX_COUNT,
@@ -24,7 +25,8 @@ from placement_edu.mesh import Mesh
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.models import Model, TransformerSpec, per_layer_model
 from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
-from placement_edu.report import compare
+from placement_edu.report import Comparison, compare
+from placement_edu.units import fmt_gb
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
 
 #: The flags that shape a transformer, and the symbol each one sets (SPEC §3).
@@ -55,6 +57,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t = p.add_argument_group("transformer (instead of --params; needed to price tp and pp)")
     for flag, what in SHAPE:
         t.add_argument(f"--{flag}", type=_count(flag), help=what)
+    t.add_argument(
+        "--model",
+        type=flag_type(_model),
+        default=None,
+        help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the shape "
+        "flags (--seq, --micro-batch, --attention, --recompute as given): its shape, and the "
+        "FSDP2 rows' peak (zero3, fsdp) from the module's profile, fit's, beside the formula's",
+    )
     t.add_argument(
         "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
     )
@@ -158,8 +168,16 @@ def moe_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
     return [(f"--{n.replace('_', '-')}", getattr(args, n, None)) for n in names]
 
 
+def _model(text: str) -> str:
+    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
+    return text
+
+
 def model_from_args(args: argparse.Namespace) -> Model:
-    """--params for an abstract model, or the transformer flags for a TransformerSpec."""
+    """--params for an abstract model, the transformer flags for a TransformerSpec, or --model's
+    shape."""
+    if getattr(args, "model", None) is not None:
+        return _real_model(args)
     shape = {k: getattr(args, k) for k, _ in SHAPE}
     extras = {
         "--ffn": args.ffn,
@@ -227,6 +245,47 @@ def model_from_args(args: argparse.Namespace) -> Model:
             f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --vocab"
         )
     return model
+
+
+def _real_model(args: argparse.Namespace) -> TransformerSpec:
+    """--model's shape (``one_peak.spec_of``), refused in one line beside --params, the shape
+    flags or --experts."""
+    from placement_edu.one_peak import spec_of
+
+    given = [f"--{k}" for k, _ in SHAPE if k != "seq" and getattr(args, k) is not None]
+    given += [
+        f"--{k.replace('_', '-')}"
+        for k in ("params", "ffn", "kv_heads", "block", "experts")
+        if getattr(args, k, None) is not None
+    ]
+    if given:
+        raise PlacementError(f"--model {args.model} gives the shape; leave out {', '.join(given)}")
+    arch = get_architecture(args.model)
+    seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+    return spec_of(
+        args.model, seq, args.micro_batch or 1, args.attention or "eager", args.recompute or "none"
+    )
+
+
+def _module_peaks(args: argparse.Namespace, model: TransformerSpec, comparison: Comparison) -> list:
+    """For each row: (peak bytes, formula's peak bytes, how the peak was priced): the module's
+    where ``fit`` derives the row (``one_peak.profile_peak``), else the formula's."""
+    from placement_edu.one_peak import profile_peak
+
+    out = []
+    for r in comparison.reports:
+        formula = int(r.memory.peak)
+        peak, how = profile_peak(
+            args.model,
+            model,
+            r.strategy.name,
+            r.mesh,
+            r.precision,
+            r.strategy.micro_batches,
+            r.strategy.sequence_parallel,
+        )
+        out.append((formula if peak is None else peak, formula, how))
+    return out
 
 
 def read_share(text: str) -> Fraction:
@@ -309,6 +368,22 @@ def _table(args: argparse.Namespace) -> int:
         activations = get_precision(args.precision).activations
         imbalance = f"\nLoad imbalance. {imbalance_text(model, e, skew, activations)}"
     comparison = compare(strategies, model, args.devices, args.precision, args.mesh)
+    if args.model is not None:
+        assert isinstance(model, TransformerSpec)
+        peaks = _module_peaks(args, model, comparison)
+        if args.json:
+            rows = [
+                {**row, "peak_bytes": peak, "formula_peak_bytes": formula, "peak_from": how}
+                for row, (peak, formula, how) in zip(comparison.to_list(), peaks)
+            ]
+            print(json.dumps(rows, indent=2))
+            return 0
+        print(comparison)
+        print(f"\n{args.model}: the peak column is Korthikanti's formula; the module's (fit's):")
+        for r, (peak, formula, how) in zip(comparison.reports, peaks):
+            if peak != formula or how.startswith("the module"):
+                print(f"  {r.strategy.name:10} {fmt_gb(peak)} ({how})")
+        return 0
     print(json.dumps(comparison.to_list(), indent=2) if args.json else comparison)
     if imbalance:
         print(imbalance)
