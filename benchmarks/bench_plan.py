@@ -40,7 +40,7 @@ def main() -> None:
 def main_model() -> None:
     from placement_edu.cli import build_parser
     from placement_edu.cli.plan import transformer_from_args
-    from placement_edu.one_peak import planner_peaks
+    from placement_edu.cli.one_peak import planner_peaks
     from placement_edu.precision import get_precision
 
     argv = "plan --model llama-8b --devices 64 --memory-gb 80".split()

@@ -313,7 +313,7 @@ def _axes(n: int) -> str:
 
 
 #: A peak other than the formula's for a candidate (strategy, mesh, recompute), or None where it
-#: has none: ``one_peak.planner_peaks``, a real module's.
+#: has none: ``cli.one_peak.planner_peaks``, a real module's.
 PeakOf = Callable[[Strategy, Mesh, str], Optional[int]]
 
 
@@ -560,7 +560,8 @@ def plan(
     Each data-parallel replica (r·d of them) takes global_batch/(r·d) sequences in micro-batches of
     the model's b: m = global_batch/(r·d·b); a mesh that does not divide the batch is skipped.
     Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B): the
-    formula's, or ``peak_of``'s where it gives one (``one_peak.planner_peaks``: a real module's)."""
+    formula's, or ``peak_of``'s where it gives one (``cli.one_peak.planner_peaks``: a real
+    module's)."""
     expect(
         isinstance(model, (TransformerSpec, MoESpec)),
         f"the planner needs a TransformerSpec or an MoESpec (to price tp, pp and "

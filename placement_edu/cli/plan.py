@@ -26,7 +26,7 @@ from placement_edu.errors import (
     show_limit,
 )
 from placement_edu.models import TransformerSpec
-from placement_edu.one_peak import planner_peaks, spec_of
+from placement_edu.cli.one_peak import planner_peaks, spec_of
 from placement_edu.planner import TIE_BAND, default_transformer, plan
 from placement_edu.precision import get_precision
 from placement_edu.units import GB

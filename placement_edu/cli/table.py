@@ -248,9 +248,9 @@ def model_from_args(args: argparse.Namespace) -> Model:
 
 
 def _real_model(args: argparse.Namespace) -> TransformerSpec:
-    """--model's shape (``one_peak.spec_of``), refused in one line beside --params, the shape
+    """--model's shape (``cli.one_peak.spec_of``), refused in one line beside --params, the shape
     flags or --experts."""
-    from placement_edu.one_peak import spec_of
+    from placement_edu.cli.one_peak import spec_of
 
     given = [f"--{k}" for k, _ in SHAPE if k != "seq" and getattr(args, k) is not None]
     given += [
@@ -269,8 +269,8 @@ def _real_model(args: argparse.Namespace) -> TransformerSpec:
 
 def _module_peaks(args: argparse.Namespace, model: TransformerSpec, comparison: Comparison) -> list:
     """For each row: (peak bytes, formula's peak bytes, how the peak was priced): the module's
-    where ``fit`` derives the row (``one_peak.profile_peak``), else the formula's."""
-    from placement_edu.one_peak import profile_peak
+    where ``fit`` derives the row (``cli.one_peak.profile_peak``), else the formula's."""
+    from placement_edu.cli.one_peak import profile_peak
 
     out = []
     for r in comparison.reports:

@@ -27,7 +27,7 @@ from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.cli.table import SHAPE
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
-from placement_edu.one_peak import profile_peak, spec_of
+from placement_edu.cli.one_peak import profile_peak, spec_of
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
 from placement_edu.strategies import CONTEXT_ATTENTIONS
