@@ -43,6 +43,7 @@ _EXPORTS = {
     "FitExplorer": _P + "fit_explorer",
     "fit_comparison": _P + "fit_three_ways",
     "fit_peak": _P + "fit_answers",
+    "policy_table": _P + "policies",
     "GridExplorer": _P + "grid_explorer",
     "rank_layout": _P + "layout",
     "MeshExplorer": _P + "mesh_explorer",
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
     from placement_edu.presentation.pipeline_explorer import PipelineExplorer
+    from placement_edu.presentation.policies import policy_table
     from placement_edu.presentation.runtime_explorer import RuntimeExplorer, deviation_chart
     from placement_edu.presentation.style import (
         MODE_LEGEND,
