@@ -1,0 +1,141 @@
+"""Time, peak memory and output size of issue 43 item 6's commands at the largest inputs they
+accept: ``time --schedule interleaved:V`` as V grows (2V layers of width 1 on two stages, so only
+V is large), ``plan``'s context search at 2^40 devices and s = 2^17 (text and ``--json``), and
+``fit`` on an HF config at its limits (10^4 layers, ``architectures.MAX_CONFIG_LAYERS``; a
+vocabulary of 10^12). The tests assert that each closed form equals the enumeration it replaced
+(``tests/test_closed_forms.py``); the speed is printed here, never asserted.
+
+Run: ``.venv/bin/python benchmarks/bench_issue43_bounds.py`` (``--root DIR`` measures the package
+in another tree, e.g. an older commit unpacked with ``git archive``; ``--timeout S`` ends a command
+that runs longer, 120 s by default).
+
+Each command runs in a fresh interpreter: its peak is VmHWM (interpreter and imports included,
+about 25 MB for a derivation, 350 MB once ``fit`` imports torch); its time is the command's own,
+imports excluded; user is the CPU seconds it used (steadier than wall time on a loaded machine).
+
+Measured here (2 cores, shared with other work: wall is up to 2x user), before (commit e83d4a2)
+and after (``--timeout 90``):
+
+=========================================  ================================  ======================
+command                                    before: wall, user, peak          after
+=========================================  ================================  ======================
+time --schedule interleaved:1024           0.19 s, 0.17 s, 34 MB             0.02 s, 0.01 s, 27 MB
+time --schedule interleaved:131072         44.5 s, 24.0 s, 882 MB            0.01 s, 0.01 s, 27 MB
+time --schedule interleaved:2^39           > 90 s (ended)                    0.01 s, 0.01 s, 27 MB
+plan 70e9, 1024 devices, s = 2^17 --json   4.2 s, 2.4 s, 63 MB; 2.9 MB out   1.7 s user; 1.0 MB
+plan 70e9, 2^40 devices, s = 2^17          21.7 s, 13.3 s, 88 MB             6.2 s, 3.0 s, 52 MB
+plan 70e9, 2^40 devices, s = 2^17 --json   > 90 s (ended; 8.8 MB out)        3.2 s user; 1.2 MB
+plan 70e9, 2^40 devices, s = 8192          23.2 s, 14.8 s, 86 MB             5.5 s, 2.7 s, 50 MB
+fit, config of 10^4 layers                 6.4 s, 4.2 s, 398 MB              (unchanged: O(L))
+=========================================  ================================  ======================
+
+``fit``'s figures include measuring the activation profile with torch (about 4 s) unless it is
+cached (``~/.cache``: then 0.3-0.7 s); its derivation is still O(L) (``peak.derive`` lists every
+block's backward), bounded by ``MAX_CONFIG_LAYERS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WIDTHS = ["--hidden", "1", "--heads", "1", "--seq", "1", "--vocab", "1"]
+
+#: Runs one command in a fresh interpreter; prints its exit code, seconds, user CPU seconds, peak
+#: bytes, stdout bytes and the last line of stderr.
+MEASURE = """
+import contextlib, io, os, re, sys, time
+from placement_edu.cli import main
+start, cpu = time.perf_counter(), os.times().user
+out = io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()) as err:
+    try:
+        code = main(sys.argv[1:])
+    except MemoryError:
+        code = "MemoryError"
+seconds, user = time.perf_counter() - start, os.times().user - cpu
+peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read())[1]) * 1024
+line = (err.getvalue().strip().splitlines() or [""])[-1][:50]
+print(code, seconds, user, peak, len(out.getvalue().encode()), line, sep="\\t")
+"""
+
+
+def configs(folder: Path) -> dict[str, str]:
+    """HF config files at ``fit``'s limits, written to ``folder``."""
+    gpt2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024}
+    files = {
+        "10^4 layers": {**gpt2, "n_layer": 10_000, "vocab_size": 50257},
+        "vocabulary 10^12": {**gpt2, "n_layer": 12, "vocab_size": 10**12},
+    }
+    out = {}
+    for label, config in files.items():
+        path = folder / f"{label.replace(' ', '_').replace('^', '')}.json"
+        path.write_text(json.dumps(config))
+        out[label] = str(path)
+    return out
+
+
+def commands(folder: Path) -> list[tuple[str, list[str]]]:
+    out = []
+    for label, v in (("2", 2), ("1024", 1024), ("131072", 131072), ("2^39", 2**39)):
+        argv = ["time", "--layers", str(2 * v), *WIDTHS, "--mesh", "pipeline=2"]
+        argv += ["--global-batch", "8", "--schedule", f"interleaved:{v}"]
+        out.append((f"time --schedule interleaved:{label}", argv))
+    big = str(2**40)
+    for devices, label in ((1024, "1024"), (2**40, "2^40")):
+        argv = ["plan", "--params", "70e9", "--devices", str(devices), "--seq", "131072"]
+        argv += ["--global-batch", str(devices)]
+        out.append((f"plan 70e9 on {label} devices, s = 2^17", argv))
+        out.append((f"plan 70e9 on {label} devices, s = 2^17 --json", [*argv, "--json"]))
+    argv = ["plan", "--params", "70e9", "--devices", big, "--seq", "8192", "--global-batch", big]
+    out.append(("plan 70e9 on 2^40 devices, s = 8192", argv))
+    for label, path in configs(folder).items():
+        out.append((f"fit --model config ({label})", ["fit", "--model", path, "--devices", "8"]))
+    return out
+
+
+def measure(root: Path, argv: list[str], timeout: float) -> str:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURE, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=root,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{'-':>5}  {'> ' + format(timeout, 'g') + ' s':>9}  (ended: still running)"
+    fields = done.stdout.strip().split("\t")
+    if len(fields) < 5:
+        tail = (done.stderr.strip().splitlines() or ["?"])[-1][:60]
+        return f"{done.returncode:>5}  {tail}"
+    code, seconds, user, peak, size = fields[0], *map(float, fields[1:5])
+    note = fields[5] if len(fields) > 5 else ""
+    return (
+        f"{code:>5}  {seconds:>7.2f} s  {user:>7.2f} s  {peak / 10**6:>7.1f} MB  "
+        f"{size / 10**6:>8.3f} MB  {note}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args()
+    print(f"package at {args.root}; peak = VmHWM of a fresh interpreter")
+    head = f"{'command':<48}  {'exit':>5}  {'wall':>9}  {'user':>9}  {'peak':>10}  {'stdout':>11}"
+    print(head + "  last line of stderr")
+    with tempfile.TemporaryDirectory() as folder:
+        for label, argv in commands(Path(folder)):
+            print(f"{label:<48}  {measure(args.root, argv, args.timeout)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
