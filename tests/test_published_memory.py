@@ -41,14 +41,46 @@ def test_the_allocated_peak_is_below_the_published_reserved_one_and_the_formula_
     assert "Table 1, FSDP (8 GPUs)" in "\n".join(memory_report())
 
 
-def test_readmes_one_peak_table_is_what_compare_prints() -> None:
+def test_readmes_one_peak_table_is_what_compare_and_table_print(capsys) -> None:
+    import json
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    from placement_edu.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
     for r in memory_rows():
         row = (
-            f"| {r.run.gpus} GPUs | {r.run.reserved_gib} GiB | "
+            f"| 8B, {r.run.gpus} GPUs (published, reserved) | {r.run.reserved_gib} GiB | "
             f"{r.allocated / GiB:.2f} GiB ({r.allocated / r.published:.3f}) | "
             f"{r.formula / GiB:.2f} GiB ({r.formula / r.published:.3f}) |"
         )
         assert row in readme, row
+    # the tracker rows: FSDPMemTracker's peak, measured (GPT-2: tests/test_peak_derivation.py's
+    # literal; the 8B shape: docs/measured.md's row, equal to the byte to the prediction)
+    measured_md = (root / "docs" / "measured.md").read_text()
+    assert (
+        "| llama-8b (4096) | 8 | 0 | fsdp2_bf16 | none | equal | equal | 152.021 GB | equal |"
+        in (measured_md)
+    )
+    cases = [
+        (
+            "GPT-2, FSDP2 on 8, fp32 (tracker)",
+            "gpt2 --precision fp32_adam --seq 1024",
+            3_945_257_352,
+        ),
+        ("8B shape, s = 4,096, FSDP2 on 8, bf16 (tracker)", "llama-8b --seq 4096", None),
+    ]
+    for label, argv, measured in cases:
+        capsys.readouterr()
+        assert main(["table", "--model", *argv.split(), "--devices", "8", "--json",
+                     "--strategies", "zero3"]) == 0  # fmt: skip
+        [row] = json.loads(capsys.readouterr().out)
+        measured = measured or row["peak_bytes"]
+        assert row["peak_bytes"] == measured and round(measured / 1e9, 3) in (3.945, 152.021)
+        line = (
+            f"| {label} | {measured / GiB:.2f} GiB | {row['peak_bytes'] / GiB:.2f} GiB "
+            f"({row['peak_bytes'] / measured:.3f}) | {row['formula_peak_bytes'] / GiB:.2f} GiB "
+            f"({row['formula_peak_bytes'] / measured:.3f}) |"
+        )
+        assert line in readme, line
