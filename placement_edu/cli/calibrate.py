@@ -24,7 +24,7 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from placement_edu.arguments import described, flag_type
-from placement_edu.cli.run import launched
+from placement_edu.cli.run import ends_as_a_run_does, launched
 from placement_edu.course import require
 from placement_edu.errors import (
     MAX_LOCAL_WORLD_SIZE,
@@ -128,7 +128,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=flag_type(read_int, "TFLOP/s", 100000, "989"),
         help="the device's dense bf16 peak (default: the --gpu's, timing.PEAK_FLOPS)",
     )
-    p.set_defaults(handler=_calibrate)
+    p.set_defaults(handler=ends_as_a_run_does(_calibrate))  # (its signals: as run's)
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import json
 
 from placement_edu.architectures import PRESETS as MODELS, REFERENCE_SEQ, get_architecture
 from placement_edu.arguments import described, flag_type
+from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
@@ -140,7 +141,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where --verify measures: cpu (PyTorch's trackers under FakeTensorMode, any N); "
         "cuda (a real step on this machine's GPU, CUDA's allocator; N = 1, fp32)",
     )
-    p.set_defaults(handler=_fit)
+    p.set_defaults(handler=ends_as_a_run_does(_fit))  # (its signals: as run's)
 
 
 #: What ``fit`` assumes when a flag is not given: what PyTorch trainers run (torchtitan, HF's

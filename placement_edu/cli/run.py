@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=described(__doc__),
     )
     add_arguments(p)
-    p.set_defaults(handler=_run)
+    p.set_defaults(handler=ends_as_a_run_does(_run))
 
 
 #: What a launch returns (a RunResult, a TorchRefResult, a CalibrationResult): ``show`` prints it.
@@ -39,23 +39,46 @@ R = TypeVar("R")
 
 def launched(launch: Callable[[], R], show: Callable[[R], str], what: str = "run") -> int:
     """Run ``launch`` (it starts processes) and print ``show`` of its result; the exit status. Every
-    launching command ends the same way: Ctrl-C or SIGTERM, one line and 130 or 143; a failed rank,
-    the report (root cause first) and 1. The launch runs in an agent (``runtime/agent.py``): this
-    process never imports torch for it."""
-    from placement_edu.runtime.agent import for_a_command
-    from placement_edu.runtime.launcher import RunFailed, RunInterrupted
+    launching command ends the same way: Ctrl-C, SIGTERM, SIGHUP or SIGQUIT, one line and 130,
+    143, 129 or 131, whenever it comes (``launcher.ends_as_a_run``); a failed rank, the report
+    (root cause first) and 1. The launch runs in an agent (``runtime/agent.py``): this process
+    never imports torch for it."""
+    from placement_edu.runtime.agent import BEFORE, for_a_command
+    from placement_edu.runtime.launcher import (
+        AFTER_THE_RUN,
+        RunFailed,
+        RunInterrupted,
+        ends_as_a_run,
+        phase,
+    )
 
-    try:
-        with for_a_command():
-            result = launch()
-    except RunInterrupted as stopped:
-        print(f"placement-edu: {stopped}", file=sys.stderr)
-        return stopped.exit_code
-    except RunFailed as error:
-        print(f"placement-edu: {what} failed:\n{error}", file=sys.stderr)
-        return 1
-    print(show(result))
-    return 0
+    def body() -> int:
+        try:
+            with for_a_command(), phase(BEFORE):
+                result = launch()
+        except RunInterrupted as stopped:
+            print(f"placement-edu: {stopped}", file=sys.stderr)
+            return stopped.exit_code
+        except RunFailed as error:
+            print(f"placement-edu: {what} failed:\n{error}", file=sys.stderr)
+            return 1
+        with phase(AFTER_THE_RUN):
+            print(show(result))
+        return 0
+
+    return ends_as_a_run(body)
+
+
+def ends_as_a_run_does(handler: Callable[[argparse.Namespace], int]) -> Callable:
+    """``handler``, a command that starts processes, ending on a signal as ``run`` does from its
+    first line, before it starts any (``launcher.ends_as_a_run``)."""
+
+    def command(args: argparse.Namespace) -> int:
+        from placement_edu.runtime.launcher import ends_as_a_run
+
+        return ends_as_a_run(lambda: handler(args))
+
+    return command
 
 
 def _run(args: argparse.Namespace) -> int:

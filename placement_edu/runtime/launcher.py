@@ -19,16 +19,18 @@ file of a run lives in one folder (``rundir``), removed however the run ends.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import uuid
 import warnings
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
@@ -96,31 +98,31 @@ def launch(
 
     method = forkserver.start_method()  # (before holding the server: it may start it again)
     forkserver.hold(jobs)
-    run_dir = rundir.make("run")
-    rundir.quiet_resource_tracker()
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=world_size,
-        run_id=f"placement-edu-{uuid.uuid4().hex[:12]}",
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        max_restarts=0,
-        monitor_interval=0.1,
-        start_method=method,
-        logs_specs=rundir.logs(run_dir),
-        **torch_handles_only(LaunchConfig),
-    )
-    stop, handlers = threading.Event(), _handlers()
-    threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
-    if progress:
-        threading.Thread(
-            target=progress_file.show_on_stderr,
-            args=(os.path.join(run_dir, "progress"), stop, world_size),
-            daemon=True,
-        ).start()
-    before, started = set(multiprocessing.active_children()), time.time() - 1
-    try:
+    run_dir, stop, handlers = "", threading.Event(), _handlers()
+    try:  # (an agent's signal before the launch takes them: the folder is removed all the same)
+        run_dir = rundir.make("run")
+        rundir.quiet_resource_tracker()
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=world_size,
+            run_id=f"placement-edu-{uuid.uuid4().hex[:12]}",
+            rdzv_backend="c10d",
+            rdzv_endpoint="localhost:0",
+            max_restarts=0,
+            monitor_interval=0.1,
+            start_method=method,
+            logs_specs=rundir.logs(run_dir),
+            **torch_handles_only(LaunchConfig),
+        )
+        threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
+        if progress:
+            threading.Thread(
+                target=progress_file.show_on_stderr,
+                args=(os.path.join(run_dir, "progress"), stop, world_size),
+                daemon=True,
+            ).start()
+        before, started = set(multiprocessing.active_children()), time.time() - 1
         with (
             warnings.catch_warnings(),
             _quiet_launcher(),
@@ -201,43 +203,55 @@ def _launch_from_agent(
     )
     forkserver.hold(helper)
     handlers, stopped = _handlers(), None
+    outcome: tuple[str, Any] | None = None
     try:
-        helper.start()
-        send.close()
-        with _stop_on_signals():
+        with _stop_on_signals():  # from the agent's start to its end: no signal is lost
             try:
-                outcome = receive.recv()
+                helper.start()  # (a signal while it forks is taken once it is known: _raise_stop)
+                send.close()
+                try:
+                    outcome = receive.recv()
+                except EOFError:  # it died without a word (killed for memory)
+                    outcome = ("error", _agent_died(helper))
+                helper.join()
             except (KeyboardInterrupt, _Stop) as stop:
                 stopped = getattr(stop, "signum", signal.SIGINT)
-            except EOFError:  # it died without a word (killed for memory)
-                outcome = ("error", _agent_died(helper))
         if stopped is not None:
-            outcome = _after_signal(helper, receive, stopped)
-        helper.join()
+            outcome = _after_signal(helper, receive, stopped, outcome)
+            helper.join()
     finally:
         _restore(handlers)
         forkserver.release(helper)
+    assert outcome is not None  # (answered, or made by _after_signal)
     kind, value = outcome
     if isinstance(value, KeyboardInterrupt):  # a Ctrl-C before the agent's launch took the signals
-        value = RunInterrupted(signal.SIGINT, "interrupted by SIGINT: before its ranks started")
+        value = RunInterrupted(signal.SIGINT, f"interrupted by SIGINT: {agent.BEFORE}")
     if kind == "error":
         raise value
     return value  # type: ignore[no-any-return]
 
 
-def _after_signal(helper: BaseProcess, receive: Any, signum: int) -> tuple[str, Any]:
+def _after_signal(
+    helper: BaseProcess, receive: Any, signum: int, outcome: tuple[str, Any] | None
+) -> tuple[str, Any]:
     """The agent, signalled with this process's group, stops its ranks and says where; passed on
-    to it if it was not; ended if it says nothing."""
-    if not receive.poll(1.0) and helper.pid is not None:
-        os.kill(helper.pid, signum)
-    if receive.poll(INTERRUPT_WAIT_S):
-        try:
-            return receive.recv()  # type: ignore[no-any-return]
-        except EOFError:
-            pass
-    helper.kill()
+    to it if it was not; ended if it says nothing. A signal that came once the agent had answered
+    (the run's last moments) is not lost: the run ended, its report is not printed."""
     name = signal.Signals(signum).name
-    return "error", RunInterrupted(signum, f"interrupted by {name}: stopped the run's agent")
+    if outcome is None and helper.pid is not None:
+        if not receive.poll(1.0):
+            os.kill(helper.pid, signum)
+        if receive.poll(INTERRUPT_WAIT_S):
+            try:
+                outcome = receive.recv()
+            except EOFError:
+                pass
+    if outcome is None:
+        helper.kill()
+        return "error", RunInterrupted(signum, f"interrupted by {name}: stopped the run's agent")
+    if outcome[0] == "ok":
+        return "error", RunInterrupted(signum, f"interrupted by {name}: {AFTER_THE_RUN}")
+    return outcome
 
 
 def _agent_died(helper: BaseProcess) -> RunFailed:
@@ -293,14 +307,54 @@ SIGNALS = tuple(
 
 
 class _Stop(BaseException):
-    """Raised by this module's SIGINT/SIGTERM handler in a kernel or a command while its agent
-    launches (``_launch_from_agent``: no torch there). Not an ``Exception``: nothing on the way may
-    catch it. The launching process itself raises torch's ``SignalException`` (``_as_torch_would``),
-    as torch's own handler would: its launcher then stops the ranks with the signal."""
+    """Raised by this module's handler of ``SIGNALS`` in a kernel or a command while its agent
+    launches (``_launch_from_agent``: no torch there), and in a command that starts processes from
+    its first line to its last (``ends_as_a_run``). Not an ``Exception``: nothing on the way may
+    catch it. ``where``: the command's phase when it came (``phase``). The launching process itself
+    raises torch's ``SignalException`` (``_as_torch_would``), as torch's own handler would: its
+    launcher then stops the ranks with the signal."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, where: str = "") -> None:
         super().__init__(signum)
-        self.signum = signum
+        self.signum, self.where = signum, where
+
+
+#: Where a command is, named by the line a signal prints outside a launch (``phase``).
+_where = "before any process started"
+#: The line's ending for a signal that came once a run had ended (the ranks and the agent gone).
+AFTER_THE_RUN = "after the run ended, before its report was printed"
+
+
+@contextlib.contextmanager
+def phase(where: str) -> Iterator[None]:
+    """Meanwhile, a signal to the command says it came ``where`` (``ends_as_a_run``)."""
+    global _where
+    before, _where = _where, where
+    try:
+        yield
+    finally:
+        _where = before
+
+
+def ends_as_a_run(body: Callable[[], int]) -> int:
+    """Run a command that starts processes (``run``, ``calibrate``, ``fit --verify``...) so that
+    it ends as ``run`` does at every phase: SIGINT, SIGTERM, SIGHUP or SIGQUIT (to the command or
+    its process group) ends it with one line naming where it was, and exit status 128 + the
+    signal (130, 143, 129, 131). Its processes were ended on the way (``_launch_from_agent``, a
+    ``TrackerProcess``'s ``close``), and it exits as Python does, which removes its
+    multiprocessing folder. The exit status of ``body`` otherwise."""
+    handlers = _handlers()
+    try:
+        with _stop_on_signals():
+            return body()
+    except _Stop as stop:
+        for sig in SIGNALS:  # ending now: a second signal changes nothing
+            signal.signal(sig, signal.SIG_IGN)
+        name = signal.Signals(stop.signum).name
+        print(f"placement-edu: interrupted by {name}: {stop.where}", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        _restore(handlers)
 
 
 #: The signals torch's launcher is to handle itself: the others (SIGINT, SIGTERM) are ours.
@@ -318,15 +372,21 @@ def torch_handles_only(launch_config: type) -> dict[str, Any]:
     return {"signals_to_handle": TORCH_HANDLES} if wanted else {}
 
 
-def _raise_stop(signum: int, _frame: FrameType | None) -> None:
-    raise _Stop(signum)
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    """``_Stop``, where the command is -- but not while a process is being started: taken again a
+    moment later, once it is known and can be ended (``_as_torch_would``)."""
+    if _starting_a_process(frame):
+        threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
+        return
+    raise _Stop(signum, _where)
 
 
 class _stop_on_signals:
-    """In the main thread, during a launch: SIGINT and SIGTERM go to ``handler`` (``_Stop`` raised,
-    unless told otherwise), and torch's launcher is told to leave them to us
-    (``TORCHELASTIC_SIGNALS_TO_HANDLE``, and ``torch_handles_only``: it keeps SIGHUP and SIGQUIT).
-    Elsewhere a thread cannot take signals: nothing changes."""
+    """In the main thread, during a launch or a command: ``SIGNALS`` go to ``handler`` (``_Stop``
+    raised, unless told otherwise), and torch's launcher is told to leave SIGINT and SIGTERM to us
+    (``TORCHELASTIC_SIGNALS_TO_HANDLE``, and ``torch_handles_only``: from its start it handles
+    SIGHUP and SIGQUIT itself, as ``_as_torch_would`` does). Elsewhere a thread cannot take
+    signals: nothing changes."""
 
     def __init__(self, handler: Callable[[int, FrameType | None], None] = _raise_stop) -> None:
         self.handler = handler
@@ -336,7 +396,7 @@ class _stop_on_signals:
         if self.active:
             self.env = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
             os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = TORCH_HANDLES
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in SIGNALS:
                 signal.signal(sig, self.handler)
         return self
 
@@ -424,7 +484,10 @@ LOST_PEER = (
     "Connection closed by peer",
     "Connection reset by peer",
     "did not complete within",
+    "wait timeout after",  # (torch's store, while the ranks meet: a peer never came)
 )
+#: What a rank's error says when a peer it waited for never came: that peer hung.
+TIMED_OUT = ("did not complete within", "wait timeout after")
 
 
 def _beacon(run_dir: str, rank: int) -> tuple[str, float]:
@@ -470,10 +533,11 @@ def _explain(run_dir: str, error: ChildFailedError, world_size: int, timeout_s: 
                 continue
     reports.sort()
     wrote = {rank for _, rank, _ in reports}
+    reaped = {r for r in range(world_size) if os.path.exists(os.path.join(run_dir, f"reaped-{r}"))}
     killed = [
         rank
         for rank, f in sorted(error.failures.items())
-        if rank not in wrote and f.exitcode is not None and f.exitcode < 0
+        if rank not in wrote | reaped and f.exitcode is not None and f.exitcode < 0
     ]
     lines = [
         f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} "
@@ -485,7 +549,7 @@ def _explain(run_dir: str, error: ChildFailedError, world_size: int, timeout_s: 
         silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
         if silent:  # a collective timed out: it hung; else it died
             state, entered = _beacon(run_dir, reports[0][1])  # the first to report
-            hung = any("did not complete within" in trace for _, _, trace in reports) or (
+            hung = any(any(s in trace for s in TIMED_OUT) for _, _, trace in reports) or (
                 state == "in" and reports[0][0] - entered >= 0.9 * timeout_s
             )
             how = (

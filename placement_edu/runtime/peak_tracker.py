@@ -172,7 +172,15 @@ class TrackerProcess:
         self._pipe: Connection | None = None  # this end; the child holds the other
 
     def measure(self, **case: object) -> dict:
-        """``measure(**case)`` in this process's child: the tracker's figures (bytes)."""
+        """``measure(**case)`` in this process's child: the tracker's figures (bytes). A signal
+        meanwhile, in a command, ends it with its child (``launcher.ends_as_a_run``)."""
+        from placement_edu.runtime.launcher import phase
+
+        where = f"stopped PyTorch's tracker measuring {case.get('model')} on {case.get('devices')} "
+        with phase(where + "fake ranks (its process ended)"):
+            return self._measure(case)
+
+    def _measure(self, case: dict) -> dict:
         if self._child is None:
             self._start()
         assert self._pipe is not None
@@ -196,6 +204,7 @@ class TrackerProcess:
         import multiprocessing
 
         from placement_edu.runtime import forkserver
+        from placement_edu.runtime.launcher import ranks_start_with_sigint_held
 
         context = multiprocessing.get_context(forkserver.start_method())
         self._pipe, theirs = context.Pipe()
@@ -203,9 +212,12 @@ class TrackerProcess:
         # (typeshed answers get_context(str) with BaseContext, which has no Process; a forkserver or
         # spawn context, which this is, has one)
         self._child = context.Process(  # type: ignore[attr-defined]
-            target=_serve, args=(theirs,), daemon=True
+            target=_serve, args=(theirs, forkserver.owner()), daemon=True
         )
-        self._child.start()
+        with (
+            ranks_start_with_sigint_held()
+        ):  # (a Ctrl-C now: held in the child until it ignores it)
+            self._child.start()
         theirs.close()  # (the child's end is the child's alone: its death reads as EOF here)
 
     def close(self) -> None:
@@ -214,8 +226,9 @@ class TrackerProcess:
 
         if self._child is None:
             return
-        self._child.kill()
-        self._child.join()
+        if self._child.pid is not None:  # (None: a signal came before it was forked)
+            self._child.kill()
+            self._child.join()
         if self._pipe is not None:
             self._pipe.close()
         self._child, self._pipe = None, None
@@ -235,9 +248,22 @@ def measure_in_subprocess(timeout_s: float = 600, **case: object) -> dict:
         return process.measure(**case)
 
 
-def _serve(pipe: Connection) -> None:
+def _serve(pipe: Connection, owner: tuple[int, str]) -> None:
     """The child's side: case after case, each answered ("ok", ``measure(**case)``) or ("error",
-    why), until the parent closes its end."""
+    why), until the parent closes its end. The parent alone ends it: a signal to the terminal's
+    process group is ignored here (the parent, signalled too, kills this process); and if the
+    parent is killed, this process ends at once and removes the parent's multiprocessing folder,
+    as a rank does (``worker._exit_with``), instead of measuring on into a closed pipe."""
+    import signal
+    import threading
+
+    from placement_edu.runtime.launcher import SIGNALS
+    from placement_edu.runtime.worker import _exit_with
+
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # (held since it was forked)
+    threading.Thread(target=_exit_with, args=(owner, None), daemon=True).start()
     while True:
         try:
             case = pipe.recv()

@@ -131,22 +131,51 @@ class _stderr_to_devnull:
 
 
 def reap(path: str, stop: threading.Event, grace_s: float = 2.0) -> None:
-    """Once a rank has failed (its traceback is in ``path``), kill every rank still alive
-    ``grace_s`` later. torch's launcher stops the others with SIGTERM and waits 30 s before
-    SIGKILL; a frozen rank ignores SIGTERM, so without this the run would end 30 s late. (A
-    thread of the launching process, until ``stop`` is set or the folder is gone.)"""
+    """Once a rank has failed -- its traceback is in ``path``, or it died without a word (killed:
+    ``died_silently``) -- kill every rank still alive ``grace_s`` later. torch's launcher stops the
+    others with SIGTERM and waits 30 s before SIGKILL; a frozen rank ignores SIGTERM, and so does
+    a rank still meeting its peers (its handler waits for torch's C++ to return), so without this
+    the run would end 30 s late. (A thread of the launching process, until ``stop`` is set or the
+    folder is gone.)"""
     while not stop.wait(0.1):
         try:
-            if any(name.startswith("error-") for name in os.listdir(path)):
-                break
+            names = os.listdir(path)
         except FileNotFoundError:  # removed as this process exits: nothing left to watch
             return
+        if any(name.startswith("error-") for name in names) or died_silently(path, names):
+            break
     if not stop.wait(grace_s):
         kill_ranks(path)
 
 
+#: What a rank leaves in its run's folder as it ends, other than killed: its traceback
+#: (``worker._fail``), its results (``worker._done``), stopped by the launcher (its SIGTERM
+#: handler), or killed by this module (``kill_ranks``).
+ENDINGS = ("error-", "done-", "stopped-", "reaped-")
+
+
+def died_silently(path: str, names: list[str]) -> bool:
+    """Whether a rank that wrote its process id in ``path`` has ended without leaving any of
+    ``ENDINGS``: killed (SIGKILL, the kernel's OOM killer), while its peers may still wait to meet
+    it inside torch, deaf to the launcher's SIGTERM."""
+    for name in names:
+        if name.startswith("pid-"):
+            rank = name[4:]
+            if any(f"{end}{rank}" in names for end in ENDINGS):
+                continue
+            try:
+                with open(os.path.join(path, name)) as f:
+                    pid = int(f.read())
+            except (OSError, ValueError):  # a half-written file
+                continue
+            if not alive(pid):
+                return True
+    return False
+
+
 def kill_ranks(path: str) -> None:
-    """SIGKILL every rank that wrote its process id in ``path`` (``pid-RANK``)."""
+    """SIGKILL every rank that wrote its process id in ``path`` (``pid-RANK``), leaving
+    ``reaped-RANK`` first: the report then names them as ended by the launcher, not as killed."""
     try:
         names = os.listdir(path)
     except FileNotFoundError:
@@ -155,6 +184,9 @@ def kill_ranks(path: str) -> None:
         if name.startswith("pid-"):
             try:
                 with open(os.path.join(path, name)) as f:
-                    os.kill(int(f.read()), signal.SIGKILL)
+                    pid = int(f.read())
+                if alive(pid):
+                    open(os.path.join(path, f"reaped-{name[4:]}"), "w").close()
+                os.kill(pid, signal.SIGKILL)
             except (OSError, ValueError):  # gone already, or a half-written file
                 pass

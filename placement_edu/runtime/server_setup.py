@@ -18,11 +18,18 @@ and lets go of the run's semaphores, and the one it did not know then fails to u
 (``SemLock._rebuild``: FileNotFoundError). The server prints such a failure with
 ``sys.excepthook``, onto the learner's terminal; ``quiet_if_its_launch_is_gone`` prints nothing
 for that one case, and every other failure as before.
+
+Ctrl-C is the launcher's to handle, not the server's: it ignores SIGINT from its first import on
+(multiprocessing's server does so only after all of them: a Ctrl-C to the terminal's process group
+while it imported torch killed it with a KeyboardInterrupt traceback, and the launch that was
+forking from it failed). What it forks inherits that until it chooses (``worker._start_rank``, the
+agent, ``peak_tracker._serve``).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from multiprocessing import spawn
@@ -60,3 +67,4 @@ def quiet_if_its_launch_is_gone(
 
 
 sys.excepthook = quiet_if_its_launch_is_gone
+signal.signal(signal.SIGINT, signal.SIG_IGN)

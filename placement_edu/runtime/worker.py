@@ -206,12 +206,14 @@ def run_job(
 
 def _inject_failure(failure: dict | None, timeout_s: float) -> None:
     """For the failure-handling tests: one rank raises, hangs past the collective timeout, is
-    killed by SIGKILL, or is frozen by SIGSTOP;
+    killed by SIGKILL, or is frozen by SIGSTOP -- once the ranks have met, or with ``"at":
+    "start"`` before (while the others wait for it to meet them);
     with ``pid_dir``, every rank first writes its process id there (to check none outlives)."""
+    rank = int(os.environ.get("RANK", "0"))
     if failure and failure.get("pid_dir"):
-        with open(os.path.join(failure["pid_dir"], str(dist.get_rank())), "w") as f:
+        with open(os.path.join(failure["pid_dir"], str(rank)), "w") as f:
             f.write(str(os.getpid()))
-    if not failure or dist.get_rank() != failure.get("rank", 1):
+    if not failure or rank != failure.get("rank", 1):
         return
     if failure.get("kind") == "raise":
         raise RuntimeError("injected failure: this rank raised on purpose")
@@ -238,12 +240,17 @@ def main(
     rank ends when that process ends, and removes what it left."""
     try:
         _start_rank(run_dir, owner=owner)
+        starting = failure is not None and failure.get("at") == "start"
+        if starting:
+            _inject_failure(failure, timeout_s)
         dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
-        _inject_failure(failure, timeout_s)
+        if not starting:
+            _inject_failure(failure, timeout_s)
         progress = os.path.join(run_dir, "progress") if run_dir else None
         results = [run_job(job, timeout_s, progress, (j, len(jobs))) for j, job in enumerate(jobs)]
         if failure and failure.get("kind") == "hang":  # a hang test must not pass silently
             raise AssertionError("the injected hang did not end the run")
+        _done(run_dir)
         return results
     except BaseException:
         _fail(run_dir)
@@ -338,6 +345,16 @@ def _leave(run_dir: str | None, owner_dir: str) -> None:
     os._exit(1)
 
 
+def _done(run_dir: str | None) -> None:
+    """This rank ends with its results: ``done-RANK`` in the run's folder, so that the launcher's
+    reaper does not take its exit for a death (``rundir.died_silently``)."""
+    if run_dir:
+        try:
+            open(os.path.join(run_dir, f"done-{os.environ.get('RANK', '0')}"), "w").close()
+        except OSError:  # the folder is gone: the run has ended
+            pass
+
+
 def _fail(run_dir: str | None) -> NoReturn:
     """Leave this rank's traceback, timed, where the launcher reads it (the earliest is the root
     cause), and exit 1. Launched by the package, the rank exits at once: the traceback is in the
@@ -388,6 +405,7 @@ def pool_main(
                 time.sleep(POLL_S)
             job = pickle.loads(store.get(f"job/{k}"))
             if job == "stop":
+                _done(run_dir)
                 return []
             configs, failure = job
             _inject_failure(failure, timeout_s)

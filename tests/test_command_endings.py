@@ -1,0 +1,206 @@
+"""Every command that starts processes ends as ``run`` does, on every signal and at every phase
+(issue 43, items 2-4): one line naming where it was, exit 128 + the signal, no process left, the
+TMPDIR the test sets as empty as before. One mechanism (``launcher.ends_as_a_run``) for ``run``,
+``calibrate`` and ``fit --verify``; a rank killed or frozen while the ranks start is named first,
+within seconds of its death or of the timeout (not torch's 30 s grace)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_runtime_endings import (
+    CLI,
+    _all_gone,
+    _children,
+    _session,
+    _start,
+    _when_all_ranks_exist,
+)
+
+pytestmark = pytest.mark.runtime
+
+SHORT = [sys.executable, "-m", "placement_edu.cli", "run", "zero3", "--world-size", "2"]
+#: A ``fit --verify`` small enough for CI: GPT-2 on 2 fake ranks, 64 tokens (~5 s of tracking).
+FIT = [sys.executable, "-m", "placement_edu.cli", "fit", "--model", "gpt2", "--devices", "2"]
+FIT += ["--seq", "64", "--verify"]
+
+
+def _ended(command, sig: signal.Signals, code: int, tmp: Path, within_s: float = 30) -> str:
+    """``command``'s one line on stderr, once it has ended with ``code`` within ``within_s``,
+    leaving no process and nothing in ``tmp``."""
+    sent = time.monotonic()
+    out, err = command.communicate(timeout=within_s + 30)
+    took = time.monotonic() - sent
+    assert command.returncode == code, err[-3000:]
+    assert err.splitlines() == [err.strip()], err[-3000:]  # one line
+    assert err.startswith(f"placement-edu: interrupted by {sig.name}: "), err
+    assert out == ""  # no report: the signal is never lost
+    assert took < within_s, f"ended {took:.1f} s after the signal"
+    assert _all_gone(command.pid) == [] and list(tmp.iterdir()) == []
+    return err.strip()
+
+
+def _progress(tmp: Path) -> list[str]:
+    return [p.read_text().split() for p in tmp.glob("placement-edu-*/progress") if p.exists()]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
+def test_sighup_and_sigquit_end_a_run_with_the_line_the_ending_table_promises(
+    run_tmpdir, sig, code
+):
+    """A regression since the launch moved into an agent: the command died by the default action
+    (exit 129 or 131, no line)."""
+    command = _start(CLI + ["--steps", "2000"], run_tmpdir)
+    try:
+        while not any(_progress(run_tmpdir)):
+            assert command.poll() is None, command.stderr.read()[-2000:]
+            time.sleep(0.05)
+        os.kill(command.pid, sig)
+        line = _ended(command, sig, code, run_tmpdir)
+    finally:
+        command.kill()
+    assert " ranks of zero3 on data=4 after step " in line, line
+
+
+def test_a_sigterm_in_the_first_second_of_a_short_run_prints_the_line_and_leaves_nothing(
+    run_tmpdir,
+):
+    """The rank server's ``pymp-*/listener-*`` stayed in TMPDIR, and the command died with no
+    line. (Sent 0.5 s in: the command has its handlers from its handler's first line, ~0.15 s.)"""
+    command = _start(SHORT + ["--steps", "2"], run_tmpdir)
+    try:
+        time.sleep(0.5)
+        os.kill(command.pid, signal.SIGTERM)
+        _ended(command, signal.SIGTERM, 143, run_tmpdir)
+    finally:
+        command.kill()
+
+
+def test_a_sigterm_in_the_last_moments_of_a_short_run_is_never_lost(run_tmpdir):
+    """Once rank 0 has written the last step, the run ends within a second: the signal was lost
+    (exit 0 and the report, 3 of 4) or a ``_Stop: 15`` traceback."""
+    command = _start(SHORT + ["--steps", "3"], run_tmpdir)
+    try:
+        while not any(line[2:4] == ["3", "3"] for line in _progress(run_tmpdir)):
+            assert command.poll() is None, command.stderr.read()[-2000:]
+            time.sleep(0.005)
+        os.kill(command.pid, signal.SIGTERM)
+        _ended(command, signal.SIGTERM, 143, run_tmpdir)
+    finally:
+        command.kill()
+
+
+#: A run with rank 2 killed (or frozen) before it meets the others, as ``run`` launches it.
+AT_START = """
+import sys
+from placement_edu.runtime import RunConfig, RunFailed, agent
+from placement_edu.runtime.launcher import launch
+try:
+    failure = {"kind": sys.argv[1], "rank": 2, "at": "start"}
+    with agent.for_a_command():
+        launch([RunConfig("zero3", 4)], 4, timeout_s=float(sys.argv[2]), progress=False,
+               failure=failure)
+except RunFailed as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize(
+    "kind, timeout_s, first",
+    [
+        # killed: ended within seconds of the death, not after the 30 s timeout (nor torch's 30 s)
+        ("kill", 30, "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)"),
+        # frozen: the others' store times out (5 s); the frozen rank is named, not rank 0
+        ("freeze", 5, "rank 2 stopped first: it hung (the others timed out waiting for it)"),
+    ],
+)
+def test_a_rank_killed_or_frozen_while_the_ranks_start_is_named_first_within_seconds(
+    run_tmpdir, kind, timeout_s, first
+):
+    command = _start([sys.executable, "-c", AT_START, kind, str(timeout_s)], run_tmpdir)
+    try:
+        started = _when_all_ranks_exist(run_tmpdir, command, 4)
+        out, err = command.communicate(timeout=120)
+    finally:
+        command.kill()
+    took = time.monotonic() - started
+    assert out.splitlines()[0] == first, (out[:2000], err[-2000:])
+    assert took < (5 if kind == "kill" else timeout_s + 5), f"named {took:.1f} s after the start"
+    assert _all_gone(command.pid) == [] and list(run_tmpdir.iterdir()) == []
+
+
+def _tracker_measuring(command) -> None:
+    """Until the rank server has forked the tracker's process, then one second more."""
+    deadline = time.monotonic() + 120
+    while True:
+        assert time.monotonic() < deadline and command.poll() is None, command.stderr.read()
+        servers = [
+            pid
+            for pid in _session(command.pid)
+            if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        if servers and _children(servers[0]):
+            break
+        time.sleep(0.02)
+    time.sleep(1)
+
+
+@pytest.mark.parametrize(
+    "sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)]
+)
+def test_fit_verify_ends_with_its_tracker_on_a_signal_mid_measurement(run_tmpdir, sig, code):
+    """The command died by the default action; its tracker measured on to the end, then printed a
+    28-line BrokenPipe traceback, and ``pymp-*`` stayed in TMPDIR. Ctrl-C goes to the group."""
+    command = _start(FIT, run_tmpdir)
+    try:
+        _tracker_measuring(command)
+        (os.killpg if sig == signal.SIGINT else os.kill)(command.pid, sig)
+        line = _ended(command, sig, code, run_tmpdir, within_s=10)
+    finally:
+        command.kill()
+    assert line.endswith(
+        "stopped PyTorch's tracker measuring gpt2 on 2 fake ranks (its process ended)"
+    )
+
+
+#: Ctrl-C to the process group in the narrowest window: the server has been asked to fork the
+#: tracker's process and has not yet answered with its process id.
+TRACKER_FORKING = """
+import os, signal, sys
+from multiprocessing import forkserver, get_context
+from placement_edu.runtime import forkserver as server
+from placement_edu.runtime.launcher import ends_as_a_run
+from placement_edu.runtime.peak_tracker import measure_in_subprocess
+
+context = get_context(server.start_method())
+ready = context.Process(target=int)  # (the server up and past its imports)
+ready.start()
+ready.join()
+read_signed, reads = forkserver.read_signed, []
+
+def ctrl_c_as_the_tracker_is_forked(fd):
+    reads.append(fd)
+    if len(reads) == 1:  # (its process id; later reads are exit statuses)
+        os.killpg(0, signal.SIGINT)
+    return read_signed(fd)
+
+forkserver.read_signed = ctrl_c_as_the_tracker_is_forked
+sys.exit(ends_as_a_run(lambda: measure_in_subprocess(model="gpt2", devices=2, seq=64) and 0))
+"""
+
+
+def test_ctrl_c_while_the_tracker_is_forked_is_one_line(run_tmpdir):
+    """79 lines, among them ``'NoneType' object has no attribute 'kill'`` from
+    ``TrackerProcess.close`` and the new process's KeyboardInterrupt."""
+    command = _start([sys.executable, "-c", TRACKER_FORKING], run_tmpdir)
+    try:
+        line = _ended(command, signal.SIGINT, 130, run_tmpdir)
+    finally:
+        command.kill()
+    assert "PyTorch's tracker measuring gpt2" in line
