@@ -670,8 +670,12 @@ def plan(
             continue
 
         def fits_at(i: int) -> bool:
-            try:
-                return peak_bytes(run[i][1](), model, run[i][0], recompute, precision) <= budget
+            mesh, strategy = run[i][0], run[i][1]()
+            try:  # (the peak price compares: the module's where peak_of has one)
+                measured = peak_of(strategy, mesh, recompute) if peak_of is not None else None
+                if measured is None:
+                    measured = peak_bytes(strategy, model, mesh, recompute, precision)
+                return measured <= budget
             except PlacementError:
                 return False  # (said in the skipped list if it is the one listed)
 
