@@ -81,23 +81,15 @@ def agent_main(
     """Forked from the rank server: use that server for the ranks, end with the kernel, run
     ``function(*args)`` and send back ("ok", result) or ("error", the exception)."""
     from placement_edu.runtime import forkserver
-    from placement_edu.runtime.launcher import SIGNALS, RunInterrupted, _raise_stop, _Stop
 
     forkserver.borrow(address, owner)
     threading.Thread(target=_exit_with, args=(owner[0],), name="agent-watch", daemon=True).start()
-    for sig in SIGNALS:  # until the launch takes them: a signal before any rank starts
-        signal.signal(sig, _raise_stop)
     try:
         # the server started with Ctrl-C held, for its ranks (``launcher``): this launch takes it
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         outcome: tuple[str, Any] = ("ok", function(*args))
-    except _Stop as stop:
-        name = signal.Signals(stop.signum).name
-        outcome = ("error", RunInterrupted(stop.signum, f"interrupted by {name}: {BEFORE}"))
     except BaseException as error:  # noqa: BLE001 -- every ending goes back to the kernel
         outcome = ("error", error)
-    for sig in SIGNALS:  # answered: a signal from now on is the kernel's or command's to take
-        signal.signal(sig, signal.SIG_IGN)
     try:
         send.send(outcome)
     except Exception as error:  # noqa: BLE001 -- an error that does not pickle: its text

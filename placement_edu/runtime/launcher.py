@@ -198,7 +198,7 @@ def _launch_from_agent(
     args = (jobs, world_size, timeout_s, progress, failure)
     helper = context.Process(  # (not a daemon: it starts the ranks)
         target=agent.agent_main,
-        args=(send, server, forkserver.owner(), launch, args),
+        args=(send, server, forkserver.owner(), _launch_in_the_agent, args),
         name="placement-edu-agent",
     )
     forkserver.hold(helper)
@@ -229,6 +229,23 @@ def _launch_from_agent(
     if kind == "error":
         raise value
     return value  # type: ignore[no-any-return]
+
+
+def _launch_in_the_agent(*args: Any) -> list[list[dict]]:
+    """``launch`` in a launch's agent: a signal before the launch takes the signals ends it as
+    "before its ranks started"; once it has answered, the kernel or command takes them."""
+    from placement_edu.runtime import agent
+
+    for sig in SIGNALS:
+        signal.signal(sig, _raise_stop)
+    try:
+        return launch(*args)
+    except _Stop as stop:
+        name = signal.Signals(stop.signum).name
+        raise RunInterrupted(stop.signum, f"interrupted by {name}: {agent.BEFORE}") from None
+    finally:
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _after_signal(
