@@ -19,9 +19,15 @@ holds in its own way; read top to bottom:
   shapes; HSDP's **replica** axis (r) repeats the data axis's shards, so a rank holds what its data
   group of d gives it, whatever r.
 
-Not priced here yet, and refused in one line: **pipeline** (the micro-batches a stage holds under
-each schedule, the embeddings on the first stage, the head and loss on the last), **context** and
-**expert** axes; ``time`` and ``plan`` price them by the formula.
+- **context** (c): a rank holds s/c tokens of every sequence, so its profile is the one measured at
+  s/c (``context_seq``), and its blocks carry ring attention's K/V chunks or Ulysses' Q, K, V in
+  flight (``with_context_buffers``, as ``time`` counts them);
+- **pipeline** (p, on its own, one device per stage, fp32): a rank's stage slices of the model and
+  the micro-batches in flight after every pass of its schedule, walked off the package's own
+  schedule orders (``derive_pipeline``), with what ``torch.distributed.pipelining`` adds (its
+  receive buffers, the outputs it holds), as ``runtime/axis_tracker.py`` measures them.
+
+Refused in one line: an **expert** axis (these models are dense), a pipeline with other axes.
 
 All figures are bytes.
 """
@@ -202,18 +208,37 @@ def derive_on_mesh(
     optimizer: str = "adam-foreach",
     reshard_after_forward: bool = True,
     sequence_parallel: bool = False,
+    schedule: str = "1f1b",
+    virtual_stages: int = 1,
+    micro_batches: int = 0,
+    context_attention: str = "ring",
 ) -> StepPeak:
     """Rank ``rank`` of ``mesh``'s states and the live set at every event of a step: its tensor
     rank's shapes and profile (``tensor_rank``, ``tensor_profile``), FSDP2 over the data axis as
     ``peak.derive`` places it; a replica axis (HSDP) repeats the data axis's shards, so a rank holds
-    what its data group gives it. A pipeline, context or expert axis is not priced here."""
-    others = [a for a, d in mesh if a not in ("data", "tensor", "replica") and d > 1]
-    expect(
-        not others,
-        f"fit prices the data, tensor and replica axes of a mesh; {mesh} has "
-        f"{', '.join(others)}: leave it out (time and plan price it by the formula)",
-    )
+    what its data group gives it. On a context axis ``profile`` is the one measured at the rank's
+    s/c tokens (``context_seq``), and its attention buffers are added (``context_buffers``). A
+    pipeline axis, on its own, is ``derive_pipeline``'s (``schedule``, ``virtual_stages``,
+    ``micro_batches``). An expert axis is refused: these models have no experts."""
     arch = get_architecture(arch)
+    expect(
+        mesh.degree("expert") == 1,
+        f"an expert axis splits a mixture-of-experts layer's experts over its ranks; "
+        f"{arch.name or arch.kind} is a dense model (no experts): leave the expert axis out of "
+        f"--mesh {mesh} (time and plan price experts on a model given by --experts)",
+    )
+    p, c = mesh.degree("pipeline"), mesh.degree("context")
+    at = mesh.coords(rank)
+    if p > 1:
+        alone = mesh.world_size == p
+        expect(
+            alone,
+            f"fit prices a pipeline axis on its own (--mesh pipeline={p}: one device per stage), "
+            f"got --mesh {mesh}; price the other axes without it",
+        )
+        return derive_pipeline(
+            arch, profile, p, at["pipeline"], schedule, virtual_stages, micro_batches, optimizer
+        )
     t, d = mesh.degree("tensor"), mesh.degree("data")
     expect(
         not sequence_parallel or t > 1,
@@ -223,22 +248,93 @@ def derive_on_mesh(
         profile.seq % t == 0 or not sequence_parallel,
         f"sequence parallelism over {t} cuts s = {profile.seq} evenly: give s divisible by {t}",
     )
-    at = mesh.coords(rank)
     peak = derive(
-        tensor_rank(arch, t),
-        tensor_profile(profile, arch, t, sequence_parallel),
-        d,
-        at["data"],
-        precision,
-        optimizer,
-        reshard_after_forward,
+        arch=tensor_rank(arch, t),
+        profile=tensor_profile(profile, arch, t, sequence_parallel),
+        devices=d,
+        rank=at["data"],
+        precision=precision,
+        optimizer=optimizer,
+        reshard_after_forward=reshard_after_forward,
     )
+    if c > 1:
+        peak = with_context_buffers(peak, arch, profile, c, t, context_attention)
     if t == 1 or fsdp2_applies(d, precision) or optimizer != "adam-foreach":
         return peak  # (FSDP2 makes every parameter a DTensor: one group)
     *rest, step = peak.events
     terms = dict(step.terms)
     terms[OPTIMIZER_TEMPORARIES] = two_group_temporaries(arch, t, sequence_parallel)
     return replace(peak, events=(*rest, Event(step.name, step.phase, terms)))
+
+
+# --- context parallelism --------------------------------------------------------------------------
+#: The attention inputs in flight on a context axis (``schedule.context.context_buffer_bytes``).
+CONTEXT_BUFFERS = "context buffers (K/V or Q/K/V in flight)"
+
+
+def context_seq(seq: int, context: int) -> int:
+    """The tokens of each sequence a context rank holds, s/c (refused in one line where c does
+    not divide s): its profile is measured at these. Every module but attention works token by
+    token; attention, under either way of bringing the other chunks, keeps what SDPA keeps for
+    s/c queries -- ring attention its own chunk's q, k, v, output and logsumexp (the other chunks'
+    K/V pass through, and come round again in backward); Ulysses the same bytes head-split, all s
+    tokens of a/c heads."""
+    expect(
+        seq % context == 0,
+        f"context degree {context} cuts each sequence into equal chunks: s = {seq} does not "
+        f"divide by {context}; give --seq a multiple of {context}",
+    )
+    return seq // context
+
+
+def with_context_buffers(
+    peak: StepPeak,
+    arch: Architecture,
+    profile: ActivationProfile,
+    context: int,
+    tensor: int,
+    attention: str,
+) -> StepPeak:
+    """``peak`` with the context axis's attention buffers added to every block's event (they live
+    while a block's attention runs, one layer at a time): ring attention's K/V chunk in hand and
+    the one arriving (and their dK/dV beside them in backward), or Ulysses' head-split Q, K, V (and
+    their gradients), as ``schedule.context.context_buffer_bytes`` counts them, on the sequence of
+    s = c · (the profile's s/c) tokens, in the profile's compute dtype."""
+    from types import SimpleNamespace
+
+    from placement_edu.models import TransformerSpec
+    from placement_edu.schedule.context import context_applies, context_buffer_bytes
+
+    expect(
+        profile.attention == "sdpa",
+        "a context axis runs attention blockwise (ring) or on whole heads (Ulysses), as "
+        f"scaled_dot_product_attention does; got --attention {profile.attention}: give sdpa",
+    )
+    model = TransformerSpec(
+        layers=arch.layers,
+        hidden=arch.hidden,
+        heads=arch.heads,
+        seq=profile.seq * context,
+        vocab=arch.vocab,
+        micro_batch=profile.micro_batch,
+        ffn=arch.ffn,
+        kv_heads=arch.kv_heads,
+        attention="flash",
+        block="llama" if arch.kind == "llama" else "gpt",
+    )
+    mesh, strategy = (
+        Mesh.of(context=context, tensor=tensor),
+        SimpleNamespace(context_attention=attention),
+    )
+    context_applies(strategy, model, mesh, tensor)
+    unit = {"fp32": 4, "bf16": 2}[profile.compute]
+    sizes = context_buffer_bytes(strategy, model, mesh, tensor, unit)
+    events = []
+    for e in peak.events:
+        if "block" in e.name and e.phase in sizes:
+            e = Event(e.name, e.phase, {**e.terms, CONTEXT_BUFFERS: int(sizes[e.phase])})
+        events.append(e)
+    return replace(peak, events=tuple(events))
 
 
 # --- pipeline parallelism -------------------------------------------------------------------------
@@ -253,10 +349,10 @@ FINAL_NORM = {"gpt2": "transformer.ln_f", "llama": "model.norm"}
 #: and sin): each stage makes its own, for each micro-batch.
 SHARED = "shared by the blocks"
 #: The transient terms of a pipeline rank's events, by name (``peak``'s others beside them).
-IN_FLIGHT = "activations of the micro-batches in flight"
+IN_FLIGHT = "micro-batches in flight"
 RECEIVE_BUFFERS = "receive buffers"
 HELD_BY_THE_SCHEDULE = "held by the schedule"
-BACKWARD_TRANSIENT = "the running backward's temporaries"
+BACKWARD_TRANSIENT = "the backward's temporaries"
 
 
 @dataclass(frozen=True)
@@ -434,14 +530,12 @@ def derive_pipeline(
     # ... and the losses it keeps until the step ends, each with its shifted labels (b·s int64)
     losses, labels = 0, input_bytes(profile.micro_batch, profile.seq) // 2
     events: list[Event] = []
-    flight = 0
     for kind, stage, k in pipeline_passes(schedule, p, rank, m, v):
         c = chunks[stage]
         if kind == "F":
             in_flight[stage] += 1
             latest, output_held = (stage, k), 0
         live = sum(in_flight[s] * chunks[s].keep for s in chunks)
-        flight = max(flight, live)
         terms = {IN_FLIGHT: live, HELD_BY_THE_SCHEDULE: output_held + gradient_held + losses}
         terms[GRADS] = sum(grads.values())
         if kind in ("B", "I"):
@@ -463,6 +557,12 @@ def derive_pipeline(
         HELD_BY_THE_SCHEDULE: losses,
         OPTIMIZER_TEMPORARIES: optimizer_temporaries(optimizer, params // 4, largest, 4),
     }
+    # activations: what is live at the forward/backward peak besides the states and the buffers
+    # (the micro-batches in flight, what the schedule holds, the running backward's temporaries)
+    peak = max(events, key=lambda e: e.total)
+    flight = sum(
+        peak.terms.get(k, 0) for k in (IN_FLIGHT, HELD_BY_THE_SCHEDULE, BACKWARD_TRANSIENT)
+    )
     events.append(Event(f"optimizer step ({optimizer})", "step", {**base, **step}))
     return StepPeak(
         params, all_grads, optimizer_state, flight, inputs, profile.buffers, tuple(events)

@@ -37,14 +37,18 @@ from placement_edu.peak import (
     read_recompute,
     tracker_peak_phase,
 )
+from placement_edu.configuration import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
-from placement_edu.peak_axes import derive_on_mesh
+from placement_edu.strategies import CONTEXT_ATTENTIONS
+from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
 from placement_edu.units import GB, fmt_bytes
 
 #: Ranks a ``--verify`` run shards over (a fake group: one process; N = 1024 takes ~20 s for GPT-2).
 MAX_VERIFY_DEVICES = 4096
 MAX_SEQ = 2**17
 MAX_MICRO_BATCH = 1024
+#: A pipeline step's micro-batches: the derivation walks every pass of the rank's schedule.
+MAX_MICRO_BATCHES = 4096
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -79,14 +83,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--mesh",
         type=flag_type(Mesh.parse),
         default=None,
-        help="the mesh, as time takes it: data=D,tensor=T[,replica=R] (tensor: Megatron's "
-        "column/row pairs in every block, placement_edu.peak_axes; replica: HSDP); --devices is "
-        "its size",
+        help="the mesh, as time takes it: data=D,tensor=T[,replica=R][,context=C] (tensor: "
+        "Megatron's column/row pairs in every block, placement_edu.peak_axes; replica: HSDP; "
+        "context: ring or Ulysses on s/C tokens), or pipeline=P alone (one device per stage, "
+        "fp32; --schedule, --micro-batches); --devices is its size",
     )
     p.add_argument(
         "--sequence-parallel",
         action="store_true",
         help="with a tensor axis: the residual stream cut along the sequence (SequenceParallel)",
+    )
+    p.add_argument(
+        "--schedule",
+        type=flag_type(_schedule),
+        default=None,
+        help=f"with a pipeline axis: {', '.join(SCHEDULE_FORMS)} (default 1f1b), as time takes it",
+    )
+    p.add_argument(
+        "--micro-batches",
+        type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES),
+        default=None,
+        help="with a pipeline axis: m, the micro-batches of one step (default 2p)",
+    )
+    p.add_argument(
+        "--context-attention",
+        choices=CONTEXT_ATTENTIONS,
+        default=None,
+        help="with a context axis: ring (default: K/V chunks passed round) or ulysses "
+        "(all-to-alls, heads <-> sequence); attention is SDPA's on the rank's s/c tokens",
     )
     p.add_argument(
         "--rank",
@@ -159,6 +183,11 @@ def _defaults(args: argparse.Namespace) -> list[str]:
             setattr(args, name, value)
             used.append(f"--{name} {value}")
     return used
+
+
+def _schedule(text: str) -> str:
+    parsed_schedule(text)  # (refused here, in one line, if it is not a schedule)
+    return text
 
 
 def _model(text: str) -> str:
@@ -299,6 +328,8 @@ def _fit(args: argparse.Namespace) -> int:
         "defaults_used": defaulted,
         "mesh": str(args.mesh or Mesh.of(data=args.devices)),
         "sequence_parallel": args.sequence_parallel,
+        **_pipeline_keys(args),
+        **_context_keys(args, seq, peak),
         **_report(peak, memory_bytes),
         "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
         "would_fit_with": fixes,
@@ -317,6 +348,8 @@ def _fit(args: argparse.Namespace) -> int:
         }
     elif args.verify and args.mesh is not None and args.mesh.degree("tensor") > 1:
         result["measured"] = _verify_tensor(args, seq)
+    elif args.verify and args.mesh is not None and args.mesh.degree("pipeline") > 1:
+        result["measured"] = _verify_pipeline(args, seq)
     elif args.verify:
         from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
 
@@ -365,15 +398,25 @@ def _step(
     )
     reshard = RESHARD_AFTER_FORWARD[args.strategy]
     if args.mesh is not None:
+        c = args.mesh.degree("context")
+        if c > 1:  # (a context rank's profile: its s/c tokens)
+            profile, cached = get_profile(
+                args.model, args.micro_batch, context_seq(seq, c), compute, attention, recompute
+            )
+        schedule, virtual_stages = parsed_schedule(args.schedule)
         peak = derive_on_mesh(
-            args.model,
-            profile,
-            args.mesh,
-            args.rank,
-            precision,
-            args.optimizer,
-            reshard,
-            args.sequence_parallel,
+            arch=args.model,
+            profile=profile,
+            mesh=args.mesh,
+            rank=args.rank,
+            precision=precision,
+            optimizer=args.optimizer,
+            reshard_after_forward=reshard,
+            sequence_parallel=args.sequence_parallel,
+            schedule=schedule,
+            virtual_stages=virtual_stages,
+            micro_batches=args.micro_batches,
+            context_attention=args.context_attention,
         )
     else:
         kth = None
@@ -411,6 +454,20 @@ def _resolve_mesh(args: argparse.Namespace) -> None:
     """--devices from --mesh (or the mesh's size checked against it), and the flags a mesh needs:
     refused in one line."""
     mesh = args.mesh
+    for flag, given, axis in (
+        ("--schedule", args.schedule, "pipeline"),
+        ("--micro-batches", args.micro_batches, "pipeline"),
+        ("--context-attention", args.context_attention, "context"),
+    ):
+        expect(
+            given is None or (mesh is not None and mesh.degree(axis) > 1),
+            f"{flag} applies to a {axis} axis: give --mesh with {axis}=N, or leave {flag} out",
+        )
+    args.schedule, args.context_attention = (
+        args.schedule or "1f1b",
+        args.context_attention or "ring",
+    )
+    args.micro_batches = args.micro_batches or 0  # (0: 2p)
     if mesh is None:
         expect(args.devices is not None, "give --devices N, or --mesh (e.g. data=8,tensor=2)")
         expect(not args.sequence_parallel, "--sequence-parallel needs --mesh with a tensor axis")
@@ -420,11 +477,63 @@ def _resolve_mesh(args: argparse.Namespace) -> None:
         f"--mesh {mesh} is {mesh.world_size} devices, --devices says {args.devices}: give one",
     )
     args.devices = mesh.world_size
-    tensor_alone = mesh.degree("data") == mesh.degree("replica") == 1
+    alone = any(mesh.world_size == mesh.degree(axis) for axis in ("tensor", "pipeline"))
     expect(
-        not args.verify or mesh.degree("tensor") == 1 or tensor_alone,
-        f"--verify on a mesh runs tensor parallelism alone (tensor=T), got --mesh {mesh}",
+        not args.verify or alone,
+        "--verify on a mesh runs tensor parallelism (tensor=T) or a pipeline (pipeline=P) alone, "
+        f"got --mesh {mesh}",
     )
+
+
+def _pipeline_keys(args: argparse.Namespace) -> dict:
+    """On a pipeline axis: the schedule and the micro-batches of the step (default 2p)."""
+    p = args.mesh.degree("pipeline") if args.mesh is not None else 1
+    if p == 1:
+        return {}
+    return {"schedule": args.schedule, "micro_batches": args.micro_batches or 2 * p}
+
+
+def _context_keys(args: argparse.Namespace, seq: int, peak: StepPeak) -> dict:
+    """On a context axis: the tokens a rank holds and its attention buffers, by phase (bytes)."""
+    c = args.mesh.degree("context") if args.mesh is not None else 1
+    if c == 1:
+        return {}
+    buffers = {
+        phase: max(e.terms.get(CONTEXT_BUFFERS, 0) for e in peak.events if e.phase == phase)
+        for phase in ("forward", "backward")
+    }
+    return {
+        "context_attention": args.context_attention,
+        "context": {"tokens_per_rank": seq // c, "buffers": buffers},
+    }
+
+
+def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
+    """PyTorch's ``MemTracker`` on pipeline rank ``--rank``: its stages in
+    ``torch.distributed.pipelining`` on a fake group, run by its schedule
+    (``axis_tracker.pipeline_measure``), under the keys ``_measured`` gives."""
+    from placement_edu.runtime.axis_tracker import measure_here, pipeline_measure
+    from placement_edu.runtime.peak_tracker import states
+
+    schedule, virtual_stages = parsed_schedule(args.schedule)
+    raw = measure_here(
+        measuring=pipeline_measure,
+        model=args.model,
+        stages=args.mesh.degree("pipeline"),
+        rank=args.rank,
+        schedule=schedule,
+        virtual_stages=virtual_stages,
+        micro_batches=args.micro_batches,
+        micro_batch=args.micro_batch,
+        seq=seq,
+        attention=args.attention,
+        recompute=args.recompute,
+        optimizer=args.optimizer,
+    )
+    return {
+        **_measured(states(raw, False), raw["forward_backward_peak"]),
+        "seconds": raw["seconds"],
+    }
 
 
 def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
@@ -465,6 +574,8 @@ def _text(r: dict, peak: StepPeak) -> str:
     )
     if r["mesh"] != f"data={r['devices']}":
         sp = ", sequence parallel" if r["sequence_parallel"] else ""
+        if "schedule" in r:
+            sp = f", {r['schedule']} over {r['micro_batches']} micro-batches"
         where = f"mesh {r['mesh']}{sp} (placement_edu.peak_axes), rank {r['rank']}"
         fsdp = fsdp2_applies(Mesh.parse(r["mesh"]).degree("data"), r["precision"])
     p = r["profile"]
@@ -492,7 +603,11 @@ def _text(r: dict, peak: StepPeak) -> str:
             m and m["memory"]["grads"],
         ),
         ("optimizer (Adam m, v, step)", r["memory"]["optimizer"], m and m["memory"]["optimizer"]),
-        ("activations after forward", r["memory"]["activations"], m and m["memory"]["activations"]),
+        (
+            "activations+temps at peak" if "schedule" in r else "activations after forward",
+            r["memory"]["activations"],
+            m and m["memory"]["activations"],
+        ),
         (
             "forward/backward peak",
             r["forward_backward_peak_bytes"],
@@ -522,6 +637,13 @@ def _text(r: dict, peak: StepPeak) -> str:
     elif m:
         lines += [f"the tracker's peak is in: {m['peak_at']}; its categories there:"]
         lines += [f"  {k:36} {fmt_bytes(v):>34}" for k, v in m["memory"]["transients"].items()]
+    if "context" in r:
+        cx, (fw, bw) = r["context"], r["context"]["buffers"].values()
+        lines.append(
+            f"a context rank holds s/c = {cx['tokens_per_rank']:,} tokens; its attention "
+            f"({r['context_attention']}) buffers in every block: forward {fmt_bytes(fw)}, "
+            f"backward {fmt_bytes(bw)}"
+        )
     if "fits" in r:
         lines.append(f"fits in {fmt_bytes(r['memory_bytes'])}: {'yes' if r['fits'] else 'no'}")
     for fix in r["would_fit_with"]:

@@ -213,9 +213,10 @@ def measure(
     }
 
 
-def measure_here(**case: Any) -> dict:
-    """``measure(**case)`` in this process, torch's compiler cache (made when its memory tracker
-    is imported) in a run folder removed after: TMPDIR is left as found."""
+def measure_here(measuring: Any = None, **case: Any) -> dict:
+    """``measure(**case)`` (or ``measuring(**case)``: ``pipeline_measure``) in this process, torch's
+    compiler cache (made when its memory tracker is imported) in a run folder removed after:
+    TMPDIR is left as found."""
     import os
 
     from placement_edu.runtime import rundir
@@ -223,7 +224,7 @@ def measure_here(**case: Any) -> dict:
     scratch, before = rundir.make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
     try:
-        return measure(**case)
+        return (measuring or measure)(**case)
     finally:
         rundir.remove(scratch)
         if before is None:
@@ -324,9 +325,10 @@ def pipeline_measure(
     v·p) in ``torch.distributed.pipelining``'s ``PipelineStage`` on a fake group of p ranks, run by
     its schedule (``TORCH_SCHEDULES``) over ``micro_batches`` micro-batches of ``micro_batch``
     sequences (default 2p), under ``MemTracker``. Bytes by tracker category, under the keys
-    ``measure`` returns; ``recv_buffers``: the bytes of the stage's receive buffers (an input and
-    its gradient for every micro-batch, made by the first step and kept), which the tracker counts
-    as inputs."""
+    ``measure`` returns (its "after_forward" activations are the activations and temporaries at
+    the forward/backward peak: a pipeline's forwards and backwards interleave); ``recv_buffers``:
+    the bytes of the stage's receive buffers (an input and its gradient for every micro-batch, made
+    by the first step and kept), which the tracker counts as inputs."""
     import torch.distributed.pipelining as pipelining
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -391,8 +393,9 @@ def pipeline_measure(
                 opt.zero_grad()
     finally:
         dist.destroy_process_group()
-    return {
-        "after_forward": {"Activation": 0},
+    live = forward_backward_peak["Activation"] + forward_backward_peak["Temp"]
+    return {  # (activations: the tracker's activations and temporaries at the peak)
+        "after_forward": {"Activation": live},
         "after_backward": after_backward,
         "after_step": after_step,
         "forward_backward_peak": forward_backward_peak,
