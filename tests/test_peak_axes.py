@@ -310,3 +310,16 @@ def test_fit_refuses_in_one_line_an_axis_flag_it_cannot_honour(
     assert main(["fit", "--model", "gpt2", *argv.split()]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and named in err, err
+
+
+def test_fit_on_a_pipeline_offers_only_the_alternatives_its_mesh_prices(capsys) -> None:
+    # bf16 and SDPA are not priced on a pipeline stage (fp32, one device per stage): they are not
+    # offered, and the answer is not refused for them; full recomputation is, with its own peak
+    from placement_edu.cli import main
+
+    argv = "fit --model gpt2 --mesh pipeline=2 --precision fp32 --attention eager --memory-gb 4"
+    assert main([*argv.split(), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert not out["fits"] and out["peak_bytes"] > 4e9
+    offered = {(fix["flag"], fix["value"]): fix["peak_bytes"] for fix in out["would_fit_with"]}
+    assert ("--precision", "fsdp2_bf16") not in offered and ("--recompute", "full") in offered

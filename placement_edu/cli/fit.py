@@ -444,7 +444,10 @@ def _what_would_fit(args: argparse.Namespace, seq: int, memory_bytes: int) -> li
         if getattr(args, flag) == value:
             continue
         case = {**vars(args), flag: value}
-        peak = _step(args, seq, case["precision"], case["attention"], case["recompute"])[0]
+        try:
+            peak = _step(args, seq, case["precision"], case["attention"], case["recompute"])[0]
+        except PlacementError:
+            continue  # (one this mesh cannot price: a pipeline's bf16, a context axis's eager)
         if peak.peak.total <= memory_bytes:
             out.append({"flag": f"--{flag}", "value": value, "peak_bytes": peak.peak.total})
     return out
