@@ -1,0 +1,73 @@
+"""Issue 39, item 1 (b): a pipeline rank's step, predicted from the one profile
+(``peak_axes.derive_pipeline``) beside PyTorch's ``MemTracker`` on its stages in
+``torch.distributed.pipelining`` on a fake group (``axis_tracker.pipeline_measure``): the cases
+``tests/test_peak_axes.py`` pins, one row each, the peaks in bytes. Exits 1 if a state differs or
+a peak is off by more than 2 %. About 30 s on 2 cores.
+Run: ``.venv/bin/python benchmarks/bench_pipeline_tracker.py``."""
+
+from __future__ import annotations
+
+import sys
+
+from placement_edu.architectures import REFERENCE_SEQ, get_architecture
+from placement_edu.peak_axes import derive_pipeline
+from placement_edu.runtime.axis_tracker import measure_here, pipeline_measure
+from placement_edu.runtime.peak_tracker import states
+from placement_edu.runtime.profiles import get_profile
+
+#: (model, blocks (None: all), attention, stages, rank, schedule, virtual stages)
+CASES = (
+    ("gpt2", None, "eager", 2, 0, "1f1b", 1),
+    ("gpt2", None, "eager", 2, 1, "1f1b", 1),
+    ("gpt2", None, "eager", 4, 0, "interleaved", 2),
+    ("gpt2", None, "eager", 4, 3, "interleaved", 2),
+    ("llama-1b", 4, "eager", 4, 0, "1f1b", 1),
+    ("llama-1b", 4, "eager", 4, 3, "1f1b", 1),
+    ("llama-1b", 8, "eager", 4, 0, "interleaved", 2),
+    ("llama-1b", 4, "eager", 2, 0, "zero_bubble", 1),
+    ("llama-8b", 4, "sdpa", 2, 0, "1f1b", 1),
+    ("llama-8b", 4, "sdpa", 2, 1, "interleaved", 2),
+)
+
+
+def main() -> int:
+    print(
+        "| model (blocks, s, attention) | p | rank | schedule | states | fwd/bwd peak predicted "
+        "| tracker | ratio | step peak ratio |"
+    )
+    failed = 0
+    for model, blocks, attention, p, rank, schedule, v in CASES:
+        arch = get_architecture(model)
+        arch = arch.with_(layers=blocks) if blocks else arch
+        seq = REFERENCE_SEQ[model]
+        profile, _ = get_profile(arch, 1, seq, "fp32", attention, "none")
+        ours = derive_pipeline(arch, profile, p, rank, schedule, v)
+        raw = measure_here(
+            measuring=pipeline_measure,
+            model=arch,
+            stages=p,
+            rank=rank,
+            schedule=schedule,
+            virtual_stages=v,
+            seq=seq,
+            attention=attention,
+        )
+        theirs = states(raw, False)
+        equal = (ours.params, ours.grads, ours.optimizer) == tuple(
+            theirs[k] for k in ("params", "grads", "optimizer")
+        )
+        fb, step = ours.forward_backward_peak.total, ours.step_peak.total
+        ratios = fb / theirs["forward_backward_peak"], step / theirs["step_peak"]
+        failed += not equal or any(abs(r - 1) > 0.02 for r in ratios)
+        name = schedule + (f":{v}" if v > 1 else "")
+        print(
+            f"| {model} ({arch.layers}, {seq}, {attention}) | {p} | {rank} | {name} "
+            f"| {'equal' if equal else 'DIFFER'} | {fb:,} | {theirs['forward_backward_peak']:,} "
+            f"| {ratios[0]:.5f} | {ratios[1]:.5f} |",
+            flush=True,
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
