@@ -397,14 +397,11 @@ def pipeline_chunks(
       others a block's backward (the profile's "backward, first block" moment less what is kept
       then -- the embeddings', the shared tensors, one block -- and, for a tied head, its gradient,
       which on one device waits for the embedding's in autograd's buffer and here is the last
-      stage's own). That moment may hold the gradient arriving at the block (b·s·h), which on one
-      device is freed during the block's backward and here is a receive buffer, counted apart:
-      where the block's peak comes before it is freed, the stage makes one b·s·h less. The
-      profile does not say which, so the prediction is the larger: Llama's eager stages make
-      exactly it (their peak, in the attention's s² backward, comes after); GPT-2's and SDPA's
-      stages one b·s·h less (3,145,728 B, 0.07 % of GPT-2's 2-stage peak; 0.3 % of
-      Llama-3-8B's under SDPA: that it is this gradient is read off its size, not yet traced
-      tensor by tensor);
+      stage's own). Llama's eager stages make exactly this; GPT-2's and SDPA's stages one b·s·h
+      less (3,145,728 B, 0.07 % of GPT-2's 2-stage peak; 0.3 % of Llama-3-8B's under SDPA). Not
+      the arriving gradient (a receive buffer here, counted apart): given as a fresh copy instead,
+      it is live at the peak in both, and raises both by one b·s·h. Not yet traced, so the
+      prediction is the larger;
     - its first backward has made, at that peak, the gradients the profile's moment names (the
       block's backward: "backward, first block" less what "backward, final norm" had made)."""
     arch = get_architecture(arch)
