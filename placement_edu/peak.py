@@ -237,12 +237,22 @@ class Unit:
 
 
 def units(arch: Architecture, n: int, rank: int) -> list[Unit]:
-    """The root unit, then one per block, as rank ``rank`` of ``n`` stores them."""
+    """The root unit, then one per block, as rank ``rank`` of ``n`` stores them (a list of L + 1:
+    ``root_and_block`` gives the two kinds, every block alike)."""
+    root, block = root_and_block(arch, n, rank)
+    return [root] + [replace(block, name=str(k)) for k in range(arch.layers)]
+
+
+def root_and_block(arch: Architecture, n: int, rank: int) -> tuple[Unit, Unit]:
+    """The root unit and one block's (every block has the same tensors, so the same unit), as
+    rank ``rank`` of ``n`` stores them: the cost does not grow with the layers."""
     positive_int("devices", n)
     expect(0 <= rank < n, f"rank must be in 0..{n - 1} for {n} devices, got {rank}")
-    groups: dict[str | int, list[tuple[int, ...]]] = {}
-    for _, shape, unit in arch.tensors():
-        groups.setdefault(unit, []).append(shape)
+    before, after = arch.root_tensors()
+    groups = {
+        "root": [shape for _, shape in before + after],
+        "0": [shape for _, shape in arch.block_tensors()],
+    }
     out = []
     for unit, shapes in groups.items():
         stored = held = gathered = 0
@@ -264,7 +274,7 @@ def units(arch: Architecture, n: int, rank: int) -> list[Unit]:
                 largest,
             )
         )
-    return out
+    return out[0], out[1]
 
 
 def input_bytes(micro_batch: int, seq: int) -> int:
@@ -428,7 +438,7 @@ def fsdp2_applies(devices: int, precision: str) -> bool:
     return devices > 1 or precision != "fp32"
 
 
-def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
+def adam_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:
     """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for
     all of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one
     tensor."""
@@ -436,6 +446,32 @@ def optimizer_temporaries(optimizer: str, held: int, largest: int, storage: int)
         optimizer in OPTIMIZERS, f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}"
     )
     return {"adam-foreach": held, "adam-fused": 0, "adam-for": 2 * largest}[optimizer] * storage
+
+
+#: Blocks whose backward is listed event by event (``derive``); past this many, only the ends of
+#: each run of alike blocks (the blocks whose index has one residue mod K under layer selective
+#: recomputation; all of them otherwise). Every term of a block's backward event is affine in its
+#: index along such a run (the activations kept before it, the gradients finished, the blocks still
+#: gathered), except the reduce-scatter buffer, absent at block L-1 alone: so the largest live set
+#: of a run is at one of its ends, and the peak is the one every block listed gives -- at a cost
+#: that does not grow with L.
+MAX_LISTED_BLOCKS = 64
+
+
+def backward_blocks(L: int, every: int = 0) -> list[int]:
+    """The blocks k = L-1 .. 1 whose backward ``derive`` lists, in that order: every one up to
+    ``MAX_LISTED_BLOCKS``; else L - 1 and, of each run of alike blocks among 1 .. L-2 (one residue
+    of k mod ``every``; one run when ``every`` is 0), its first and its last."""
+    if L - 1 <= MAX_LISTED_BLOCKS:
+        return list(range(L - 1, 0, -1))
+    period = every or 1
+    ends = {L - 1}
+    for r in range(period):
+        first = 1 + (r - 1) % period  # the first k >= 1 with k % period == r
+        last = L - 2 - (L - 2 - r) % period  # the last k <= L - 2 with k % period == r
+        if first <= last:
+            ends |= {first, last}
+    return sorted(ends, reverse=True)
 
 
 def derive(
@@ -476,25 +512,28 @@ def derive(
         arch.layers >= 2,
         "the step is placed from a two-block profile: give a model of 2 layers or more",
     )
-    us = units(arch, devices, rank)
-    root, blocks = us[0], us[1:]
+    root, blk = root_and_block(arch, devices, rank)
     fsdp = fsdp2_applies(devices, prec.name)
     L = arch.layers
     every, full = every_kth or (0, profile)
-    # the profile each block keeps and replays as: block k is checkpointed where (k + 1) % K == 0
-    kind = [full if every and (k + 1) % every == 0 else profile for k in range(L)]
-    kept_before = [0]  # kept_before[k]: what blocks 0 .. k-1 keep, bytes
-    for k in range(L):
-        kept_before.append(kept_before[-1] + kind[k].block)
+
+    def kind(k: int) -> ActivationProfile:
+        """The profile block k keeps and replays as: checkpointed where (k + 1) % K == 0."""
+        return full if every and (k + 1) % every == 0 else profile
+
+    def kept_before(k: int) -> int:
+        """What blocks 0 .. k-1 keep, bytes: k blocks, k // K of them checkpointed."""
+        return k * profile.block + (k // every * (full.block - profile.block) if every else 0)
 
     def moment(m: Moment, k: int) -> Moment:
         """``m``, measured where block k's own kind was profiled (the same name there)."""
-        return next(n for n in kind[k].moments if n.name == m.name)
+        return next(n for n in kind(k).moments if n.name == m.name)
 
     s = prec.storage
-    params = sum(u.stored for u in us) * s
-    optimizer_state = 2 * sum(u.held for u in us) * s + 4 * sum(u.tensors for u in us)
-    grads = sum(u.stored for u in us) * prec.reduce if fsdp else params
+    stored, held = root.stored + L * blk.stored, root.held + L * blk.held
+    params = stored * s
+    optimizer_state = 2 * held * s + 4 * (root.tensors + L * blk.tensors)
+    grads = stored * prec.reduce if fsdp else params
     inputs, buffers = input_bytes(profile.micro_batch, profile.seq), profile.buffers
     base = {
         SHARDED_PARAMS if fsdp else PARAMS: params,
@@ -503,7 +542,6 @@ def derive(
         BUFFERS: buffers,
     }
     c, r = prec.compute, prec.reduce
-    blk = blocks[0]
     gathered_root = {ROOT_GATHERED: root.gathered * c} if fsdp else {}
     # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies
     # remain).
@@ -533,9 +571,9 @@ def derive(
         elif m.block is None or m.block == -1:
             if m.block == -1:  # the last block's forward: blocks 0 .. L-2 kept, as its kind says
                 m = moment(m, L - 1)
-                shift = kept_before[L - 1] - kind[L - 1].block
+                shift = kept_before(L - 1) - kind(L - 1).block
             else:  # the profile's two blocks stand for all L
-                shift = kept_before[L] - 2 * profile.block
+                shift = kept_before(L) - 2 * profile.block
             fsdp_terms: dict[str, int] = {}
             if fsdp:
                 fsdp_terms[ALL_GATHER_BUFFER] = ag if m.phase == "forward" else ag_backward
@@ -551,10 +589,10 @@ def derive(
                 },
             )
         else:  # block k's backward, k = L-1 .. 0
-            for k in range(L - 1, 0, -1) if m.block == 1 else (0,):
+            for k in backward_blocks(L, every) if m.block == 1 else (0,):
                 finished, here = L - 1 - k, moment(m, k)
                 # (the profile's block 0 stands for blocks 0 .. k-1)
-                before = kept_before[k] - kind[k].block if k else 0
+                before = kept_before(k) - kind(k).block if k else 0
                 terms = {
                     ACTIVATIONS_AND_TEMPORARIES: here.live + before,
                     GRADIENTS_BEING_MADE: here.grads,
@@ -567,15 +605,14 @@ def derive(
                 else:
                     terms[GRADS] = blk.numel * s * finished
                 add(f"backward, block {k}", m.phase, terms)
-    held = sum(u.held for u in us)
-    largest = max(u.largest_held for u in us)
+    largest = max(root.largest_held, blk.largest_held)
     step = {
         SHARDED_GRADS if fsdp else GRADS: grads,
         LOSS: profile.result,
-        OPTIMIZER_TEMPORARIES: optimizer_temporaries(optimizer, held, largest, s),
+        OPTIMIZER_TEMPORARIES: adam_temporaries(optimizer, held, largest, s),
     }
     events.append(
         Event(f"optimizer step ({optimizer})", "step", MappingProxyType({**base, **step}))
     )
-    activations = profile.outside + kept_before[L] + profile.result
+    activations = profile.outside + kept_before(L) + profile.result
     return StepPeak(params, grads, optimizer_state, activations, inputs, buffers, tuple(events))

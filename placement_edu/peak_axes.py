@@ -225,7 +225,7 @@ def derive_on_mesh(
         mesh.degree("expert") == 1,
         f"an expert axis splits a mixture-of-experts layer's experts over its ranks; "
         f"{arch.name or arch.kind} is a dense model (no experts): leave the expert axis out of "
-        f"--mesh {mesh} (time and plan price experts on a model given by --experts)",
+        f"the mesh {mesh} (time and plan price a mixture of experts by the formula)",
     )
     p, c = mesh.degree("pipeline"), mesh.degree("context")
     at = mesh.coords(rank)
@@ -233,8 +233,8 @@ def derive_on_mesh(
         alone = mesh.world_size == p
         expect(
             alone,
-            f"fit prices a pipeline axis on its own (--mesh pipeline={p}: one device per stage), "
-            f"got --mesh {mesh}; price the other axes without it",
+            f"fit prices a pipeline axis on its own (a mesh pipeline={p}: one device per stage), "
+            f"got the mesh {mesh}; price the other axes without it",
         )
         return derive_pipeline(
             arch, profile, p, at["pipeline"], schedule, virtual_stages, micro_batches, optimizer
@@ -282,7 +282,7 @@ def context_seq(seq: int, context: int) -> int:
     expect(
         seq % context == 0,
         f"context degree {context} cuts each sequence into equal chunks: s = {seq} does not "
-        f"divide by {context}; give --seq a multiple of {context}",
+        f"divide by {context}; give a sequence length that is a multiple of {context}",
     )
     return seq // context
 
@@ -308,7 +308,7 @@ def with_context_buffers(
     expect(
         profile.attention == "sdpa",
         "a context axis runs attention blockwise (ring) or on whole heads (Ulysses), as "
-        f"scaled_dot_product_attention does; got --attention {profile.attention}: give sdpa",
+        f"scaled_dot_product_attention does; got {profile.attention} attention: give sdpa",
     )
     model = TransformerSpec(
         layers=arch.layers,
@@ -502,7 +502,7 @@ def derive_pipeline(
     gradient on every chunk but the last. Gradients appear at a chunk's first backward and stay
     (they accumulate over the micro-batches). A forward adds its micro-batch's keep; a backward
     adds its temporaries on top of everything in flight, then frees its micro-batch."""
-    from placement_edu.peak import input_bytes, optimizer_temporaries
+    from placement_edu.peak import input_bytes, adam_temporaries
 
     arch = get_architecture(arch)
     p, v = stages, virtual_stages
@@ -510,7 +510,7 @@ def derive_pipeline(
     expect(
         profile.compute == "fp32",
         f"fit prices a pipeline stage in fp32 (one device per stage, no FSDP2), got a "
-        f"{profile.compute} profile: give --precision fp32",
+        f"{profile.compute} profile: give the fp32 precision",
     )
     chunks = {c.stage: c for c in pipeline_chunks(arch, profile, p, rank, v)}
     params = sum(c.params for c in chunks.values()) * 4
@@ -557,7 +557,7 @@ def derive_pipeline(
     step = {
         GRADS: all_grads,
         HELD_BY_THE_SCHEDULE: losses,
-        OPTIMIZER_TEMPORARIES: optimizer_temporaries(optimizer, params // 4, largest, 4),
+        OPTIMIZER_TEMPORARIES: adam_temporaries(optimizer, params // 4, largest, 4),
     }
     # activations: what is live at the forward/backward peak besides the states and the buffers
     # (the micro-batches in flight, what the schedule holds, the running backward's temporaries)

@@ -232,7 +232,7 @@ def test_a_pipeline_is_refused_in_one_line_where_it_is_not_priced() -> None:
     with pytest.raises(PlacementError, match="pipeline axis on its own"):
         derive_on_mesh("gpt2", profile, Mesh.of(data=2, pipeline=2), 0, "fp32")
     bf16, _ = get_profile("gpt2", 1, 1024, "bf16", "sdpa", "none")
-    with pytest.raises(PlacementError, match="give --precision fp32"):
+    with pytest.raises(PlacementError, match="give the fp32 precision"):
         derive_on_mesh("gpt2", bf16, Mesh.of(pipeline=2), 0, "fsdp2_bf16")
 
 

@@ -22,7 +22,7 @@ from placement_edu.peak import (
     chunk_rows,
     derive,
     held_rows,
-    optimizer_temporaries,
+    adam_temporaries,
     read_recompute,
     units,
 )
@@ -102,9 +102,9 @@ def test_fsdp2_mixed_precision_is_4_4_8_and_zero_is_2_2_12_same_16_bytes() -> No
 
 
 def test_adam_temporaries_foreach_4_bytes_per_element_fused_none_for_loop_one_tensor() -> None:
-    assert optimizer_temporaries("adam-foreach", 1000, 300, 4) == 4000
-    assert optimizer_temporaries("adam-fused", 1000, 300, 4) == 0
-    assert optimizer_temporaries("adam-for", 1000, 300, 4) == 2400
+    assert adam_temporaries("adam-foreach", 1000, 300, 4) == 4000
+    assert adam_temporaries("adam-fused", 1000, 300, 4) == 0
+    assert adam_temporaries("adam-for", 1000, 300, 4) == 2400
 
 
 # FSDPMemTracker's forward/backward and optimizer-step peaks, measured (torch 2.13, b = 1):
