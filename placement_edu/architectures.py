@@ -172,9 +172,11 @@ REFERENCE_SEQ: Mapping[str, int] = MappingProxyType(
 
 
 #: What a config.json may hold. A real one is about 1 kB; layers: the peak is placed from a
-#: two-block profile (at least 2), and derived block by block (O(L): 10^4 layers answer in about
-#: a second); the other counts as the transformer flags take them (errors.MAX_COUNT), and the
-#: whole model at most errors.MAX_PARAMS parameters, as --params.
+#: two-block profile (at least 2); ``peak.derive`` costs the same for any L (each run of alike
+#: blocks by its ends, ``peak.MAX_LISTED_BLOCKS``), but a mesh's pipeline and tensor ranks, the
+#: chart and ``--verify`` (which builds every block) still go block by block, so 10^4; the other
+#: counts as the transformer flags take them (errors.MAX_COUNT), and the whole model at most
+#: errors.MAX_PARAMS parameters, as --params.
 MAX_CONFIG_BYTES = 1 << 20
 MAX_CONFIG_LAYERS = 10_000
 

@@ -179,3 +179,68 @@ def test_the_planners_divisors_from_prime_factors_equal_every_k_tried() -> None:
     for n in (2**40, 3**20 * 7, 10**12, 999_999_999_989):  # the last a prime
         assert _divisors(n) == every_k(n)
     assert len(_divisors(2**40)) == 41
+
+
+# --- fit: a step's blocks priced once with their count ------------------------------------------
+@pytest.fixture(scope="module")
+def gpt2_profile():
+    from placement_edu.runtime.profiles import get_profile
+
+    return get_profile("gpt2", 1, 1024)[0]  # shipped: no torch
+
+
+@pytest.mark.parametrize("layers", [66, 67, 100, 131, 200])
+@pytest.mark.parametrize("every", [0, 2, 3, 5])
+@pytest.mark.parametrize("devices, reshard", [(8, True), (1, True), (4, False)])
+def test_fits_blocks_at_the_ends_of_their_runs_give_every_blocks_peak(
+    monkeypatch, gpt2_profile, layers: int, every: int, devices: int, reshard: bool
+) -> None:
+    """Past ``MAX_LISTED_BLOCKS`` blocks ``peak.derive`` lists each run of alike blocks by its ends:
+    its peaks (event, total, terms) and states are those of every block listed."""
+    from dataclasses import replace
+
+    from placement_edu import peak
+    from placement_edu.architectures import PRESETS
+
+    arch = PRESETS["gpt2"].with_(layers=layers)
+    full = replace(gpt2_profile, block=gpt2_profile.block // 3)  # a checkpointed block keeps less
+    kth = (every, full) if every else None
+
+    def derived():
+        return peak.derive(
+            arch, gpt2_profile, devices, reshard_after_forward=reshard, every_kth=kth
+        )
+
+    ends = derived()
+    monkeypatch.setattr(peak, "MAX_LISTED_BLOCKS", 10**9)
+    every_block = derived()
+    assert len(ends.events) < len(every_block.events)
+    for which in ("peak", "forward_backward_peak", "step_peak"):
+        a, b = getattr(ends, which), getattr(every_block, which)
+        assert (a.name, a.total, dict(a.terms)) == (b.name, b.total, dict(b.terms))
+    assert [ends.params, ends.grads, ends.optimizer] == [
+        every_block.params,
+        every_block.grads,
+        every_block.optimizer,
+    ]
+    # what the blocks keep, in closed form, against the sum block by block
+    kept = sum(
+        (full if every and (k + 1) % every == 0 else gpt2_profile).block for k in range(layers)
+    )
+    assert ends.activations == gpt2_profile.outside + kept + gpt2_profile.result
+
+
+def test_fits_states_in_closed_form_equal_every_unit_summed(gpt2_profile) -> None:
+    from placement_edu import peak
+    from placement_edu.architectures import PRESETS
+
+    arch = PRESETS["llama-8b"].with_(layers=37)
+    for devices, rank in ((1, 0), (7, 6), (1024, 1023)):
+        us = peak.units(arch, devices, rank)
+        root, block = peak.root_and_block(arch, devices, rank)
+        assert [u.name for u in us] == ["root", *map(str, range(37))]
+        assert sum(u.stored for u in us) == root.stored + 37 * block.stored
+        assert sum(u.held for u in us) == root.held + 37 * block.held
+        assert sum(u.tensors for u in us) == len(arch.tensors())
+    assert peak.backward_blocks(200, 3) == [199, 198, 197, 196, 3, 2, 1]
+    assert peak.backward_blocks(12) == list(range(11, 0, -1))
