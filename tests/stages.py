@@ -7,10 +7,14 @@
 3. ``browser``: JupyterLab, the website and the slides in Chromium (``-m browser``).
 
 Each stage is one pytest run on every core (pytest-xdist: ``-n auto --dist loadfile``, a file whole
-on one worker, the long files first: ``conftest.HANDED_OUT_FIRST``). Name stages to run only those
-(``python -m tests.stages runtime browser``); arguments after ``--`` go to every pytest run
-(``-- -x``). The exit status is the first failing stage's, else 0. This is README's test command and
-CI's (``.ci/run``); a plain ``python -m pytest`` runs everything in one process.
+on one worker, the long files first: ``conftest.HANDED_OUT_FIRST``). Run whole (no stage named), the
+runtime and browser stages are one pytest run after the fast one (``RUN``): the browser's files then
+run beside the ranks' and the notebooks' on the two cores, as they did before the stages, and CI
+stays under its 10 minutes (run apart, the browser's two minutes came after the rest). Name stages
+to run only those, each on its own (``python -m tests.stages runtime browser``); arguments after
+``--`` go to every pytest run (``-- -x``). The exit status is the first failing stage's, else 0.
+This is README's test command and CI's (``.ci/run``); a plain ``python -m pytest`` runs everything
+in one process.
 """
 
 from __future__ import annotations
@@ -25,15 +29,18 @@ STAGES = {
     "runtime": "runtime or notebook",
     "browser": "browser",
 }
+#: The whole suite: the fast stage, then the others in one pytest run.
+RUN = (("fast",), ("runtime", "browser"))
 #: How every stage spreads its files over the cores (CONTRIBUTING.md, "The test tiers").
 PARALLEL = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]
 #: pytest's exit status when a selection holds no test (not a failure of the stage).
 NO_TESTS = 5
 
 
-def command(stage: str, extra: list[str]) -> list[str]:
-    """The pytest command line of ``stage``."""
-    return [sys.executable, "-m", "pytest", "-m", STAGES[stage], *PARALLEL, *extra]
+def command(stages: tuple[str, ...], extra: list[str]) -> list[str]:
+    """The pytest command line of ``stages`` run together (their selections or-ed)."""
+    selection = " or ".join(STAGES[s] for s in stages)
+    return [sys.executable, "-m", "pytest", "-m", selection, *PARALLEL, *extra]
 
 
 def main(argv: list[str]) -> int:
@@ -43,13 +50,14 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown stage {unknown[0]!r}; the stages: {', '.join(STAGES)}", file=sys.stderr)
         return 2
-    for stage in names or list(STAGES):
+    for group in [(n,) for n in names] or list(RUN):
+        label = " + ".join(group)
         start = time.monotonic()
-        print(f"== stage {stage}: pytest -m {STAGES[stage]!r}", flush=True)
-        status = subprocess.call(command(stage, extra))
-        print(f"== stage {stage}: exit {status} in {time.monotonic() - start:.0f} s", flush=True)
+        print(f"== stage {label}: pytest -m {' or '.join(STAGES[s] for s in group)!r}", flush=True)
+        status = subprocess.call(command(group, extra))
+        print(f"== stage {label}: exit {status} in {time.monotonic() - start:.0f} s", flush=True)
         if status not in (0, NO_TESTS):
-            print(f"== stopped: stage {stage} failed; the later stages did not run", flush=True)
+            print(f"== stopped: stage {label} failed; the later stages did not run", flush=True)
             return status
     return 0
 

@@ -39,6 +39,11 @@ def test_a_failing_stage_stops_the_run(monkeypatch, capsys) -> None:
         capsys.readouterr().out
     )
     ran.clear()
+    # whole and passing: the fast stage, then the rest in one run (the browser beside the ranks)
+    monkeypatch.setattr(stages.subprocess, "call", lambda argv: ran.append(argv) or 0)
+    assert stages.main([]) == 0
+    assert [r[r.index("-m", 3) + 1] for r in ran] == ["fast", "runtime or notebook or browser"]
+    ran.clear()
     assert stages.main(["runtime", "browser", "--", "-x"]) == 0
     assert [r[r.index("-m", 3) + 1] for r in ran] == ["runtime or notebook", "browser"]
     assert all(r[-1] == "-x" and "auto" in r for r in ran)
