@@ -152,14 +152,12 @@ def _compare_pipeline(
 @pytest.mark.parametrize(
     "p, rank, schedule, v",
     [
+        # 2 and 4 stages, 1F1B and interleaved, a first and a last rank; every rank of each is
+        # benchmarks/bench_pipeline_tracker.py's (the suite's minutes on two cores are CI's)
         (2, 0, "1f1b", 1),
-        (2, 1, "1f1b", 1),
-        (4, 0, "1f1b", 1),
         (4, 3, "1f1b", 1),
-        (2, 0, "interleaved", 2),
         (2, 1, "interleaved", 2),
         (4, 0, "interleaved", 2),
-        (4, 3, "interleaved", 2),
     ],
 )
 def test_gpt2_pipeline_ranks_match_memtracker(p: int, rank: int, schedule: str, v: int) -> None:
@@ -170,20 +168,14 @@ def test_gpt2_pipeline_ranks_match_memtracker(p: int, rank: int, schedule: str, 
     "blocks, p, rank, schedule, v",
     [
         (BLOCKS, 2, 0, "1f1b", 1),
-        (BLOCKS, 2, 1, "1f1b", 1),
-        (BLOCKS, 4, 0, "1f1b", 1),
-        (BLOCKS, 4, 2, "1f1b", 1),
-        (BLOCKS, 4, 3, "1f1b", 1),
-        (BLOCKS, 2, 0, "interleaved", 2),
+        (BLOCKS, 4, 2, "1f1b", 1),  # (a middle stage)
         (BLOCKS, 2, 1, "interleaved", 2),
-        (8, 4, 0, "interleaved", 2),
         (8, 4, 3, "interleaved", 2),
         (BLOCKS, 2, 0, "gpipe", 1),
         # zero bubble (torch's ScheduleInterleavedZeroBubble, one stage per rank) on the first
         # rank: on a later one MemTracker's module hooks cannot follow the input-gradient pass
         # (autograd.grad on the received leaf: "A leaf node was passed to
         # _will_engine_execute_node"), so it is predicted there, not tracked
-        (BLOCKS, 2, 0, "zero_bubble", 1),
         (BLOCKS, 4, 0, "zero_bubble", 1),
     ],
 )
