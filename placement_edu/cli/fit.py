@@ -590,7 +590,14 @@ def _text(r: dict, peak: StepPeak) -> str:
         f"{', cached' if p['cached'] else ''}): "
         f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it "
         "between column- and row-parallel layers: what tensor parallelism would split), "
-        f"outside the blocks {fmt_bytes(p['outside'])}",
+        f"outside the blocks {fmt_bytes(p['outside'])}"
+        + (
+            f"; that is a block without recomputation: under {r['recompute']} one block in "
+            f"{every_kth(r['recompute'])} is checkpointed and keeps what full recomputation "
+            "keeps (its input)"
+            if every_kth(r["recompute"])
+            else ""
+        ),
         "",
     ]
     m = r.get("measured")
