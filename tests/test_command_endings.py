@@ -204,3 +204,51 @@ def test_ctrl_c_while_the_tracker_is_forked_is_one_line(run_tmpdir):
     finally:
         command.kill()
     assert "PyTorch's tracker measuring gpt2" in line
+
+
+def test_a_command_killed_as_its_server_starts_leaves_a_folder_the_next_run_removes(run_tmpdir):
+    """SIGKILLed once the rank server's socket exists and before any rank does, the command left
+    ``pymp-*/listener-*`` in TMPDIR for good: ``rundir.remove_stale`` knew only
+    ``placement-edu-<pid>-*``. Now the folder carries ``placement-edu-<pid>`` and the next run
+    removes it; a ``pymp-*`` folder without that mark (another program's), or with a live
+    process's, is left alone."""
+    others = run_tmpdir / "pymp-another-program", run_tmpdir / "pymp-a-live-one"
+    for folder in others:
+        folder.mkdir(parents=True)
+    (others[0] / "listener-1").write_text("")
+    (others[1] / f"placement-edu-{os.getpid()}").write_text("")  # (this test's process: alive)
+    command = _start(SHORT + ["--steps", "2"], run_tmpdir)
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in run_tmpdir.glob("pymp-*/listener-*") if p.parent not in others]:
+            assert time.monotonic() < deadline and command.poll() is None, command.stderr.read()
+            time.sleep(0.005)
+        os.kill(command.pid, signal.SIGKILL)
+        command.communicate(timeout=30)
+        assert _all_gone(command.pid, within_s=30) == []
+    finally:
+        command.kill()
+    left = {p.name for p in run_tmpdir.iterdir()} - {p.name for p in others}
+    assert [name[:5] for name in left] == ["pymp-"], left  # what the next run has to remove
+    again = _start(SHORT + ["--steps", "1"], run_tmpdir)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err[-3000:]
+    assert sorted(run_tmpdir.iterdir()) == sorted(others)
+    assert sorted(p.name for p in others[0].iterdir()) == ["listener-1"]
+
+
+TORCH_REF = [sys.executable, "-m", "placement_edu.cli", "torch-ref", "ddp", "--world-size", "2"]
+
+
+def test_torch_ref_ends_as_run_does_on_a_sigterm_mid_run(run_tmpdir):
+    """``torch-ref`` ends through the same mechanism as ``run`` (``ends_as_a_run``, from its
+    handler's first line): one line, 143, no process, nothing in TMPDIR."""
+    command = _start(TORCH_REF + ["--steps", "1000"], run_tmpdir)
+    try:
+        _when_all_ranks_exist(run_tmpdir, command, 2)
+        time.sleep(1)
+        os.kill(command.pid, signal.SIGTERM)
+        line = _ended(command, signal.SIGTERM, 143, run_tmpdir)
+    finally:
+        command.kill()
+    assert line.startswith("placement-edu: interrupted by SIGTERM: stopped 2 ranks"), line

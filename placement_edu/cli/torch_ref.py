@@ -12,7 +12,7 @@ import json
 import sys
 
 from placement_edu.arguments import described, flag_type
-from placement_edu.cli.run import launched
+from placement_edu.cli.run import ends_as_a_run_does, launched
 from placement_edu.course import require
 from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
 from placement_edu.implementations import (
@@ -68,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json", action="store_true", help="print JSON: measured and predicted per rank"
     )
-    p.set_defaults(handler=_torch_ref)
+    p.set_defaults(handler=ends_as_a_run_does(_torch_ref))  # (its signals: as run's)
 
 
 def _model(text: str) -> str:

@@ -75,12 +75,25 @@ def start_method(only_for: Sequence[object] | None = None) -> Literal["forkserve
             _cancel_timer()
             stop()
     _imports_reference = needed
+    mark_ours()
     forkserver.set_forkserver_preload([m for m in PRELOAD if needed or m not in REFERENCE_ONLY])
     # the server inherits this process's environment when it starts: its compiler cache
     # ("torchinductor_<user>", made by importing pipelining) goes in this process's own folder,
     # removed at exit (or by the ranks, if this process is killed), not left in TMPDIR
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(owner()[1], "torchinductor"))
     return "forkserver"
+
+
+def mark_ours() -> None:
+    """Before the server starts: mark this process's multiprocessing folder (its socket's, made
+    now) as ours, and remove those of our processes that are gone (``rundir.remove_stale``). A
+    process killed before any rank existed leaves its folder; the next run removes it."""
+    from multiprocessing import util
+
+    from placement_edu.runtime import rundir
+
+    rundir.mark(util.get_temp_dir())
+    rundir.remove_stale()
 
 
 def owner() -> tuple[int, str]:

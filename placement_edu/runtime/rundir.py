@@ -34,12 +34,38 @@ def remove(path: str | None) -> None:
 
 
 def remove_stale() -> None:
-    """Remove the run folders of processes that no longer exist."""
+    """Remove the run folders of processes that no longer exist, and their multiprocessing
+    folders (``pymp-…``, where the rank server's socket lives) that carry our mark: one whose
+    process was killed before any rank existed has nobody else to remove it (``worker._leave``
+    is a rank's). A ``pymp-…`` folder without the mark is another program's: never touched."""
     root = tempfile.gettempdir()
     for name in os.listdir(root):
         match = re.match(rf"{PREFIX}(\d+)-", name)
-        if match and not alive(int(match[1])):
+        pid = int(match[1]) if match else marked_by(os.path.join(root, name))
+        if pid is not None and not alive(pid):
             remove(os.path.join(root, name))
+
+
+def mark(path: str) -> None:
+    """Mark ``path``, this process's multiprocessing folder, as ours: ``placement-edu-<pid>``
+    inside it (``forkserver.start_method``, as it starts the server). Python removes the folder as
+    the process exits; if it is killed, ``remove_stale`` does at the next run."""
+    open(os.path.join(path, f"{PREFIX}{os.getpid()}"), "w").close()
+
+
+def marked_by(path: str) -> int | None:
+    """The process id in ``path``'s mark, if ``path`` is a ``pymp-…`` folder that carries one."""
+    if not os.path.basename(path).startswith("pymp-"):
+        return None
+    try:
+        names = os.listdir(path)
+    except OSError:  # not a folder, gone meanwhile, or another user's
+        return None
+    for name in names:
+        match = re.fullmatch(rf"{PREFIX}(\d+)", name)
+        if match:
+            return int(match[1])
+    return None
 
 
 def remove_torch_error_files(since: float) -> None:
