@@ -14,6 +14,8 @@ derivations; the core never imports it. Tables and JSON live beside the derivati
 - will one rank's step fit (issue 22): ``fit_answers`` (the formula; the measured profile and its
   step), ``fit_tracker`` (PyTorch's tracker, in a child process), ``fit_three_ways`` (the three
   side by side), ``fit_chart`` (what ``fit_explorer`` draws)
+- one peak (issue 39): ``policies`` (recomputation policies on one block), ``mesh_fit`` (``fit``
+  on a mesh, rank by rank), ``module_plan`` (the planner with a real module's peaks)
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ _EXPORTS = {
     "fit_comparison": _P + "fit_three_ways",
     "fit_peak": _P + "fit_answers",
     "policy_table": _P + "policies",
+    "mesh_fit": _P + "mesh_fit",
+    "module_plan": _P + "module_plan",
     "GridExplorer": _P + "grid_explorer",
     "rank_layout": _P + "layout",
     "MeshExplorer": _P + "mesh_explorer",
@@ -90,6 +94,8 @@ if TYPE_CHECKING:
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
     from placement_edu.presentation.pipeline_explorer import PipelineExplorer
     from placement_edu.presentation.policies import policy_table
+    from placement_edu.presentation.mesh_fit import mesh_fit
+    from placement_edu.presentation.module_plan import module_plan
     from placement_edu.presentation.runtime_explorer import RuntimeExplorer, deviation_chart
     from placement_edu.presentation.style import (
         MODE_LEGEND,
