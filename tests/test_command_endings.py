@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from tests.test_runtime_endings import (
     CLI,
     _all_gone,
     _children,
+    _script,
     _session,
     _start,
     _when_all_ranks_exist,
@@ -252,3 +254,70 @@ def test_torch_ref_ends_as_run_does_on_a_sigterm_mid_run(run_tmpdir):
     finally:
         command.kill()
     assert line.startswith("placement-edu: interrupted by SIGTERM: stopped 2 ranks"), line
+
+
+#: The command's process (its script's name) signalled as ``placement_edu.cli`` has been imported,
+#: before ``main`` runs: the subcommands' imports, ~0.1 s before any handler of a command's own.
+SIGNALLED_AS_IT_IMPORTS = """
+import os, signal, sys, time
+sys.argv[0] = "placement-edu"
+import placement_edu.cli
+os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+time.sleep(5)
+"""
+
+
+@pytest.mark.parametrize(
+    "sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
+def test_a_signal_while_the_command_imports_its_subcommands_is_one_line(run_tmpdir, sig, code):
+    """The command died by the default action (no line), or with a KeyboardInterrupt traceback
+    from the middle of an import: its handlers came with its handler's first line (~0.15 s)."""
+    ended = _script(SIGNALLED_AS_IT_IMPORTS.replace("sys.argv[1]", repr(sig.name)), run_tmpdir)
+    assert ended.returncode == code, ended.stderr[-2000:]
+    assert ended.stderr == f"placement-edu: interrupted by {sig.name}: before any process started\n"
+    assert list(run_tmpdir.iterdir()) == []
+
+
+def test_a_program_that_imports_the_cli_keeps_its_signals_and_main_hands_them_back():
+    """Only the command's own process takes the signals early: a program (this test) that imports
+    ``placement_edu.cli`` keeps Python's, and so does the command once ``main`` returns."""
+    code = """
+import signal, sys
+import placement_edu.cli
+print("SIG", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+sys.argv[0] = "placement-edu"
+import importlib
+importlib.reload(placement_edu.cli.entry)
+print("SIG", signal.getsignal(signal.SIGTERM) is placement_edu.cli.entry._end)
+placement_edu.cli.main(["check", "dp"])
+print("SIG", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    said = [line for line in done.stdout.splitlines() if line.startswith("SIG ")]
+    assert said == ["SIG True"] * 3, done.stderr[-2000:]
+
+
+def test_a_sigterm_at_the_first_moment_the_command_takes_it_is_one_line(run_tmpdir):
+    """Sent as soon as the kernel shows SIGTERM caught (``SigCgt`` in /proc): the command's line,
+    143, nothing left -- at every moment from there on."""
+    command = _start(SHORT + ["--steps", "2"], run_tmpdir)
+    try:
+        deadline = time.monotonic() + 30
+        while not _catches(command.pid, signal.SIGTERM):
+            assert time.monotonic() < deadline and command.poll() is None, command.stderr.read()
+        os.kill(command.pid, signal.SIGTERM)
+        line = _ended(command, signal.SIGTERM, 143, run_tmpdir)
+    finally:
+        command.kill()
+    assert line == "placement-edu: interrupted by SIGTERM: before any process started"
+
+
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether process ``pid`` has a handler of ``sig`` (its ``SigCgt`` mask, /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt"))
+    return bool(int(caught, 16) >> (sig - 1) & 1)

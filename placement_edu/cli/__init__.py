@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
+from placement_edu.cli import entry  # first: a signal from here on ends the command in one line
 from placement_edu.arguments import OneLineParser, described
 from placement_edu.cli import check, run, table
 from placement_edu.cli import estimate
@@ -54,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: sys.argv[1:]), run the subcommand, return the exit status."""
+    try:
+        return _main(argv)
+    finally:
+        entry.hand_back()  # (the command's process: the signals as Python had them)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help (0) or a usage error (2)

@@ -316,11 +316,7 @@ def run_many(
 
 
 #: The signals torch's launcher takes over in the main thread (TORCHELASTIC_SIGNALS_TO_HANDLE).
-SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
-    if hasattr(signal, name)
-)
+SIGNALS = rundir.SIGNALS
 
 
 class _Stop(BaseException):
@@ -337,7 +333,7 @@ class _Stop(BaseException):
 
 
 #: Where a command is, named by the line a signal prints outside a launch (``phase``).
-_where = "before any process started"
+_where = rundir.BEFORE_ANY_PROCESS
 #: The line's ending for a signal that came once a run had ended (the ranks and the agent gone).
 AFTER_THE_RUN = "after the run ended, before its report was printed"
 
@@ -367,8 +363,7 @@ def ends_as_a_run(body: Callable[[], int]) -> int:
     except _Stop as stop:
         for sig in SIGNALS:  # ending now: a second signal changes nothing
             signal.signal(sig, signal.SIG_IGN)
-        name = signal.Signals(stop.signum).name
-        print(f"placement-edu: interrupted by {name}: {stop.where}", file=sys.stderr)
+        print(rundir.ending_line(stop.signum, stop.where), file=sys.stderr)
         return 128 + stop.signum
     finally:
         _restore(handlers)

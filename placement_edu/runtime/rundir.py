@@ -20,6 +20,21 @@ if TYPE_CHECKING:  # torch is imported where the launcher starts ranks
 
 PREFIX = "placement-edu-"
 
+#: The signals a command that starts processes ends on with one line (``launcher.ends_as_a_run``;
+#: before that, ``cli.entry``): its processes ended and this module's folders removed on the way.
+SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+    if hasattr(signal, name)
+)
+#: Where a command was, as that line says, when the signal came before it started any process.
+BEFORE_ANY_PROCESS = "before any process started"
+
+
+def ending_line(signum: int, where: str) -> str:
+    """The one line a command stopped by signal ``signum`` prints: which signal, and where."""
+    return f"placement-edu: interrupted by {signal.Signals(signum).name}: {where}"
+
 
 def make(kind: str) -> str:
     """A new folder ``placement-edu-<pid>-<kind>-…`` in the temporary directory (stale ones
