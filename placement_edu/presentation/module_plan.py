@@ -54,11 +54,10 @@ class ModulePlan:
         m, spec, budget = self.module, self.spec, self.module.budget_bytes
         gb = lambda x: f"{x / GB:.2f} GB"  # noqa: E731
         lines = [
-            f"{self.model}, s = {spec.seq}, b = {spec.micro_batch}, {spec.attention} "
-            f"attention (the module's {ATTENTION_OF[spec.attention]}), on {m.devices} × "
-            f"{m.hardware.name}, {gb(budget)} a device:",
-            f"  {len(self.priced_by_module)} FSDP2 plans priced by the module's profile, "
-            "the others by the formula",
+            f"{self.model}, s = {spec.seq}, b = {spec.micro_batch}, {spec.attention} attention "
+            f"(the module's {ATTENTION_OF[spec.attention]}), on {m.devices} × {m.hardware.name}",
+            f"  {gb(budget)} a device; {len(self.priced_by_module)} FSDP2 plans priced by the "
+            "module's profile, the others by the formula",
         ]
         for name, p in (("the formula's peaks", self.formula), ("the module's peaks", m)):
             if p.chosen is None:
