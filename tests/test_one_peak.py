@@ -64,7 +64,12 @@ def test_plan_prices_each_fsdp2_plan_by_the_module_and_the_rest_by_the_formula(c
     out = _json(capsys, "plan --model llama-8b --devices 64 --memory-gb 80 --attention flash")
     every = out["ranked"] + out["infeasible"]
     module = [c for c in every if "formula_peak_bytes" in c]
-    assert module and {c["strategy"].split("×")[0] for c in module} <= {"zero3", "fsdp", "hsdp"}
+    assert module and {c["strategy"].split("×")[0] for c in module} <= {
+        "zero3",
+        "fsdp",
+        "hsdp",
+        "fsdp_grad_op",
+    }
     # every zero3 plan on data, replica and tensor axes alone; a pipeline's is the formula's
     for c in every:
         if c["strategy"].split("×")[0] == "zero3":
@@ -99,3 +104,19 @@ def test_table_gives_the_fsdp2_rows_the_modules_peak_beside_the_formulas(capsys)
     assert zero1["peak_from"].startswith("Korthikanti's formula (zero1 is not FSDP2")
     assert main(["table", "--model", "gpt2", "--params", "7e9", "--devices", "8"]) == 2
     assert "leave out --params" in capsys.readouterr().err
+
+
+def test_fsdp_grad_op_is_fsdp2_without_resharding(capsys) -> None:
+    # FSDP's SHARD_GRAD_OP keeps each block's parameters gathered from its forward to its
+    # backward: FSDP2's fully_shard(reshard_after_forward=False), fit's fsdp2_no_reshard
+    out = _json(
+        capsys, f"time --model llama-8b {TORCHTITAN_8} --strategy fsdp_grad_op --recompute full"
+    )
+    fit = _json(
+        capsys,
+        "fit --model llama-8b --devices 8 --micro-batch 2 --seq 8192 --recompute full "
+        "--strategy fsdp2_no_reshard",
+    )
+    zero3 = _json(capsys, f"time --model llama-8b {TORCHTITAN_8} --strategy zero3 --recompute full")
+    assert out["peak_bytes"] == fit["peak_bytes"] > zero3["peak_bytes"]
+    assert out["peak_from"].startswith("the module's profile")

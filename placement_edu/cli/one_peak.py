@@ -4,7 +4,8 @@ formula stands beside it as what it is, Megatron's model of Megatron's code (iss
 
 ``time --model NAME`` reads the transformer's shape from the model (``spec_of``), prices the step
 as before, and takes its peak from ``profile_peak`` where ``fit`` derives that placement: FSDP2
-(``zero3``, ``fsdp``; ``hsdp`` with its replica axis) on data, replica and tensor axes, with its
+(``zero3``, ``fsdp``, ``fsdp_grad_op``; ``hsdp`` with its replica axis) on data, replica and
+tensor axes, with its
 micro-batches' gradients accumulated (``peak.accumulated``). Anywhere else the formula prices the
 peak, and the output says why.
 """
@@ -26,8 +27,11 @@ from placement_edu.strategies import Strategy
 POLICY_OF = {"none": "none", "selective": "megatron-selective", "full": "full"}
 #: ``time``'s attention -> the module's.
 ATTENTION_OF = {"flash": "sdpa", "eager": "eager"}
-#: The data placements ``fit`` derives: FSDP2's ``fully_shard`` per block (ZeRO-3), and HSDP.
-FSDP2_PLACEMENTS = ("zero3", "fsdp", "hsdp")
+#: The data placements ``fit`` derives, and FSDP2's ``reshard_after_forward`` for each:
+#: ``fully_shard`` per block (ZeRO-3, and HSDP on its replica axis) frees a block's gathered
+#: parameters after its forward; FSDP's SHARD_GRAD_OP (``fsdp_grad_op``) is FSDP2 without
+#: resharding (``fit --strategy fsdp2_no_reshard``), each block gathered until its backward.
+FSDP2_PLACEMENTS = {"zero3": True, "fsdp": True, "hsdp": True, "fsdp_grad_op": False}
 
 
 def spec_of(
@@ -113,7 +117,7 @@ def profile_peak(
         0,
         fsdp2,
         "adam-foreach",
-        True,
+        FSDP2_PLACEMENTS[strategy],
         sequence_parallel,
     )
     peak = accumulated(step, micro_batches).peak

@@ -64,8 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=flag_type(_model),
         default=None,
         help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the "
-        "transformer flags: its shape, and each FSDP2 plan's peak (zero3, fsdp, hsdp on data, "
-        "replica and tensor axes) from the module's profile, fit's, the formula's beside it",
+        "transformer flags: its shape, and each FSDP2 plan's peak (zero3, fsdp, fsdp_grad_op, "
+        "hsdp on data, replica and tensor axes) from the module's profile, fit's, the formula's "
+        "beside it",
     )
     p.add_argument(
         "--devices",
@@ -126,9 +127,9 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
         seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
         spec = spec_of(args.model, seq, args.micro_batch, args.attention, "none")
         return spec, (
-            f"{args.model}: each FSDP2 plan's peak (zero3, fsdp, hsdp on data, replica and "
-            "tensor axes) is the module's (fit's profile and derivation), the formula's beside "
-            "it in --json; every other plan's is Korthikanti's formula"
+            f"{args.model}: each FSDP2 plan's peak (zero3, fsdp, fsdp_grad_op, hsdp on data, "
+            "replica and tensor axes) is the module's (fit's profile and derivation), the "
+            "formula's beside it in --json; every other plan's is Korthikanti's formula"
         )
     if args.params is not None:
         if given:

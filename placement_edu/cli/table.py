@@ -63,7 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the shape "
         "flags (--seq, --micro-batch, --attention, --recompute as given): its shape, and the "
-        "FSDP2 rows' peak (zero3, fsdp) from the module's profile, fit's, beside the formula's",
+        "FSDP2 rows' peak (zero3, fsdp, fsdp_grad_op) from the module's profile, fit's, beside "
+        "the formula's",
     )
     t.add_argument(
         "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"

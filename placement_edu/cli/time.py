@@ -65,8 +65,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="a real model (gpt2, llama-1b, llama-8b, or PATH/config.json): its shape for the "
         "formula, and its peak from the module's profile (fit's) where fit derives the "
-        "placement -- FSDP2 (zero3, fsdp, hsdp) on data, replica and tensor axes -- with the "
-        "formula's beside it",
+        "placement -- FSDP2 (zero3, fsdp, fsdp_grad_op, hsdp) on data, replica and tensor axes "
+        "-- with the formula's beside it",
     )
     p.add_argument(
         "--global-batch",

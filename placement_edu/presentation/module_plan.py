@@ -3,9 +3,10 @@ peak Korthikanti's formula's and once with each FSDP2 plan's peak the module's
 (``plan(peak_of=cli.one_peak.planner_peaks(...))``, what ``placement-edu plan --model`` prints),
 and the plans whose verdict ("fits" or "over budget") the module's peak changes.
 
-Only the FSDP2 plans (zero3, fsdp, hsdp on data, replica and tensor axes) have a module's peak:
-``fit`` derives no other placement, so every other plan keeps the formula's in both runs. The
-profiles are measured once under ``FakeTensorMode`` (a few seconds the first time) and cached.
+Only the FSDP2 plans (zero3, fsdp, fsdp_grad_op, hsdp on data, replica and tensor axes) have a
+module's peak: ``fit`` derives no other placement, so every other plan keeps the formula's in both
+runs. The profiles are measured once under ``FakeTensorMode`` (a few seconds the first time) and
+cached.
 """
 
 from __future__ import annotations
