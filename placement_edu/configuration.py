@@ -23,7 +23,13 @@ from typing import Any
 
 from placement_edu.errors import PlacementError, expect, shown
 from placement_edu.mesh import Mesh
-from placement_edu.models import TransformerSpec, tensor_divides_heads
+from placement_edu.models import (
+    MAX_EVERY,
+    TransformerSpec,
+    every_kth,
+    layer_k,
+    tensor_divides_heads,
+)
 from placement_edu.planner import (
     DATA_STRATEGIES,
     RECOMPUTES,
@@ -376,9 +382,16 @@ def price_configuration(
     context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
     says how attention reaches the others ("ring" or "ulysses", ``schedule.context``);
     ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``)."""
+    recompute = layer_k(recompute) or recompute
     expect(
-        recompute in RECOMPUTES,
-        f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}",
+        recompute in RECOMPUTES or every_kth(recompute),
+        f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}, or "
+        f"layer:K (K from 1 to {MAX_EVERY:,})",
+    )
+    expect(
+        not every_kth(recompute) or max(mesh.degree("tensor"), mesh.degree("context")) == 1,
+        f"recompute {recompute} is priced on data, replica and pipeline axes; a checkpointed "
+        f"layer's replay of the tensor and context collectives is not: {mesh} has one",
     )
     expect(
         overlap in OVERLAPS,

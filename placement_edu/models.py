@@ -265,6 +265,28 @@ class ModelSpec(IdealSlices):
         return self.name or f"Ψ = {self.psi:,} parameters"
 
 
+#: torchtitan's layer selective AC, ``selective_ac_option = "K"``: ``layer:K``, K at most this.
+MAX_EVERY = 10_000
+LAYER_K = (
+    "layer:K: torchtitan's layer selective AC (selective_ac_option = 'K'): every K-th block "
+    "checkpointed as full, the others kept (K from 1 to 10,000)"
+)
+
+
+def layer_k(text: str) -> str | None:
+    """``layer:K`` as written once (``layer:02`` is ``layer:2``), K from 1 to ``MAX_EVERY``; None
+    if ``text`` is not such a policy."""
+    name, _, k = text.partition(":")
+    if name == "layer" and k.isdigit() and len(k) <= 5 and 1 <= int(k) <= MAX_EVERY:
+        return f"layer:{int(k)}"
+    return None
+
+
+def every_kth(recompute: str) -> int:
+    """K of ``layer:K`` (every K-th block checkpointed), 0 for every other policy."""
+    return int(recompute.partition(":")[2]) if recompute.startswith("layer:") else 0
+
+
 @dataclass(frozen=True)
 class TransformerSpec(IdealSlices):
     """A decoder: ``layers`` blocks of attention + MLP. ``block`` "gpt" (the default): GPT's,
@@ -314,10 +336,12 @@ class TransformerSpec(IdealSlices):
         recompute = self.recompute
         if isinstance(recompute, bool):  # the old flag: True meant full recomputation
             recompute = "full" if recompute else "none"
+        if isinstance(recompute, str) and recompute not in self.RECOMPUTE:
+            recompute = layer_k(recompute) or recompute
         expect(
-            isinstance(recompute, str) and recompute in self.RECOMPUTE,
-            f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none), "
-            f"got {self.recompute!r}",
+            isinstance(recompute, str) and (recompute in self.RECOMPUTE or every_kth(recompute)),
+            f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none) "
+            f"or layer:K (K from 1 to {MAX_EVERY:,}), got {self.recompute!r}",
         )
         object.__setattr__(self, "recompute", recompute)
         if self.ffn == 0 and not isinstance(self.ffn, bool):
@@ -363,6 +387,13 @@ class TransformerSpec(IdealSlices):
         attention = 2 * h * h + 2 * h + 2 * h * kv + 2 * kv  # Q and out h² + h each; K, V h·kv + kv
         per_layer = attention + 2 * h * f + f + h + 4 * h
         return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
+
+    @property
+    def checkpointed_layers(self) -> int:
+        """Layers recomputation checkpoints whole: all under "full", L // K under torchtitan's
+        layer:K (its every K-th block), none otherwise."""
+        every = every_kth(self.recompute)
+        return self.layers // every if every else self.layers if self.recompute == "full" else 0
 
     @property
     def lookup_params(self) -> int:
@@ -454,6 +485,13 @@ class TransformerSpec(IdealSlices):
         )
         sbh = s * b * h
         terms = {name: Fraction(0) for name in self.ACTIVATION_TERMS}
+        if every_kth(self.recompute):  # torchtitan's layer:K: k = L // K layers as under full
+            k, L = self.checkpointed_layers, self.layers
+            kept, full = (
+                replace(self, recompute=r).activation_terms_per_layer(tensor)
+                for r in ("none", "full")
+            )
+            return {n: (kept[n] * (L - k) + full[n] * k) / L for n in self.ACTIVATION_TERMS}
         if self.recompute == "full":
             terms["layer_input"] = Fraction(2 * sbh, t if self.sequence_parallel else 1)
             return terms
@@ -479,8 +517,9 @@ class TransformerSpec(IdealSlices):
         and keeps everything a layer without recomputation keeps (``activation_bytes_per_layer``
         of "none", same attention) until its backward is done: the checkpointed inputs of every
         layer plus one layer's full activations. 0 under
-        "none" and "selective", whose layers keep their activations already."""
-        if self.recompute != "full":
+        "none" and "selective", whose layers keep their activations already; under layer:K the
+        same as "full" (a checkpointed layer replays), 0 where no layer is checkpointed (K > L)."""
+        if not self.checkpointed_layers:
             return Fraction(0)
         return replace(self, recompute="none").activation_bytes_per_layer(tensor)
 

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.models import LAYER_K, layer_k
 from placement_edu.placement import PHASES
 from placement_edu.precision import PRESETS as ZERO_PRESETS
 
@@ -60,30 +61,19 @@ RECOMPUTE: Mapping[str, str] = MappingProxyType(
         "(torchtitan's and Megatron's full AC, HF's gradient checkpointing)",
     }
 )
-#: torchtitan's layer selective AC, ``selective_ac_option = "K"``: ``layer:K``, K at most this.
-MAX_EVERY = 10_000
-LAYER_K = (
-    "layer:K: torchtitan's layer selective AC (selective_ac_option = 'K'): every K-th block "
-    "checkpointed as full, the others kept (K from 1 to 10,000)"
-)
 
 
 def read_recompute(text: str) -> str:
-    """A recomputation policy: a name of ``RECOMPUTE``, or ``layer:K``; else a PlacementError
-    in one line."""
+    """A recomputation policy: a name of ``RECOMPUTE``, or ``layer:K`` (``models.layer_k``);
+    else a PlacementError in one line."""
     if text in RECOMPUTE:
         return text
-    name, _, k = text.partition(":")
-    if name == "layer" and k.isdigit() and len(k) <= 5 and 1 <= int(k) <= MAX_EVERY:
-        return f"layer:{int(k)}"
-    raise PlacementError(
-        f"unknown recomputation {text[:40]!r}; accepted: {', '.join(RECOMPUTE)}, or {LAYER_K}"
-    )
-
-
-def every_kth(recompute: str) -> int:
-    """K of ``layer:K`` (every K-th block checkpointed), 0 for every other policy."""
-    return int(recompute.partition(":")[2]) if recompute.startswith("layer:") else 0
+    policy = layer_k(text)
+    if policy is None:
+        raise PlacementError(
+            f"unknown recomputation {text[:40]!r}; accepted: {', '.join(RECOMPUTE)}, or {LAYER_K}"
+        )
+    return policy
 
 
 #: The FSDP2 strategies, by ``fully_shard``'s ``reshard_after_forward`` on every block: fsdp2 frees
@@ -529,6 +519,16 @@ def derive(
         """``m``, measured where block k's own kind was profiled (the same name there)."""
         return next(n for n in kind(k).moments if n.name == m.name)
 
+    # What a checkpoint holds outside the blocks (the inputs every block is given: the causal mask,
+    # RoPE's cos and sin), alive while a checkpointed block is not yet through its backward; the
+    # profile without recomputation holds them only where an op saves them.
+    inputs_held = full.outside - profile.outside if every and L // every else 0
+
+    def checkpoints_held(source: ActivationProfile, below: int) -> int:
+        """``inputs_held``, where the moment was measured without recomputation and a
+        checkpointed block below block ``below`` is still to run its backward."""
+        return inputs_held if source is profile and below >= every else 0
+
     s = prec.storage
     stored, held = root.stored + L * blk.stored, root.held + L * blk.held
     params = stored * s
@@ -572,8 +572,9 @@ def derive(
             if m.block == -1:  # the last block's forward: blocks 0 .. L-2 kept, as its kind says
                 m = moment(m, L - 1)
                 shift = kept_before(L - 1) - kind(L - 1).block
+                shift += checkpoints_held(kind(L - 1), L - 1)
             else:  # the profile's two blocks stand for all L
-                shift = kept_before(L) - 2 * profile.block
+                shift = kept_before(L) - 2 * profile.block + checkpoints_held(profile, L)
             fsdp_terms: dict[str, int] = {}
             if fsdp:
                 fsdp_terms[ALL_GATHER_BUFFER] = ag if m.phase == "forward" else ag_backward
@@ -593,6 +594,7 @@ def derive(
                 finished, here = L - 1 - k, moment(m, k)
                 # (the profile's block 0 stands for blocks 0 .. k-1)
                 before = kept_before(k) - kind(k).block if k else 0
+                before += checkpoints_held(kind(k), k)
                 terms = {
                     ACTIVATIONS_AND_TEMPORARIES: here.live + before,
                     GRADIENTS_BEING_MADE: here.grads,
@@ -614,5 +616,5 @@ def derive(
     events.append(
         Event(f"optimizer step ({optimizer})", "step", MappingProxyType({**base, **step}))
     )
-    activations = profile.outside + kept_before(L) + profile.result
+    activations = profile.outside + inputs_held + kept_before(L) + profile.result
     return StepPeak(params, grads, optimizer_state, activations, inputs, buffers, tuple(events))

@@ -212,6 +212,7 @@ def derive_on_mesh(
     virtual_stages: int = 1,
     micro_batches: int = 0,
     context_attention: str = "ring",
+    every_kth: tuple[int, ActivationProfile] | None = None,
 ) -> StepPeak:
     """Rank ``rank`` of ``mesh``'s states and the live set at every event of a step: its tensor
     rank's shapes and profile (``tensor_rank``, ``tensor_profile``), FSDP2 over the data axis as
@@ -256,6 +257,9 @@ def derive_on_mesh(
         precision=precision,
         optimizer=optimizer,
         reshard_after_forward=reshard_after_forward,
+        # torchtitan's layer:K: its checkpointed blocks as the full-recomputation profile says
+        every_kth=every_kth
+        and (every_kth[0], tensor_profile(every_kth[1], arch, t, sequence_parallel)),
     )
     if c > 1:
         peak = with_context_buffers(peak, arch, profile, c, t, context_attention)

@@ -37,6 +37,7 @@ from placement_edu.models import (
     Model,
     TransformerSpec,
     as_model,
+    every_kth,
     stage_units,
     tensor_divides_heads,
 )
@@ -537,8 +538,9 @@ def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
     (Korthikanti et al. 2022, §4.2 and eq. 8; softmax and dropout are elementwise, not counted).
     Model FLOPs (what MFU counts): ``model_flops_per_token``."""
     expect(
-        recompute in TransformerSpec.RECOMPUTE,
-        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
+        recompute in TransformerSpec.RECOMPUTE or every_kth(recompute),
+        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)} or layer:K, got "
+        f"{recompute!r}",
     )
     model = as_model(psi_or_model)
     # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py); a
@@ -547,8 +549,19 @@ def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
     psi -= getattr(model, "lookup_params", 0)
     attention = attention_flops_per_token(psi_or_model)
     forward = 2 * psi + attention["forward"]
-    replayed = {"none": 0, "selective": attention["forward"], "full": forward}[recompute]
+    replayed = replayed_share(model, recompute, forward, attention["forward"])
     return {"forward": forward, "backward": 4 * psi + attention["backward"] + replayed, "step": 0}
+
+
+def replayed_share(model: object, recompute: str, forward: int, attention: int) -> int:
+    """Forward FLOPs recomputation replays in backward, per token: none; core attention's under
+    "selective"; the whole ``forward`` under "full"; under torchtitan's layer:K the checkpointed
+    layers' share of it, L // K of the L layers (rounded down to a whole FLOP)."""
+    every = every_kth(recompute)
+    if every:
+        layers = getattr(model, "layers", 1)
+        return forward * (layers // every) // layers
+    return {"none": 0, "selective": attention, "full": forward}[recompute]
 
 
 def palm_flops_per_token(psi_or_model) -> int:
@@ -605,12 +618,13 @@ def megatron_hardware_flops_per_token(
     "selective" core attention's forward (Korthikanti et al. 2022, §4.2). With "full" and K = a,
     f = 4h: 96·L·h²·(1 + s/(6h) + V/(16hL)) per token, Narayanan et al. 2021 eq. (3)."""
     expect(
-        recompute in TransformerSpec.RECOMPUTE,
-        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)}, got {recompute!r}",
+        recompute in TransformerSpec.RECOMPUTE or every_kth(recompute),
+        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)} or layer:K, got "
+        f"{recompute!r}",
     )
     attention = megatron_attention_forward_per_token(model, causal)
     layers = 2 * model.layers * megatron_layer_matmul_weights(model) + attention
-    replayed = {"none": 0, "selective": attention, "full": layers}[recompute]
+    replayed = replayed_share(model, recompute, layers, attention)
     return megatron_flops_per_token(model, causal) + replayed
 
 
@@ -697,7 +711,13 @@ def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> d
     scores = model.layers * model.heads * model.seq
     moved = SOFTMAX_BYTES if model.llama else EAGER_ATTENTION_BYTES
     forward = moved["forward"] * scores
-    replayed = forward if recompute in ("full", "selective") else 0
+    replayed = (
+        forward
+        if recompute in ("full", "selective")
+        else replayed_share(model, recompute, forward, 0)
+        if every_kth(recompute)
+        else 0
+    )
     return {
         "forward": forward,
         "backward": moved["backward"] * scores + replayed,

@@ -90,3 +90,24 @@ def _fields(spec: TransformerSpec) -> dict:
     from dataclasses import fields
 
     return {f.name: getattr(spec, f.name) for f in fields(spec) if f.init}
+
+
+def test_layer_k_in_the_formula_checkpoints_l_over_k_layers() -> None:
+    # torchtitan's layer:K in the formula: L // K layers as under full, the rest as under none;
+    # the time model replays those layers' share of the forward
+    from dataclasses import replace
+
+    from placement_edu.timing import flops_per_token
+
+    none, full, two = (replace(LLAMA_3_8B, recompute=r) for r in ("none", "full", "layer:2"))
+    assert (
+        two.checkpointed_layers == 16
+        and replace(LLAMA_3_8B, recompute="layer:5").checkpointed_layers == 6
+    )
+    per_layer = (none.activation_bytes_per_layer() + full.activation_bytes_per_layer()) / 2
+    assert two.activation_bytes_per_layer() == per_layer
+    assert two.recompute_working_set() == full.recompute_working_set()
+    replayed = flops_per_token(full)["backward"] - flops_per_token(none)["backward"]
+    assert flops_per_token(two)["backward"] - flops_per_token(none)["backward"] == replayed // 2
+    assert flops_per_token(replace(LLAMA_3_8B, recompute="layer:1")) == flops_per_token(full)
+    assert replace(LLAMA_3_8B, recompute="layer:33").checkpointed_layers == 0

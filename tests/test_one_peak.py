@@ -120,3 +120,22 @@ def test_fsdp_grad_op_is_fsdp2_without_resharding(capsys) -> None:
     zero3 = _json(capsys, f"time --model llama-8b {TORCHTITAN_8} --strategy zero3 --recompute full")
     assert out["peak_bytes"] == fit["peak_bytes"] > zero3["peak_bytes"]
     assert out["peak_from"].startswith("the module's profile")
+
+
+def test_torchtitans_layer_k_is_priced_by_time_as_fit_derives_it(capsys) -> None:
+    # layer:2: every second block checkpointed -- the module's peak is fit's, and the time model
+    # replays the forward of the checkpointed half of the layers (L // 2 of L)
+    argv = f"time --model llama-8b {TORCHTITAN_8} --strategy zero3"
+    two = _json(capsys, f"{argv} --recompute layer:2")
+    fit = _json(
+        capsys, "fit --model llama-8b --devices 8 --micro-batch 2 --seq 8192 --recompute layer:2"
+    )
+    assert two["peak_bytes"] == fit["peak_bytes"]
+    none, full = (_json(capsys, f"{argv} --recompute {r}") for r in ("none", "full"))
+    assert none["step_s"] < two["step_s"] < full["step_s"]
+    one = _json(capsys, f"{argv} --recompute layer:1")
+    assert (one["step_s"], one["formula_peak_bytes"]) == (
+        full["step_s"],
+        full["formula_peak_bytes"],
+    )
+    assert one["peak_bytes"] == full["peak_bytes"]  # (fit's layer:1 is full to the byte)

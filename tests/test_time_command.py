@@ -162,7 +162,10 @@ def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) ->
         (["--mesh", "data=8", "--efficiency", "fast"], "'fast' is not a number"),
         (["--mesh", "data=5"], "expected a multiple of 5"),
         (["--mesh", "data=2,tensor=3"], "does not divide the 4 attention heads"),
-        (["--mesh", "data=8", "--recompute", "some"], "invalid choice: 'some'"),
+        (
+            ["--mesh", "data=8", "--recompute", "some"],
+            "'some' is not a recomputation; give none, selective, full, or layer:K",
+        ),
         # issue 43, item 7: accepted and ignored before
         (["--mesh", "data=8", "--schedule", "interleaved:2"], "--schedule shapes a pipeline"),
         (["--mesh", "data=8", "--balanced-stages"], "--balanced-stages shapes a pipeline"),

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
-from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive, every_kth
+from placement_edu.models import every_kth
+from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
 from placement_edu.runtime.peak_tracker import TrackerProcess, states
 from placement_edu.runtime.profiles import get_profile
 

@@ -25,20 +25,19 @@ from placement_edu.peak import (
     ATTENTION,
     OPTIMIZERS,
     PRECISIONS,
-    LAYER_K,
     RECOMPUTE,
     RESHARD_AFTER_FORWARD,
     ActivationProfile,
     StepPeak,
     breakdown,
     derive,
-    every_kth,
     fsdp2_applies,
     read_recompute,
     tracker_peak_phase,
 )
 from placement_edu.configuration import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
+from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
 from placement_edu.units import GB, fmt_bytes

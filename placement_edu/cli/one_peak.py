@@ -18,7 +18,7 @@ from dataclasses import replace
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
-from placement_edu.models import TransformerSpec
+from placement_edu.models import TransformerSpec, every_kth
 from placement_edu.planner import PeakOf
 from placement_edu.precision import Precision
 from placement_edu.strategies import Strategy
@@ -102,13 +102,14 @@ def profile_peak(
 
     fsdp2 = "fsdp2_bf16" if precision.activations == 2 else "fp32"
     compute = "bf16" if fsdp2 == "fsdp2_bf16" else "fp32"
-    profile, cached = get_profile(
-        model,
-        spec.micro_batch,
-        spec.seq,
-        compute,
-        ATTENTION_OF[spec.attention],
-        POLICY_OF[spec.recompute],
+    every = every_kth(spec.recompute)  # torchtitan's layer:K: the profiles none and full
+    policy = "none" if every else POLICY_OF[spec.recompute]
+    attention = ATTENTION_OF[spec.attention]
+    profile, cached = get_profile(model, spec.micro_batch, spec.seq, compute, attention, policy)
+    kth = (
+        (every, get_profile(model, spec.micro_batch, spec.seq, compute, attention, "full")[0])
+        if every
+        else None
     )
     step = derive_on_mesh(
         model,
@@ -119,11 +120,12 @@ def profile_peak(
         "adam-foreach",
         FSDP2_PLACEMENTS[strategy],
         sequence_parallel,
+        every_kth=kth,
     )
     peak = accumulated(step, micro_batches).peak
     return peak.total, (
         f"the module's profile ({'cached' if cached else 'measured'} under FakeTensorMode, "
-        f"{ATTENTION_OF[spec.attention]}, {POLICY_OF[spec.recompute]}), FSDP2 {fsdp2}: "
+        f"{attention}, {spec.recompute if every else policy}), FSDP2 {fsdp2}: "
         f"{peak.name}"
     )
 

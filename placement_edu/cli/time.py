@@ -25,10 +25,10 @@ from placement_edu.configuration import (
 )
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.cli.table import SHAPE
-from placement_edu.errors import PlacementError
+from placement_edu.errors import PlacementError, shown
 from placement_edu.mesh import Mesh
 from placement_edu.cli.one_peak import profile_peak, spec_of
-from placement_edu.models import TransformerSpec
+from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
 from placement_edu.precision import get_precision
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.timing import FLOP_CONVENTION, get_hardware
@@ -100,10 +100,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--recompute",
-        type=str,
-        choices=TransformerSpec.RECOMPUTE,
+        type=flag_type(_recompute),
         default="none",
-        help="activation recomputation (Korthikanti et al. 2022; default none)",
+        help="activation recomputation: none (default), selective (Korthikanti et al. 2022: "
+        "core attention, Megatron-LM's --recompute-granularity selective), full (every layer: "
+        "Megatron's and torchtitan's full AC, HF's gradient checkpointing), or layer:K "
+        "(torchtitan's selective_ac_option = 'K': every K-th layer as full, the others none)",
     )
     p.add_argument(
         "--schedule",
@@ -127,6 +129,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
     p.set_defaults(handler=_time)
+
+
+def _recompute(text: str) -> str:
+    policy = text if text in TransformerSpec.RECOMPUTE else layer_k(text)
+    if policy is None:
+        raise PlacementError(
+            f"{shown(text)} is not a recomputation; give none, selective, full, or layer:K "
+            f"(K from 1 to {MAX_EVERY:,})"
+        )
+    return policy
 
 
 def _model(text: str) -> str:

@@ -29,7 +29,8 @@ from torch.utils.checkpoint import (
 )
 
 from placement_edu.architectures import Architecture
-from placement_edu.peak import ATTENTION, every_kth, read_recompute
+from placement_edu.models import every_kth
+from placement_edu.peak import ATTENTION, read_recompute
 
 
 # --- GPT-2 (HF modeling_gpt2) --------------------------------------------------------------------
