@@ -350,7 +350,7 @@ def _fit(args: argparse.Namespace) -> int:
     elif args.verify and args.mesh is not None and args.mesh.degree("pipeline") > 1:
         result["measured"] = _verify_pipeline(args, seq)
     elif args.verify:
-        from placement_edu.runtime.peak_tracker import measure_in_subprocess, states
+        from placement_edu.runtime.peak_tracker import measure_in_subprocess
 
         raw = measure_in_subprocess(
             model=args.model,
@@ -364,11 +364,7 @@ def _fit(args: argparse.Namespace) -> int:
             optimizer=args.optimizer,
             reshard_after_forward=reshard,
         )
-        fsdp = fsdp2_applies(args.devices, args.precision)
-        result["measured"] = {
-            **_measured(states(raw, fsdp), raw["forward_backward_peak"]),
-            "seconds": raw["seconds"],
-        }
+        result["measured"] = _tracked(raw, fsdp2_applies(args.devices, args.precision))
     print(json.dumps(result, indent=2) if args.json else _text(result, peak))
     return 0
 
@@ -515,7 +511,6 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
     ``torch.distributed.pipelining`` on a fake group, run by its schedule
     (``axis_tracker.pipeline_measure``), under the keys ``_measured`` gives."""
     from placement_edu.runtime.axis_tracker import measure_here, pipeline_measure
-    from placement_edu.runtime.peak_tracker import states
 
     schedule, virtual_stages = parsed_schedule(args.schedule)
     raw = measure_here(
@@ -532,10 +527,14 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
         recompute=args.recompute,
         optimizer=args.optimizer,
     )
-    return {
-        **_measured(states(raw, False), raw["forward_backward_peak"]),
-        "seconds": raw["seconds"],
-    }
+    return _tracked(raw, fsdp=False)
+
+
+def _tracked(raw: dict, fsdp: bool) -> dict:
+    """A tracker run's figures under fit's keys (``_measured``), with its seconds."""
+    from placement_edu.runtime.peak_tracker import states
+
+    return {**_measured(states(raw, fsdp), raw["forward_backward_peak"]), "seconds": raw["seconds"]}
 
 
 def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
@@ -548,7 +547,6 @@ def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
         f"{args.rank}",
     )
     from placement_edu.runtime.axis_tracker import measure_here
-    from placement_edu.runtime.peak_tracker import states
 
     raw = measure_here(
         model=args.model,
@@ -560,10 +558,7 @@ def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
         recompute=args.recompute,
         optimizer=args.optimizer,
     )
-    return {
-        **_measured(states(raw, False), raw["forward_backward_peak"]),
-        "seconds": raw["seconds"],
-    }
+    return _tracked(raw, fsdp=False)
 
 
 def _text(r: dict, peak: StepPeak) -> str:

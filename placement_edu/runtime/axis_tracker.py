@@ -48,7 +48,7 @@ from torch.distributed.tensor.parallel import (
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from placement_edu.architectures import Architecture, get_architecture
-from placement_edu.runtime.peak_tracker import _optimizer, _reset_peak, _snapshot
+from placement_edu.runtime.peak_tracker import _optimizer, _snapshot, tracked_step
 from placement_edu.runtime.reference_models import CausalLM, Conv1D, batch, build, recomputed
 
 
@@ -190,27 +190,17 @@ def measure(
             ids, labels = batch(arch, micro_batch, seq)
             tracker = MemTracker()
             tracker.track_external(net, opt, ids, labels)
-            with tracker:
+
+            def forward_backward() -> dict:
                 loss = net(ids, labels)
                 after_forward = _snapshot(tracker)
                 loss.backward()
-                after_backward = _snapshot(tracker)
-                forward_backward_peak = _snapshot(tracker, "peak")
-                _reset_peak(tracker)
-                opt.step()
-                step_peak = _snapshot(tracker, "peak")
-                after_step = _snapshot(tracker)
-                opt.zero_grad()
+                return {"after_forward": after_forward}
+
+            snaps = tracked_step(tracker, forward_backward, opt)
     finally:
         dist.destroy_process_group()
-    return {
-        "after_forward": after_forward,
-        "after_backward": after_backward,
-        "after_step": after_step,
-        "forward_backward_peak": forward_backward_peak,
-        "step_peak": step_peak,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    return {**snaps, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def measure_here(measuring: Any = None, **case: Any) -> dict:
@@ -382,24 +372,13 @@ def pipeline_measure(
             buffers = _recv_buffers(pipeline_stages)
             tracker = _every_micro_batch()()
             tracker.track_external(*modules, opt, *(ids, labels)[: first + last], *buffers)
-            with tracker:
-                step()
-                after_backward = _snapshot(tracker)
-                forward_backward_peak = _snapshot(tracker, "peak")
-                _reset_peak(tracker)
-                opt.step()
-                step_peak = _snapshot(tracker, "peak")
-                after_step = _snapshot(tracker)
-                opt.zero_grad()
+            snaps = tracked_step(tracker, step, opt)
     finally:
         dist.destroy_process_group()
-    live = forward_backward_peak["Activation"] + forward_backward_peak["Temp"]
+    peak = snaps["forward_backward_peak"]
     return {  # (activations: the tracker's activations and temporaries at the peak)
-        "after_forward": {"Activation": live},
-        "after_backward": after_backward,
-        "after_step": after_step,
-        "forward_backward_peak": forward_backward_peak,
-        "step_peak": step_peak,
+        **snaps,
+        "after_forward": {"Activation": peak["Activation"] + peak["Temp"]},
         "recv_buffers": sum(b.untyped_storage().nbytes() for b in buffers),
         "seconds": round(time.perf_counter() - started, 3),
     }

@@ -26,6 +26,7 @@ import sys
 import time
 from copy import deepcopy
 from multiprocessing.connection import Connection
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -51,6 +52,25 @@ def _reset_peak(tracker: MemTracker) -> None:
     """Start a new peak from the current live set (``MemTracker`` keeps one running maximum)."""
     tracker._peak_mem_snap = deepcopy(tracker._curr_mem_snap)
     tracker._peak_mem = {dev: snap["Total"] for dev, snap in tracker._curr_mem_snap.items()}
+
+
+def tracked_step(
+    tracker: MemTracker, forward_backward: Callable[[], object], opt: torch.optim.Optimizer
+) -> dict[str, dict[str, int]]:
+    """One step under ``tracker``: ``forward_backward()`` (which may record its own
+    "after_forward" snapshot in the dict it returns), then the optimizer's step, with the live
+    bytes after backward and after the step and the peaks of both phases (the tracker's peak reset
+    in between) -- the snapshots every tracker run of the package reports."""
+    with tracker:
+        snaps: dict[str, dict[str, int]] = dict(forward_backward() or {})  # type: ignore[call-overload]
+        snaps["after_backward"] = _snapshot(tracker)
+        snaps["forward_backward_peak"] = _snapshot(tracker, "peak")
+        _reset_peak(tracker)
+        opt.step()
+        snaps["step_peak"] = _snapshot(tracker, "peak")
+        snaps["after_step"] = _snapshot(tracker)
+        opt.zero_grad()
+    return snaps
 
 
 def _optimizer(model: torch.nn.Module, optimizer: str) -> torch.optim.Optimizer:
@@ -120,28 +140,18 @@ def measure(
 
                 tracker = MemTracker()
                 tracker.track_external(net, opt, ids, labels)
-            with tracker:
+
+            def forward_backward() -> dict:
                 loss = net(ids, labels)
                 after_forward = _snapshot(tracker)
                 loss.backward()
-                after_backward = _snapshot(tracker)
-                forward_backward_peak = _snapshot(tracker, "peak")
-                _reset_peak(tracker)
-                opt.step()
-                step_peak = _snapshot(tracker, "peak")
-                after_step = _snapshot(tracker)
-                opt.zero_grad()
+                return {"after_forward": after_forward}
+
+            snaps = tracked_step(tracker, forward_backward, opt)
     finally:
         if fsdp:
             dist.destroy_process_group()
-    return {
-        "after_forward": after_forward,
-        "after_backward": after_backward,
-        "after_step": after_step,
-        "forward_backward_peak": forward_backward_peak,
-        "step_peak": step_peak,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    return {**snaps, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def states(measured: dict, fsdp: bool) -> dict[str, int]:
