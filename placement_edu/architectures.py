@@ -171,6 +171,14 @@ REFERENCE_SEQ: Mapping[str, int] = MappingProxyType(
 )
 
 
+def sequence_of(model: str, seq: int | None = None) -> int:
+    """The sequence length a command prices ``model`` at: ``seq`` if given, else the one its
+    reference shape is checked at (``REFERENCE_SEQ``), else min(its learned positions, 2048)."""
+    if seq:
+        return seq
+    return REFERENCE_SEQ.get(model) or min(get_architecture(model).positions or 2048, 2048)
+
+
 #: What a config.json may hold. A real one is about 1 kB; layers: the peak is placed from a
 #: two-block profile (at least 2); ``peak.derive`` costs the same for any L (each run of alike
 #: blocks by its ends, ``peak.MAX_LISTED_BLOCKS``), but a mesh's pipeline and tensor ranks, the

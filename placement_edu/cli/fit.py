@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from placement_edu.architectures import PRESETS as MODELS, REFERENCE_SEQ, get_architecture
+from placement_edu.architectures import PRESETS as MODELS, get_architecture, sequence_of
 from placement_edu.arguments import described, flag_type
 from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
@@ -211,7 +211,7 @@ def _gb(text: str) -> float:
 def _check(args: argparse.Namespace) -> int:
     """The sequence length, after refusing what cannot run (one line, exit 2)."""
     arch = get_architecture(args.model)
-    seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+    seq = sequence_of(args.model, args.seq)
     expect(
         args.rank < args.devices,
         f"--rank {args.rank} is not a rank of {args.devices} devices (0..{args.devices - 1})",

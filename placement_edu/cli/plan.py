@@ -9,7 +9,7 @@ import argparse
 import json
 from dataclasses import replace
 
-from placement_edu.architectures import REFERENCE_SEQ, get_architecture
+from placement_edu.architectures import get_architecture, sequence_of
 from placement_edu.arguments import flag_type
 from placement_edu.cli.shape import (
     add_step_flags,
@@ -123,8 +123,7 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
                 f"--model {args.model} gives the shape; leave out "
                 + ", ".join(given + (["--params"] if args.params is not None else []))
             )
-        arch = get_architecture(args.model)
-        seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+        seq = sequence_of(args.model, args.seq)
         spec = spec_of(args.model, seq, args.micro_batch, args.attention, "none")
         return spec, (
             f"{args.model}: each FSDP2 plan's peak (zero3, fsdp, fsdp_grad_op, hsdp on data, "

@@ -8,7 +8,7 @@ import json
 from fractions import Fraction
 from typing import Callable
 
-from placement_edu.architectures import REFERENCE_SEQ, get_architecture
+from placement_edu.architectures import get_architecture, sequence_of
 from placement_edu.arguments import flag_type
 from placement_edu.errors import (
     MAX_COUNT,
@@ -261,8 +261,7 @@ def _real_model(args: argparse.Namespace) -> TransformerSpec:
     ]
     if given:
         raise PlacementError(f"--model {args.model} gives the shape; leave out {', '.join(given)}")
-    arch = get_architecture(args.model)
-    seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+    seq = sequence_of(args.model, args.seq)
     return spec_of(
         args.model, seq, args.micro_batch or 1, args.attention or "eager", args.recompute or "none"
     )

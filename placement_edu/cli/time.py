@@ -23,7 +23,7 @@ from placement_edu.configuration import (
     parsed_schedule,
     price_configuration,
 )
-from placement_edu.architectures import REFERENCE_SEQ, get_architecture
+from placement_edu.architectures import get_architecture, sequence_of
 from placement_edu.cli.table import SHAPE
 from placement_edu.errors import PlacementError, shown
 from placement_edu.mesh import Mesh
@@ -223,8 +223,7 @@ def _transformer(args: argparse.Namespace) -> TransformerSpec:
             f"--model {args.model} gives the shape; leave out "
             + ", ".join(given + (["--block"] if args.block != "gpt" else []))
         )
-    arch = get_architecture(args.model)
-    seq = args.seq or REFERENCE_SEQ.get(args.model) or min(arch.positions or 2048, 2048)
+    seq = sequence_of(args.model, args.seq)
     return spec_of(args.model, seq, args.micro_batch, args.attention, args.recompute)
 
 
