@@ -191,11 +191,11 @@ def measure(
             tracker = MemTracker()
             tracker.track_external(net, opt, ids, labels)
 
-            def forward_backward() -> dict:
+            def forward_backward() -> tuple[dict, object]:
                 loss = net(ids, labels)
                 after_forward = _snapshot(tracker)
                 loss.backward()
-                return {"after_forward": after_forward}
+                return {"after_forward": after_forward}, loss  # (the loop holds the loss)
 
             snaps = tracked_step(tracker, forward_backward, opt)
     finally:
@@ -372,7 +372,12 @@ def pipeline_measure(
             buffers = _recv_buffers(pipeline_stages)
             tracker = _every_micro_batch()()
             tracker.track_external(*modules, opt, *(ids, labels)[: first + last], *buffers)
-            snaps = tracked_step(tracker, step, opt)
+
+            def forward_backward() -> tuple[dict, object]:
+                step()  # (the schedule holds every micro-batch's loss itself)
+                return {}, None
+
+            snaps = tracked_step(tracker, forward_backward, opt)
     finally:
         dist.destroy_process_group()
     peak = snaps["forward_backward_peak"]

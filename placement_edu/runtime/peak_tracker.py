@@ -55,14 +55,17 @@ def _reset_peak(tracker: MemTracker) -> None:
 
 
 def tracked_step(
-    tracker: MemTracker, forward_backward: Callable[[], object], opt: torch.optim.Optimizer
+    tracker: MemTracker,
+    forward_backward: Callable[[], tuple[dict[str, dict[str, int]], object]],
+    opt: torch.optim.Optimizer,
 ) -> dict[str, dict[str, int]]:
-    """One step under ``tracker``: ``forward_backward()`` (which may record its own
-    "after_forward" snapshot in the dict it returns), then the optimizer's step, with the live
-    bytes after backward and after the step and the peaks of both phases (the tracker's peak reset
-    in between) -- the snapshots every tracker run of the package reports."""
+    """One step under ``tracker``: ``forward_backward()``, which returns the snapshots it took
+    (its "after_forward") and what the training loop still holds through the step (the loss, an
+    fp32 scalar: 4 bytes of the step's peak); then the optimizer's step. The live bytes after
+    backward and after the step, and the peaks of both phases (the tracker's peak reset in
+    between): the snapshots every tracker run of the package reports."""
     with tracker:
-        snaps: dict[str, dict[str, int]] = dict(forward_backward() or {})  # type: ignore[call-overload]
+        snaps, held = forward_backward()
         snaps["after_backward"] = _snapshot(tracker)
         snaps["forward_backward_peak"] = _snapshot(tracker, "peak")
         _reset_peak(tracker)
@@ -70,6 +73,7 @@ def tracked_step(
         snaps["step_peak"] = _snapshot(tracker, "peak")
         snaps["after_step"] = _snapshot(tracker)
         opt.zero_grad()
+    del held
     return snaps
 
 
@@ -141,11 +145,11 @@ def measure(
                 tracker = MemTracker()
                 tracker.track_external(net, opt, ids, labels)
 
-            def forward_backward() -> dict:
+            def forward_backward() -> tuple[dict, object]:
                 loss = net(ids, labels)
                 after_forward = _snapshot(tracker)
                 loss.backward()
-                return {"after_forward": after_forward}
+                return {"after_forward": after_forward}, loss  # (the loop holds the loss)
 
             snaps = tracked_step(tracker, forward_backward, opt)
     finally:
