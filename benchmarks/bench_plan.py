@@ -11,7 +11,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from placement_edu.planner import _schedule, comm_seconds, default_transformer, plan
+from placement_edu.planner import default_transformer, plan
+from placement_edu.pricing import _schedule, comm_seconds
 
 DEVICES = 1024
 REPEATS = 5

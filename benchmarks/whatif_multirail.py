@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 import placement_edu.timing as timing  # noqa: E402
 from benchmarks.published.compare import compare, mfu_drop  # noqa: E402
-from placement_edu.planner import comm_seconds, overlap_streams  # noqa: E402
+from placement_edu.pricing import comm_seconds, overlap_streams  # noqa: E402
 from placement_edu.mesh import Mesh, as_mesh  # noqa: E402
 
 ONE_LINK = timing.Hardware.axis_link

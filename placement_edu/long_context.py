@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from placement_edu.configuration import price_configuration
+from placement_edu.pricing import price_configuration
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec

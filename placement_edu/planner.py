@@ -3,51 +3,44 @@
 It derives nothing new. For every mesh r·d·t·p = devices and every placement the core knows
 (dp, zero1/2/3, fsdp_grad_op and hsdp on the data axes, composed with Megatron tensor parallelism,
 with and without sequence parallelism, and pipeline parallelism) and every recomputation choice,
-it asks the core for the peak bytes (``derive_memory``, SPEC §3) and the step time (``timing``,
-SPEC §9, each group on the link where its ranks sit), drops what does not fit, and ranks the rest.
+it asks ``pricing.price`` -- the price ``placement-edu time`` gives one configuration -- for the
+peak bytes (SPEC §3) and the step time (SPEC §9), drops what does not fit, and ranks the rest.
 Read top to bottom:
 
 - ``default_transformer``: a documented transformer shape for a bare Ψ (``models.nearest_shape``)
-- ``DATA_STRATEGIES`` and ``compose``: the placement on the data axis, composed with tp and pp
 - ``meshes``: every r·d·t·p = devices the planner tries
-- ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
 - ``group_links``: which link each axis' groups use (what an explanation names)
-- ``plan``: enumerate, price, split feasible from infeasible, rank, explain
 - ``TIE_BAND`` and ``simplicity``: plans within the band of the fastest are ties; the simplest wins
-- ``price``: one candidate's peak bytes and step time (``plan`` calls it for each candidate,
-  ``placement-edu time`` for the one configuration it is given)
+- ``Plan``: the ranked placements, with their reasons
+- ``plan``: enumerate, price, split feasible from infeasible, rank, explain
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache, partial
-from typing import Any, Callable, Iterator, Optional
+from functools import partial
+from typing import Any, Callable, Iterator
 
+from placement_edu.configuration import Choice, PeakOf
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.experts import MoESpec, has_experts
-from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec, heads_divide, nearest_shape
 from placement_edu.models import per_layer_model as per_layer_model  # (re-exported)
-from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import derive_schedule
-from placement_edu.strategies import STRATEGIES, Strategy
-from placement_edu.timing import (
-    OVERLAPS,
-    Hardware,
-    Overlapped,
-    StepTime,
-    combine,
-    comm_time,
-    compute_time,
-    get_hardware,
-    overlapped,
+from placement_edu.pricing import (
+    DATA_STRATEGIES,
+    RECOMPUTES,
+    compose,
+    data_replicas,
+    peak_bytes,
+    price,
 )
+from placement_edu.strategies import Strategy
+from placement_edu.timing import OVERLAPS, Hardware, get_hardware
 from placement_edu.units import GB, plain, wrapped
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
@@ -101,11 +94,7 @@ def default_transformer(
     return model, words
 
 
-# --- placements on the data axes, composed with tp and pp --------------------------------------
-#: The strategies whose placement on the data axis the planner tries (SPEC §3's table); their
-#: modes and ``reshard_after_forward`` are read from ``strategies.STRATEGIES``.
-DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_op")
-RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
+# --- the meshes tried -----------------------------------------------------------------------------
 #: Tensor parallelism stays inside one node (Narayanan et al. 2021, takeaway 1: t = GPUs per
 #: server): t <= the hardware's gpus_per_node, or 8 (a DGX node) when one node holds every device.
 MAX_TENSOR = 8
@@ -115,55 +104,6 @@ MAX_TENSOR = 8
 #: Below it, tensor and sequence parallelism, recomputation and b keep a sequence's activations
 #: small beside the model state; the search stays as it was for s <= 4096.
 CONTEXT_MIN_SEQ = 8192
-
-
-def compose(
-    data: str,
-    mesh: Mesh,
-    micro_batches: int,
-    sequence_parallel: bool = False,
-    context_attention: str = "ring",
-) -> Strategy:
-    """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
-    tensor and pipeline axes where the mesh has them, and Megatron's sequence parallelism on the
-    tensor axis when asked. A context axis takes the data axis' modes -- the states sharded over
-    data × context, as Megatron's distributed optimizer and torchtitan's FSDP over dp × cp do --
-    and ``context_attention`` (ring or Ulysses). Named like the compositions: zero1×tp×pp,
-    zero1×tp+sp, zero1×cp×tp, dp×cp_ulysses."""
-    on_data = STRATEGIES[data]
-    axes = [axis for axis, n in mesh if n > 1]
-    modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
-    for on in ("data", "context"):
-        if on in axes:
-            for state in MODEL_STATES:
-                modes[state.value][on] = on_data.placement.mode(state, "data").value
-    for axis in ("tensor", "pipeline"):
-        if axis in axes:
-            for by_axis in modes.values():
-                by_axis[axis] = "S"
-    parts = (
-        [("hsdp" if data == "zero3" else f"{data}+replica")]
-        if "replica" in axes
-        else [data]
-        if "data" in axes
-        else []
-    )
-    tp = "tp+sp" if sequence_parallel else "tp"
-    cp = "cp" if context_attention == "ring" else f"cp_{context_attention}"
-    parts += [
-        short
-        for axis, short in (("context", cp), ("expert", "ep"), ("tensor", tp), ("pipeline", "pp"))
-        if axis in axes
-    ]
-    return Strategy(
-        "×".join(parts) or "single",
-        Placement(**modes),
-        reshard_after_forward=on_data.reshard_after_forward,
-        micro_batches=micro_batches,
-        sequence_parallel=sequence_parallel,
-        mesh_axes=tuple(axes),
-        context_attention=context_attention,
-    )
 
 
 def _divisors(n: int) -> list[int]:
@@ -243,46 +183,6 @@ def _expert_meshes(devices: int, model: MoESpec, max_node: int) -> Iterator[Mesh
                 )
 
 
-def data_replicas(mesh: Mesh) -> int:
-    """The ranks that read different sequences: replica × data × expert (an expert axis is carved
-    from the data axis: its ranks read their own tokens)."""
-    return mesh.degree("replica") * mesh.degree("data") * mesh.degree("expert")
-
-
-# --- seconds of communication, affine in m --------------------------------------------------------
-@lru_cache(maxsize=4096)
-def comm_seconds(
-    strategy: Strategy,
-    model: TransformerSpec,
-    mesh: Mesh,
-    precision: Precision,
-    hw: Hardware,
-    critical: bool | None = None,
-) -> dict[str, float]:
-    """``timing.comm_time`` of the schedule at ``strategy.micro_batches`` = m, per phase
-    (``critical``: as ``comm_time``'s, the ops on the critical path or the others only).
-
-    Every per-step operation of a schedule runs once per step (start-up broadcasts, fsdp_grad_op's
-    one gather, the optimizer's all-gather) or once per micro-batch (tensor-parallel collectives,
-    pipeline sends, resharded gathers, and ZeRO-2/3's reductions under SPEC §4 rule 5), so its
-    seconds are affine in m: derived at m = 1 and m = 2, they are exact at any m, without listing
-    m micro-batches' operations (``tests/test_planner.py`` checks this against the full
-    derivation)."""
-    m = strategy.micro_batches
-    one, two = (
-        comm_time(
-            _schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw, mesh, critical
-        )
-        for k in ((1, 2) if m > 2 else (m, m))
-    )
-    return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
-
-
-@lru_cache(maxsize=4096)
-def _schedule(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision):
-    return derive_schedule(strategy, model, mesh, precision)
-
-
 def group_links(mesh: Mesh, hw: Hardware) -> str:
     """Which link each axis' groups use on ``hw`` (``Hardware.axis_link``: decided by where the
     ranks sit, ``mesh.LAYOUT``), e.g. "data groups of 8 across nodes on InfiniBand NDR (50 GB/s),
@@ -319,60 +219,6 @@ def simplicity(choice: "Choice") -> tuple[int, int, int]:
 
 def _axes(n: int) -> str:
     return f"{n} parallel {'axis' if n == 1 else 'axes'}"
-
-
-#: A peak other than the formula's for a candidate (strategy, mesh, recompute), or None where it
-#: has none: ``cli.one_peak.planner_peaks``, a real module's.
-PeakOf = Callable[[Strategy, Mesh, str], Optional[int]]
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One placement on one mesh: its peak bytes on rank 0 and, when it fits, its step time."""
-
-    strategy: Strategy
-    mesh: Mesh
-    recompute: str
-    peak_bytes: int
-    budget_bytes: int
-    time: StepTime | None = None
-    #: Korthikanti's formula's peak where ``peak_bytes`` is the module's (``plan(peak_of=...)``).
-    formula_peak_bytes: int | None = None
-
-    @property
-    def over_bytes(self) -> int:
-        """Bytes above the budget (<= 0 when it fits)."""
-        return self.peak_bytes - self.budget_bytes
-
-    def label(self) -> str:
-        return (
-            f"{self.strategy.name} on {self.mesh}, recompute {self.recompute}, "
-            f"m = {self.strategy.micro_batches}"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "strategy": self.strategy.name,
-            "placement": str(self.strategy.placement),
-            "mesh": dict(self.mesh.degrees),
-            "recompute": self.recompute,
-            "micro_batches": self.strategy.micro_batches,
-            "peak_bytes": self.peak_bytes,
-        }
-        if self.formula_peak_bytes is not None:
-            out["formula_peak_bytes"] = self.formula_peak_bytes
-        if self.time is None:
-            out["over_bytes"] = self.over_bytes
-            return out
-        t = self.time
-        return {
-            **out,
-            "step_time_s": t.total_s,
-            "compute_time_s": t.compute_s,
-            "comm_time_s": t.comm_s,
-            "exposed_comm_s": t.exposed_comm_s,
-            "bubble_s": t.bubble_s,
-        }
 
 
 @dataclass(frozen=True)
@@ -710,93 +556,3 @@ def plan(
         assumption,
         float(tie_band),
     )
-
-
-def peak_bytes(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, recompute: str, precision: Precision
-) -> int:
-    """Rank 0's peak bytes (``derive_memory``, SPEC §3) of ``strategy`` on ``mesh``, with
-    ``recompute`` and the strategy's sequence parallelism: what ``price`` compares with the
-    budget."""
-    shaped = _shaped(model, recompute, strategy.sequence_parallel)
-    return int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
-
-
-def price(
-    strategy: Strategy,
-    model: TransformerSpec,
-    mesh: Mesh,
-    recompute: str,
-    hw: Hardware,
-    precision: Precision,
-    overlap: str,
-    budget: int | None = None,
-    peak_of: PeakOf | None = None,
-) -> Choice:
-    """One candidate priced, as ``plan`` prices each (``placement-edu time`` prices one): rank 0's
-    peak bytes (``derive_memory``, SPEC §3) and, when it fits ``budget`` (None: always), its step
-    time (SPEC §9) for ``strategy.micro_batches`` micro-batches of ``model``'s b sequences on each
-    of the mesh's r·d data replicas. ``model``'s own recompute and sequence_parallel are replaced
-    by ``recompute`` and the strategy's."""
-    sp = strategy.sequence_parallel
-    shaped = _shaped(model, recompute, sp)
-    formula = peak_bytes(strategy, model, mesh, recompute, precision)
-    measured = peak_of(strategy, mesh, recompute) if peak_of is not None else None
-    peak, beside = (formula, None) if measured is None else (measured, formula)
-    limit = peak if budget is None else budget
-    if peak > limit:
-        return Choice(strategy, mesh, recompute, peak, limit, formula_peak_bytes=beside)
-    m = strategy.micro_batches
-    tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
-    paced = 1 if strategy.balanced_stages else mesh.degree("pipeline")  # the last stage's pace
-    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"), paced)
-    # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
-    # parallel) collectives of forward in backward (SPEC §4). Price the others once.
-    replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
-    priced = _shaped(model, "full" if replays else "none", sp)
-    comm = comm_seconds(strategy, priced, mesh, precision, hw)
-    # tensor parallelism's collectives (and Ulysses' and the experts' all-to-alls): on the
-    # critical path (SPEC §9)
-    critical = (
-        comm_seconds(strategy, priced, mesh, precision, hw, critical=True)
-        if max(mesh.degree("tensor"), mesh.degree("context"), mesh.degree("expert")) > 1
-        else None
-    )
-    streams = (
-        overlap_streams(strategy, priced, mesh, precision, hw)
-        if overlap.startswith("bucketed")
-        else ()
-    )
-    time = combine(
-        compute,
-        comm,
-        overlap,
-        mesh.degree("pipeline"),
-        m,
-        critical,
-        streams,
-        strategy.pipeline_schedule,
-        strategy.virtual_stages,
-    )
-    return Choice(strategy, mesh, recompute, peak, limit, time, beside)
-
-
-@lru_cache(maxsize=4096)
-def overlap_streams(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
-) -> tuple[Overlapped, ...]:
-    """``timing.overlapped`` from the schedules ``comm_seconds`` derives (m = 1 and 2, cached):
-    what the "bucketed" overlap model hides unit by unit."""
-    one, two = (_schedule(strategy.with_(micro_batches=k), model, mesh, precision) for k in (1, 2))
-    return overlapped(strategy, model, mesh, precision, hw, (one, two))
-
-
-@lru_cache(maxsize=64)
-def _shaped(
-    model: TransformerSpec | MoESpec, recompute: str, sequence_parallel: bool
-) -> TransformerSpec | MoESpec:
-    """``model`` with this recomputation choice and sequence parallelism (activations: SPEC §3);
-    a mixture of experts as it is (none of either is modelled for it)."""
-    if has_experts(model):
-        return model
-    return replace(model, recompute=recompute, sequence_parallel=sequence_parallel)

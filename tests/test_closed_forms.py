@@ -78,14 +78,8 @@ def every_candidate(model, devices: int, budget: int, batch: int):
     import itertools as it
 
     from placement_edu.models import heads_divide
-    from placement_edu.planner import (
-        DATA_STRATEGIES,
-        RECOMPUTES,
-        compose,
-        data_replicas,
-        meshes,
-        price,
-    )
+    from placement_edu.planner import meshes
+    from placement_edu.pricing import DATA_STRATEGIES, RECOMPUTES, compose, data_replicas, price
     from placement_edu.timing import get_hardware
 
     hw, precision = get_hardware("h100-nvlink-ib"), get_precision("mixed_adam")

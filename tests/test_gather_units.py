@@ -13,7 +13,7 @@ from placement_edu.memory import GATHER_WINDOW, REDUCE_BUCKET, derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import prefetched_window
 from placement_edu.models import per_layer_model
-from placement_edu.planner import compose
+from placement_edu.pricing import compose
 from placement_edu.precision import get_precision
 
 pytestmark = pytest.mark.fast

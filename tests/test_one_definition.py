@@ -20,7 +20,7 @@ from placement_edu.memory import (
 )
 from placement_edu.mesh import Mesh
 from placement_edu.placement import MODEL_STATES, Mode, State
-from placement_edu.planner import compose
+from placement_edu.pricing import compose
 from placement_edu.schedule import (
     COLLECTIVES,
     HOST_TRANSFERS,

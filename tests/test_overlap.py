@@ -11,8 +11,8 @@ import pytest
 
 from placement_edu import Mesh, ModelSpec, TransformerSpec, derive_schedule, get_precision
 from placement_edu.cli import main
-from placement_edu.configuration import price_configuration
-from placement_edu.planner import compose, plan
+from placement_edu.planner import plan
+from placement_edu.pricing import compose, price_configuration
 from placement_edu.strategies import get_strategy
 from placement_edu.timing import (
     BUCKET_BYTES,

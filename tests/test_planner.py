@@ -10,7 +10,8 @@ import pytest
 
 from placement_edu import COMPOSITIONS, GB, Mesh, TransformerSpec, derive_memory, get_precision
 from placement_edu.cli import main
-from placement_edu.planner import comm_seconds, compose, default_transformer, meshes, plan
+from placement_edu.planner import default_transformer, meshes, plan
+from placement_edu.pricing import comm_seconds, compose
 from placement_edu.timing import HARDWARE, comm_time, compute_time, step_time
 from placement_edu.schedule import derive_schedule
 

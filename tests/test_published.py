@@ -25,9 +25,9 @@ from benchmarks.published.compare import (
 )
 from dataclasses import replace
 
-from placement_edu.configuration import price_configuration
 from placement_edu.mesh import Mesh
 from placement_edu.planner import plan
+from placement_edu.pricing import price_configuration
 from placement_edu.precision import get_precision
 from placement_edu.timing import HBM_BANDWIDTH, get_hardware
 from benchmarks.published.megatron import (

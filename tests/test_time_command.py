@@ -11,10 +11,10 @@ import textwrap
 import pytest
 
 from placement_edu.cli import main
-from placement_edu.configuration import price_configuration
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.planner import plan
+from placement_edu.pricing import price_configuration
 from placement_edu.precision import get_precision
 from placement_edu.timing import get_hardware
 

@@ -10,7 +10,7 @@ as in the presets; ``--planner`` to rank each published configuration among the 
 compute, exposed communication and bubble).
 
 Each configuration is priced as ``placement-edu time`` prices it (``price_configuration``, the
-planner's own ``planner.price``): Megatron's distributed optimizer is ``zero1`` on the H100 runs
+planner's own ``pricing.price``): Megatron's distributed optimizer is ``zero1`` on the H100 runs
 (Megatron-Core, 2024), plain data parallelism on the A100 runs (2021, before it); sequence
 parallelism where t > 1 on the H100 runs; the overlap model is ``bucketed+tp`` on the H100 runs
 (the README's ``--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap``); on the A100
@@ -54,12 +54,13 @@ from benchmarks.published.megatron import (  # noqa: E402
     Run,
     load,
 )
-from placement_edu.configuration import Priced, price_configuration  # noqa: E402
+from placement_edu.configuration import Choice, Priced  # noqa: E402
 from placement_edu.errors import PlacementError  # noqa: E402
 from placement_edu.gemm import GEMM_CURVES, GemmCurve, check_curve  # noqa: E402
 from placement_edu.mesh import Mesh  # noqa: E402
 from placement_edu.models import TransformerSpec  # noqa: E402
-from placement_edu.planner import TIE_BAND, Choice, plan  # noqa: E402
+from placement_edu.planner import TIE_BAND, plan  # noqa: E402
+from placement_edu.pricing import price_configuration  # noqa: E402
 from placement_edu.precision import get_precision  # noqa: E402
 from placement_edu.timing import (  # noqa: E402
     HBM_BANDWIDTH,

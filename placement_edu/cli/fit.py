@@ -35,7 +35,7 @@ from placement_edu.peak import (
     read_recompute,
     tracker_peak_phase,
 )
-from placement_edu.configuration import SCHEDULE_FORMS, parsed_schedule
+from placement_edu.pricing import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
 from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS

@@ -19,7 +19,7 @@ from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec, every_kth
-from placement_edu.planner import PeakOf
+from placement_edu.configuration import PeakOf
 from placement_edu.precision import Precision
 from placement_edu.strategies import Strategy
 

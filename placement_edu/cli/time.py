@@ -1,7 +1,7 @@
 """``placement-edu time --layers L --hidden H ... --global-batch B --strategy S --mesh M``: what one
 given configuration's step should take and where the time goes (SPEC §9), its model and hardware
 FLOP/s per GPU with MFU, and its peak memory per device (SPEC §3). The figures are the planner's
-(``planner.price``); torch is never imported."""
+(``pricing.price``); torch is never imported."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from placement_edu.cli.shape import (
     transformer_from_flags,
 )
 from placement_edu.cli.table import count_flag as _count
-from placement_edu.configuration import (
+from placement_edu.configuration import Priced
+from placement_edu.pricing import (
     DATA_PLACEMENTS,
     SCHEDULE_FORMS,
-    Priced,
     parsed_schedule,
     price_configuration,
 )

@@ -10,7 +10,8 @@ from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec
 from placement_edu.placement import State
-from placement_edu.planner import compose, default_transformer
+from placement_edu.planner import default_transformer
+from placement_edu.pricing import compose
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
 from placement_edu.exercises import Exercise

@@ -5,7 +5,7 @@ Llama-3-8B shape otherwise: L = 32, h = 4096, ffn 14336) drive, for both ways at
 other chunks (``schedule.context``), what one device keeps and sends per layer and what a step
 exposes: the activations of its s/c tokens, the K/V (ring) or head-split Q/K/V (Ulysses) buffers
 in flight, the bytes it sends per layer (forward and backward), and the seconds of communication
-the step cannot hide (``configuration.price_configuration`` on H100s, 8 to a node: a context
+the step cannot hide (``pricing.price_configuration`` on H100s, 8 to a node: a context
 group of more than 8 ranks crosses InfiniBand). The chosen attention is outlined; a choice the
 core refuses (Ulysses with c not dividing K) is named, not drawn.
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from placement_edu.cli.one_peak import ATTENTION_OF
 from placement_edu.models import TransformerSpec
-from placement_edu.planner import Choice, Plan, plan
+from placement_edu.configuration import Choice
+from placement_edu.planner import Plan, plan
 from placement_edu.precision import get_precision
 from placement_edu.units import GB
 

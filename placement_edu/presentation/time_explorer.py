@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
-from placement_edu.planner import Choice, Plan, default_transformer, plan
+from placement_edu.configuration import Choice
+from placement_edu.planner import Plan, default_transformer, plan
 from placement_edu.presentation.controls import devices_slider, psi_slider
 from placement_edu.presentation.live import png_html, sharp_image, show
 from placement_edu.presentation.style import FIGURE_DPI

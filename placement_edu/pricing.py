@@ -1,0 +1,445 @@
+"""Pricing: one configuration's peak bytes and step time, the one price ``plan`` asks of every
+candidate and ``placement-edu time`` (``price_configuration``) of the configuration it is given.
+
+It derives nothing new: the peak is ``derive_memory``'s (SPEC §3) -- or a real module's, where a
+``PeakOf`` gives one -- and the step time ``timing``'s (SPEC §9, each group on the link where its
+ranks sit). Read top to bottom:
+
+- ``DATA_STRATEGIES`` and ``compose``: the placement on the data axis, composed with tp and pp
+- ``peak_bytes`` and ``price``: one candidate's peak and, when it fits, its step time
+- ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
+- ``DATA_PLACEMENTS`` and ``configured_strategy``: a strategy as ``time`` names it, checked against
+  the mesh and built by ``compose``
+- ``scaled``, ``peak_flops`` and ``collectives``: the hardware at an efficiency, the GPU's dense
+  peak (what MFU divides by), each kind of collective's seconds
+- ``price_configuration``: the ``Priced`` step -- time, breakdown, FLOP/s, MFU, peak bytes
+
+The result types (``Choice``, ``Priced``) live in ``configuration``. Units: seconds, FLOPs, FLOP/s,
+bytes. FLOPs are counted as ``timing.FLOP_CONVENTION`` says.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from fractions import Fraction
+from functools import lru_cache
+
+from placement_edu.configuration import Choice, PeakOf, Priced
+from placement_edu.errors import PlacementError, expect, shown
+from placement_edu.experts import MoESpec, has_experts
+from placement_edu.memory import derive_memory
+from placement_edu.mesh import Mesh
+from placement_edu.models import (
+    MAX_EVERY,
+    TransformerSpec,
+    every_kth,
+    layer_k,
+    tensor_divides_heads,
+)
+from placement_edu.placement import MODEL_STATES, Placement
+from placement_edu.precision import Precision
+from placement_edu.schedule import derive_schedule
+from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
+from placement_edu.timing import (
+    OVERLAPS,
+    PASSES,
+    PEAK_FLOPS,
+    Hardware,
+    Overlapped,
+    combine,
+    comm_time,
+    compute_time,
+    flops_per_token,
+    megatron_flops_per_token,
+    model_flops_per_token,
+    on_critical_path,
+    op_link,
+    op_time,
+    overlapped,
+)
+
+# --- placements on the data axes, composed with tp and pp --------------------------------------
+#: The strategies whose placement on the data axis the planner tries (SPEC §3's table); their
+#: modes and ``reshard_after_forward`` are read from ``strategies.STRATEGIES``.
+DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_op")
+RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
+
+
+def compose(
+    data: str,
+    mesh: Mesh,
+    micro_batches: int,
+    sequence_parallel: bool = False,
+    context_attention: str = "ring",
+) -> Strategy:
+    """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
+    tensor and pipeline axes where the mesh has them, and Megatron's sequence parallelism on the
+    tensor axis when asked. A context axis takes the data axis' modes -- the states sharded over
+    data × context, as Megatron's distributed optimizer and torchtitan's FSDP over dp × cp do --
+    and ``context_attention`` (ring or Ulysses). Named like the compositions: zero1×tp×pp,
+    zero1×tp+sp, zero1×cp×tp, dp×cp_ulysses."""
+    on_data = STRATEGIES[data]
+    axes = [axis for axis, n in mesh if n > 1]
+    modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
+    for on in ("data", "context"):
+        if on in axes:
+            for state in MODEL_STATES:
+                modes[state.value][on] = on_data.placement.mode(state, "data").value
+    for axis in ("tensor", "pipeline"):
+        if axis in axes:
+            for by_axis in modes.values():
+                by_axis[axis] = "S"
+    parts = (
+        [("hsdp" if data == "zero3" else f"{data}+replica")]
+        if "replica" in axes
+        else [data]
+        if "data" in axes
+        else []
+    )
+    tp = "tp+sp" if sequence_parallel else "tp"
+    cp = "cp" if context_attention == "ring" else f"cp_{context_attention}"
+    parts += [
+        short
+        for axis, short in (("context", cp), ("expert", "ep"), ("tensor", tp), ("pipeline", "pp"))
+        if axis in axes
+    ]
+    return Strategy(
+        "×".join(parts) or "single",
+        Placement(**modes),
+        reshard_after_forward=on_data.reshard_after_forward,
+        micro_batches=micro_batches,
+        sequence_parallel=sequence_parallel,
+        mesh_axes=tuple(axes),
+        context_attention=context_attention,
+    )
+
+
+def data_replicas(mesh: Mesh) -> int:
+    """The ranks that read different sequences: replica × data × expert (an expert axis is carved
+    from the data axis: its ranks read their own tokens)."""
+    return mesh.degree("replica") * mesh.degree("data") * mesh.degree("expert")
+
+
+# --- one candidate's peak and step time --------------------------------------------------------
+def peak_bytes(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, recompute: str, precision: Precision
+) -> int:
+    """Rank 0's peak bytes (``derive_memory``, SPEC §3) of ``strategy`` on ``mesh``, with
+    ``recompute`` and the strategy's sequence parallelism: what ``price`` compares with the
+    budget."""
+    shaped = _shaped(model, recompute, strategy.sequence_parallel)
+    return int(math.ceil(derive_memory(strategy, shaped, mesh, precision).peak))
+
+
+def price(
+    strategy: Strategy,
+    model: TransformerSpec,
+    mesh: Mesh,
+    recompute: str,
+    hw: Hardware,
+    precision: Precision,
+    overlap: str,
+    budget: int | None = None,
+    peak_of: PeakOf | None = None,
+) -> Choice:
+    """One candidate priced, as ``plan`` prices each (``placement-edu time`` prices one): rank 0's
+    peak bytes (``derive_memory``, SPEC §3) and, when it fits ``budget`` (None: always), its step
+    time (SPEC §9) for ``strategy.micro_batches`` micro-batches of ``model``'s b sequences on each
+    of the mesh's r·d data replicas. ``model``'s own recompute and sequence_parallel are replaced
+    by ``recompute`` and the strategy's."""
+    sp = strategy.sequence_parallel
+    shaped = _shaped(model, recompute, sp)
+    formula = peak_bytes(strategy, model, mesh, recompute, precision)
+    measured = peak_of(strategy, mesh, recompute) if peak_of is not None else None
+    peak, beside = (formula, None) if measured is None else (measured, formula)
+    limit = peak if budget is None else budget
+    if peak > limit:
+        return Choice(strategy, mesh, recompute, peak, limit, formula_peak_bytes=beside)
+    m = strategy.micro_batches
+    tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
+    paced = 1 if strategy.balanced_stages else mesh.degree("pipeline")  # the last stage's pace
+    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"), paced)
+    # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
+    # parallel) collectives of forward in backward (SPEC §4). Price the others once.
+    replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
+    priced = _shaped(model, "full" if replays else "none", sp)
+    comm = comm_seconds(strategy, priced, mesh, precision, hw)
+    # tensor parallelism's collectives (and Ulysses' and the experts' all-to-alls): on the
+    # critical path (SPEC §9)
+    critical = (
+        comm_seconds(strategy, priced, mesh, precision, hw, critical=True)
+        if max(mesh.degree("tensor"), mesh.degree("context"), mesh.degree("expert")) > 1
+        else None
+    )
+    streams = (
+        overlap_streams(strategy, priced, mesh, precision, hw)
+        if overlap.startswith("bucketed")
+        else ()
+    )
+    time = combine(
+        compute,
+        comm,
+        overlap,
+        mesh.degree("pipeline"),
+        m,
+        critical,
+        streams,
+        strategy.pipeline_schedule,
+        strategy.virtual_stages,
+    )
+    return Choice(strategy, mesh, recompute, peak, limit, time, beside)
+
+
+# --- seconds of communication, affine in m --------------------------------------------------------
+@lru_cache(maxsize=4096)
+def comm_seconds(
+    strategy: Strategy,
+    model: TransformerSpec,
+    mesh: Mesh,
+    precision: Precision,
+    hw: Hardware,
+    critical: bool | None = None,
+) -> dict[str, float]:
+    """``timing.comm_time`` of the schedule at ``strategy.micro_batches`` = m, per phase
+    (``critical``: as ``comm_time``'s, the ops on the critical path or the others only).
+
+    Every per-step operation of a schedule runs once per step (start-up broadcasts, fsdp_grad_op's
+    one gather, the optimizer's all-gather) or once per micro-batch (tensor-parallel collectives,
+    pipeline sends, resharded gathers, and ZeRO-2/3's reductions under SPEC §4 rule 5), so its
+    seconds are affine in m: derived at m = 1 and m = 2, they are exact at any m, without listing
+    m micro-batches' operations (``tests/test_planner.py`` checks this against the full
+    derivation)."""
+    m = strategy.micro_batches
+    one, two = (
+        comm_time(
+            _schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw, mesh, critical
+        )
+        for k in ((1, 2) if m > 2 else (m, m))
+    )
+    return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
+
+
+@lru_cache(maxsize=4096)
+def _schedule(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision):
+    return derive_schedule(strategy, model, mesh, precision)
+
+
+@lru_cache(maxsize=4096)
+def overlap_streams(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+) -> tuple[Overlapped, ...]:
+    """``timing.overlapped`` from the schedules ``comm_seconds`` derives (m = 1 and 2, cached):
+    what the "bucketed" overlap model hides unit by unit."""
+    one, two = (_schedule(strategy.with_(micro_batches=k), model, mesh, precision) for k in (1, 2))
+    return overlapped(strategy, model, mesh, precision, hw, (one, two))
+
+
+@lru_cache(maxsize=64)
+def _shaped(
+    model: TransformerSpec | MoESpec, recompute: str, sequence_parallel: bool
+) -> TransformerSpec | MoESpec:
+    """``model`` with this recomputation choice and sequence parallelism (activations: SPEC §3);
+    a mixture of experts as it is (none of either is modelled for it)."""
+    if has_experts(model):
+        return model
+    return replace(model, recompute=recompute, sequence_parallel=sequence_parallel)
+
+
+# --- one configuration, as ``time`` names it --------------------------------------------------
+#: The data placements ``time`` accepts: the planner's, and hsdp (zero3 with a replica axis).
+DATA_PLACEMENTS: tuple[str, ...] = DATA_STRATEGIES + ("hsdp",)
+
+
+#: What ``--schedule`` accepts: GPipe, 1F1B, zero bubble, interleaved 1F1B with V chunks per rank.
+SCHEDULE_FORMS = (*PIPELINE_SCHEDULES, "zero_bubble", "interleaved:V")
+
+
+def parsed_schedule(text: str) -> tuple[str, int]:
+    """A schedule as ``--schedule`` names it, as (``Strategy.pipeline_schedule``, virtual stages):
+    "1f1b" -> ("1f1b", 1); "interleaved:4" -> ("interleaved", 4), v >= 2 model chunks per rank."""
+    name, colon, v = text.partition(":")
+    if name == "interleaved":
+        expect(
+            v.isdigit() and int(v) >= 2,
+            f"{shown(text)}: interleaved 1F1B is interleaved:V, V its model chunks per rank, an "
+            "integer >= 2 (e.g. interleaved:2)",
+        )
+        return name, int(v)
+    expect(
+        not colon and name in SCHEDULE_FORMS,
+        f"unknown pipeline schedule {shown(text)}; accepted: {', '.join(SCHEDULE_FORMS)}",
+    )
+    return name, 1
+
+
+def configured_strategy(
+    name: str, mesh: Mesh, micro_batches: int, sequence_parallel: bool, schedule: str
+) -> Strategy:
+    """The strategy ``name`` means on ``mesh``: its first part a data placement
+    (``DATA_PLACEMENTS``), the rest -- if given -- the composition ``plan`` prints for this mesh
+    (``zero1×tp×pp``; ``x`` for ``×``), checked against it. ``compose`` builds it."""
+    parts = name.replace("x", "×").split("×")  # no data placement's name has an x
+    data = parts[0].removesuffix("+replica")
+    expect(
+        data in DATA_PLACEMENTS,
+        f"unknown data placement {shown(parts[0])} in strategy {shown(name)}; accepted: "
+        f"{', '.join(DATA_PLACEMENTS)}, optionally composed as plan prints it (e.g. zero1×tp×pp)",
+    )
+    replica = mesh.degree("replica") > 1
+    expect(
+        (data in ("zero3", "hsdp")) or not replica,
+        f"strategy {shown(name)} on a mesh with a replica axis: the planner composes only zero3 "
+        "there (hsdp: sharded in each group, replicated across groups); give hsdp or zero3",
+    )
+    expect(
+        data != "hsdp" or replica,
+        "strategy hsdp needs a replica axis in the mesh (e.g. replica=2,data=4)",
+    )
+    looped, v = parsed_schedule(schedule)
+    p = mesh.degree("pipeline")
+    expect(
+        looped != "interleaved" or micro_batches % p == 0,
+        f"interleaved 1F1B needs the micro-batches to be a multiple of the pipeline stages "
+        f"(Megatron's rule): m = {micro_batches} over p = {p}; give a global batch that makes "
+        f"m a multiple of {p}",
+    )
+    strategy = compose("zero3" if data == "hsdp" else data, mesh, micro_batches, sequence_parallel)
+    strategy = strategy.with_(pipeline_schedule=looped, virtual_stages=v)
+    expect(
+        len(parts) == 1 or name.replace("x", "×") == strategy.name,
+        f"strategy {shown(name)} does not match the mesh {mesh}: there the composition is "
+        f"{strategy.name!r} (give the data placement alone, e.g. {data})",
+    )
+    return strategy
+
+
+def scaled(hw: Hardware, efficiency: float) -> Hardware:
+    """``hw`` at ``efficiency`` × its achieved FLOP/s (1.0: the preset as it is)."""
+    expect(
+        isinstance(efficiency, float) and 0 < efficiency and efficiency * hw.flops < float("inf"),
+        f"efficiency is a number > 0 (1.0 = the preset's FLOP/s), got {efficiency!r}",
+    )
+    if efficiency == 1.0:
+        return hw
+    return replace(hw, flops=hw.flops * efficiency, name=f"{hw.name} × {efficiency:g}")
+
+
+def peak_flops(hw: Hardware) -> float | None:
+    """The dense bf16 peak FLOP/s of ``hw``'s GPU (``timing.PEAK_FLOPS``, by the preset's name:
+    "h100-nvlink-ib" -> H100), or None for hardware of no known GPU (this_machine)."""
+    return PEAK_FLOPS.get(hw.name.split("-")[0].upper())
+
+
+def collectives(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+) -> list[tuple[str, str, str, bool, float]]:
+    """Each kind of collective of one step on rank 0: (op, axis, pass, on the critical path,
+    seconds), the seconds of every op of that kind summed (``timing.op_time`` on ``op_link``, as
+    ``comm_time`` prices them). Affine in m, as ``comm_seconds``: derived at m = 1, 2."""
+    m = strategy.micro_batches
+    sums: list[dict[tuple[str, str, str, bool], float]] = []
+    for k in (1, 2) if m > 2 else (m, m):
+        schedule = derive_schedule(strategy.with_(micro_batches=k), model, mesh, precision)
+        out: dict[tuple[str, str, str, bool], float] = {}
+        for op, times in schedule.counted():
+            link = None if op.once else op_link(op, hw, mesh)
+            if link is None:
+                continue
+            key = (op.op, op.axis or "host", op.phase, on_critical_path(op))
+            out[key] = out.get(key, 0.0) + times * op_time(op, link, hw.collectives)
+        sums.append(out)
+    one, two = sums
+    return [
+        (*key, one.get(key, 0.0) + (m - 1) * (two.get(key, 0.0) - one.get(key, 0.0)))
+        for key in sorted(set(one) | set(two), key=lambda k: (PASSES.index(k[2]), k))
+    ]
+
+
+def price_configuration(
+    model: TransformerSpec,
+    mesh: Mesh,
+    strategy: str,
+    global_batch: int,
+    hw: Hardware,
+    precision: Precision,
+    recompute: str = "none",
+    sequence_parallel: bool = False,
+    schedule: str = "1f1b",
+    overlap: str = "per_pass",
+    efficiency: float = 1.0,
+    context_attention: str = "ring",
+    balanced_stages: bool = False,
+) -> Priced:
+    """Price one configuration: ``global_batch`` sequences per step, split over the mesh's r·d
+    data replicas in micro-batches of ``model.micro_batch`` (m = global_batch / (r·d·b), which
+    must be whole), priced by ``price`` on ``hw`` at ``efficiency`` × its FLOP/s. A
+    context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
+    says how attention reaches the others ("ring" or "ulysses", ``schedule.context``);
+    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``)."""
+    recompute = layer_k(recompute) or recompute
+    expect(
+        recompute in RECOMPUTES or every_kth(recompute),
+        f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}, or "
+        f"layer:K (K from 1 to {MAX_EVERY:,})",
+    )
+    expect(
+        not every_kth(recompute) or max(mesh.degree("tensor"), mesh.degree("context")) == 1,
+        f"recompute {recompute} is priced on data, replica and pipeline axes; a checkpointed "
+        f"layer's replay of the tensor and context collectives is not: {mesh} has one",
+    )
+    expect(
+        overlap in OVERLAPS,
+        f"unknown overlap model {shown(overlap)}; accepted: {', '.join(OVERLAPS)}",
+    )
+    sequence_parallel = sequence_parallel or "+sp" in strategy  # zero1×tp+sp, as plan names it
+    expect(
+        not sequence_parallel or mesh.degree("tensor") > 1,
+        "sequence parallelism splits sequences over the tensor axis; the mesh has none "
+        "(e.g. tensor=8)",
+    )
+    tensor_divides_heads(model, mesh.degree("tensor"))
+    replicas = mesh.degree("replica") * mesh.degree("data")
+    b = model.micro_batch
+    if global_batch % (replicas * b):
+        raise PlacementError(
+            f"a global batch of {global_batch} sequences does not split into {replicas} data "
+            f"replicas × micro-batches of {b}; expected a multiple of {replicas * b}"
+        )
+    m = global_batch // (replicas * b)
+    built = configured_strategy(strategy, mesh, m, sequence_parallel, schedule)
+    built = built.with_(context_attention=context_attention, balanced_stages=balanced_stages)
+    chunks = built.virtual_stages * mesh.degree("pipeline")
+    expect(
+        built.virtual_stages == 1 or model.layers % chunks == 0,
+        f"interleaved 1F1B over {mesh.degree('pipeline')} stages × {built.virtual_stages} chunks "
+        f"splits the layers into {chunks} equal chunks: {model.layers} layers do not; give "
+        f"--layers a multiple of {chunks}",
+    )
+    hw = scaled(hw, efficiency)
+    choice = price(built, model, mesh, recompute, hw, precision, overlap)
+    tokens = Fraction(global_batch * model.seq, mesh.world_size)
+    shaped = replace(model, recompute=recompute, sequence_parallel=sequence_parallel)
+    comm_model = replace(
+        model,
+        recompute="full"
+        if recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
+        else "none",
+        sequence_parallel=sequence_parallel,
+    )
+    return Priced(
+        choice,
+        hw,
+        overlap,
+        tokens,
+        float(model_flops_per_token(shaped) * tokens),
+        float(sum(flops_per_token(shaped, recompute).values()) * tokens),
+        peak_flops(hw),
+        tuple(collectives(built, comm_model, mesh, precision, hw)),
+        float(megatron_flops_per_token(shaped) * tokens),
+        streams=(
+            overlap_streams(built, comm_model, mesh, precision, hw)
+            if overlap.startswith("bucketed")
+            else ()
+        ),
+    )
