@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from placement_edu.experts import check_expert_axis
 from placement_edu.mesh import Mesh
@@ -26,6 +27,8 @@ from placement_edu.placement import (
 )
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
+from placement_edu.shown import Shown
+from placement_edu.units import fmt_bytes, plain
 from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
 
@@ -54,7 +57,7 @@ TRANSIENT_BUFFERS: tuple[str, ...] = (GATHER_WINDOW, REDUCE_BUCKET, GATHER_BUFFE
 
 
 @dataclass(frozen=True)
-class Memory:
+class Memory(Shown):
     """Bytes on one device. ``device``/``host``: persistent bytes per state. ``transient``: per
     phase, named terms in bytes. ``padding``: elements of padding the sharding rule adds."""
 
@@ -86,6 +89,39 @@ class Memory:
 
     def transient_peak(self, term: str) -> Number:
         return max((self.transient.get(p, {}).get(term, 0) for p in PHASES), default=0)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """(label, value) rows: persistent bytes per state, transient terms, the peak."""
+        rows = [(f"{s.value} (persistent, device)", fmt_bytes(self.device[s])) for s in self.device]
+        rows += [(f"{s.value} (host)", fmt_bytes(v)) for s, v in self.host.items() if v]
+        rows.append(("model state (P+G+O)", fmt_bytes(self.model_state)))
+        for phase, terms in self.transient.items():
+            rows += [(f"{phase}: {term} (transient)", fmt_bytes(v)) for term, v in terms.items()]
+        rows.append((f"peak (in {self.peak_phase})", fmt_bytes(self.peak)))
+        if self.padding:
+            rows.append(("padding added by sharding", f"{self.padding:,} elements"))
+        return rows
+
+    def __str__(self) -> str:
+        width = max(len(label) for label, _ in self.lines())
+        return "\n".join(f"{label.ljust(width)}  {value}" for label, value in self.lines())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Bytes, exact: persistent per state, each phase's transient terms, the peak."""
+        return {
+            "params": plain(self.device[State.PARAMS]),
+            "grads": plain(self.device[State.GRADS]),
+            "optimizer": plain(self.device[State.OPTIMIZER]),
+            "model_state": plain(self.model_state),
+            "transient": {
+                ph: {k: plain(v) for k, v in terms.items()} for ph, terms in self.transient.items()
+            },
+            "peak": plain(self.peak),
+            "peak_phase": self.peak_phase,
+            "host": plain(self.host_total),
+            "host_by_state": {s.value: plain(v) for s, v in self.host.items()},
+            "padding_elements": self.padding,
+        }
 
     def differences(self, other: "Memory", terms: tuple[str, ...] = ()) -> list[str]:
         """What differs between this and ``other`` (e.g. predicted and measured), one sentence

@@ -18,7 +18,6 @@ from placement_edu.models import Model, as_model, tensor_divides_heads
 from placement_edu.placement import State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
-    LINK_OPS,
     Schedule,
     derive_schedule,
     model_axis_degree,
@@ -58,31 +57,7 @@ class Report:
 
     def lines(self) -> list[tuple[str, str]]:
         """(label, value) rows: persistent bytes per state, transient terms, then the schedule."""
-        m = self.memory
-        rows = [(f"{s.value} (persistent, device)", fmt_bytes(m.device[s])) for s in m.device]
-        rows += [(f"{s.value} (host)", fmt_bytes(v)) for s, v in m.host.items() if v]
-        rows.append(("model state (P+G+O)", fmt_bytes(m.model_state)))
-        for phase, terms in m.transient.items():
-            rows += [(f"{phase}: {term} (transient)", fmt_bytes(v)) for term, v in terms.items()]
-        rows.append((f"peak (in {m.peak_phase})", fmt_bytes(m.peak)))
-        if m.padding:
-            rows.append(("padding added by sharding", f"{m.padding:,} elements"))
-        # a run of equal units, a repeated micro-batch pass: once, with its counts
-        for o, units, passes in self.schedule.held():
-            if o.op in LINK_OPS:
-                cost = "once, not per step" if o.once else f"{fmt_bytes(o.ring_bytes)} ring"
-                count = ", ".join(
-                    f"×{times:,}, one per {what}"
-                    for times, what in ((units, "unit"), (passes, "micro-batch"))
-                    if times > 1
-                )
-                count = f" ({count})" if count else ""
-                rows.append(
-                    (
-                        f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
-                        f"{fmt_bytes(o.payload_bytes)} payload, {cost}{count} -- {o.why}",
-                    )
-                )
+        rows = self.memory.lines() + self.schedule.op_lines()
         rows.append(
             (
                 "communication per step",
@@ -132,7 +107,8 @@ class Report:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        m = self.memory
+        schedule = self.schedule.to_dict()
+        warnings = schedule.pop("warnings")  # the report's own, after the bubble
         return {
             "strategy": self.strategy.name,
             "placement": str(self.strategy.placement),
@@ -142,58 +118,15 @@ class Report:
             "precision": self.precision.name,
             "psi": self.model.psi,
             "units": "bytes (GB = 1e9 bytes, GiB = 2^30 bytes)",
-            "memory": {
-                "params": plain(m.device[State.PARAMS]),
-                "grads": plain(m.device[State.GRADS]),
-                "optimizer": plain(m.device[State.OPTIMIZER]),
-                "model_state": plain(m.model_state),
-                "transient": {
-                    ph: {k: plain(v) for k, v in terms.items()} for ph, terms in m.transient.items()
-                },
-                "peak": plain(m.peak),
-                "peak_phase": m.peak_phase,
-                "host": plain(m.host_total),
-                "host_by_state": {s.value: plain(v) for s, v in m.host.items()},
-                "padding_elements": m.padding,
-            },
-            "comm": {
-                "volume_psi": plain(self.volume_psi),
-                "ring_bytes": plain(self.ring_bytes),
-                "ring_bytes_by_axis": {
-                    a: plain(v) for a, v in self.schedule.ring_bytes_by_axis().items()
-                },
-                "host_link_bytes": plain(self.schedule.host_link_bytes),
-                # each op once, with how many times in a row it runs ("times"; a repeated
-                # micro-batch pass) and the micro-batches it runs for ("micro_batches": first and
-                # last)
-                "schedule": [
-                    {
-                        "op": o.op,
-                        "state": o.state.value,
-                        "axis": o.axis,
-                        "phase": o.phase,
-                        "payload_bytes": plain(o.payload_bytes),
-                        "ring_bytes": plain(o.ring_bytes),
-                        "group": o.group,
-                        "times": times,
-                        "why": o.why,
-                        **(
-                            {"micro_batches": [o.micro_batches[0], o.micro_batches[-1]]}
-                            if o.micro_batches
-                            else {}
-                        ),
-                        **({"root": True} if o.root else {}),
-                    }
-                    for o, times in self.schedule.by_unit()
-                ],
-            },
+            "memory": self.memory.to_dict(),
+            "comm": {"volume_psi": plain(self.volume_psi), **schedule},
             "pipeline_bubble": None
             if self.mesh.degree("pipeline") == 1
             else {
                 k: float(v)
                 for k, v in pipeline_bubble(self.mesh.degree("pipeline"), *self.bubble_args).items()
             },
-            "warnings": list(self.schedule.warnings),
+            "warnings": warnings,
         }
 
 
@@ -272,6 +205,11 @@ class Comparison:
 
     def to_list(self) -> list[dict[str, Any]]:
         return [{**r.to_dict(), "vs_dp": self.vs_dp(r)} for r in self.reports]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Each report's ``to_dict`` with its ratios to the baseline (``table --json`` prints
+        the list)."""
+        return {"baseline": self.baseline.strategy.name, "reports": self.to_list()}
 
     def rows(self) -> list[list[str]]:
         out = []

@@ -7,12 +7,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from placement_edu.placement import STARTUP
 from placement_edu.errors import MAX_LISTED_OPS, expect
 from placement_edu.models import Number
 from placement_edu.placement import State
-from placement_edu.schedule.costs import COLLECTIVES, HOST_TRANSFERS, OP_COSTS, ring_bytes
+from placement_edu.schedule.costs import (
+    COLLECTIVES,
+    HOST_TRANSFERS,
+    LINK_OPS,
+    OP_COSTS,
+    ring_bytes,
+)
+from placement_edu.shown import Shown
+from placement_edu.units import fmt_bytes, plain
 
 
 #: The micro-batches an op belongs to: () for the step as a whole, (k,) for micro-batch k, or the
@@ -189,7 +198,7 @@ def _edited(
 
 
 @dataclass(frozen=True)
-class Schedule:
+class Schedule(Shown):
     """The ordered operations of one optimizer step on one device, plus start-up and warnings.
 
     ``entries``: operations, and runs held once (``Repeat``): of identical micro-batch passes, and
@@ -302,3 +311,63 @@ class Schedule:
             if not o.once and o.axis is not None and o.is_collective:
                 out[o.axis] = out.get(o.axis, 0) + o.ring_bytes * n
         return out
+
+    def op_lines(self) -> list[tuple[str, str]]:
+        """(label, value) rows, one per collective or host transfer; a run of equal units or a
+        repeated micro-batch pass once, with its counts."""
+        rows = []
+        for o, units, passes in self.held():
+            if o.op in LINK_OPS:
+                cost = "once, not per step" if o.once else f"{fmt_bytes(o.ring_bytes)} ring"
+                count = ", ".join(
+                    f"×{times:,}, one per {what}"
+                    for times, what in ((units, "unit"), (passes, "micro-batch"))
+                    if times > 1
+                )
+                count = f" ({count})" if count else ""
+                rows.append(
+                    (
+                        f"{o.phase} {o.op} {o.state.value} on {o.axis}{o.for_micro_batches}",
+                        f"{fmt_bytes(o.payload_bytes)} payload, {cost}{count} -- {o.why}",
+                    )
+                )
+        return rows
+
+    def __str__(self) -> str:
+        rows = self.op_lines() + [("ring bytes per step", fmt_bytes(self.ring_bytes))]
+        if self.host_link_bytes:
+            rows.append(("host link per step", fmt_bytes(self.host_link_bytes)))
+        rows += [("warning", w) for w in self.warnings]
+        width = max(len(label) for label, _ in rows)
+        return "\n".join(f"{label.ljust(width)}  {value}" for label, value in rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Bytes, exact: the step's ring bytes (by axis), its host-link bytes and each op once,
+        with how many times in a row it runs ("times"; a repeated micro-batch pass) and the
+        micro-batches it runs for ("micro_batches": first and last)."""
+        return {
+            "ring_bytes": plain(self.ring_bytes),
+            "ring_bytes_by_axis": {a: plain(v) for a, v in self.ring_bytes_by_axis().items()},
+            "host_link_bytes": plain(self.host_link_bytes),
+            "schedule": [
+                {
+                    "op": o.op,
+                    "state": o.state.value,
+                    "axis": o.axis,
+                    "phase": o.phase,
+                    "payload_bytes": plain(o.payload_bytes),
+                    "ring_bytes": plain(o.ring_bytes),
+                    "group": o.group,
+                    "times": times,
+                    "why": o.why,
+                    **(
+                        {"micro_batches": [o.micro_batches[0], o.micro_batches[-1]]}
+                        if o.micro_batches
+                        else {}
+                    ),
+                    **({"root": True} if o.root else {}),
+                }
+                for o, times in self.by_unit()
+            ],
+            "warnings": list(self.warnings),
+        }
