@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from placement_edu.estimators import GiB, accelerate_training, deepspeed_zero2
+from placement_edu.estimators import accelerate_training, deepspeed_zero2
 from placement_edu.exercises import Exercise
 from placement_edu.models import ModelSpec
 from placement_edu.report import analyze
-from placement_edu.units import GB
+from placement_edu.units import GB, GiB
 
 T5_3B = 2851 * 10**6  # DeepSpeed's docs example (t5-3b)
 
