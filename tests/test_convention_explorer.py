@@ -32,14 +32,14 @@ def test_the_default_shows_deepspeeds_11_28_and_agrees_with_ours_to_the_byte() -
         result.theirs.total_bytes
         == deepspeed_zero2(T5_3B, 8, 1, offload_optimizer=False).gpu.total_bytes
     )
-    assert result.agrees and "agree to the byte" in explorer.table.value and explorer.image.value
+    assert result.agrees and "agree to the byte" in explorer.readout.value and explorer.image.value
 
 
 def test_changing_a_control_changes_the_figure_and_the_values_equal_the_cores() -> None:
     explorer = ConventionExplorer()
-    before_png, before_html = explorer.image.value, explorer.table.value
+    before_png, before_html = explorer.image.value, explorer.readout.value
     explorer.precision.value = "mixed_adam"  # ours: fp16 gradients only -> differs by 4Ψ/N
-    assert explorer.image.value != before_png and explorer.table.value != before_html
+    assert explorer.image.value != before_png and explorer.readout.value != before_html
     result = explorer.current()
     mine = ours(analyze("zero2", ModelSpec(T5_3B), 8, "mixed_adam"))
     assert result.ours.total_bytes == mine.total_bytes

@@ -29,14 +29,14 @@ def test_changing_the_strategy_redraws_the_grid_and_the_bytes_are_the_cores() ->
     )  # 2 B × Ψ / 4
     assert got["model_state"][0] == memory.model_state == 4 * 10**9  # 16Ψ / N
     assert got["peak"][0] == memory.peak
-    assert "4 GB (3.725 GiB)" in explorer.table.value and "SG" in explorer.table.value
+    assert "4 GB (3.725 GiB)" in explorer.readout.value and "SG" in explorer.readout.value
 
 
 def test_psi_devices_and_precision_move_the_numbers() -> None:
     explorer = GridExplorer(strategy="zero2", psi=7.5e9, devices=64)
     # ZeRO Table 1: 2Ψ + 14Ψ/N = 16.640625 GB at Ψ = 7.5e9, N = 64.
     assert explorer.bytes_per_state()["model_state"][0] == Fraction(16_640_625_000)
-    assert "16.640625 GB" in explorer.table.value
+    assert "16.640625 GB" in explorer.readout.value
     explorer.devices.value = 8
     assert explorer.bytes_per_state()["model_state"][0] == 15 * 10**9 + Fraction(14 * 75 * 10**8, 8)
     explorer.precision.value = "fp32_adam"  # 4/4/8: 4Ψ + 12Ψ/N
@@ -48,19 +48,19 @@ def test_psi_devices_and_precision_move_the_numbers() -> None:
 def test_offload_shows_host_bytes_and_every_strategy_draws() -> None:
     explorer = GridExplorer(strategy="zero3_offload", psi=1e9, devices=4)
     assert explorer.bytes_per_state()["optimizer"] == (0, 3 * 10**9)  # 12 B × Ψ / 4, on the host
-    assert "in host memory" in explorer.table.value
+    assert "in host memory" in explorer.readout.value
     for name in STRATEGIES:  # tp on tensor, pp on pipeline, the rest on data
         explorer.strategy.value = name
         assert explorer.bytes_per_state()["model_state"][0] >= 0
     explorer.strategy.value = "tp"
-    assert "mode on tensor" in explorer.table.value and "b·s·h" in explorer.table.value
+    assert "mode on tensor" in explorer.readout.value and "b·s·h" in explorer.readout.value
 
 
 @pytest.mark.parametrize("strategy", ["dp", "pp"])
 def test_the_explorer_shows_a_still_and_the_controls(strategy, monkeypatch) -> None:
     shown = {}
     monkeypatch.setattr(
-        "placement_edu.presentation.grid_explorer.show",
+        "placement_edu.presentation.explorer.show",
         lambda widget, still: shown.update(widget=widget, still=still),
     )
     explorer = GridExplorer(strategy=strategy)
@@ -85,4 +85,4 @@ def test_notebook_00_s_explorer_draws_the_model_its_text_derives() -> None:
     peak = explorer.bytes_per_state()["peak"][0]
     assert peak == analyze("zero3", text_model, 4).memory.peak
     assert peak != GridExplorer(strategy="zero3", psi=1e9, devices=4).bytes_per_state()["peak"][0]
-    assert "(32 layers)" in explorer.table.value
+    assert "(32 layers)" in explorer.readout.value

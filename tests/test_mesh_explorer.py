@@ -57,7 +57,7 @@ def test_a_composition_that_breaks_a_rule_is_not_priced_and_the_rule_is_named(ch
     explorer.tensor_choice.value = choice
     assert not explorer.view.priced and explorer.memory_bars == []
     assert [v.rule for v in explorer.view.checked.rule_violations] == [rule]
-    assert f"rule {rule} (" in explorer.text.value and "not priced" in explorer.text.value
+    assert f"rule {rule} (" in explorer.readout.value and "not priced" in explorer.readout.value
 
 
 def test_rule_2_and_a_split_nothing_axis_and_rule_5_warnings():

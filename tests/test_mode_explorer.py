@@ -27,7 +27,7 @@ def test_replicated_costs_the_whole_state_per_device_and_the_precision_knob_move
         == analyze("dp", 7.5e9, 64, "mixed_adam_fp32_accum").memory.model_state
     )
     assert bytes(explorer.image.value) != before and bytes(explorer.image.value[:4]) == b"\x89PNG"
-    assert "start-up" in explorer.table.value  # rule 4: one broadcast, not per step
+    assert "start-up" in explorer.readout.value  # rule 4: one broadcast, not per step
 
 
 def test_sharded_knob_switches_between_zero1_schedules_and_zero2() -> None:
@@ -48,8 +48,8 @@ def test_sharded_knob_switches_between_zero1_schedules_and_zero2() -> None:
     assert explorer.values["model_state"] == expected.memory.model_state
     assert explorer.values["peak"] == expected.memory.peak
     assert (
-        "reduce_scatter grads" in explorer.table.value
-        and "all_gather params" in explorer.table.value
+        "reduce_scatter grads" in explorer.readout.value
+        and "all_gather params" in explorer.readout.value
     )
 
 

@@ -32,7 +32,7 @@ def test_moving_the_controls_moves_the_picture_to_the_core_numbers():
     view = explorer.view
     assert view.in_flight == [4, 3, 2, 1]  # 1F1B: min(p - stage, m)
     assert view.bubble == {"of_ideal": Fraction(3, 8), "of_total": Fraction(3, 11)}
-    assert "3/11" in explorer.table.value and "3/8" in explorer.table.value
+    assert "3/11" in explorer.readout.value and "3/8" in explorer.readout.value
     first = bytes(explorer.image.value)
     assert first[:4] == b"\x89PNG" and len(explorer.blocks) == 4 * 16  # p stages x (m F + m B)
 

@@ -26,7 +26,7 @@ def test_moving_the_device_slider_moves_the_bars_to_the_core_numbers() -> None:
     ]
     assert bar_heights(explorer, State.OPTIMIZER) == pytest.approx(expected)
     assert expected == [90, 11.25, 11.25, 11.25]  # 12 B x 7.5e9 / 8
-    assert "15 GB (13.970 GiB)" in explorer.table.value  # zero3 model state at N = 8: 120/8 GB
+    assert "15 GB (13.970 GiB)" in explorer.readout.value  # zero3 model state at N = 8: 120/8 GB
     assert [label.get_text() for label in explorer.charts.memory_labels] == [
         "120 GB",
         "41.25 GB",
@@ -39,7 +39,7 @@ def test_moving_the_device_slider_moves_the_bars_to_the_core_numbers() -> None:
 def test_precision_choice_changes_the_table() -> None:
     explorer = ZeroExplorer(psi=1e9, devices=1)
     explorer.precision.value = "mixed_adam_fp32_grads"
-    assert "18 GB (16.764 GiB)" in explorer.table.value  # Megatron's 18 B per parameter
+    assert "18 GB (16.764 GiB)" in explorer.readout.value  # Megatron's 18 B per parameter
     assert explorer.charts.silence.get_visible()  # one device: no communication to draw
 
 
@@ -47,9 +47,9 @@ def test_check_explorer_names_the_broken_condition_and_refuses_what_does_not_app
     from placement_edu.presentation.widgets import CheckExplorer
 
     explorer = CheckExplorer(strategy="zero2", fault="skip-param-sync")
-    assert "state consistency: BROKEN." in explorer.output.value
+    assert "state consistency: BROKEN." in explorer.readout.value
     # and, from the next step on, the other condition (SPEC §5)
-    assert "gradient integrity: BROKEN as a consequence." in explorer.output.value
+    assert "gradient integrity: BROKEN as a consequence." in explorer.readout.value
     explorer.strategy.value = "dp"  # skip-param-sync needs an owner-only update: dp has none
     assert explorer.update().startswith("refused: fault 'skip-param-sync' does not apply to dp")
 
@@ -126,7 +126,7 @@ def test_time_explorer_per_pass_hides_dp_communication_above_its_threshold() -> 
     assert explorer.times["tp"].compute_s == pytest.approx(
         explorer.times["dp"].compute_s * (6 * psi + 805_306_368) / (6 * psi), rel=1e-9
     )
-    assert "width h ≥" in explorer.table.value
+    assert "width h ≥" in explorer.readout.value
 
 
 def test_plan_table_lists_the_planners_ranking_and_follows_the_device_slider() -> None:
@@ -135,9 +135,9 @@ def test_plan_table_lists_the_planners_ranking_and_follows_the_device_slider() -
 
     table = PlanTable(psi=7e9, devices=8, memory_gb=80)
     first = table.update().ranked[0]
-    assert f"<td>{first.strategy.name}</td><td>{first.mesh}</td>" in table.output.value
+    assert f"<td>{first.strategy.name}</td><td>{first.mesh}</td>" in table.readout.value
     table.devices.value = 64
     model, _ = default_transformer(7 * 10**9)
     expected = plan(model, 64, 80 * 10**9, "h100-nvlink-ib").ranked[0]
-    assert f"<td>{expected.strategy.name}</td><td>{expected.mesh}</td>" in table.output.value
-    assert f"{expected.time.total_s:.4g}" in table.output.value
+    assert f"<td>{expected.strategy.name}</td><td>{expected.mesh}</td>" in table.readout.value
+    assert f"{expected.time.total_s:.4g}" in table.readout.value

@@ -20,6 +20,8 @@ import html
 from fractions import Fraction
 from typing import Any, TypedDict
 
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from placement_edu.memory import derive_memory
@@ -27,7 +29,8 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.controls import choice_slider, count_slider
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.units import GB, fmt_bytes
@@ -73,6 +76,8 @@ TERM_STYLE: dict[str, TermStyle] = {
     ),
 }
 CONFIGS = tuple((r, sp) for r in TransformerSpec.RECOMPUTE for sp in (False, True))
+#: The colour of every term: they are all activations (M).
+ACTIVATIONS = STATE_COLORS[State.ACTIVATIONS]
 
 
 def korthikanti_model(name: str, **changes: Any) -> TransformerSpec:
@@ -88,11 +93,13 @@ def config_label(recompute: str, sequence_parallel: bool) -> str:
     return f"{recompute}{' + SP' if sequence_parallel else ''}"
 
 
-class ActivationExplorer:
+class ActivationExplorer(Explorer):
     """Controls: model (Korthikanti Table 3), micro-batch b, sequence s, recomputation, tensor
     degree t, sequence parallelism. ``spec()`` is the chosen ``TransformerSpec``; ``update()`` asks
     it for each configuration's terms, redraws and returns the chosen one's terms (bytes per
     layer)."""
+
+    picture = "activation bytes per layer, by term"
 
     def __init__(
         self,
@@ -106,62 +113,20 @@ class ActivationExplorer:
         import ipywidgets as w
 
         self.model = w.Dropdown(options=list(KORTHIKANTI_TABLE_3), value=model, description="model")
-        self.micro_batch = w.IntSlider(
-            value=micro_batch,
-            min=1,
-            max=16,
-            description="b (micro-batch)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
-        self.seq = w.SelectionSlider(
-            options=SEQ_CHOICES,
-            value=seq,
-            description="s (sequence)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        self.micro_batch = count_slider(micro_batch, 1, 16, "b (micro-batch)")
+        self.seq = choice_slider(SEQ_CHOICES, seq, "s (sequence)")
         self.recompute = w.ToggleButtons(
             options=list(TransformerSpec.RECOMPUTE), value=recompute, description="recompute"
         )
-        self.tensor = w.SelectionSlider(
-            options=TENSOR_CHOICES,
-            value=tensor,
-            description="t (tensor)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        self.tensor = choice_slider(TENSOR_CHOICES, tensor, "t (tensor)")
         self.sequence_parallel = w.Checkbox(
             value=sequence_parallel, description="sequence parallel"
         )
-        self.image = sharp_image()
-        self.readout = w.HTML()
-        controls = (
-            self.model,
-            self.micro_batch,
-            self.seq,
-            self.recompute,
-            self.tensor,
-            self.sequence_parallel,
-        )
-        for control in controls:
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.model, self.micro_batch, self.seq]),
-                w.HBox([self.recompute, self.tensor, self.sequence_parallel]),
-                self.image,
-                self.readout,
-            ]
-        )
         self.terms: dict[tuple[str, bool], dict[str, Fraction]] = {}
         self.bars: dict[tuple[str, bool], dict[str, Rectangle]] = {}
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "activation bytes per layer, by term") + self.readout.value,
+        self.assemble(
+            [self.model, self.micro_batch, self.seq],
+            [self.recompute, self.tensor, self.sequence_parallel],
         )
 
     def spec(
@@ -186,43 +151,18 @@ class ActivationExplorer:
     def update(self) -> dict[str, Fraction]:
         t = self.tensor.value
         self.terms = {c: self.spec(*c).activation_terms_per_layer(t) for c in CONFIGS}
+        self.image.value = png(self._chart(t))
+        chosen = self.terms[self.chosen]
+        self.readout.value = self._table(chosen, t)
+        return chosen
+
+    def _chart(self, t: int) -> Figure:
+        """One bar per configuration, a segment per term; the chosen one outlined."""
         figure = new_figure(9.2, 3.6)
         ax = figure.add_axes((0.14, 0.36, 0.84, 0.52))
-        colour = STATE_COLORS[State.ACTIVATIONS]
         self.bars = {}
         for row, config in enumerate(CONFIGS):
-            y, left, self.bars[config] = len(CONFIGS) - row - 1, 0.0, {}
-            for term, value in self.terms[config].items():
-                width = float(value) / GB
-                style = TERM_STYLE[term]
-                self.bars[config][term] = ax.barh(
-                    y,
-                    width,
-                    left=left,
-                    color=colour,
-                    alpha=style["alpha"],
-                    hatch=style["hatch"],
-                    edgecolor=colour,
-                    height=0.7,
-                )[0]
-                left += width
-            outlined = config == self.chosen
-            ax.barh(
-                y,
-                left,
-                fill=False,
-                edgecolor="black" if outlined else "none",
-                linewidth=2,
-                height=0.78,
-            )
-            ax.text(
-                left,
-                y,
-                f" {fmt_bytes(sum(self.terms[config].values()))}",
-                va="center",
-                fontsize=7,
-                fontweight="bold" if outlined else "normal",
-            )
+            self._bar(ax, len(CONFIGS) - row - 1, config)
         ax.set_yticks(
             range(len(CONFIGS)), [config_label(*c) for c in reversed(CONFIGS)], fontsize=8
         )
@@ -240,7 +180,13 @@ class ActivationExplorer:
         )
         handles = [
             Rectangle(
-                (0, 0), 1, 1, facecolor=colour, alpha=s["alpha"], hatch=s["hatch"], edgecolor=colour
+                (0, 0),
+                1,
+                1,
+                facecolor=ACTIVATIONS,
+                alpha=s["alpha"],
+                hatch=s["hatch"],
+                edgecolor=ACTIVATIONS,
             )
             for s in TERM_STYLE.values()
         ]
@@ -252,30 +198,67 @@ class ActivationExplorer:
             ncol=2,
             frameon=False,
         )
-        self.image.value = png(figure)
-        chosen = self.terms[self.chosen]
-        total = sum(chosen.values())
+        return figure
+
+    def _bar(self, ax: Axes, y: int, config: tuple[str, bool]) -> None:
+        """``config``'s terms side by side at height ``y``, its total beside them."""
+        left, self.bars[config] = 0.0, {}
+        for term, value in self.terms[config].items():
+            width = float(value) / GB
+            style = TERM_STYLE[term]
+            self.bars[config][term] = ax.barh(
+                y,
+                width,
+                left=left,
+                color=ACTIVATIONS,
+                alpha=style["alpha"],
+                hatch=style["hatch"],
+                edgecolor=ACTIVATIONS,
+                height=0.7,
+            )[0]
+            left += width
+        outlined = config == self.chosen
+        ax.barh(
+            y,
+            left,
+            fill=False,
+            edgecolor="black" if outlined else "none",
+            linewidth=2,
+            height=0.78,
+        )
+        ax.text(
+            left,
+            y,
+            f" {fmt_bytes(sum(self.terms[config].values()))}",
+            va="center",
+            fontsize=7,
+            fontweight="bold" if outlined else "normal",
+        )
+
+    def _table(self, chosen: dict[str, Fraction], t: int) -> str:
+        """The chosen configuration's terms, their sum per layer and over the layers."""
+        total, layers = sum(chosen.values()), self.spec().layers
         rows = "".join(
             f"<tr><td>{html.escape(TERM_STYLE[k]['label'])}</td><td>{html.escape(fmt_bytes(v))}</td></tr>"
             for k, v in chosen.items()
             if v
         )
-        self.readout.value = (
+        return (
             f"<table><caption>{html.escape(config_label(*self.chosen))}, t = {t}: per layer"
             f"</caption>{rows}"
             f"<tr><td><b>per layer</b></td><td><b>{html.escape(fmt_bytes(total))}</b></td></tr>"
-            f"<tr><td>× {spec.layers} layers (all on one device: no pipeline)</td>"
-            f"<td>{html.escape(fmt_bytes(total * spec.layers))}</td></tr></table>"
+            f"<tr><td>× {layers} layers (all on one device: no pipeline)</td>"
+            f"<td>{html.escape(fmt_bytes(total * layers))}</td></tr></table>"
         )
-        return chosen
 
 
-class LiveSetExplorer:
+class LiveSetExplorer(Explorer):
     """Controls: schedule (no pipeline, GPipe, 1F1B), pipeline stages p, micro-batches m. One column
     per stage: the micro-batches whose activations that stage holds at its peak, and the bytes
     ``derive_memory`` derives (``live_bytes``). The model: ``model`` (a ``TransformerSpec``)."""
 
     SCHEDULES = ("no pipeline", "gpipe", "1f1b")
+    picture = "activations held per pipeline stage"
 
     def __init__(
         self,
@@ -303,30 +286,10 @@ class LiveSetExplorer:
         self.stages = w.SelectionSlider(
             options=(2, 4, 8), value=stages, description="p (stages)", continuous_update=False
         )
-        self.micro_batches = w.IntSlider(
-            value=micro_batches,
-            min=1,
-            max=16,
-            description="m (micro-batches)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
-        self.image = sharp_image()
-        self.readout = w.HTML()
-        for control in (self.schedule, self.stages, self.micro_batches):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [self.schedule, w.HBox([self.stages, self.micro_batches]), self.image, self.readout]
-        )
+        self.micro_batches = count_slider(micro_batches, 1, 16, "m (micro-batches)")
         self.live_bytes: list[Fraction] = []
         self.blocks: list[int] = []
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "activations held per pipeline stage") + self.readout.value,
-        )
+        self.assemble(self.schedule, [self.stages, self.micro_batches])
 
     def strategy_and_mesh(self) -> tuple[Strategy, Mesh]:
         """What the controls mean: dp with m accumulation micro-batches (no pipeline), or pp."""

@@ -19,7 +19,8 @@ import html
 from placement_edu.long_context import ContextCosts, context_costs, long_context_model
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.controls import choice_slider
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.units import GB, fmt_bytes
@@ -29,9 +30,11 @@ CONTEXT_CHOICES = (2, 4, 8, 16, 32)
 HEAD_CHOICES = (8, 16, 32, 64)
 
 
-class ContextExplorer:
+class ContextExplorer(Explorer):
     """Controls: s, c, a, K and the attention shown outlined. ``update()`` prices both ways with
     the core, redraws and returns the two ``ContextCosts`` (ring, Ulysses)."""
+
+    picture = "ring attention and Ulysses, per device"
 
     def __init__(
         self,
@@ -43,43 +46,15 @@ class ContextExplorer:
     ) -> None:
         import ipywidgets as w
 
-        def slider(options: tuple[int, ...], value: int, label: str) -> w.SelectionSlider:
-            return w.SelectionSlider(
-                options=options,
-                value=value,
-                description=label,
-                continuous_update=False,
-                style={"description_width": "initial"},
-            )
-
-        self.seq = slider(SEQ_CHOICES, seq, "s (sequence)")
-        self.context = slider(CONTEXT_CHOICES, context, "c (context)")
-        self.heads = slider(HEAD_CHOICES, heads, "a (heads)")
-        self.kv_heads = slider(HEAD_CHOICES, kv_heads, "K (kv heads)")
+        self.seq = choice_slider(SEQ_CHOICES, seq, "s (sequence)")
+        self.context = choice_slider(CONTEXT_CHOICES, context, "c (context)")
+        self.heads = choice_slider(HEAD_CHOICES, heads, "a (heads)")
+        self.kv_heads = choice_slider(HEAD_CHOICES, kv_heads, "K (kv heads)")
         self.attention = w.ToggleButtons(
             options=list(CONTEXT_ATTENTIONS), value=attention, description="attention"
         )
-        self.image = sharp_image()
-        self.readout = w.HTML()
-        for control in (self.seq, self.context, self.heads, self.kv_heads, self.attention):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.seq, self.context]),
-                w.HBox([self.heads, self.kv_heads, self.attention]),
-                self.image,
-                self.readout,
-            ]
-        )
         self.costs: tuple[ContextCosts, ...] = ()
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "ring attention and Ulysses, per device")
-            + self.readout.value,
-        )
+        self.assemble([self.seq, self.context], [self.heads, self.kv_heads, self.attention])
 
     def model(self) -> TransformerSpec:
         kv_heads = min(self.kv_heads.value, self.heads.value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # imported where a widget is made: the package imports without ipywidgets
-    from ipywidgets import FloatLogSlider, SelectionSlider
+    from ipywidgets import FloatLogSlider, IntSlider, SelectionSlider
 
 
 def choice_slider(options: Sequence[Any], value: Any, description: str) -> SelectionSlider:
@@ -48,4 +48,19 @@ def devices_slider(
 
     return w.SelectionSlider(
         options=options, value=devices, description=description, continuous_update=False
+    )
+
+
+def count_slider(value: int, low: int, high: int, description: str) -> IntSlider:
+    """A count from ``low`` to ``high`` (micro-batches, stages), its description shown in full;
+    it answers when let go."""
+    import ipywidgets as w
+
+    return w.IntSlider(
+        value=value,
+        min=low,
+        max=high,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
     )

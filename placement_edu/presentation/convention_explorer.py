@@ -28,7 +28,7 @@ from placement_edu.models import ModelSpec
 from placement_edu.placement import Placement, State
 from placement_edu.precision import PRESETS
 from placement_edu.presentation.controls import devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import analyze
 from placement_edu.strategies import Strategy
@@ -122,10 +122,12 @@ def reconciliation(
     return reconcile(c.theirs(psi, devices), ours(report, "per GPU"))
 
 
-class ConventionExplorer:
+class ConventionExplorer(Explorer):
     """Controls: a convention, Ψ, N, our precision preset. Shows the tool's printed figure and ours
     (GB = 10^9 and GiB = 2^30 bytes, labelled), a bar per term kind on each side, and the
     term-by-term lines: ``=`` where the two agree to the byte, ``≠`` with both sides named."""
+
+    picture = "their estimate beside ours, term by term"
 
     def __init__(
         self,
@@ -147,26 +149,7 @@ class ConventionExplorer:
         self.precision = w.Dropdown(
             options=[MATCHING, *PRESETS], value=precision, description="ours"
         )
-        self.image = sharp_image()
-        self.table = w.HTML()
-        for control in (self.convention, self.psi, self.devices, self.precision):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                self.convention,
-                w.HBox([self.psi, self.devices, self.precision]),
-                self.image,
-                self.table,
-            ]
-        )
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "their estimate beside ours, term by term")
-            + self.table.value,
-        )
+        self.assemble(self.convention, [self.psi, self.devices, self.precision])
 
     def current(self) -> Reconciliation:
         return reconciliation(
@@ -176,7 +159,7 @@ class ConventionExplorer:
     def update(self) -> Reconciliation:
         result = self.current()
         self.image.value = png(chart(result))
-        self.table.value = table_html(result, CONVENTIONS[self.convention.value].note)
+        self.readout.value = table_html(result, CONVENTIONS[self.convention.value].note)
         return result
 
 

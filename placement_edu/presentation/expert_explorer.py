@@ -34,7 +34,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
 from placement_edu.presentation.controls import choice_slider
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.schedule import derive_schedule
 from placement_edu.strategies import get_strategy
@@ -50,9 +50,11 @@ SKEW_CHOICES = (Fraction(1), Fraction(5, 4), Fraction(3, 2), Fraction(2), Fracti
 PRECISION = "mixed_adam"  # 16 B of model state per parameter; 2-byte activations
 
 
-class ExpertExplorer:
+class ExpertExplorer(Explorer):
     """Controls: E, e, top-k, capacity factor, routing skew. ``model()`` and ``mesh()`` are what
     they choose; ``update()`` derives, redraws and returns the figures the readout shows."""
+
+    picture = "expert ranks: tokens run and model state held"
 
     def __init__(
         self,
@@ -62,35 +64,13 @@ class ExpertExplorer:
         capacity_factor: Fraction | int = 1,
         skew: Fraction | int = 1,
     ) -> None:
-        import ipywidgets as w
-
         self.experts = choice_slider(EXPERT_CHOICES, experts, "E (experts)")
         self.degree = choice_slider(DEGREE_CHOICES, expert_degree, "e (expert ranks)")
         self.top_k = choice_slider(TOP_K_CHOICES, top_k, "k (top-k)")
         self.capacity = choice_slider(CAPACITY_CHOICES, Fraction(capacity_factor), "cf")
         self.skew = choice_slider(SKEW_CHOICES, Fraction(skew), "busiest rank ÷ balanced")
-        self.image = sharp_image()
-        self.readout = w.HTML()
-        controls = (self.experts, self.degree, self.top_k, self.capacity, self.skew)
-        for control in controls:
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.experts, self.degree, self.top_k]),
-                w.HBox([self.capacity, self.skew]),
-                self.image,
-                self.readout,
-            ]
-        )
         self.figures: dict[str, object] = {}
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "expert ranks: tokens run and model state held")
-            + self.readout.value,
-        )
+        self.assemble([self.experts, self.degree, self.top_k], [self.capacity, self.skew])
 
     def model(self) -> MoESpec:
         """Mixtral 8x7B's shape with the chosen E, k and capacity factor."""

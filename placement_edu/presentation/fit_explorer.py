@@ -21,7 +21,7 @@ from placement_edu.presentation.fit_answers import (
     was_cached,
 )
 from placement_edu.presentation.fit_chart import event_chart, readout_html
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.explorer import Explorer
 
 #: The widget's models: their profiles ship with the package (b = 1 at the default s) or are
 #: measured in a few seconds (Llama-3-8B is left out: its tracker run is not for a 2 GiB notebook).
@@ -31,11 +31,13 @@ DEVICE_CHOICES = (1, 2, 8, 64, 1024)
 RECOMPUTE_CHOICES = ("none", "full")
 
 
-class FitExplorer:
+class FitExplorer(Explorer):
     """Controls: model (gpt2, llama-1b), micro-batch b, sequence s, recomputation (none, full),
     devices N, precision. Shows rank 0's breakdown -- params, grads, optimizer, activations, each
     transient at the peak -- the peak and the event where it happens, and the live set at every
     event of the step."""
+
+    picture = "live bytes at every event of the step"
 
     def __init__(
         self,
@@ -59,51 +61,24 @@ class FitExplorer:
             options=list(PRECISIONS), value=precision, description="precision"
         )
         self.status = w.HTML()
-        self.image = sharp_image()
-        self.readout = w.HTML()
-        self.controls = (
-            self.model,
-            self.micro_batch,
-            self.seq,
-            self.recompute,
-            self.devices,
-            self.precision,
-        )
-        self.model.observe(lambda _change: self._model_changed(), names="value")
-        self._quiet = False
-        for control in self.controls[1:]:
-            control.observe(lambda _change: self._changed(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.model, self.recompute]),
-                w.HBox([self.devices, self.micro_batch, self.seq]),  # N first: cheap to move
-                self.precision,
-                self.status,
-                self.image,
-                self.readout,
-            ]
-        )
         self.peak: StepPeak | None = None
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "live bytes at every event of the step")
-            + self.readout.value,
+        self._quiet = False
+        self.assemble(
+            [self.model, self.recompute],
+            [self.devices, self.micro_batch, self.seq],  # N first: cheap to move
+            self.precision,
+            below=[self.status],
         )
 
-    def _model_changed(self) -> None:
+    def redraw(self, change: dict | None = None) -> None:
         """A new model starts at its checked sequence length (a shipped profile at b = 1)."""
-        self._quiet = True  # one update, after both changes: not one per intermediate value
-        try:
-            self.seq.options = SEQ_CHOICES[self.model.value]
-            self.seq.value = default_seq(self.model.value)
-        finally:
-            self._quiet = False
-        self.update()
-
-    def _changed(self) -> None:
+        if change is not None and change["owner"] is self.model:
+            self._quiet = True  # one update, after both changes: not one per intermediate value
+            try:
+                self.seq.options = SEQ_CHOICES[self.model.value]
+                self.seq.value = default_seq(self.model.value)
+            finally:
+                self._quiet = False
         if not self._quiet:
             self.update()
 

@@ -15,7 +15,7 @@ from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, State
 from placement_edu.precision import PRESETS
 from placement_edu.presentation.controls import devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import device_grid, grid_axis, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import STRATEGIES
@@ -33,12 +33,14 @@ LAYERS = 64
 BOUNDARY = dict(b=1, s=4096, h=4096)
 
 
-class GridExplorer:
+class GridExplorer(Explorer):
     """A strategy dropdown (every named strategy), a Ψ slider, a device choice and a precision
     dropdown driving the device grid and a table of the core's bytes per state on rank 0.
 
     ``update()`` derives (``report()``), redraws the grid image and the table, and returns the
     report; ``bytes_per_state()`` gives the numbers the table shows, straight from the core."""
+
+    picture = "who holds what, per rank"
 
     def __init__(
         self,
@@ -58,22 +60,7 @@ class GridExplorer:
         self.psi = psi_slider(psi)
         self.devices = devices_slider(DEVICE_CHOICES, devices)
         self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
-        self.image = sharp_image()
-        self.table = w.HTML()
-        for control in (self.strategy, self.psi, self.devices, self.precision):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.strategy, self.precision]),
-                w.HBox([self.psi, self.devices]),
-                self.image,
-                self.table,
-            ]
-        )
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "who holds what, per rank") + self.table.value)
+        self.assemble([self.strategy, self.precision], [self.psi, self.devices])
 
     # --- asking the core ---------------------------------------------------------------------
     def model(self) -> ModelSpec:
@@ -109,7 +96,7 @@ class GridExplorer:
         report = self.report()
         figure = device_grid(report.strategy, report.model, report.mesh, report.precision)
         self.image.value = png(figure)
-        self.table.value = self._table(report)
+        self.readout.value = self._table(report)
         return report
 
     def _table(self, report: Report) -> str:

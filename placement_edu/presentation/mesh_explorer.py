@@ -20,7 +20,8 @@ from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import MODEL_STATES, Placement, State
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.controls import count_slider
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import Strategy
@@ -136,11 +137,12 @@ def mesh_view(strategy: Strategy, mesh: Mesh, model: TransformerSpec = MODEL) ->
     return MeshView(strategy, mesh, checked, analyze(strategy, model, mesh=mesh))
 
 
-class MeshExplorer:
+class MeshExplorer(Explorer):
     """Sliders for r, d, t, p and micro-batches m; a placement choice per axis. Shows per-device
     memory (model state and peak), ring bytes per axis, and the checker's verdict with any broken
     rule."""
 
+    picture = "memory and communication per device"
     #: The bars of the last drawing (a test reads their heights): per state, then per axis.
     memory_bars: list[Rectangle]
     comm_bars: list[Rectangle]
@@ -165,14 +167,7 @@ class MeshExplorer:
 
         self.replica, self.data = degree("r (replica)", replica), degree("d (data)", data)
         self.tensor, self.pipeline = degree("t (tensor)", tensor), degree("p (pipeline)", pipeline)
-        self.micro_batches = w.IntSlider(
-            value=micro_batches,
-            min=1,
-            max=16,
-            description="m (micro-batches)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        self.micro_batches = count_slider(micro_batches, 1, 16, "m (micro-batches)")
         wide = w.Layout(width="420px")
         self.data_choice = w.Dropdown(
             options=list(DATA_CHOICES), value=data_choice, description="on data", layout=wide
@@ -189,39 +184,14 @@ class MeshExplorer:
         self.figure = new_figure(9.0, 3.4)
         self.memory_ax = self.figure.add_axes((0.08, 0.1, 0.2, 0.68))
         self.comm_ax = self.figure.add_axes((0.66, 0.1, 0.32, 0.68))
-        self.image = sharp_image()
-        self.text = w.HTML()
-        controls = (
-            self.replica,
-            self.data,
-            self.tensor,
-            self.pipeline,
+        self.view: MeshView | None = None
+        self.assemble(
+            [self.replica, self.data],
+            [self.tensor, self.pipeline],
             self.micro_batches,
             self.data_choice,
             self.tensor_choice,
             self.pipeline_choice,
-        )
-        for control in controls:
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.replica, self.data]),
-                w.HBox([self.tensor, self.pipeline]),
-                self.micro_batches,
-                self.data_choice,
-                self.tensor_choice,
-                self.pipeline_choice,
-                self.image,
-                self.text,
-            ]
-        )
-        self.view: MeshView | None = None
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, "memory and communication per device") + self.text.value,
         )
 
     def strategy_and_mesh(self) -> tuple[Strategy, Mesh]:
@@ -241,7 +211,7 @@ class MeshExplorer:
         self.view = view
         self._draw(view)
         self.image.value = png(self.figure)
-        self.text.value = self._describe(view)
+        self.readout.value = self._describe(view)
         return view
 
     def _draw(self, view: MeshView) -> None:

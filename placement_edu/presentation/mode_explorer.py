@@ -24,7 +24,7 @@ from fractions import Fraction
 from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, PHASES, STARTUP
 from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import device_grid, png
 from placement_edu.report import Report, analyze
 from placement_edu.strategies import Strategy, get_strategy
@@ -117,7 +117,7 @@ def schedule_text(report: Report, grouped: bool = False) -> str:
     return "\n".join(lines)
 
 
-class ModeExplorer:
+class ModeExplorer(Explorer):
     """Sliders for Ψ and N, and the knob of ``mode`` ("R", "S" or "SG"), driving the device grid
     and a table of one device's memory and per-step communication, all from the core.
 
@@ -173,29 +173,10 @@ class ModeExplorer:
             "S": [self.strategy],
             "SG": [self.units, self.reshard, self.micro_batches],
         }[mode]
-        self.image = sharp_image(max_width="760px")
-        self.table = w.HTML()
         self.values: dict[str, object] = {}
-        for control in (self.psi, self.devices, *knobs):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.psi, self.devices]),
-                w.HBox(knobs[:2]),
-                *knobs[2:],
-                self.image,
-                self.table,
-            ]
-        )
-        self.update()
+        self.picture = f"device grid of mode {mode}"
+        self.assemble([self.psi, self.devices], knobs[:2], *knobs[2:], max_width="760px")
 
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            png_html(self.image.value, f"device grid of mode {self.mode}") + self.table.value,
-        )
-
-    # --- what the controls mean ------------------------------------------------------------
     def chosen_strategy(self) -> Strategy:
         """The strategy the controls describe (named where one exists, so the grid's title says
         it)."""
@@ -244,7 +225,7 @@ class ModeExplorer:
             "volume_psi": report.volume_psi,
             "ring_bytes": report.ring_bytes,
         }
-        self.table.value = self._table(report)
+        self.readout.value = self._table(report)
         return report
 
     def _table(self, report: Report) -> str:

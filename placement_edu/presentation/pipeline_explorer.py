@@ -18,7 +18,8 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.controls import count_slider
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.schedule import layers_on_stage, pipeline_bubble, pipeline_timeline
 from placement_edu.strategies import PIPELINE_SCHEDULES, get_strategy
@@ -89,9 +90,11 @@ def pipeline_view(
     )
 
 
-class PipelineExplorer:
+class PipelineExplorer(Explorer):
     """Sliders for p and m and a schedule choice; the timeline, the bubble and activations in
     flight."""
+
+    picture = "pipeline timeline"
 
     def __init__(self, stages: int = 4, micro_batches: int = 8, schedule: str = "1f1b") -> None:
         import ipywidgets as w
@@ -99,32 +102,15 @@ class PipelineExplorer:
         self.stages = w.IntSlider(
             value=stages, min=2, max=8, description="p (stages)", continuous_update=False
         )
-        self.micro_batches = w.IntSlider(
-            value=micro_batches,
-            min=1,
-            max=32,
-            description="m (micro-batches)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        self.micro_batches = count_slider(micro_batches, 1, 32, "m (micro-batches)")
         self.schedule = w.Dropdown(
             options=list(PIPELINE_SCHEDULES), value=schedule, description="schedule"
         )
         self.figure = new_figure(9.4, 3.8)
         self.timeline_ax = self.figure.add_axes((0.08, 0.3, 0.6, 0.6))
         self.memory_ax = self.figure.add_axes((0.77, 0.3, 0.21, 0.6))
-        self.image = sharp_image()
-        self.table = w.HTML()
-        for control in (self.stages, self.micro_batches, self.schedule):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [w.HBox([self.stages, self.micro_batches, self.schedule]), self.image, self.table]
-        )
         self.view: PipelineView | None = None
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "pipeline timeline") + self.table.value)
+        self.assemble([self.stages, self.micro_batches, self.schedule])
 
     def update(self) -> PipelineView:
         view = pipeline_view(self.stages.value, self.micro_batches.value, self.schedule.value)
@@ -132,7 +118,7 @@ class PipelineExplorer:
         self._draw(view)
         self.image.value = png(self.figure)
         b = view.bubble
-        self.table.value = (
+        self.readout.value = (
             "<table><tbody>"
             "<tr><td>bubble, of ideal time (p−1)/m (Narayanan et al. 2021)</td>"
             f"<td>{b['of_ideal']} = "

@@ -10,20 +10,17 @@ compute-bound threshold is marked on a tokens axis beside the current tokens.
 from __future__ import annotations
 
 import html
-import io
 import math
 from dataclasses import replace
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
 from placement_edu.configuration import Choice
 from placement_edu.planner import Plan, default_transformer, plan
 from placement_edu.presentation.controls import devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, sharp_image, show
-from placement_edu.presentation.style import FIGURE_DPI
+from placement_edu.presentation.explorer import Explorer
+from placement_edu.presentation.style import new_figure, png
 from placement_edu.timing import (
     HARDWARE,
     OVERLAPS,
@@ -43,10 +40,12 @@ TP_MODEL = TransformerSpec(layers=32, hidden=4096, heads=32, seq=512, vocab=3200
 DATA_STRATEGIES = ("dp", "zero1", "zero2", "zero3")
 
 
-class TimeExplorer:
+class TimeExplorer(Explorer):
     """Sliders for W (GB/s), achieved FLOP/s (TFLOP/s) and tokens per device, an overlap choice;
     bars of one step's seconds per strategy: dp, zero1/2/3 on data = ``devices`` (Ψ of the
     transformer below), and tp on tensor = ``tensor``. One W prices every axis here."""
+
+    picture = "seconds per step: compute and communication"
 
     def __init__(
         self,
@@ -92,28 +91,12 @@ class TimeExplorer:
             style={"description_width": "initial"},
         )
         self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
-        self.figure = Figure(figsize=(11, 4.2), dpi=FIGURE_DPI)
-        FigureCanvasAgg(self.figure)
+        self.figure = new_figure(11, 4.2)
         self.bars_ax, self.line_ax = self.figure.subplots(1, 2)
         self.figure.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.2, wspace=0.25)
-        self.image = sharp_image()
-        self.table = w.HTML()
-        for control in (self.bandwidth, self.flops, self.tokens, self.overlap):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.bandwidth, self.flops]),
-                w.HBox([self.tokens, self.overlap]),
-                self.image,
-                self.table,
-            ]
-        )
         self.times: dict[str, StepTime] = {}
         self.thresholds: dict[str, float] = {}
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "seconds per step: compute and communication"))
+        self.assemble([self.bandwidth, self.flops], [self.tokens, self.overlap])
 
     def hardware(self) -> Hardware:
         """One device at the chosen FLOP/s; every device in one node, on one link of the chosen W
@@ -197,10 +180,7 @@ class TimeExplorer:
         line.set_yticks(range(len(DATA_STRATEGIES)), DATA_STRATEGIES)
         line.set_xlabel("tokens per device (log): compute-bound right of the dot")
         line.set_title(f"compute-bound threshold ({self.overlap.value})", fontsize=10)
-        self.figure.canvas.draw()
-        buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png")
-        self.image.value = buffer.getvalue()
+        self.image.value = png(self.figure)
         rows = "".join(
             f"<tr><td>{n}</td><td>{t.compute_s:.4g}</td><td>{t.comm_s:.4g}</td>"
             f"<td>{t.exposed_comm_s:.4g}</td>"
@@ -212,7 +192,7 @@ class TimeExplorer:
             f"(h = {self.tp_rule['h']:,.0f})</td></tr>"
             for n, t in self.times.items()
         )
-        self.table.value = (
+        self.readout.value = (
             "<table><thead><tr><th>strategy</th><th>compute s</th><th>comm s</th><th>exposed s</th>"
             "<th>step s</th><th>compute-bound above (tokens/device)</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
@@ -222,7 +202,7 @@ class TimeExplorer:
 DEVICE_CHOICES = (8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-class PlanTable:
+class PlanTable(Explorer):
     """Ψ, devices, memory budget (GB), hardware and overlap; the planner's ranked placements."""
 
     def __init__(
@@ -249,20 +229,7 @@ class PlanTable:
         )
         self.hardware = w.Dropdown(options=list(HARDWARE), value=hardware, description="hardware")
         self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
-        self.output = w.HTML()
-        for control in (self.psi, self.devices, self.memory, self.hardware, self.overlap):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.psi, self.devices, self.memory]),
-                w.HBox([self.hardware, self.overlap]),
-                self.output,
-            ]
-        )
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(self.widget, self.output.value)
+        self.assemble([self.psi, self.devices, self.memory], [self.hardware, self.overlap])
 
     def plan(self) -> Plan:
         model, assumption = default_transformer(round(self.psi.value))
@@ -281,7 +248,7 @@ class PlanTable:
         why = "".join(
             f"<li>{html.escape(result.explain(i))}</li>" for i in range(min(3, len(result.ranked)))
         )
-        self.output.value = (
+        self.readout.value = (
             f"<p>{html.escape(result.assumption)}</p><p>{len(result.ranked)} placements fit, "
             f"{len(result.infeasible)} do not.</p>"
             "<table><thead><tr><th>#</th><th>strategy</th><th>mesh</th>"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from placement_edu.models import ModelSpec
 from placement_edu.precision import PRESETS
 from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
-from placement_edu.presentation.live import png_html, sharp_image, show
+from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.plots import CostCharts
 from placement_edu.report import Comparison, compare
 
@@ -21,7 +21,7 @@ UNIT_CHOICES = (
 )
 
 
-class ZeroExplorer:
+class ZeroExplorer(Explorer):
     """Sliders for Ψ, N and the gather unit count, and a precision choice, driving the memory and
     communication charts.
 
@@ -29,6 +29,8 @@ class ZeroExplorer:
     opened without running: ``live.show``); ``update()`` derives, moves the bars and re-renders the
     chart image (the benchmark times it).
     """
+
+    picture = "memory and communication per device"
 
     def __init__(
         self,
@@ -50,22 +52,7 @@ class ZeroExplorer:
         # is the worst case, and labelled so.
         self.units = choice_slider(UNIT_CHOICES, units, "gather units")
         self.charts = CostCharts(strategies)
-        self.image = sharp_image()
-        self.table = w.HTML()
-        for control in (self.psi, self.devices, self.precision, self.units):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox(
-            [
-                w.HBox([self.psi, self.devices]),
-                w.HBox([self.precision, self.units]),
-                self.image,
-                self.table,
-            ]
-        )
-        self.update()
-
-    def _ipython_display_(self) -> None:
-        show(self.widget, png_html(self.image.value, "memory and communication per device"))
+        self.assemble([self.psi, self.devices], [self.precision, self.units])
 
     def comparison(self) -> Comparison:
         model = ModelSpec(psi=round(self.psi.value), gather_units=self.units.value)
@@ -75,11 +62,11 @@ class ZeroExplorer:
         comparison = self.comparison()
         self.charts.update(comparison)
         self.image.value = self.charts.png()
-        self.table.value = comparison._repr_html_()
+        self.readout.value = comparison._repr_html_()
         return comparison
 
 
-class CheckExplorer:
+class CheckExplorer(Explorer):
     """Pick a strategy (named or composed) and a fault; read what the static checker finds."""
 
     def __init__(self, strategy: str = "zero3", fault: str = "none") -> None:
@@ -92,16 +79,11 @@ class CheckExplorer:
             options=[*STRATEGIES, *COMPOSITIONS], value=strategy, description="strategy"
         )
         self.fault = w.Dropdown(options=["none", *FAULTS], value=fault, description="fault")
-        self.output = w.HTML()
-        for control in (self.strategy, self.fault):
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.strategy, self.fault]), self.output])
-        self.update()
+        self.assemble([self.strategy, self.fault])
 
-    def _ipython_display_(self) -> None:
-        show(
-            self.widget,
-            f"<p>strategy {self.strategy.value}, fault {self.fault.value}:</p>{self.output.value}",
+    def still(self) -> str:
+        return (
+            f"<p>strategy {self.strategy.value}, fault {self.fault.value}:</p>{self.readout.value}"
         )
 
     def update(self) -> str:
@@ -119,5 +101,5 @@ class CheckExplorer:
             )
         except PlacementError as error:
             text = f"refused: {error}"
-        self.output.value = f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"
+        self.readout.value = f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"
         return text
