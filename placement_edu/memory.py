@@ -192,12 +192,13 @@ def derive_memory(
         return max(size for size, _ in runs(state))
 
     if d > 1 and P in GATHERED:
-        whole = full_local(State.PARAMS) * precision.params
+        gathered = precision.wire_bytes(State.PARAMS)  # gathered in the gather dtype
+        whole = full_local(State.PARAMS) * gathered
         # Resharded after forward: the unit computing and the next one, prefetched, are live
         # (``prefetched_window``). Kept (SHARD_GRAD_OP): all units by the end of forward and
         # through backward.
         window = (
-            prefetched_window(runs(State.PARAMS)) * precision.params
+            prefetched_window(runs(State.PARAMS)) * gathered
             if strategy.reshard_after_forward
             else whole
         )
@@ -209,7 +210,7 @@ def derive_memory(
         # parameters are not gathered by unit reduces its whole gradient at once.)
         by_unit = P in GATHERED or not model.reduces_per_unit
         bucket = largest_unit(State.GRADS) if by_unit else full_local(State.GRADS)
-        transient["backward"][REDUCE_BUCKET] = bucket * precision.grads
+        transient["backward"][REDUCE_BUCKET] = bucket * precision.wire_bytes(State.GRADS)
     if d > 1 and pl.mode(State.OPTIMIZER, "data") in SPLIT_MODES:
         # ZeRO's rule moves equal, padded chunks. A whole (R) state is stored unpadded, so when the
         # rule pads, the reduce-scatter reads (and the all-gather after the step fills) a padded

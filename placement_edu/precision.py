@@ -11,24 +11,45 @@ from typing import Mapping
 from placement_edu.errors import PlacementError, positive_int
 from placement_edu.placement import State
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = ["PRESETS", "Precision", "get_precision"]
+
 
 @dataclass(frozen=True)
 class Precision:
-    """Bytes per parameter element for P, G and O, and bytes per activation element."""
+    """Where each state lives is a placement; in what dtype it lives and travels is this.
+
+    Storage: bytes per element of P, G and O as held, and of the activations (the compute dtype:
+    what a layer's matmuls read and write). Wire: bytes per element a collective moves, when it is
+    not the stored dtype -- ``gather``, a parameter all-gather (FSDP2's ``param_dtype``: fp32 shards
+    gathered as bf16, 2 B); ``reduce``, a gradient reduction (FSDP2's ``reduce_dtype``, Megatron's
+    fp32 gradient all-reduce, DeepSpeed's ``communication_data_type``: bf16 gradients reduced in
+    fp32, 4 B). None: the stored dtype travels."""
 
     name: str
     params: int
     grads: int
     optimizer: int
     activations: int = 2
+    gather: int | None = None
+    reduce: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("params", "grads", "optimizer", "activations"):
             positive_int(f"precision {self.name!r}: bytes per {field}", getattr(self, field))
+        for field in ("gather", "reduce"):
+            if getattr(self, field) is not None:
+                positive_int(f"precision {self.name!r}: {field} bytes", getattr(self, field))
 
     def bytes_per(self, state: State) -> int:
-        """Bytes per element of ``state``."""
+        """Bytes per element of ``state`` as stored."""
         return int(getattr(self, State(state).value))
+
+    def wire_bytes(self, state: State) -> int:
+        """Bytes per element of ``state`` as a collective moves it: the parameters' gather dtype,
+        the gradients' reduce dtype, otherwise the stored dtype."""
+        wire = {State.PARAMS: self.gather, State.GRADS: self.reduce}.get(State(state))
+        return self.bytes_per(state) if wire is None else wire
 
     @property
     def model_state(self) -> int:
@@ -55,6 +76,18 @@ PRESETS: Mapping[str, Precision] = MappingProxyType(
         "sgd_momentum": Precision("sgd_momentum", 4, 4, 4, 4),
         "mixed_sgd_momentum": Precision("mixed_sgd_momentum", 2, 2, 8, 2),
         "fp64_sgd_momentum": Precision("fp64_sgd_momentum", 8, 8, 8, 8),
+        # PyTorch FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), as torchtitan
+        # trains: fp32 parameter shards (no separate master copy), fp32 gradient shards, fp32 m and
+        # v -- 4/4/8 B per parameter -- gathered and computed in bf16 (2 B on the wire), gradients
+        # reduce-scattered in fp32 (4 B on the wire).
+        "fsdp2_bf16": Precision("fsdp2_bf16", 4, 4, 8, 2, gather=2, reduce=4),
+        # The same policy with reduce_dtype left unset: gradients reduce in param_dtype, bf16.
+        "fsdp2_bf16_reduce_bf16": Precision(
+            "fsdp2_bf16_reduce_bf16", 4, 4, 8, 2, gather=2, reduce=2
+        ),
+        # DeepSpeed's bf16 ZeRO with "communication_data_type": "fp32": ZeRO's 2/2/12 as stored,
+        # each gradient reduction moving fp32 (4 B per element).
+        "deepspeed_bf16_fp32_comm": Precision("deepspeed_bf16_fp32_comm", 2, 2, 12, 2, reduce=4),
     }
 )
 

@@ -39,6 +39,7 @@ from placement_edu.placement import (
 )
 from placement_edu.precision import Precision
 from placement_edu.axes import model_axis_degree, split_axes
+from placement_edu.schedule.costs import COLLECTIVES
 from placement_edu.schedule.ops import Op, Repeat, Tag, held
 
 
@@ -117,6 +118,8 @@ class Device:
         element_bytes = (
             self.precision.activations
             if state is State.ACTIVATIONS
+            else self.precision.wire_bytes(state)
+            if op in COLLECTIVES  # what crosses the network travels in its wire dtype
             else self.precision.bytes_per(state)
         )
         return Op(op, state, axis, phase, elements, element_bytes, group, why, **extra)
