@@ -11,7 +11,7 @@ from placement_edu.cli import main
 from placement_edu.errors import PlacementError
 from placement_edu.runtime.calibrate import CalibrationResult
 from placement_edu.timing import ring_steps
-from placement_edu.timing_fit import (
+from placement_edu.timing.fit import (
     CALIBRATED_OPS,
     ComputeSample,
     Sample,

@@ -20,7 +20,7 @@ from placement_edu.mfu import (
 )
 from placement_edu.runtime.gpu_calibrate import matmul_flops, step_seconds
 from placement_edu.timing import HARDWARE, HBM_141GB, PEAK_FLOPS
-from placement_edu.timing_fit import hardware_line
+from placement_edu.timing.fit import hardware_line
 
 pytestmark = pytest.mark.fast
 

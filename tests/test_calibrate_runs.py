@@ -12,7 +12,7 @@ import pytest
 from placement_edu.cli import main
 from placement_edu.runtime import RunConfig, run_many
 from placement_edu.timing import HARDWARE
-from placement_edu.timing_fit import CALIBRATED_OPS
+from placement_edu.timing.fit import CALIBRATED_OPS
 
 pytestmark = pytest.mark.runtime
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from placement_edu import peak, timing_fit
+from placement_edu import peak
 from placement_edu.memory import (
     ACTIVATIONS,
     GATHER_BUFFER,
@@ -35,6 +35,7 @@ from placement_edu.schedule import (
     sent_bytes,
 )
 from placement_edu.strategies import STRATEGIES
+from placement_edu.timing import fit as timing_fit
 from placement_edu.timing import ring_steps
 
 pytestmark = pytest.mark.fast
@@ -93,9 +94,9 @@ def test_each_set_of_op_names_is_defined_next_to_the_cost_table():
     # a membership test against a literal of op names (``o.op in ("h2d", "d2h")``) ...
     assert definitions(rf"""(?<!for )\bop\s+(not\s+)?in\s*[(\[{{]\s*["']({OP_NAMES})["']""") == []
     # ... or a named collection of two or more op names is a second definition of a kind of op;
-    # timing_fit's CALIBRATED_OPS is which ops a calibration times, a choice, not a kind
+    # timing.fit's CALIBRATED_OPS is which ops a calibration times, a choice, not a kind
     named = rf"""^\s*\w+\s*(:[^=]*)?=\s*(frozenset\(\s*)?[(\[{{]\s*["']({OP_NAMES})["']\s*,"""
-    assert definitions(named) == ["schedule/costs.py", "timing_fit.py"]
+    assert definitions(named) == ["schedule/costs.py", "timing/fit.py"]
     assert HOST_TRANSFERS == {"h2d", "d2h"} and LINK_OPS == COLLECTIVES | HOST_TRANSFERS
     assert COLLECTIVES == {
         "all_reduce",

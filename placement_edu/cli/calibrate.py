@@ -9,7 +9,7 @@ prints a ``this_gpu`` line at the step's achieved FLOP/s, with its MFU against t
 
 Each world size is one launch of N ranks (as a run of N is); every point is the median of
 ``--repeats`` timed calls after warm-up ones, each counting its slowest rank. The fit is the core's
-(``placement_edu.timing_fit``); the measuring is the runtime's
+(``placement_edu.timing.fit``); the measuring is the runtime's
 (``placement_edu.runtime.calibrate``). Only the handler imports torch.
 """
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the runtime imports torch: only the handler loads it
     from placement_edu.models import TransformerSpec
     from placement_edu.runtime.calibrate import CalibrationResult
     from placement_edu.timing import Hardware
-    from placement_edu.timing_fit import LinkFit
+    from placement_edu.timing.fit import LinkFit
 
 MAX_REPEATS = 1000
 
@@ -222,7 +222,7 @@ def _noise(result: CalibrationResult) -> tuple[float, float]:
 
 def hardware(result: CalibrationResult) -> Hardware:
     """The fitted ``this_machine`` preset (``timing.Hardware``)."""
-    from placement_edu.timing_fit import this_machine
+    from placement_edu.timing.fit import this_machine
 
     return this_machine(result.fit, result.flops().flops_per_s, _memory_bytes(), _source(result))
 
@@ -248,7 +248,7 @@ def _fit_line(name: str, fit: LinkFit) -> str:
 
 def report(result: CalibrationResult) -> str:
     """Measured medians beside the fitted model, per op and size; the fits; the hardware line."""
-    from placement_edu.timing_fit import hardware_line
+    from placement_edu.timing.fit import hardware_line
 
     fit = result.fit
     lines = [
@@ -300,7 +300,7 @@ def report(result: CalibrationResult) -> str:
 
 def as_dict(result: CalibrationResult) -> dict:
     """Every repeat, the fits and the hardware line, as JSON."""
-    from placement_edu.timing_fit import hardware_line
+    from placement_edu.timing.fit import hardware_line
 
     def fit_dict(f: LinkFit | None) -> dict[str, float] | None:
         return (
@@ -431,7 +431,7 @@ def gpu_report(
     """The matmul's FLOP/s per size, the step's achieved FLOP/s and MFU, and the ``this_gpu``
     hardware line (``mfu.measured_hardware``)."""
     from placement_edu.mfu import measured_hardware, step_flops, step_flops_6psi
-    from placement_edu.timing_fit import hardware_line
+    from placement_edu.timing.fit import hardware_line
 
     flops = step_flops(model)
     what = (

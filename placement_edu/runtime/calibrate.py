@@ -3,7 +3,7 @@ ranks the launcher starts, and fit the α–β model to *this* machine.
 
 - ``probes.py``: what each rank times (a ``Calibration`` job, run by ``launcher.launch`` like a run)
 - here: one launch per world size, each rank's times gathered into the core's ``Sample`` values
-  (each repeat counts its slowest rank), and the core's fit (``placement_edu.timing_fit``)
+  (each repeat counts its slowest rank), and the core's fit (``placement_edu.timing.fit``)
 
     >>> from placement_edu.runtime.calibrate import calibrate
     >>> result = calibrate((2, 4))
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from placement_edu.errors import expect
 from placement_edu.runtime.launcher import launch
 from placement_edu.runtime.probes import DEFAULT_SIZES, Calibration
-from placement_edu.timing_fit import (
+from placement_edu.timing.fit import (
     CalibrationFit,
     ComputeSample,
     Sample,
@@ -29,7 +29,7 @@ from placement_edu.timing_fit import (
 # --- in the process that asked -----------------------------------------------------------------
 @dataclass(frozen=True)
 class CalibrationResult:
-    """Every measured point, and the core's fit of them (``placement_edu.timing_fit``)."""
+    """Every measured point, and the core's fit of them (``placement_edu.timing.fit``)."""
 
     samples: tuple[Sample, ...]
     compute: tuple[ComputeSample, ...]

@@ -5,7 +5,7 @@ A ``Calibration`` is a job like a ``RunConfig``: ``launcher.launch`` starts the 
 elastic launcher, the same failure handling and timeouts) and each rank's ``worker.run_job`` hands
 it to ``run_rank`` here. Each rank then, on its warm process group:
 
-1. times every op in ``ops`` (``timing_fit.CALIBRATED_OPS``) at every payload size: ``warmup``
+1. times every op in ``ops`` (``timing.fit.CALIBRATED_OPS``) at every payload size: ``warmup``
    untimed calls, then ``repeats`` timed ones, each after a barrier (so the ranks start together)
    -- wall time by ``time.perf_counter``;
 2. times two compute probes, every rank at once (the way a run computes), one thread per rank:
@@ -31,7 +31,7 @@ from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, expect, p
 from placement_edu.mesh import Mesh
 from placement_edu.runtime.comm import _all_gather, _reduce_scatter
 from placement_edu.runtime.progress import write as write_progress
-from placement_edu.timing_fit import CALIBRATED_OPS
+from placement_edu.timing.fit import CALIBRATED_OPS
 
 #: Payload sizes S in bytes: 1 KiB to 4 MiB, every power of two (float64 elements: 128 to 524,288).
 DEFAULT_SIZES = tuple(2**k for k in range(10, 23))

@@ -9,7 +9,8 @@ for all-reduce, 1 for a send or a host copy) and ``B`` the bytes one device send
 bytes; a host copy's payload, as ``timing.op_time`` counts it). Given measured times of
 the same collectives over several sizes, α (seconds per ring step) and W (bytes per second one
 device sends) are the least-squares solution of that linear equation in the two unknowns α and
-β = 1/W. The runtime measures (``placement_edu.runtime.calibrate``); this module only fits:
+β = 1/W. The runtime measures (``placement_edu.runtime.calibration.calibrate``); this module only
+fits:
 
 - ``Sample``          one measured (op, N, payload) point: its repeats, median and spread
 - ``sample_from``     per-rank, per-repeat seconds -> a ``Sample`` (slowest rank, median repeat)
@@ -32,7 +33,8 @@ from typing import Iterable, Sequence
 
 from placement_edu.errors import PlacementError, expect
 from placement_edu.schedule import HOST_TRANSFERS, sent_bytes
-from placement_edu.timing import Hardware, Link, ring_steps
+from placement_edu.timing.communication import ring_steps
+from placement_edu.timing.hardware import Hardware, Link
 
 #: The ops a calibration times, in the order the tables print them: four over the link between
 #: ranks, and h2d, a host copy (on a CPU-only machine: a memory copy, the offloaded state's "link").

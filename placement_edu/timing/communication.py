@@ -1,0 +1,138 @@
+"""Collectives' time: α·steps + bytes / W (SPEC §9).
+
+- ``ring_steps``       how many latency-bound steps a ring collective takes
+- ``op_time``          α·steps + ring bytes / W for one operation of a derived schedule
+- ``op_link``          the link an operation runs over (where its group's ranks sit)
+- ``on_critical_path`` tensor parallelism's collectives, which compute waits for
+- ``comm_time``        the seconds of a whole schedule, per phase (forward, backward, step)
+- ``startup_time``     the start-up operations, booked once per run
+"""
+
+from __future__ import annotations
+
+from placement_edu.errors import expect
+from placement_edu.mesh import Mesh, as_mesh
+from placement_edu.placement import PHASES, State
+from placement_edu.schedule import BROADCASTS, HOST_TRANSFERS, OP_COSTS, Op, Schedule, sent_bytes
+from placement_edu.timing.hardware import Hardware, Link
+
+#: The passes a step's time is split into: the step's phases; "step" is the optimizer step (its
+#: compute is not modelled).
+PASSES: tuple[str, ...] = PHASES
+
+
+# --- collectives: α·steps + bytes / W (SPEC §9) -----------------------------------------------
+def ring_steps(op: str, n: int, library: str | None = None) -> int:
+    """SPEC §9: the latency-bound steps of ``op`` over a group of ``n`` (``library``: a broadcast
+    as that library runs it, ``schedule.BROADCASTS``: NCCL's ring N-1, gloo's tree ⌈log2 N⌉).
+
+    all-reduce 2(N-1) (a reduce-scatter then an all-gather); all-gather, reduce-scatter N-1;
+    send 1 (one message); recv 0 (the transfer is priced once, at the sender, as its bytes are:
+    SPEC §4); broadcast N-1 (a ring broadcast passes the message down N-1 hops, and every member
+    of the group waits for it, root or not); a host transfer (h2d, d2h) 1, one message over the
+    host link, on a "group" of one device. Local ops (scale, optimizer_step) and collectives over
+    one device take none. The steps are a column of the core's one cost table,
+    ``schedule.OP_COSTS``."""
+    if op not in OP_COSTS or (n <= 1 and op not in HOST_TRANSFERS):
+        return 0
+    if op == "broadcast" and library is not None:
+        return BROADCASTS[library].steps(n)
+    return OP_COSTS[op].steps(n)
+
+
+def op_time(op: Op, link: Link, library: str | None = None) -> float:
+    """Seconds one device spends on ``op`` over ``link``: α·steps + bytes / W (SPEC §9).
+
+    The bytes are the ones this device sends (``schedule.sent_bytes``: the ring bytes of SPEC §4;
+    a host transfer: its payload over the host link). A broadcast: as ``library`` runs it (NCCL's
+    ring: every member waits N-1 hops and S/W; gloo's binomial tree: ⌈log2 N⌉ rounds of α + S/W),
+    or with None the star the schedule counts (the root sends (N-1)·S). Start-up ops (once, not
+    per step: ``startup_time``) and local ops cost 0 s."""
+    return 0.0 if op.once else _alpha_beta(op, link, library)
+
+
+def _alpha_beta(op: Op, link: Link, library: str | None) -> float:
+    sent = sent_bytes(op.op, op.group, op.payload_bytes, op.root, library)
+    return link.alpha_s * ring_steps(op.op, op.group, library) + float(sent) / link.bandwidth
+
+
+def op_link(op: Op, hw: Hardware, mesh: Mesh) -> Link | None:
+    """The link ``op`` runs over: the host link for h2d/d2h; for a collective, the link of its
+    axis' groups on ``mesh`` (``Hardware.axis_link``: where the ranks sit); None for a local op."""
+    if op.op in HOST_TRANSFERS:
+        expect(
+            hw.host_link is not None,
+            f"hardware {hw.name!r} has no host link, but the schedule moves offloaded state "
+            f"({op.op}); give it host_link=Link(...) (PCIe)",
+        )
+        return hw.host_link
+    if op.is_collective and op.axis is not None:
+        return hw.axis_link(mesh, op.axis)
+    return None
+
+
+def on_critical_path(op: Op) -> bool:
+    """SPEC §9: tensor parallelism's collectives of activations (Megatron's g and f all-reduces,
+    sequence parallelism's all-gathers and reduce-scatters) sit on the critical path: the next
+    matmul needs their result, so no compute of the same micro-batch runs under them, unless the
+    implementation splits the matmuls to overlap them (Megatron's ``--tp-comm-overlap``: the
+    "per_pass+tp" overlap model). Gradient reductions and parameter gathers can run beside the
+    compute of other layers. On a context axis, Ulysses' all-to-alls wait the same way (attention
+    needs the head-split Q, K, V; the next matmul the output sent back), while ring attention's
+    K/V chunks travel under the blockwise attention of the chunk in hand (Liu et al. 2023, §3:
+    the rounds overlap compute), so they hide like the others. On the expert axis, the MoE
+    all-to-alls wait too: the experts need the dispatched tokens, the next layer the combined
+    outputs (nothing of the same micro-batch is left to run under them)."""
+    if op.state is not State.ACTIVATIONS:
+        return False
+    return op.axis in ("tensor", "expert") or (op.axis == "context" and op.op == "all_to_all")
+
+
+def comm_time(
+    schedule: Schedule, hw: Hardware, mesh: Mesh | str, critical: bool | None = None
+) -> dict[str, float]:
+    """Seconds of communication per phase ("forward", "backward", "step") of one optimizer step on
+    one device of ``mesh``: the sum of ``op_time`` over the schedule's per-step operations, in that
+    phase, each on the link of its axis' groups (``op_link``). ``critical``: True sums only the
+    ops ``on_critical_path``, False only the others, None all.
+
+    A step repeats the same operation many times (each layer, each micro-batch): identical
+    operations (same op, axis, phase, group and bytes) are priced once and counted -- an operation
+    of a repeated micro-batch pass (``Schedule.counted``) with its count."""
+    counts: dict[tuple, list] = {}
+    for op, times in schedule.counted():
+        if op.once or (critical is not None and on_critical_path(op) != critical):
+            continue
+        size = op.elements  # an int or a Fraction: both have numerator and denominator
+        key = (
+            op.op,
+            op.axis,
+            op.phase,
+            op.group,
+            size.numerator,
+            size.denominator,
+            op.element_bytes,
+            op.root,
+        )
+        if key in counts:
+            counts[key][1] += times
+        else:
+            counts[key] = [op, times]
+    out = {phase: 0.0 for phase in PASSES}
+    mesh = as_mesh(mesh)
+    for op, count in counts.values():
+        link = op_link(op, hw, mesh)
+        if link is not None:
+            out[op.phase] = out.get(op.phase, 0.0) + count * op_time(op, link, hw.collectives)
+    return out
+
+
+def startup_time(schedule: Schedule, hw: Hardware, mesh: Mesh | str) -> float:
+    """Seconds of the start-up operations (SPEC §4 rule 4: replicated parameters broadcast once,
+    so that the replicas start identical), booked once per run, never per step: ``comm_time``
+    and ``step_time`` leave them out, each priced as ``hw``'s library runs it."""
+    mesh = as_mesh(mesh)
+    once = [op for op, _ in schedule.counted() if op.once]
+    return sum(
+        _alpha_beta(op, link, hw.collectives) for op in once if (link := op_link(op, hw, mesh))
+    )

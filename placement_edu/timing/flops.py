@@ -1,0 +1,239 @@
+"""Compute: FLOPs per token and their seconds (SPEC §9).
+
+- ``flops_per_token``  6Ψ per token (2 forward + 4 backward) + attention's 12·L·h·s, plus what
+                       recomputation replays (``FLOP_CONVENTION`` names the count)
+- ``megatron_flops_per_token`` and its parts: Megatron-LM's count, for published figures
+- ``compute_time``     those FLOPs at the device's achieved FLOP/s, per pass (at the model's
+                       matmul shapes when the hardware has a ``gemm_curve``), plus eager
+                       attention's memory-bound bytes (``eager_attention_bytes_per_token``)
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from placement_edu.errors import expect, positive_int
+from placement_edu.experts import has_experts
+from placement_edu.gemm import gemm_factor
+from placement_edu.models import TransformerSpec, as_model, every_kth
+from placement_edu.timing.hardware import Hardware
+
+# --- compute: 6Ψ per token, and attention (SPEC §9) --------------------------------------------
+#: The FLOP count the compute time uses, named (as published figures must say which): PaLM's
+#: model FLOPs, 6N + 12·L·h·s per token (Chowdhery et al. 2022, Appendix B: N every parameter,
+#: 12·L·H·Q·T the attention scores' matmuls, forward and backward, H·Q = h, T = s), plus what
+#: recomputation replays (hardware FLOPs). Megatron-LM's ``num_floating_point_operations`` counts
+#: the same attention term and only the matmuls' weights (no biases, norms or position embeddings):
+#: ``megatron_flops_per_token``. An abstract model (no sequence) has no attention term: 6Ψ.
+FLOP_CONVENTION = "PaLM's 6Ψ + 12·L·h·s per token (model FLOPs), plus recomputation (hardware)"
+
+
+def attention_flops_per_token(model) -> dict[str, int]:
+    """FLOPs of attention's two s² matmuls for one token, per pass, that 6Ψ leaves out (they have
+    no parameters): per layer, QKᵀ (2·s·h: the token's query against s keys of h values) and
+    attention over V (2·s·h). Forward 4·L·h·s, backward twice that: 12·L·h·s in all (PaLM's
+    12·L·H·Q·T; Narayanan et al. 2021 eq. 3's s/(6h) term). No causal halving, as both count.
+    0 for a model without a sequence."""
+    model = as_model(model)
+    if not isinstance(model, TransformerSpec) and not has_experts(model):
+        return {"forward": 0, "backward": 0, "step": 0}
+    forward = 4 * model.layers * model.hidden * model.seq
+    return {"forward": forward, "backward": 2 * forward, "step": 0}
+
+
+def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
+    """SPEC §9: hardware FLOPs of one token through a dense model, per pass (``FLOP_CONVENTION``).
+
+    Forward 2Ψ (a multiply and an add per parameter), backward 4Ψ (the gradients of the
+    activations and of the weights, 2Ψ each): 6Ψ in all; a transformer adds attention's
+    12·L·h·s (``attention_flops_per_token``). Recomputation replays forward work inside backward:
+    "full" the whole forward (2Ψ + 4·L·h·s; 8Ψ in all for an abstract model); "selective" only
+    QKᵀ and attention over V, 4·b·s²·h per layer and micro-batch = 4·L·h·s per token
+    (Korthikanti et al. 2022, §4.2 and eq. 8; softmax and dropout are elementwise, not counted).
+    Model FLOPs (what MFU counts): ``model_flops_per_token``."""
+    expect(
+        recompute in TransformerSpec.RECOMPUTE or every_kth(recompute),
+        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)} or layer:K, got "
+        f"{recompute!r}",
+    )
+    model = as_model(psi_or_model)
+    # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py); a
+    # Llama's untied input embedding is a lookup, no FLOPs (``TransformerSpec.lookup_params``)
+    psi = model.active_psi if has_experts(model) else model.psi
+    psi -= getattr(model, "lookup_params", 0)
+    attention = attention_flops_per_token(psi_or_model)
+    forward = 2 * psi + attention["forward"]
+    replayed = replayed_share(model, recompute, forward, attention["forward"])
+    return {"forward": forward, "backward": 4 * psi + attention["backward"] + replayed, "step": 0}
+
+
+def replayed_share(model: object, recompute: str, forward: int, attention: int) -> int:
+    """Forward FLOPs recomputation replays in backward, per token: none; core attention's under
+    "selective"; the whole ``forward`` under "full"; under torchtitan's layer:K the checkpointed
+    layers' share of it, L // K of the L layers (rounded down to a whole FLOP)."""
+    every = every_kth(recompute)
+    if every:
+        layers = getattr(model, "layers", 1)
+        return forward * (layers // every) // layers
+    return {"none": 0, "selective": attention, "full": forward}[recompute]
+
+
+def palm_flops_per_token(psi_or_model) -> int:
+    """PaLM's convention (Chowdhery et al. 2022, Appendix B): model FLOPs of one token, forward +
+    backward, nothing replayed -- 6N + 12·L·H·Q·T with N = Ψ every parameter, H·Q = h, T = s:
+    6Ψ + 12·L·h·s. What MFU divides by the peak; hardware FLOPs (HFU) add what recomputation
+    replays: ``flops_per_token``."""
+    return sum(flops_per_token(psi_or_model).values())
+
+
+def model_flops_per_token(psi_or_model) -> int:
+    """Model FLOPs of one token in the package's convention, ``FLOP_CONVENTION``: PaLM's
+    (``palm_flops_per_token``)."""
+    return palm_flops_per_token(psi_or_model)
+
+
+def megatron_layer_matmul_weights(model: TransformerSpec) -> int:
+    """Weights of one layer's matmuls, as Megatron counts them: Q and the output projection h²
+    each, K and V h·K·h/a each (grouped-query attention), the MLP 2hf (3hf with SwiGLU: Megatron's
+    ``gated_linear_multiplier`` 3/2 on a Llama block). No biases or norms."""
+    h = model.hidden
+    mlp = 3 if model.llama else 2
+    return 2 * h * h + 2 * h * model.kv_width + mlp * h * model.ffn
+
+
+def megatron_attention_forward_per_token(model: TransformerSpec, causal: bool = False) -> int:
+    """Core attention's forward FLOPs for one token as Megatron counts them: QKᵀ and attention over
+    V, 2·s·h each per layer, 4·L·h·s (``attention_flops_per_token``'s forward) -- halved with
+    ``causal`` (only half of the causal mask is non-zero), as Megatron-LM's main branch counts
+    since it added that factor (seen at commit 001b00c of megatron/training/training.py); the
+    papers (Narayanan et al. 2021 eq. 3, Korthikanti et al. 2022) and PaLM do not halve."""
+    forward = attention_flops_per_token(model)["forward"]
+    return forward // 2 if causal else forward
+
+
+def megatron_flops_per_token(model: TransformerSpec, causal: bool = False) -> int:
+    """Megatron-LM's ``num_floating_point_operations`` (megatron/training/training.py,
+    ``transformer_flops`` for a dense GPT without SwiGLU or MoE), per token: model FLOPs, 3 GEMMs
+    per weight (forward, backward's data and weight gradients) × 2 FLOPs × the matmuls' weights --
+    L layers of ``megatron_layer_matmul_weights`` and the logit layer V·h -- plus 3 × core
+    attention's forward (``megatron_attention_forward_per_token``). For K = a and f = 4h:
+    72·L·h²·(1 + s/(6h) + V/(12hL)) (Narayanan et al. 2021, eq. 3 without its recomputation;
+    Korthikanti et al. 2022, eq. 7). It leaves out biases, norms and position embeddings, which
+    PaLM's 6Ψ counts."""
+    weights = model.layers * megatron_layer_matmul_weights(model) + model.vocab * model.hidden
+    return 6 * weights + 3 * megatron_attention_forward_per_token(model, causal)
+
+
+def megatron_hardware_flops_per_token(
+    model: TransformerSpec, recompute: str = "none", causal: bool = False
+) -> int:
+    """``megatron_flops_per_token`` plus the forward work recomputation replays (hardware FLOPs):
+    "full" every layer's forward -- 2·L·(layer weights) + core attention, not the logit layer --
+    "selective" core attention's forward (Korthikanti et al. 2022, §4.2). With "full" and K = a,
+    f = 4h: 96·L·h²·(1 + s/(6h) + V/(16hL)) per token, Narayanan et al. 2021 eq. (3)."""
+    expect(
+        recompute in TransformerSpec.RECOMPUTE or every_kth(recompute),
+        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)} or layer:K, got "
+        f"{recompute!r}",
+    )
+    attention = megatron_attention_forward_per_token(model, causal)
+    layers = 2 * model.layers * megatron_layer_matmul_weights(model) + attention
+    replayed = replayed_share(model, recompute, layers, attention)
+    return megatron_flops_per_token(model, causal) + replayed
+
+
+def logit_flops_per_token(model) -> dict[str, int]:
+    """FLOPs of one token through a transformer's logit layer (the output projection onto the
+    vocabulary, V·h weights), per pass: forward 2·V·h, backward 4·V·h; 0 for a model without a
+    vocabulary. Already in 6Ψ (Ψ counts the tied V·h embedding); what a pipeline's last stage does
+    besides its layers (``compute_time``). Never recomputed: recomputation replays layers."""
+    model = as_model(model)
+    if not isinstance(model, TransformerSpec):
+        return {"forward": 0, "backward": 0, "step": 0}
+    forward = 2 * model.vocab * model.hidden
+    return {"forward": forward, "backward": 2 * forward, "step": 0}
+
+
+def compute_time(
+    psi_or_model,
+    tokens: float | Fraction,
+    hw: Hardware,
+    recompute: str = "none",
+    tensor: int = 1,
+    stages: int = 1,
+) -> dict[str, float]:
+    """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
+    model (Ψ, or a transformer: attention counted) on one device of ``hw`` at its achieved FLOP/s
+    (``flops_per_token``: hardware FLOPs, recomputation included). The optimizer step's own
+    compute is not modelled (0 s).
+
+    Per device of a mesh: the step's FLOPs spread evenly, so a device does 6Ψ × (tokens per
+    device) whatever the mesh -- a tensor or pipeline group of k devices shares k times the tokens
+    and 1/k of the parameters (and of the heads or layers) each. One exception: a pipeline of
+    ``stages`` p > 1 runs at the pace of its slowest stage, the last, which computes the logit
+    layer (``logit_flops_per_token``) for the whole pipeline besides its L/p layers: p times its
+    even share, (p - 1) × the logits' FLOPs more per token of the device (Megatron-LM puts the
+    embedding on the first stage and the output layer and loss on the last). A split that counts
+    the logit layer as work (``Strategy.balanced_stages``) evens this out: give ``stages`` = 1.
+    The first stage's embedding lookup has no FLOPs.
+
+    With a ``gemm_curve``, a transformer's FLOPs run at ``flops`` × ``gemm.gemm_factor``: the
+    curve over the matmuls a device runs at tensor degree ``tensor`` (1 without a curve)."""
+    expect(
+        isinstance(tokens, (int, float, Fraction)) and not isinstance(tokens, bool) and tokens >= 0,
+        f"tokens is a number of tokens >= 0, got {tokens!r}",
+    )
+    achieved = hw.flops * gemm_factor(hw.gemm_curve, psi_or_model, tensor)
+    logits = logit_flops_per_token(psi_or_model)
+    extra = positive_int("stages", stages) - 1
+    seconds = {
+        phase: (f + extra * logits[phase]) * float(tokens) / achieved
+        for phase, f in flops_per_token(psi_or_model, recompute).items()
+    }
+    if hw.memory_bandwidth is not None:
+        for phase, b in eager_attention_bytes_per_token(psi_or_model, recompute).items():
+            seconds[phase] += b * float(tokens) / hw.memory_bandwidth
+    return seconds
+
+
+#: Bytes each of eager attention's b·a·s² scores moves through device memory outside the
+#: matmuls, per pass, with 2-byte (fp16/bf16) activations, as Megatron-LM computes attention
+#: (megatron/model/transformer.py, ParallelAttention.forward at commit fda81a21, May 2021:
+#: ``torch.baddbmm`` writes the scores, ``FusedScaleMaskSoftmax`` -- one fused kernel up to
+#: s = 2048 -- reads them and writes the probabilities, ``torch.nn.Dropout`` reads those and
+#: writes its output and a 1-byte mask, ``torch.bmm`` multiplies by V). Forward: the softmax
+#: 2 + 2, the dropout 2 + 2 + 1 = 9.
+#: Backward: the dropout's gradient reads the incoming 2 and the mask 1 and writes 2, the
+#: softmax's reads that 2 and its saved output 2 and writes 2 = 11. The matmuls' own reads and
+#: writes of the scores are left in their FLOPs. Dao et al. 2022 ("FlashAttention", §2.2,
+#: Algorithm 0): standard attention materializes S and P in HBM, and its softmax, masking and
+#: dropout are memory-bound; flash attention keeps them on chip: nothing to price.
+EAGER_ATTENTION_BYTES: dict[str, int] = {"forward": 9, "backward": 11}
+#: The same without dropout (a Llama block): the softmax alone, forward 2 + 2, backward 2 + 2 + 2.
+SOFTMAX_BYTES: dict[str, int] = {"forward": 4, "backward": 6}
+
+
+def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> dict[str, int]:
+    """Bytes per token, per pass, that eager attention's softmax and dropout move through device
+    memory (``EAGER_ATTENTION_BYTES`` per score): a token meets a·s scores in each of L layers, so
+    L·a·s × 9 forward and × 11 backward, plus the forward's 9 again under recomputation ("full"
+    and "selective" both replay the softmax and dropout). Like the FLOPs, the tokens a device
+    handles carry its share: b·(a/t)·s² scores per layer on a tensor slice, m·b·s/(t·p) tokens.
+    0 for flash attention and for a model that is not a dense transformer."""
+    if not isinstance(model, TransformerSpec) or model.attention != "eager":
+        return {"forward": 0, "backward": 0, "step": 0}
+    scores = model.layers * model.heads * model.seq
+    moved = SOFTMAX_BYTES if model.llama else EAGER_ATTENTION_BYTES
+    forward = moved["forward"] * scores
+    replayed = (
+        forward
+        if recompute in ("full", "selective")
+        else replayed_share(model, recompute, forward, 0)
+        if every_kth(recompute)
+        else 0
+    )
+    return {
+        "forward": forward,
+        "backward": moved["backward"] * scores + replayed,
+        "step": 0,
+    }
