@@ -14,7 +14,8 @@ Run: .venv/bin/python benchmarks/whatif_gather_units.py
 
 from __future__ import annotations
 
-from placement_edu import ModelSpec, analyze, default_transformer, plan
+from placement_edu import ModelSpec, analyze, plan
+from placement_edu.planner import default_transformer
 from placement_edu.models import per_layer_model
 from placement_edu.units import GB
 

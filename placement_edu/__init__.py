@@ -5,8 +5,11 @@ Specification (placement, model, mesh, precision) -> derivation (memory, schedul
 
 The public API, what the course's notebooks import (``tests/test_public_api.py`` checks it):
 
-- ``placement_edu``                 the core: placements, models, meshes, precision, strategies,
-                                    memory and schedule derivations, the checker, the planner
+- ``placement_edu``                 by task: the specs (model, mesh, precision, placement,
+                                    strategy); analyze, compare, check, plan, step_time, price,
+                                    run and the results they return; ``PlacementError``
+- ``placement_edu.placement``, ``.strategies``, ``.models``, ``.precision``, ``.schedule``,
+  ``.faults``, ``.composition``, ``.planner``, ``.experts``, ``.units``: each topic's helpers
 - ``placement_edu.timing``          time: hardware presets, α-β collectives, compute, step time
 - ``placement_edu.estimators``      DeepSpeed's, Megatron's and Accelerate's estimators reproduced
 - ``placement_edu.implementations`` PyTorch's own implementations, predicted
@@ -25,60 +28,28 @@ from placement_edu.lazy import exports
 #: each release changed). A plain string, so ``import placement_edu`` needs nothing installed.
 __version__ = "0.2.0"
 
-#: Where each public name lives: the one list (``__all__`` is its keys). Imported on first use
-#: (PEP 562): a rank of the runtime imports ``placement_edu.runtime.worker``, and with it this
-#: package, without the checker and the report it never calls.
+#: Where each public name lives: the one list (``__all__`` is its keys), by task: the specs, the
+#: tasks, their results, the error. Helpers live in their modules (``PUBLIC_MODULES``). Imported
+#: on first use (PEP 562): a rank of the runtime imports ``placement_edu.runtime.worker``, and with
+#: it this package, without the checker and the report it never calls.
 _EXPORTS = {
-    **dict.fromkeys(["layers_on_stage"], "placement_edu.axes"),
-    **dict.fromkeys(["CheckResult", "check"], "placement_edu.checker"),
-    **dict.fromkeys(["RULES", "safety_violations"], "placement_edu.composition"),
-    "PlacementError": "placement_edu.errors",
-    **dict.fromkeys(
-        [
-            "MIXTRAL_8X7B",
-            "MoESpec",
-            "all_to_all_elements",
-            "expert_capacity",
-            "imbalance_text",
-            "rank_load",
-        ],
-        "placement_edu.experts",
-    ),
-    **dict.fromkeys(["FAULTS", "applicable_faults", "strategies_for"], "placement_edu.faults"),
-    **dict.fromkeys(["Memory", "derive_memory"], "placement_edu.memory"),
+    # the specs: what to train, on what, how
+    **dict.fromkeys(["ModelSpec", "TransformerSpec"], "placement_edu.models"),
     "Mesh": "placement_edu.mesh",
-    **dict.fromkeys(
-        ["ConcreteModel", "ModelSpec", "TensorSpec", "TransformerSpec", "greedy_partition"],
-        "placement_edu.models",
-    ),
-    **dict.fromkeys(
-        ["AXES", "MODEL_STATES", "PHASES", "STARTUP", "GradStatus", "Mode", "Placement", "State"],
-        "placement_edu.placement",
-    ),
-    **dict.fromkeys(["default_transformer", "group_links", "plan"], "placement_edu.planner"),
-    **dict.fromkeys(["PRESETS", "Precision", "get_precision"], "placement_edu.precision"),
+    **dict.fromkeys(["Precision", "get_precision"], "placement_edu.precision"),
+    **dict.fromkeys(["Placement", "State"], "placement_edu.placement"),
+    **dict.fromkeys(["Strategy", "get_strategy"], "placement_edu.strategies"),
+    # the tasks and what they return
     **dict.fromkeys(["Comparison", "Report", "analyze", "compare"], "placement_edu.report"),
-    **dict.fromkeys(
-        [
-            "OP_COSTS",
-            "RING_FACTOR",
-            "ZERO_FACTOR",
-            "Op",
-            "Schedule",
-            "derive_schedule",
-            "looped_in_flight",
-            "looped_order",
-            "looped_timeline",
-            "pipeline_bubble",
-            "pipeline_order",
-            "ring_factor",
-        ],
-        "placement_edu.schedule",
-    ),
-    **dict.fromkeys(
-        ["COMPOSITIONS", "STRATEGIES", "Strategy", "get_strategy"], "placement_edu.strategies"
-    ),
-    **dict.fromkeys(["GB", "GiB", "fmt_bytes", "fmt_gb", "wrapped"], "placement_edu.units"),
+    **dict.fromkeys(["Memory", "derive_memory"], "placement_edu.memory"),
+    **dict.fromkeys(["Schedule", "derive_schedule"], "placement_edu.schedule"),
+    **dict.fromkeys(["CheckResult", "check"], "placement_edu.checker"),
+    "plan": "placement_edu.planner",
+    "step_time": "placement_edu.timing",
+    "price": "placement_edu.tasks",
+    "run": "placement_edu.runtime",
+    # what a bad input raises
+    "PlacementError": "placement_edu.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -87,6 +58,16 @@ __all__ = sorted(_EXPORTS)
 #: (one page each). Each lists its names in ``__all__``.
 PUBLIC_MODULES = (
     "placement_edu",
+    "placement_edu.placement",
+    "placement_edu.strategies",
+    "placement_edu.models",
+    "placement_edu.precision",
+    "placement_edu.schedule",
+    "placement_edu.faults",
+    "placement_edu.composition",
+    "placement_edu.planner",
+    "placement_edu.experts",
+    "placement_edu.units",
     "placement_edu.timing",
     "placement_edu.estimators",
     "placement_edu.implementations",
@@ -96,59 +77,22 @@ PUBLIC_MODULES = (
 )
 
 if TYPE_CHECKING:
-    from placement_edu.axes import layers_on_stage
     from placement_edu.checker import CheckResult, check
-    from placement_edu.composition import RULES, safety_violations
     from placement_edu.errors import PlacementError
-    from placement_edu.experts import (
-        MIXTRAL_8X7B,
-        MoESpec,
-        all_to_all_elements,
-        expert_capacity,
-        imbalance_text,
-        rank_load,
-    )
-    from placement_edu.faults import FAULTS, applicable_faults, strategies_for
     from placement_edu.memory import Memory, derive_memory
     from placement_edu.mesh import Mesh
-    from placement_edu.models import (
-        ConcreteModel,
-        ModelSpec,
-        TensorSpec,
-        TransformerSpec,
-        greedy_partition,
-    )
-    from placement_edu.placement import (
-        AXES,
-        MODEL_STATES,
-        PHASES,
-        STARTUP,
-        GradStatus,
-        Mode,
-        Placement,
-        State,
-    )
-    from placement_edu.planner import default_transformer, group_links, plan
-    from placement_edu.precision import PRESETS, Precision, get_precision
+    from placement_edu.models import ModelSpec, TransformerSpec
+    from placement_edu.placement import Placement, State
+    from placement_edu.planner import plan
+    from placement_edu.precision import Precision, get_precision
     from placement_edu.report import Comparison, Report, analyze, compare
-    from placement_edu.schedule import (
-        OP_COSTS,
-        RING_FACTOR,
-        ZERO_FACTOR,
-        Op,
-        Schedule,
-        derive_schedule,
-        looped_in_flight,
-        looped_order,
-        looped_timeline,
-        pipeline_bubble,
-        pipeline_order,
-        ring_factor,
-    )
-    from placement_edu.strategies import COMPOSITIONS, STRATEGIES, Strategy, get_strategy
-    from placement_edu.units import GB, GiB, fmt_bytes, fmt_gb, wrapped
+    from placement_edu.runtime import run
+    from placement_edu.schedule import Schedule, derive_schedule
+    from placement_edu.strategies import Strategy, get_strategy
+    from placement_edu.tasks import price
+    from placement_edu.timing import step_time
 
 #: The modules the eager ``__init__`` used to import: ``import placement_edu`` followed by
 #: ``placement_edu.schedule.derive_schedule(...)`` keeps working.
-_SUBMODULES = frozenset(m.rpartition(".")[2] for m in _EXPORTS.values())
+_SUBMODULES = frozenset(m.rpartition(".")[2] for m in [*_EXPORTS.values(), *PUBLIC_MODULES[1:]])
 __getattr__, __dir__ = exports(__name__, _EXPORTS, globals(), _SUBMODULES)

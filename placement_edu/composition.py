@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, WHOLE, Mode, State
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = ["RULES", "safety_violations"]
+
 RULES = {
     1: "orthogonality",
     2: "integrity per axis",

@@ -35,6 +35,16 @@ from placement_edu.models import IdealSlices, Number, stage_layers
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.units import wrapped
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = [
+    "MIXTRAL_8X7B",
+    "MoESpec",
+    "all_to_all_elements",
+    "expert_capacity",
+    "imbalance_text",
+    "rank_load",
+]
+
 
 @dataclass(frozen=True)
 class MoESpec(IdealSlices):
@@ -321,11 +331,13 @@ def routing_problems(schedule, model: object) -> list[str]:
     ``schedule`` (a derived ``Schedule``) must carry the whole E·C·h buffer the router filled. A
     smaller one has lost a routed token: its expert never sees it, so the expert's gradient (and,
     through the combine, the dense gradients behind it) lack that token's contribution."""
+    from placement_edu.schedule.costs import OpKind  # the schedule imports this module
+
     if not has_experts(model):
         return []
     whole = all_to_all_elements(model)  # type: ignore[arg-type]
     for op, _, _ in schedule.held():
-        if op.op == "all_to_all" and op.axis == EXPERT_AXIS and op.elements < whole:
+        if op.op == OpKind.ALL_TO_ALL and op.axis == EXPERT_AXIS and op.elements < whole:
             sent = Fraction(op.elements)
             lost = Fraction(whole - sent, model.hidden)  # type: ignore[attr-defined]
             return [

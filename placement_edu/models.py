@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # torch is only needed to read a real module
 
     from placement_edu.experts import MoESpec  # (experts.py builds on this module)
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = ["ConcreteModel", "ModelSpec", "TensorSpec", "TransformerSpec", "greedy_partition"]
+
 Number = Union[int, Fraction]
 #: A run of equal gather units, in forward order: (elements of one unit, how many in a row). A
 #: model of 10^12 equal layers is one run, not a list of 10^12 sizes.

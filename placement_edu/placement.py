@@ -13,6 +13,9 @@ from typing import Iterable, Mapping, Union
 
 from placement_edu.errors import PlacementError
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = ["AXES", "MODEL_STATES", "PHASES", "STARTUP", "GradStatus", "Mode", "Placement", "State"]
+
 
 class State(str, Enum):
     """The four training states."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import partial
 from typing import Any, Callable, Iterator
@@ -30,7 +30,7 @@ from placement_edu.experts import MoESpec, has_experts
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec, heads_divide, nearest_shape
 from placement_edu.models import per_layer_model as per_layer_model  # (re-exported)
-from placement_edu.precision import Precision, get_precision
+from placement_edu.precision import Precision
 from placement_edu.pricing import (
     DATA_STRATEGIES,
     RECOMPUTES,
@@ -39,9 +39,13 @@ from placement_edu.pricing import (
     peak_bytes,
     price,
 )
+from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import Strategy
-from placement_edu.timing import OVERLAPS, Hardware, get_hardware
+from placement_edu.timing import OVERLAPS, Hardware
 from placement_edu.units import GB, plain, wrapped
+
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = ["Plan", "default_transformer", "group_links", "plan"]
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
 # SHAPES, nearest_shape and per_layer_model live in models.py: a bare Ψ means per_layer_model
@@ -394,7 +398,7 @@ class Plan:
 
 
 def plan(
-    model: TransformerSpec,
+    model: TransformerSpec | MoESpec | Setting,
     devices: int,
     memory_bytes: int | None = None,
     hardware: str | Hardware = "h100-nvlink-ib",
@@ -409,7 +413,9 @@ def plan(
     """Rank every placement of ``model`` on ``devices`` devices that fits ``memory_bytes`` per
     device (default: the hardware's memory) by predicted step time, and choose among the ties:
     of the plans within ``tie_band`` of the fastest (``Plan.ties``), the simplest
-    (``simplicity``: ``Plan.chosen``, ``Plan.reason``).
+    (``simplicity``: ``Plan.chosen``, ``Plan.reason``). ``model`` may be a ``Setting``
+    (``setting.resolve``: its model, hardware, precision and memory budget); the other forms are
+    resolved into one here, once.
 
     ``global_batch``: sequences per optimizer step (default 1024: Llama 2's 4M tokens at s = 4096).
     Each data-parallel replica (r·d of them) takes global_batch/(r·d) sequences in micro-batches of
@@ -417,18 +423,21 @@ def plan(
     Peak bytes are rank 0's (pipeline stage 0 holds the most activations under 1F1B): the
     formula's, or ``peak_of``'s where it gives one (``cli.one_peak.planner_peaks``: a real
     module's)."""
+    setting = (
+        model
+        if isinstance(model, Setting)
+        else resolve(None, model, None, precision, hardware, memory=memory_bytes)
+    )
+    model = setting.model  # type: ignore[assignment]
     expect(
         isinstance(model, (TransformerSpec, MoESpec)),
         f"the planner needs a TransformerSpec or an MoESpec (to price tp, pp and "
         f"activations), got {type(model).__name__}",
     )
+    assert isinstance(model, (TransformerSpec, MoESpec))
     if has_experts(model):
         recomputes = ("none",)  # no recomputation is modelled for an MoE layer
     devices = positive_int("devices", devices)
-    hw, precision = get_hardware(hardware), get_precision(precision)
-    budget = positive_int(
-        "memory budget (bytes)", hw.memory_bytes if memory_bytes is None else memory_bytes
-    )
     batch = positive_int("global batch (sequences)", 1024 if global_batch is None else global_batch)
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
     for r in recomputes:
@@ -437,122 +446,165 @@ def plan(
         isinstance(tie_band, (int, float)) and 0 <= tie_band < 1,
         f"tie_band is a fraction of the fastest step from 0 to 1 (0.02 = 2 %), got {tie_band!r}",
     )
-    fits: list[Choice] = []
-    over: list[Choice] = []
-    skipped: list[str] = []
-
-    def tried(mesh: Mesh) -> list[tuple[tuple, str, Callable[[], Strategy]]]:
-        """(key, attention, its strategy when asked) of each candidate on ``mesh``; the key names
-        it apart from its context degree and attention: (tensor, pipeline, data·context, data
-        strategy, sp, recompute)."""
-        replicas = data_replicas(mesh)
-        if batch % (replicas * model.micro_batch):
-            skipped.append(
-                f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
-                f"of {model.micro_batch}"
-            )
-            return []
-        m = batch // (replicas * model.micro_batch)
-        datas = (
-            ["zero3"]
-            if mesh.degree("replica") > 1
-            else ["dp"]  # expert parallelism beside a data axis that keeps its states whole
-            if mesh.degree("expert") > 1
-            else list(DATA_STRATEGIES)
-            if mesh.degree("data") > 1
-            else ["dp"]
-        )
-        # Megatron's sequence parallelism with every tensor-parallel plan (SPEC §3, §4)
-        parallel_sequences = (False, True) if mesh.degree("tensor") > 1 else (False,)
-        # on a context axis the ring always, Ulysses where each rank gets whole key-value heads
-        c, t = mesh.degree("context"), mesh.degree("tensor")
-        attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
-        base = (t, mesh.degree("pipeline"), c * mesh.degree("data"))
-        return [
-            (
-                (*base, data, sp, recompute),
-                attention,
-                partial(compose, data, mesh, m, sp, attention),
-            )
-            for data, sp, attention in itertools.product(datas, parallel_sequences, attentions)
-            for recompute in recomputes
-        ]
-
-    def priced(strategy: Strategy, mesh: Mesh, recompute: str) -> Choice | None:
-        try:
-            return price(strategy, model, mesh, recompute, hw, precision, overlap, budget, peak_of)
-        except PlacementError as error:
-            skipped.append(f"{strategy.name} on {mesh}: {error}")
-            return None
-
-    # Meshes without a context axis: every candidate priced. With one, see below.
-    runs: dict[tuple, list[tuple[Mesh, Callable[[], Strategy]]]] = {}
-    fitted: set[tuple] = set()
-    for mesh in meshes(devices, model, hw.gpus_per_node or MAX_TENSOR):
-        refused: set[tuple] = set()
-        for key, attention, strategy_of in tried(mesh):
-            if mesh.degree("context") > 1:
-                runs.setdefault((key, attention), []).append((mesh, strategy_of))
-                continue
-            if key[:5] in refused:  # (a strategy refused once is refused for every recompute)
-                continue
-            choice = priced(strategy_of(), mesh, key[5])
-            if choice is None:
-                refused.add(key[:5])
-                continue
-            (over if choice.time is None else fits).append(choice)
-            if choice.time is not None:
-                fitted.add(key)
-    # A context axis carved from the data devices shrinks activations as c grows (the other states
-    # are sharded over data × context alike): of the context degrees of one candidate, only the
-    # smallest that fits is listed (found by bisection), none where the same candidate fits without
-    # a context axis, and the largest (the least excess) where none fits. The search is then a few
-    # pricings per candidate, not one per divisor of the devices: 2^40 devices, s = 2^17 answer.
-    pruned = 0
-    for (key, _), run in runs.items():  # each run ascending in c (``meshes`` yields them so)
-        recompute = key[5]
-        if key in fitted:
-            pruned += len(run)
-            continue
-
-        def fits_at(i: int) -> bool:
-            mesh, strategy = run[i][0], run[i][1]()
-            try:  # (the peak price compares: the module's where peak_of has one)
-                measured = peak_of(strategy, mesh, recompute) if peak_of is not None else None
-                if measured is None:
-                    measured = peak_bytes(strategy, model, mesh, recompute, precision)
-                return measured <= budget
-            except PlacementError:
-                return False  # (said in the skipped list if it is the one listed)
-
-        # the largest c first (most often nothing fits), then a bisection for the first that fits
-        low, high = (0, len(run) - 1) if fits_at(len(run) - 1) else (len(run) - 1,) * 2
-        while low < high:
-            mid = (low + high) // 2
-            low, high = (low, mid) if fits_at(mid) else (mid + 1, high)
-        mesh, strategy_of = run[low]  # the first that fits, else the largest c
-        choice = priced(strategy_of(), mesh, recompute)
-        if choice is not None:
-            (over if choice.time is None else fits).append(choice)
-        pruned += len(run) - 1
-    if pruned:
-        skipped.append(
-            f"{pruned:,} context degrees not listed: of each candidate's, the smallest that fits "
-            "(none where it fits without a context axis), else the largest"
-        )
-    fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
-    over.sort(key=lambda c: c.over_bytes)
+    search = _Search(model, setting, overlap, peak_of)
+    runs = search.without_context(devices, batch, recomputes)
+    search.with_context(runs)
+    search.fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
+    search.over.sort(key=lambda c: c.over_bytes)
     return Plan(
         model,
         devices,
-        hw,
-        precision,
-        budget,
+        setting.hardware,
+        setting.precision,
+        setting.budget_bytes,
         batch,
         overlap,
-        tuple(fits),
-        tuple(over),
-        tuple(skipped),
+        tuple(search.fits),
+        tuple(search.over),
+        tuple(search.skipped),
         assumption,
         float(tie_band),
     )
+
+
+#: A candidate apart from its context degree and attention: (tensor, pipeline, data·context, data
+#: strategy, sequence parallel, recompute).
+Key = tuple[int, int, int, str, bool, str]
+#: One candidate's meshes that differ only in their context degree, ascending in it, each with its
+#: strategy when asked.
+Run = list[tuple[Mesh, Callable[[], Strategy]]]
+
+
+def candidates(
+    mesh: Mesh, model: TransformerSpec | MoESpec, batch: int, recomputes: tuple[str, ...]
+) -> list[tuple[Key, str, Callable[[], Strategy]]] | str:
+    """(key, attention, its strategy when asked) of each candidate on ``mesh``; or why the mesh
+    is skipped (its data replicas do not split the batch)."""
+    replicas = data_replicas(mesh)
+    if batch % (replicas * model.micro_batch):
+        return (
+            f"{mesh}: {batch} sequences do not split into {replicas} replicas × micro-batches "
+            f"of {model.micro_batch}"
+        )
+    m = batch // (replicas * model.micro_batch)
+    datas = (
+        ["zero3"]
+        if mesh.degree("replica") > 1
+        else ["dp"]  # expert parallelism beside a data axis that keeps its states whole
+        if mesh.degree("expert") > 1
+        else list(DATA_STRATEGIES)
+        if mesh.degree("data") > 1
+        else ["dp"]
+    )
+    # Megatron's sequence parallelism with every tensor-parallel plan (SPEC §3, §4)
+    parallel_sequences = (False, True) if mesh.degree("tensor") > 1 else (False,)
+    # on a context axis the ring always, Ulysses where each rank gets whole key-value heads
+    c, t = mesh.degree("context"), mesh.degree("tensor")
+    attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
+    base = (t, mesh.degree("pipeline"), c * mesh.degree("data"))
+    return [
+        ((*base, data, sp, recompute), attention, partial(compose, data, mesh, m, sp, attention))
+        for data, sp, attention in itertools.product(datas, parallel_sequences, attentions)
+        for recompute in recomputes
+    ]
+
+
+@dataclass
+class _Search:
+    """One plan's search: what it prices with, and what it found so far."""
+
+    model: TransformerSpec | MoESpec
+    setting: Setting
+    overlap: str
+    peak_of: PeakOf | None
+    fits: list[Choice] = field(default_factory=list)
+    over: list[Choice] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    #: The candidates that fit on a mesh without a context axis (no context degree is listed).
+    fitted: set[Key] = field(default_factory=set)
+
+    def priced(self, strategy: Strategy, mesh: Mesh, recompute: str) -> Choice | None:
+        """``price``'s choice, filed as fitting or over; None (said in ``skipped``) if refused."""
+        s = self.setting
+        try:
+            choice = price(
+                strategy,
+                self.model,  # type: ignore[arg-type]
+                mesh,
+                recompute,
+                s.hardware,
+                s.precision,
+                self.overlap,
+                s.budget_bytes,
+                self.peak_of,
+            )
+        except PlacementError as error:
+            self.skipped.append(f"{strategy.name} on {mesh}: {error}")
+            return None
+        (self.over if choice.time is None else self.fits).append(choice)
+        return choice
+
+    def without_context(
+        self, devices: int, batch: int, recomputes: tuple[str, ...]
+    ) -> dict[tuple[Key, str], Run]:
+        """Every candidate on a mesh without a context axis priced; those with one gathered into
+        runs, by candidate, for ``with_context``."""
+        runs: dict[tuple[Key, str], Run] = {}
+        hw = self.setting.hardware
+        for mesh in meshes(devices, self.model, hw.gpus_per_node or MAX_TENSOR):
+            tried = candidates(mesh, self.model, batch, recomputes)
+            if isinstance(tried, str):
+                self.skipped.append(tried)
+                continue
+            refused: set[tuple[int, int, int, str, bool]] = set()
+            for key, attention, strategy_of in tried:
+                if mesh.degree("context") > 1:
+                    runs.setdefault((key, attention), []).append((mesh, strategy_of))
+                elif key[:5] not in refused:  # (refused once: refused for every recompute)
+                    choice = self.priced(strategy_of(), mesh, key[5])
+                    if choice is None:
+                        refused.add(key[:5])
+                    elif choice.time is not None:
+                        self.fitted.add(key)
+        return runs
+
+    def fits_at(self, run: Run, i: int, recompute: str) -> bool:
+        """Whether the ``i``-th mesh of ``run`` fits the budget (the peak price compares: the
+        module's where ``peak_of`` has one)."""
+        mesh, strategy = run[i][0], run[i][1]()
+        try:
+            measured = self.peak_of(strategy, mesh, recompute) if self.peak_of else None
+            if measured is None:
+                precision = self.setting.precision
+                measured = peak_bytes(strategy, self.model, mesh, recompute, precision)  # type: ignore[arg-type]
+            return measured <= self.setting.budget_bytes
+        except PlacementError:
+            return False  # (said in the skipped list if it is the one listed)
+
+    def with_context(self, runs: dict[tuple[Key, str], Run]) -> None:
+        """A context axis carved from the data devices shrinks activations as c grows (the other
+        states are sharded over data × context alike): of the context degrees of one candidate,
+        only the smallest that fits is listed (found by bisection), none where the same
+        candidate fits without a context axis, and the largest (the least excess) where none
+        fits. The search is then a few pricings per candidate, not one per divisor of the
+        devices: 2^40 devices, s = 2^17 answer."""
+        pruned = 0
+        for (key, _), run in runs.items():
+            recompute = key[5]
+            if key in self.fitted:
+                pruned += len(run)
+                continue
+            # the largest c first (most often nothing fits), then a bisection for the first fit
+            last = len(run) - 1
+            low, high = (0, last) if self.fits_at(run, last, recompute) else (last, last)
+            while low < high:
+                mid = (low + high) // 2
+                low, high = (low, mid) if self.fits_at(run, mid, recompute) else (mid + 1, high)
+            mesh, strategy_of = run[low]  # the first that fits, else the largest c
+            self.priced(strategy_of(), mesh, recompute)
+            pruned += len(run) - 1
+        if pruned:
+            self.skipped.append(
+                f"{pruned:,} context degrees not listed: of each candidate's, the smallest that "
+                "fits (none where it fits without a context axis), else the largest"
+            )

@@ -10,6 +10,9 @@ import textwrap
 from fractions import Fraction
 from typing import Union
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = ["GB", "GiB", "fmt_bytes", "fmt_gb", "wrapped"]
+
 GB = 10**9
 GiB = 2**30
 MiB = 2**20

@@ -12,8 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_edu import (
-    COMPOSITIONS,
-    STRATEGIES,
     Mesh,
     ModelSpec,
     Placement,
@@ -26,6 +24,7 @@ from placement_edu import (
     get_precision,
     get_strategy,
 )
+from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 from placement_edu.faults import FAULTS
 from placement_edu.precision import PRESETS
 from placement_edu.runtime import RunConfig

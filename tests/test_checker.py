@@ -11,15 +11,8 @@ from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
-from placement_edu import (
-    ConcreteModel,
-    Mesh,
-    Placement,
-    PlacementError,
-    State,
-    Strategy,
-    get_precision,
-)
+from placement_edu import Mesh, Placement, PlacementError, State, Strategy, get_precision
+from placement_edu.models import ConcreteModel
 from placement_edu.checker import (
     CONDITIONS,
     check,

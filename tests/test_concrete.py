@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu import ConcreteModel, Mesh, State, analyze, derive_memory, get_precision
+from placement_edu import Mesh, State, analyze, derive_memory, get_precision
+from placement_edu.models import ConcreteModel
 
 import pytest
 

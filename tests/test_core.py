@@ -8,7 +8,6 @@ from fractions import Fraction
 import pytest
 
 from placement_edu import (
-    GB,
     ModelSpec,
     Mesh,
     Placement,
@@ -22,6 +21,7 @@ from placement_edu import (
     get_precision,
     get_strategy,
 )
+from placement_edu.units import GB
 from placement_edu.units import fmt_bytes
 
 pytestmark = pytest.mark.fast

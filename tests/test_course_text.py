@@ -157,7 +157,7 @@ def test_every_output_line_fits_in_100_characters(notebook):
 def test_wrapped_keeps_a_number_with_its_unit():
     """A wrapped line never starts with a number's unit ("B, broadcast ...", "GiB) each"): the
     number moves down with its unit, as a word keeps a short number after it ("rule 1")."""
-    from placement_edu import wrapped
+    from placement_edu.units import wrapped
 
     ops = "step 0 measured: all_reduce 215,168 B, " + ", ".join(["broadcast 131,072 B"] * 3)
     ops += ", broadcast 16,384 B, broadcast 128 B"  # the old rule began a line with "B,"

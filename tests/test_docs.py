@@ -18,21 +18,19 @@ from pathlib import Path
 import pytest
 
 from placement_edu import (
-    FAULTS,
-    GB,
-    GiB,
-    OP_COSTS,
     ModelSpec,
-    PRESETS,
-    RULES,
     State,
     TransformerSpec,
     analyze,
     check,
     get_precision,
     get_strategy,
-    pipeline_bubble,
 )
+from placement_edu.faults import FAULTS
+from placement_edu.units import GB, GiB
+from placement_edu.schedule import OP_COSTS, pipeline_bubble
+from placement_edu.precision import PRESETS
+from placement_edu.composition import RULES
 from placement_edu.timing import flops_per_token, ring_steps
 
 pytestmark = pytest.mark.fast

@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from placement_edu import GB, ModelSpec, analyze
+from placement_edu import ModelSpec, analyze
+from placement_edu.units import GB
 from placement_edu.errors import PlacementError
 from placement_edu.presentation.mode_explorer import ModeExplorer, grouped_ops, schedule_text
 from placement_edu.strategies import get_strategy

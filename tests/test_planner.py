@@ -8,7 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from placement_edu import COMPOSITIONS, GB, Mesh, TransformerSpec, derive_memory, get_precision
+from placement_edu import Mesh, TransformerSpec, derive_memory, get_precision
+from placement_edu.strategies import COMPOSITIONS
+from placement_edu.units import GB
 from placement_edu.cli import main
 from placement_edu.planner import default_transformer, meshes, plan
 from placement_edu.pricing import comm_seconds, compose
@@ -167,7 +169,7 @@ def _fields(model: TransformerSpec) -> dict:
 
 
 def test_the_planner_considers_the_expert_axis_when_the_model_has_experts() -> None:
-    from placement_edu import MIXTRAL_8X7B
+    from placement_edu.experts import MIXTRAL_8X7B
 
     # 16 devices, Mixtral's E = 8: each expert axis e divides the data devices and E (a node
     # holds 8); no tensor axis beside it (check_expert_axis), pipelines up to 16 stages

@@ -84,6 +84,18 @@ def test_every_listed_name_of_a_public_module_exists(module: str) -> None:
     assert [n for n in m.__all__ if not hasattr(m, n)] == []
 
 
+#: The root's tasks (issue 41 item 7): each has its function there; the helpers live in their
+#: modules (``PUBLIC_MODULES``), and the root stays a surface a learner reads at a glance.
+TASKS = {"analyze", "compare", "check", "derive_memory", "derive_schedule", "plan", "step_time"}
+TASKS |= {"price", "run"}
+
+
+def test_the_root_holds_the_tasks_in_at_most_30_names() -> None:
+    assert len(placement_edu.__all__) <= 30, placement_edu.__all__
+    assert TASKS - set(placement_edu.__all__) == set()
+    assert placement_edu.price.__module__ == "placement_edu.tasks"  # one configuration's price
+
+
 def test_the_two_checkers_have_two_names() -> None:
     import placement_edu
     from placement_edu import exercises

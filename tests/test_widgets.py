@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement_edu import GB, State, analyze
+from placement_edu import State, analyze
+from placement_edu.units import GB
 from placement_edu.presentation.widgets import ZeroExplorer
 
 pytestmark = pytest.mark.fast

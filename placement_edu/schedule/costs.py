@@ -119,8 +119,9 @@ def ring_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
 def sent_bytes(
     op: str, n: Any, payload_bytes: Any, root: bool = True, library: str | None = None
 ) -> Any:
-    """Bytes one device puts on the link ``op`` runs over, as the time model prices them (SPEC
-    §9): a collective's ring bytes on the network, a host transfer's payload on the host link.
+    """Bytes one device puts on the link ``op`` runs over, as the time model prices them
+    (SPEC §9): a collective's ring bytes on the network, a host transfer's payload on the host
+    link.
     ``library`` (``LIBRARIES``) prices a broadcast as that library runs it (``BROADCASTS``: the
     bytes on its longest path, root or not); None, as the star of the ``broadcast`` row."""
     if op == "broadcast" and library is not None:
