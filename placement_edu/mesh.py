@@ -166,6 +166,11 @@ def as_mesh(mesh: Mesh | Mapping[str, int] | str) -> Mesh:
         return mesh
     if isinstance(mesh, str):
         return Mesh.parse(mesh)
+    if isinstance(mesh, (int, float)):  # refused everywhere (the door, ``setting.resolve``, too)
+        raise PlacementError(
+            f'mesh must be a Mesh, text like "data=4" or a mapping {{axis: degree}}, got '
+            f"{shown(mesh)}, a bare number (for N devices on the strategy's own axis: devices=N)"
+        )
     if not isinstance(mesh, Mapping) or not all(isinstance(axis, str) for axis in mesh):
         raise PlacementError(
             f'mesh must be a Mesh, text like "data=2,tensor=2" or a mapping '

@@ -31,15 +31,15 @@ from placement_edu.experts import MoESpec, has_experts
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import (
-    MAX_EVERY,
     TransformerSpec,
     every_kth,
-    layer_k,
     tensor_divides_heads,
 )
+from placement_edu import names
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision
 from placement_edu.schedule import derive_schedule
+from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
 from placement_edu.timing import (
     OVERLAPS,
@@ -66,6 +66,7 @@ DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_
 RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
 
 
+@lru_cache(maxsize=4096)  # (the planner composes one strategy for many recomputations)
 def compose(
     data: str,
     mesh: Mesh,
@@ -90,22 +91,8 @@ def compose(
         if axis in axes:
             for by_axis in modes.values():
                 by_axis[axis] = "S"
-    parts = (
-        [("hsdp" if data == "zero3" else f"{data}+replica")]
-        if "replica" in axes
-        else [data]
-        if "data" in axes
-        else []
-    )
-    tp = "tp+sp" if sequence_parallel else "tp"
-    cp = "cp" if context_attention == "ring" else f"cp_{context_attention}"
-    parts += [
-        short
-        for axis, short in (("context", cp), ("expert", "ep"), ("tensor", tp), ("pipeline", "pp"))
-        if axis in axes
-    ]
     return Strategy(
-        "×".join(parts) or "single",
+        names.composed_name(data, axes, sequence_parallel, context_attention),
         Placement(**modes),
         reshard_after_forward=on_data.reshard_after_forward,
         micro_batches=micro_batches,
@@ -122,6 +109,7 @@ def data_replicas(mesh: Mesh) -> int:
 
 
 # --- one candidate's peak and step time --------------------------------------------------------
+@lru_cache(maxsize=4096)  # (a context run's bisection, then its price, ask twice)
 def peak_bytes(
     strategy: Strategy, model: TransformerSpec, mesh: Mesh, recompute: str, precision: Precision
 ) -> int:
@@ -279,11 +267,11 @@ def configured_strategy(
     """The strategy ``name`` means on ``mesh``: its first part a data placement
     (``DATA_PLACEMENTS``), the rest -- if given -- the composition ``plan`` prints for this mesh
     (``zero1×tp×pp``; ``x`` for ``×``), checked against it. ``compose`` builds it."""
-    parts = name.replace("x", "×").split("×")  # no data placement's name has an x
-    data = parts[0].removesuffix("+replica")
+    given = names.parts(name)
+    data = given[0].removesuffix("+replica")
     expect(
         data in DATA_PLACEMENTS,
-        f"unknown data placement {shown(parts[0])} in strategy {shown(name)}; accepted: "
+        f"unknown data placement {shown(given[0])} in strategy {shown(name)}; accepted: "
         f"{', '.join(DATA_PLACEMENTS)}, optionally composed as plan prints it (e.g. zero1×tp×pp)",
     )
     replica = mesh.degree("replica") > 1
@@ -307,7 +295,7 @@ def configured_strategy(
     strategy = compose("zero3" if data == "hsdp" else data, mesh, micro_batches, sequence_parallel)
     strategy = strategy.with_(pipeline_schedule=looped, virtual_stages=v)
     expect(
-        len(parts) == 1 or name.replace("x", "×") == strategy.name,
+        len(given) == 1 or names.spelled(name) == strategy.name,
         f"strategy {shown(name)} does not match the mesh {mesh}: there the composition is "
         f"{strategy.name!r} (give the data placement alone, e.g. {data})",
     )
@@ -357,12 +345,12 @@ def collectives(
 
 
 def price_configuration(
-    model: TransformerSpec,
-    mesh: Mesh,
-    strategy: str,
-    global_batch: int,
-    hw: Hardware,
-    precision: Precision,
+    model: TransformerSpec | Setting,
+    mesh: Mesh | str | None = None,
+    strategy: str | None = None,
+    global_batch: int = 0,
+    hw: Hardware | str = "h100-nvlink-ib",
+    precision: Precision | str = "mixed_adam",
     recompute: str = "none",
     sequence_parallel: bool = False,
     schedule: str = "1f1b",
@@ -376,23 +364,47 @@ def price_configuration(
     must be whole), priced by ``price`` on ``hw`` at ``efficiency`` × its FLOP/s. A
     context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
     says how attention reaches the others ("ring" or "ulysses", ``schedule.context``);
-    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``)."""
-    recompute = layer_k(recompute) or recompute
+    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``).
+
+    ``model`` may be a ``Setting`` (``setting.resolve``): its model, mesh, hardware, precision and
+    recomputation, and its strategy's name as ``strategy`` when none is given; the other forms are
+    resolved into one here, once."""
+    if isinstance(model, Setting):
+        setting = model
+        strategy = strategy or (setting.strategy.name if setting.strategy else None)
+    else:
+        setting = resolve(None, model, mesh, precision, hw, recompute=recompute)
     expect(
-        recompute in RECOMPUTES or every_kth(recompute),
-        f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}, or "
-        f"layer:K (K from 1 to {MAX_EVERY:,})",
-    )
-    expect(
-        not every_kth(recompute) or max(mesh.degree("tensor"), mesh.degree("context")) == 1,
-        f"recompute {recompute} is priced on data, replica and pipeline axes; a checkpointed "
-        f"layer's replay of the tensor and context collectives is not: {mesh} has one",
+        isinstance(setting.model, TransformerSpec) and setting.mesh is not None,
+        "price_configuration prices a TransformerSpec on a mesh (e.g. data=8,tensor=8), got "
+        f"model {type(setting.model).__name__} on mesh {setting.mesh}",
     )
     expect(
         overlap in OVERLAPS,
         f"unknown overlap model {shown(overlap)}; accepted: {', '.join(OVERLAPS)}",
     )
-    sequence_parallel = sequence_parallel or "+sp" in strategy  # zero1×tp+sp, as plan names it
+    built = configured(
+        setting,
+        strategy or "dp",
+        global_batch,
+        sequence_parallel or names.sequence_parallel(strategy or ""),  # zero1×tp+sp, as plan names
+        schedule,
+    ).with_(context_attention=context_attention, balanced_stages=balanced_stages)
+    return priced_step(setting, built, global_batch, overlap, scaled(setting.hardware, efficiency))
+
+
+def configured(
+    setting: Setting, strategy: str, global_batch: int, sequence_parallel: bool, schedule: str
+) -> Strategy:
+    """The strategy ``price_configuration`` prices: ``strategy`` composed on the setting's mesh
+    (``configured_strategy``) with m = global_batch / (r·d·b) micro-batches, each rule checked."""
+    model, mesh, recompute = setting.model, setting.mesh, setting.recompute
+    assert isinstance(model, TransformerSpec) and mesh is not None
+    expect(
+        not every_kth(recompute) or max(mesh.degree("tensor"), mesh.degree("context")) == 1,
+        f"recompute {recompute} is priced on data, replica and pipeline axes; a checkpointed "
+        f"layer's replay of the tensor and context collectives is not: {mesh} has one",
+    )
     expect(
         not sequence_parallel or mesh.degree("tensor") > 1,
         "sequence parallelism splits sequences over the tensor axis; the mesh has none "
@@ -401,14 +413,13 @@ def price_configuration(
     tensor_divides_heads(model, mesh.degree("tensor"))
     replicas = mesh.degree("replica") * mesh.degree("data")
     b = model.micro_batch
-    if global_batch % (replicas * b):
+    if global_batch <= 0 or global_batch % (replicas * b):
         raise PlacementError(
             f"a global batch of {global_batch} sequences does not split into {replicas} data "
             f"replicas × micro-batches of {b}; expected a multiple of {replicas * b}"
         )
     m = global_batch // (replicas * b)
     built = configured_strategy(strategy, mesh, m, sequence_parallel, schedule)
-    built = built.with_(context_attention=context_attention, balanced_stages=balanced_stages)
     chunks = built.virtual_stages * mesh.degree("pipeline")
     expect(
         built.virtual_stages == 1 or model.layers % chunks == 0,
@@ -416,17 +427,21 @@ def price_configuration(
         f"splits the layers into {chunks} equal chunks: {model.layers} layers do not; give "
         f"--layers a multiple of {chunks}",
     )
-    hw = scaled(hw, efficiency)
+    return built
+
+
+def priced_step(
+    setting: Setting, built: Strategy, global_batch: int, overlap: str, hw: Hardware
+) -> Priced:
+    """``built``'s step priced (``price``) on ``hw``, with its FLOPs and collectives."""
+    model, mesh, recompute = setting.model, setting.mesh, setting.recompute
+    assert isinstance(model, TransformerSpec) and mesh is not None
+    precision, sp = setting.precision, built.sequence_parallel
     choice = price(built, model, mesh, recompute, hw, precision, overlap)
     tokens = Fraction(global_batch * model.seq, mesh.world_size)
-    shaped = replace(model, recompute=recompute, sequence_parallel=sequence_parallel)
-    comm_model = replace(
-        model,
-        recompute="full"
-        if recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
-        else "none",
-        sequence_parallel=sequence_parallel,
-    )
+    shaped = replace(model, recompute=recompute, sequence_parallel=sp)
+    replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
+    comm_model = replace(model, recompute="full" if replays else "none", sequence_parallel=sp)
     return Priced(
         choice,
         hw,

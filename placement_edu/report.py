@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
-from placement_edu.errors import PlacementError, context
+from placement_edu.errors import PlacementError, context, expect
 from placement_edu.memory import Memory, derive_memory
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, as_model, tensor_divides_heads
+from placement_edu.models import Model, tensor_divides_heads
 from placement_edu.placement import State
-from placement_edu.precision import Precision, get_precision
+from placement_edu.precision import Precision
 from placement_edu.schedule import (
     Schedule,
     derive_schedule,
@@ -24,7 +24,8 @@ from placement_edu.schedule import (
     bubble_divisor,
     pipeline_bubble,
 )
-from placement_edu.strategies import STRATEGIES, Strategy, get_strategy
+from placement_edu.setting import Setting, resolve
+from placement_edu.strategies import STRATEGIES, Strategy
 from placement_edu.units import fmt_bytes, fmt_gb, plain
 
 
@@ -131,37 +132,38 @@ class Report:
 
 
 def analyze(
-    strategy: str | Strategy,
-    model: Model | int | float,
+    strategy: str | Strategy | Setting,
+    model: Model | int | float | None = None,
     devices: int | None = None,
     precision: str | Precision = "mixed_adam",
     mesh: Mesh | str | None = None,
     rank: int = 0,
 ) -> Report:
     """Derive memory and schedule. ``model`` may be Ψ (a number) for an abstract model; give
-    ``devices`` (all on the strategy's axis) or a ``mesh``."""
-    strategy = get_strategy(strategy)
-    model = as_model(model)
-    precision = get_precision(precision)
-    if mesh is not None:
-        mesh = as_mesh(mesh)
-        if devices is not None and mesh.world_size != devices:
-            raise PlacementError(
-                f"mesh {mesh} has {mesh.world_size} devices, but devices = {devices}"
-            )
-    elif devices is not None:
-        mesh = strategy.default_mesh(devices)
-    else:
-        raise PlacementError("give devices (a number) or a mesh (e.g. data=2,tensor=2)")
-    tensor_divides_heads(model, model_axis_degree(strategy, mesh, "tensor"))
-    with context(f"deriving {strategy.name} ({strategy.placement}) on {mesh}"):
+    ``devices`` (all on the strategy's axis) or a ``mesh``. ``strategy`` may be a ``Setting``
+    (``setting.resolve``); the other forms are resolved into one here, once."""
+    if not isinstance(strategy, Setting):
+        expect(model is not None, "give a model: Ψ (a number) or a model spec")
+        expect(
+            mesh is not None or devices is not None,
+            "give devices (a number) or a mesh (e.g. data=2,tensor=2)",
+        )
+    setting = resolve(strategy, model, mesh, precision, devices=devices)
+    built, spec, where = setting.strategy, setting.model, setting.mesh
+    expect(
+        built is not None and spec is not None and where is not None,
+        "analyze needs a strategy, a model and a mesh (or devices)",
+    )
+    assert built is not None and spec is not None and where is not None
+    tensor_divides_heads(spec, model_axis_degree(built, where, "tensor"))
+    with context(f"deriving {built.name} ({built.placement}) on {where}"):
         return Report(
-            strategy,
-            model,
-            mesh,
-            precision,
-            derive_memory(strategy, model, mesh, precision, rank),
-            derive_schedule(strategy, model, mesh, precision, rank),
+            built,
+            spec,
+            where,
+            setting.precision,
+            derive_memory(built, spec, where, setting.precision, rank),
+            derive_schedule(built, spec, where, setting.precision, rank),
             rank,
         )
 

@@ -312,3 +312,139 @@ def test_a_fault_on_a_one_device_axis_names_the_mesh_not_a_list_that_holds_the_s
 
     assert "applies to: zero3, fsdp" in refused(lambda: check("zero1", fault="stale-gather"))
     assert check("zero3", mesh="data=2", fault="stale-gather").broken == ["state_consistency"]
+
+
+# --- issue 41 item 1: one door -- what a user passes is resolved once, into one frozen Setting ----
+SMALL_GPT = dict(layers=2, hidden=256, heads=4, seq=128, vocab=1000)
+
+
+def test_resolve_builds_one_frozen_setting_and_passes_a_setting_through() -> None:
+    import dataclasses
+
+    from placement_edu.setting import Setting, resolve
+
+    setting = resolve("zero3", 10**9, "data=8", "mixed_adam", "h100-nvlink-ib")
+    assert (setting.strategy.name, str(setting.mesh), setting.precision.name) == (
+        "zero3",
+        "data=8",
+        "mixed_adam",
+    )
+    # the H100 preset's 80 GiB = 85,899,345,920 bytes (no budget given: the hardware's)
+    assert setting.budget_bytes == 85_899_345_920 == 80 * 2**30
+    assert resolve(setting) is setting
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setting.recompute = "full"  # type: ignore[misc]
+    # one name for one thing: fit's words are aliases of time's
+    assert resolve("fsdp2").strategy == resolve("zero3").strategy
+    assert resolve("fsdp2_no_reshard").strategy == resolve("fsdp_grad_op").strategy
+    assert resolve(attention="sdpa").attention == "flash"
+    assert resolve(recompute="layer:02").recompute == "layer:2"
+    assert isinstance(resolve(devices=4, strategy="tp"), Setting)
+    assert str(resolve("tp", devices=4).mesh) == "tensor=4"
+
+
+@pytest.mark.parametrize(
+    "kwargs, ends",
+    [
+        ({"strategy": "zer3"}, "; did you mean 'zero3' or 'zero3×tp'?"),
+        ({"hardware": "h100"}, "; did you mean 'h100-nvlink-ib' or 'h100-nvlink'?"),
+        ({"precision": "mixed_adm"}, "; did you mean 'mixed_adam' or 'mixed_adam_fp32_grads'?"),
+    ],
+)
+def test_a_near_miss_is_refused_at_the_door_with_the_name_it_was_meant_to_be(kwargs, ends):
+    from placement_edu.setting import resolve
+
+    line = refused(lambda: resolve(**kwargs))
+    assert line.startswith(f"unknown {next(iter(kwargs))} '{next(iter(kwargs.values()))}'; ")
+    assert line.endswith(ends) and "\n" not in line
+
+
+def test_recompute_and_attention_name_what_is_accepted_and_the_nearest() -> None:
+    from placement_edu.setting import resolve
+
+    assert refused(lambda: resolve(recompute="ful")) == (
+        "unknown recompute choice 'ful'; accepted: none, selective, full, or layer:K (K from 1 "
+        "to 10,000); did you mean 'full'?"
+    )
+    assert refused(lambda: resolve(attention="flsh")) == (
+        "unknown attention 'flsh'; accepted: flash, eager (aliases: sdpa = flash); did you mean "
+        "'flash'?"
+    )
+
+
+BARE = (
+    'mesh must be a Mesh, text like "data=4" or a mapping {axis: degree}, got 4, a bare number '
+    "(for N devices on the strategy's own axis: devices=N)"
+)
+
+
+def test_an_int_mesh_is_refused_everywhere_in_the_same_line() -> None:
+    # once accepted by one function and refused by the next
+    from placement_edu import TransformerSpec, analyze, check, step_time
+    from placement_edu.pricing import price_configuration
+    from placement_edu.runtime import RunConfig
+    from placement_edu.setting import resolve
+
+    model = TransformerSpec(**SMALL_GPT)
+    assert refused(lambda: resolve("zero3", 10**6, 4)) == BARE
+    assert refused(lambda: analyze("zero3", 10**6, mesh=4)) == BARE
+    assert refused(lambda: check("zero3", mesh=4)) == BARE
+    assert refused(lambda: step_time("zero3", model, 4, "mixed_adam", "h100-nvlink-ib")) == BARE
+    assert refused(lambda: price_configuration(model, 4, "zero3", 8)) == BARE  # type: ignore
+    assert refused(RunConfig("zero3", 4, mesh=4).validate) == BARE  # type: ignore[arg-type]
+
+
+def test_price_configuration_takes_a_hardware_name_and_refuses_an_unknown_one() -> None:
+    # once: AttributeError: 'str' object has no attribute 'flops'
+    from placement_edu import TransformerSpec
+    from placement_edu.pricing import price_configuration
+    from placement_edu.timing import HARDWARE
+
+    model = TransformerSpec(**SMALL_GPT)
+    by_name = price_configuration(model, "data=2,tensor=2", "zero1", 16, "a100-nvlink-ib")
+    by_object = price_configuration(model, "data=2,tensor=2", "zero1", 16, HARDWARE["a100-nvlink"])
+    assert by_name.hardware.name == "a100-nvlink-ib" and by_object.hardware.name == "a100-nvlink"
+    assert by_name.step_s > 0 and by_name.choice.peak_bytes == by_object.choice.peak_bytes
+    line = refused(lambda: price_configuration(model, "data=2", "zero1", 16, "a100"))
+    assert line.startswith("unknown hardware 'a100'; known presets: ")
+    assert line.endswith("did you mean 'a100-nvlink-ib' or 'a100-nvlink'?")
+
+
+def test_plan_and_price_configuration_take_a_setting_as_they_take_the_keywords() -> None:
+    from placement_edu import TransformerSpec
+    from placement_edu.planner import plan
+    from placement_edu.pricing import price_configuration
+    from placement_edu.setting import resolve
+
+    model = TransformerSpec(**SMALL_GPT)
+    setting = resolve("zero1", model, "data=2,tensor=2", "mixed_adam", "a100-nvlink-ib")
+    keywords = price_configuration(model, "data=2,tensor=2", "zero1", 16, "a100-nvlink-ib")
+    assert price_configuration(setting, global_batch=16).to_dict() == keywords.to_dict()
+    budget = resolve(model=model, hardware="a100-nvlink-ib", memory=40 * 10**9)
+    planned = plan(budget, 8, global_batch=64)
+    assert planned.budget_bytes == 40 * 10**9 and planned.hardware.name == "a100-nvlink-ib"
+    keyword_plan = plan(model, 8, 40 * 10**9, "a100-nvlink-ib", global_batch=64)
+    assert planned.to_dict() == keyword_plan.to_dict()
+
+
+def test_the_door_resolves_each_value_once(monkeypatch) -> None:
+    # analyze's keyword form resolves the strategy and parses the mesh once; a Setting, never
+    import placement_edu.mesh as mesh_module
+    import placement_edu.setting as door
+    from placement_edu import analyze
+
+    calls: list[str] = []
+    for module, name in ((door, "get_strategy"), (door, "get_precision")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda v, real=real, n=name: calls.append(n) or real(v))
+    parse = mesh_module.Mesh.parse
+    monkeypatch.setattr(mesh_module.Mesh, "parse", lambda t: calls.append("parse") or parse(t))
+    report = analyze("zero3", 10**6, mesh="data=4")
+    assert sorted(calls) == ["get_precision", "get_strategy", "parse"]
+    setting = door.resolve("zero3", 10**6, "data=4")
+    calls.clear()
+    again = analyze(setting)
+    assert calls == [] and again.memory == report.memory
+    # zero3 on 4 devices, Ψ = 10^6: 16Ψ/4 = 4,000,000 B of state, + the gather window
+    # (333,333.3 B) and the reduce bucket (166,666.7 B) of derive_memory: 4,500,000 B
+    assert again.memory.peak == 4_500_000

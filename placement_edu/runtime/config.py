@@ -5,6 +5,7 @@ the strategy and mesh, the tiny model, and the core's ``ConcreteModel`` used for
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from placement_edu.errors import (
@@ -18,10 +19,11 @@ from placement_edu.errors import (
     show_limit,
     shown,
 )
-from placement_edu.mesh import Mesh
+from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import ConcreteModel, tensor_divides_heads
 from placement_edu.precision import Precision, get_precision
-from placement_edu.strategies import Strategy, get_strategy
+from placement_edu.setting import Setting, resolve
+from placement_edu.strategies import Strategy
 from placement_edu.runtime.toy_shapes import TP_PLAN, BlockShape, MLPShape, ToyShape
 
 if TYPE_CHECKING:
@@ -65,8 +67,24 @@ class RunConfig:
         extra = f" [{self.fault}]" if self.fault else ""
         return f"{self.resolved_strategy().name} on {self.resolved_mesh()}{extra}"
 
+    @cached_property
+    def setting(self) -> Setting:
+        """The run's strategy, mesh and precision, resolved once (``setting.resolve``: the door);
+        ``resolved_strategy`` and ``resolved_mesh`` read it."""
+        strategy = self._strategy()
+        return resolve(strategy, None, self._mesh(strategy), self.precision)
+
     def resolved_strategy(self) -> Strategy:
-        strategy = get_strategy(self.strategy)
+        assert self.setting.strategy is not None
+        return self.setting.strategy
+
+    def resolved_mesh(self) -> Mesh:
+        assert self.setting.mesh is not None
+        return self.setting.mesh
+
+    def _strategy(self) -> Strategy:
+        strategy = resolve(self.strategy).strategy
+        assert strategy is not None
         changes: dict[str, object] = {}
         if self.micro_batches is not None:
             m = changes["micro_batches"] = positive_int("micro_batches", self.micro_batches)
@@ -79,14 +97,13 @@ class RunConfig:
             changes["pipeline_schedule"] = self.pipeline_schedule
         return strategy.with_(**changes) if changes else strategy
 
-    def resolved_mesh(self) -> Mesh:
-        strategy = self.resolved_strategy()
+    def _mesh(self, strategy: Strategy) -> Mesh:
         n = positive_int("world_size", self.world_size)
         expect(
             n >= 2, "world_size must be at least 2: a run on one process is the reference itself"
         )
-        if self.mesh:
-            mesh = Mesh.parse(self.mesh)
+        if self.mesh is not None and self.mesh != "":
+            mesh = as_mesh(self.mesh)
         elif len(strategy.axes) == 1:
             mesh = strategy.default_mesh(n)
         else:
