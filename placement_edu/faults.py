@@ -12,7 +12,6 @@ applies to zero1 and zero2 but not to dp, whose update is already everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -22,23 +21,10 @@ from placement_edu.memory import GATHER_BUFFER
 from placement_edu.mesh import Mesh
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
-from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, OpKind, Schedule
+from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, Schedule
 
 #: The names of this module's page in the API reference, which a notebook may import.
-__all__ = ["FAULTS", "FaultName", "applicable_faults", "strategies_for"]
-
-
-class FaultName(StrEnum):
-    """The faults' names, as ``--fault``, ``check(fault=...)`` and ``RunConfig(fault=...)`` take
-    them. A ``str`` enum: each equals, hashes and prints as its name ("skip-grad-reduce")."""
-
-    SKIP_GRAD_REDUCE = "skip-grad-reduce"
-    DOUBLE_SCALE = "double-scale"
-    SKIP_PARAM_SYNC = "skip-param-sync"
-    UNSYNCED_INIT = "unsynced-init"
-    STALE_GATHER = "stale-gather"
-    DROP_ROUTED_TOKENS = "drop-routed-tokens"
-    SKIP_EXPERT_GRAD_REDUCE = "skip-expert-grad-reduce"
+__all__ = ["FAULTS", "applicable_faults", "strategies_for"]
 
 
 # --- where a fault applies: read from the placement ---------------------------------------------
@@ -85,7 +71,7 @@ def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     out: list[Op] = []
     for o in ops:
         out.append(o)
-        if o.op == OpKind.SCALE:
+        if o.op == "scale":
             out.append(replace(o, why=f"fault double-scale: divide by {o.group} again"))
     return tuple(out)
 
@@ -106,15 +92,13 @@ def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 
 def _unsynced_init(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(
-        o for o in ops if not (o.op == OpKind.BROADCAST and o.once and o.axis in BATCH_AXES)
-    )
+    return tuple(o for o in ops if not (o.op == "broadcast" and o.once and o.axis in BATCH_AXES))
 
 
 def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     return tuple(
         replace(o, stale=True, why="fault stale-gather: returns the previous step's slices")
-        if o.op == OpKind.ALL_GATHER
+        if o.op == "all_gather"
         and o.state is State.PARAMS
         and o.axis == "data"
         and o.phase in ("forward", "backward")
@@ -129,12 +113,7 @@ def _drop_routed_tokens(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     out: list[Op] = []
     dropped = False
     for o in ops:
-        if (
-            not dropped
-            and o.op == OpKind.ALL_TO_ALL
-            and o.axis == EXPERT_AXIS
-            and o.phase == "forward"
-        ):
+        if not dropped and o.op == "all_to_all" and o.axis == EXPERT_AXIS and o.phase == "forward":
             o = replace(
                 o,
                 elements=o.elements - Fraction(o.elements, o.group),
@@ -158,7 +137,7 @@ class Fault:
     to apply (``needs``, in words; ``applies``, read from the placement on a mesh), the edit it
     makes to a derived schedule, and the transient terms it removes with the op it drops."""
 
-    name: FaultName
+    name: str
     condition: str  # the one it breaks directly: "gradient_integrity" or "state_consistency"
     what: str
     needs: str
@@ -172,7 +151,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
         f.name: f
         for f in (
             Fault(
-                FaultName.SKIP_GRAD_REDUCE,
+                "skip-grad-reduce",
                 "gradient_integrity",
                 "the data-axis gradient reduction is left out, so each rank steps on its own "
                 "partial gradient",
@@ -181,7 +160,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _skip_grad_reduce,
             ),
             Fault(
-                FaultName.DOUBLE_SCALE,
+                "double-scale",
                 "gradient_integrity",
                 "the reduced gradient is divided by N twice, so every step is N times too small",
                 "a data axis of degree > 1",
@@ -189,7 +168,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _double_scale,
             ),
             Fault(
-                FaultName.SKIP_PARAM_SYNC,
+                "skip-param-sync",
                 "state_consistency",
                 "owners update their slice of the replicated parameters and the all-gather after "
                 "the step is skipped",
@@ -200,7 +179,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 removes=(GATHER_BUFFER,),
             ),  # the padded buffer the dropped all-gather fills
             Fault(
-                FaultName.UNSYNCED_INIT,
+                "unsynced-init",
                 "state_consistency",
                 "ranks initialise from different seeds and no start-up broadcast follows",
                 "params replicated (R) along a batch-splitting axis of degree > 1, made identical "
@@ -209,7 +188,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _unsynced_init,
             ),
             Fault(
-                FaultName.STALE_GATHER,
+                "stale-gather",
                 "state_consistency",
                 "an SG gather returns the previous step's slices",
                 "params sharded-with-gather (SG) or offloaded (OFF) on a data axis of degree > 1",
@@ -217,7 +196,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _stale_gather,
             ),
             Fault(
-                FaultName.DROP_ROUTED_TOKENS,
+                "drop-routed-tokens",
                 "gradient_integrity",
                 "the dispatch all-to-all leaves out the tokens routed to one expert rank, so "
                 "their experts never see them and the gradient misses their contribution",
@@ -226,7 +205,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _drop_routed_tokens,
             ),
             Fault(
-                FaultName.SKIP_EXPERT_GRAD_REDUCE,
+                "skip-expert-grad-reduce",
                 "gradient_integrity",
                 "the experts' grads are not reduced over the data replicas of each expert, so "
                 "each replica steps on the gradient of its own tokens only",
