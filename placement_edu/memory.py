@@ -23,11 +23,13 @@ from placement_edu.placement import (
     PHASES,
     SPLIT_MODES,
     Mode,
+    Placement,
     State,
 )
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 from placement_edu.shown import Shown
+from placement_edu.strategies import Strategy
 from placement_edu.units import fmt_bytes, plain
 from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
@@ -154,16 +156,32 @@ def plain_bytes(n: Number) -> str:
 def derive_memory(
     strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0
 ) -> Memory:
-    """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3)."""
+    """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3): the persistent model
+    states, then the transient terms of each phase, step by step."""
     validate(strategy, mesh)
     check_expert_axis(model, mesh, strategy)
-    pl = strategy.placement
     coords = mesh.coords(rank)
-    d = mesh.degree("data")
-    t, p = (
-        model_axis_degree(strategy, mesh, "tensor"),
-        model_axis_degree(strategy, mesh, "pipeline"),
-    )
+    device, host = persistent_bytes(strategy.placement, model, mesh, precision, coords)
+    group = DataGroup(strategy.placement, model, mesh, coords)
+    terms = sharding_terms(strategy, group, precision) + offload_staging(group, precision, host)
+    terms += activation_terms(strategy, model, mesh, precision, coords["pipeline"])
+    transient: dict[str, dict[str, Number]] = {phase: {} for phase in PHASES}
+    for phase, name, size in terms:
+        transient[phase][name] = size
+    split = any(strategy.placement.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES)
+    padding = model.padding(group.d) if split else 0
+    return Memory(device, host, transient, padding)
+
+
+#: Transient terms as they are found: (phase, term, bytes).
+Terms = list[tuple[str, str, Number]]
+
+
+def persistent_bytes(
+    pl: Placement, model: Model, mesh: Mesh, precision: Precision, coords: dict[str, int]
+) -> tuple[dict[State, Number], dict[State, Number]]:
+    """Each model state's bytes on this device, divided by every axis it is split on: on the
+    device, or in host memory when an axis offloads it."""
     device: dict[State, Number] = {}
     host: dict[State, Number] = {}
     for state in MODEL_STATES:
@@ -175,42 +193,63 @@ def derive_memory(
             or pl.mode(state, "data") in HOST_MODES
         )
         device[state], host[state] = (0, size) if offloaded else (size, 0)
+    return device, host
 
-    transient: dict[str, dict[str, Number]] = {phase: {} for phase in PHASES}
-    P, G = pl.mode(State.PARAMS, "data"), pl.mode(State.GRADS, "data")
 
-    def full_local(state: State) -> Number:
+@dataclass(frozen=True)
+class DataGroup:
+    """This device's data group: what a state's collectives on the data axis move."""
+
+    pl: Placement
+    model: Model
+    mesh: Mesh
+    coords: dict[str, int]
+
+    @property
+    def d(self) -> int:
+        return self.mesh.degree("data")
+
+    def local(self, state: State) -> Number:
+        """The state's elements stored on this device (unpadded)."""
+        return self.model.local_elements(split_axes(self.pl, state, self.mesh), self.coords)
+
+    def full_local(self, state: State) -> Number:
         """The state's size on this device's data group, padded as its collectives move it."""
-        return model.traffic_elements(split_axes(pl, state, mesh, exclude="data"), d, coords)
+        axes = split_axes(self.pl, state, self.mesh, exclude="data")
+        return self.model.traffic_elements(axes, self.d, self.coords)
 
-    def runs(state: State) -> list[UnitRun]:
+    def runs(self, state: State) -> list[UnitRun]:
         """The state's gather units on this device's data group (padded, whole), in runs."""
-        return model.unit_runs(split_axes(pl, state, mesh, exclude="data"), d, coords)
+        axes = split_axes(self.pl, state, self.mesh, exclude="data")
+        return self.model.unit_runs(axes, self.d, self.coords)
 
-    def largest_unit(state: State) -> Number:
+    def largest_unit(self, state: State) -> Number:
         """The largest gather unit of the state on this device's data group (padded, whole)."""
-        return max(size for size, _ in runs(state))
+        return max(size for size, _ in self.runs(state))
 
-    if d > 1 and P in GATHERED:
+
+def sharding_terms(strategy: Strategy, group: DataGroup, precision: Precision) -> Terms:
+    """What sharding on the data axis holds for a while: the gather window of SG params, the
+    reduce bucket of split grads, and the padded copies ZeRO's rule reads and fills."""
+    pl, d, terms = strategy.placement, group.d, []
+    if d > 1 and pl.mode(State.PARAMS, "data") in GATHERED:
         gathered = precision.wire_bytes(State.PARAMS)  # gathered in the gather dtype
-        whole = full_local(State.PARAMS) * gathered
         # Resharded after forward: the unit computing and the next one, prefetched, are live
         # (``prefetched_window``). Kept (SHARD_GRAD_OP): all units by the end of forward and
         # through backward.
         window = (
-            prefetched_window(runs(State.PARAMS)) * gathered
+            prefetched_window(group.runs(State.PARAMS)) * gathered
             if strategy.reshard_after_forward
-            else whole
+            else group.full_local(State.PARAMS) * gathered
         )
-        transient["forward"][GATHER_WINDOW] = window
-        transient["backward"][GATHER_WINDOW] = window
-    if d > 1 and G in SPLIT_MODES:
+        terms += [("forward", GATHER_WINDOW, window), ("backward", GATHER_WINDOW, window)]
+    if d > 1 and pl.mode(State.GRADS, "data") in SPLIT_MODES:
         # Backward produces each unit's whole, unreduced (partial) gradient before it is
         # reduce-scattered to its owners: one unit's bucket is live. (A concrete model whose
         # parameters are not gathered by unit reduces its whole gradient at once.)
-        by_unit = P in GATHERED or not model.reduces_per_unit
-        bucket = largest_unit(State.GRADS) if by_unit else full_local(State.GRADS)
-        transient["backward"][REDUCE_BUCKET] = bucket * precision.wire_bytes(State.GRADS)
+        by_unit = pl.mode(State.PARAMS, "data") in GATHERED or not group.model.reduces_per_unit
+        bucket = group.largest_unit(State.GRADS) if by_unit else group.full_local(State.GRADS)
+        terms.append(("backward", REDUCE_BUCKET, bucket * precision.wire_bytes(State.GRADS)))
     if d > 1 and pl.mode(State.OPTIMIZER, "data") in SPLIT_MODES:
         # ZeRO's rule moves equal, padded chunks. A whole (R) state is stored unpadded, so when the
         # rule pads, the reduce-scatter reads (and the all-gather after the step fills) a padded
@@ -219,28 +258,50 @@ def derive_memory(
             (State.GRADS, "backward", REDUCE_BUCKET),
             (State.PARAMS, "step", GATHER_BUFFER),
         ):
-            padded = full_local(state)
-            if pl.mode(state, "data") is Mode.R and padded > model.local_elements(
-                split_axes(pl, state, mesh), coords
-            ):
-                transient[phase][term] = padded * precision.bytes_per(state)
-    for state in MODEL_STATES:
-        if host[state] and state is not State.OPTIMIZER:
-            # SPEC §7: a staging buffer is one unit on its way up (params) or down (grads), not the
-            # whole offloaded slice.
-            phase = "forward" if state is State.PARAMS else "backward"
-            unit = Fraction(largest_unit(state) * precision.bytes_per(state), d)  # its slice
-            transient[phase][OFFLOAD_STAGING] = transient[phase].get(OFFLOAD_STAGING, 0) + unit
+            padded = group.full_local(state)
+            if pl.mode(state, "data") is Mode.R and padded > group.local(state):
+                terms.append((phase, term, padded * precision.bytes_per(state)))
+    return terms
 
-    stage = coords["pipeline"]
+
+def offload_staging(group: DataGroup, precision: Precision, host: dict[State, Number]) -> Terms:
+    """SPEC §7: a staging buffer is one unit on its way up (params) or down (grads), not the whole
+    offloaded slice."""
+    return [
+        (
+            "forward" if state is State.PARAMS else "backward",
+            OFFLOAD_STAGING,
+            Fraction(group.largest_unit(state) * precision.bytes_per(state), group.d),  # a slice
+        )
+        for state in MODEL_STATES
+        if host[state] and state is not State.OPTIMIZER
+    ]
+
+
+def in_flight(strategy: Strategy, p: int, stage: int) -> int | Fraction:
+    """The micro-batches whose activations ``stage`` of ``p`` holds at once under the strategy's
+    pipeline schedule (1 without a pipeline)."""
     m = strategy.micro_batches
-    in_flight: int | Fraction = 1
     if p > 1 and strategy.pipeline_schedule in ("interleaved", "zero_bubble"):
-        in_flight = looped_in_flight(
+        return looped_in_flight(
             p, stage, m, strategy.virtual_stages, strategy.pipeline_schedule == "zero_bubble"
         )
-    elif p > 1:
-        in_flight = m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
+    if p > 1:
+        return m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
+    return 1
+
+
+def activation_terms(
+    strategy: Strategy, model: Model, mesh: Mesh, precision: Precision, stage: int
+) -> Terms:
+    """What the forward pass leaves for backward on this pipeline stage: the activations of the
+    micro-batches in flight, a context rank's key/value buffers, and the head's logits or a
+    recomputed layer's working set."""
+    t, p = (
+        model_axis_degree(strategy, mesh, "tensor"),
+        model_axis_degree(strategy, mesh, "pipeline"),
+    )
+    flight = in_flight(strategy, p, stage)
     # A context rank keeps its chunk's activations: every term of Korthikanti's formula is linear
     # in the tokens it holds (attention's scores too: s/c queries × s keys under ring attention,
     # s × s for a/c heads under Ulysses), so 1/c of them.
@@ -248,36 +309,41 @@ def derive_memory(
     context_applies(strategy, model, mesh, t)
     activations = (
         model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage)))
-        * in_flight
+        * flight
     )
     if c > 1:
         activations = Fraction(activations) / c
+    terms: Terms = []
     if activations:
-        transient["forward"][ACTIVATIONS] = activations
-        transient["backward"][ACTIVATIONS] = activations
+        terms += [("forward", ACTIVATIONS, activations), ("backward", ACTIVATIONS, activations)]
     in_flight_kv = context_buffer_bytes(strategy, model, mesh, t, precision.activations)
-    for phase, size in in_flight_kv.items():
-        transient[phase][CONTEXT_BUFFERS] = size
+    terms += [(phase, CONTEXT_BUFFERS, size) for phase, size in in_flight_kv.items()]
     if isinstance(model, TransformerSpec):
-        logits: dict[str, Number] = {"forward": 0, "backward": 0}
-        if stage == p - 1:
-            # One micro-batch's logits at a time, its vocabulary split over the tensor ranks
-            # (Megatron's vocab-parallel head and cross-entropy): b·s·V/t per rank; a context
-            # rank's head sees its s/c tokens.
-            tokens = Fraction(model.micro_batch * model.seq, t * c)
-            for phase, terms in logits_and_loss(tokens, model.vocab, precision.activations).items():
-                logits[phase] = sum(terms.values())
-        if logits["forward"]:
-            transient["forward"][LOGITS_AND_LOSS] = logits["forward"]
-        # Backward's two moments never overlap: the logits' gradient is freed once the head's
-        # backward has run, before any layer is recomputed. The phase holds the larger.
-        working_set = model.recompute_working_set(t) / c  # the layer's, on s/c tokens
-        if working_set > logits["backward"]:
-            transient["backward"][RECOMPUTE_WORKING_SET] = working_set
-        elif logits["backward"]:
-            transient["backward"][LOGITS_AND_LOSS] = logits["backward"]
+        terms += head_and_recompute(model, precision, t, c, last=stage == p - 1)
+    return terms
 
-    padding = (
-        model.padding(d) if any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES) else 0
-    )
-    return Memory(device, host, {k: v for k, v in transient.items()}, padding)
+
+def head_and_recompute(
+    model: TransformerSpec, precision: Precision, t: int, c: int, last: bool
+) -> Terms:
+    """The head's logits and loss (on the last stage), and the working set of a layer recomputed
+    in backward: backward's two moments never overlap, so that phase holds the larger."""
+    logits: dict[str, Number] = {"forward": 0, "backward": 0}
+    if last:
+        # One micro-batch's logits at a time, its vocabulary split over the tensor ranks
+        # (Megatron's vocab-parallel head and cross-entropy): b·s·V/t per rank; a context
+        # rank's head sees its s/c tokens.
+        tokens = Fraction(model.micro_batch * model.seq, t * c)
+        for phase, terms in logits_and_loss(tokens, model.vocab, precision.activations).items():
+            logits[phase] = sum(terms.values())
+    found: Terms = []
+    if logits["forward"]:
+        found.append(("forward", LOGITS_AND_LOSS, logits["forward"]))
+    # The logits' gradient is freed once the head's backward has run, before any layer is
+    # recomputed.
+    working_set = model.recompute_working_set(t) / c  # the layer's, on s/c tokens
+    if working_set > logits["backward"]:
+        found.append(("backward", RECOMPUTE_WORKING_SET, working_set))
+    elif logits["backward"]:
+        found.append(("backward", LOGITS_AND_LOSS, logits["backward"]))
+    return found
