@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, WHOLE, Mode, State
+from placement_edu.shown import Shown
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["RULES", "safety_violations"]
@@ -38,7 +39,7 @@ RULE_CONDITION = {
 
 
 @dataclass(frozen=True)
-class RuleViolation:
+class RuleViolation(Shown):
     """One broken safety rule: its number and name, the offending state(s) and axes, and why."""
 
     rule: int

@@ -21,6 +21,7 @@ from placement_edu.timing import (
     StepTime,
     bucketed_by_pass,
 )
+from placement_edu.shown import Shown
 
 #: A peak other than the formula's for a candidate (strategy, mesh, recompute), or None where it
 #: has none: ``cli.one_peak.planner_peaks``, a real module's.
@@ -28,7 +29,7 @@ PeakOf = Callable[[Strategy, Mesh, str], Optional[int]]
 
 
 @dataclass(frozen=True)
-class Choice:
+class Choice(Shown):
     """One placement on one mesh: its peak bytes on rank 0 and, when it fits, its step time."""
 
     strategy: Strategy
@@ -77,7 +78,7 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Priced:
+class Priced(Shown):
     """One configuration's step on rank 0 (``choice``: the planner's figures) and what it makes.
 
     ``tokens_per_device``: global batch × s ÷ devices. ``model_flops``: per device per step,

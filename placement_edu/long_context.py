@@ -19,6 +19,7 @@ from placement_edu.precision import get_precision
 from placement_edu.report import analyze
 from placement_edu.strategies import COMPOSITIONS
 from placement_edu.timing import HARDWARE
+from placement_edu.shown import Shown
 
 HARDWARE_NAME = "h100-nvlink-ib"
 #: A step of 8 sequences on one data replica: 8 micro-batches of 1.
@@ -44,7 +45,7 @@ def long_context_model(seq: int, heads: int = 32, kv_heads: int = 8) -> Transfor
 
 
 @dataclass(frozen=True)
-class ContextCosts:
+class ContextCosts(Shown):
     """One device's figures for one way of attention on a context axis of degree ``context``:
     ``activations`` (bytes a layer keeps for backward, its s/c tokens), ``buffers`` (bytes of
     K/V or Q/K/V in flight), ``forward_sent`` and ``backward_sent`` (bytes it sends per layer, ring

@@ -40,6 +40,7 @@ from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.models import LAYER_K, layer_k
 from placement_edu.placement import PHASES
 from placement_edu.precision import PRESETS as ZERO_PRESETS
+from placement_edu.shown import Shown
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
 #: The attention a profile is measured with: PyTorch's fused ``scaled_dot_product_attention``, or
@@ -340,7 +341,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class StepPeak:
+class StepPeak(Shown):
     """One rank's memory through a step: persistent states, activations, every event's live set."""
 
     params: int

@@ -43,6 +43,7 @@ from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import Strategy
 from placement_edu.timing import OVERLAPS, Hardware
 from placement_edu.units import GB, plain, wrapped
+from placement_edu.shown import Shown
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["Plan", "default_transformer", "group_links", "plan"]
@@ -226,7 +227,7 @@ def _axes(n: int) -> str:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Shown):
     """The ranked placements (fastest first), those over the budget, and what the plan assumed."""
 
     model: TransformerSpec | MoESpec

@@ -9,6 +9,7 @@ from typing import Any
 from placement_edu.composition import RuleViolation
 from placement_edu.mesh import Mesh
 from placement_edu.units import wrapped
+from placement_edu.shown import Shown
 
 CONDITIONS = ("gradient_integrity", "state_consistency")
 
@@ -33,7 +34,7 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckResult(Shown):
     """What the checker found for ``strategy`` on ``mesh``, with ``fault`` edited in (or None)."""
 
     strategy: str

@@ -17,6 +17,7 @@ from placement_edu.estimators.estimate import Estimate, Term
 from placement_edu.placement import Placement
 from placement_edu.strategies import STRATEGIES
 from placement_edu.units import GiB
+from placement_edu.shown import Shown
 
 
 #: DeepSpeed's ZeRO-2 GPU estimate without offload, by revision of
@@ -56,7 +57,7 @@ DEEPSPEED_PLACEMENTS: Mapping[tuple[int, bool, bool], Placement] = {
 
 
 @dataclass(frozen=True)
-class DeepSpeedRow:
+class DeepSpeedRow(Shown):
     """One line of DeepSpeed's table: its options, the per-GPU and per-CPU estimates."""
 
     stage: int

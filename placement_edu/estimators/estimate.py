@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Union
 
 from placement_edu.errors import expect
+from placement_edu.shown import Shown
 
 Bytes = Union[int, Fraction]
 
@@ -48,7 +49,7 @@ class Term:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(Shown):
     """One figure a tool prints (or we derive): its terms and how they combine.
 
     ``rule`` is "sum" (the terms add up: DeepSpeed, Megatron, ours) or "max" (the largest term is

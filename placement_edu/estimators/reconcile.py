@@ -12,6 +12,7 @@ from placement_edu.estimators.estimate import KINDS, Bytes, Estimate, Term
 from placement_edu.placement import State
 from placement_edu.report import Report
 from placement_edu.units import GiB
+from placement_edu.shown import Shown
 
 
 def ours(
@@ -75,7 +76,7 @@ class Line:
 
 
 @dataclass(frozen=True)
-class Reconciliation:
+class Reconciliation(Shown):
     """Their estimate against ours, kind by kind (KINDS order)."""
 
     theirs: Estimate

@@ -47,6 +47,7 @@ from types import MappingProxyType
 from typing import Callable, Mapping, Union
 
 from placement_edu.errors import PlacementError, shown
+from placement_edu.shown import Shown
 
 Answer = Union[int, float, Fraction, str, bool]
 
@@ -87,7 +88,7 @@ class Exercise:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Shown):
     """The outcome of ``check``: right or wrong, the answer given, and the explanation."""
 
     name: str
@@ -122,7 +123,7 @@ NOT_ANSWERED = "… not answered yet"
 
 
 @dataclass(frozen=True)
-class Worked:
+class Worked(Shown):
     """An exercise's worked answer, as ``reveal`` shows it: the reference value in its unit and
     the derivation (the exercise's ``why``)."""
 

@@ -23,10 +23,11 @@ from placement_edu.timing.communication import PASSES, comm_time
 from placement_edu.timing.flops import compute_time, flops_per_token
 from placement_edu.timing.hardware import Hardware, get_hardware
 from placement_edu.timing.overlap import OVERLAPS, Overlapped, bubble_time, exposed, overlapped
+from placement_edu.shown import Shown
 
 
 @dataclass(frozen=True)
-class StepTime:
+class StepTime(Shown):
     """One optimizer step on one device, in seconds.
 
     ``compute_s``: FLOPs ÷ achieved FLOP/s (forward + backward). ``comm_s``: every collective's
