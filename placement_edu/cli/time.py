@@ -26,12 +26,11 @@ from placement_edu.pricing import (
 from placement_edu.architectures import get_architecture, sequence_of
 from placement_edu.cli.table import SHAPE
 from placement_edu.errors import PlacementError, shown
-from placement_edu.mesh import Mesh
 from placement_edu.cli.one_peak import profile_peak, spec_of
 from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
-from placement_edu.precision import get_precision
+from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import CONTEXT_ATTENTIONS
-from placement_edu.timing import FLOP_CONVENTION, get_hardware
+from placement_edu.timing import FLOP_CONVENTION
 from placement_edu.units import GB
 
 #: ``--efficiency`` bounds: a typo catcher (0.01 to 10 × the preset's achieved FLOP/s).
@@ -227,8 +226,17 @@ def _transformer(args: argparse.Namespace) -> TransformerSpec:
     return spec_of(args.model, seq, args.micro_batch, args.attention, args.recompute)
 
 
+def _transformer_of(setting: Setting) -> TransformerSpec:
+    assert isinstance(setting.model, TransformerSpec)
+    return setting.model
+
+
 def _time(args: argparse.Namespace) -> int:
-    model, mesh = _transformer(args), Mesh.parse(args.mesh)
+    setting = resolve(
+        None, _transformer(args), args.mesh, args.precision, args.hardware, recompute=args.recompute
+    )  # the door: every typed value resolved here, once
+    model, mesh = _transformer_of(setting), setting.mesh
+    assert mesh is not None
     for flag, given in (("--schedule", args.schedule), ("--balanced-stages", args.balanced_stages)):
         if given and mesh.degree("pipeline") == 1:  # refused, not ignored (issue 43, item 7)
             raise PlacementError(
@@ -236,19 +244,15 @@ def _time(args: argparse.Namespace) -> int:
                 "add one (e.g. data=4,pipeline=2) or leave the flag out"
             )
     priced = price_configuration(
-        model,
-        mesh,
-        args.strategy,
-        args.global_batch,
-        get_hardware(args.hardware),
-        get_precision(args.precision),
-        args.recompute,
-        args.sequence_parallel,
-        args.schedule or "1f1b",
-        args.overlap,
-        args.efficiency,
-        args.context_attention,
-        args.balanced_stages,
+        setting,
+        strategy=args.strategy,
+        global_batch=args.global_batch,
+        sequence_parallel=args.sequence_parallel,
+        schedule=args.schedule or "1f1b",
+        overlap=args.overlap,
+        efficiency=args.efficiency,
+        context_attention=args.context_attention,
+        balanced_stages=args.balanced_stages,
     )
     out = priced.to_dict()
     text = lines(priced, model)
@@ -259,7 +263,7 @@ def _time(args: argparse.Namespace) -> int:
             model,
             args.strategy,
             mesh,
-            get_precision(args.precision),
+            setting.precision,
             strategy.micro_batches,
             args.sequence_parallel,
         )

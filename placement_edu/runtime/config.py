@@ -21,7 +21,7 @@ from placement_edu.errors import (
 )
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import ConcreteModel, tensor_divides_heads
-from placement_edu.precision import Precision, get_precision
+from placement_edu.precision import Precision
 from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import Strategy
 from placement_edu.runtime.toy_shapes import TP_PLAN, BlockShape, MLPShape, ToyShape
@@ -71,8 +71,10 @@ class RunConfig:
     def setting(self) -> Setting:
         """The run's strategy, mesh and precision, resolved once (``setting.resolve``: the door);
         ``resolved_strategy`` and ``resolved_mesh`` read it."""
-        strategy = self._strategy()
-        return resolve(strategy, None, self._mesh(strategy), self.precision)
+        door = resolve(self.strategy, None, None, self._dtype()[1])
+        assert door.strategy is not None
+        strategy = self._strategy(door.strategy)
+        return replace(door, strategy=strategy, mesh=self._mesh(strategy))
 
     def resolved_strategy(self) -> Strategy:
         assert self.setting.strategy is not None
@@ -82,9 +84,7 @@ class RunConfig:
         assert self.setting.mesh is not None
         return self.setting.mesh
 
-    def _strategy(self) -> Strategy:
-        strategy = resolve(self.strategy).strategy
-        assert strategy is not None
+    def _strategy(self, strategy: Strategy) -> Strategy:
         changes: dict[str, object] = {}
         if self.micro_batches is not None:
             m = changes["micro_batches"] = positive_int("micro_batches", self.micro_batches)
@@ -131,7 +131,7 @@ class RunConfig:
 
     @property
     def precision(self) -> Precision:
-        return get_precision(self._dtype()[1])
+        return self.setting.precision
 
     @property
     def tolerance(self) -> float:
