@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # (torch is imported by the fixture, for the files that ask for it)
-    from placement_edu.runtime.peak_tracker import TrackerProcess
+    from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 
 # The suite starts hundreds of Python processes (commands, kernels, rank servers, xdist's
 # workers) from the environment its set-up made, which compiles nothing ahead (compiling every
@@ -101,7 +101,7 @@ def tracker() -> Iterator[TrackerProcess]:
     """One process that measures a test file's tracker cases one after another
     (``peak_tracker.TrackerProcess``; ``tests/tracker_cases.py``): each case in a fake process group
     of its own, and every case after the first without a fresh process's ~2 s warm-up."""
-    from placement_edu.runtime.peak_tracker import TrackerProcess
+    from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 
     with TrackerProcess() as process:
         yield process

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from placement_edu.runtime.container import cgroup_dirs  # noqa: E402
+from placement_edu.runtime.processes.container import cgroup_dirs  # noqa: E402
 from placement_edu.units import GiB, MiB  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"

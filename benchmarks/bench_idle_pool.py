@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from placement_edu.runtime import RunConfig, WorkerPool
-from placement_edu.runtime.progress import POLL_S
+from placement_edu.runtime.processes.progress import POLL_S
 
 SECONDS = 10.0
 TICK = os.sysconf("SC_CLK_TCK")

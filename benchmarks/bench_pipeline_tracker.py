@@ -13,9 +13,9 @@ import sys
 
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.peak_axes import derive_pipeline
-from placement_edu.runtime.axis_tracker import measure_here, pipeline_measure
-from placement_edu.runtime.peak_tracker import states
-from placement_edu.runtime.profiles import get_profile
+from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
+from placement_edu.runtime.measurement.peak_tracker import states
+from placement_edu.runtime.measurement.profiles import get_profile
 
 #: (model, blocks (None: all), attention, stages, rank, schedule, virtual stages)
 CASES = (

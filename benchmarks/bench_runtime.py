@@ -24,7 +24,7 @@ import sys
 import time
 
 from placement_edu.runtime import RunConfig
-from placement_edu.runtime.launcher import launch
+from placement_edu.runtime.processes.launcher import launch
 from placement_edu.runtime.result import RunResult
 
 

@@ -26,7 +26,7 @@ STRATEGIES = ("dp", "zero1", "zero2", "zero3")
 
 def bench_calibration(world_sizes: tuple[int, ...]) -> None:
     from placement_edu.cli.calibrate import report
-    from placement_edu.runtime.calibrate import calibrate
+    from placement_edu.runtime.calibration.calibrate import calibrate
 
     start = time.perf_counter()
     result = calibrate(world_sizes)

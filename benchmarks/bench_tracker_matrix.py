@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (tests/ is not installed)
 
-from placement_edu.runtime.peak_tracker import TrackerProcess  # noqa: E402
+from placement_edu.runtime.measurement.peak_tracker import TrackerProcess  # noqa: E402
 from tests.tracker_cases import MATRIX, SEQ, figures  # noqa: E402
 
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_binder import MemoryCgroup, parse_limit  # noqa: E402
 
-from placement_edu.runtime.container import cgroup_dirs  # noqa: E402
+from placement_edu.runtime.processes.container import cgroup_dirs  # noqa: E402
 from placement_edu.units import GiB, MiB  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"

@@ -1,9 +1,10 @@
 """The shapes of the models people train, as plain data (no torch): HF GPT-2 and Llama.
 
 An ``Architecture`` names every parameter tensor of the reference modules in
-``placement_edu.runtime.reference_models`` -- same names, same shapes, same order -- and the FSDP2
-unit each belongs to: ``"root"`` (embeddings, final norm, head: the module ``fully_shard`` is
-applied to last) or the block's index. The peak derivation (``placement_edu.peak``) reads only this.
+``placement_edu.runtime.measurement.reference_models`` -- same names, same shapes, same order -- and
+the FSDP2 unit each belongs to: ``"root"`` (embeddings, final norm, head: the module ``fully_shard``
+is applied to last) or the block's index. The peak derivation (``placement_edu.peak``) reads only
+this.
 
 Presets (shapes from the published HF ``config.json`` files):
 

@@ -10,7 +10,7 @@ DDP's gradient buckets, ZeroRedundancyOptimizer's one broadcast per tensor, FSDP
 gathers with its backward prefetch and its root module. Each choice is one small function below,
 and each says in one sentence how it differs from the ideal schedule.
 
-Torch-free: ``runtime/torch_reference.py`` trains and measures the same runs.
+Torch-free: ``runtime/measurement/torch_reference.py`` trains and measures the same runs.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Inputs are plain data: the model's tensors (``placement_edu.architectures``), an activation profile
 measured from the module (``ActivationProfile``, filled by
-``placement_edu.runtime.activation_profile``), the rank of an FSDP2 group of N (``fully_shard`` on
+``placement_edu.runtime.measurement.activation_profile``), the rank of an FSDP2 group of N (``fully_shard`` on
 every block, then on the root), a precision with storage, compute and reduce dtypes, and the
 optimizer's variant. Output: the bytes of every state on that rank, and the live set at every event
 of the step; the peak is the largest, named by its event. All figures are bytes; GB = 10^9 bytes,
@@ -47,7 +47,7 @@ OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
 #: HF's eager softmax(q·kᵀ)·v (which keeps the [b, heads, s, s] scores).
 ATTENTION = ("sdpa", "eager")
 #: The recomputation policies a profile is measured under, and which trainer ships each
-#: (``runtime/reference_models.py`` applies them to the module).
+#: (``runtime/measurement/reference_models.py`` applies them to the module).
 RECOMPUTE: Mapping[str, str] = MappingProxyType(
     {
         "none": "every activation autograd saves is kept (no checkpointing)",

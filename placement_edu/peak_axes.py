@@ -5,7 +5,7 @@ profile measured on one device (``peak.ActivationProfile``) -- scaled, never mea
 holds in its own way; read top to bottom:
 
 - **tensor** (t, Megatron's column- then row-parallel pairs in every block, as
-  ``runtime/axis_tracker.py`` applies them with ``parallelize_module``): a block's weights are
+  ``runtime/axes/axis_tracker.py`` applies them with ``parallelize_module``): a block's weights are
   split (``TensorRank``: the widening layers by output column, the narrowing ones by input row;
   norms and the row-parallel biases whole), and of what a block keeps for backward the part
   between a pair (``block_tp_split``) is split over t; the rest -- norms, the pairs' inputs,
@@ -25,7 +25,7 @@ holds in its own way; read top to bottom:
 - **pipeline** (p, on its own, one device per stage, fp32): a rank's stage slices of the model and
   the micro-batches in flight after every pass of its schedule, walked off the package's own
   schedule orders (``derive_pipeline``), with what ``torch.distributed.pipelining`` adds (its
-  receive buffers, the outputs it holds), as ``runtime/axis_tracker.py`` measures them.
+  receive buffers, the outputs it holds), as ``runtime/axes/axis_tracker.py`` measures them.
 
 Refused in one line: an **expert** axis (these models are dense), a pipeline with other axes.
 
@@ -387,7 +387,7 @@ def pipeline_chunks(
 ) -> list[Chunk]:
     """The chunks of pipeline rank ``rank``: stages rank, rank + p, ... of the v·p
     (``models.stage_layers`` splits the layers), as ``torch.distributed.pipelining`` runs them
-    (``runtime/axis_tracker.py``'s ``StageModule``), each micro-batch's bytes read off the one
+    (``runtime/axes/axis_tracker.py``'s ``StageModule``), each micro-batch's bytes read off the one
     profile:
 
     - a chunk keeps its blocks' (L_c · block) and the blocks' shared tensors (it makes its own);

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from placement_edu.implementations import TorchRefConfig
-from placement_edu.runtime.container import FORKSERVER_MIB, cgroup_dirs, rank_bytes
+from placement_edu.runtime.processes.container import FORKSERVER_MIB, cgroup_dirs, rank_bytes
 from placement_edu.units import GiB, MiB
 
 pytestmark = pytest.mark.runtime
@@ -95,7 +95,7 @@ time.sleep(600)
 
 KERNEL_MID_RUN = """
 from placement_edu.runtime import RunConfig
-from placement_edu.runtime.launcher import launch
+from placement_edu.runtime.processes.launcher import launch
 launch(
     [RunConfig("zero3", 4)], 4, timeout_s=300, progress=False, failure={"kind": "hang", "rank": 1}
 )
@@ -174,7 +174,7 @@ KERNEL_WITHOUT_TORCH = (
 import sys
 import ipykernel  # (a notebook kernel: launches go through an agent)
 from placement_edu.runtime import RunConfig, run_many
-from placement_edu.runtime.launcher import launch
+from placement_edu.runtime.processes.launcher import launch
 [r] = run_many([RunConfig("zero3", 2, steps=1)], progress=False)
 print(r.equivalent, r.memory_matches(), "torch" in sys.modules, flush=True)
 """
@@ -187,7 +187,8 @@ def test_a_notebook_kernel_runs_ranks_without_importing_torch_and_a_kill_leaves_
 ):
     # Issue 28: a kernel that imported torch holds ~125 MiB more for its life, and a learner
     # leaves every notebook's kernel open; torch's launcher runs in an agent forked from the rank
-    # server (runtime/agent.py). Killed mid-run, the kernel takes the agent and the ranks along.
+    # server (runtime/processes/agent.py). Killed mid-run, the kernel takes the agent and the ranks
+    # along.
     tmp = run_tmpdir
     kernel = _kernel(KERNEL_WITHOUT_TORCH, tmp)
     try:
@@ -208,7 +209,8 @@ def test_a_notebook_kernel_runs_ranks_without_importing_torch_and_a_kill_leaves_
 def test_an_idle_pool_closes_itself_and_then_the_forkserver_stops(tmp_path, monkeypatch):
     """Memory given back: the pool's ranks after ``idle_s``, the forkserver ``IDLE_S`` after
     that."""
-    from placement_edu.runtime import RunConfig, WorkerPool, forkserver
+    from placement_edu.runtime import RunConfig, WorkerPool
+    from placement_edu.runtime.processes import forkserver
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(forkserver, "IDLE_S", 1.0)
@@ -231,8 +233,9 @@ def test_an_idle_pool_closes_itself_and_then_the_forkserver_stops(tmp_path, monk
 
 
 def test_a_cold_run_leaves_the_forkserver_for_the_next_cell_then_stops_it(tmp_path, monkeypatch):
-    from placement_edu.runtime import RunConfig, forkserver
-    from placement_edu.runtime.launcher import run
+    from placement_edu.runtime import RunConfig
+    from placement_edu.runtime.processes import forkserver
+    from placement_edu.runtime.processes.launcher import run
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(forkserver, "IDLE_S", 2.0)
@@ -289,7 +292,7 @@ def _in_cgroup(
 REFUSED = """
 from placement_edu.errors import PlacementError
 from placement_edu.implementations import TorchRefConfig
-from placement_edu.runtime.torch_ref_result import run_torch_refs
+from placement_edu.runtime.measurement.torch_ref_result import run_torch_refs
 try:
     run_torch_refs(
         [TorchRefConfig("ddp", 4, model="mlp:64,1024,1024,1024,1024,1024,1024,16", steps=2)]

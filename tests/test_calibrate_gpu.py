@@ -18,7 +18,7 @@ from placement_edu.mfu import (
     step_flops_6psi,
     step_model,
 )
-from placement_edu.runtime.gpu_calibrate import matmul_flops, step_seconds
+from placement_edu.runtime.calibration.gpu_calibrate import matmul_flops, step_seconds
 from placement_edu.timing import HARDWARE, HBM_141GB, PEAK_FLOPS
 from placement_edu.timing.fit import hardware_line
 
@@ -131,7 +131,7 @@ def test_the_cuda_handler_runs_end_to_end_where_cuda_is_faked(
     """The handler's plumbing (device name, peak, memory, report) on a faked one-H200 machine,
     its measuring run on the CPU at a tiny size."""
     import placement_edu.cli.calibrate as cli
-    from placement_edu.runtime import gpu_calibrate
+    from placement_edu.runtime.calibration import gpu_calibrate
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -178,7 +178,7 @@ def test_the_planners_divisors_from_prime_factors_equal_every_k_tried() -> None:
 # --- fit: a step's blocks priced once with their count ------------------------------------------
 @pytest.fixture(scope="module")
 def gpt2_profile():
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     return get_profile("gpt2", 1, 1024)[0]  # shipped: no torch
 

@@ -101,8 +101,9 @@ def test_a_sigterm_in_the_last_moments_of_a_short_run_is_never_lost(run_tmpdir):
 #: A run with rank 2 killed (or frozen) before it meets the others, as ``run`` launches it.
 AT_START = """
 import sys
-from placement_edu.runtime import RunConfig, RunFailed, agent
-from placement_edu.runtime.launcher import launch
+from placement_edu.runtime import RunConfig, RunFailed
+from placement_edu.runtime.processes import agent
+from placement_edu.runtime.processes.launcher import launch
 try:
     failure = {"kind": sys.argv[1], "rank": 2, "at": "start"}
     with agent.for_a_command():
@@ -176,9 +177,9 @@ def test_fit_verify_ends_with_its_tracker_on_a_signal_mid_measurement(run_tmpdir
 TRACKER_FORKING = """
 import os, signal, sys
 from multiprocessing import forkserver, get_context
-from placement_edu.runtime import forkserver as server
-from placement_edu.runtime.launcher import ends_as_a_run
-from placement_edu.runtime.peak_tracker import measure_in_subprocess
+from placement_edu.runtime.processes import forkserver as server
+from placement_edu.runtime.processes.launcher import ends_as_a_run
+from placement_edu.runtime.measurement.peak_tracker import measure_in_subprocess
 
 context = get_context(server.start_method())
 ready = context.Process(target=int)  # (the server up and past its imports)

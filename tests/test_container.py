@@ -11,7 +11,7 @@ import pytest
 from placement_edu.errors import PlacementError
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.units import GiB, MiB
-from placement_edu.runtime.container import (
+from placement_edu.runtime.processes.container import (
     FORKSERVER_MIB,
     RANK_MIB,
     TORCH_REF_STATE_FACTOR,
@@ -146,7 +146,8 @@ def test_notebook_02s_ddp_run_narrows_its_mlp_to_fit_a_1_gib_binder_and_says_so(
     # Issue 28: at 1 GiB with the kernel's ~250 MiB in use, 2 DDP ranks of notebook 02's MLP need
     # about 2 x 361 + 225 MiB (refused); halving each hidden width (Psi 5,330,960 -> 1,354,768)
     # needs about 2 x 107 + 225 MiB: it runs, and the cell says so.
-    from placement_edu.runtime import container, forkserver, torch_ref_result
+    from placement_edu.runtime.processes import container, forkserver
+    from placement_edu.runtime.measurement import torch_ref_result
 
     monkeypatch.setattr(forkserver, "running", lambda: False)  # (its 225 MiB still to start)
 

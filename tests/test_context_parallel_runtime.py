@@ -1,13 +1,13 @@
 """Context parallelism run on gloo (issue 26 item 1): one causal attention layer on c ranks, ring
 attention and Ulysses, measured against the core's schedule entry by entry and against one
-process (``placement_edu.runtime.context_attention``)."""
+process (``placement_edu.runtime.axes.context_attention``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from placement_edu.runtime.context_config import ContextRun
-from placement_edu.runtime.context_launch import launch
+from placement_edu.runtime.axes.context_config import ContextRun
+from placement_edu.runtime.axes.context_launch import launch
 
 pytestmark = pytest.mark.runtime
 

@@ -1,7 +1,8 @@
 """Expert parallelism run on gloo (issue 26, item 2): a toy MoE layer on d·e ranks, its
 all-to-alls and gradient reductions recorded by the runtime's ledger (``runtime.comm.Comm``) and
 measured against the core's schedule entry by entry, its outputs and gradients against one
-process (``placement_edu/runtime/expert_layer.py``). The runs go through the runtime's launcher,
+process (``placement_edu/runtime/axes/expert_layer.py``). The runs go through the runtime's
+launcher,
 as ``placement-edu run`` does: ranks forked from its forkserver, which imported torch once (about a
 second a run, where ``expert_layer.launch`` spawns d·e fresh interpreters: 3-6 s); one test checks
 that both launches measure the same."""
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from placement_edu.runtime import expert_layer
-from placement_edu.runtime.expert_layer import ExpertRun, measured_is_predicted
-from placement_edu.runtime.launcher import launch as launch_jobs
+from placement_edu.runtime.axes import expert_layer
+from placement_edu.runtime.axes.expert_layer import ExpertRun, measured_is_predicted
+from placement_edu.runtime.processes.launcher import launch as launch_jobs
 
 pytestmark = pytest.mark.runtime
 

@@ -117,7 +117,7 @@ def test_a_new_model_starts_at_its_checked_sequence_with_one_update() -> None:
 
 
 def test_it_offers_only_shipped_or_cheap_choices() -> None:
-    from placement_edu.runtime.profiles import SHIPPED_CASES
+    from placement_edu.runtime.measurement.profiles import SHIPPED_CASES
 
     assert "llama-8b" not in MODELS  # its tracker and measured profiles are not for 2 GiB
     for model in MODELS:
@@ -196,7 +196,7 @@ def test_agrees_is_byte_for_byte_and_fails_on_one_byte() -> None:
 def test_a_tracker_run_without_room_is_refused_in_one_line_before_it_starts() -> None:
     from placement_edu.errors import PlacementError
     from placement_edu.presentation.fit_tracker import TRACKER_MIB, check_tracker_fits
-    from placement_edu.runtime.container import MemoryLimit
+    from placement_edu.runtime.processes.container import MemoryLimit
     from placement_edu.units import MiB
 
     check_tracker_fits(MemoryLimit(2048 * MiB, 1024 * MiB, "memory.max"))  # room: nothing happens

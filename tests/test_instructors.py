@@ -16,7 +16,7 @@ from placement_edu.course import SERVER_CONFIG, binder_url, notebooks
 from placement_edu.course.site import JUPYTERHUB_VARIABLE
 from placement_edu.course.slides import LECTURE, lecture_minutes
 from placement_edu.exercises import EXERCISES
-from placement_edu.runtime.pool import IDLE_S
+from placement_edu.runtime.processes.pool import IDLE_S
 from tests.normalise_notebooks import RISE
 
 pytestmark = pytest.mark.fast

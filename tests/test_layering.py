@@ -292,7 +292,7 @@ def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None
         "placement_edu.cli",
         "placement_edu.checker",
         "placement_edu.report",
-        "placement_edu.runtime.launcher",
+        "placement_edu.runtime.processes.launcher",
     )
     bad = [m for m in loaded if any(_is_under(m, f) for f in forbidden)]
     assert bad == [], f"a rank's entry module imports {bad}"
@@ -300,10 +300,12 @@ def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None
 
 def test_the_peak_derivation_and_a_cached_profile_import_no_torch() -> None:
     # Issue 22: placement_edu.peak and placement_edu.architectures are core (plain data and
-    # arithmetic); reading a cached activation profile (runtime/profiles.py) needs no torch either.
+    # arithmetic); reading a cached activation profile (runtime/measurement/profiles.py) needs no
+    # torch either.
     code = (
         "import sys\n"
-        "import placement_edu.peak, placement_edu.architectures, placement_edu.runtime.profiles\n"
+        "import placement_edu.peak, placement_edu.architectures\n"
+        "import placement_edu.runtime.measurement.profiles\n"
         "import placement_edu.cli.fit\n"
         "print('TORCH', 'torch' in sys.modules)"
     )
@@ -337,8 +339,10 @@ def test_a_notebooks_imports_bring_no_torch_until_a_cell_runs_ranks() -> None:
 
 
 def test_the_toy_shapes_read_without_torch_list_the_parameters_the_torch_modules_train() -> None:
-    # runtime/toy_shapes.py states the toy models' sizes for a kernel without torch; the modules
-    # the ranks train (runtime/toy.py) must list exactly those parameters, in the same order.
+    # runtime/engines/toy_shapes.py states the toy models' sizes for a kernel without torch; the
+    # modules
+    # the ranks train (runtime/engines/toy.py) must list exactly those parameters, in the same
+    # order.
     from placement_edu.models import ConcreteModel
     from placement_edu.runtime import RunConfig
 

@@ -1,6 +1,7 @@
 """fit on a tensor axis (issue 39, item 1): the measured one-device profile scaled by the placement
 (``placement_edu.peak_axes``) against PyTorch's ``MemTracker`` on tensor rank 0 of a fake process
-group, the blocks split by ``parallelize_module`` (``runtime/axis_tracker.py``): every state equal
+group, the blocks split by ``parallelize_module`` (``runtime/axes/axis_tracker.py``): every state
+equal
 to the byte, the activations and both peaks within 2 % (they came out within 0.01 % or 0.8 %:
 docs/peak.md). GPT-2 at its 12 blocks, Llama shapes on their widths at ``BLOCKS`` blocks."""
 
@@ -15,9 +16,9 @@ from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.peak_axes import RECEIVE_BUFFERS, derive_on_mesh, tensor_rank
-from placement_edu.runtime.axis_tracker import measure_here
-from placement_edu.runtime.peak_tracker import states
-from placement_edu.runtime.profiles import get_profile
+from placement_edu.runtime.axes.axis_tracker import measure_here
+from placement_edu.runtime.measurement.peak_tracker import states
+from placement_edu.runtime.measurement.profiles import get_profile
 from tests.tracker_cases import BLOCKS
 
 pytestmark = pytest.mark.runtime
@@ -111,7 +112,7 @@ def _compare_pipeline(
     ``torch.distributed.pipelining`` on a fake group of p ranks, run by torch's schedule over 2p
     micro-batches (``axis_tracker.pipeline_measure``)."""
     from placement_edu.peak_axes import derive_pipeline
-    from placement_edu.runtime.axis_tracker import pipeline_measure
+    from placement_edu.runtime.axes.axis_tracker import pipeline_measure
 
     arch = get_architecture(model)
     arch = arch.with_(layers=blocks) if blocks else arch

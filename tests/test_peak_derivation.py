@@ -48,7 +48,7 @@ def test_the_reference_shapes_have_the_published_parameter_counts(
 def test_the_plain_torch_module_has_exactly_the_tensors_the_shape_lists(name: str) -> None:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from placement_edu.runtime.reference_models import build
+    from placement_edu.runtime.measurement.reference_models import build
 
     with FakeTensorMode():
         module = build(PRESETS[name])
@@ -122,7 +122,7 @@ MEASURED_PEAKS = {
 
 @pytest.mark.parametrize("case", list(MEASURED_PEAKS))
 def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> None:
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     model, seq, n, rank, precision, recompute = case
     profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, "eager", recompute)
@@ -133,7 +133,7 @@ def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> 
 
 
 def test_a_profile_round_trips_through_json() -> None:
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     profile, _ = get_profile("gpt2", 1, 256)
     assert ActivationProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
@@ -192,7 +192,7 @@ def test_what_tp_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_s
     # (two norm inputs 4sbh, attention and MLP inputs 2sbh each, two 1-byte dropout masks sbh each).
     # Measured on GPT-2 in bf16: CPU dropout keeps a bf16 noise tensor (2 bytes, not a 1-byte mask),
     # and each LayerNorm keeps its mean and rstd ([b·s] each, bf16).
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     s, b, h = 1024, 1, 768
     profile, _ = get_profile("gpt2", b, s, "bf16")
@@ -225,17 +225,20 @@ def test_fit_answers_from_a_cached_profile_without_importing_torch(tmp_path) -> 
 
 
 def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
-    # placement_edu/data/profiles: written by `python -m placement_edu.runtime.profiles`; their file
+    # placement_edu/data/profiles: written by `python -m
+    # placement_edu.runtime.measurement.profiles`; their file
     # names hash the measuring code and torch's version, so a stale file is never read -- and fails
     # here.
     from placement_edu.architectures import get_architecture
-    from placement_edu.runtime.activation_profile import measure
-    from placement_edu.runtime.profiles import SHIPPED, SHIPPED_CASES, _key
+    from placement_edu.runtime.measurement.activation_profile import measure
+    from placement_edu.runtime.measurement.profiles import SHIPPED, SHIPPED_CASES, _key
 
     for model, seq, compute, attention in SHIPPED_CASES:
         key = _key(get_architecture(model), 1, seq, compute, attention, "none")
         path = SHIPPED / f"{key}.json"
-        assert path.is_file(), f"{path} missing: run python -m placement_edu.runtime.profiles"
+        assert path.is_file(), (
+            f"{path} missing: run python -m placement_edu.runtime.measurement.profiles"
+        )
         assert ActivationProfile.from_dict(json.loads(path.read_text())) == measure(
             model, 1, seq, compute, attention
         )
@@ -258,7 +261,7 @@ class Probe:
 def test_a_docstring_edit_keeps_a_profiles_key_and_a_code_edit_changes_it() -> None:
     # the shipped profiles are named by the measuring code's key: rewording a docstring (twice on
     # one day) must not re-key them; a change to what the code does must
-    from placement_edu.runtime.profiles import _code_key
+    from placement_edu.runtime.measurement.profiles import _code_key
 
     key = _code_key([_MEASURING])
     reworded = (
@@ -284,7 +287,7 @@ _TINY_GPT2 = {
 
 def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp_path) -> None:
     # (keyed by its path, each test's copy in its own tmp_path was measured again on every run)
-    from placement_edu.runtime.profiles import _key
+    from placement_edu.runtime.measurement.profiles import _key
 
     config = json.dumps(_TINY_GPT2)
     keys = []
@@ -300,7 +303,7 @@ def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp
 def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_path, monkeypatch):
     # A profile is measured on a two-block copy (activation_profile.measure): GPT-2's widths on 4
     # blocks read the shipped profile of its 12, without importing torch; another width does not.
-    from placement_edu.runtime.profiles import _key, get_profile
+    from placement_edu.runtime.measurement.profiles import _key, get_profile
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PLACEMENT_EDU_NO_CACHE", raising=False)
@@ -313,7 +316,7 @@ def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_pat
 
 
 def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeypatch) -> None:
-    from placement_edu.runtime.profiles import _key, cache_dir, get_profile
+    from placement_edu.runtime.measurement.profiles import _key, cache_dir, get_profile
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PLACEMENT_EDU_NO_CACHE", raising=False)
@@ -339,8 +342,8 @@ def test_selective_recomputation_keeps_a_gpt2_blocks_input_and_its_matmuls_outpu
     import torch
     from torch.utils.checkpoint import CheckpointPolicy
 
-    from placement_edu.runtime.profiles import get_profile
-    from placement_edu.runtime.reference_models import selective_policy
+    from placement_edu.runtime.measurement.profiles import get_profile
+    from placement_edu.runtime.measurement.reference_models import selective_policy
 
     s, b, h, a = 1024, 1, 768, 12
     profile, _ = get_profile("gpt2", b, s, "fp32", "eager", "selective")
@@ -382,7 +385,7 @@ NO_RESHARD_PEAKS = {
 def test_without_resharding_every_block_is_still_gathered_at_the_start_of_backward(
     case: tuple,
 ) -> None:
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     rank, precision = case
     profile, _ = get_profile("gpt2", 1, 1024, PRECISIONS[precision].compute_name)
@@ -414,7 +417,7 @@ def test_fit_strategy_fsdp2_no_reshard_answers_its_peak() -> None:
 def test_layer_k_places_each_block_by_its_kind() -> None:
     # torchtitan's layer:K: K = 1 checkpoints every block (= full); K past L none but the blocks
     # K-1, 2K-1, ..; each checkpointed block keeps a full block's bytes instead of a kept one's
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     none, _ = get_profile("gpt2", 1, 1024, "fp32")
     full, _ = get_profile("gpt2", 1, 1024, "fp32", "eager", "full")

@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from placement_edu.runtime.peak_tracker import TrackerProcess
+from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 from tests.tracker_cases import BLOCKS, compare, suite_cases
 
 pytestmark = pytest.mark.runtime
@@ -104,8 +104,8 @@ def test_a_real_gpu_step_matches_the_derivation(micro_batch: int) -> None:
     allocator's 512-byte rounding, cuBLAS's workspace and a GPU's 1-byte dropout masks, so they
     are held to 5 % and their ratios printed."""
     from placement_edu.peak import derive
-    from placement_edu.runtime.cuda_peak import measure_cuda
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.cuda_peak import measure_cuda
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     profile, _ = get_profile("gpt2", micro_batch, 1024, "fp32", "eager", "none")
     predicted = derive("gpt2", profile, 1, 0, "fp32", "adam-foreach")
@@ -148,7 +148,7 @@ def test_megatron_selective_keeps_korthikantis_34_sbh_less_the_cpu_and_gelu_extr
     # without recomputation, less the core's scaled scores, probabilities and dropout noise
     # (3 [b, a, s, s] tensors of 4 B; the causal mask is shared by the blocks) and the 4-byte
     # √d the division saves -- q, k and v, saved by the core's matmuls, are kept by its checkpoint.
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     b, s, a = 1, 1024, 12
     none, _ = get_profile("gpt2", b, s, "fp32", "eager", "none")

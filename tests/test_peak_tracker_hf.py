@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from placement_edu.runtime.peak_tracker import TrackerProcess
+from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 from tests.tracker_cases import BLOCKS, HF_CONFIGS, SEQ, compare
 
 pytestmark = pytest.mark.runtime

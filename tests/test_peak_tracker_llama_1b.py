@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement_edu.runtime.peak_tracker import TrackerProcess
+from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 from tests.tracker_cases import BLOCKS, compare, slow, suite_cases
 
 pytestmark = pytest.mark.runtime

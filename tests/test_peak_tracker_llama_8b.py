@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement_edu.runtime.peak_tracker import TrackerProcess
+from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 from tests.tracker_cases import BLOCKS, compare, suite_cases
 
 pytestmark = pytest.mark.runtime
@@ -48,7 +48,7 @@ def test_torchtitan_op_keeps_q_v_gate_down_and_sdpa_of_a_llama_block() -> None:
     # In a block's forward the mm's run q, k, v, o, gate, up, down: the odd ones are saved, the
     # even ones (k, o, up) recomputed; SDPA's output and logsumexp saved; the block's input kept
     # by the checkpoint. Bytes at b = 1, s = 4096, bf16: h = 4096, kv 1024, ffn 14336.
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     b, s, bf16 = 1, 4096, 2
     profile, _ = get_profile(MODEL, b, s, "bf16", "sdpa", "torchtitan-op")

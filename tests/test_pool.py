@@ -18,8 +18,8 @@ import pytest
 
 from placement_edu import PlacementError
 from placement_edu.runtime import RunConfig, RunFailed, WorkerPool, run_many
-from placement_edu.runtime import progress as progress_file
-from placement_edu.runtime.pool import CANCEL_S
+from placement_edu.runtime.processes import progress as progress_file
+from placement_edu.runtime.processes.pool import CANCEL_S
 
 pytestmark = pytest.mark.runtime
 
@@ -145,7 +145,7 @@ def test_the_runtime_widget_shows_progress_then_the_chart_and_disables_run_meanw
     pool, monkeypatch
 ):
     from placement_edu.presentation import runtime_explorer as explore
-    from placement_edu.runtime import pool as pool_module
+    from placement_edu.runtime.processes import pool as pool_module
 
     monkeypatch.setattr(pool_module, "shared_pool", lambda world_size: pool)
     explorer = explore.RuntimeExplorer()

@@ -1,6 +1,6 @@
 """The run command on real ranks: its JSON reports equivalence and bytes, and two runs started at
 once do not collide; the command's own process never imports torch (its launch runs in an agent,
-``runtime/agent.py``)."""
+``runtime/processes/agent.py``)."""
 
 from __future__ import annotations
 

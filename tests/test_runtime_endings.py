@@ -131,7 +131,7 @@ MID_START = """
 import os, signal
 from multiprocessing import forkserver
 from placement_edu.runtime import RunConfig
-from placement_edu.runtime.launcher import RunInterrupted, launch
+from placement_edu.runtime.processes.launcher import RunInterrupted, launch
 
 read_signed, reads = forkserver.read_signed, []
 
@@ -188,8 +188,9 @@ def test_a_killed_command_prints_nothing_its_ranks_exit_and_the_next_run_succeed
 #: script's own is tested in ``test_runtime_failures``); torch never imported in this process.
 FAULTED = """
 import sys
-from placement_edu.runtime import RunConfig, RunFailed, agent
-from placement_edu.runtime.launcher import launch
+from placement_edu.runtime import RunConfig, RunFailed
+from placement_edu.runtime.processes import agent
+from placement_edu.runtime.processes.launcher import launch
 try:
     failure = {"kind": sys.argv[1], "rank": 2}
     with agent.for_a_command():
@@ -270,7 +271,7 @@ def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_ot
     rank 2 first and then the ranks the launcher ended."""
     from types import SimpleNamespace
 
-    from placement_edu.runtime.launcher import _explain
+    from placement_edu.runtime.processes.launcher import _explain
 
     killed = SimpleNamespace(exitcode=-9, signal_name=lambda: "SIGKILL", message="")
     error = SimpleNamespace(failures={2: killed})
@@ -286,7 +287,7 @@ def test_ranks_dead_of_sigint_are_a_ctrl_c_even_when_torch_saw_them_before_the_h
     killed, frozen or failing does not."""
     from types import SimpleNamespace
 
-    from placement_edu.runtime.launcher import _killed_by_sigint
+    from placement_edu.runtime.processes.launcher import _killed_by_sigint
 
     def failures(*exitcodes: int) -> SimpleNamespace:
         return SimpleNamespace(
@@ -314,7 +315,7 @@ def test_a_frozen_rank_is_named_hung_even_when_only_a_lost_connection_was_report
     says when it went in): rank 2 hung. Had rank 1 lost its peer 0.3 s in, rank 2 died."""
     from types import SimpleNamespace
 
-    from placement_edu.runtime.launcher import _explain
+    from placement_edu.runtime.processes.launcher import _explain
 
     entered = time.time() - 60
     for rank, state in ((0, "in "), (1, "in "), (2, "out"), (3, "in ")):
@@ -349,7 +350,7 @@ def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
 def test_a_stale_run_folder_of_a_dead_process_is_removed_at_the_next_start(tmp_path, monkeypatch):
     import tempfile
 
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -424,7 +425,7 @@ def test_an_interruption_removes_only_the_empty_error_files_torch_made_during_th
 ):
     """torch's launcher makes and at once deletes an error file per rank; a Ctrl-C between the two
     leaves it (seen once in CI). A failed rank's report (not empty) and older files stay."""
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     old = tmp_path / "pytorch-errorfile-old.pickle"
@@ -450,7 +451,7 @@ def test_an_interruption_removes_only_the_empty_error_files_torch_made_during_th
 KILLED_TRACKER = """
 import multiprocessing, os, signal, time
 from multiprocessing import resource_tracker
-from placement_edu.runtime import rundir
+from placement_edu.runtime.processes import rundir
 
 rundir.quiet_resource_tracker()
 locks = [multiprocessing.get_context("spawn").Lock() for _ in range(3)]
@@ -476,7 +477,7 @@ def test_an_exiting_owner_is_not_alive_although_it_is_not_yet_a_zombie(monkeypat
     import builtins
     import io
 
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     real_open = builtins.open
     stat = f"4242 (python3) S 1 4242 4242 0 -1 {flags} 0 0 0 0 1 2 0 0 20 0 3 0 99 1 1\n"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from placement_edu.runtime import forkserver, server_setup
+from placement_edu.runtime.processes import forkserver, server_setup
 
 pytestmark = pytest.mark.runtime
 
@@ -140,7 +140,7 @@ def test_a_commands_rank_server_imports_only_what_its_jobs_need(monkeypatch, tmp
         "forkserver"
     ] * 3
     assert preloads == [
-        ["placement_edu.runtime.server_setup", "placement_edu.runtime.worker"],
+        ["placement_edu.runtime.processes.server_setup", "placement_edu.runtime.worker"],
         forkserver.PRELOAD,
         forkserver.PRELOAD,
     ]

@@ -10,11 +10,11 @@ import torch
 
 from placement_edu.cli import main
 from placement_edu.runtime import RunConfig
-from placement_edu.runtime import flat
-from placement_edu.runtime.adam import Adam
-from placement_edu.runtime.memtrack import MemoryLedger
-from placement_edu.runtime.reference import Reference, rounding_floor
-from placement_edu.runtime.toy import (
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.adam import Adam
+from placement_edu.runtime.measurement.memtrack import MemoryLedger
+from placement_edu.runtime.engines.reference import Reference, rounding_floor
+from placement_edu.runtime.engines.toy import (
     TinyMLP,
     TinyTransformer,
     init_params,
@@ -193,7 +193,7 @@ def test_the_runtime_widget_offers_only_world_sizes_the_strategy_runs_on():
 
 
 def test_progress_reads_rank_0s_line_and_treats_a_half_written_file_as_starting(tmp_path):
-    from placement_edu.runtime import progress
+    from placement_edu.runtime.processes import progress
 
     path = str(tmp_path / "progress")
     starting = progress.read(path, 1.5, 4, ranks_ready=2)  # no file yet
@@ -208,8 +208,8 @@ def test_progress_reads_rank_0s_line_and_treats_a_half_written_file_as_starting(
 
 def test_a_stopped_run_says_where_it_was_and_a_calibration_counts_probes(tmp_path):
     # once: calibrate's Ctrl-C line always said "while they were starting" (no probe was written)
-    from placement_edu.runtime import progress
-    from placement_edu.runtime.launcher import interrupted
+    from placement_edu.runtime.processes import progress
+    from placement_edu.runtime.processes.launcher import interrupted
 
     assert interrupted(signal.SIGINT, str(tmp_path), 2) == (
         "interrupted by SIGINT: stopped 2 ranks while they were starting"
@@ -226,8 +226,8 @@ def test_a_stopped_run_says_where_it_was_and_a_calibration_counts_probes(tmp_pat
 def test_a_calibrating_rank_writes_each_probe_it_has_done(tmp_path):
     import torch.distributed as dist
 
-    from placement_edu.runtime import progress
-    from placement_edu.runtime.probes import Calibration, run_rank
+    from placement_edu.runtime.processes import progress
+    from placement_edu.runtime.calibration.probes import Calibration, run_rank
 
     job = Calibration(2, sizes=(1024, 2048, 4096), repeats=1, warmup=0, ops=("all_reduce",))
     path = str(tmp_path / "progress")
@@ -318,7 +318,7 @@ def test_the_api_refuses_more_steps_than_the_command_line_takes():
 
 def test_the_ledger_keeps_a_step_only_when_it_differs_from_the_step_before():
     # Issue 24 (item 3): one dict per entry per step grew a rank by ~1.6 KB a step.
-    from placement_edu.runtime.comm import Comm
+    from placement_edu.runtime.measurement.comm import Comm
     from placement_edu.runtime.result import expand_ledger
 
     comm, t = Comm({}, 1.0), torch.zeros(4, dtype=torch.float64)
@@ -357,7 +357,7 @@ def test_a_rank_whose_launch_let_go_of_its_semaphores_ends_without_a_traceback(
     # (the module sets the server's hooks when imported: put this process's back after the test)
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(spawn, "prepare", spawn.prepare)
-    from placement_edu.runtime.server_setup import quiet_if_its_launch_is_gone
+    from placement_edu.runtime.processes.server_setup import quiet_if_its_launch_is_gone
 
     gone = synchronize.Lock.__new__(synchronize.Lock)
     with pytest.raises(FileNotFoundError) as removed:

@@ -44,7 +44,8 @@ def test_the_code_is_as_ruff_formats_it():
 
 def _mypy_cache() -> Path:
     """mypy's incremental cache, kept outside the clone (as pip's cache and the activation profiles
-    are, ``runtime/profiles.py``): mypy checks every file against it by its contents' hash, so a
+    are, ``runtime/measurement/profiles.py``): mypy checks every file against it by its contents'
+    hash, so a
     fresh clone re-checks what changed since the last run on this machine -- under a second --
     instead of all of it and torch's stubs (about 30 s on 2 cores)."""
     home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

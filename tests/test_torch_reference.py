@@ -47,7 +47,7 @@ def model_for(impl: str, n: int) -> str:
 
 @pytest.fixture(scope="module", params=[2, 3, 4, pytest.param(8, marks=pytest.mark.slow)])
 def results(request):
-    from placement_edu.runtime.torch_ref_result import run_torch_refs
+    from placement_edu.runtime.measurement.torch_ref_result import run_torch_refs
 
     n = request.param
     configs = [
@@ -206,7 +206,7 @@ def test_the_sends_and_recvs_are_in_the_order_torch_s_lowering_puts_them(p, v, m
 def test_a_one_byte_or_one_op_difference_is_named():
     from dataclasses import replace
 
-    from placement_edu.runtime.torch_ref_result import TorchRefResult
+    from placement_edu.runtime.measurement.torch_ref_result import TorchRefResult
 
     config = TorchRefConfig("ddp", 2, MLP, steps=1)
     predicted = predict(config)
@@ -298,7 +298,7 @@ def test_fsdp2_order_root_first_prefetch_and_the_final_callback():
 
 @pytest.mark.slow
 def test_ddp_and_zero_redundancy_with_several_buckets_are_predicted():
-    from placement_edu.runtime.torch_ref_result import run_torch_refs
+    from placement_edu.runtime.measurement.torch_ref_result import run_torch_refs
 
     runs = run_torch_refs(
         [

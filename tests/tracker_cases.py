@@ -29,8 +29,8 @@ import pytest
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.models import every_kth
 from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
-from placement_edu.runtime.peak_tracker import TrackerProcess, states
-from placement_edu.runtime.profiles import get_profile
+from placement_edu.runtime.measurement.peak_tracker import TrackerProcess, states
+from placement_edu.runtime.measurement.profiles import get_profile
 
 SEQ = dict(REFERENCE_SEQ)  # (an HF config's path is added as a model: test_peak_tracker_hf.py)
 slow = pytest.mark.slow

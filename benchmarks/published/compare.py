@@ -391,7 +391,7 @@ def memory_rows() -> list[MemoryRow]:
     from placement_edu.architectures import get_architecture
     from placement_edu.cli import main as cli
     from placement_edu.peak import PRECISIONS, derive
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     s = {name: value for name, (value, _) in SETTINGS.items()}
     arch = get_architecture(str(s["model"]))

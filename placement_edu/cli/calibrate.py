@@ -5,12 +5,12 @@ the ``this_machine`` hardware line to paste into ``placement_edu.timing.HARDWARE
 ``--device cuda`` times compute on this machine's GPU instead: a bf16 matmul at a few sizes, then a
 training step of the reference GPT-2 (``--layers``, ``--hidden``, ``--seq``, ``--micro-batch``), and
 prints a ``this_gpu`` line at the step's achieved FLOP/s, with its MFU against the GPU's peak
-(``placement_edu.mfu``; the measuring: ``placement_edu.runtime.gpu_calibrate``).
+(``placement_edu.mfu``; the measuring: ``placement_edu.runtime.calibration.gpu_calibrate``).
 
 Each world size is one launch of N ranks (as a run of N is); every point is the median of
 ``--repeats`` timed calls after warm-up ones, each counting its slowest rank. The fit is the core's
 (``placement_edu.timing.fit``); the measuring is the runtime's
-(``placement_edu.runtime.calibrate``). Only the handler imports torch.
+(``placement_edu.runtime.calibration.calibrate``). Only the handler imports torch.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from placement_edu.timing import PEAK_FLOPS
 
 if TYPE_CHECKING:  # the runtime imports torch: only the handler loads it
     from placement_edu.models import TransformerSpec
-    from placement_edu.runtime.calibrate import CalibrationResult
+    from placement_edu.runtime.calibration.calibrate import CalibrationResult
     from placement_edu.timing import Hardware
     from placement_edu.timing.fit import LinkFit
 
@@ -135,7 +135,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     require("torch", "calibrate")
     if args.device == "cuda":
         return _calibrate_cuda(args)
-    from placement_edu.runtime.calibrate import calibrate
+    from placement_edu.runtime.calibration.calibrate import calibrate
 
     if args.min_size > args.max_size:
         raise PlacementError(f"--min-size {args.min_size} is above --max-size {args.max_size}")
@@ -158,7 +158,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if status == 0 and not args.json:  # the GEMM curve of this host's CPU (issue 27, item 3)
         import torch
 
-        from placement_edu.runtime.gpu_calibrate import matmul_flops
+        from placement_edu.runtime.calibration.gpu_calibrate import matmul_flops
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # one core's curve: threads that share it measure contention
@@ -391,7 +391,7 @@ def _calibrate_cuda(args: argparse.Namespace) -> int:
     model = step_model(args.layers, args.hidden, heads, args.seq, args.micro_batch)
     name = torch.cuda.get_device_name(0)
     gpu, peak, peak_from = peak_of(name, args.gpu, args.peak_tflops)
-    from placement_edu.runtime.gpu_calibrate import matmul_flops, step_seconds
+    from placement_edu.runtime.calibration.gpu_calibrate import matmul_flops, step_seconds
 
     device = torch.device("cuda", 0)
     matmul = matmul_flops(device, MATMUL_SIZES, args.repeats, torch.bfloat16)

@@ -18,7 +18,7 @@ import signal
 import sys
 from types import FrameType
 
-from placement_edu.runtime.rundir import BEFORE_ANY_PROCESS, SIGNALS, ending_line
+from placement_edu.runtime.processes.rundir import BEFORE_ANY_PROCESS, SIGNALS, ending_line
 
 
 def _is_the_command() -> bool:

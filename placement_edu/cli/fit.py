@@ -8,7 +8,7 @@ run: a cached answer imports no torch); the rest is derived (``placement_edu.pea
 ``--verify`` runs PyTorch's own tracker for that rank -- ``FSDPMemTracker`` on a fake process group
 of N ranks (``MemTracker`` at N = 1 in fp32) -- and prints measured beside predicted, term by term.
 ``--verify --device cuda`` (N = 1, fp32) runs the step on this machine's GPU instead and reads
-CUDA's allocator (``runtime/cuda_peak.py``).
+CUDA's allocator (``runtime/measurement/cuda_peak.py``).
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def _fit(args: argparse.Namespace) -> int:
     }
     result["profile"].pop("moments")
     if args.verify and args.device == "cuda":
-        from placement_edu.runtime.cuda_peak import measure_cuda
+        from placement_edu.runtime.measurement.cuda_peak import measure_cuda
 
         gpu = measure_cuda(
             args.model, args.micro_batch, seq, args.attention, args.recompute, args.optimizer
@@ -350,7 +350,7 @@ def _fit(args: argparse.Namespace) -> int:
     elif args.verify and args.mesh is not None and args.mesh.degree("pipeline") > 1:
         result["measured"] = _verify_pipeline(args, seq)
     elif args.verify:
-        from placement_edu.runtime.peak_tracker import measure_in_subprocess
+        from placement_edu.runtime.measurement.peak_tracker import measure_in_subprocess
 
         raw = measure_in_subprocess(
             model=args.model,
@@ -385,7 +385,7 @@ def _step(
     peak, the profile it is placed from and whether that was cached. Under ``layer:K`` the
     profiles without and with full recomputation (torchtitan's checkpointed blocks keep and
     replay as the latter)."""
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     compute, every = PRECISIONS[precision].compute_name, every_kth(recompute)
     profile, cached = get_profile(
@@ -510,7 +510,7 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
     """PyTorch's ``MemTracker`` on pipeline rank ``--rank``: its stages in
     ``torch.distributed.pipelining`` on a fake group, run by its schedule
     (``axis_tracker.pipeline_measure``), under the keys ``_measured`` gives."""
-    from placement_edu.runtime.axis_tracker import measure_here, pipeline_measure
+    from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
 
     schedule, virtual_stages = parsed_schedule(args.schedule)
     raw = measure_here(
@@ -532,13 +532,13 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
 
 def _tracked(raw: dict, fsdp: bool) -> dict:
     """A tracker run's figures under fit's keys (``_measured``), with its seconds."""
-    from placement_edu.runtime.peak_tracker import states
+    from placement_edu.runtime.measurement.peak_tracker import states
 
     return {**_measured(states(raw, fsdp), raw["forward_backward_peak"]), "seconds": raw["seconds"]}
 
 
 def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
-    """PyTorch's ``MemTracker`` on tensor rank 0 of a fake group (``runtime/axis_tracker.py``),
+    """PyTorch's ``MemTracker`` on tensor rank 0 of a fake group (``runtime/axes/axis_tracker.py``),
     under the keys ``_measured`` gives."""
     expect(
         args.precision == "fp32" and args.rank == 0,
@@ -546,7 +546,7 @@ def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
         f"same): give --precision fp32 --rank 0, got --precision {args.precision} --rank "
         f"{args.rank}",
     )
-    from placement_edu.runtime.axis_tracker import measure_here
+    from placement_edu.runtime.axes.axis_tracker import measure_here
 
     raw = measure_here(
         model=args.model,

@@ -98,7 +98,7 @@ def profile_peak(
         )
     from placement_edu.peak import accumulated
     from placement_edu.peak_axes import derive_on_mesh
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     fsdp2 = "fsdp2_bf16" if precision.activations == 2 else "fp32"
     compute = "bf16" if fsdp2 == "fsdp2_bf16" else "fp32"

@@ -41,10 +41,10 @@ def launched(launch: Callable[[], R], show: Callable[[R], str], what: str = "run
     """Run ``launch`` (it starts processes) and print ``show`` of its result; the exit status. Every
     launching command ends the same way: Ctrl-C, SIGTERM, SIGHUP or SIGQUIT, one line and 130,
     143, 129 or 131, whenever it comes (``launcher.ends_as_a_run``); a failed rank, the report
-    (root cause first) and 1. The launch runs in an agent (``runtime/agent.py``): this process
-    never imports torch for it."""
-    from placement_edu.runtime.agent import BEFORE, for_a_command
-    from placement_edu.runtime.launcher import (
+    (root cause first) and 1. The launch runs in an agent (``runtime/processes/agent.py``): this
+    process never imports torch for it."""
+    from placement_edu.runtime.processes.agent import BEFORE, for_a_command
+    from placement_edu.runtime.processes.launcher import (
         AFTER_THE_RUN,
         RunFailed,
         RunInterrupted,
@@ -74,7 +74,7 @@ def ends_as_a_run_does(handler: Callable[[argparse.Namespace], int]) -> Callable
     first line, before it starts any (``launcher.ends_as_a_run``)."""
 
     def command(args: argparse.Namespace) -> int:
-        from placement_edu.runtime.launcher import ends_as_a_run
+        from placement_edu.runtime.processes.launcher import ends_as_a_run
 
         return ends_as_a_run(lambda: handler(args))
 
@@ -83,7 +83,7 @@ def ends_as_a_run_does(handler: Callable[[argparse.Namespace], int]) -> Callable
 
 def _run(args: argparse.Namespace) -> int:
     require("torch", "run")
-    from placement_edu.runtime.launcher import run
+    from placement_edu.runtime.processes.launcher import run
 
     config = config_from_args(args, args.world_size)
     if config.resolved_mesh().degree("context") > 1:
@@ -101,8 +101,8 @@ def _run_context(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> in
     """A mesh with a context axis: one causal attention layer run as ``strategy`` attends (ring
     or Ulysses) on the context ranks (``runtime.context_launch``), measured against the core's
     context ops and against one process."""
-    from placement_edu.runtime.context_config import ContextRun
-    from placement_edu.runtime.context_launch import run_context
+    from placement_edu.runtime.axes.context_config import ContextRun
+    from placement_edu.runtime.axes.context_launch import run_context
 
     c = mesh.degree("context")
     expect(
@@ -131,8 +131,8 @@ def _run_expert(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> int
     healthy or with one of SPEC §5's expert faults; a strategy the expert axis refuses
     (``experts.check_expert_axis``) refused before any rank starts."""
     from placement_edu.experts import check_expert_axis
-    from placement_edu.runtime.expert_measure import launch_expert_layer
-    from placement_edu.runtime.expert_run import ExpertRun
+    from placement_edu.runtime.axes.expert_measure import launch_expert_layer
+    from placement_edu.runtime.axes.expert_run import ExpertRun
 
     d, e = mesh.degree("data"), mesh.degree("expert")
     refuse_step_options(args, "an expert axis", "one mixture-of-experts layer")

@@ -81,7 +81,7 @@ def _torch_ref(args: argparse.Namespace) -> int:
     config = TorchRefConfig(args.impl, args.world_size, model, args.steps)
     config.validate()  # bad input: one line, exit 2, no processes
     require("torch", "torch-ref")
-    from placement_edu.runtime.torch_ref_result import run
+    from placement_edu.runtime.measurement.torch_ref_result import run
 
     return launched(
         lambda: run(config, timeout_s=args.timeout, progress=sys.stderr.isatty()),

@@ -8,7 +8,7 @@
 # open. The server shuts down a kernel that has been idle for 10 minutes -- even while its tab is
 # still open (cull_connected), since that is how a learner leaves one -- and never a busy one.
 # Reopening the notebook and running it again starts a new kernel. (A warm pool of ranks closes
-# itself after 5 minutes without a run: placement_edu.runtime.pool.IDLE_S.)
+# itself after 5 minutes without a run: placement_edu.runtime.processes.pool.IDLE_S.)
 c = get_config()  # type: ignore[name-defined]  # noqa: F821 -- Jupyter defines it for this file
 
 c.MappingKernelManager.cull_idle_timeout = 600  # seconds idle before a kernel is shut down

@@ -5,8 +5,8 @@ by side with PyTorch's tracker).
 1. **the formula**, what the course taught first: the model read as a GPT-style ``TransformerSpec``
    (same L, h, a, V, f, b, s), sbh(34 + 5as/h) 16-bit bytes per layer, nothing outside the blocks,
    and ``derive_memory``'s peak (fsdp on N devices, dp on one);
-2. **the measured profile** (``placement_edu.runtime.profiles``: shipped for the checked shapes,
-   else measured once under ``FakeTensorMode`` and cached) and the step it derives
+2. **the measured profile** (``placement_edu.runtime.measurement.profiles``: shipped for the
+   checked shapes, else measured once under ``FakeTensorMode`` and cached) and the step it derives
    (``placement_edu.peak.derive``, the derivation ``placement-edu fit`` prints).
 
 Bytes are exact integers.
@@ -80,7 +80,7 @@ def profile_for(
     torch: 3-6 s on a laptop CPU, no tensor memory) and cached."""
     case = (model, micro_batch, seq, compute, recompute)
     if case not in _PROFILES:
-        from placement_edu.runtime.profiles import get_profile
+        from placement_edu.runtime.measurement.profiles import get_profile
 
         _PROFILES[case] = get_profile(model, micro_batch, seq, compute, "eager", recompute)
     return _PROFILES[case][0]
@@ -90,7 +90,7 @@ def is_known(
     model: str, micro_batch: int, seq: int, compute: str = "fp32", recompute: str = "none"
 ) -> bool:
     """Whether ``profile_for`` answers at once: read in this process already, or shipped."""
-    from placement_edu.runtime.profiles import SHIPPED_CASES
+    from placement_edu.runtime.measurement.profiles import SHIPPED_CASES
 
     shipped = (model, seq, compute, "eager") in SHIPPED_CASES and (micro_batch, recompute) == (
         1,

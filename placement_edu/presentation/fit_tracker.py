@@ -1,9 +1,9 @@
 """The third answer to "will one rank's step fit?": PyTorch's own tracker (issue 22).
 
 ``FSDPMemTracker`` on a fake process group of N ranks (``MemTracker`` at N = 1;
-``placement_edu.runtime.peak_tracker``), run in a child process -- a fake process group is one per
-process, and torch stays out of the notebook's -- whose wall time and peak resident memory are
-measured too. A run this container has no room for is refused before it starts.
+``placement_edu.runtime.measurement.peak_tracker``), run in a child process -- a fake process group
+is one per process, and torch stays out of the notebook's -- whose wall time and peak resident
+memory are measured too. A run this container has no room for is refused before it starts.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from placement_edu.presentation.fit_answers import default_seq
 from placement_edu.units import MiB
 
 if TYPE_CHECKING:
-    from placement_edu.runtime.container import MemoryLimit
+    from placement_edu.runtime.processes.container import MemoryLimit
 
 #: Peak resident memory of a tracker run's child process, in MiB: torch imported, the model under
 #: FakeTensorMode (no tensor memory). Measured by ``track`` (wait4's ru_maxrss, torch 2.13 CPU):
@@ -35,10 +35,10 @@ TRACKER_MIB = 330
 
 @dataclass(frozen=True)
 class TrackerRun:
-    """One tracked steady-state step (``placement_edu.runtime.peak_tracker``): ``states`` by the
-    names ``peak.py`` uses (bytes: params, grads, optimizer, activations, forward_backward_peak,
-    step_peak), the tracker's own ``seconds``, the child process's ``wall_seconds`` (start-up and
-    torch's import included) and its ``peak_rss`` (bytes of resident memory; 0 where unknown)."""
+    """One tracked steady-state step (``placement_edu.runtime.measurement.peak_tracker``):
+    ``states`` by the names ``peak.py`` uses (bytes: params, grads, optimizer, activations,
+    forward_backward_peak, step_peak), the tracker's own ``seconds``, the child process's
+    ``wall_seconds`` (start-up and torch's import included) and its ``peak_rss`` (bytes of resident memory; 0 where unknown)."""
 
     states: Mapping[str, int]
     seconds: float
@@ -64,7 +64,7 @@ class TrackerRun:
 def check_tracker_fits(limit: MemoryLimit | None = None) -> None:
     """Refuse a tracker run this container has no room for, in one line that says why (a
     ``PlacementError``, before the child starts); nothing happens where no limit is set."""
-    from placement_edu.runtime.container import memory_limit
+    from placement_edu.runtime.processes.container import memory_limit
 
     limit = memory_limit() if limit is None else limit
     if limit is not None and limit.free < TRACKER_MIB * MiB:
@@ -79,7 +79,7 @@ def check_tracker_fits(limit: MemoryLimit | None = None) -> None:
 _TRACK = (
     "import json, sys\n"
     "from placement_edu.peak import fsdp2_applies\n"
-    "from placement_edu.runtime.peak_tracker import measure, states\n"
+    "from placement_edu.runtime.measurement.peak_tracker import measure, states\n"
     "case = json.loads(sys.argv[1])\n"
     "raw = measure(**case)\n"
     "fsdp = fsdp2_applies(case['devices'], case['precision'])\n"

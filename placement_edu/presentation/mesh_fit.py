@@ -71,7 +71,7 @@ class MeshFit:
 def mesh_fit(model: str = "gpt2") -> MeshFit:
     """``model``'s step on every placement of ``PLACEMENTS``, rank by rank."""
     from placement_edu.peak_axes import derive_on_mesh
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     seq = REFERENCE_SEQ[model]
     profile = get_profile(model, 1, seq, "fp32", "eager", "none")[0]

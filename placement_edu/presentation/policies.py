@@ -69,7 +69,7 @@ class PolicyTable:
 
 def policy_table(models: tuple[str, ...] = ("gpt2", "llama-1b")) -> PolicyTable:
     """Profile one block of each model under every policy (measured once, then cached)."""
-    from placement_edu.runtime.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import get_profile
 
     kept: dict[str, dict[str, int]] = {p: {} for p in RECOMPUTE}
     formula: dict[str, dict[str, Fraction]] = {p: {} for p in TABLE_2}

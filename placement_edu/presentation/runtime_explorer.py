@@ -12,7 +12,7 @@ from placement_edu.presentation.live import sharp_image, show
 from placement_edu.presentation.style import FIGURE_DPI
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime.engines import RUNNABLE
-from placement_edu.runtime.progress import Progress
+from placement_edu.runtime.processes.progress import Progress
 from placement_edu.runtime.result import RunResult
 
 FLOOR = 1e-18  # a deviation of exactly 0 is drawn here on the log scale
@@ -83,7 +83,7 @@ class RuntimeExplorer:
         self.world.observe(lambda _change: self._faults(), names="value")
         self.button.on_click(lambda _b: self.run())
         self._faults()
-        from placement_edu.runtime.pool import shared_pool
+        from placement_edu.runtime.processes.pool import shared_pool
 
         shared_pool(max(self.WORLD_SIZES)).start()  # warm by the time the learner clicks Run
         self.widget = w.VBox(
@@ -138,7 +138,7 @@ class RuntimeExplorer:
         import html
         import time
 
-        from placement_edu.runtime.pool import shared_pool
+        from placement_edu.runtime.processes.pool import shared_pool
 
         start = time.monotonic()
         self.button.disabled = True  # one run at a time, until its result is drawn

@@ -24,12 +24,12 @@ from placement_edu.models import ConcreteModel, tensor_divides_heads
 from placement_edu.precision import Precision
 from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import Strategy
-from placement_edu.runtime.toy_shapes import TP_PLAN, BlockShape, MLPShape, ToyShape
+from placement_edu.runtime.engines.toy_shapes import TP_PLAN, BlockShape, MLPShape, ToyShape
 
 if TYPE_CHECKING:
     import torch
 
-    from placement_edu.runtime.toy import ToyModel
+    from placement_edu.runtime.engines.toy import ToyModel
 
 #: Each element type of a run: torch's dtype (by name: a config is made and checked in a notebook
 #: kernel that never imports torch, see ``torch_dtype``), the core's precision, the base tolerance.
@@ -147,7 +147,7 @@ class RunConfig:
 
     def module(self) -> ToyModel:
         """The architecture: a transformer block when a tensor axis splits weights, else the MLP."""
-        from placement_edu.runtime.toy import TinyMLP, TinyTransformer
+        from placement_edu.runtime.engines.toy import TinyMLP, TinyTransformer
 
         if self.resolved_mesh().degree("tensor") > 1:
             return TinyTransformer()

@@ -15,7 +15,13 @@ from placement_edu.precision import Precision
 from placement_edu.runtime.config import RunConfig
 from placement_edu.runtime import verdict as rule
 from placement_edu.runtime.verdict import ROUNDING_MULTIPLE, broken_conditions, edited_schedule
-from placement_edu.runtime.walltime import StepWall, predicted_step, time_line, time_view, walls
+from placement_edu.runtime.calibration.walltime import (
+    StepWall,
+    predicted_step,
+    time_line,
+    time_view,
+    walls,
+)
 from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
 from placement_edu.units import plain, wrapped
 

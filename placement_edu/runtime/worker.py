@@ -29,21 +29,21 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from placement_edu.mesh import Mesh
-from placement_edu.runtime.adam import Adam
-from placement_edu.runtime.comm import Comm
+from placement_edu.runtime.engines.adam import Adam
+from placement_edu.runtime.measurement.comm import Comm
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.context_config import ContextRun
-from placement_edu.runtime.expert_run import ExpertRun
-from placement_edu.runtime.engine import Context
+from placement_edu.runtime.axes.context_config import ContextRun
+from placement_edu.runtime.axes.expert_run import ExpertRun
+from placement_edu.runtime.engines.engine import Context
 from placement_edu.runtime.engines import engine_for
-from placement_edu.runtime.memtrack import MemoryLedger
-from placement_edu.runtime.progress import POLL_S, write as progress_line
-from placement_edu.runtime import rundir
-from placement_edu.runtime.reference import Reference, rounding_floor
+from placement_edu.runtime.measurement.memtrack import MemoryLedger
+from placement_edu.runtime.processes.progress import POLL_S, write as progress_line
+from placement_edu.runtime.processes import rundir
+from placement_edu.runtime.engines.reference import Reference, rounding_floor
 
 if TYPE_CHECKING:
     from placement_edu.implementations import TorchRefConfig
-    from placement_edu.runtime.probes import Calibration
+    from placement_edu.runtime.calibration.probes import Calibration
 
 _GROUPS: dict[tuple[int, ...], object] = {}
 _BEACON: str | None = None  # this rank's "in a collective?" file (Comm's beacon)
@@ -113,20 +113,20 @@ def run_job(
     rank = dist.get_rank()
     if not isinstance(config, RunConfig):  # their modules: only in a rank that runs one
         from placement_edu.implementations import TorchRefConfig
-        from placement_edu.runtime.probes import Calibration, run_rank
+        from placement_edu.runtime.calibration.probes import Calibration, run_rank
 
         if isinstance(
             config, TorchRefConfig
         ):  # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
-            from placement_edu.runtime import torch_reference
+            from placement_edu.runtime.measurement import torch_reference
 
             return torch_reference.run_job(config)
         if isinstance(config, ContextRun):  # one attention layer, ring or Ulysses
-            from placement_edu.runtime import context_attention
+            from placement_edu.runtime.axes import context_attention
 
             return context_attention.run_rank(config)
         if isinstance(config, ExpertRun):  # one mixture-of-experts layer on data × expert
-            from placement_edu.runtime import expert_layer
+            from placement_edu.runtime.axes import expert_layer
 
             return expert_layer.run_rank(config)
         if isinstance(config, Calibration):

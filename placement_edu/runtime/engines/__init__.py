@@ -13,6 +13,10 @@ Read them in this order (each file says which collectives its placement implies,
   tp.py               tensor parallel, alone or under dp / zero3 on the data axis
   pp.py               pipeline stages, alone or under dp on the data axis
 
+What they share: ``engine.py`` (mesh position, batch slice, flat layout, ledgers, faults),
+``flat.py`` (ZeRO's sharding rule), ``adam.py`` (element-wise Adam); what they train: ``toy.py``
+(``toy_shapes.py``: its sizes without torch), and ``reference.py``, one process's run.
+
 This module imports no torch: the engines are imported when a run starts.
 """
 

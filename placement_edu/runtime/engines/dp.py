@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime.engine import Context, Engine
+from placement_edu.runtime.engines.engine import Context, Engine
 
 
 class DataParallel(Engine):

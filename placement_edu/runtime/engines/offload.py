@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import OFFLOAD_STAGING, REDUCE_BUCKET
-from placement_edu.runtime import flat
-from placement_edu.runtime.engine import Context, Engine
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import gather_params
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import torch
 
 from placement_edu.models import stage_layers
-from placement_edu.runtime import flat
+from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.dp import DataParallel
-from placement_edu.runtime.toy import TinyMLP, loss_fn, mlp_forward
+from placement_edu.runtime.engines.toy import TinyMLP, loss_fn, mlp_forward
 from placement_edu.schedule import pipeline_order
 
 

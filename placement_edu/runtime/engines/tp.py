@@ -20,11 +20,11 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import FunctionCtx
 
-from placement_edu.runtime import flat
-from placement_edu.runtime.comm import Comm
-from placement_edu.runtime.engine import Engine
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.measurement.comm import Comm
+from placement_edu.runtime.engines.engine import Engine
 from placement_edu.runtime.engines.dp import DataParallel
-from placement_edu.runtime.toy import Params, TinyTransformer, loss_fn, transformer_forward
+from placement_edu.runtime.engines.toy import Params, TinyTransformer, loss_fn, transformer_forward
 from placement_edu.runtime.engines.zero3 import Zero3
 
 DIM = {"col": 0, "row": 1}

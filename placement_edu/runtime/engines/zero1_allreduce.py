@@ -19,8 +19,8 @@ import math
 import torch
 
 from placement_edu.models import greedy_partition
-from placement_edu.runtime import flat
-from placement_edu.runtime.engine import Context, Engine
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.engine import Context, Engine
 
 
 class Zero1AllReduce(Engine):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import REDUCE_BUCKET
-from placement_edu.runtime import flat
-from placement_edu.runtime.engine import Context, Engine
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import update_owned_slice
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import GATHER_WINDOW, REDUCE_BUCKET
-from placement_edu.runtime import flat
-from placement_edu.runtime.engine import Context, Engine
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.engine import Context, Engine
 
 
 class Zero3(Engine):

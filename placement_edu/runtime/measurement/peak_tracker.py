@@ -34,8 +34,8 @@ import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from placement_edu.architectures import Architecture, get_architecture
-from placement_edu.runtime.hf_models import build_model
-from placement_edu.runtime.reference_models import batch
+from placement_edu.runtime.measurement.hf_models import build_model
+from placement_edu.runtime.measurement.reference_models import batch
 
 if TYPE_CHECKING:  # (imported where a step is tracked)
     from torch.distributed._tools.mem_tracker import MemTracker
@@ -188,7 +188,7 @@ class TrackerProcess:
     def measure(self, **case: object) -> dict:
         """``measure(**case)`` in this process's child: the tracker's figures (bytes). A signal
         meanwhile, in a command, ends it with its child (``launcher.ends_as_a_run``)."""
-        from placement_edu.runtime.launcher import phase
+        from placement_edu.runtime.processes.launcher import phase
 
         where = f"stopped PyTorch's tracker measuring {case.get('model')} on {case.get('devices')} "
         with phase(where + "fake ranks (its process ended)"):
@@ -217,8 +217,8 @@ class TrackerProcess:
     def _start(self) -> None:
         import multiprocessing
 
-        from placement_edu.runtime import forkserver
-        from placement_edu.runtime.launcher import ranks_start_with_sigint_held
+        from placement_edu.runtime.processes import forkserver
+        from placement_edu.runtime.processes.launcher import ranks_start_with_sigint_held
 
         context = multiprocessing.get_context(forkserver.start_method())
         self._pipe, theirs = context.Pipe()
@@ -236,7 +236,7 @@ class TrackerProcess:
 
     def close(self) -> None:
         """End the child (between cases it only waits for the next) and let the forkserver go."""
-        from placement_edu.runtime import forkserver
+        from placement_edu.runtime.processes import forkserver
 
         if self._child is None:
             return
@@ -271,7 +271,7 @@ def _serve(pipe: Connection, owner: tuple[int, str]) -> None:
     import signal
     import threading
 
-    from placement_edu.runtime.launcher import SIGNALS
+    from placement_edu.runtime.processes.launcher import SIGNALS
     from placement_edu.runtime.worker import _exit_with
 
     for sig in SIGNALS:

@@ -25,7 +25,7 @@ import torch
 
 from placement_edu.architectures import Architecture
 from placement_edu.models import TransformerSpec
-from placement_edu.runtime.reference_models import batch, build
+from placement_edu.runtime.measurement.reference_models import batch, build
 
 WARMUP = 3
 

@@ -25,9 +25,9 @@ from placement_edu.peak import ActivationProfile
 
 
 #: Profiles of the reference models at the shapes issue 22 checks, measured and shipped with the
-#: package (``python -m placement_edu.runtime.profiles`` writes them; a test checks they equal a
-#: fresh measurement).
-SHIPPED = Path(__file__).resolve().parents[1] / "data" / "profiles"
+#: package (``python -m placement_edu.runtime.measurement.profiles`` writes them; a test checks
+#: they equal a fresh measurement).
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "profiles"
 #: (model, seq, compute, attention) of the shipped profiles, b = 1, no recomputation: fp32 and bf16
 #: with eager attention (the trackers' tests), and bf16 with SDPA (``fit``'s defaults).
 SHIPPED_CASES = tuple(
@@ -119,7 +119,7 @@ def get_profile(
                 return replace(kept, model=arch.name or arch.kind), True
             except (ValueError, TypeError, KeyError):
                 pass  # a damaged entry is measured again
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     # torch's compiler cache ("torchinductor_<user>", made when its memory tracker is imported)
     # goes in a run folder of this process, removed after: TMPDIR is left as found (a killed
@@ -127,7 +127,7 @@ def get_profile(
     scratch, before = rundir.make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
     try:
-        from placement_edu.runtime.activation_profile import measure
+        from placement_edu.runtime.measurement.activation_profile import measure
 
         profile = measure(arch, micro_batch, seq, compute, attention, recompute)
     finally:
@@ -150,7 +150,7 @@ def get_profile(
 def write_shipped() -> list[Path]:
     """Measure the shipped cases afresh and write them into the package (run after changing the
     measuring code or torch: their key names both)."""
-    from placement_edu.runtime.activation_profile import measure
+    from placement_edu.runtime.measurement.activation_profile import measure
 
     SHIPPED.mkdir(parents=True, exist_ok=True)
     for old in SHIPPED.glob("*.json"):

@@ -35,17 +35,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 from placement_edu.errors import PlacementError, positive_seconds
 from placement_edu.implementations import TorchRefConfig
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime.context_config import ContextRun
-from placement_edu.runtime.expert_run import ExpertRun
-from placement_edu.runtime.container import check_fits, rank_bytes
-from placement_edu.runtime import forkserver, rundir
-from placement_edu.runtime import progress as progress_file
+from placement_edu.runtime.axes.context_config import ContextRun
+from placement_edu.runtime.axes.expert_run import ExpertRun
+from placement_edu.runtime.processes.container import check_fits, rank_bytes
+from placement_edu.runtime.processes import forkserver, rundir
+from placement_edu.runtime.processes import progress as progress_file
 from placement_edu.runtime.result import RunResult
 
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    from placement_edu.runtime.probes import Calibration
+    from placement_edu.runtime.calibration.probes import Calibration
 
 
 class RunFailed(RuntimeError):
@@ -78,7 +78,7 @@ def launch(
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
     rank's raw measurements. From a notebook kernel or a command, torch's launcher runs in an
     agent process (``agent.py``): the kernel or command never imports torch."""
-    from placement_edu.runtime import agent
+    from placement_edu.runtime.processes import agent
 
     timeout_s = positive_seconds("timeout_s", timeout_s)
     if not jobs or not all(_is_job(job) for job in jobs):
@@ -186,7 +186,7 @@ def _launch_from_agent(
     ranks and says where; this process then ends as it would have (``RunInterrupted``)."""
     import multiprocessing
 
-    from placement_edu.runtime import agent
+    from placement_edu.runtime.processes import agent
 
     rundir.quiet_resource_tracker()  # (started with the server, as by launch)
     # the server imports torch and the worker when it starts (a command's: what its jobs need)
@@ -234,7 +234,7 @@ def _launch_from_agent(
 def _launch_in_the_agent(*args: Any) -> list[list[dict]]:
     """``launch`` in a launch's agent: a signal before the launch takes the signals ends it as
     "before its ranks started"; once it has answered, the kernel or command takes them."""
-    from placement_edu.runtime import agent
+    from placement_edu.runtime.processes import agent
 
     for sig in SIGNALS:
         signal.signal(sig, _raise_stop)
@@ -285,7 +285,7 @@ def _is_job(job: object) -> bool:
     """A job ``launch`` runs. (Calibration's module imports torch: looked at only when needed.)"""
     if isinstance(job, (RunConfig, TorchRefConfig, ContextRun, ExpertRun)):
         return True
-    from placement_edu.runtime.probes import Calibration
+    from placement_edu.runtime.calibration.probes import Calibration
 
     return isinstance(job, Calibration)
 

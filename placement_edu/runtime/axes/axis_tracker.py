@@ -48,8 +48,14 @@ from torch.distributed.tensor.parallel import (
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from placement_edu.architectures import Architecture, get_architecture
-from placement_edu.runtime.peak_tracker import _optimizer, _snapshot, tracked_step
-from placement_edu.runtime.reference_models import CausalLM, Conv1D, batch, build, recomputed
+from placement_edu.runtime.measurement.peak_tracker import _optimizer, _snapshot, tracked_step
+from placement_edu.runtime.measurement.reference_models import (
+    CausalLM,
+    Conv1D,
+    batch,
+    build,
+    recomputed,
+)
 
 
 def _shard(module: nn.Module, mesh: DeviceMesh, dims: dict[str, Any]) -> None:
@@ -209,7 +215,7 @@ def measure_here(measuring: Any = None, **case: Any) -> dict:
     TMPDIR is left as found."""
     import os
 
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     scratch, before = rundir.make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch

@@ -12,7 +12,7 @@ from itertools import zip_longest
 from typing import Any
 
 from placement_edu.runtime.config import DTYPES
-from placement_edu.runtime.expert_run import ExpertRun, Key, measured_is_predicted
+from placement_edu.runtime.axes.expert_run import ExpertRun, Key, measured_is_predicted
 
 #: The least deviation from one process that counts as rounding: float64's base tolerance.
 TOLERANCE = DTYPES["float64"][2]
@@ -117,7 +117,7 @@ def run_expert_layer(run: ExpertRun) -> ExpertMeasurement:
     """Launch ``run`` (fresh gloo processes, a few seconds) and read what it measured."""
     # torch comes with the launch, not with this module: a kernel that imports the runtime's
     # names holds no torch until a cell runs ranks (tests/test_layering.py)
-    from placement_edu.runtime.expert_layer import launch
+    from placement_edu.runtime.axes.expert_layer import launch
 
     return measurement(run, launch(run))
 
@@ -126,7 +126,7 @@ def launch_expert_layer(run: ExpertRun, timeout_s: float = 60.0) -> ExpertMeasur
     """``run`` as a job of the runtime's launcher (its forkserver, timeouts and failure reports,
     ``launcher.launch``: what ``placement-edu run`` does), read as ``run_expert_layer`` reads
     it."""
-    from placement_edu.runtime.launcher import launch
+    from placement_edu.runtime.processes.launcher import launch
 
     return measurement(run, launch([run], run.world, timeout_s, progress=False)[0])
 

@@ -17,7 +17,7 @@ over context, divided once by c, SPEC §5) match it. The ledger records every se
 all-to-all (op, phase, payload bytes, group) and is compared entry by entry with the core's ops
 on the context axis. The run (``context_config.ContextRun``) is a job of the runtime's launcher,
 as a ``RunConfig`` is: ``launch`` starts its ranks, ``worker.run_job`` hands each to
-``run_rank`` (``context_launch.launch``; ``python -m placement_edu.runtime.context_launch``
+``run_rank`` (``context_launch.launch``; ``python -m placement_edu.runtime.axes.context_launch``
 prints both ways at c = 2 and 4).
 """
 
@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.autograd.function import FunctionCtx
 
-from placement_edu.runtime.context_config import ContextRun, Key
+from placement_edu.runtime.axes.context_config import ContextRun, Key
 
 
 def inputs(run: ContextRun) -> dict[str, torch.Tensor]:

@@ -12,11 +12,11 @@ import torch
 
 from placement_edu.mesh import Mesh
 from placement_edu.strategies import Strategy
-from placement_edu.runtime import flat
-from placement_edu.runtime.adam import Adam
-from placement_edu.runtime.comm import Comm
-from placement_edu.runtime.memtrack import MemoryLedger
-from placement_edu.runtime.toy import (
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.adam import Adam
+from placement_edu.runtime.measurement.comm import Comm
+from placement_edu.runtime.measurement.memtrack import MemoryLedger
+from placement_edu.runtime.engines.toy import (
     Params,
     TinyMLP,
     ToyModel,

@@ -174,7 +174,7 @@ def run_torch_refs(
     """Several implementations on one world size in one launch (the ranks start once). With
     ``narrow_to_fit``, where this container has too little memory left for them, they run on a
     narrower MLP that fits, saying so in one line (``narrowed_to_fit``)."""
-    from placement_edu.runtime.launcher import launch
+    from placement_edu.runtime.processes.launcher import launch
 
     sizes = {c.world_size for c in configs}
     expect(len(sizes) == 1, f"run_torch_refs needs one world size per launch, got {sorted(sizes)}")
@@ -203,8 +203,8 @@ def narrowed_to_fit(configs: list[TorchRefConfig]) -> list[TorchRefConfig]:
     from dataclasses import replace
 
     from placement_edu.implementations import parse_model
-    from placement_edu.runtime import forkserver
-    from placement_edu.runtime.container import memory_limit, rank_bytes, ranks_that_fit
+    from placement_edu.runtime.processes import forkserver
+    from placement_edu.runtime.processes.container import memory_limit, rank_bytes, ranks_that_fit
     from placement_edu.units import MiB
 
     limit = memory_limit()

@@ -25,7 +25,7 @@ from typing import Any, Literal, Sequence
 #: server, and 115 MiB less in each of those ranks. (Importing pipelining makes torch's compiler
 #: cache folder: ``start_method`` puts it in ours.)
 REFERENCE_ONLY = [
-    "placement_edu.runtime.torch_reference",
+    "placement_edu.runtime.measurement.torch_reference",
     "torch.distributed.optim",
     "torch.nn.parallel",
     "torch.distributed.fsdp",
@@ -35,7 +35,8 @@ REFERENCE_ONLY = [
 #: What the server imports once, before it forks any rank: the worker (torch with it), then the
 #: modules above.
 PRELOAD = [
-    "placement_edu.runtime.server_setup",  # ranks re-run no script of the learner (its docstring)
+    # ranks re-run no script of the learner (its docstring)
+    "placement_edu.runtime.processes.server_setup",
     "placement_edu.runtime.worker",
     *REFERENCE_ONLY,
 ]
@@ -90,7 +91,7 @@ def mark_ours() -> None:
     process killed before any rank existed leaves its folder; the next run removes it."""
     from multiprocessing import util
 
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     rundir.mark(util.get_temp_dir())
     rundir.remove_stale()

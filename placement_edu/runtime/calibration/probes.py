@@ -29,8 +29,8 @@ import torch.distributed as dist
 
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, expect, positive_int
 from placement_edu.mesh import Mesh
-from placement_edu.runtime.comm import _all_gather, _reduce_scatter
-from placement_edu.runtime.progress import write as write_progress
+from placement_edu.runtime.measurement.comm import _all_gather, _reduce_scatter
+from placement_edu.runtime.processes.progress import write as write_progress
 from placement_edu.timing.fit import CALIBRATED_OPS
 
 #: Payload sizes S in bytes: 1 KiB to 4 MiB, every power of two (float64 elements: 128 to 524,288).
@@ -144,7 +144,13 @@ def _toy_step(world_size: int) -> tuple[Callable[[], None], int, str]:
     multiple of N so that every world size ``calibrate`` accepts gets whole rows per rank (16 rows
     split 4 ways as a run's; 18 split 3 ways, 64 split 64 ways)."""
     from placement_edu.runtime.config import RunConfig
-    from placement_edu.runtime.toy import TinyMLP, init_params, loss_fn, make_batch, mlp_forward
+    from placement_edu.runtime.engines.toy import (
+        TinyMLP,
+        init_params,
+        loss_fn,
+        make_batch,
+        mlp_forward,
+    )
 
     batch = RunConfig("dp", world_size).global_batch
     config = RunConfig("dp", world_size, global_batch=-(-batch // world_size) * world_size)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from placement_edu.architectures import Architecture
-from placement_edu.runtime.reference_models import (
+from placement_edu.runtime.measurement.reference_models import (
     CausalLM,
     CausalLMLoss,
     SELECTIVE,

@@ -16,9 +16,9 @@ from typing import cast
 
 import torch
 
-from placement_edu.runtime import flat
-from placement_edu.runtime.adam import Adam
-from placement_edu.runtime.toy import (
+from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines.adam import Adam
+from placement_edu.runtime.engines.toy import (
     Params,
     TinyMLP,
     ToyModel,

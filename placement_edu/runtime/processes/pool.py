@@ -47,9 +47,9 @@ from placement_edu.errors import (
     positive_seconds,
 )
 from placement_edu.runtime.config import RunConfig
-from placement_edu.runtime import forkserver, rundir
-from placement_edu.runtime import progress as progress_file
-from placement_edu.runtime.launcher import (
+from placement_edu.runtime.processes import forkserver, rundir
+from placement_edu.runtime.processes import progress as progress_file
+from placement_edu.runtime.processes.launcher import (
     RunFailed,
     RunInterrupted,
     _explain,
@@ -57,7 +57,7 @@ from placement_edu.runtime.launcher import (
     ranks_start_with_sigint_held,
     torch_handles_only,
 )
-from placement_edu.runtime.progress import POLL_S, Progress
+from placement_edu.runtime.processes.progress import POLL_S, Progress
 from placement_edu.runtime.result import RunResult
 
 
@@ -108,7 +108,7 @@ class WorkerPool:
         return self
 
     def _start(self) -> None:
-        from placement_edu.runtime.container import check_fits
+        from placement_edu.runtime.processes.container import check_fits
 
         check_fits(
             self.world_size, forkserver_running=forkserver.running()

@@ -1,13 +1,13 @@
 """Launch the context-parallel attention layer (``context_attention.py``) with the runtime's
-launcher, and print what it measured: ``python -m placement_edu.runtime.context_launch``."""
+launcher, and print what it measured: ``python -m placement_edu.runtime.axes.context_launch``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from placement_edu.runtime.context_config import ContextRun, Key
-from placement_edu.runtime.launcher import launch as launch_jobs
+from placement_edu.runtime.axes.context_config import ContextRun, Key
+from placement_edu.runtime.processes.launcher import launch as launch_jobs
 from placement_edu.schedule import ring_bytes
 
 

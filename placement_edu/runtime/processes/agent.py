@@ -57,7 +57,7 @@ def wanted() -> bool:
     """Launch from an agent: in a notebook kernel (ipykernel) that has not imported torch, or for a
     command, with the ranks forked from the rank server -- and not in the agent itself (which
     has torch)."""
-    from placement_edu.runtime import forkserver
+    from placement_edu.runtime.processes import forkserver
 
     return (
         (_command or ("ipykernel" in sys.modules and "torch" not in sys.modules))
@@ -80,7 +80,7 @@ def agent_main(
 ) -> None:
     """Forked from the rank server: use that server for the ranks, end with the kernel, run
     ``function(*args)`` and send back ("ok", result) or ("error", the exception)."""
-    from placement_edu.runtime import forkserver
+    from placement_edu.runtime.processes import forkserver
 
     forkserver.borrow(address, owner)
     threading.Thread(target=_exit_with, args=(owner[0],), name="agent-watch", daemon=True).start()
@@ -98,7 +98,7 @@ def agent_main(
 
 def _exit_with(pid: int) -> None:
     """End this agent once the kernel ``pid`` has ended (its ranks watch the kernel themselves)."""
-    from placement_edu.runtime import rundir
+    from placement_edu.runtime.processes import rundir
 
     try:
         fd = os.pidfd_open(pid)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from placement_edu.runtime.toy_shapes import TP_PLAN, BlockShape, MLPShape
+from placement_edu.runtime.engines.toy_shapes import TP_PLAN, BlockShape, MLPShape
 
 Params = dict[str, torch.Tensor]
 Identity: Callable[[torch.Tensor], torch.Tensor] = lambda x: x  # noqa: E731

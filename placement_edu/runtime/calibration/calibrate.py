@@ -5,7 +5,7 @@ ranks the launcher starts, and fit the α–β model to *this* machine.
 - here: one launch per world size, each rank's times gathered into the core's ``Sample`` values
   (each repeat counts its slowest rank), and the core's fit (``placement_edu.timing.fit``)
 
-    >>> from placement_edu.runtime.calibrate import calibrate
+    >>> from placement_edu.runtime.calibration.calibrate import calibrate
     >>> result = calibrate((2, 4))
     >>> result.fit.pooled.alpha_s, result.fit.pooled.bandwidth
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement_edu.errors import expect
-from placement_edu.runtime.launcher import launch
-from placement_edu.runtime.probes import DEFAULT_SIZES, Calibration
+from placement_edu.runtime.processes.launcher import launch
+from placement_edu.runtime.calibration.probes import DEFAULT_SIZES, Calibration
 from placement_edu.timing.fit import (
     CalibrationFit,
     ComputeSample,

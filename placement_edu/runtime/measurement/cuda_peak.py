@@ -23,9 +23,9 @@ import time
 import torch
 
 from placement_edu.architectures import get_architecture
-from placement_edu.runtime.hf_models import build_model
-from placement_edu.runtime.peak_tracker import _optimizer
-from placement_edu.runtime.reference_models import batch
+from placement_edu.runtime.measurement.hf_models import build_model
+from placement_edu.runtime.measurement.peak_tracker import _optimizer
+from placement_edu.runtime.measurement.reference_models import batch
 
 
 def measure_cuda(

@@ -1,7 +1,7 @@
 """The toy MoE layer's description and its comparison with the core, without torch (a kernel
 that describes a run imports no torch until ranks start): ``ExpertRun``, the core's prediction
 for it (``ExpertRun.predicted``), and ``measured_is_predicted``. The run itself:
-``runtime/expert_layer.py``."""
+``runtime/axes/expert_layer.py``."""
 
 from __future__ import annotations
 

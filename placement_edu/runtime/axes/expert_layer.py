@@ -24,7 +24,8 @@ the all-to-alls on the expert axis and the experts' all-reduce on data exactly, 
 all-reduce by op, axis and group (the core's dense all-reduce counts a whole model's dense
 weights; the toy has only a router). The deviation is the largest difference from ``reference``
 over outputs, input gradients and weight gradients.
-``python -m placement_edu.runtime.expert_layer`` prints top-1 and top-2 at e = 2 and 4, and top-2
+``python -m placement_edu.runtime.axes.expert_layer`` prints top-1 and top-2 at e = 2 and 4, and
+top-2
 on data=2,expert=2 (the experts' grads then all-reduced over their 2 data replicas).
 """
 
@@ -43,8 +44,10 @@ from torch.autograd.function import FunctionCtx
 
 from placement_edu.experts import expert_capacity
 from placement_edu.placement import EXPERT_AXIS
-from placement_edu.runtime.comm import Comm
-from placement_edu.runtime.expert_run import (  # re-exported: the run's description, torch-free
+from placement_edu.runtime.measurement.comm import Comm
+
+# re-exported: the run's description, torch-free
+from placement_edu.runtime.axes.expert_run import (
     TIMEOUT_S,
     ExpertRun,
     Key,

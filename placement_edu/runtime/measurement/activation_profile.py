@@ -38,8 +38,13 @@ from torch.utils._pytree import tree_leaves
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile, Moment
-from placement_edu.runtime.hf_models import build_model
-from placement_edu.runtime.reference_models import SELECTIVE, CausalLM, CheckpointedCore, batch
+from placement_edu.runtime.measurement.hf_models import build_model
+from placement_edu.runtime.measurement.reference_models import (
+    SELECTIVE,
+    CausalLM,
+    CheckpointedCore,
+    batch,
+)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: Modules inside a block whose saves tensor parallelism leaves whole: norms, the column-parallel
