@@ -7,16 +7,17 @@ ranks crosses InfiniBand (``mesh.LAYOUT``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from placement_edu.pricing import price_configuration
-from placement_edu.errors import PlacementError
+from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
+from placement_edu.schedule.context import kv_fraction, ulysses_buffers
 from placement_edu.strategies import COMPOSITIONS
 from placement_edu.timing import HARDWARE
 from placement_edu.shown import Shown
@@ -99,3 +100,78 @@ def context_costs(model: TransformerSpec, context: int, attention: str) -> Conte
         time.exposed_comm_s,
         time.total_s,
     )
+
+
+# --- what the table's seconds rest on: the ring's hiding condition, the causal count, zig-zag
+# chunks and Ulysses past c = K -----------------------------------------------------------------
+
+#: How attention's s² FLOPs are counted, named wherever a figure uses one (issue 40). "full":
+#: every query against every key, PaLM's 12·L·h·s per token -- the count the time model, ``time``
+#: and ``plan`` price (``timing.FLOP_CONVENTION``). "causal": half of it, Megatron-LM's causal
+#: count (``timing.megatron_flops_per_token(model, causal=True)``): under a causal mask only the
+#: blocks on and below the diagonal are work, and a causal kernel skips the rest.
+ATTENTION_COUNTS: dict[str, Fraction] = {"full": Fraction(1), "causal": Fraction(1, 2)}
+
+
+def ring_round(model: TransformerSpec, context: int, count: str = "full") -> tuple[int, Fraction]:
+    """One rank's ring round of one layer in forward: (bytes it moves, FLOPs it computes while they
+    move). It sends its K/V chunk, 2·b·(s/c)·h_kv elements of 2 B (bf16), while it computes its
+    s/c queries against the chunk it holds: QKᵀ and attention over V, 2·b·(s/c)²·h FLOPs each,
+    4·b·(s/c)²·h in all -- times ``ATTENTION_COUNTS[count]`` (a causal round, zig-zag balanced,
+    computes half a block on average)."""
+    expect(
+        count in ATTENTION_COUNTS,
+        f"count must be one of {', '.join(ATTENTION_COUNTS)}, got {count!r}",
+    )
+    chunk = model.seq // context
+    kv_width = model.hidden * kv_fraction(model)
+    moved = int(2 * model.micro_batch * chunk * kv_width * 2)
+    return moved, 4 * model.micro_batch * chunk**2 * model.hidden * ATTENTION_COUNTS[count]
+
+
+def ring_hides_from(
+    model: TransformerSpec, bandwidth: float, flops: float, count: str = "full"
+) -> Fraction:
+    """The chunk s/c (tokens a rank) from which a ring round's transfer hides under its block:
+    2·b·(s/c)·h_kv·2 B / W ≤ 4·b·(s/c)²·h·f / F, that is s/c ≥ (h_kv/h) · (F/W) / f, with f = 1
+    for the full count and 1/2 for the causal one (``ATTENTION_COUNTS``). W: the link's bytes per
+    second, F: the device's achieved FLOP/s. Latency (α per round) left out."""
+    expect(
+        count in ATTENTION_COUNTS,
+        f"count must be one of {', '.join(ATTENTION_COUNTS)}, got {count!r}",
+    )
+    return kv_fraction(model) * Fraction(flops) / Fraction(bandwidth) / ATTENTION_COUNTS[count]
+
+
+def causal_blocks(context: int, zigzag: bool = True) -> list[Fraction]:
+    """Each context rank's attention work under a causal mask, in blocks of (s/2c)² query-key
+    pairs: the sequence cut into 2c chunks, rank i holding chunks i and 2c − 1 − i (zig-zag:
+    Megatron-Core's load balancing) or 2i and 2i + 1 (contiguous). Chunk j attends to the j chunks
+    before it and to half of itself (the diagonal): j + 1/2 blocks. Zig-zag gives every rank 2c
+    blocks; contiguous chunks give rank c − 1 4c − 2 blocks, 2c − 1 times rank 0's 2."""
+    expect(isinstance(context, int) and context >= 1, f"context is a degree >= 1, got {context!r}")
+    held = [(i, 2 * context - 1 - i) if zigzag else (2 * i, 2 * i + 1) for i in range(context)]
+    return [sum((j + Fraction(1, 2) for j in chunks), Fraction(0)) for chunks in held]
+
+
+def ulysses_replicated(model: TransformerSpec, context: int) -> tuple[int, int]:
+    """Ulysses past c = K: (key-value heads after replication, bytes one rank sends per layer in
+    forward, bf16). The all-to-all hands each rank whole key-value heads, so c must divide K --
+    unless each of the K heads is repeated c/K times before it, as verl does
+    (verl/models/transformers/monkey_patch.py: ``repeat_kv(key_states, ulysses_sp_size //
+    nheads_k)``): the K/V buffers then carry max(K, c) heads, c/K times the bytes, and everything
+    else is Ulysses' own (``schedule.context.ulysses_buffers`` on the repeated heads)."""
+    kv_heads = model.kv_heads or model.heads
+    expect(
+        context % kv_heads == 0 or kv_heads % context == 0,
+        f"Ulysses repeats K = {kv_heads} key-value heads to c = {context} ranks only when one "
+        "divides the other",
+    )
+    expect(
+        model.heads % context == 0,
+        f"Ulysses gives each of c = {context} ranks whole query heads: c must divide a = "
+        f"{model.heads}",
+    )
+    repeated = replace(model, kv_heads=max(kv_heads, context))
+    qkv, out = ulysses_buffers(repeated, context, 1)
+    return max(kv_heads, context), int((qkv + out) * Fraction(context - 1, context) * 2)

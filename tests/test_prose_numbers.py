@@ -56,7 +56,13 @@ from placement_edu import State, TransformerSpec, analyze
 from placement_edu.planner import default_transformer
 from placement_edu.schedule import pipeline_bubble
 from placement_edu.architectures import PRESETS
-from placement_edu.long_context import long_context_model
+from placement_edu.long_context import (
+    causal_blocks,
+    long_context_model,
+    ring_hides_from,
+    ring_round,
+    ulysses_replicated,
+)
 from placement_edu.models import ModelSpec
 from placement_edu.runtime import ContextRun
 from placement_edu.runtime.verdict import ROUNDING_MULTIPLE
@@ -221,6 +227,16 @@ def _causal_ratio() -> Fraction:
     model = long_context_model(131072)
     full = palm_flops_per_token(model)
     return Fraction(full, full - sum(attention_flops_per_token(model).values()) // 2)
+
+
+#: notebook 13's model at s = 131,072 (Llama-3-8B's shape, K = 8)
+LONG_131K = long_context_model(131072)
+
+
+def _hides_from(kv_heads: int, link: str, count: str = "full") -> Fraction:
+    """13 §4: the chunk s/c from which a ring round hides on ``link`` of the h100 preset."""
+    model = long_context_model(16384, 32, kv_heads)
+    return ring_hides_from(model, getattr(H100, link).bandwidth, H100.flops, count)
 
 
 def _threshold(strategy: str, overlap: str) -> Fraction:
@@ -780,6 +796,105 @@ SOURCES: list[tuple[str, str, str, Callable[[], Fraction]]] = [
         "the ring's ops triple to 18",
         "18",
         lambda: len(ContextRun("ring", 4).predicted()),
+    ),
+    # 13 §2: Ulysses past c = K (K/V heads repeated, verl) against the ring, K = 8, s = 131,072
+    (
+        "13_long_context",
+        "a rank sends 188,743,680 B per layer in forward at c = 16",
+        "188,743,680",
+        lambda: ulysses_replicated(LONG_131K, 16)[1],
+    ),
+    (
+        "13_long_context",
+        "and 130,023,424 B at c = 32",
+        "130,023,424",
+        lambda: ulysses_replicated(LONG_131K, 32)[1],
+    ),
+    (
+        "13_long_context",
+        "against the ring's 503,316,480 B",
+        "503,316,480",
+        lambda: 15 * ring_round(LONG_131K, 16)[0],
+    ),
+    (
+        "13_long_context",
+        "and 520,093,696 B: still fewer bytes",
+        "520,093,696",
+        lambda: 31 * ring_round(LONG_131K, 32)[0],
+    ),
+    # 13 §2: contiguous chunks under a causal mask, rank 7's work over rank 0's at c = 8
+    (
+        "13_long_context",
+        "at c = 8 rank 7 computes 15× what rank 0 does",
+        "15",
+        lambda: causal_blocks(8, zigzag=False)[7] / causal_blocks(8, zigzag=False)[0],
+    ),
+    # 13 §4: the ring's hiding condition, s/c >= (h_kv/h)·F/W, on the preset's links
+    (
+        "13_long_context",
+        "An H100 at 40% MFU",
+        "40",
+        lambda: 100 * Fraction(H100.flops) / Fraction(PEAK_FLOPS["H100"]),
+    ),
+    ("13_long_context", "F = 395.6e12 FLOP/s", "395.6e12", lambda: Fraction(H100.flops)),
+    (
+        "13_long_context",
+        "(W = 450e9 B/s)",
+        "450e9",
+        lambda: Fraction(H100.node_link.bandwidth),
+    ),
+    (
+        "13_long_context",
+        "(W = 50e9 B/s)",
+        "50e9",
+        lambda: Fraction(H100.network_link.bandwidth),
+    ),
+    (
+        "13_long_context",
+        "needs 879 tokens a rank over NVLink",
+        "879",
+        lambda: _hides_from(32, "node_link"),
+    ),
+    (
+        "13_long_context",
+        "and 7,912 over InfiniBand",
+        "7,912",
+        lambda: _hides_from(32, "network_link"),
+    ),
+    ("13_long_context", "(h_kv = h/4), 220 and", "220", lambda: _hides_from(8, "node_link")),
+    (
+        "13_long_context",
+        "220 and 1,978. The table",
+        "1,978",
+        lambda: _hides_from(8, "network_link"),
+    ),
+    (
+        "13_long_context",
+        "512 tokens, under 7,912",
+        "7,912",
+        lambda: _hides_from(32, "network_link"),
+    ),
+    ("13_long_context", "= 4,096, over 1,978", "1,978", lambda: _hides_from(8, "network_link")),
+    (
+        "13_long_context",
+        "doubles: 15,824 and",
+        "15,824",
+        lambda: _hides_from(32, "network_link", "causal"),
+    ),
+    (
+        "13_long_context",
+        "and 3,956 tokens a rank across InfiniBand",
+        "3,956",
+        lambda: _hides_from(8, "network_link", "causal"),
+    ),
+    # 13 §4: the ring's step at c = 8 (all compute), priced at the causal count instead
+    (
+        "13_long_context",
+        "all compute, would be 46.4 s",
+        "46.4",
+        lambda: (
+            _printed("13_long_context", r"s = 131,072 .*?c = 8: ring +([\d.]+) s") / _causal_ratio()
+        ),
     ),
 ]
 
