@@ -333,9 +333,11 @@ def routing_problems(schedule, model: object) -> list[str]:
     through the combine, the dense gradients behind it) lack that token's contribution."""
     if not has_experts(model):
         return []
+    from placement_edu.schedule.costs import OpKind  # the schedule imports this module
+
     whole = all_to_all_elements(model)  # type: ignore[arg-type]
     for op, _, _ in schedule.held():
-        if op.op == "all_to_all" and op.axis == EXPERT_AXIS and op.elements < whole:
+        if op.op == OpKind.ALL_TO_ALL and op.axis == EXPERT_AXIS and op.elements < whole:
             sent = Fraction(op.elements)
             lost = Fraction(whole - sent, model.hidden)  # type: ignore[attr-defined]
             return [

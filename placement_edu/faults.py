@@ -19,9 +19,10 @@ from typing import Any, Callable, Mapping
 from placement_edu.errors import PlacementError
 from placement_edu.memory import GATHER_BUFFER
 from placement_edu.mesh import Mesh
+from placement_edu.names import Word
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
-from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, Schedule
+from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, OpKind, Schedule
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["FAULTS", "applicable_faults", "strategies_for"]
@@ -71,7 +72,7 @@ def _double_scale(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     out: list[Op] = []
     for o in ops:
         out.append(o)
-        if o.op == "scale":
+        if o.op == OpKind.SCALE:
             out.append(replace(o, why=f"fault double-scale: divide by {o.group} again"))
     return tuple(out)
 
@@ -92,13 +93,15 @@ def _skip_param_sync(ops: tuple[Op, ...]) -> tuple[Op, ...]:
 
 
 def _unsynced_init(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(o for o in ops if not (o.op == "broadcast" and o.once and o.axis in BATCH_AXES))
+    return tuple(
+        o for o in ops if not (o.op == OpKind.BROADCAST and o.once and o.axis in BATCH_AXES)
+    )
 
 
 def _stale_gather(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     return tuple(
         replace(o, stale=True, why="fault stale-gather: returns the previous step's slices")
-        if o.op == "all_gather"
+        if o.op == OpKind.ALL_GATHER
         and o.state is State.PARAMS
         and o.axis == "data"
         and o.phase in ("forward", "backward")
@@ -113,7 +116,12 @@ def _drop_routed_tokens(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     out: list[Op] = []
     dropped = False
     for o in ops:
-        if not dropped and o.op == "all_to_all" and o.axis == EXPERT_AXIS and o.phase == "forward":
+        if (
+            not dropped
+            and o.op == OpKind.ALL_TO_ALL
+            and o.axis == EXPERT_AXIS
+            and o.phase == "forward"
+        ):
             o = replace(
                 o,
                 elements=o.elements - Fraction(o.elements, o.group),
@@ -137,7 +145,7 @@ class Fault:
     to apply (``needs``, in words; ``applies``, read from the placement on a mesh), the edit it
     makes to a derived schedule, and the transient terms it removes with the op it drops."""
 
-    name: str
+    name: FaultName
     condition: str  # the one it breaks directly: "gradient_integrity" or "state_consistency"
     what: str
     needs: str
@@ -151,7 +159,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
         f.name: f
         for f in (
             Fault(
-                "skip-grad-reduce",
+                FaultName.SKIP_GRAD_REDUCE,
                 "gradient_integrity",
                 "the data-axis gradient reduction is left out, so each rank steps on its own "
                 "partial gradient",
@@ -160,7 +168,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _skip_grad_reduce,
             ),
             Fault(
-                "double-scale",
+                FaultName.DOUBLE_SCALE,
                 "gradient_integrity",
                 "the reduced gradient is divided by N twice, so every step is N times too small",
                 "a data axis of degree > 1",
@@ -168,7 +176,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _double_scale,
             ),
             Fault(
-                "skip-param-sync",
+                FaultName.SKIP_PARAM_SYNC,
                 "state_consistency",
                 "owners update their slice of the replicated parameters and the all-gather after "
                 "the step is skipped",
@@ -179,7 +187,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 removes=(GATHER_BUFFER,),
             ),  # the padded buffer the dropped all-gather fills
             Fault(
-                "unsynced-init",
+                FaultName.UNSYNCED_INIT,
                 "state_consistency",
                 "ranks initialise from different seeds and no start-up broadcast follows",
                 "params replicated (R) along a batch-splitting axis of degree > 1, made identical "
@@ -188,7 +196,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _unsynced_init,
             ),
             Fault(
-                "stale-gather",
+                FaultName.STALE_GATHER,
                 "state_consistency",
                 "an SG gather returns the previous step's slices",
                 "params sharded-with-gather (SG) or offloaded (OFF) on a data axis of degree > 1",
@@ -196,7 +204,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _stale_gather,
             ),
             Fault(
-                "drop-routed-tokens",
+                FaultName.DROP_ROUTED_TOKENS,
                 "gradient_integrity",
                 "the dispatch all-to-all leaves out the tokens routed to one expert rank, so "
                 "their experts never see them and the gradient misses their contribution",
@@ -205,7 +213,7 @@ FAULTS: Mapping[str, Fault] = MappingProxyType(
                 _drop_routed_tokens,
             ),
             Fault(
-                "skip-expert-grad-reduce",
+                FaultName.SKIP_EXPERT_GRAD_REDUCE,
                 "gradient_integrity",
                 "the experts' grads are not reduced over the data replicas of each expert, so "
                 "each replica steps on the gradient of its own tokens only",

@@ -11,6 +11,7 @@ from typing import Mapping
 
 from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
 from placement_edu.mesh import Mesh
+from placement_edu.names import spelled
 from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement, known_axes
 
 #: The names of this module's page in the API reference, which a notebook may import.
@@ -345,8 +346,7 @@ def get_strategy(strategy: str | Strategy) -> Strategy:
     user-defined Strategy passed through."""
     if isinstance(strategy, Strategy):
         return strategy
-    key = str(strategy).strip().lower().replace("*", "×").replace("x", "×")
-    key = key.replace("×", "x") if key.replace("×", "x") in STRATEGIES else key
+    key = spelled(strategy, STRATEGIES)
     named = {**STRATEGIES, **COMPOSITIONS}
     if key not in named:
         raise PlacementError(

@@ -18,7 +18,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec
 from placement_edu.memory import derive_memory
 from placement_edu.precision import Precision, get_precision
-from placement_edu.schedule import OP_COSTS, derive_schedule, ring_bytes
+from placement_edu.schedule import OP_COSTS, OpKind, derive_schedule, ring_bytes
 from placement_edu.strategies import Strategy, get_strategy
 
 _PROBE_PSI = 2**20  # any Ψ works: the probe reads elements as a fraction of Ψ
@@ -49,19 +49,19 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
     split = Fraction(2 * (at1 - at2), _PROBE_PSI)
     whole = Fraction(at1, _PROBE_PSI) - split
     schedule = derive_schedule(strategy, ModelSpec(_PROBE_PSI), Mesh.of(data=_PROBE_N), precision)
-    collectives = [
+    collectives: list[tuple[str, Fraction, int]] = [
         (o.op, Fraction(o.elements) / _PROBE_PSI, o.element_bytes)
         for o in schedule.collectives
-        if o.op != "broadcast"
+        if o.op != OpKind.BROADCAST
     ]
     # The owners' broadcasts after the step (ZeroRedundancyOptimizer): N of them, Ψ/N each, so Ψ
     # in all at every N, held as one term; each device is the root of one and sends it to the N-1
     # others: (N-1)/N of Ψ per device.
-    owners = [o for o in schedule.collectives if o.op == "broadcast"]
+    owners = [o for o in schedule.collectives if o.op == OpKind.BROADCAST]
     if owners:
         collectives.append(
             (
-                "broadcast",
+                OpKind.BROADCAST,
                 sum((Fraction(o.elements) for o in owners), Fraction(0)) / _PROBE_PSI,
                 owners[0].element_bytes,
             )
@@ -74,7 +74,7 @@ def _ring_bytes_per_psi(
 ) -> np.ndarray:
     """The core's ``ring_bytes`` of one term, per Ψ, over arrays of N. The broadcast term holds
     the N owners' broadcasts (Ψ/N each); a device sends only the one it is the root of."""
-    mine = float(elements) / n if op == "broadcast" else float(elements)
+    mine = float(elements) / n if op == OpKind.BROADCAST else float(elements)
     return ring_bytes(op, n, mine * element_bytes)
 
 

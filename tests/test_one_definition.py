@@ -88,14 +88,16 @@ def test_the_phases_and_the_model_states_are_named_in_placement_only():
 
 #: The op names of the cost table and ``recv``: a collection of them is a kind of op.
 OP_NAMES = "all_reduce|all_gather|reduce_scatter|all_to_all|send|recv|broadcast|h2d|d2h"
+#: One op kind in code: its name in quotes, or its ``OpKind`` member.
+AN_OP = rf"""(["']({OP_NAMES})["']|OpKind\.[A-Z_0-9]+)"""
 
 
 def test_each_set_of_op_names_is_defined_next_to_the_cost_table():
     # a membership test against a literal of op names (``o.op in ("h2d", "d2h")``) ...
-    assert definitions(rf"""(?<!for )\bop\s+(not\s+)?in\s*[(\[{{]\s*["']({OP_NAMES})["']""") == []
+    assert definitions(rf"""(?<!for )\bop\s+(not\s+)?in\s*[(\[{{]\s*{AN_OP}""") == []
     # ... or a named collection of two or more op names is a second definition of a kind of op;
     # timing.fit's CALIBRATED_OPS is which ops a calibration times, a choice, not a kind
-    named = rf"""^\s*\w+\s*(:[^=]*)?=\s*(frozenset\(\s*)?[(\[{{]\s*["']({OP_NAMES})["']\s*,"""
+    named = rf"""^\s*\w+\s*(:[^=]*)?=\s*(frozenset\(\s*)?[(\[{{]\s*{AN_OP}\s*,"""
     assert definitions(named) == ["schedule/costs.py", "timing/fit.py"]
     assert HOST_TRANSFERS == {"h2d", "d2h"} and LINK_OPS == COLLECTIVES | HOST_TRANSFERS
     assert COLLECTIVES == {

@@ -19,6 +19,7 @@ from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec, every_kth
+from placement_edu.names import data_part
 from placement_edu.configuration import PeakOf
 from placement_edu.precision import Precision
 from placement_edu.strategies import Strategy
@@ -137,7 +138,7 @@ def planner_peaks(model: str, spec: TransformerSpec, precision: Precision) -> Pe
 
     def peak_of(strategy: Strategy, mesh: Mesh, recompute: str) -> int | None:
         shaped = replace(spec, recompute=recompute)
-        data = strategy.name.split("×")[0]
+        data = data_part(strategy.name)
         return profile_peak(
             model,
             shaped,

@@ -9,7 +9,7 @@ from placement_edu.exercises import Exercise
 from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec
 from placement_edu.placement import State
-from placement_edu.schedule import Op, ring_bytes
+from placement_edu.schedule import Op, OpKind, ring_bytes
 from placement_edu.timing import Hardware, Link, compute_bound_tokens, op_time
 
 #: The link of the α–β exercise: α = 10 µs per ring step, W = 50 GB/s (InfiniBand NDR, one NIC
@@ -22,7 +22,10 @@ THRESHOLD_HW = Hardware("exercise", 400e12, 80 * 2**30, Link(0.0, 100e9))
 
 def _all_gather_ms() -> float:
     # S = 64e6 bytes of output: 32e6 bf16 elements, gathered over 8 devices.
-    return op_time(Op("all_gather", State.PARAMS, "data", "forward", 32_000_000, 2, 8), LINK) * 1e3
+    return (
+        op_time(Op(OpKind.ALL_GATHER, State.PARAMS, "data", "forward", 32_000_000, 2, 8), LINK)
+        * 1e3
+    )
 
 
 EXERCISES = (
@@ -30,7 +33,7 @@ EXERCISES = (
         "collectives-all-reduce-ring-bytes",
         "A ring all-reduce of S = 1e9 bytes over N = 8 devices: how many bytes does each "
         "device send?",
-        lambda: ring_bytes("all_reduce", 8, 10**9),
+        lambda: ring_bytes(OpKind.ALL_REDUCE, 8, 10**9),
         "bytes",
         "2(N−1)/N · S = 2·7/8 · 1e9 = 1.75e9: a reduce-scatter ((N−1)/N · S) followed by an "
         "all-gather ((N−1)/N · S). Each of the 2(N−1) ring steps sends one chunk of S/N.",

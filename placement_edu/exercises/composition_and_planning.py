@@ -14,6 +14,7 @@ from placement_edu.planner import default_transformer
 from placement_edu.pricing import compose
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
+from placement_edu.schedule import OpKind
 from placement_edu.exercises import Exercise
 from placement_edu.units import GB
 
@@ -35,7 +36,7 @@ def _data_reduction_elements() -> int:
 
 def _hsdp_divisor() -> int:
     r = analyze("hsdp", PSI_70B, mesh="replica=4,data=8")
-    [scale] = [o for o in r.schedule.per_step if o.op == "scale"]
+    [scale] = [o for o in r.schedule.per_step if o.op == OpKind.SCALE]
     return scale.group
 
 

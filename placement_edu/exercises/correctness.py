@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from placement_edu.checker import check
 from placement_edu.exercises import Exercise
-from placement_edu.faults import FAULTS
+from placement_edu.faults import FAULTS, FaultName
 
 
 def adam_first_step_change(grad: Fraction, n: int, eps: Fraction) -> Fraction:
@@ -31,7 +31,7 @@ EXERCISES = (
         "correctness-double-scale-condition",
         "The fault `double-scale` divides the reduced gradient by N a second time. Which "
         'condition does it break: `"gradient integrity"` or `"state consistency"`?',
-        lambda: _condition("double-scale"),
+        lambda: _condition(FaultName.DOUBLE_SCALE),
         "",
         "every rank still takes the same step on the same copy (consistency holds), but the "
         "gradient the optimizer applies is not the whole batch's gradient with the same "
@@ -76,7 +76,7 @@ EXERCISES = (
         "`zero1` with the fault `skip-param-sync`: the owners update their slice, the "
         "all-gather of P is skipped. Does the run still produce the single-device parameter "
         "sequence? (`True` or `False`)",
-        lambda: _equivalent("zero1", "skip-param-sync"),
+        lambda: _equivalent("zero1", FaultName.SKIP_PARAM_SYNC),
         "",
         "no: each rank's replicated P gets only its own slice's update, so the copies drift apart "
         "from the first step (state consistency broken) — there is no single "
@@ -94,7 +94,7 @@ EXERCISES = (
         "correctness-zero3-stale-gather-condition",
         "`zero3` with `stale-gather`: an all-gather of P returns the previous step's slices. "
         'Which condition breaks: `"gradient integrity"` or `"state consistency"`?',
-        lambda: _condition("stale-gather"),
+        lambda: _condition(FaultName.STALE_GATHER),
         "",
         "a gather must rebuild the current version of an SG state: returning last step's slices "
         "breaks state consistency, even though every gradient is still reduced and "

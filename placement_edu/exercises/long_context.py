@@ -9,7 +9,7 @@ from placement_edu.exercises import Exercise
 from placement_edu.models import TransformerSpec
 from placement_edu.long_context import context_costs, long_context_model
 from placement_edu.schedule.context import kv_chunk_elements, ulysses_buffers
-from placement_edu.schedule.costs import ring_bytes
+from placement_edu.schedule.costs import OpKind, ring_bytes
 from placement_edu.units import GB
 
 #: The questions' model: Llama-3-8B's shape (h = 4096, a = 32, K = 8) at s = 131,072, b = 1; bf16.
@@ -28,7 +28,9 @@ def ring_sent(model: TransformerSpec, c: int) -> Fraction:
 
 def ulysses_sent(model: TransformerSpec, c: int) -> Fraction:
     """Bytes a rank sends per layer in forward: (c - 1)/c of its Q/K/V and output buffers."""
-    return sum((ring_bytes("all_to_all", c, n * BF16) for n in ulysses_buffers(model, c, 1)), 0)
+    return sum(
+        (ring_bytes(OpKind.ALL_TO_ALL, c, n * BF16) for n in ulysses_buffers(model, c, 1)), 0
+    )
 
 
 def largest_ulysses_degree(kv_heads: int) -> int:
@@ -97,7 +99,7 @@ EXERCISES = (
                 "(c - 1)/c.",
             ),
             (
-                ring_bytes("all_to_all", C, ulysses_buffers(llama(), C, 1)[0] * BF16) / GB,
+                ring_bytes(OpKind.ALL_TO_ALL, C, ulysses_buffers(llama(), C, 1)[0] * BF16) / GB,
                 "that is the Q/K/V all-to-all only; the attention output goes back by a second "
                 "all-to-all of (s/c)·h.",
             ),

@@ -12,7 +12,7 @@ from placement_edu.experts import MIXTRAL_8X7B, rank_load
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.precision import get_precision
-from placement_edu.schedule import derive_schedule
+from placement_edu.schedule import OpKind, derive_schedule
 from placement_edu.strategies import get_strategy
 from placement_edu.units import GB
 
@@ -23,12 +23,12 @@ MIXED = get_precision("mixed_adam")
 def _sent_per_all_to_all() -> int:
     """Bytes one rank sends in one MoE all-to-all: the ring bytes of the core's op."""
     schedule = derive_schedule(get_strategy("dp"), MIXTRAL_8X7B, MESH, MIXED)
-    return int(next(o.ring_bytes for o in schedule.ops if o.op == "all_to_all"))
+    return int(next(o.ring_bytes for o in schedule.ops if o.op == OpKind.ALL_TO_ALL))
 
 
 def _all_to_alls_per_micro_batch() -> int:
     schedule = derive_schedule(get_strategy("dp"), MIXTRAL_8X7B, MESH, MIXED)
-    return sum(o.op == "all_to_all" for o in schedule.ops)
+    return sum(o.op == OpKind.ALL_TO_ALL for o in schedule.ops)
 
 
 EXERCISES = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
+from placement_edu.schedule import OpKind
 from placement_edu.implementations import DEFAULT_MODEL, TorchRefConfig, fsdp2_order, predict
 from placement_edu.models import ModelSpec
 from placement_edu.report import analyze
@@ -128,7 +129,7 @@ EXERCISES = (
         "FSDP2 with its default `reshard_after_forward=None` on a 3-Linear MLP: each Linear "
         "is one unit, the root owns the last. How many all-gathers does one training step "
         "issue?",
-        lambda: sum(op == "all_gather" for op, _ in fsdp2_order(3, None)),
+        lambda: sum(op == OpKind.ALL_GATHER for op, _ in fsdp2_order(3, None)),
         "all-gathers",
         "forward gathers all 3 units; backward gathers again the 2 that were resharded after "
         "forward, but not the root, which FSDP2 keeps (its backward runs first, right after "

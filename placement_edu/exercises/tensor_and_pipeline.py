@@ -12,7 +12,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
 from placement_edu.report import Report, analyze
-from placement_edu.schedule import layers_on_stage, pipeline_bubble
+from placement_edu.schedule import OpKind, layers_on_stage, pipeline_bubble
 from placement_edu.strategies import get_strategy
 
 #: The transformer of the TP exercises: GPT-2-XL-like widths, 24 layers, b = 2 sequences of 2,048.
@@ -24,7 +24,7 @@ def _tp_report(recompute: str = "none") -> Report:
 
 
 def _all_reduces(recompute: str) -> int:
-    return sum(o.op == "all_reduce" for o in _tp_report(recompute).schedule.collectives)
+    return sum(o.op == OpKind.ALL_REDUCE for o in _tp_report(recompute).schedule.collectives)
 
 
 def _payload() -> int:

@@ -36,7 +36,7 @@ from placement_edu.precision import get_precision
 from placement_edu.presentation.controls import choice_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
-from placement_edu.schedule import derive_schedule
+from placement_edu.schedule import OpKind, derive_schedule
 from placement_edu.strategies import get_strategy
 from placement_edu.units import fmt_bytes
 
@@ -105,7 +105,7 @@ class ExpertExplorer(Explorer):
         precision = get_precision(PRECISION)
         memory = derive_memory(get_strategy("dp"), model, mesh, precision, 0)
         schedule = derive_schedule(get_strategy("dp"), model, mesh, precision)
-        a2a = [o for o in schedule.ops if o.op == "all_to_all"]
+        a2a = [o for o in schedule.ops if o.op == OpKind.ALL_TO_ALL]
         capped, dropless, even = self.loads()
         # the schedule's own op: its payload and the (e-1)/e of it that leaves the rank
         size, sent = (int(a2a[0].payload_bytes), int(a2a[0].ring_bytes)) if a2a else (0, 0)

@@ -25,6 +25,7 @@ from placement_edu.peak import (
 )
 from placement_edu.placement import State
 from placement_edu.presentation.style import OP_COLORS, STATE_COLORS, new_figure, png
+from placement_edu.schedule.costs import OpKind
 from placement_edu.units import GB, fmt_bytes
 
 _GATHERED = dict(color=STATE_COLORS[State.PARAMS], alpha=0.45)
@@ -42,8 +43,8 @@ TERM_STYLE: Mapping[str, dict[str, Any]] = {
     OPTIMIZER: dict(color=STATE_COLORS[State.OPTIMIZER]),
     OPTIMIZER_TEMPORARIES: dict(color=STATE_COLORS[State.OPTIMIZER], alpha=0.45, hatch="//"),
     ACTIVATIONS_AND_TEMPORARIES: dict(color=STATE_COLORS[State.ACTIVATIONS]),
-    ALL_GATHER_BUFFER: dict(color=OP_COLORS["all_gather"]),
-    REDUCE_SCATTER_BUFFER: dict(color=OP_COLORS["reduce_scatter"]),
+    ALL_GATHER_BUFFER: dict(color=OP_COLORS[OpKind.ALL_GATHER]),
+    REDUCE_SCATTER_BUFFER: dict(color=OP_COLORS[OpKind.REDUCE_SCATTER]),
 }
 _OTHER = dict(color="#999999")
 

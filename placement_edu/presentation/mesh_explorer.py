@@ -19,6 +19,7 @@ from placement_edu.checker import CheckResult, check
 from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
+from placement_edu.names import composed_name
 from placement_edu.placement import MODEL_STATES, Placement, State
 from placement_edu.presentation.controls import count_slider
 from placement_edu.presentation.explorer import Explorer
@@ -84,13 +85,7 @@ def composed_strategy(
         state: {a: per_axis[a][i] for a in axes} or "R"
         for i, state in enumerate(("params", "grads", "optimizer"))
     }
-    short = {
-        "replica": "r",
-        "data": data_choice.split(":")[0].split(",")[0],
-        "tensor": "tp",
-        "pipeline": "pp",
-    }
-    name = "×".join(short[a] for a in axes) or "one device"
+    name = composed_name(data_choice.split(":")[0].split(",")[0], axes)
     shard_dims = (("tensor", ("hidden", "heads")),) if two_dims and tensor > 1 else ()
     strategy = Strategy(
         name,

@@ -25,13 +25,17 @@ from placement_edu.units import GB
 if TYPE_CHECKING:
     from placement_edu.report import Comparison
 
+from placement_edu.schedule.costs import OpKind
 from placement_edu.presentation.style import (
     FIGURE_DPI,
     OP_COLORS as _OP_COLORS,
     STATE_COLORS,
 )  # one visual language
 
-OP_COLORS = {op: _OP_COLORS[op] for op in ("all_reduce", "reduce_scatter", "all_gather", "send")}
+OP_COLORS = {
+    op: _OP_COLORS[op]
+    for op in (OpKind.ALL_REDUCE, OpKind.REDUCE_SCATTER, OpKind.ALL_GATHER, OpKind.SEND)
+}
 
 
 class CostCharts:

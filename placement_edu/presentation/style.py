@@ -24,6 +24,7 @@ from placement_edu.models import Model, as_model
 from placement_edu.placement import GATHERED, HOST_MODES, SPLIT_MODES, Mode, State
 from placement_edu.presentation.live import PIXEL_DENSITY
 from placement_edu.precision import Precision, get_precision
+from placement_edu.schedule.costs import OpKind
 from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.units import fmt_bytes
 
@@ -37,14 +38,14 @@ STATE_COLORS = {
 }
 #: One colour per operation, in every figure (host transfers grey: they use the host link).
 OP_COLORS = {
-    "all_reduce": "#56B4E9",
-    "reduce_scatter": "#D55E00",
-    "all_gather": "#F0E442",
-    "broadcast": "#999999",
-    "send": "#000000",
-    "recv": "#000000",
-    "h2d": "#BBBBBB",
-    "d2h": "#BBBBBB",
+    OpKind.ALL_REDUCE: "#56B4E9",
+    OpKind.REDUCE_SCATTER: "#D55E00",
+    OpKind.ALL_GATHER: "#F0E442",
+    OpKind.BROADCAST: "#999999",
+    OpKind.SEND: "#000000",
+    OpKind.RECV: "#000000",
+    OpKind.H2D: "#BBBBBB",
+    OpKind.D2H: "#BBBBBB",
 }
 HOST_HATCH = "xx"
 #: What each mode looks like in a device grid.

@@ -18,6 +18,7 @@ from placement_edu.errors import (
     read_seconds,
 )
 from placement_edu.faults import FAULTS
+from placement_edu.names import spelled
 from placement_edu.strategies import PIPELINE_SCHEDULES
 
 if TYPE_CHECKING:  # the config imports torch: the CLI builds its parser without it
@@ -89,11 +90,8 @@ def runnable_name(text: str) -> str:
     """The runtime's name for a typed strategy: "dpxtp" and "dp*tp" are "dp×tp"."""
     from placement_edu.runtime.engines import RUNNABLE  # (imported here: it may bring torch)
 
-    strategy = text.strip().lower().replace("x", "×").replace("*", "×")
-    for name in (strategy.replace("×", "x"), strategy):
-        if name in RUNNABLE:
-            return name
-    return text  # not one the runtime knows: the message names what was typed, not "×"
+    name = spelled(text, RUNNABLE)
+    return name if name in RUNNABLE else text  # else the message names what was typed, not "×"
 
 
 def config_from_args(args: argparse.Namespace, world_size: int) -> RunConfig:

@@ -22,6 +22,7 @@ Everything is importable from ``placement_edu.schedule`` as before.
 from __future__ import annotations
 
 from placement_edu.schedule.costs import (
+    OpKind,
     OpCost,
     OP_COSTS,
     RING_FACTOR,
@@ -82,6 +83,7 @@ from placement_edu.schedule.derive import (
 )
 
 __all__ = [
+    "OpKind",
     "OpCost",
     "OP_COSTS",
     "RING_FACTOR",

@@ -46,6 +46,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
 from placement_edu.placement import State
 from placement_edu.schedule.ops import Op, Repeat, held
+from placement_edu.schedule.costs import OpKind
 
 
 def context_degree(mesh: Mesh) -> int:
@@ -127,7 +128,7 @@ def ring_message(dev: Any, kind: str, name: str) -> list[Op]:
             c,
             f"{kind}: ring attention, {verb} a {name} chunk to the next context rank",
         )
-        for op, verb in (("send", "send on"), ("recv", "receive"))
+        for op, verb in ((OpKind.SEND, "send on"), (OpKind.RECV, "receive"))
     ]
 
 
@@ -165,7 +166,7 @@ def ulysses_exchange(dev: Any, kind: str) -> list[Op]:
             (out, "the attention output: head-split -> sequence-split"),
         ]
     return [
-        dev.op("all_to_all", State.ACTIVATIONS, "context", phase, size, c, f"{kind}: {why}")
+        dev.op(OpKind.ALL_TO_ALL, State.ACTIVATIONS, "context", phase, size, c, f"{kind}: {why}")
         for size, why in steps
     ]
 

@@ -12,6 +12,26 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+from placement_edu.names import Word
+
+
+class OpKind(Word):
+    """The kinds of op a schedule holds: the collectives and host transfers of the cost table
+    below, the receiving end of a send, and the local ops that move nothing but matter for
+    correctness (a ``Word``: each equals, hashes and prints as its name, "all_gather")."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    SEND = "send"
+    RECV = "recv"
+    BROADCAST = "broadcast"
+    H2D = "h2d"  # host to device: an offloaded state brought in
+    D2H = "d2h"  # device to host: an offloaded state sent out
+    SCALE = "scale"  # divide the summed gradient by the number of contributions
+    OPTIMIZER_STEP = "optimizer_step"
+
 
 def _over(numerator: Any, n: Any) -> Any:
     """numerator / n: an exact Fraction for whole numbers, float division for numpy arrays."""
@@ -35,22 +55,22 @@ class OpCost:
 OP_COSTS: Mapping[str, OpCost] = MappingProxyType(
     {
         # a reduce-scatter then an all-gather
-        "all_reduce": OpCost(lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)),
+        OpKind.ALL_REDUCE: OpCost(lambda n: _over(2 * (n - 1), n), 2, lambda n: 2 * (n - 1)),
         # S = the full output
-        "all_gather": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
+        OpKind.ALL_GATHER: OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
         # S = the full input
-        "reduce_scatter": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
+        OpKind.REDUCE_SCATTER: OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
         # S = this device's buffer (its input; its output is as large): it keeps 1/N of it and
         # sends one block to each of the N-1 others, N-1 pairwise steps (Ulysses' heads <->
         # sequence exchange, Jacobs et al. 2023 §3.2)
-        "all_to_all": OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
+        OpKind.ALL_TO_ALL: OpCost(lambda n: _over(n - 1, n), 1, lambda n: n - 1),
         # point to point: S, counted by the sender (its ``recv`` is not in the table: 0 bytes)
-        "send": OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),
+        OpKind.SEND: OpCost(lambda n: 1 + 0 * n, 1, lambda n: 1),
         # the root sends S to each of the N-1 others; the message passes N-1 hops, all members wait
-        "broadcast": OpCost(lambda n: n - 1, 1, lambda n: n - 1),
+        OpKind.BROADCAST: OpCost(lambda n: n - 1, 1, lambda n: n - 1),
         # a host transfer crosses the host link, not the network: no ring bytes, one message
-        "h2d": OpCost(lambda n: 0 * n, 0, lambda n: 1),
-        "d2h": OpCost(lambda n: 0 * n, 0, lambda n: 1),
+        OpKind.H2D: OpCost(lambda n: 0 * n, 0, lambda n: 1),
+        OpKind.D2H: OpCost(lambda n: 0 * n, 0, lambda n: 1),
     }
 )
 
@@ -85,15 +105,15 @@ ZERO_FACTOR = MappingProxyType({op: c.zero for op, c in OP_COSTS.items() if c.ze
 #: Over the host link (offloaded state, SPEC §7): the rows that move no network bytes.
 HOST_TRANSFERS = frozenset(op for op, c in OP_COSTS.items() if not c.zero)
 #: Over the network: the rows that do, and ``recv``, the receiving end of a ``send``.
-COLLECTIVES = frozenset(op for op, c in OP_COSTS.items() if c.zero) | {"recv"}
+COLLECTIVES = frozenset(op for op, c in OP_COSTS.items() if c.zero) | {OpKind.RECV}
 #: Every op that crosses a link, network or host: what a runtime's ledger records.
 LINK_OPS = COLLECTIVES | HOST_TRANSFERS
 #: The collectives that sum gradients over a batch-splitting axis (SPEC §5): all-reduce leaves the
 #: sum on every device, reduce-scatter each owner's slice of it.
-REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
+REDUCTIONS = frozenset({OpKind.ALL_REDUCE, OpKind.REDUCE_SCATTER})
 #: The collectives that bring the owners' updated parameters back to every replica after an
 #: owner-only step (SPEC §4 rule 2): an all-gather, or each owner's broadcast of its slice.
-PARAM_SYNCS = frozenset({"all_gather", "broadcast"})
+PARAM_SYNCS = frozenset({OpKind.ALL_GATHER, OpKind.BROADCAST})
 
 
 def ring_factor(op: str, n: Any) -> Any:
@@ -111,7 +131,7 @@ def ring_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
     ``n`` (SPEC §4): the ring factor times S. A broadcast is sent by its root alone, (N-1)·S: its
     receivers (``root`` False) send nothing; so does a recv (its send counts) and a host transfer
     (it crosses the host link, not the network)."""
-    if op == "broadcast" and not root:
+    if op == OpKind.BROADCAST and not root:
         return 0
     return ring_factor(op, n) * payload_bytes
 
@@ -124,6 +144,6 @@ def sent_bytes(
     link.
     ``library`` (``LIBRARIES``) prices a broadcast as that library runs it (``BROADCASTS``: the
     bytes on its longest path, root or not); None, as the star of the ``broadcast`` row."""
-    if op == "broadcast" and library is not None:
+    if op == OpKind.BROADCAST and library is not None:
         return BROADCASTS[library].ring(n) * payload_bytes
     return payload_bytes if op in HOST_TRANSFERS else ring_bytes(op, n, payload_bytes, root)

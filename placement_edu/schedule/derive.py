@@ -11,6 +11,7 @@ from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.axes import validate
 from placement_edu.schedule.context import context_attention_collectives
+from placement_edu.schedule.costs import OpKind
 from placement_edu.schedule.ops import Op, Repeat, Schedule, held
 from placement_edu.experts import check_expert_axis
 from placement_edu.schedule.expert_parallel import (
@@ -68,7 +69,7 @@ def passes_held_once(
 
 
 def chunk_boundaries(
-    dev: Device, op: str, phase: str, tag: tuple[int, ...] | range
+    dev: Device, op: OpKind, phase: str, tag: tuple[int, ...] | range
 ) -> list[Op | Repeat]:
     """The boundary ``op`` ("send" or "recv") of ``phase`` for each of the rank's v model chunks,
     in chunk order (``rules.pipeline_boundary``). Only the first chunk (which holds stage 0 on
@@ -109,7 +110,7 @@ def derive_schedule(
     # boundaries: v× the sends and receives; the order the chunks run in is looped_order's).
     def one_pass(kind: str, k: int, tag: tuple[int, ...] | range) -> list[Op | Repeat]:
         if kind == "F":
-            ops: list[Op | Repeat] = chunk_boundaries(dev, "recv", "forward", tag)
+            ops: list[Op | Repeat] = chunk_boundaries(dev, OpKind.RECV, "forward", tag)
             if k == 0 or reshard:
                 ops += gather_before_use(
                     dev,
@@ -122,15 +123,15 @@ def derive_schedule(
                 + tensor_parallel_collectives(dev, "forward")
                 + expert_all_to_alls(dev, "forward")
                 + context_attention_collectives(dev, "forward")
-                + chunk_boundaries(dev, "send", "forward", tag)
+                + chunk_boundaries(dev, OpKind.SEND, "forward", tag)
             )
         ops = [
-            *chunk_boundaries(dev, "recv", "backward", tag),
+            *chunk_boundaries(dev, OpKind.RECV, "backward", tag),
             *(gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
             *tensor_parallel_collectives(dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
             *context_attention_collectives(dev, "backward"),
-            *chunk_boundaries(dev, "send", "backward", tag),
+            *chunk_boundaries(dev, OpKind.SEND, "backward", tag),
         ]
         if per_micro_batch or k == m - 1:
             tag = tag if per_micro_batch else ()
@@ -153,7 +154,7 @@ def derive_schedule(
     entries += passes_held_once(runs, m, one_pass, differs)
     entries.append(
         dev.op(
-            "optimizer_step",
+            OpKind.OPTIMIZER_STEP,
             State.OPTIMIZER,
             None,
             "step",

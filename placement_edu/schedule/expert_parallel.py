@@ -16,6 +16,7 @@ from placement_edu.axes import split_axes
 from placement_edu.experts import all_to_all_elements, has_experts, moe_layers_on_stage
 from placement_edu.placement import EXPERT_AXIS, STARTUP, State
 from placement_edu.schedule.ops import Op, Repeat, Tag, held
+from placement_edu.schedule.costs import OpKind
 
 #: Why each MoE all-to-all is there, in the order a pass runs them (forward, then backward:
 #: backward meets the combine first, it runs forward's exchanges in reverse).
@@ -45,7 +46,7 @@ def expert_all_to_alls(dev, phase: str) -> list[Op | Repeat]:
         return []
     size = all_to_all_elements(dev.model)
     block = [
-        dev.op("all_to_all", State.ACTIVATIONS, EXPERT_AXIS, phase, size, e, why)
+        dev.op(OpKind.ALL_TO_ALL, State.ACTIVATIONS, EXPERT_AXIS, phase, size, e, why)
         for _, why in ALL_TO_ALLS[phase]
     ]
     return held(block, moe_layers_on_stage(dev.model, dev.stages, dev.stage))
@@ -71,7 +72,7 @@ def expert_parallel_grads(dev, tag: Tag) -> list[Op | Repeat]:
     experts = Fraction(dev.model.expert_elements, other * e)
     ops: list[Op | Repeat] = [
         dev.op(
-            "all_reduce",
+            OpKind.ALL_REDUCE,
             State.GRADS,
             EXPERT_AXIS,
             "backward",
@@ -85,7 +86,7 @@ def expert_parallel_grads(dev, tag: Tag) -> list[Op | Repeat]:
     if d > 1:
         ops.append(
             dev.op(
-                "all_reduce",
+                OpKind.ALL_REDUCE,
                 State.GRADS,
                 "data",
                 "backward",
@@ -112,7 +113,7 @@ def dense_startup_broadcast(dev) -> list[Op]:
         other *= n
     return [
         dev.op(
-            "broadcast",
+            OpKind.BROADCAST,
             State.PARAMS,
             EXPERT_AXIS,
             STARTUP,

@@ -18,6 +18,7 @@ from placement_edu.schedule.costs import (
     HOST_TRANSFERS,
     LINK_OPS,
     OP_COSTS,
+    OpKind,
     ring_bytes,
 )
 from placement_edu.shown import Shown
@@ -46,7 +47,7 @@ class Op:
     ``root``: for a broadcast, this device is its root (it sends; the others receive).
     """
 
-    op: str
+    op: OpKind
     state: State
     axis: str | None
     phase: str
@@ -57,6 +58,14 @@ class Op:
     micro_batches: Tag = ()
     stale: bool = False
     root: bool = False
+
+    def __post_init__(self) -> None:
+        """The op's kind as an ``OpKind`` (a name of it is accepted): a misspelt kind is an error
+        here, not an op no rule ever matches."""
+        if not isinstance(self.op, OpKind):
+            known = [kind.value for kind in OpKind]
+            expect(self.op in known, f"unknown op {self.op!r}; known: {', '.join(known)}")
+            object.__setattr__(self, "op", OpKind(self.op))
 
     @property
     def is_collective(self) -> bool:

@@ -41,6 +41,7 @@ from placement_edu.precision import Precision
 from placement_edu.axes import model_axis_degree, split_axes
 from placement_edu.schedule.costs import COLLECTIVES
 from placement_edu.schedule.ops import Op, Repeat, Tag, held
+from placement_edu.schedule.costs import OpKind
 
 
 # --- what every rule reads -------------------------------------------------------------------
@@ -106,7 +107,7 @@ class Device:
 
     def op(
         self,
-        op: str,
+        op: OpKind,
         state: State,
         axis: str | None,
         phase: str,
@@ -131,7 +132,7 @@ def startup_broadcasts(dev: Device) -> list[Op]:
     every axis they are whole on, not per step."""
     return [
         dev.op(
-            "broadcast",
+            OpKind.BROADCAST,
             State.PARAMS,
             axis,
             STARTUP,
@@ -157,7 +158,7 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
             if dev.mode(State.PARAMS, axis) is Mode.OFF:
                 one.append(
                     dev.op(
-                        "h2d",
+                        OpKind.H2D,
                         State.PARAMS,
                         axis,
                         phase,
@@ -167,12 +168,12 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
                         "(SPEC §7)",
                     )
                 )
-            one.append(dev.op("all_gather", State.PARAMS, axis, phase, unit, n, why))
+            one.append(dev.op(OpKind.ALL_GATHER, State.PARAMS, axis, phase, unit, n, why))
             ops += held(one, count)
     return ops
 
 
-def grad_reduction(strategy, axis: str) -> str:
+def grad_reduction(strategy, axis: str) -> OpKind:
     """SPEC §4 rule 1: the collective that resolves a partial gradient on a batch-splitting axis.
 
     Keyed on O: if the optimizer state is whole there, every device needs the whole sum (all-
@@ -181,10 +182,10 @@ def grad_reduction(strategy, axis: str) -> str:
     owners broadcast their updated slices after the step (``owner_update_sync``)."""
     pl = strategy.placement
     if pl.mode(State.OPTIMIZER, axis) in WHOLE:
-        return "all_reduce"
+        return OpKind.ALL_REDUCE
     if strategy.owner_update == "allreduce_broadcast" and pl.mode(State.GRADS, axis) in WHOLE:
-        return "all_reduce"
-    return "reduce_scatter"
+        return OpKind.ALL_REDUCE
+    return OpKind.REDUCE_SCATTER
 
 
 def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
@@ -199,7 +200,7 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
         if dev.mode(State.GRADS, axis) is Mode.M:
             continue  # breaks SPEC §6 rule 2; only derived with strict=False, for the checker
         op = grad_reduction(dev.strategy, axis)
-        whole = op == "all_reduce"
+        whole = op == OpKind.ALL_REDUCE
         if dev.mode(State.OPTIMIZER, axis) in WHOLE:
             why = (
                 "optimizer state is whole on every device, so every device needs the whole "
@@ -243,7 +244,7 @@ def scale_once(dev: Device, tag: Tag) -> list[Op]:
     ways = " × ".join(f"{a} {dev.mesh.degree(a)}" for a in batch)
     return [
         dev.op(
-            "scale",
+            OpKind.SCALE,
             State.GRADS,
             batch[0],
             "backward",
@@ -264,7 +265,7 @@ def offload_grad_slice(dev: Device, tag: Tag) -> list[Op]:
         return []
     return [
         dev.op(
-            "d2h",
+            OpKind.D2H,
             State.GRADS,
             "data",
             "backward",
@@ -289,7 +290,7 @@ def sequence_parallel_norms(dev: Device, tag: Tag) -> list[Op]:
         return []
     return [
         dev.op(
-            "all_reduce",
+            OpKind.ALL_REDUCE,
             State.GRADS,
             "tensor",
             "backward",
@@ -325,7 +326,7 @@ def owner_update_sync(dev: Device) -> list[Op]:
                 if elements:
                     ops.append(
                         dev.op(
-                            "broadcast",
+                            OpKind.BROADCAST,
                             State.PARAMS,
                             axis,
                             "step",
@@ -343,7 +344,7 @@ def owner_update_sync(dev: Device) -> list[Op]:
         if dev.mode(State.OPTIMIZER, axis) in HOST_MODES:
             ops.append(
                 dev.op(
-                    "h2d",
+                    OpKind.H2D,
                     State.PARAMS,
                     axis,
                     "step",
@@ -354,7 +355,7 @@ def owner_update_sync(dev: Device) -> list[Op]:
             )
         ops.append(
             dev.op(
-                "all_gather",
+                OpKind.ALL_GATHER,
                 State.PARAMS,
                 axis,
                 "step",
@@ -414,7 +415,7 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op | Repeat]:
     return ops
 
 
-def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[str, str]]:
+def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[OpKind, str]]:
     """The collectives of one column-then-row block in pass ``kind`` ("forward", "forward
     (recomputed)" or "backward"), each with why it is there: Megatron's g (forward) and f
     (backward) all-reduces, or with sequence parallelism an all-gather plus a reduce-scatter --
@@ -423,39 +424,44 @@ def tensor_block_collectives(kind: str, sequence_parallel: bool) -> list[tuple[s
     ``LinearWithGradAccumulationAndAsyncCommunication``)."""
     if sequence_parallel and kind == "backward":
         return [
-            ("all_gather", "backward: gather the sequence-split output gradient"),
+            (OpKind.ALL_GATHER, "backward: gather the sequence-split output gradient"),
             (
-                "all_gather",
+                OpKind.ALL_GATHER,
                 "backward: gather the block input again for the weight gradient (Megatron saves "
                 "only this rank's slice of the sequence)",
             ),
             (
-                "reduce_scatter",
+                OpKind.REDUCE_SCATTER,
                 "backward: the input gradient is a partial sum: reduce-scatter it along the "
                 "sequence",
             ),
         ]
     if sequence_parallel:
         return [
-            ("all_gather", f"{kind}: gather the sequence-split block input (sequence parallelism)"),
             (
-                "reduce_scatter",
+                OpKind.ALL_GATHER,
+                f"{kind}: gather the sequence-split block input (sequence parallelism)",
+            ),
+            (
+                OpKind.REDUCE_SCATTER,
                 f"{kind}: the block output is a partial sum: reduce-scatter it along the sequence",
             ),
         ]
     if kind == "backward":
-        return [("all_reduce", "column-parallel input gradient is a partial sum: all-reduce it")]
+        return [
+            (OpKind.ALL_REDUCE, "column-parallel input gradient is a partial sum: all-reduce it")
+        ]
     if kind == "forward":
-        return [("all_reduce", "row-parallel output is a partial sum: all-reduce it")]
+        return [(OpKind.ALL_REDUCE, "row-parallel output is a partial sum: all-reduce it")]
     return [
         (
-            "all_reduce",
+            OpKind.ALL_REDUCE,
             "recomputation replays forward: the row-parallel output is all-reduced again",
         )
     ]
 
 
-def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag, chunk: int = 0) -> list[Op]:
+def pipeline_boundary(dev: Device, op: OpKind, phase: str, tag: Tag, chunk: int = 0) -> list[Op]:
     """Pipeline parallelism (SPEC §4), where params are S on pipeline: each micro-batch's boundary
     activation goes forward, and its gradient back, across each of the p-1 stage boundaries; under
     TP × PP split over the t tensor ranks (b·s·h/t each, SPEC §9).
@@ -475,13 +481,15 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag, chunk: int = 0
         "pipeline parallelism sends activations between stages: the model needs "
         "boundary_elements (b·s·h), e.g. a TransformerSpec",
     )
-    towards_next = (op == "send") == (phase == "forward")  # forward sends on, backward sends back
+    towards_next = (op == OpKind.SEND) == (
+        phase == "forward"
+    )  # forward sends on, backward sends back
     if (towards_next and stage == v * p - 1) or (not towards_next and stage == 0):
         return []
     what = "activation" if phase == "forward" else "gradient"
     verb = {
-        "send": "send the boundary " + what + (" on" if phase == "forward" else " back"),
-        "recv": "receive the boundary " + what,
+        OpKind.SEND: "send the boundary " + what + (" on" if phase == "forward" else " back"),
+        OpKind.RECV: "receive the boundary " + what,
     }[op]
     t, size = dev.tensor, dev.boundary
     if t == 1:
@@ -502,10 +510,10 @@ def pipeline_boundary(dev: Device, op: str, phase: str, tag: Tag, chunk: int = 0
             micro_batches=tag,
         )
     ]
-    if op == "recv" and not dev.strategy.sequence_parallel:
+    if op == OpKind.RECV and not dev.strategy.sequence_parallel:
         ops.append(
             dev.op(
-                "all_gather",
+                OpKind.ALL_GATHER,
                 State.ACTIVATIONS,
                 "tensor",
                 phase,

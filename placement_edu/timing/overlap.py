@@ -123,7 +123,7 @@ def overlapped(
             link = None if op.once or not overlaps_by_unit(op) else op_link(op, hw, mesh)
             if link is None:
                 continue
-            key = (op.op, op.axis or "", op.phase)
+            key: tuple[str, str, str] = (op.op, op.axis or "", op.phase)
             at[key] = at.get(key, 0.0) + times * op_time(op, link, hw.collectives)
             if at is seconds[0]:  # m = 1: one run
                 payload[key] = payload.get(key, Fraction(0)) + times * op.payload_bytes
