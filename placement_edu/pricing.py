@@ -28,7 +28,6 @@ from functools import lru_cache
 from placement_edu.configuration import Choice, PeakOf, Priced
 from placement_edu.errors import PlacementError, expect, shown
 from placement_edu.experts import MoESpec, has_experts
-from placement_edu.float8 import Float8
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import (
@@ -39,9 +38,8 @@ from placement_edu.models import (
 from placement_edu import names
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision
-from placement_edu.roofline import Kernels
 from placement_edu.schedule import derive_schedule
-from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
+from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
 from placement_edu.timing import (
     OVERLAPS,
@@ -132,15 +130,12 @@ def price(
     overlap: str,
     budget: int | None = None,
     peak_of: PeakOf | None = None,
-    fused: bool = False,
 ) -> Choice:
     """One candidate priced, as ``plan`` prices each (``placement-edu time`` prices one): rank 0's
     peak bytes (``derive_memory``, SPEC §3) and, when it fits ``budget`` (None: always), its step
     time (SPEC §9) for ``strategy.micro_batches`` micro-batches of ``model``'s b sequences on each
     of the mesh's r·d data replicas. ``model``'s own recompute and sequence_parallel are replaced
-    by ``recompute`` and the strategy's. ``fused``: torch.compile's fusion of the elementwise
-    chains, and ``precision.float8`` float8's GEMMs, where the roofline prices the step
-    (``timing.compute_time``: hardware with an HBM bandwidth)."""
+    by ``recompute`` and the strategy's."""
     sp = strategy.sequence_parallel
     shaped = _shaped(model, recompute, sp)
     formula = peak_bytes(strategy, model, mesh, recompute, precision)
@@ -152,8 +147,7 @@ def price(
     m = strategy.micro_batches
     tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
     paced = 1 if strategy.balanced_stages else mesh.degree("pipeline")  # the last stage's pace
-    kernels = Kernels(fused, Float8(precision.float8) if precision.float8 else None)
-    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"), paced, kernels)
+    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"), paced)
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
@@ -275,12 +269,10 @@ def configured_strategy(
     (``zero1×tp×pp``; ``x`` for ``×``), checked against it. ``compose`` builds it."""
     given = names.parts(name)
     data = given[0].removesuffix("+replica")
-    data = ALIASES.get(data, data)  # one vocabulary: fit's fsdp2 is zero3
     expect(
         data in DATA_PLACEMENTS,
         f"unknown data placement {shown(given[0])} in strategy {shown(name)}; accepted: "
-        f"{', '.join(DATA_PLACEMENTS)}, optionally composed as plan prints it (e.g. zero1×tp×pp)"
-        + did_you_mean(data, DATA_PLACEMENTS),
+        f"{', '.join(DATA_PLACEMENTS)}, optionally composed as plan prints it (e.g. zero1×tp×pp)",
     )
     replica = mesh.degree("replica") > 1
     expect(
@@ -366,15 +358,13 @@ def price_configuration(
     efficiency: float = 1.0,
     context_attention: str = "ring",
     balanced_stages: bool = False,
-    fused: bool = False,
 ) -> Priced:
     """Price one configuration: ``global_batch`` sequences per step, split over the mesh's r·d
     data replicas in micro-batches of ``model.micro_batch`` (m = global_batch / (r·d·b), which
     must be whole), priced by ``price`` on ``hw`` at ``efficiency`` × its FLOP/s. A
     context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
     says how attention reaches the others ("ring" or "ulysses", ``schedule.context``);
-    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``); ``fused``:
-    torch.compile's fusion of the elementwise chains (``price``).
+    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``).
 
     ``model`` may be a ``Setting`` (``setting.resolve``): its model, mesh, hardware, precision and
     recomputation, and its strategy's name as ``strategy`` when none is given; the other forms are
@@ -400,8 +390,7 @@ def price_configuration(
         sequence_parallel or names.sequence_parallel(strategy or ""),  # zero1×tp+sp, as plan names
         schedule,
     ).with_(context_attention=context_attention, balanced_stages=balanced_stages)
-    hw = scaled(setting.hardware, efficiency)
-    return priced_step(setting, built, global_batch, overlap, hw, fused)
+    return priced_step(setting, built, global_batch, overlap, scaled(setting.hardware, efficiency))
 
 
 def configured(
@@ -442,18 +431,13 @@ def configured(
 
 
 def priced_step(
-    setting: Setting,
-    built: Strategy,
-    global_batch: int,
-    overlap: str,
-    hw: Hardware,
-    fused: bool = False,
+    setting: Setting, built: Strategy, global_batch: int, overlap: str, hw: Hardware
 ) -> Priced:
     """``built``'s step priced (``price``) on ``hw``, with its FLOPs and collectives."""
     model, mesh, recompute = setting.model, setting.mesh, setting.recompute
     assert isinstance(model, TransformerSpec) and mesh is not None
     precision, sp = setting.precision, built.sequence_parallel
-    choice = price(built, model, mesh, recompute, hw, precision, overlap, fused=fused)
+    choice = price(built, model, mesh, recompute, hw, precision, overlap)
     tokens = Fraction(global_batch * model.seq, mesh.world_size)
     shaped = replace(model, recompute=recompute, sequence_parallel=sp)
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
