@@ -238,6 +238,12 @@ def parse_model(text: str) -> tuple[int, ...]:
     return widths
 
 
+#: The precisions a torch-ref run trains in (``precision.PRESETS``' names): float64 throughout,
+#: or FSDP2's ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32 | None)`` over
+#: float32 shards -- gathered in bf16, gradients reduced in fp32 or in bf16.
+TORCH_REF_PRECISIONS = ("fp64_adam", "fsdp2_bf16", "fsdp2_bf16_reduce_bf16")
+
+
 @dataclass(frozen=True)
 class TorchRefConfig:
     """One run of a PyTorch implementation: which, on how many ranks, which MLP, how many steps.
@@ -249,6 +255,9 @@ class TorchRefConfig:
     steps: int = 3
     rows_per_rank: int = 6
     seed: int = 0
+    #: Which of ``TORCH_REF_PRECISIONS`` the run trains in: float64 throughout by default (rounding
+    #: negligible next to a real fault), or FSDP2's mixed precision.
+    precision: str = "fp64_adam"
 
     def validate(self) -> None:
         expect(
@@ -295,6 +304,16 @@ class TorchRefConfig:
             f"divide {TRANSFORMER['heads']} (2, 4 or 8), got {n}",
         )
         positive_int("rows_per_rank", self.rows_per_rank)
+        expect(
+            self.precision in TORCH_REF_PRECISIONS,
+            f"unknown torch-ref precision {self.precision!r}; known: "
+            f"{', '.join(TORCH_REF_PRECISIONS)}",
+        )
+        expect(
+            self.precision == "fp64_adam" or IMPLEMENTATIONS[self.impl].family == "fsdp2",
+            f"{self.precision} is FSDP2's MixedPrecisionPolicy: it runs with an fsdp2 "
+            f"implementation, not {self.impl}",
+        )
 
     @property
     def axis(self) -> str:
@@ -596,7 +615,7 @@ def predict(config: TorchRefConfig) -> list[dict]:
         model, mesh = mlp_model(config.widths, rule, units), Mesh.of(data=n)
     else:
         model, mesh = transformer_model(config.global_batch), Mesh.of(tensor=n)
-    precision = get_precision("fp64_adam")
+    precision = get_precision(config.precision)
     element = precision.params
     numels = [t.numel for t in model.tensors]
     out = []
@@ -669,8 +688,14 @@ def _implemented(
         return grads + [
             ("broadcast", k * element, n) for _, k in zero_redundancy_broadcasts(numels, n)
         ]
-    units = [_entry(o) for o in ops if o.op == "all_gather"][: model.gather_units]  # forward order
-    return [(op, units[u][1], n) for op, u in fsdp2_order(len(units), impl.reshard)]
+    # Each unit's bytes in forward order, per op: a gather moves the gather dtype, a reduce-scatter
+    # the reduce dtype (Precision.wire_bytes).
+    units = {
+        op: [_entry(o)[1] for o in ops if o.op == op][: model.gather_units]
+        for op in ("all_gather", "reduce_scatter")
+    }
+    units["reduce_scatter"].reverse()  # the schedule reduces in backward order
+    return [(op, units[op][u], n) for op, u in fsdp2_order(len(units["all_gather"]), impl.reshard)]
 
 
 #: The public names (a notebook imports only these).
@@ -682,6 +707,7 @@ __all__ = [
     "Implementation",
     "PIPELINE_MICRO_BATCHES",
     "TRANSFORMER",
+    "TORCH_REF_PRECISIONS",
     "TRANSFORMER_TP_PLAN",
     "TorchRefConfig",
     "ddp_buckets",

@@ -86,3 +86,35 @@ def test_a_host_copy_moves_the_stored_dtype():
 def test_a_wire_dtype_is_a_positive_whole_number_of_bytes(field):
     with pytest.raises(PlacementError, match=field):
         Precision("bad", 2, 2, 12, 2, **{field: 0})
+
+
+def test_torch_refs_prediction_of_fsdp2_mixed_precision_moves_the_wire_dtypes():
+    """What `torch-ref fsdp2 --precision fsdp2_bf16` is held to (measured on gloo in
+    tests/test_torch_reference.py): each reduce-scatter twice its unit's all-gather, as fp32 is
+    twice bf16, and the float64 run's bytes over 4 (gathers) and 2 (reduce-scatters)."""
+    from placement_edu.implementations import TorchRefConfig, predict
+
+    runs = {p: predict(TorchRefConfig("fsdp2", 3, precision=p))[0] for p in
+            ("fp64_adam", "fsdp2_bf16", "fsdp2_bf16_reduce_bf16")}  # fmt: skip
+    step = {p: r["steps"][1] for p, r in runs.items()}
+    for (op, fp64, _), (_, fp32_reduce, _), (_, bf16_reduce, _) in zip(*step.values()):
+        if op == "all_gather":
+            assert fp32_reduce == bf16_reduce == fp64 // 4  # 8 B -> 2 B per element
+        else:
+            assert fp32_reduce == 2 * bf16_reduce == fp64 // 2  # 8 B -> 4 B (fp32), 2 B (bf16)
+    assert (runs["fsdp2_bf16"]["params"] * 2, runs["fsdp2_bf16"]["optimizer"]) == (
+        runs["fp64_adam"]["params"], runs["fp64_adam"]["params"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "impl, precision, says",
+    [
+        ("ddp", "fsdp2_bf16", "fsdp2_bf16 is FSDP2's MixedPrecisionPolicy: it runs with an fsdp2"),
+        ("fsdp2", "bf16", "unknown torch-ref precision 'bf16'; known: fp64_adam, fsdp2_bf16"),
+    ],
+)
+def test_torch_ref_refuses_a_precision_it_cannot_run(impl, precision, says):
+    from placement_edu.implementations import TorchRefConfig
+
+    with pytest.raises(PlacementError, match=says):
+        TorchRefConfig(impl, 2, precision=precision).validate()

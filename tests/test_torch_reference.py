@@ -368,3 +368,31 @@ def test_bad_input_is_one_line_and_exit_2(argv, says):
         out.stderr
     )
     assert says in out.stderr
+
+
+# --- issue 42, item 1: FSDP2's mixed precision on the wire ------------------------------------
+def test_fsdp2_mixed_precision_gathers_bf16_and_reduce_scatters_fp32_measured_as_predicted():
+    """FSDP2 with ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` over float32
+    shards, on 2 gloo ranks: every collective's bytes measured = predicted, each all-gather 2 B
+    per element and each reduce-scatter 4 B (the fp32 reduction of bf16 gradients is priced at
+    its 4 B, not at the 2 B of the gradients' compute dtype); with reduce_dtype unset, 2 B."""
+    from placement_edu.runtime.measurement.torch_ref_result import run_torch_refs
+
+    configs = [TorchRefConfig("fsdp2", 2, MLP, steps=2, precision=p) for p in
+               ("fsdp2_bf16", "fsdp2_bf16_reduce_bf16")]  # fmt: skip
+    fp32_reduce, bf16_reduce = run_torch_refs(configs, timeout_s=60)
+    # MLP 64-128-128-16: units (Linears) of 64·128 + 128, 128·128 + 128 and 128·16 + 16 elements.
+    units = {64 * 128 + 128, 128 * 128 + 128, 128 * 16 + 16}
+    for result, reduce_bytes in ((fp32_reduce, 4), (bf16_reduce, 2)):
+        assert result.ops_match and result.bytes_match, result.differences()
+        ops = [o for o in result.measured[0]["ops"] if o["step"] == 1]
+        gathers = {o["payload_bytes"] for o in ops if o["op"] == "all_gather"}
+        reduces = {o["payload_bytes"] for o in ops if o["op"] == "reduce_scatter"}
+        assert gathers == {2 * u for u in units}
+        assert reduces == {reduce_bytes * u for u in units}
+        # fp32 shards, gradients and Adam's m and v: 4 / 4 / 8 B per element, half each on a rank
+        total = sum(units)
+        held = result.measured[0]
+        assert (held["params"], held["grads"], held["optimizer"]) == (
+            2 * total, 2 * total, 4 * total)  # fmt: skip
+        assert result.equivalent is None and 0 < result.deviation < 1e-1

@@ -18,6 +18,7 @@ from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
 from placement_edu.implementations import (
     DEFAULT_MODEL,
     IMPLEMENTATIONS,
+    TORCH_REF_PRECISIONS,
     TorchRefConfig,
     parse_model,
 )
@@ -60,6 +61,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="optimizer steps (default 3)",
     )
     p.add_argument(
+        "--precision",
+        choices=TORCH_REF_PRECISIONS,
+        default="fp64_adam",
+        help="fp64_adam (default): float64 throughout; fsdp2_bf16: FSDP2's "
+        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over float32 shards; "
+        "fsdp2_bf16_reduce_bf16: the same, gradients reduced in bf16 (fsdp2 implementations only)",
+    )
+    p.add_argument(
         "--timeout",
         type=flag_type(read_seconds, MAX_TIMEOUT_S),
         default=60.0,
@@ -78,7 +87,7 @@ def _model(text: str) -> str:
 
 def _torch_ref(args: argparse.Namespace) -> int:
     model = args.model or ("transformer" if args.impl == "dtensor_tp" else DEFAULT_MODEL)
-    config = TorchRefConfig(args.impl, args.world_size, model, args.steps)
+    config = TorchRefConfig(args.impl, args.world_size, model, args.steps, precision=args.precision)
     config.validate()  # bad input: one line, exit 2, no processes
     require("torch", "torch-ref")
     from placement_edu.runtime.measurement.torch_ref_result import run

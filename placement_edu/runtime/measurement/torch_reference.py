@@ -60,14 +60,26 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], None]
 
 
 # --- the models and their data ----------------------------------------------------------------
-def build_mlp(widths: tuple[int, ...], seed: int) -> nn.Sequential:
+#: Each of ``TORCH_REF_PRECISIONS``: the dtype the parameters are stored in, and FSDP2's
+#: ``MixedPrecisionPolicy(param_dtype, reduce_dtype)`` (None: no policy).
+DTYPES: dict[str, tuple[torch.dtype, tuple[torch.dtype, torch.dtype | None] | None]] = {
+    "fp64_adam": (torch.float64, None),
+    "fsdp2_bf16": (torch.float32, (torch.bfloat16, torch.float32)),
+    "fsdp2_bf16_reduce_bf16": (torch.float32, (torch.bfloat16, None)),
+}
+
+
+def build_mlp(
+    widths: tuple[int, ...], seed: int, dtype: torch.dtype = torch.float64
+) -> nn.Sequential:
     """``--model mlp:a,b,c``: Linear(a,b), Tanh, Linear(b,c) -- no Tanh after the last Linear --
-    in float64, initialised by torch's default rule under ``seed``."""
+    in ``dtype`` (float64 unless a mixed-precision run stores float32), initialised by torch's
+    default rule under ``seed``."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layers: list[nn.Module] = []
         for i, (a, b) in enumerate(zip(widths, widths[1:])):
-            layers.append(nn.Linear(a, b, dtype=torch.float64))
+            layers.append(nn.Linear(a, b, dtype=dtype))
             if i < len(widths) - 2:
                 layers.append(nn.Tanh())
         return nn.Sequential(*layers)
@@ -97,7 +109,7 @@ class Block(nn.Module):
 
 def build_model(config: TorchRefConfig) -> nn.Module:
     if config.widths:
-        return build_mlp(config.widths, config.seed)
+        return build_mlp(config.widths, config.seed, DTYPES[config.precision][0])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return Block(**TRANSFORMER)
@@ -115,9 +127,10 @@ def batch(config: TorchRefConfig, step: int) -> tuple[torch.Tensor, torch.Tensor
         )
     else:
         shape_in = shape_out = (config.global_batch, TRANSFORMER["seq"], TRANSFORMER["hidden"])
+    dtype = DTYPES[config.precision][0]
     return (
-        torch.randn(shape_in, generator=g, dtype=torch.float64),
-        torch.randn(shape_out, generator=g, dtype=torch.float64),
+        torch.randn(shape_in, generator=g, dtype=torch.float64).to(dtype),
+        torch.randn(shape_out, generator=g, dtype=torch.float64).to(dtype),
     )
 
 
@@ -389,13 +402,15 @@ def _wrap(
             if tp
         }
         return parallelize_module(model, mesh, plan), torch.optim.Adam(model.parameters(), **ADAM)
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     assert isinstance(model, nn.Sequential)  # FSDP2 wraps the MLP's Linears
+    mixed = DTYPES[config.precision][1]
+    policy = MixedPrecisionPolicy(*mixed) if mixed else MixedPrecisionPolicy()
     linears = [m for m in model if isinstance(m, nn.Linear)]
     for layer in linears[:-1]:  # one unit per Linear; the root owns the last
-        fully_shard(layer, mesh=mesh, reshard_after_forward=impl.reshard)
-    fully_shard(model, mesh=mesh, reshard_after_forward=impl.reshard)
+        fully_shard(layer, mesh=mesh, reshard_after_forward=impl.reshard, mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=impl.reshard, mp_policy=policy)
     return model, torch.optim.Adam(model.parameters(), **ADAM)
 
 
