@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Callable, NoReturn, TypeVar
+from typing import Callable, Mapping, NoReturn, Sequence, TypeVar
 
 from placement_edu.errors import PlacementError, shortened
 
@@ -56,3 +56,34 @@ def flag_type(read: Callable[..., T], *args: object) -> Callable[[str], T]:
 
     parse.__name__ = getattr(read, "__name__", "value")
     return parse
+
+
+def named(
+    accepted: Sequence[str], what: str, own: Mapping[str, str] | None = None
+) -> Callable[[str], str]:
+    """An argparse ``type=`` for a name of ``accepted``: one vocabulary across the commands
+    (``setting.ALIASES``: fit's fsdp2 is time's zero3, sdpa is flash), a near miss named ("did you
+    mean"), given as ``own`` maps it (the command's own word for the thing, if it has one)."""
+    from placement_edu.setting import canonical
+
+    def parse(text: str) -> str:
+        try:
+            name = canonical(text, accepted, what)
+        except PlacementError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return (own or {}).get(name, name)
+
+    parse.__name__ = what
+    return parse
+
+
+def listed(accepted: Sequence[str]) -> str:
+    """The canonical names as --help lists them, each with its aliases: "zero3 (alias fsdp2),
+    fsdp_grad_op (alias fsdp2_no_reshard)"."""
+    from placement_edu.setting import ALIASES
+
+    def one(name: str) -> str:
+        aliases = [a for a, c in ALIASES.items() if c == name]
+        return f"{name} (alias {', '.join(aliases)})" if aliases else name
+
+    return ", ".join(map(one, accepted))

@@ -39,7 +39,7 @@ from placement_edu import names
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision
 from placement_edu.schedule import derive_schedule
-from placement_edu.setting import Setting, resolve
+from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
 from placement_edu.timing import (
     OVERLAPS,
@@ -269,10 +269,12 @@ def configured_strategy(
     (``zero1×tp×pp``; ``x`` for ``×``), checked against it. ``compose`` builds it."""
     given = names.parts(name)
     data = given[0].removesuffix("+replica")
+    data = ALIASES.get(data, data)  # one vocabulary: fit's fsdp2 is zero3
     expect(
         data in DATA_PLACEMENTS,
         f"unknown data placement {shown(given[0])} in strategy {shown(name)}; accepted: "
-        f"{', '.join(DATA_PLACEMENTS)}, optionally composed as plan prints it (e.g. zero1×tp×pp)",
+        f"{', '.join(DATA_PLACEMENTS)}, optionally composed as plan prints it (e.g. zero1×tp×pp)"
+        + did_you_mean(data, DATA_PLACEMENTS),
     )
     replica = mesh.degree("replica") > 1
     expect(

@@ -43,8 +43,8 @@ ALIASES: Mapping[str, str] = {
     "fsdp2_no_reshard": "fsdp_grad_op",
     "sdpa": "flash",
 }
-#: Attention as the formula prices it: flash (no s×s scores kept; PyTorch's sdpa) or eager.
-ATTENTIONS = ("flash", "eager")
+#: Attention as the formula prices it: eager, or flash (no s×s scores kept; PyTorch's sdpa).
+ATTENTIONS = TransformerSpec.ATTENTION
 #: Recomputation choices (Korthikanti et al. 2022's, and torchtitan's layer:K).
 RECOMPUTES = TransformerSpec.RECOMPUTE
 

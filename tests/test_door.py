@@ -367,7 +367,7 @@ def test_recompute_and_attention_name_what_is_accepted_and_the_nearest() -> None
         "to 10,000); did you mean 'full'?"
     )
     assert refused(lambda: resolve(attention="flsh")) == (
-        "unknown attention 'flsh'; accepted: flash, eager (aliases: sdpa = flash); did you mean "
+        "unknown attention 'flsh'; accepted: eager, flash (aliases: sdpa = flash); did you mean "
         "'flash'?"
     )
 
@@ -448,3 +448,72 @@ def test_the_door_resolves_each_value_once(monkeypatch) -> None:
     # zero3 on 4 devices, Ψ = 10^6: 16Ψ/4 = 4,000,000 B of state, + the gather window
     # (333,333.3 B) and the reduce bucket (166,666.7 B) of derive_memory: 4,500,000 B
     assert again.memory.peak == 4_500_000
+
+
+# --- issue 41 item 1: one flag vocabulary -- one name for one thing, both spellings taken --------
+TIME = ["time", "--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128", "--vocab"]
+TIME += ["1000", "--global-batch", "8", "--mesh", "data=8", "--json"]
+
+
+def json_of(capsys: pytest.CaptureFixture, argv: list[str]) -> dict:
+    import json
+
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_fit_and_time_take_each_others_words_for_one_thing(capsys) -> None:
+    # once fit said fsdp2 and sdpa where time said zero3 and flash, and each refused the other's
+    fit = ["fit", "--model", "gpt2", "--devices", "8", "--json"]
+    fsdp2 = json_of(capsys, [*fit, "--strategy", "fsdp2", "--attention", "sdpa"])
+    assert json_of(capsys, [*fit, "--strategy", "zero3", "--attention", "flash"]) == fsdp2
+    no_reshard = json_of(capsys, [*fit, "--strategy", "fsdp2_no_reshard"])
+    assert json_of(capsys, [*fit, "--strategy", "fsdp_grad_op"]) == no_reshard
+    assert no_reshard["peak_bytes"] > fsdp2["peak_bytes"]  # gathered from forward to backward
+    zero3 = json_of(capsys, [*TIME, "--strategy", "zero3", "--attention", "flash"])
+    assert json_of(capsys, [*TIME, "--strategy", "fsdp2", "--attention", "sdpa"]) == zero3
+    assert zero3["strategy"] == "zero3"
+
+
+def test_fit_takes_the_hardware_presets_memory_as_plan_and_time_do(capsys) -> None:
+    # once 80 GB in fit's examples and the preset's 80 GiB = 85,899,345,920 B in time's
+    fit = ["fit", "--model", "gpt2", "--devices", "8", "--json", "--hardware", "h100-nvlink-ib"]
+    assert json_of(capsys, fit)["memory_bytes"] == 85_899_345_920 == 80 * 2**30
+    assert json_of(capsys, [*fit, "--memory-gb", "80"])["memory_bytes"] == 80 * 10**9
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            ["fit", "--model", "gpt2", "--devices", "8", "--strategy", "zero4"],
+            "argument --strategy: unknown strategy 'zero4'; accepted: zero3, fsdp_grad_op "
+            "(aliases: fsdp2 = zero3, fsdp2_no_reshard = fsdp_grad_op); did you mean 'zero3'?",
+        ),
+        (
+            ["fit", "--model", "gpt2", "--devices", "8", "--attention", "sdp"],
+            "argument --attention: unknown attention 'sdp'; accepted: eager, flash (aliases: "
+            "sdpa = flash); did you mean 'sdpa'?",
+        ),
+        (
+            [*TIME, "--strategy", "fsdp3"],
+            "unknown data placement 'fsdp3' in strategy 'fsdp3'; accepted: dp, zero1, zero2, "
+            "zero3, fsdp_grad_op, hsdp, optionally composed as plan prints it (e.g. zero1×tp×pp); "
+            "did you mean 'hsdp'?",
+        ),
+    ],
+)
+def test_a_near_miss_on_the_command_line_names_the_word_meant(capsys, argv, says) -> None:
+    assert one_line_error(capsys, argv) == f"placement-edu: error: {says}"
+
+
+def test_help_lists_the_canonical_names_with_their_aliases(capsys) -> None:
+    for argv in (["fit", "--help"], ["time", "--help"]):
+        try:
+            code = main(argv)
+        except SystemExit as leaving:
+            code = leaving.code
+        assert code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "zero3 (alias fsdp2)" in text and "fsdp_grad_op (alias fsdp2_no_reshard)" in text
+        assert "flash (alias sdpa)" in text

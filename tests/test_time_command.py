@@ -153,7 +153,12 @@ def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) ->
         (["--mesh", "data=8", "--schedule", "interleaved:x"], "an integer >= 2"),
         (["--mesh", "data=8", "--kv-heads", "3"], "--kv-heads 3 does not divide --heads 4"),
         (["--mesh", "data=2,tensor=4", "--kv-heads", "2"], "does not divide the 2 key-value"),
-        (["--mesh", "data=8", "--attention", "sdpa"], "invalid choice: 'sdpa'"),
+        # sdpa is taken as flash (one vocabulary with fit, issue 41); a near miss is named
+        (
+            ["--mesh", "data=8", "--attention", "flsh"],
+            "unknown attention 'flsh'; accepted: eager, "
+            "flash (aliases: sdpa = flash); did you mean 'flash'?",
+        ),
         (["--mesh", "data=8", "--strategy", "zero9"], "unknown data placement 'zero9'"),
         (["--mesh", "data=8", "--sequence-parallel"], "the mesh has none"),
         (["--mesh", "data=4,tensor=2", "--strategy", "zero1×pp"], "the composition is 'zero1×tp'"),

@@ -1,4 +1,4 @@
-"""``placement-edu fit --model M --strategy fsdp2 --devices N [...]``: will one rank's step fit?
+"""``placement-edu fit --model M --strategy zero3 --devices N [...]``: will one rank's step fit?
 
 The per-rank breakdown (params, grads, optimizer, activations, the transients at the peak), the peak
 and the event of the step where it happens (SPEC §3, "The peak of a real model"). Activations come
@@ -17,12 +17,11 @@ import argparse
 import json
 
 from placement_edu.architectures import PRESETS as MODELS, get_architecture, sequence_of
-from placement_edu.arguments import described, flag_type
+from placement_edu.arguments import described, flag_type, listed, named
 from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
 from placement_edu.peak import (
-    ATTENTION,
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTE,
@@ -40,7 +39,13 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
+from placement_edu.setting import ATTENTIONS
+from placement_edu.timing.hardware import HARDWARE
 from placement_edu.units import GB, fmt_bytes
+
+#: fit's strategies by the core's names (``setting.ALIASES``: fit once said fsdp2 and
+#: fsdp2_no_reshard), each as ``peak.RESHARD_AFTER_FORWARD`` keys it.
+FIT_STRATEGIES = {"zero3": "fsdp2", "fsdp_grad_op": "fsdp2_no_reshard"}
 
 #: Ranks a ``--verify`` run shards over (a fake group: one process; N = 1024 takes ~20 s for GPT-2).
 MAX_VERIFY_DEVICES = 4096
@@ -66,11 +71,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--strategy",
-        choices=list(RESHARD_AFTER_FORWARD),
-        default="fsdp2",
-        help="fsdp2: fully_shard on every block, then on the root (N = 1 without mixed "
-        "precision: plain single-device training); fsdp2_no_reshard: the same with "
-        "reshard_after_forward=False on every block (gathered from forward to backward)",
+        type=named(tuple(FIT_STRATEGIES), "strategy", FIT_STRATEGIES),
+        default="zero3",
+        help=f"{listed(tuple(FIT_STRATEGIES))}. zero3: FSDP2, fully_shard on every block, then on "
+        "the root (N = 1 without mixed precision: plain single-device training); fsdp_grad_op: "
+        "the same with reshard_after_forward=False on every block (gathered from forward to "
+        "backward); default zero3",
     )
     p.add_argument(
         "--devices",
@@ -136,10 +142,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--attention",
-        choices=list(ATTENTION),
+        type=named(ATTENTIONS, "attention", {"flash": "sdpa"}),
         default=None,
-        help="sdpa (default: F.scaled_dot_product_attention, as PyTorch trainers and HF use it); "
-        "eager: HF's explicit softmax(q·kᵀ)·v, which keeps the [b, heads, s, s] scores",
+        help=f"{listed(ATTENTIONS)}. flash (default): F.scaled_dot_product_attention, as PyTorch "
+        "trainers and HF use it; eager: HF's explicit softmax(q·kᵀ)·v, which keeps the "
+        "[b, heads, s, s] scores",
     )
     p.add_argument(
         "--recompute",
@@ -150,6 +157,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam-foreach")
     p.add_argument(
         "--memory-gb", type=flag_type(_gb), default=None, help="device memory, GB = 10^9 bytes"
+    )
+    p.add_argument(
+        "--hardware",
+        choices=list(HARDWARE),
+        default=None,
+        help="a hardware preset, as plan and time take it: its device memory is the budget "
+        "unless --memory-gb gives one (h100-nvlink-ib: 85.9 GB = 80 GiB)",
     )
     p.add_argument("--json", action="store_true", help="print JSON (bytes)")
     p.add_argument(
@@ -307,7 +321,13 @@ def _fit(args: argparse.Namespace) -> int:
         require("transformers", "fit --model PATH/config.json")
     peak, profile, cached = _step(args, seq, args.precision, args.attention, args.recompute)
     reshard = RESHARD_AFTER_FORWARD[args.strategy]
-    memory_bytes = round(args.memory_gb * GB) if args.memory_gb is not None else None
+    memory_bytes = (
+        round(args.memory_gb * GB)
+        if args.memory_gb is not None
+        else None
+        if args.hardware is None
+        else HARDWARE[args.hardware].memory_bytes
+    )
     fixes = (
         _what_would_fit(args, seq, memory_bytes)
         if memory_bytes is not None and peak.peak.total > memory_bytes

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 
+from placement_edu.arguments import listed, named
 from placement_edu.cli.table import SHAPE, count_flag
 from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit, shown
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM
+from placement_edu.setting import ATTENTIONS
 from placement_edu.timing import HARDWARE, OVERLAPS
 
 
@@ -48,10 +50,10 @@ def add_transformer_flags(
     )
     group.add_argument(
         "--attention",
-        choices=TransformerSpec.ATTENTION,
+        type=named(ATTENTIONS, "attention"),
         default="eager",
-        help="eager (keeps the 5as²b softmax and dropout bytes) or flash (only the logsumexp); "
-        "default eager",
+        help=f"{listed(ATTENTIONS)}: eager keeps the 5as²b softmax and dropout bytes, flash "
+        "only the logsumexp; default eager",
     )
     group.add_argument(
         "--block",

@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Callable
 
 from placement_edu.architectures import get_architecture, sequence_of
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import flag_type, listed, named
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_DEVICES,
@@ -26,6 +26,7 @@ from placement_edu.placement import EXPERT_AXIS
 from placement_edu.models import Model, TransformerSpec, per_layer_model
 from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
 from placement_edu.report import Comparison, compare
+from placement_edu.setting import ATTENTIONS
 from placement_edu.units import fmt_gb
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
 
@@ -83,10 +84,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument(
         "--attention",
-        choices=TransformerSpec.ATTENTION,
+        type=named(ATTENTIONS, "attention"),
         default=None,
-        help="eager (keeps the 5as²b softmax and dropout bytes) or flash (only the logsumexp); "
-        "default eager",
+        help=f"{listed(ATTENTIONS)}: eager keeps the 5as²b softmax and dropout bytes, flash "
+        "only the logsumexp; default eager",
     )
     t.add_argument(
         "--block",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import flag_type, listed
 from placement_edu.cli.shape import (
     add_step_flags,
     add_transformer_flags,
@@ -76,7 +76,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--strategy",
         default="dp",
-        help=f"the data placement ({', '.join(DATA_PLACEMENTS)}), composed with tp and pp as "
+        help=f"the data placement ({listed(DATA_PLACEMENTS)}), composed with tp and pp as "
         "--mesh says; or the composition plan prints, e.g. zero1×tp×pp (default dp)",
     )
     p.add_argument(
