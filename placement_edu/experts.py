@@ -31,7 +31,8 @@ from fractions import Fraction
 from typing import Mapping, TypeGuard
 
 from placement_edu.errors import PlacementError, expect, positive_int
-from placement_edu.models import IdealSlices, Number, stage_layers
+from placement_edu.models.ideal import IdealSlices
+from placement_edu.models.splits import Number, stage_layers
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.units import wrapped
 

@@ -49,7 +49,7 @@ from placement_edu.shown import Shown
 __all__ = ["Plan", "default_transformer", "group_links", "plan"]
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
-# SHAPES, nearest_shape and per_layer_model live in models.py: a bare Ψ means per_layer_model
+# SHAPES, nearest_shape and per_layer_model live in models/shapes.py: a bare Ψ means per_layer_model
 # everywhere (models.as_model).
 
 

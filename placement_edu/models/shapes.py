@@ -1,0 +1,68 @@
+"""A model as the derivations take it (``as_model``): a spec, or a bare Ψ, the abstract model of
+``per_layer_model`` -- Ψ in the layers of the nearest published shape (``SHAPES``)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Union
+
+from placement_edu.errors import PlacementError, positive_int
+from placement_edu.models.ideal import IdealSlices, ModelSpec
+from placement_edu.models.transformer import TransformerSpec
+from placement_edu.models.concrete import ConcreteModel
+
+if TYPE_CHECKING:
+    from placement_edu.experts import MoESpec  # (experts.py builds on the models)
+
+
+Model = Union[ModelSpec, TransformerSpec, ConcreteModel, "MoESpec"]
+
+
+# --- the abstract model of a bare Ψ -------------------------------------------------------------
+#: Published shapes (name, layers L, hidden h, heads a, sequence s, vocabulary V, source).
+SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
+    ("GPT-2 small", 12, 768, 12, 1024, 50257, "Radford et al. 2019"),
+    ("GPT-2 XL", 48, 1600, 25, 1024, 50257, "Radford et al. 2019"),
+    ("Llama-2-7B", 32, 4096, 32, 4096, 32000, "Touvron et al. 2023, Table 1 and §2.2"),
+    ("Llama-2-13B", 40, 5120, 40, 4096, 32000, "Touvron et al. 2023"),
+    ("Llama-2-70B", 80, 8192, 64, 4096, 32000, "Touvron et al. 2023"),
+    ("GPT-3 175B", 96, 12288, 96, 2048, 50257, "Brown et al. 2020, Table 2.1"),
+    ("Megatron 1T", 128, 25600, 160, 2048, 51200, "Narayanan et al. 2021, Table 1"),
+)
+
+
+def nearest_shape(psi: int) -> tuple[str, int, int, int, int, int, str]:
+    """The published shape (a row of ``SHAPES``) whose GPT-style model (f = 4h) is nearest to
+    ``psi`` parameters, by ratio."""
+    psi = positive_int("number of parameters (psi)", psi)
+
+    def gpt_style_psi(shape) -> int:
+        _, layers, h, a, s, v, _ = shape
+        return TransformerSpec(layers=layers, hidden=h, heads=a, seq=s, vocab=v).psi
+
+    return min(SHAPES, key=lambda shape: abs(math.log(gpt_style_psi(shape) / psi)))
+
+
+def per_layer_model(psi: int) -> ModelSpec:
+    """The abstract model of a bare Ψ (``as_model``, ``table --params``): ``psi`` parameters in the
+    layers of the published shape nearest to it (``nearest_shape``), gathered one layer at a time
+    -- FSDP's usual wrapping. (A single unit would gather the whole model at once: zero3's peak
+    above zero2's. Ask for it explicitly: ``ModelSpec(psi)``.)"""
+    psi = positive_int("number of parameters (psi)", psi)
+    name, layers, *_ = nearest_shape(psi)
+    return ModelSpec(
+        psi, layers=layers, name=f"Ψ = {psi:,} parameters in {layers} layers ({name}'s L)"
+    )
+
+
+def as_model(model) -> Model:
+    """A model, or Ψ (a number) for the abstract one of ``per_layer_model`` (Ψ in the layers of
+    the nearest published shape, gathered a layer at a time); anything else is refused by name."""
+    if isinstance(model, (IdealSlices, ConcreteModel)):  # MoESpec (experts.py) is IdealSlices
+        return model  # type: ignore[return-value]
+    if isinstance(model, (int, float)) and not isinstance(model, bool):
+        return per_layer_model(model)  # type: ignore[arg-type]
+    raise PlacementError(
+        f"model must be a number of parameters (Ψ) or a ModelSpec, TransformerSpec, MoESpec "
+        f"or ConcreteModel, got {model!r}"
+    )

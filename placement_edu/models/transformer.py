@@ -1,0 +1,281 @@
+"""A decoder's shape (``TransformerSpec``): layers, hidden, heads, ffn, sequence, vocabulary and
+micro-batch; its parameter count and the activation terms of Korthikanti et al. 2022 (SPEC §3),
+and the recomputation policies (torchtitan's ``layer:K``: ``layer_k``, ``every_kth``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from placement_edu.errors import expect, positive_int
+from placement_edu.models.splits import Number, per_layer_units
+from placement_edu.models.ideal import IdealSlices
+
+
+#: torchtitan's layer selective AC, ``selective_ac_option = "K"``: ``layer:K``, K at most this.
+MAX_EVERY = 10_000
+LAYER_K = (
+    "layer:K: torchtitan's layer selective AC (selective_ac_option = 'K'): every K-th block "
+    "checkpointed as full, the others kept (K from 1 to 10,000)"
+)
+
+
+def layer_k(text: str) -> str | None:
+    """``layer:K`` as written once (``layer:02`` is ``layer:2``), K from 1 to ``MAX_EVERY``; None
+    if ``text`` is not such a policy."""
+    name, _, k = text.partition(":")
+    if name == "layer" and k.isdigit() and len(k) <= 5 and 1 <= int(k) <= MAX_EVERY:
+        return f"layer:{int(k)}"
+    return None
+
+
+def every_kth(recompute: str) -> int:
+    """K of ``layer:K`` (every K-th block checkpointed), 0 for every other policy."""
+    return int(recompute.partition(":")[2]) if recompute.startswith("layer:") else 0
+
+
+@dataclass(frozen=True)
+class TransformerSpec(IdealSlices):
+    """A decoder: ``layers`` blocks of attention + MLP. ``block`` "gpt" (the default): GPT's,
+    learned positions, tied embeddings, biases, LayerNorm, a 2-matrix MLP; "llama": Llama's,
+    RoPE (no position table), untied embeddings, no biases, RMSNorm, SwiGLU (gate, up, down).
+
+    Parameter count per layer: 4h² + 4h (QKV and output projections with biases) + 2hf + f + h
+    (MLP with biases) + 4h (two layernorms); plus embeddings V·h + s·h and a final layernorm 2h.
+    With f = 4h this is Megatron's 12h² + 13h per layer (Narayanan et al. 2021, §5.1).
+    A Llama block: 2h² + 2h·K·h/a attention, 3hf SwiGLU, 2h for its two RMSNorm weights; plus
+    2·V·h untied embeddings and a final RMSNorm h (Llama-3-8B: 8,030,261,248).
+
+    ``kv_heads`` (0 means ``heads``): grouped-query attention's key-value heads K; the key and
+    value projections are K·(h/a) wide, so attention's weights are 2h² + 2h·K·h/a (+ biases
+    h + h + 2K·h/a) instead of 4h² + 4h. ``attention``: how attention is computed, apart from
+    recomputation -- "eager" (softmax and dropout as separate ops: the 5as²b bytes Korthikanti et
+    al. count) or "flash" (FlashAttention: no s² tensor is kept, only the logsumexp).
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+    micro_batch: int = 1
+    ffn: int = 0  # 0 means 4 * hidden
+    sequence_parallel: bool = False
+    #: Activation recomputation (Korthikanti et al. 2022): "none"; "selective" (attention's
+    #: softmax and dropout recomputed: the 5as/h term goes); "full" (only the layer input is kept,
+    #: 2·s·b·h bytes per layer). True and False are read as "full" and "none".
+    recompute: str = "none"
+    gather_units: int = 0  # 0 means one unit per layer (FSDP's usual wrapping)
+    name: str = ""
+    kv_heads: int = 0  # 0 means heads (multi-head attention, no GQA)
+    attention: str = "eager"
+    block: str = "gpt"
+
+    RECOMPUTE = ("none", "selective", "full")
+    #: The blocks a transformer is built of: GPT's, and Llama's (SwiGLU, RMSNorm, RoPE, untied).
+    BLOCKS = ("gpt", "llama")
+    #: How attention is computed (apart from recomputation): see ``activation_terms_per_layer``.
+    ATTENTION = ("eager", "flash")
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch"):
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        recompute = self.recompute
+        if isinstance(recompute, bool):  # the old flag: True meant full recomputation
+            recompute = "full" if recompute else "none"
+        if isinstance(recompute, str) and recompute not in self.RECOMPUTE:
+            recompute = layer_k(recompute) or recompute
+        expect(
+            isinstance(recompute, str) and (recompute in self.RECOMPUTE or every_kth(recompute)),
+            f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none) "
+            f"or layer:K (K from 1 to {MAX_EVERY:,}), got {self.recompute!r}",
+        )
+        object.__setattr__(self, "recompute", recompute)
+        if self.ffn == 0 and not isinstance(self.ffn, bool):
+            object.__setattr__(self, "ffn", 4 * self.hidden)
+        object.__setattr__(self, "ffn", positive_int("ffn", self.ffn))
+        per_layer_units(self)
+        expect(
+            self.hidden % self.heads == 0,
+            f"hidden ({self.hidden}) must be divisible by heads ({self.heads})",
+        )
+        if self.kv_heads == 0 and not isinstance(self.kv_heads, bool):
+            object.__setattr__(self, "kv_heads", self.heads)
+        kv = positive_int("kv_heads", self.kv_heads)
+        expect(
+            self.heads % kv == 0,
+            f"kv_heads ({kv}) must divide heads ({self.heads}): each key-value head serves "
+            "heads / kv_heads query heads",
+        )
+        expect(
+            self.attention in self.ATTENTION,
+            f"attention must be one of {', '.join(self.ATTENTION)}, got {self.attention!r}",
+        )
+        expect(
+            self.block in self.BLOCKS,
+            f"block must be one of {', '.join(self.BLOCKS)}, got {self.block!r}",
+        )
+
+    @property
+    def llama(self) -> bool:
+        return self.block == "llama"
+
+    @property
+    def kv_width(self) -> int:
+        """K·h/a: the width of the key (and of the value) projection's output."""
+        return self.kv_heads * (self.hidden // self.heads)
+
+    @property
+    def psi(self) -> int:  # type: ignore[override]  # derived from the shape (ModelSpec's is a field)
+        h, f, kv = self.hidden, self.ffn, self.kv_width
+        if self.llama:  # no biases; SwiGLU's three matrices; two RMSNorm weights; untied, RoPE
+            per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+            return self.layers * per_layer + 2 * self.vocab * h + h
+        attention = 2 * h * h + 2 * h + 2 * h * kv + 2 * kv  # Q and out h² + h each; K, V h·kv + kv
+        per_layer = attention + 2 * h * f + f + h + 4 * h
+        return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
+
+    @property
+    def checkpointed_layers(self) -> int:
+        """Layers recomputation checkpoints whole: all under "full", L // K under torchtitan's
+        layer:K (its every K-th block), none otherwise."""
+        every = every_kth(self.recompute)
+        return self.layers // every if every else self.layers if self.recompute == "full" else 0
+
+    @property
+    def lookup_params(self) -> int:
+        """Parameters read by a lookup, not a matmul, that FLOP counts leave out: a Llama's
+        untied input embedding V·h (torchtitan's ``get_num_flop_per_token`` excludes it). GPT's
+        tied embedding is the logit layer's matmul, counted (as is its small position table,
+        the package's convention since its first figures)."""
+        return self.vocab * self.hidden if self.llama else 0
+
+    @property
+    def boundary_elements(self) -> int:
+        """b·s·h: one activation at a block or stage boundary, for one micro-batch."""
+        return self.micro_batch * self.seq * self.hidden
+
+    tp_blocks_per_layer: int = field(default=2, init=False)
+
+    def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
+        """Parameters Megatron leaves whole on every tensor rank: two layernorms (4h) and the biases
+        of the two row-parallel layers (2h) per layer, and the final layernorm (2h) on the last
+        stage. A Llama block: its two RMSNorm weights (2h), the final one (h)."""
+        if self.llama:
+            return 2 * self.hidden * len(layers) + (self.hidden if last_stage else 0)
+        return 6 * self.hidden * len(layers) + (2 * self.hidden if last_stage else 0)
+
+    def activation_bytes_per_layer(self, tensor: int = 1) -> Fraction:
+        """Bytes of activations one layer keeps for backward, for one micro-batch on one of
+        ``tensor`` tensor-parallel ranks: Korthikanti et al. 2022, "Reducing Activation
+        Recomputation in Large Transformer Models", Table 2 (16-bit; the coefficients are already
+        bytes, SPEC §3).
+
+        ==================  ==========================  ====================
+        recompute           tensor parallel t           with sequence parallel
+        ==================  ==========================  ====================
+        "none"              sbh(10 + 24/t + 5as/(ht))   sbh(34/t + 5as/(ht))
+        "selective"         sbh(10 + 24/t)              sbh·34/t
+        "full"              2sbh (the layer input)      2sbh/t
+        ==================  ==========================  ====================
+
+        At t = 1 the first column is sbh(34 + 5as/h); selective recomputation drops the 5as/h term
+        (attention's softmax and dropout, recomputed in backward). That is eager attention with
+        multi-head attention; flash attention keeps the logsumexp (4as·b/t bytes) in place of the
+        5as²b/t, and grouped-query attention narrows the key and value flash attention keeps. The
+        sum of ``activation_terms_per_layer``, where each term is derived."""
+        return sum(self.activation_terms_per_layer(tensor).values(), Fraction(0))
+
+    def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
+        return self.activation_bytes_per_layer(tensor) * layers_here
+
+    #: The named terms of ``activation_terms_per_layer``, in drawing order.
+    ACTIVATION_TERMS = ("outside_tp", "inside_tp", "attention_scores", "layer_input")
+
+    def activation_terms_per_layer(self, tensor: int = 1) -> dict[str, Fraction]:
+        """``activation_bytes_per_layer`` split into Korthikanti et al.'s named terms (bytes, one
+        micro-batch, one of ``tensor`` ranks); the values sum to it exactly, every key present:
+
+        - ``outside_tp``: 10·sbh, what tensor parallelism leaves whole on every rank (the two
+          layernorm inputs 4sbh, the attention and MLP block inputs 2sbh each, two dropout masks
+          sbh each); sequence parallelism splits it over t: 10·sbh/t.
+        - ``inside_tp``: 24·sbh/t, the tensors between a column- and a row-parallel layer: Q, K
+          and V (2sbh each), the output projection's input 2sbh, the MLP's 8sbh twice. Under
+          grouped-query attention flash attention keeps K and V at their K·h/a width:
+          sbh(20 + 4K/a)/t; eager attention expands them to every head before QKᵀ (Megatron's
+          local attention ``repeat_interleave``, HF's ``repeat_kv``) and keeps 24·sbh/t.
+        - ``attention_scores``: eager attention, 5as²b/t: the softmax output 2as²b, its dropout
+          mask as²b and the dropout output 2as²b (Korthikanti et al. 2022, §4.1). Flash attention
+          keeps none of these, only the softmax's logsumexp, one fp32 per head and token: 4asb/t
+          bytes (FlashAttention-2, Dao 2023, Algorithm 1 writes the logsumexp L to HBM; PyTorch's
+          ``_scaled_dot_product_flash_attention`` saves ``logsumexp`` [b, a, s] fp32 beside
+          q, k, v and the output). 0 under selective recomputation, whichever attention: what
+          Megatron's ``--recompute-granularity selective`` recomputes is core attention.
+        - ``layer_input``: 2sbh (2sbh/t with sequence parallelism), all full recomputation keeps
+          (the layer being recomputed: ``recompute_working_set``).
+
+        A Llama block (``block="llama"``, no dropout), as Megatron-LM runs it: ``outside_tp``
+        8·sbh (two RMSNorm inputs, the attention and MLP inputs); ``inside_tp`` Q, K, V and the
+        output projection's input as above, and the MLP's 6·sbf: its first matmul's [s, b, 2f]
+        output (gate and up side by side), all Megatron's fused SwiGLU saves
+        (megatron/core/fusions/fused_bias_swiglu.py: ``SwiGLUFunction`` saves its input and
+        recomputes silu in backward), and the second matmul's [s, b, f] input. (HF's Llama, op by
+        op, keeps gate, up, silu(gate) and their product: 8·sbf, as ``fit`` measures.) Eager
+        ``attention_scores``: the softmax output alone, 2as²b/t (Megatron's fused softmax writes
+        16 bits)."""
+        s, b, h, a, t = (
+            self.seq,
+            self.micro_batch,
+            self.hidden,
+            self.heads,
+            positive_int("tensor", tensor),
+        )
+        sbh = s * b * h
+        terms = {name: Fraction(0) for name in self.ACTIVATION_TERMS}
+        if every_kth(self.recompute):  # torchtitan's layer:K: k = L // K layers as under full
+            k, L = self.checkpointed_layers, self.layers
+            kept, full = (
+                replace(self, recompute=r).activation_terms_per_layer(tensor)
+                for r in ("none", "full")
+            )
+            return {n: (kept[n] * (L - k) + full[n] * k) / L for n in self.ACTIVATION_TERMS}
+        if self.recompute == "full":
+            terms["layer_input"] = Fraction(2 * sbh, t if self.sequence_parallel else 1)
+            return terms
+        outside = 8 if self.llama else 10
+        terms["outside_tp"] = Fraction(outside * sbh, t if self.sequence_parallel else 1)
+        flash = self.attention == "flash"
+        kv_kept = self.kv_heads if flash else a  # eager expands K and V to every head
+        if self.llama:  # Q, output input 2sbh each, K and V, then the MLP's 2f- and f-wide
+            attention = sbh * Fraction(4 * a + 4 * kv_kept, a * t)
+            terms["inside_tp"] = attention + Fraction(6 * s * b * self.ffn, t)
+        else:
+            terms["inside_tp"] = sbh * Fraction(20 * a + 4 * kv_kept, a * t)
+        if self.recompute == "none":
+            scores = 2 if self.llama else 5  # (no dropout in a Llama block)
+            terms["attention_scores"] = (
+                Fraction(4 * a * s * b, t) if flash else sbh * Fraction(scores * a * s, h * t)
+            )
+        return terms
+
+    def recompute_working_set(self, tensor: int = 1) -> Fraction:
+        """Bytes live on top of the kept activations while one layer's backward runs under full
+        recomputation, one micro-batch on one of ``tensor`` ranks: the layer's forward is replayed
+        and keeps everything a layer without recomputation keeps (``activation_bytes_per_layer``
+        of "none", same attention) until its backward is done: the checkpointed inputs of every
+        layer plus one layer's full activations. 0 under
+        "none" and "selective", whose layers keep their activations already; under layer:K the
+        same as "full" (a checkpointed layer replays), 0 where no layer is checkpointed (K > L)."""
+        if not self.checkpointed_layers:
+            return Fraction(0)
+        return replace(self, recompute="none").activation_bytes_per_layer(tensor)
+
+    @property
+    def description(self) -> str:
+        kv = f" K={self.kv_heads}" if self.kv_heads != self.heads else ""
+        attention = f", {self.attention} attention" if self.attention != "eager" else ""
+        kind = "Llama-block transformer" if self.llama else "transformer"
+        return self.name or (
+            f"{kind} L={self.layers} h={self.hidden} a={self.heads}{kv} "
+            f"s={self.seq} V={self.vocab} b={self.micro_batch} (Ψ = {self.psi:,}){attention}"
+        )
