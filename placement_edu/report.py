@@ -258,8 +258,9 @@ class Comparison:
         return (
             f"{b.model.description}, {b.mesh.world_size} devices, precision {b.precision.name} "
             f"(P/G/O = {b.precision.params}/{b.precision.grads}/{b.precision.optimizer} B per "
-            f"parameter). Per device; GB = 10^9 bytes, GiB = 2^30 bytes; communication per "
-            f"optimizer step, ZeRO convention in Ψ elements (all-reduce = 2Ψ) and exact ring bytes."
+            f"parameter{_wire(b.precision)}). Per device; GB = 10^9 bytes, GiB = 2^30 bytes; "
+            "communication per optimizer step, ZeRO convention in Ψ elements (all-reduce = 2Ψ) and "
+            "exact ring bytes."
         )
 
     def __str__(self) -> str:
@@ -288,6 +289,16 @@ class Comparison:
             f"<table><caption>{html.escape(self.caption())}</caption>"
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         )
+
+
+def _wire(precision: Precision) -> str:
+    """What the caption adds when a collective moves another dtype than the state stores."""
+    moved = [
+        f"{what} {precision.wire_bytes(state)} B"
+        for what, state in (("gathers", State.PARAMS), ("reductions", State.GRADS))
+        if precision.wire_bytes(state) != precision.bytes_per(state)
+    ]
+    return f"; on the wire, {' and '.join(moved)} per element" if moved else ""
 
 
 def compare(
