@@ -30,7 +30,7 @@ def module_tiers(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted(TESTS.glob("test_*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(TESTS.rglob("test_*.py")), ids=lambda p: p.name)
 def test_every_test_file_names_exactly_one_tier(path: Path) -> None:
     assert len(module_tiers(path)) == 1, (
         f"{path.name}: add one of pytestmark = pytest.mark.{sorted(TIERS)}"

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from placement_edu.estimators.estimate import KINDS, Bytes, Estimate, Term
 from placement_edu.placement import State
-from placement_edu.report import Report
 from placement_edu.units import GiB
 from placement_edu.shown import Shown
+
+if TYPE_CHECKING:  # (a report's fields are read; a report is never built here)
+    from placement_edu.report import Report
 
 
 def ours(

@@ -38,7 +38,8 @@ class TrackerRun:
     """One tracked steady-state step (``placement_edu.runtime.measurement.peak_tracker``):
     ``states`` by the names ``peak.py`` uses (bytes: params, grads, optimizer, activations,
     forward_backward_peak, step_peak), the tracker's own ``seconds``, the child process's
-    ``wall_seconds`` (start-up and torch's import included) and its ``peak_rss`` (bytes of resident memory; 0 where unknown)."""
+    ``wall_seconds`` (start-up and torch's import included) and its ``peak_rss`` (bytes of
+    resident memory; 0 where unknown)."""
 
     states: Mapping[str, int]
     seconds: float

@@ -13,13 +13,14 @@ from typing import Any
 
 from placement_edu.runtime.config import DTYPES
 from placement_edu.runtime.axes.expert_run import ExpertRun, Key, measured_is_predicted
+from placement_edu.shown import Shown
 
 #: The least deviation from one process that counts as rounding: float64's base tolerance.
 TOLERANCE = DTYPES["float64"][2]
 
 
 @dataclass(frozen=True)
-class ExpertMeasurement:
+class ExpertMeasurement(Shown):
     """``run`` launched on its d·e gloo ranks: each rank's ledger (``measured``), the core's
     prediction for a rank (``predicted``), the largest deviation from one process over outputs
     and gradients, and the routed tokens the capacity dropped (alike in the reference)."""
@@ -116,7 +117,7 @@ class ExpertMeasurement:
 def run_expert_layer(run: ExpertRun) -> ExpertMeasurement:
     """Launch ``run`` (fresh gloo processes, a few seconds) and read what it measured."""
     # torch comes with the launch, not with this module: a kernel that imports the runtime's
-    # names holds no torch until a cell runs ranks (tests/test_layering.py)
+    # names holds no torch until a cell runs ranks (tests/architecture/test_layering.py)
     from placement_edu.runtime.axes.expert_layer import launch
 
     return measurement(run, launch(run))

@@ -8,7 +8,14 @@ placement_edu is read with ``ast`` -- at module level and inside functions -- an
 3. the modules import each other without a cycle;
 4. ``placement-edu table``, ``check`` and ``estimate`` never import torch.
 5. a rank's entry module (``runtime/worker.py``) imports no presentation, command line, checker
-   or report (nor matplotlib, ipywidgets, IPython).
+   or report (nor matplotlib, ipywidgets, IPython);
+6. within the core, the derivation of the ideal model's memory (``memory.py``) imports nothing of
+   the real module's peak (``peak.py``, ``peak_axes.py``): the peak builds on the memory
+   derivation, never the reverse;
+7. the other tools' estimators (``estimators/``) import no report (``report.py``): a report sets
+   the estimators beside our derivation, so an estimator that read a report would be reconciled
+   with itself. (``estimators.reconcile.ours`` reads a report's fields; it names the type for
+   mypy only, under ``TYPE_CHECKING``.)
 
 Imports under ``if TYPE_CHECKING:`` never run and are left out.
 """
@@ -25,7 +32,7 @@ import pytest
 
 pytestmark = pytest.mark.fast
 
-PACKAGE = Path(__file__).resolve().parents[1] / "placement_edu"
+PACKAGE = Path(__file__).resolve().parents[2] / "placement_edu"
 ROOT = "placement_edu"
 PRESENTATION = ("placement_edu.presentation",)
 
@@ -87,13 +94,14 @@ def _is_under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
+#: Everything but the layers above the core (presentation, the command line, the runtime, the
+#: course's server files): the top-level modules and the core's packages (schedule/, timing/,
+#: models/, estimators/, checker/, exercises/).
+ABOVE_THE_CORE = ("presentation", "cli", "runtime", "course")
 CORE = sorted(
     m
     for m in MODULES
-    if m.count(".") == 1
-    and not _is_under(m, "placement_edu.presentation")
-    and not _is_under(m, "placement_edu.cli")
-    and not _is_under(m, "placement_edu.runtime")
+    if m != ROOT and not any(_is_under(m, f"{ROOT}.{layer}") for layer in ABOVE_THE_CORE)
 )
 RUNTIME = sorted(m for m in MODULES if _is_under(m, "placement_edu.runtime"))
 
@@ -101,6 +109,7 @@ RUNTIME = sorted(m for m in MODULES if _is_under(m, "placement_edu.runtime"))
 def test_the_module_lists_are_what_the_rules_are_about() -> None:
     # A guard on the guard: if the walk found nothing, every rule below would pass vacuously.
     assert {"placement_edu.models", "placement_edu.errors", "placement_edu.report"} <= set(CORE)
+    assert {"placement_edu.timing.step", "placement_edu.schedule.derive"} <= set(CORE)
     assert {"placement_edu.runtime.worker", "placement_edu.runtime.args"} <= set(RUNTIME)
     assert ("placement_edu.runtime.args", False) in _imports("placement_edu.runtime.worker")
     assert ("placement_edu.cli.table", True) in _imports("placement_edu.cli")
@@ -118,6 +127,36 @@ def test_the_runtime_imports_no_command_line_or_presentation(module: str) -> Non
     forbidden = (*PRESENTATION, "placement_edu.cli")
     bad = [name for name, _ in _imports(module) if any(_is_under(name, f) for f in forbidden)]
     assert bad == [], f"{module} (runtime) imports {bad}"
+
+
+def test_the_memory_derivation_imports_nothing_of_the_real_modules_peak() -> None:
+    peak = ("placement_edu.peak", "placement_edu.peak_axes")
+    bad = [name for name, _ in _imports("placement_edu.memory") if name in peak]
+    assert bad == [], f"placement_edu.memory imports {bad}: the peak builds on it, not the reverse"
+
+
+ESTIMATORS = [m for m in MODULES if _is_under(m, "placement_edu.estimators")]
+
+
+@pytest.mark.parametrize("module", ESTIMATORS)
+def test_the_estimators_import_no_report(module: str) -> None:
+    bad = [name for name, _ in _imports(module) if _is_under(name, "placement_edu.report")]
+    assert bad == [], f"{module} imports {bad}: a report sets the estimators beside our derivation"
+
+
+def test_the_rules_read_an_import_under_type_checking_as_none(tmp_path: Path) -> None:
+    # The guard behind rule 7's exception: the walk leaves out what never runs.
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from placement_edu.report import Report\n"
+    )
+    MODULES["placement_edu._probe"] = tmp_path / "probe.py"
+    (tmp_path / "probe.py").write_text(source + "from placement_edu.units import GB\n")
+    try:
+        assert _imports("placement_edu._probe") == [("placement_edu.units", True)]
+    finally:
+        del MODULES["placement_edu._probe"]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
