@@ -25,7 +25,20 @@ from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, St
 from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, OpKind, Schedule
 
 #: The names of this module's page in the API reference, which a notebook may import.
-__all__ = ["FAULTS", "applicable_faults", "strategies_for"]
+__all__ = ["FAULTS", "FaultName", "applicable_faults", "strategies_for"]
+
+
+class FaultName(Word):
+    """The faults' names, as ``--fault``, ``check(fault=...)`` and ``RunConfig(fault=...)`` take
+    them (a ``Word``: each equals, hashes and prints as its name, "skip-grad-reduce")."""
+
+    SKIP_GRAD_REDUCE = "skip-grad-reduce"
+    DOUBLE_SCALE = "double-scale"
+    SKIP_PARAM_SYNC = "skip-param-sync"
+    UNSYNCED_INIT = "unsynced-init"
+    STALE_GATHER = "stale-gather"
+    DROP_ROUTED_TOKENS = "drop-routed-tokens"
+    SKIP_EXPERT_GRAD_REDUCE = "skip-expert-grad-reduce"
 
 
 # --- where a fault applies: read from the placement ---------------------------------------------
