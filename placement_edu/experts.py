@@ -35,6 +35,7 @@ from placement_edu.models.ideal import IdealSlices
 from placement_edu.models.splits import Number, stage_layers
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.units import wrapped
+from placement_edu.shown import Shown
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = [
@@ -284,7 +285,7 @@ def check_expert_axis(model: object, mesh, strategy) -> None:
 
 # --- load imbalance ----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class RankLoad:
+class RankLoad(Shown):
     """What one expert rank receives per MoE layer per micro-batch: tokens (routed copies), the
     bytes the dispatch all-to-all brings it from the other e - 1 ranks (an equal part of its
     tokens comes from each rank, its own stays), the FLOPs its experts run (forward, 2·3hf per

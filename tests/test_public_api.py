@@ -8,13 +8,21 @@ static tools read under ``TYPE_CHECKING``), and every exported name resolves."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import html
 import importlib
+import inspect
 import json
+import sys
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import placement_edu
+from placement_edu.shown import Shown
 
 pytestmark = pytest.mark.fast
 
@@ -102,3 +110,80 @@ def test_the_two_checkers_have_two_names() -> None:
 
     assert "check" in placement_edu.__all__ and "check" not in exercises.__all__
     assert "check_answer" in exercises.__all__
+
+
+#: What a task takes (the specs) and what a result is made of (a schedule's entries, a step's
+#: overlap streams): values, not results; each prints as its dataclass's repr.
+NOT_RESULTS = {"Precision", "Strategy", "TransformerSpec", "ConcreteModel", "Hardware", "Link"}
+NOT_RESULTS |= {"Op", "Repeat", "Overlapped"}
+SHOWN = ("__str__", "_repr_html_", "to_dict")
+
+
+def returned_dataclasses(function: Callable[..., object]) -> list[type]:
+    """The dataclasses ``function``'s return annotation names, in unions and containers too (the
+    module's names under ``TYPE_CHECKING`` included)."""
+    module = sys.modules[function.__module__]
+    names = dict(vars(module))
+    for node in ast.parse(Path(module.__file__).read_text()).body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for i in (n for n in node.body if isinstance(n, ast.ImportFrom)):
+                names |= {
+                    a.name: getattr(importlib.import_module(i.module), a.name) for a in i.names
+                }
+    annotation = function.__annotations__.get("return")
+    todo = [eval(annotation, names) if isinstance(annotation, str) else annotation]
+    found = []
+    while todo:
+        t = todo.pop()
+        if inspect.isclass(t) and dataclasses.is_dataclass(t):
+            found.append(t)
+        todo += typing.get_args(t)
+    return found
+
+
+def result_types() -> dict[type, str]:
+    """Every dataclass a function of a public module returns, with the first such function."""
+    found: dict[type, str] = {}
+    for name in PUBLIC:
+        module = importlib.import_module(name)
+        for attribute in module.__all__:
+            function = getattr(module, attribute)
+            if isinstance(function, types.FunctionType):
+                for t in returned_dataclasses(function):
+                    found.setdefault(t, f"{name}.{attribute}")
+    return found
+
+
+def test_every_result_type_prints_renders_in_a_notebook_and_serialises() -> None:
+    found = result_types()
+    assert len(found) >= 25  # the enumeration reaches the results, not only a few
+    lacking = [
+        f"{t.__module__}.{t.__qualname__} (returned by {where})"
+        for t, where in found.items()
+        if t.__name__ not in NOT_RESULTS
+        and not issubclass(t, Shown)
+        and not all(any(m in k.__dict__ for k in t.__mro__[:-1]) for m in SHOWN)
+    ]
+    assert lacking == [], "inherit shown.Shown, or write __str__, _repr_html_ and to_dict"
+
+
+def test_a_result_prints_renders_and_serialises_its_own_figures() -> None:
+    """ZeRO's Table 1 (Rajbhandari et al. 2020): Ψ = 7.5e9 under ZeRO-3 on 64 devices holds 16Ψ/64
+    = 1.875 GB of model state; the step sends 3Ψ's ring bytes, 3 · 2 · 7.5e9 · 63/64 bytes."""
+    report = placement_edu.analyze("zero3", 7.5e9, 64)
+    model = placement_edu.TransformerSpec(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000)
+    priced = placement_edu.price("zero3", model, "data=8", 8)
+    formula = int(placement_edu.analyze("zero3", model, mesh="data=8").memory.peak)
+    step = placement_edu.step_time("zero3", model, "data=8", "mixed_adam", "h100-nvlink-ib")
+    cases = [
+        (report.memory, "1.875 GB", "model_state", 1_875_000_000),
+        (report.schedule, "44.296875 GB", "ring_bytes", 3 * 2 * 7_500_000_000 * 63 // 64),
+        (placement_edu.check("zero1", fault="skip-param-sync"), "state consistency: BROKEN", "", 0),
+        (priced, f"{formula:,}", "peak_bytes", formula),  # pricing's peak is the formula's
+        (step, f"step {step.total_s:.4g} s", "total_s", step.compute_s + step.exposed_comm_s),
+    ]
+    for result, printed, key, value in cases:
+        assert printed in str(result), str(result)
+        assert html.escape(printed) in result._repr_html_()
+        serialised = json.loads(json.dumps(result.to_dict()))
+        assert key == "" or serialised[key] == value, (key, serialised.get(key), value)

@@ -34,10 +34,11 @@ from placement_edu.presentation.fit_answers import (
 )
 from placement_edu.presentation.fit_tracker import TrackerRun, track
 from placement_edu.units import WIDTH, fmt_bytes, wrapped
+from placement_edu.shown import Shown
 
 
 @dataclass(frozen=True)
-class FitComparison:
+class FitComparison(Shown):
     """One rank's memory three ways: ``formula`` (``derive_memory`` on ``spec``, Korthikanti's
     activations), ``profile`` and ``peak`` (measured profile, derived step), ``tracker`` (PyTorch's
     accounting, or None when not run)."""

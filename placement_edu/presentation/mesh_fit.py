@@ -16,6 +16,7 @@ from placement_edu.architectures import REFERENCE_SEQ
 from placement_edu.mesh import Mesh
 from placement_edu.peak import StepPeak
 from placement_edu.units import GB
+from placement_edu.shown import Shown
 
 #: The columns: (label, mesh, rank, sequence parallelism). The pipeline is 1F1B over 2p = 4
 #: micro-batches (``derive_pipeline``'s default).
@@ -29,7 +30,7 @@ PLACEMENTS: tuple[tuple[str, str, int, bool], ...] = (
 
 
 @dataclass(frozen=True)
-class MeshFit:
+class MeshFit(Shown):
     """One rank's step per placement (``steps[label]``), all from one profile of ``model``."""
 
     model: str

@@ -19,10 +19,11 @@ from placement_edu.configuration import Choice
 from placement_edu.planner import Plan, plan
 from placement_edu.precision import get_precision
 from placement_edu.units import GB
+from placement_edu.shown import Shown
 
 
 @dataclass(frozen=True)
-class ModulePlan:
+class ModulePlan(Shown):
     """``formula``: every peak the formula's; ``module``: each FSDP2 plan's the module's."""
 
     model: str

@@ -16,6 +16,7 @@ from placement_edu.architectures import REFERENCE_SEQ, get_architecture
 from placement_edu.models import TransformerSpec
 from placement_edu.peak import RECOMPUTE
 from placement_edu.units import fmt_bytes
+from placement_edu.shown import Shown
 
 #: Who ships each policy (the first words of ``peak.RECOMPUTE``'s descriptions say what it keeps).
 SHIPPED_BY = {
@@ -30,7 +31,7 @@ TABLE_2 = {"none": "none", "megatron-selective": "selective", "full": "full"}
 
 
 @dataclass(frozen=True)
-class PolicyTable:
+class PolicyTable(Shown):
     """Bytes one block keeps under each policy, per model (measured, fp32, eager attention, b = 1,
     each model at its reference s), and Megatron's model's bytes a layer (Korthikanti et al. 2022,
     Table 2, in 16 bits; a Llama block for Llama) where it names the policy."""

@@ -24,6 +24,7 @@ from placement_edu.runtime.calibration.walltime import (
 )
 from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
 from placement_edu.units import plain, wrapped
+from placement_edu.shown import Shown
 
 STATES = tuple(s.value for s in MODEL_STATES)
 POOLS_NOTE = (
@@ -158,7 +159,7 @@ def measured(rank_result: dict, steps: int, precision: Precision) -> Side:
 
 
 @dataclass
-class RunResult:
+class RunResult(Shown):
     """One run: configuration, verdicts, and predicted / measured per rank (``Side`` values)."""
 
     config: RunConfig

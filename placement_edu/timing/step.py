@@ -43,6 +43,22 @@ class StepTime(Shown):
     overlap: str
     by_pass: tuple[tuple[str, float, float], ...] = ()
 
+    def __str__(self) -> str:
+        passes = [
+            f"  {name}: compute {compute:.4g} s, communication {comm:.4g} s"
+            for name, compute, comm in self.by_pass
+        ]
+        return "\n".join(
+            [
+                f"step {self.total_s:.4g} s = compute {self.compute_s:.4g} s + exposed "
+                f"communication {self.exposed_comm_s:.4g} s + pipeline bubble "
+                f"{self.bubble_s:.4g} s",
+                f"  communication {self.comm_s:.4g} s, of it exposed under overlap "
+                f"{self.overlap}: {self.exposed_comm_s:.4g} s",
+                *passes,
+            ]
+        )
+
 
 def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
     """Tokens per device a transformer's shape fixes: m micro-batches of b sequences of s tokens on

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement_edu.units import MiB
+from placement_edu.shown import Shown
 
 
 #: Memory one more rank adds to a run, in MiB, before its job: a rank forked from the forkserver,
@@ -46,7 +47,7 @@ UNLIMITED = 2**62
 
 
 @dataclass(frozen=True)
-class MemoryLimit:
+class MemoryLimit(Shown):
     """The cgroup memory this process may use: ``limit`` and ``in_use`` in bytes (``in_use`` is
     the cgroup's usage less its inactive page cache, which the kernel takes back before killing
     anything: the "working set"), and the cgroup file the limit came from."""
