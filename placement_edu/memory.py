@@ -15,7 +15,7 @@ from typing import Any
 from placement_edu.experts import check_expert_axis
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, TransformerSpec, UnitRun, prefetched_window
-from placement_edu.peak import logits_and_loss
+from placement_edu.logits import logits_and_loss
 from placement_edu.placement import (
     GATHERED,
     HOST_MODES,

@@ -29,17 +29,25 @@ FSDP2's storage, as PyTorch lays it out:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.fsdp_storage import (  # noqa: F401 (FSDP2's storage, imported from here too)
+    PRECISIONS,
+    ZERO_MIXED,
+    FSDPPrecision,
+    Unit,
+    chunk_rows,
+    fsdp_precision,
+    held_rows,
+    root_and_block,
+    units,
+)
 from placement_edu.models import LAYER_K, layer_k
 from placement_edu.placement import PHASES
-from placement_edu.precision import PRESETS as ZERO_PRESETS
 from placement_edu.shown import Shown
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
@@ -84,39 +92,6 @@ def read_recompute(text: str) -> str:
 RESHARD_AFTER_FORWARD: Mapping[str, bool] = MappingProxyType(
     {"fsdp2": True, "fsdp2_no_reshard": False}
 )
-
-
-@dataclass(frozen=True)
-class FSDPPrecision:
-    """Bytes per element of FSDP2's three dtypes: the sharded parameters' storage (also Adam's m
-    and v and the sharded gradients), the gathered parameters and compute (``param_dtype``), and the
-    gradient reduce-scatter (``reduce_dtype``)."""
-
-    name: str
-    storage: int
-    compute: int
-    reduce: int
-
-    @property
-    def compute_name(self) -> str:
-        return {4: "fp32", 2: "bf16"}[self.compute]
-
-    @property
-    def per_parameter(self) -> tuple[int, int, int]:
-        """(P, G, O) bytes per parameter: the split a ZeRO table would print."""
-        return self.storage, self.reduce, 2 * self.storage
-
-
-PRECISIONS: Mapping[str, FSDPPrecision] = MappingProxyType(
-    {
-        "fp32": FSDPPrecision("fp32", 4, 4, 4),
-        # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, fp32 grads,
-        # fp32 m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32.
-        "fsdp2_bf16": FSDPPrecision("fsdp2_bf16", 4, 2, 4),
-    }
-)
-#: ZeRO's split of the same 16 bytes, kept and named as ZeRO's (SPEC §1): 2/2/12.
-ZERO_MIXED = ZERO_PRESETS["mixed_adam"]
 
 
 @dataclass(frozen=True)
@@ -201,110 +176,9 @@ class ActivationProfile:
 
 
 # --- FSDP2's per-rank storage -------------------------------------------------------------------
-def chunk_rows(rows: int, n: int) -> int:
-    """FSDP2's dim-0 chunk: ceil(rows / N) rows; every rank stores this many (padded)."""
-    return -(-rows // n)
-
-
-def held_rows(rows: int, n: int, rank: int) -> int:
-    """Rows rank ``rank`` of ``n`` really holds: the last ranks may hold fewer, or none."""
-    c = chunk_rows(rows, n)
-    return max(0, min(c, rows - rank * c))
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One ``fully_shard`` unit on one rank, in elements: ``stored`` (padded chunks), ``held``
-    (real rows), ``gathered`` (N padded chunks: what all-gather and reduce-scatter move),
-    ``tensors`` (how many), ``numel`` (unpadded)."""
-
-    name: str
-    stored: int
-    held: int
-    gathered: int
-    tensors: int
-    numel: int
-    largest_held: int
-
-
-def units(arch: Architecture, n: int, rank: int) -> list[Unit]:
-    """The root unit, then one per block, as rank ``rank`` of ``n`` stores them (a list of L + 1:
-    ``root_and_block`` gives the two kinds, every block alike)."""
-    root, block = root_and_block(arch, n, rank)
-    return [root] + [replace(block, name=str(k)) for k in range(arch.layers)]
-
-
-def root_and_block(arch: Architecture, n: int, rank: int) -> tuple[Unit, Unit]:
-    """The root unit and one block's (every block has the same tensors, so the same unit), as
-    rank ``rank`` of ``n`` stores them: the cost does not grow with the layers."""
-    positive_int("devices", n)
-    expect(0 <= rank < n, f"rank must be in 0..{n - 1} for {n} devices, got {rank}")
-    before, after = arch.root_tensors()
-    groups = {
-        "root": [shape for _, shape in before + after],
-        "0": [shape for _, shape in arch.block_tensors()],
-    }
-    out = []
-    for unit, shapes in groups.items():
-        stored = held = gathered = 0
-        largest = 0
-        for shape in shapes:
-            per_row = math.prod(shape[1:])
-            c = chunk_rows(shape[0], n)
-            h = held_rows(shape[0], n, rank) * per_row
-            stored, held, gathered = stored + c * per_row, held + h, gathered + n * c * per_row
-            largest = max(largest, h)
-        out.append(
-            Unit(
-                str(unit),
-                stored,
-                held,
-                gathered,
-                len(shapes),
-                sum(math.prod(s) for s in shapes),
-                largest,
-            )
-        )
-    return out[0], out[1]
-
-
 def input_bytes(micro_batch: int, seq: int) -> int:
     """Token ids and labels: two int64 [b, s] tensors."""
     return 2 * micro_batch * seq * 8
-
-
-# --- the logits and the loss, by formula ---------------------------------------------------------
-# The head's and the loss's tensors (``runtime.reference_models.CausalLMLoss``: HF's
-# ForCausalLMLoss), each [tokens, V]: the profile measures them as moments ("forward, loss",
-# "backward, loss (logits' gradient)"); the formula path (``memory.derive_memory``) counts them.
-LOGITS = "logits"  # the head's output, in the compute dtype
-LOGITS_FP32 = "logits (fp32 copy)"  # the loss's upcast: none when the compute dtype is fp32
-LOG_SOFTMAX = "log-softmax (fp32)"  # what cross-entropy saves for backward
-LOG_SOFTMAX_GRADIENT = "log-softmax's gradient (fp32)"  # nll_loss's gradient: dense, [tokens, V]
-LOGITS_GRADIENT = "logits' gradient (fp32)"
-
-
-def logits_and_loss(tokens: int | Fraction, vocab: int, compute: int) -> dict[str, dict[str, Any]]:
-    """Bytes of the head's and the loss's tensors for ``tokens`` tokens (b·s) over a vocabulary
-    of ``vocab``, computing in ``compute`` bytes per element, at their two moments:
-
-    - "forward", the loss computed: the logits (compute dtype), their fp32 copy (when the compute
-      dtype is narrower) and the log-softmax (fp32) -- 8·tokens·V bytes in fp32, 10 in bf16;
-    - "backward", the loss's backward (the logits' gradient made): the log-softmax still kept,
-      the gradient of its output and the logits' gradient, all fp32 -- 12·tokens·V bytes.
-
-    What a step keeps of them after forward is the log-softmax alone (the logits and their copy
-    are saved by no one). ``tokens`` may be a fraction: a tensor rank's share of a vocabulary
-    split over t is tokens·V/t."""
-    n = tokens * positive_int("vocab", vocab)
-    return {
-        "forward": {
-            LOGITS: compute * n,
-            LOGITS_FP32: (4 * n if compute < 4 else 0),
-            LOG_SOFTMAX: 4 * n,
-        },
-        "backward": {LOG_SOFTMAX: 4 * n, LOG_SOFTMAX_GRADIENT: 4 * n, LOGITS_GRADIENT: 4 * n},
-    }
 
 
 # --- the step -------------------------------------------------------------------------------------
@@ -487,13 +361,7 @@ def derive(
     replay as ``checkpointed`` (the profile under full recomputation) says; the others as
     ``profile`` (none) says."""
     arch = get_architecture(arch)
-    prec = (
-        PRECISIONS[precision]
-        if isinstance(precision, str) and precision in PRECISIONS
-        else precision
-    )
-    if not isinstance(prec, FSDPPrecision):
-        raise PlacementError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    prec = fsdp_precision(precision)
     expect(
         profile.compute == prec.compute_name,
         f"the profile was measured in {profile.compute}, the precision {prec.name} computes in "
@@ -503,119 +371,207 @@ def derive(
         arch.layers >= 2,
         "the step is placed from a two-block profile: give a model of 2 layers or more",
     )
-    root, blk = root_and_block(arch, devices, rank)
-    fsdp = fsdp2_applies(devices, prec.name)
-    L = arch.layers
     every, full = every_kth or (0, profile)
+    kept = Checkpoints(profile, full, every, arch.layers)
+    rank_step = place(arch, profile, devices, rank, prec, reshard_after_forward)
+    events = [e for m in profile.moments for e in moment_events(m, rank_step, kept)]
+    events.append(optimizer_step(rank_step, profile.result, optimizer))
+    activations = profile.outside + kept.inputs_held + kept.before(arch.layers) + profile.result
+    r = rank_step
+    return StepPeak(r.params, r.grads, r.optimizer, activations, r.inputs, r.buffers, tuple(events))
 
-    def kind(k: int) -> ActivationProfile:
-        """The profile block k keeps and replays as: checkpointed where (k + 1) % K == 0."""
-        return full if every and (k + 1) % every == 0 else profile
 
-    def kept_before(k: int) -> int:
+@dataclass(frozen=True)
+class Checkpoints:
+    """What the blocks keep under torchtitan's layer selective AC: block k is checkpointed where
+    (k + 1) % ``every`` == 0 and keeps and replays as ``full`` (the profile under full
+    recomputation) says, the others as ``profile`` says; ``every`` = 0: none is."""
+
+    profile: ActivationProfile
+    full: ActivationProfile
+    every: int
+    layers: int
+
+    def kind(self, k: int) -> ActivationProfile:
+        """The profile block k keeps and replays as."""
+        return self.full if self.every and (k + 1) % self.every == 0 else self.profile
+
+    def before(self, k: int) -> int:
         """What blocks 0 .. k-1 keep, bytes: k blocks, k // K of them checkpointed."""
-        return k * profile.block + (k // every * (full.block - profile.block) if every else 0)
+        extra = k // self.every * (self.full.block - self.profile.block) if self.every else 0
+        return k * self.profile.block + extra
 
-    def moment(m: Moment, k: int) -> Moment:
+    def moment(self, m: Moment, k: int) -> Moment:
         """``m``, measured where block k's own kind was profiled (the same name there)."""
-        return next(n for n in kind(k).moments if n.name == m.name)
+        return next(n for n in self.kind(k).moments if n.name == m.name)
 
-    # What a checkpoint holds outside the blocks (the inputs every block is given: the causal mask,
-    # RoPE's cos and sin), alive while a checkpointed block is not yet through its backward; the
-    # profile without recomputation holds them only where an op saves them.
-    inputs_held = full.outside - profile.outside if every and L // every else 0
+    @property
+    def inputs_held(self) -> int:
+        """What a checkpoint holds outside the blocks (the inputs every block is given: the
+        causal mask, RoPE's cos and sin), alive while a checkpointed block is not yet through its
+        backward; the profile without recomputation holds them only where an op saves them."""
+        if self.every and self.layers // self.every:
+            return self.full.outside - self.profile.outside
+        return 0
 
-    def checkpoints_held(source: ActivationProfile, below: int) -> int:
+    def held(self, source: ActivationProfile, below: int) -> int:
         """``inputs_held``, where the moment was measured without recomputation and a
         checkpointed block below block ``below`` is still to run its backward."""
-        return inputs_held if source is profile and below >= every else 0
+        return self.inputs_held if source is self.profile and below >= self.every else 0
 
-    s = prec.storage
+
+@dataclass(frozen=True)
+class RankStep:
+    """One rank's states through the step (bytes), and what every event of it holds: ``base``
+    (the persistent states, inputs, buffers) and, under FSDP2, the root gathered. ``ag`` and
+    ``rs``: a block's all-gather and reduce-scatter buffers (0 in a group of one)."""
+
+    layers: int
+    root: Unit
+    block: Unit
+    prec: FSDPPrecision
+    fsdp: bool
+    kept: bool  # blocks stay gathered from forward to backward (no resharding)
+    params: int
+    grads: int
+    optimizer: int
+    inputs: int
+    buffers: int
+    ag: int
+    rs: int
+
+    @property
+    def base(self) -> dict[str, int]:
+        return {
+            SHARDED_PARAMS if self.fsdp else PARAMS: self.params,
+            OPTIMIZER: self.optimizer,
+            INPUTS: self.inputs,
+            BUFFERS: self.buffers,
+        }
+
+    @property
+    def ag_backward(self) -> int:
+        """Backward's all-gather buffer: none when blocks were kept gathered from forward."""
+        return 0 if self.kept else self.ag
+
+    def gathered(self, blocks: int) -> int:
+        """Bytes of ``blocks`` blocks' parameters gathered in the compute dtype."""
+        return self.block.gathered * self.prec.compute * blocks
+
+    def event(self, name: str, phase: str, terms: dict[str, int]) -> Event:
+        root = {ROOT_GATHERED: self.root.gathered * self.prec.compute} if self.fsdp else {}
+        return Event(name, phase, MappingProxyType({**self.base, **root, **terms}))
+
+
+def place(
+    arch: Architecture,
+    profile: ActivationProfile,
+    devices: int,
+    rank: int,
+    prec: FSDPPrecision,
+    reshard_after_forward: bool,
+) -> RankStep:
+    """The rank's units (``root_and_block``) and states: params, gradients, Adam's m and v and
+    its step scalars, and the collectives' buffers."""
+    root, blk = root_and_block(arch, devices, rank)
+    fsdp = fsdp2_applies(devices, prec.name)
+    L, s = arch.layers, prec.storage
     stored, held = root.stored + L * blk.stored, root.held + L * blk.held
     params = stored * s
-    optimizer_state = 2 * held * s + 4 * (root.tensors + L * blk.tensors)
-    grads = stored * prec.reduce if fsdp else params
-    inputs, buffers = input_bytes(profile.micro_batch, profile.seq), profile.buffers
-    base = {
-        SHARDED_PARAMS if fsdp else PARAMS: params,
-        OPTIMIZER: optimizer_state,
-        INPUTS: inputs,
-        BUFFERS: buffers,
-    }
-    c, r = prec.compute, prec.reduce
-    gathered_root = {ROOT_GATHERED: root.gathered * c} if fsdp else {}
     # A group of one issues no collective: no all-gather or reduce-scatter buffer (bf16 copies
     # remain).
-    ag, rs = (blk.gathered * c, blk.gathered * r) if devices > 1 else (0, 0)
-    # Without resharding, blocks gathered in forward stay so until their backward; backward then
-    # gathers nothing (no all-gather buffer).
-    kept = not reshard_after_forward
-    ag_backward = 0 if kept else ag
-    events: list[Event] = []
-
-    def add(name: str, phase: str, terms: dict[str, int]) -> None:
-        events.append(Event(name, phase, MappingProxyType({**base, **gathered_root, **terms})))
-
-    for m in profile.moments:
-        if m.block is None and m.name.startswith("backward, embedding"):
-            done = (
-                {SHARDED_GRADS: blk.stored * r * L, REDUCE_SCATTER_BUFFER: rs}
-                if fsdp
-                else {GRADS: blk.numel * s * L}
-            )
-            add(
-                m.name,
-                m.phase,
-                {ACTIVATIONS_AND_TEMPORARIES: m.live, ROOT_GRADIENTS: m.grads, **done},
-            )
-        # after the blocks in forward, or the start of backward
-        elif m.block is None or m.block == -1:
-            if m.block == -1:  # the last block's forward: blocks 0 .. L-2 kept, as its kind says
-                m = moment(m, L - 1)
-                shift = kept_before(L - 1) - kind(L - 1).block
-                shift += checkpoints_held(kind(L - 1), L - 1)
-            else:  # the profile's two blocks stand for all L
-                shift = kept_before(L) - 2 * profile.block + checkpoints_held(profile, L)
-            fsdp_terms: dict[str, int] = {}
-            if fsdp:
-                fsdp_terms[ALL_GATHER_BUFFER] = ag if m.phase == "forward" else ag_backward
-                if kept or m.block == -1:
-                    fsdp_terms[BLOCK_GATHERED] = blk.gathered * c * (L if kept else 1)
-            add(
-                f"{m.name}" if m.block is None else f"forward, block {L - 1}",
-                m.phase,
-                {
-                    ACTIVATIONS_AND_TEMPORARIES: m.live + shift,
-                    ROOT_GRADIENTS: m.grads,
-                    **fsdp_terms,
-                },
-            )
-        else:  # block k's backward, k = L-1 .. 0
-            for k in backward_blocks(L, every) if m.block == 1 else (0,):
-                finished, here = L - 1 - k, moment(m, k)
-                # (the profile's block 0 stands for blocks 0 .. k-1)
-                before = kept_before(k) - kind(k).block if k else 0
-                before += checkpoints_held(kind(k), k)
-                terms = {
-                    ACTIVATIONS_AND_TEMPORARIES: here.live + before,
-                    GRADIENTS_BEING_MADE: here.grads,
-                }
-                if fsdp:
-                    terms[BLOCK_GATHERED] = blk.gathered * c * (k + 1 if kept else 1)
-                    terms[ALL_GATHER_BUFFER] = ag_backward if k > 0 else 0
-                    terms[REDUCE_SCATTER_BUFFER] = rs if finished else 0
-                    terms[SHARDED_GRADS] = blk.stored * r * finished
-                else:
-                    terms[GRADS] = blk.numel * s * finished
-                add(f"backward, block {k}", m.phase, terms)
-    largest = max(root.largest_held, blk.largest_held)
-    step = {
-        SHARDED_GRADS if fsdp else GRADS: grads,
-        LOSS: profile.result,
-        OPTIMIZER_TEMPORARIES: adam_temporaries(optimizer, held, largest, s),
-    }
-    events.append(
-        Event(f"optimizer step ({optimizer})", "step", MappingProxyType({**base, **step}))
+    ag, rs = (blk.gathered * prec.compute, blk.gathered * prec.reduce) if devices > 1 else (0, 0)
+    return RankStep(
+        layers=L,
+        root=root,
+        block=blk,
+        prec=prec,
+        fsdp=fsdp,
+        # Without resharding, blocks gathered in forward stay so until their backward; backward
+        # then gathers nothing (no all-gather buffer).
+        kept=not reshard_after_forward,
+        params=params,
+        grads=stored * prec.reduce if fsdp else params,
+        optimizer=2 * held * s + 4 * (root.tensors + L * blk.tensors),
+        inputs=input_bytes(profile.micro_batch, profile.seq),
+        buffers=profile.buffers,
+        ag=ag,
+        rs=rs,
     )
-    activations = profile.outside + inputs_held + kept_before(L) + profile.result
-    return StepPeak(params, grads, optimizer_state, activations, inputs, buffers, tuple(events))
+
+
+def moment_events(m: Moment, step: RankStep, kept: Checkpoints) -> list[Event]:
+    """The events one measured moment stands for in the L-block step: the embedding's backward,
+    the end of forward or the start of backward, or the backward of blocks L-1 .. 0."""
+    if m.block is None and m.name.startswith("backward, embedding"):
+        return [embedding_backward(m, step)]
+    if m.block is None or m.block == -1:  # after the blocks in forward, or the start of backward
+        return [around_the_blocks(m, step, kept)]
+    blocks = backward_blocks(step.layers, kept.every) if m.block == 1 else (0,)
+    return [block_backward(m, k, step, kept) for k in blocks]
+
+
+def embedding_backward(m: Moment, step: RankStep) -> Event:
+    """The embedding's backward: every block's gradients made (and, under FSDP2, sharded)."""
+    L, blk, r = step.layers, step.block, step.prec.reduce
+    done = (
+        {SHARDED_GRADS: blk.stored * r * L, REDUCE_SCATTER_BUFFER: step.rs}
+        if step.fsdp
+        else {GRADS: blk.numel * step.prec.storage * L}
+    )
+    return step.event(
+        m.name, m.phase, {ACTIVATIONS_AND_TEMPORARIES: m.live, ROOT_GRADIENTS: m.grads, **done}
+    )
+
+
+def around_the_blocks(m: Moment, step: RankStep, kept: Checkpoints) -> Event:
+    """The last block's forward (blocks 0 .. L-2 kept, as its kind says), or a moment after the
+    blocks, where the profile's two blocks stand for all L."""
+    L = step.layers
+    if m.block == -1:
+        m = kept.moment(m, L - 1)
+        shift = kept.before(L - 1) - kept.kind(L - 1).block
+        shift += kept.held(kept.kind(L - 1), L - 1)
+    else:
+        shift = kept.before(L) - 2 * kept.profile.block + kept.held(kept.profile, L)
+    fsdp_terms: dict[str, int] = {}
+    if step.fsdp:
+        fsdp_terms[ALL_GATHER_BUFFER] = step.ag if m.phase == "forward" else step.ag_backward
+        if step.kept or m.block == -1:
+            fsdp_terms[BLOCK_GATHERED] = step.gathered(L if step.kept else 1)
+    return step.event(
+        f"{m.name}" if m.block is None else f"forward, block {L - 1}",
+        m.phase,
+        {ACTIVATIONS_AND_TEMPORARIES: m.live + shift, ROOT_GRADIENTS: m.grads, **fsdp_terms},
+    )
+
+
+def block_backward(m: Moment, k: int, step: RankStep, kept: Checkpoints) -> Event:
+    """Block k's backward: blocks 0 .. k-1 still keep their activations (the profile's block 0
+    stands for them), blocks k+1 .. L-1 have their gradients made."""
+    finished, here = step.layers - 1 - k, kept.moment(m, k)
+    before = kept.before(k) - kept.kind(k).block if k else 0
+    before += kept.held(kept.kind(k), k)
+    terms = {ACTIVATIONS_AND_TEMPORARIES: here.live + before, GRADIENTS_BEING_MADE: here.grads}
+    if step.fsdp:
+        terms[BLOCK_GATHERED] = step.gathered(k + 1 if step.kept else 1)
+        terms[ALL_GATHER_BUFFER] = step.ag_backward if k > 0 else 0
+        terms[REDUCE_SCATTER_BUFFER] = step.rs if finished else 0
+        terms[SHARDED_GRADS] = step.block.stored * step.prec.reduce * finished
+    else:
+        terms[GRADS] = step.block.numel * step.prec.storage * finished
+    return step.event(f"backward, block {k}", m.phase, terms)
+
+
+def optimizer_step(step: RankStep, loss: int, optimizer: str) -> Event:
+    """The optimizer step: every gradient made, the loss, and Adam's temporaries."""
+    L, root, blk = step.layers, step.root, step.block
+    largest = max(root.largest_held, blk.largest_held)
+    held = root.held + L * blk.held
+    terms = {
+        SHARDED_GRADS if step.fsdp else GRADS: step.grads,
+        LOSS: loss,
+        OPTIMIZER_TEMPORARIES: adam_temporaries(optimizer, held, largest, step.prec.storage),
+    }
+    name = f"optimizer step ({optimizer})"
+    return Event(name, "step", MappingProxyType({**step.base, **terms}))

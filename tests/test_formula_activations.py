@@ -17,7 +17,7 @@ from placement_edu.architectures import get_architecture
 from placement_edu.cli import main
 from placement_edu.memory import LOGITS_AND_LOSS, RECOMPUTE_WORKING_SET, derive_memory
 from placement_edu.models import heads_divide, tensor_divides_heads
-from placement_edu.peak import LOGITS, logits_and_loss
+from placement_edu.logits import LOGITS, logits_and_loss
 from placement_edu.presentation.fit_answers import formula_spec, profile_for
 from placement_edu.timing import attention_flops_per_token, megatron_layer_matmul_weights
 
