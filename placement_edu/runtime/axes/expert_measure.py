@@ -20,7 +20,7 @@ TOLERANCE = DTYPES["float64"][2]
 
 
 @dataclass(frozen=True)
-class ExpertMeasurement(Shown, Shown):
+class ExpertMeasurement(Shown):
     """``run`` launched on its d·e gloo ranks: each rank's ledger (``measured``), the core's
     prediction for a rank (``predicted``), the largest deviation from one process over outputs
     and gradients, and the routed tokens the capacity dropped (alike in the reference)."""

@@ -21,7 +21,7 @@ STATES = (*(s.value for s in MODEL_STATES), "storage_params")
 
 
 @dataclass(frozen=True)
-class TorchRefResult(Shown, Shown):
+class TorchRefResult(Shown):
     """One implementation's run: per rank, what it measured and what the core predicted, both as
     {params, grads, optimizer, storage_params (bytes), ops: [{step, op, payload_bytes, group}]}."""
 
