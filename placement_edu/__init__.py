@@ -6,8 +6,9 @@ Specification (placement, model, mesh, precision) -> derivation (memory, schedul
 The public API, what the course's notebooks import (``tests/test_public_api.py`` checks it):
 
 - ``placement_edu``                 by task: the specs (model, mesh, precision, placement,
-                                    strategy); analyze, compare, check, plan, step_time, price,
-                                    run and the results they return; ``PlacementError``
+                                    strategy) and ``resolve``, the one door; analyze, compare,
+                                    check, plan, step_time, price, run and the results they
+                                    return; ``PlacementError``
 - ``placement_edu.placement``, ``.strategies``, ``.models``, ``.precision``, ``.schedule``,
   ``.faults``, ``.composition``, ``.planner``, ``.experts``, ``.units``: each topic's helpers
 - ``placement_edu.timing``          time: hardware presets, α-β collectives, compute, step time
@@ -33,12 +34,13 @@ __version__ = "0.2.0"
 #: on first use (PEP 562): a rank of the runtime imports ``placement_edu.runtime.worker``, and with
 #: it this package, without the checker and the report it never calls.
 _EXPORTS = {
-    # the specs: what to train, on what, how
+    # the specs: what to train, on what, how; the one door resolves them into a Setting
     **dict.fromkeys(["ModelSpec", "TransformerSpec"], "placement_edu.models"),
     "Mesh": "placement_edu.mesh",
     **dict.fromkeys(["Precision", "get_precision"], "placement_edu.precision"),
     **dict.fromkeys(["Placement", "State"], "placement_edu.placement"),
     **dict.fromkeys(["Strategy", "get_strategy"], "placement_edu.strategies"),
+    **dict.fromkeys(["Setting", "resolve"], "placement_edu.setting"),
     # the tasks and what they return
     **dict.fromkeys(["Comparison", "Report", "analyze", "compare"], "placement_edu.report"),
     **dict.fromkeys(["Memory", "derive_memory"], "placement_edu.memory"),
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     from placement_edu.report import Comparison, Report, analyze, compare
     from placement_edu.runtime import run
     from placement_edu.schedule import Schedule, derive_schedule
+    from placement_edu.setting import Setting, resolve
     from placement_edu.strategies import Strategy, get_strategy
     from placement_edu.tasks import price
     from placement_edu.timing import step_time

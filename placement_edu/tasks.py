@@ -1,5 +1,5 @@
 """The root's task that had no function of its own: ``price`` one configuration, what
-``placement-edu time`` prints (``pricing.price_configuration``, its names resolved here).
+``placement-edu time`` prints (``pricing.price_configuration``), through the one door.
 """
 
 from __future__ import annotations
@@ -7,18 +7,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from placement_edu.configuration import Priced
-from placement_edu.mesh import Mesh, as_mesh
+from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
-from placement_edu.precision import Precision, get_precision
+from placement_edu.precision import Precision
 from placement_edu.pricing import price_configuration
-from placement_edu.timing import Hardware, get_hardware
+from placement_edu.setting import Setting, resolve
+from placement_edu.strategies import Strategy
+from placement_edu.timing import Hardware
 
 
 def price(
-    strategy: str,
-    model: TransformerSpec,
-    mesh: Mesh | Mapping[str, int] | str,
-    global_batch: int,
+    strategy: str | Strategy | Setting,
+    model: TransformerSpec | None = None,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    global_batch: int = 0,
     hardware: str | Hardware = "h100-nvlink-ib",
     precision: str | Precision = "mixed_adam",
     *,
@@ -33,19 +35,16 @@ def price(
     """One step of ``strategy`` for ``model`` on ``mesh`` (e.g. ``"data=8,tensor=8"``) with
     ``global_batch`` sequences: its time on rank 0, where the time goes, FLOP/s, MFU and the peak
     bytes, as ``placement-edu time`` prints it. ``hardware`` and ``precision``: a preset's name
-    or the value itself; the keywords are ``time``'s flags (``pricing.price_configuration``)."""
+    or the value itself. ``strategy`` may be a ``Setting`` (``resolve``), which brings the rest but
+    the batch. The keywords are ``time``'s flags (``pricing.price_configuration``)."""
+    setting = resolve(strategy, model, mesh, precision, hardware, recompute=recompute)
     return price_configuration(
-        model,
-        as_mesh(mesh),
-        strategy,
-        global_batch,
-        get_hardware(hardware),
-        get_precision(precision),
-        recompute,
-        sequence_parallel,
-        schedule,
-        overlap,
-        efficiency,
-        context_attention,
-        balanced_stages,
+        setting,
+        global_batch=global_batch,
+        sequence_parallel=sequence_parallel,
+        schedule=schedule,
+        overlap=overlap,
+        efficiency=efficiency,
+        context_attention=context_attention,
+        balanced_stages=balanced_stages,
     )

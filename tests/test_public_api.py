@@ -95,7 +95,7 @@ def test_every_listed_name_of_a_public_module_exists(module: str) -> None:
 #: The root's tasks (issue 41 item 7): each has its function there; the helpers live in their
 #: modules (``PUBLIC_MODULES``), and the root stays a surface a learner reads at a glance.
 TASKS = {"analyze", "compare", "check", "derive_memory", "derive_schedule", "plan", "step_time"}
-TASKS |= {"price", "run"}
+TASKS |= {"price", "run", "resolve"}
 
 
 def test_the_root_holds_the_tasks_in_at_most_30_names() -> None:
@@ -115,6 +115,7 @@ def test_the_two_checkers_have_two_names() -> None:
 #: What a task takes (the specs) and what a result is made of (a schedule's entries, a step's
 #: overlap streams): values, not results; each prints as its dataclass's repr.
 NOT_RESULTS = {"Precision", "Strategy", "TransformerSpec", "ConcreteModel", "Hardware", "Link"}
+NOT_RESULTS |= {"Setting"}  # the door's: what the tasks take, resolved
 NOT_RESULTS |= {"Op", "Repeat", "Overlapped"}
 SHOWN = ("__str__", "_repr_html_", "to_dict")
 
@@ -173,6 +174,8 @@ def test_a_result_prints_renders_and_serialises_its_own_figures() -> None:
     report = placement_edu.analyze("zero3", 7.5e9, 64)
     model = placement_edu.TransformerSpec(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000)
     priced = placement_edu.price("zero3", model, "data=8", 8)
+    setting = placement_edu.resolve("zero3", model, "data=8")  # the same, through the door
+    assert placement_edu.price(setting, global_batch=8).to_dict() == priced.to_dict()
     formula = int(placement_edu.analyze("zero3", model, mesh="data=8").memory.peak)
     step = placement_edu.step_time("zero3", model, "data=8", "mixed_adam", "h100-nvlink-ib")
     cases = [
