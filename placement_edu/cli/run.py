@@ -16,6 +16,7 @@ import sys
 from typing import Callable, TypeVar
 
 from placement_edu.arguments import described
+from placement_edu.faults import FaultName
 from placement_edu.course import require
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
@@ -141,7 +142,7 @@ def _run_expert(args: argparse.Namespace, strategy: Strategy, mesh: Mesh) -> int
         f"a run on an expert axis executes one mixture-of-experts layer on data × expert alone; "
         f"give --mesh data={d},expert={e} (got {mesh})",
     )
-    faults = ("drop-routed-tokens", "skip-expert-grad-reduce")
+    faults = (FaultName.DROP_ROUTED_TOKENS, FaultName.SKIP_EXPERT_GRAD_REDUCE)
     expect(
         args.fault in (None, *faults),
         f"a run on an expert axis injects {' or '.join(faults)}, got --fault {args.fault}",

@@ -12,6 +12,7 @@ from itertools import zip_longest
 from typing import Any
 
 from placement_edu.runtime.config import DTYPES
+from placement_edu.faults import FaultName
 from placement_edu.runtime.axes.expert_run import ExpertRun, Key, measured_is_predicted
 from placement_edu.shown import Shown
 
@@ -100,8 +101,8 @@ class ExpertMeasurement(Shown):
     def faults(self) -> dict[str, bool]:
         """SPEC §5's expert faults, by name: whether this run injects each."""
         return {
-            "drop-routed-tokens": self.run.drop,
-            "skip-expert-grad-reduce": self.run.skip_expert_reduce,
+            FaultName.DROP_ROUTED_TOKENS: self.run.drop,
+            FaultName.SKIP_EXPERT_GRAD_REDUCE: self.run.skip_expert_reduce,
         }
 
     def __str__(self) -> str:

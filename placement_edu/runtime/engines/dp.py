@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.runtime.engines.engine import Context, Engine
+from placement_edu.faults import FaultName
 
 
 class DataParallel(Engine):
@@ -28,7 +29,7 @@ class DataParallel(Engine):
         self.boundary()
         grad = self.params.grad
         if self.d > 1:
-            if not self.fault("skip-grad-reduce"):
+            if not self.fault(FaultName.SKIP_GRAD_REDUCE):
                 # The optimizer state is whole on every rank, so every rank needs the whole summed
                 # gradient: all-reduce (rule 1).
                 self.comm.all_reduce(grad, "grads", "data")

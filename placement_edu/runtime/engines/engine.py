@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from placement_edu.mesh import Mesh
+from placement_edu.faults import FaultName
 from placement_edu.strategies import Strategy
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.adam import Adam
@@ -68,14 +69,16 @@ class Engine:
         a tensor-parallel rank has slices, a pipeline stage its own layers)."""
         return [(n, tuple(p.shape)) for n, p in self.ctx.module.named_parameters()]
 
-    def fault(self, name: str) -> bool:
+    def fault(self, name: FaultName) -> bool:
         """True when the run injects fault ``name`` (SPEC §5); engines test it where it strikes."""
         return self.ctx.fault == name
 
     def initial_params(self) -> Params:
         """The model's initial parameters: the same seed on every rank, unless ``unsynced-init``
         gives each rank its own (and the start-up broadcast is then skipped)."""
-        seed = self.ctx.seed + (1000 * (self.ctx.rank + 1) if self.fault("unsynced-init") else 0)
+        seed = self.ctx.seed + (
+            1000 * (self.ctx.rank + 1) if self.fault(FaultName.UNSYNCED_INIT) else 0
+        )
         return {
             n: t.to(self.ctx.device)
             for n, t in init_params(self.ctx.module, seed, self.ctx.dtype).items()
@@ -87,7 +90,7 @@ class Engine:
         ``unsynced-init`` fault skips it, and each rank keeps its own initialisation."""
         params = flat.flatten(self.initial_params(), self.shapes).requires_grad_()
         self.mem.parameters_live_in(params)
-        if self.d > 1 and not self.fault("unsynced-init"):
+        if self.d > 1 and not self.fault(FaultName.UNSYNCED_INIT):
             self.comm.broadcast(params.data, "params", "data")
         return params
 
@@ -131,7 +134,7 @@ class Engine:
     def scale(self, grad: torch.Tensor) -> None:
         """Turn the summed gradient into the mean over the r x d batch ranks: divide once."""
         grad.div_(self.r * self.d)
-        if self.fault("double-scale"):
+        if self.fault(FaultName.DOUBLE_SCALE):
             grad.div_(self.r * self.d)  # FAULT double-scale: divided by N a second time
 
     # --- what the runner asks of an engine -------------------------------------------------

@@ -19,12 +19,13 @@ from __future__ import annotations
 import torch
 
 from placement_edu.runtime.engines.zero3 import Zero3
+from placement_edu.faults import FaultName
 
 
 class HybridShard(Zero3):
     def initial_shard(self) -> torch.Tensor:
         shard = super().initial_shard()
-        if self.r > 1 and not self.fault("unsynced-init"):
+        if self.r > 1 and not self.fault(FaultName.UNSYNCED_INIT):
             # The slice is replicated across replica groups: make the copies identical (rule 4).
             # (FAULT unsynced-init: each rank keeps its own initialisation.)
             self.comm.broadcast(shard, "params", "replica")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import OFFLOAD_STAGING, REDUCE_BUCKET
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import gather_params
@@ -40,7 +41,7 @@ class Zero2Offload(Engine):
         self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         staging = torch.empty(self.grad.numel(), dtype=self.ctx.dtype, device=self.ctx.device)
         self.mem.peak(OFFLOAD_STAGING, "backward", staging.numel() * staging.element_size())
-        if self.fault("skip-grad-reduce"):
+        if self.fault(FaultName.SKIP_GRAD_REDUCE):
             staging.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Each rank's host optimizer needs only its slice of the summed gradient (rule 1).
@@ -58,7 +59,7 @@ class Zero2Offload(Engine):
         self.comm.h2d(staging, update, "params")
         with torch.no_grad():
             mine = flat.take(self.params.data, self.mine) - staging
-            if self.fault("skip-param-sync"):
+            if self.fault(FaultName.SKIP_PARAM_SYNC):
                 flat.put(self.params.data, self.mine, mine)  # FAULT: other slices stay stale
             else:
                 # Only the owner updated each slice: all-gather them so every replica is whole

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.models import stage_layers
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.dp import DataParallel
 from placement_edu.runtime.engines.toy import TinyMLP, loss_fn, mlp_forward
@@ -85,7 +86,7 @@ class Pipeline(DataParallel):
                     self.comm.send(sent, pipe[stage - 1], "activations", "pipeline")
                 inputs.pop(k)
                 if k == m - 1 and self.d > 1:
-                    if not self.fault("skip-grad-reduce"):
+                    if not self.fault(FaultName.SKIP_GRAD_REDUCE):
                         # Replicas of this stage in other pipelines saw other samples: all-reduce
                         # the gradient accumulated over all micro-batches, once per step (rule 1).
                         self.comm.all_reduce(self.params.grad, "grads", "data")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import GATHER_BUFFER, REDUCE_BUCKET
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.engine import Context, Engine
 
@@ -42,7 +43,7 @@ class Zero1(Engine):
         if bucket is not self.params.grad:
             self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         grad = torch.empty_like(self.m)
-        if self.fault("skip-grad-reduce"):
+        if self.fault(FaultName.SKIP_GRAD_REDUCE):
             grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Only this rank's optimizer slice needs the summed gradient: reduce-scatter (rule 1).
@@ -72,7 +73,7 @@ def update_owned_slice(engine: Engine, grad: torch.Tensor, step: int) -> None:
     with torch.no_grad():
         mine = flat.take(params, mine_at)
         mine -= engine.ctx.adam.delta(grad, engine.m, engine.v, step + 1)  # type: ignore[attr-defined]
-        if engine.fault("skip-param-sync"):
+        if engine.fault(FaultName.SKIP_PARAM_SYNC):
             flat.put(params, mine_at, mine)  # FAULT: the other ranks' slices stay stale here
         else:
             gather_params(engine, mine)

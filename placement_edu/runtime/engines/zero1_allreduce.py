@@ -19,6 +19,7 @@ import math
 import torch
 
 from placement_edu.models import greedy_partition
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.engine import Context, Engine
 
@@ -48,7 +49,7 @@ class Zero1AllReduce(Engine):
         self.forward_backward(self.params, x, y, step)
         self.boundary()
         grad = self.params.grad
-        if not self.fault("skip-grad-reduce"):
+        if not self.fault(FaultName.SKIP_GRAD_REDUCE):
             # DDP's way: every rank gets the whole summed gradient, though it updates only its
             # tensors.
             self.comm.all_reduce(grad, "grads", "data")
@@ -64,7 +65,7 @@ class Zero1AllReduce(Engine):
                 )
                 self._unpack(packed, mine)
             if not self.fault(
-                "skip-param-sync"
+                FaultName.SKIP_PARAM_SYNC
             ):  # FAULT: the other owners' tensors stay stale here
                 self._broadcast_owned()
         self.boundary()

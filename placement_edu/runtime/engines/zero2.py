@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import REDUCE_BUCKET
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import update_owned_slice
@@ -33,7 +34,7 @@ class Zero2(Engine):
         self.params.grad = bucket[: self.psi]  # backward writes the partial gradient here
         self.forward_backward(self.params, x, y, step)
         self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
-        if self.fault("skip-grad-reduce"):
+        if self.fault(FaultName.SKIP_GRAD_REDUCE):
             self.grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Each rank keeps only its slice of the summed gradient: reduce-scatter (rule 1).

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import GATHER_WINDOW, REDUCE_BUCKET
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.engine import Context, Engine
 
@@ -32,7 +33,7 @@ class Zero3(Engine):
         self.shard = self.initial_shard()  # P: this rank's slice (SG)
         self.grad = torch.zeros_like(self.shard)  # G: slice (S)
         self.m, self.v = torch.zeros_like(self.shard), torch.zeros_like(self.shard)  # O: slice (S)
-        self.stale = self.shard.clone() if self.fault("stale-gather") else None
+        self.stale = self.shard.clone() if self.fault(FaultName.STALE_GATHER) else None
         # The gather window: a whole flat buffer whose storage exists only while gathered.
         self.window = torch.zeros(
             self.padded, dtype=ctx.dtype, device=ctx.device, requires_grad=True
@@ -52,7 +53,7 @@ class Zero3(Engine):
     def reduce_gradient(self, bucket: torch.Tensor) -> None:
         """Sum the partial gradient ``bucket`` over the data ranks into this rank's slice
         ``self.grad``."""
-        if self.fault("skip-grad-reduce"):
+        if self.fault(FaultName.SKIP_GRAD_REDUCE):
             self.grad.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # Each owner needs only its slice of the summed gradient: reduce-scatter (rule 1).

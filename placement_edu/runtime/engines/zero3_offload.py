@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from placement_edu.memory import OFFLOAD_STAGING
+from placement_edu.faults import FaultName
 from placement_edu.runtime.engines.zero3 import Zero3
 
 
@@ -40,7 +41,7 @@ class Zero3Offload(Zero3):
 
     def reduce_gradient(self, bucket: torch.Tensor) -> None:
         staging = self._staging("backward")
-        if self.fault("skip-grad-reduce"):
+        if self.fault(FaultName.SKIP_GRAD_REDUCE):
             staging.copy_(bucket[self.mine])  # FAULT: the partial gradient reaches Adam
         else:
             # The host optimizer of each rank needs only its slice of the summed gradient (rule 1).
