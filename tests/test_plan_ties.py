@@ -11,8 +11,8 @@ import pytest
 
 from placement_edu import Mesh, TransformerSpec, get_precision
 from placement_edu.cli import main
-from placement_edu.configuration import Choice
-from placement_edu.planner import TIE_BAND, Plan, plan, simplicity
+from placement_edu.configuration import Choice, simplicity
+from placement_edu.planner import TIE_BAND, Plan, plan
 from placement_edu.pricing import compose
 from placement_edu.timing import HARDWARE, StepTime
 

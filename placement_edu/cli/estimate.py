@@ -71,6 +71,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=flag_type(read_int, "parameters", MAX_PARAMS, "2.851e9"),
         help="Ψ, the number of parameters (deepspeed, accelerate)",
     )
+    _tool_flags(p)
+    _transformer_flags(p)
+    p.add_argument(
+        "--precision",
+        default=None,
+        help=f"ours: a preset ({', '.join(PRESETS)}) or a custom {TRIPLE_FORM}; "
+        "default: the preset that counts what the tool counts",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (exact bytes) instead of text")
+    p.set_defaults(handler=_estimate)
+
+
+def _tool_flags(p: argparse.ArgumentParser) -> None:
+    """What DeepSpeed's and Accelerate's estimates take."""
     p.add_argument(
         "--gpus-per-node",
         type=_count("GPUs per node", MAX_DEVICES),
@@ -107,6 +121,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="accelerate: bytes of module buffers counted with the weights (default 0)",
     )
+
+
+def _transformer_flags(p: argparse.ArgumentParser) -> None:
+    """A transformer and its parallel degrees, as Megatron's estimate takes them."""
     t = p.add_argument_group("transformer (megatron; or instead of --params)")
     for flag, what in SHAPE:
         t.add_argument(f"--{flag}", type=_count(flag), help=what)
@@ -141,14 +159,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="Megatron's distributed optimizer (ZeRO-1 on d)",
     )
-    p.add_argument(
-        "--precision",
-        default=None,
-        help=f"ours: a preset ({', '.join(PRESETS)}) or a custom {TRIPLE_FORM}; "
-        "default: the preset that counts what the tool counts",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON (exact bytes) instead of text")
-    p.set_defaults(handler=_estimate)
 
 
 def _psi(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import json
 
 from placement_edu.architectures import PRESETS as MODELS, get_architecture, sequence_of
 from placement_edu.arguments import described, flag_type, listed, named
+from placement_edu.cli.fit_text import measured, text
 from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
@@ -32,7 +33,6 @@ from placement_edu.peak import (
     derive,
     fsdp2_applies,
     read_recompute,
-    tracker_peak_phase,
 )
 from placement_edu.pricing import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
@@ -41,7 +41,7 @@ from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
 from placement_edu.setting import ATTENTIONS
 from placement_edu.timing.hardware import HARDWARE
-from placement_edu.units import GB, fmt_bytes
+from placement_edu.units import GB
 
 #: fit's strategies by the core's names (``setting.ALIASES``: fit once said fsdp2 and
 #: fsdp2_no_reshard), each as ``peak.RESHARD_AFTER_FORWARD`` keys it.
@@ -61,6 +61,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="will one rank's training step fit? the peak of a real model, by event",
         description=described(__doc__),
     )
+    _what_flags(p)
+    _where_flags(p)
+    _step_flags(p)
+    _output_flags(p)
+    p.set_defaults(handler=ends_as_a_run_does(_fit))  # (its signals: as run's)
+
+
+def _what_flags(p: argparse.ArgumentParser) -> None:
+    """--model and --strategy: what is placed, and how."""
     p.add_argument(
         "--model",
         type=flag_type(_model),
@@ -78,6 +87,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the same with reshard_after_forward=False on every block (gathered from forward to "
         "backward); default zero3",
     )
+
+
+def _where_flags(p: argparse.ArgumentParser) -> None:
+    """The devices or the mesh, its axes' options, and the rank described."""
     p.add_argument(
         "--devices",
         type=flag_type(read_int, "devices", MAX_DEVICES),
@@ -123,6 +136,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="the rank to describe, 0..N-1 (default 0; the last ranks hold fewer rows)",
     )
+
+
+def _step_flags(p: argparse.ArgumentParser) -> None:
+    """The step: precision, batch, sequence, attention, recomputation, optimizer."""
     p.add_argument(
         "--precision",
         choices=list(PRECISIONS),
@@ -155,6 +172,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="; ".join(f"{name}: {what}" for name, what in RECOMPUTE.items()) + f"; {LAYER_K}",
     )
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam-foreach")
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    """The budget it is held against, and how the answer is given (and verified)."""
     p.add_argument(
         "--memory-gb", type=flag_type(_gb), default=None, help="device memory, GB = 10^9 bytes"
     )
@@ -178,7 +199,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where --verify measures: cpu (PyTorch's trackers under FakeTensorMode, any N); "
         "cuda (a real step on this machine's GPU, CUDA's allocator; N = 1, fp32)",
     )
-    p.set_defaults(handler=ends_as_a_run_does(_fit))  # (its signals: as run's)
 
 
 #: What ``fit`` assumes when a flag is not given: what PyTorch trainers run (torchtitan, HF's
@@ -281,37 +301,6 @@ def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
     return out
 
 
-def _measured(states: dict, snapshot: dict) -> dict:
-    """The tracker's figures under the same keys (``peak_at`` names the phase, as the tracker
-    does)."""
-    persistent = {
-        "Sharded Param",
-        "Parameter",
-        "Sharded Grad",
-        "Gradient",
-        "OptState",
-        "Optstate",
-        "Total",
-        "Inputs",
-        "Other",
-        "Buffer",
-    }
-    fb, step = states["forward_backward_peak"], states["step_peak"]
-    return {
-        "memory": {
-            "params": states["params"],
-            "grads": states["grads"],
-            "optimizer": states["optimizer"],
-            "activations": states["activations"],
-            "transients": {k: v for k, v in snapshot.items() if k not in persistent and v},
-        },
-        "peak_bytes": max(fb, step),
-        "peak_at": tracker_peak_phase(fb, step),
-        "forward_backward_peak_bytes": fb,
-        "step_peak_bytes": step,
-    }
-
-
 def _fit(args: argparse.Namespace) -> int:
     require("torch", "fit")  # (a profile is measured with torch, and keyed by its version)
     _resolve_mesh(args)
@@ -362,7 +351,7 @@ def _fit(args: argparse.Namespace) -> int:
             args.model, args.micro_batch, seq, args.attention, args.recompute, args.optimizer
         )
         result["measured"] = {
-            **_measured(gpu, {}),
+            **measured(gpu, {}),
             **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
         }
     elif args.verify and args.mesh is not None and args.mesh.degree("tensor") > 1:
@@ -385,7 +374,7 @@ def _fit(args: argparse.Namespace) -> int:
             reshard_after_forward=reshard,
         )
         result["measured"] = _tracked(raw, fsdp2_applies(args.devices, args.precision))
-    print(json.dumps(result, indent=2) if args.json else _text(result, peak))
+    print(json.dumps(result, indent=2) if args.json else text(result, peak))
     return 0
 
 
@@ -529,7 +518,7 @@ def _context_keys(args: argparse.Namespace, seq: int, peak: StepPeak) -> dict:
 def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
     """PyTorch's ``MemTracker`` on pipeline rank ``--rank``: its stages in
     ``torch.distributed.pipelining`` on a fake group, run by its schedule
-    (``axis_tracker.pipeline_measure``), under the keys ``_measured`` gives."""
+    (``axis_tracker.pipeline_measure``), under the keys ``fit_text.measured`` gives."""
     from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
 
     schedule, virtual_stages = parsed_schedule(args.schedule)
@@ -554,7 +543,7 @@ def _tracked(raw: dict, fsdp: bool) -> dict:
     """A tracker run's figures under fit's keys (``_measured``), with its seconds."""
     from placement_edu.runtime.measurement.peak_tracker import states
 
-    return {**_measured(states(raw, fsdp), raw["forward_backward_peak"]), "seconds": raw["seconds"]}
+    return {**measured(states(raw, fsdp), raw["forward_backward_peak"]), "seconds": raw["seconds"]}
 
 
 def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
@@ -579,99 +568,3 @@ def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
         optimizer=args.optimizer,
     )
     return _tracked(raw, fsdp=False)
-
-
-def _text(r: dict, peak: StepPeak) -> str:
-    fsdp = fsdp2_applies(r["devices"], r["precision"])
-    kept = "" if RESHARD_AFTER_FORWARD[r["strategy"]] else ", blocks not resharded after forward"
-    where = (
-        f"FSDP2 (fully_shard per block + root{kept}) on {r['devices']} devices, rank {r['rank']}"
-        if fsdp
-        else "one device"
-    )
-    if r["mesh"] != f"data={r['devices']}":
-        sp = ", sequence parallel" if r["sequence_parallel"] else ""
-        if "schedule" in r:
-            sp = f", {r['schedule']} over {r['micro_batches']} micro-batches"
-        where = f"mesh {r['mesh']}{sp} (placement_edu.peak_axes), rank {r['rank']}"
-        fsdp = fsdp2_applies(Mesh.parse(r["mesh"]).degree("data"), r["precision"])
-    p = r["profile"]
-    defaults = f" (defaults: {', '.join(r['defaults_used'])})" if r["defaults_used"] else ""
-    lines = [
-        f"{r['model']}, {where}; {r['precision']}; b = {r['micro_batch']}, s = {r['seq']}, "
-        f"{r['attention']} attention, recompute {r['recompute']}, {r['optimizer']}{defaults}",
-        "profile (measured from the module under FakeTensorMode"
-        f"{', cached' if p['cached'] else ''}): "
-        f"a block keeps {fmt_bytes(p['block'])} ({fmt_bytes(p['block_tp_split'])} of it "
-        "between column- and row-parallel layers: what tensor parallelism would split), "
-        f"outside the blocks {fmt_bytes(p['outside'])}"
-        + (
-            f"; that is a block without recomputation: under {r['recompute']} one block in "
-            f"{every_kth(r['recompute'])} is checkpointed and keeps what full recomputation "
-            "keeps (its input)"
-            if every_kth(r["recompute"])
-            else ""
-        ),
-        "",
-    ]
-    m = r.get("measured")
-    rows = [
-        (
-            "params" + (" (sharded, padded)" if fsdp else ""),
-            r["memory"]["params"],
-            m and m["memory"]["params"],
-        ),
-        (
-            "grads" + (" (sharded)" if fsdp else ""),
-            r["memory"]["grads"],
-            m and m["memory"]["grads"],
-        ),
-        ("optimizer (Adam m, v, step)", r["memory"]["optimizer"], m and m["memory"]["optimizer"]),
-        (
-            "activations+temps at peak" if "schedule" in r else "activations after forward",
-            r["memory"]["activations"],
-            m and m["memory"]["activations"],
-        ),
-        (
-            "forward/backward peak",
-            r["forward_backward_peak_bytes"],
-            m and m["forward_backward_peak_bytes"],
-        ),
-        ("optimizer-step peak", r["step_peak_bytes"], m and m["step_peak_bytes"]),
-        ("peak", r["peak_bytes"], m and m["peak_bytes"]),
-    ]
-    witness = f"measured ({m['device']})" if m and "device" in m else "measured (PyTorch tracker)"
-    head = f"{'':30} {'predicted':>34}" + (f" {witness:>34} {'ratio':>8}" if m else "")
-    lines.append(head)
-    for name, pred, meas in rows:
-        line = f"{name:30} {fmt_bytes(pred):>34}"
-        if m:
-            assert meas is not None  # measured: every row has the tracker's figure
-            line += f" {fmt_bytes(meas):>34} {pred / meas if meas else float('nan'):>8.4f}"
-        lines.append(line)
-    lines += ["", f"the peak is at: {r['peak_at']}"]
-    for k, v in peak.peak.terms.items():
-        if v:
-            lines.append(f"  {k:36} {fmt_bytes(v):>34}")
-    if m and "device" in m:
-        lines += [
-            f"the GPU's peak is in: {m['peak_at']}; CUDA's allocator reserved at most "
-            f"{fmt_bytes(m['reserved_peak'])} (its cache: what nvidia-smi shows)"
-        ]
-    elif m:
-        lines += [f"the tracker's peak is in: {m['peak_at']}; its categories there:"]
-        lines += [f"  {k:36} {fmt_bytes(v):>34}" for k, v in m["memory"]["transients"].items()]
-    if "context" in r:
-        cx, (fw, bw) = r["context"], r["context"]["buffers"].values()
-        lines.append(
-            f"a context rank holds s/c = {cx['tokens_per_rank']:,} tokens; its attention "
-            f"({r['context_attention']}) buffers in every block: forward {fmt_bytes(fw)}, "
-            f"backward {fmt_bytes(bw)}"
-        )
-    if "fits" in r:
-        lines.append(f"fits in {fmt_bytes(r['memory_bytes'])}: {'yes' if r['fits'] else 'no'}")
-    for fix in r["would_fit_with"]:
-        lines.append(
-            f"  it would fit with {fix['flag']} {fix['value']}: peak {fmt_bytes(fix['peak_bytes'])}"
-        )
-    return "\n".join(lines)

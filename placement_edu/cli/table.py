@@ -55,6 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=flag_type(read_int, "parameters", MAX_PARAMS, "7.5e9"),
         help=f"Ψ, the number of parameters (e.g. 7.5e9; at most {show_limit(MAX_PARAMS)})",
     )
+    _transformer_flags(p)
+    _expert_flags(p)
+    _placement_flags(p)
+    p.set_defaults(handler=_table)
+
+
+def _transformer_flags(p: argparse.ArgumentParser) -> None:
+    """The transformer's shape (instead of --params), or a real model's."""
     t = p.add_argument_group("transformer (instead of --params; needed to price tp and pp)")
     for flag, what in SHAPE:
         t.add_argument(f"--{flag}", type=_count(flag), help=what)
@@ -107,6 +115,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="Megatron sequence parallelism on the tensor axis (model and strategies)",
     )
+
+
+def _expert_flags(p: argparse.ArgumentParser) -> None:
+    """A mixture of experts' flags (with the transformer's)."""
     e = p.add_argument_group(
         "mixture of experts (with the transformer flags: a Mixtral-style MoE, SwiGLU experts of "
         "width --ffn; an expert axis in --mesh splits its experts)"
@@ -126,6 +138,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the busiest expert rank's share of the routed tokens (e.g. 0.5; balanced: 1/e): "
         "prints its tokens, bytes and expert FLOPs beside the balanced rank's",
     )
+
+
+def _placement_flags(p: argparse.ArgumentParser) -> None:
+    """The devices, the strategies, the precision and the mesh; and how the answer is printed."""
     p.add_argument(
         "--micro-batches",
         type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES),
@@ -161,7 +177,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json", action="store_true", help="print JSON (bytes, exact) instead of a table"
     )
-    p.set_defaults(handler=_table)
 
 
 def moe_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
