@@ -5,19 +5,21 @@ schedule alike."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 
 from placement_edu.composition import safety_violations
 from placement_edu.errors import MAX_LISTED_OPS, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
-from placement_edu.placement import BATCH_AXES, SPLIT_MODES, WHOLE, Mode, State
+from placement_edu.placement import BATCH_AXES, SPLIT_MODES, WHOLE, Mode, Placement, State
+from placement_edu.strategies import Strategy
 
 
 def split_axes(
-    strategy_placement,
+    strategy_placement: Placement,
     state: State,
     mesh: Mesh,
-    modes=SPLIT_MODES,
+    modes: frozenset[Mode] = SPLIT_MODES,
     exclude: str | tuple[str, ...] | None = None,
 ) -> dict[str, int]:
     """Degrees of the axes along which ``state`` is divided (S, SG or OFF), degree > 1 only."""
@@ -29,7 +31,7 @@ def split_axes(
     }
 
 
-def model_axis_degree(strategy, mesh: Mesh, axis: str) -> int:
+def model_axis_degree(strategy: Strategy, mesh: Mesh, axis: str) -> int:
     """The degree by which ``axis`` (tensor or pipeline) splits the model's work: the mesh degree
     where the placement splits the parameters there, 1 where it splits nothing (SPEC §6: an axis
     on which nothing is split costs nothing and splits nothing)."""
@@ -42,7 +44,7 @@ def layers_on_stage(model: Model, stages: int, stage: int) -> int:
     return len(stage_layers(model.layers, stages, stage))
 
 
-def owner_broadcasts(strategy, axis: str) -> bool:
+def owner_broadcasts(strategy: Strategy, axis: str) -> bool:
     """Whether the owners re-synchronise replicated params on ``axis`` after the step by one
     broadcast each (``schedule.owner_update_sync``): one op per rank of the axis, so the schedule
     grows with its degree, and ``validate`` bounds it by ``MAX_LISTED_OPS``."""
@@ -54,7 +56,8 @@ def owner_broadcasts(strategy, axis: str) -> bool:
     )
 
 
-def validate(strategy, mesh: Mesh, strict: bool = True) -> None:
+@lru_cache(maxsize=4096)  # (pure: the planner asks it of one strategy and mesh many times)
+def validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
     """Refuse placements that cannot run, with the reason (einops-style teaching errors).
 
     ``strict`` (what pricing uses) also refuses compositions that break a safety rule of SPEC §6:

@@ -68,6 +68,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=ends_as_a_run_does(_fit))  # (its signals: as run's)
 
 
+def _count(
+    p: argparse.ArgumentParser,
+    flag: str,
+    what: str,
+    most: int,
+    help: str,
+    default: int | None = None,
+) -> None:
+    """A flag that counts ``what``, from 1 to ``most`` (``errors.read_int``)."""
+    p.add_argument(flag, type=flag_type(read_int, what, most), default=default, help=help)
+
+
 def _what_flags(p: argparse.ArgumentParser) -> None:
     """--model and --strategy: what is placed, and how."""
     p.add_argument(
@@ -91,12 +103,7 @@ def _what_flags(p: argparse.ArgumentParser) -> None:
 
 def _where_flags(p: argparse.ArgumentParser) -> None:
     """The devices or the mesh, its axes' options, and the rank described."""
-    p.add_argument(
-        "--devices",
-        type=flag_type(read_int, "devices", MAX_DEVICES),
-        default=None,
-        help="N (or --mesh)",
-    )
+    _count(p, "--devices", "devices", MAX_DEVICES, "N (or --mesh)")
     p.add_argument(
         "--mesh",
         type=flag_type(Mesh.parse),
@@ -117,12 +124,8 @@ def _where_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"with a pipeline axis: {', '.join(SCHEDULE_FORMS)} (default 1f1b), as time takes it",
     )
-    p.add_argument(
-        "--micro-batches",
-        type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES),
-        default=None,
-        help="with a pipeline axis: m, the micro-batches of one step (default 2p)",
-    )
+    m = "with a pipeline axis: m, the micro-batches of one step (default 2p)"
+    _count(p, "--micro-batches", "micro-batches", MAX_MICRO_BATCHES, m)
     p.add_argument(
         "--context-attention",
         choices=CONTEXT_ATTENTIONS,
@@ -148,15 +151,9 @@ def _step_flags(p: argparse.ArgumentParser) -> None:
         "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B; fp32 "
         "(the default with --device cuda, which measures a plain fp32 step)",
     )
-    p.add_argument(
-        "--micro-batch", type=flag_type(read_int, "sequences", MAX_MICRO_BATCH), default=1, help="b"
-    )
-    p.add_argument(
-        "--seq",
-        type=flag_type(read_int, "tokens", MAX_SEQ),
-        default=None,
-        help="s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))",
-    )
+    _count(p, "--micro-batch", "sequences", MAX_MICRO_BATCH, "b", default=1)
+    s = "s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))"
+    _count(p, "--seq", "tokens", MAX_SEQ, s)
     p.add_argument(
         "--attention",
         type=named(ATTENTIONS, "attention", {"flash": "sdpa"}),
