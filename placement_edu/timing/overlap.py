@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Mapping, Sequence
 
 from placement_edu.errors import expect, positive_int
+from placement_edu.names import Word
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import as_model, stage_units
 from placement_edu.placement import BATCH_AXES, GATHERED, State
@@ -30,6 +31,7 @@ from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.timing.communication import PASSES, op_link, op_time
 from placement_edu.timing.hardware import Hardware, get_hardware
 
+
 #: How communication may hide under compute (SPEC §9). "none": every collective waits for compute
 #: and compute for it; "per_pass": each pass's collectives run under that pass's compute, except
 #: tensor parallelism's, which the next matmul waits for (``on_critical_path``); "per_pass+tp":
@@ -37,7 +39,21 @@ from placement_edu.timing.hardware import Hardware, get_hardware
 #: (and "bucketed+tp"): between the two extremes -- gradient reductions and parameter gathers
 #: run unit by unit beside one micro-batch's compute, the last reduction bucket and the first
 #: gathered unit exposed (``overlapped``, ``bucketed_exposed``).
-OVERLAPS: tuple[str, ...] = ("none", "per_pass", "per_pass+tp", "bucketed", "bucketed+tp")
+class Overlap(Word):
+    """The overlap models (a ``Word``: each equals, hashes and prints as its name)."""
+
+    NONE = "none"
+    PER_PASS = "per_pass"
+    PER_PASS_TP = "per_pass+tp"
+    BUCKETED = "bucketed"
+    BUCKETED_TP = "bucketed+tp"
+
+
+OVERLAPS: tuple[Overlap, ...] = tuple(Overlap)
+#: The models that hide gradient reductions and parameter gathers unit by unit.
+BUCKETED = frozenset({Overlap.BUCKETED, Overlap.BUCKETED_TP})
+#: The models under which tensor parallelism's collectives on the critical path hide too.
+HIDES_TENSOR = frozenset({Overlap.PER_PASS_TP, Overlap.BUCKETED_TP})
 #: PyTorch DDP's default gradient bucket: ``bucket_cap_mb=25``, read as MiB
 #: (``DistributedDataParallel``: ``bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)``).
 #: Megatron-LM's default is max(40e6, 1e6·d) parameters per bucket (``DistributedDataParallelConfig
@@ -236,10 +252,10 @@ def exposed(
     unit by unit, the first unit's all-gather and the last unit's reduce-scatter exposed).
     "bucketed+tp": the critical seconds hide too, as under "per_pass+tp"."""
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
-    if overlap == "none":
+    if overlap == Overlap.NONE:
         return sum(comm.values())
-    waited = {} if critical is None or overlap.endswith("+tp") else critical
-    if overlap.startswith("bucketed"):
+    waited = {} if critical is None or overlap in HIDES_TENSOR else critical
+    if overlap in BUCKETED:
         m = positive_int("micro_batches", micro_batches)
         return sum(bucketed_by_pass(compute, comm, waited, streams, m).values())
     return sum(

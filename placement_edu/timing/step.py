@@ -22,7 +22,15 @@ from placement_edu.strategies import Strategy, get_strategy
 from placement_edu.timing.communication import PASSES, comm_time
 from placement_edu.timing.flops import compute_time, flops_per_token
 from placement_edu.timing.hardware import Hardware, get_hardware
-from placement_edu.timing.overlap import OVERLAPS, Overlapped, bubble_time, exposed, overlapped
+from placement_edu.timing.overlap import (
+    BUCKETED,
+    OVERLAPS,
+    Overlap,
+    Overlapped,
+    bubble_time,
+    exposed,
+    overlapped,
+)
 from placement_edu.shown import Shown
 
 
@@ -118,9 +126,7 @@ def step_time(
     paced = 1 if strategy.balanced_stages else model_axis_degree(strategy, mesh, "pipeline")
     compute = compute_time(model, tokens_per_device, hw, recompute, tensor, paced)
     comm = comm_time(schedule, hw, mesh)
-    streams = (
-        overlapped(strategy, model, mesh, precision, hw) if overlap.startswith("bucketed") else ()
-    )
+    streams = overlapped(strategy, model, mesh, precision, hw) if overlap in BUCKETED else ()
     return combine(
         compute,
         comm,
@@ -201,10 +207,10 @@ def compute_bound_tokens(
         p: f / hw.flops
         for p, f in flops_per_token(model.psi, getattr(model, "recompute", "none")).items()
     }
-    if overlap == "none":
+    if overlap == Overlap.NONE:
         return sum(comm.values()) / sum(per_token.values())
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
-    if overlap.startswith("bucketed"):  # the step's all-gather moves into forward
+    if overlap in BUCKETED:  # the step's all-gather moves into forward
         streams = overlapped(strategy, model, mesh, precision, hw)
         moved = sum(s.seconds for s in streams if s.phase != s.hides_under)
         comm = {**comm, "forward": comm["forward"] + moved}
