@@ -56,10 +56,8 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-#: The modules of the public API: what a notebook may import from, and the website's reference
-#: (one page each). Each lists its names in ``__all__``.
-PUBLIC_MODULES = (
-    "placement_edu",
+#: The core's topics: each one's helpers, beside the root's tasks (on the root's reference page).
+TOPIC_MODULES = (
     "placement_edu.placement",
     "placement_edu.strategies",
     "placement_edu.models",
@@ -70,6 +68,12 @@ PUBLIC_MODULES = (
     "placement_edu.planner",
     "placement_edu.experts",
     "placement_edu.units",
+)
+#: The modules of the public API: what a notebook may import from, and the website's reference
+#: (a page each, the topics on the root's). Each lists its names in ``__all__``.
+PUBLIC_MODULES = (
+    "placement_edu",
+    *TOPIC_MODULES,
     "placement_edu.timing",
     "placement_edu.estimators",
     "placement_edu.implementations",

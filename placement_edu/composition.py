@@ -22,6 +22,7 @@ from placement_edu.shown import Shown
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["RULES", "safety_violations"]
 
+#: The composition rules by number (SPEC §6), each checked by ``safety_violations``.
 RULES = {
     1: "orthogonality",
     2: "integrity per axis",

@@ -167,6 +167,7 @@ class Fault:
     removes: tuple[str, ...] = ()
 
 
+#: The faults ``check`` and ``run`` can edit into a schedule, by name (SPEC §5).
 FAULTS: Mapping[str, Fault] = MappingProxyType(
     {
         f.name: f

@@ -29,6 +29,7 @@ class State(str, Enum):
         return self.value
 
 
+#: The three persistent model states, P, G and O (activations are made and freed each step).
 MODEL_STATES: tuple[State, ...] = (State.PARAMS, State.GRADS, State.OPTIMIZER)
 #: The phases of one optimizer step, in order (start-up happens once, before the first step).
 PHASES: tuple[str, ...] = ("forward", "backward", "step")

@@ -57,6 +57,7 @@ class Precision:
         return self.params + self.grads + self.optimizer
 
 
+#: The precision presets by name: bytes per parameter of P, G and O (``get_precision``).
 PRESETS: Mapping[str, Precision] = MappingProxyType(
     {
         # ZeRO §3.1: fp16 params and grads, fp32 master params + Adam momentum + variance (K = 12).

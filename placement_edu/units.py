@@ -13,7 +13,9 @@ from typing import Union
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["GB", "GiB", "fmt_bytes", "fmt_gb", "wrapped"]
 
+#: A gigabyte, 10^9 bytes: what the papers' tables print.
 GB = 10**9
+#: A gibibyte, 2^30 bytes: what PyTorch's memory tools and nvidia-smi print.
 GiB = 2**30
 MiB = 2**20
 

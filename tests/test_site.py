@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import pytest
 
+import placement_edu
 from placement_edu.course import notebooks, repository
 from placement_edu.course.site import build, saved_widget_views
 from tests.browser_support import chromium, offline_page, skip_without_a_browser
@@ -120,6 +121,27 @@ def test_every_spec_citation_is_a_link_and_every_chapter_launches(site: tuple[Pa
     download = out / "_sources" / "notebooks" / "02_replicated.ipynb"
     assert 'href="../_sources/notebooks/02_replicated.ipynb"' in chapter
     assert download.read_bytes() == (notebooks()[2]).read_bytes()  # as the course has it
+
+
+def test_the_api_reference_documents_the_root_and_each_topics_helpers(
+    site: tuple[Path, float],
+) -> None:
+    """Built from the docstrings: a page per public module, the core's topics on the root's; every
+    name of the root there, and helpers that left it for their topic (a function, a constant with
+    its ``#:`` comment, a result type)."""
+    api = site[0].parent / "api"
+    documented = {
+        name
+        for page in api.glob("*.html")
+        for name in re.findall(r'id="([^"]+)"', page.read_text(encoding="utf-8"))
+    }
+    assert {p.stem for p in api.glob("placement_edu*.html")} == {
+        m for m in placement_edu.PUBLIC_MODULES if m not in placement_edu.TOPIC_MODULES
+    }
+    assert [n for n in placement_edu.__all__ if f"placement_edu.{n}" not in documented] == []
+    helpers = ["units.GB", "units.fmt_bytes", "units.wrapped", "precision.PRESETS"]
+    helpers += ["planner.Plan", "planner.group_links", "schedule.pipeline_bubble"]
+    assert [h for h in helpers if f"placement_edu.{h}" not in documented] == []
 
 
 def test_every_page_opens_from_disk_with_nothing_from_outside(site: tuple[Path, float]) -> None:

@@ -32,12 +32,12 @@ import shutil
 import tempfile
 import traceback
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement_edu import PUBLIC_MODULES as API
+from placement_edu import PUBLIC_MODULES, TOPIC_MODULES
 from placement_edu.course import BRANCH, content_root, notebooks, repository
 from placement_edu.errors import PlacementError
 
@@ -238,11 +238,18 @@ def staged_notebook(notebook: dict[str, Any], source: str, places: Places) -> di
     return {**notebook, "cells": cells}
 
 
-def api_page(module: str) -> str:
-    """The reference page of ``module``: its docstring and its public names (``__all__``)."""
-    return (
-        f"# `{module}`\n\n```{{eval-rst}}\n.. automodule:: {module}\n   :members:\n"
-        "   :undoc-members:\n   :show-inheritance:\n```\n"
+#: The reference's pages: one per public module, the core's topics on the root's page (each page
+#: costs the build a second or two: every page carries the whole sidebar).
+API = tuple(m for m in PUBLIC_MODULES if m not in TOPIC_MODULES)
+
+
+def api_page(module: str, sections: Sequence[str] = ()) -> str:
+    """The reference page of ``module``: its docstring and its public names (``__all__``), then
+    each module of ``sections`` under its own heading."""
+    return "".join(
+        f"{'#' if m == module else '##'} `{m}`\n\n```{{eval-rst}}\n.. automodule:: {m}\n"
+        "   :members:\n   :undoc-members:\n   :show-inheritance:\n```\n\n"
+        for m in (module, *sections)
     )
 
 
@@ -282,7 +289,7 @@ def stage(into: Path, repository: str) -> None:
         here = f"docs/theory/{chapter.name}.md"
         write(here, course_markdown(chapter.text, "docs/theory.md", places, here))
     for module in API:
-        write(f"api/{module}.md", api_page(module))
+        write(f"api/{module}.md", api_page(module, TOPIC_MODULES if module == API[0] else ()))
     write(
         "api/index.md",
         "# API reference\n" + toctree("Modules", list(API)).replace(":hidden:\n", ""),
