@@ -11,18 +11,30 @@ from typing import Mapping
 
 from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
 from placement_edu.mesh import Mesh
+from placement_edu.names import Word
 from placement_edu.names import spelled
 from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement, known_axes
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["COMPOSITIONS", "STRATEGIES", "Strategy", "get_strategy"]
 
-PIPELINE_SCHEDULES = ("1f1b", "gpipe")
+
+class PipelineSchedule(Word):
+    """The pipeline schedules (a ``Word``: each equals, hashes and prints as its name)."""
+
+    ONE_F_ONE_B = "1f1b"
+    GPIPE = "gpipe"
+    INTERLEAVED = "interleaved"
+    ZERO_BUBBLE = "zero_bubble"
+
+
+#: The schedules of one model chunk per rank, which the gloo engine runs.
+PIPELINE_SCHEDULES = (PipelineSchedule.ONE_F_ONE_B, PipelineSchedule.GPIPE)
 #: Schedules priced and derived past 1F1B (``schedule.looped_order``), not run by the gloo engine:
 #: "interleaved" (Narayanan et al. 2021 §2.2.2; torch's ``ScheduleInterleaved1F1B``) runs
 #: ``virtual_stages`` model chunks per rank; "zero_bubble" (Qi et al. 2024's ZB-H1; torch's
 #: ``ScheduleInterleavedZeroBubble`` on one chunk per rank) splits backward into I and W passes.
-LOOPED_SCHEDULES = ("interleaved", "zero_bubble")
+LOOPED_SCHEDULES = (PipelineSchedule.INTERLEAVED, PipelineSchedule.ZERO_BUBBLE)
 #: How attention reaches the other chunks of the sequence on a context axis (``schedule.context``).
 CONTEXT_ATTENTIONS = ("ring", "ulysses")
 #: How owners' updated slices of replicated parameters get back to every replica (SPEC §4 rule 1):
@@ -67,7 +79,7 @@ class Strategy:
     placement: Placement
     reshard_after_forward: bool = True
     micro_batches: int = 1
-    pipeline_schedule: str = "1f1b"
+    pipeline_schedule: str = PipelineSchedule.ONE_F_ONE_B
     summary: str = ""
     sequence_parallel: bool = False
     shard_dims: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
@@ -103,7 +115,7 @@ class Strategy:
             )
         v = positive_int("virtual_stages", self.virtual_stages)
         expect(
-            (v >= 2) == (self.pipeline_schedule == "interleaved"),
+            (v >= 2) == (self.pipeline_schedule == PipelineSchedule.INTERLEAVED),
             f"virtual_stages = {v} with pipeline schedule {self.pipeline_schedule!r}: interleaved "
             "1F1B runs v >= 2 model chunks per rank, every other schedule one",
         )
@@ -169,7 +181,6 @@ def _s(name: str, summary: str, **kwargs: object) -> Strategy:
     return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
 
 
-#: The named strategies, each a placement of the four states (``get_strategy``).
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
     {
         s.name: s

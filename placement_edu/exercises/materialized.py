@@ -10,7 +10,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
-from placement_edu.strategies import get_strategy
+from placement_edu.strategies import PipelineSchedule, get_strategy
 from placement_edu.units import GB
 
 #: GPT-3 175B's shape (Brown et al. 2020; Korthikanti et al. 2022, Table 3), one sequence of 2048.
@@ -67,7 +67,10 @@ EXERCISES = (
         "materialized-1f1b-stage0",
         "A pipeline of p = 4 stages runs m = 8 micro-batches with the 1F1B schedule. How many "
         "micro-batches' activations does stage 0 hold at its peak?",
-        lambda: live_set_bytes("1f1b", 4, 8) / live_set_bytes("1f1b", 4, 1),
+        lambda: (
+            live_set_bytes(PipelineSchedule.ONE_F_ONE_B, 4, 8)
+            / live_set_bytes(PipelineSchedule.ONE_F_ONE_B, 4, 1)
+        ),
         "micro-batches",
         "1F1B starts a micro-batch's backward as soon as it can: stage 0 runs p = 4 forwards "
         "before its first backward arrives, then alternates, so it never holds more than p − stage "
@@ -86,7 +89,10 @@ EXERCISES = (
         "materialized-gpipe-over-1f1b",
         "Same pipeline (p = 4, m = 8, a 7B-class model, selective recomputation): how many "
         "times larger is stage 0's GPipe activation peak than its 1F1B peak (GPipe ÷ 1F1B)?",
-        lambda: live_set_bytes("gpipe", 4, 8) / live_set_bytes("1f1b", 4, 8),
+        lambda: (
+            live_set_bytes(PipelineSchedule.GPIPE, 4, 8)
+            / live_set_bytes(PipelineSchedule.ONE_F_ONE_B, 4, 8)
+        ),
         "×",
         "GPipe keeps m = 8 micro-batches in flight, 1F1B p = 4: 2×. Same bubble, (p − 1)/m of "
         "ideal time, for both: 1F1B's gain is memory, not time.",

@@ -13,7 +13,7 @@ from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
 from placement_edu.report import Report, analyze
 from placement_edu.schedule import OpKind, layers_on_stage, pipeline_bubble
-from placement_edu.strategies import get_strategy
+from placement_edu.strategies import PipelineSchedule, get_strategy
 
 #: The transformer of the TP exercises: GPT-2-XL-like widths, 24 layers, b = 2 sequences of 2,048.
 TP_MODEL = TransformerSpec(layers=24, hidden=4096, heads=32, seq=2048, vocab=50257, micro_batch=2)
@@ -135,7 +135,7 @@ EXERCISES = (
         "pp-1f1b-in-flight",
         "p = 8 stages, m = 32 micro-batches, 1F1B: how many micro-batches' activations does "
         "stage 0 hold at its peak?",
-        lambda: _in_flight(8, 32, "1f1b"),
+        lambda: _in_flight(8, 32, PipelineSchedule.ONE_F_ONE_B),
         "micro-batches",
         "1F1B runs p − 1 = 7 warm-up forwards, then one more forward before its first backward: p "
         "= 8 in flight on stage 0, whatever m is (Narayanan et al. 2021, §2.2.1). "

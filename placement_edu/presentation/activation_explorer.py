@@ -32,7 +32,7 @@ from placement_edu.precision import get_precision
 from placement_edu.presentation.controls import choice_slider, count_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
-from placement_edu.strategies import Strategy, get_strategy
+from placement_edu.strategies import PipelineSchedule, Strategy, get_strategy
 from placement_edu.units import GB, fmt_bytes
 
 #: The four models of Korthikanti et al. 2022, Table 3 (s = 2048, V = 51200), with the tensor and
@@ -257,13 +257,13 @@ class LiveSetExplorer(Explorer):
     per stage: the micro-batches whose activations that stage holds at its peak, and the bytes
     ``derive_memory`` derives (``live_bytes``). The model: ``model`` (a ``TransformerSpec``)."""
 
-    SCHEDULES = ("no pipeline", "gpipe", "1f1b")
+    SCHEDULES = ("no pipeline", PipelineSchedule.GPIPE, PipelineSchedule.ONE_F_ONE_B)
     picture = "activations held per pipeline stage"
 
     def __init__(
         self,
         model: TransformerSpec | None = None,
-        schedule: str = "1f1b",
+        schedule: str = PipelineSchedule.ONE_F_ONE_B,
         stages: int = 4,
         micro_batches: int = 8,
         precision: str = "mixed_adam",
@@ -353,8 +353,8 @@ class LiveSetExplorer(Explorer):
         ax.set_ylabel("micro-batches held at peak", fontsize=8)
         what = {
             "no pipeline": f"dp on data={columns}, m = {m} accumulated micro-batches",
-            "gpipe": f"GPipe on pipeline={columns}, m = {m}",
-            "1f1b": f"1F1B on pipeline={columns}, m = {m}",
+            PipelineSchedule.GPIPE: f"GPipe on pipeline={columns}, m = {m}",
+            PipelineSchedule.ONE_F_ONE_B: f"1F1B on pipeline={columns}, m = {m}",
         }
         ax.set_title(f"activations (M) live at the peak: {what[self.schedule.value]}", fontsize=9)
         figure.text(

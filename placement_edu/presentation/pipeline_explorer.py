@@ -22,7 +22,7 @@ from placement_edu.presentation.controls import count_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.schedule import layers_on_stage, pipeline_bubble, pipeline_timeline
-from placement_edu.strategies import PIPELINE_SCHEDULES, get_strategy
+from placement_edu.strategies import PIPELINE_SCHEDULES, PipelineSchedule, get_strategy
 from placement_edu.units import GB, fmt_bytes
 
 #: The model whose activations the explorer weighs: Llama-2-7B's widths (Touvron et al. 2023) as a
@@ -96,7 +96,9 @@ class PipelineExplorer(Explorer):
 
     picture = "pipeline timeline"
 
-    def __init__(self, stages: int = 4, micro_batches: int = 8, schedule: str = "1f1b") -> None:
+    def __init__(
+        self, stages: int = 4, micro_batches: int = 8, schedule: str = PipelineSchedule.ONE_F_ONE_B
+    ) -> None:
         import ipywidgets as w
 
         self.stages = w.IntSlider(

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from placement_edu.errors import expect, positive_int
 from placement_edu.schedule.ops import MAX_LISTED_OPS
+from placement_edu.strategies import PipelineSchedule
 
 
 def pipeline_runs(
@@ -22,7 +23,7 @@ def pipeline_runs(
     [F 0] × w, then [F w, B 0] × (m - w), then [B m-w] × w. A few runs, whatever m is."""
     m = micro_batches
     runs: list[tuple[tuple[tuple[str, int], ...], int]]
-    if schedule == "gpipe" or stages == 1:
+    if schedule == PipelineSchedule.GPIPE or stages == 1:
         runs = [((("F", 0),), m), ((("B", 0),), m)]
     else:
         w = min(stages - stage - 1, m)
@@ -73,7 +74,11 @@ def bubble_divisor(schedule: str, virtual_stages: int = 1) -> int:
     §2.2.2), 3 for zero bubble's ZB-H1 under equal F, B (input gradient) and W (weight gradient)
     times (Qi et al. 2024 §2.1: (p-1)(T_F + T_B - T_W) against 1F1B's (p-1)(T_F + T_B + T_W)),
     1 for GPipe and 1F1B."""
-    return {"interleaved": virtual_stages, "zero_bubble": 3}.get(schedule, 1)
+    divisors: dict[str, int] = {
+        PipelineSchedule.INTERLEAVED: virtual_stages,
+        PipelineSchedule.ZERO_BUBBLE: 3,
+    }
+    return divisors.get(schedule, 1)
 
 
 def pipeline_bubble(
