@@ -30,15 +30,16 @@ from placement_edu.checker.conditions import CONDITIONS, CheckResult, Condition,
 from placement_edu.checker.consistency import state_consistency
 from placement_edu.checker.integrity import _micro_batch_classes, gradient_integrity
 from placement_edu.composition import safety_violations
-from placement_edu.errors import context
+from placement_edu.errors import context, expect
 from placement_edu.experts import SMALL_MOE, MoESpec
 from placement_edu.faults import _fault, apply_fault
-from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import ConcreteModel, Model, ModelSpec, as_model, tensor_divides_heads
+from placement_edu.mesh import Mesh
+from placement_edu.models import ConcreteModel, Model, ModelSpec, tensor_divides_heads
 from placement_edu.placement import EXPERT_AXIS
-from placement_edu.precision import Precision, get_precision
+from placement_edu.precision import Precision
 from placement_edu.schedule import derive_schedule, model_axis_degree, stage_kinds, validate
-from placement_edu.strategies import Strategy, example_mesh, get_strategy
+from placement_edu.setting import Setting, resolve
+from placement_edu.strategies import Strategy, example_mesh
 
 __all__ = [
     "CONDITIONS",
@@ -69,7 +70,7 @@ def default_model(mesh: Mesh) -> ModelSpec | MoESpec:
 
 
 def check(
-    strategy: str | Strategy,
+    strategy: str | Strategy | Setting,
     mesh: Mesh | str | None = None,
     fault: str | None = None,
     model: Model | None = None,
@@ -77,16 +78,19 @@ def check(
 ) -> CheckResult:
     """Check both correctness conditions and the safety rules for ``strategy`` on ``mesh``, with
     ``fault`` (a name in ``faults.FAULTS``) edited into its schedule. One pipeline stage of each
-    kind is walked (``stages_to_walk``); the first broken reason found is reported."""
-    strategy = get_strategy(strategy)
-    mesh = example_mesh(strategy) if mesh is None else as_mesh(mesh)
+    kind is walked (``stages_to_walk``); the first broken reason found is reported. ``strategy``
+    may be a ``Setting`` (``setting.resolve``); the other forms are resolved into one here, once."""
+    door = strategy if isinstance(strategy, Setting) else resolve(strategy, model, mesh, precision)
+    built = door.strategy
+    expect(built is not None, "check needs a strategy (e.g. zero3)")
+    assert built is not None
+    where = example_mesh(built) if door.mesh is None else door.mesh
     if fault is not None:
         _fault(fault)  # an unknown fault: refused by name
-    model = default_model(mesh) if model is None else as_model(model)
-    tensor_divides_heads(model, model_axis_degree(strategy, mesh, "tensor"))
-    precision = get_precision(precision)
-    with context(f"checking {strategy.name} ({strategy.placement}) on {mesh}"):
-        return _check(strategy, mesh, fault, model, precision)
+    spec = default_model(where) if door.model is None else door.model
+    tensor_divides_heads(spec, model_axis_degree(built, where, "tensor"))
+    with context(f"checking {built.name} ({built.placement}) on {where}"):
+        return _check(built, where, fault, spec, door.precision)
 
 
 def stages_to_walk(model: Model, stages: int) -> list[int]:
