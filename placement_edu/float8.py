@@ -42,10 +42,6 @@ from placement_edu.models import TransformerSpec
 #: backward: bytes a value of the Linear's input (and weight).
 SCALINGS: dict[str, int] = {"tensorwise": 1, "rowwise": 2}
 
-#: Dense peak FLOP/s of the FP8 tensor cores (NVIDIA datasheets, SXM parts, without sparsity):
-#: H100 and H200 1,979e12, twice their bf16 989e12. An A100 has none.
-FP8_PEAK_FLOPS: dict[str, float] = {"H100": 1979e12, "H200": 1979e12}
-
 #: torchao's sources, and torchtitan's filter.
 SOURCES = (
     "torchao/float8/float8_linear.py at eab345c: Float8Linear.forward, "

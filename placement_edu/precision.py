@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from placement_edu.errors import PlacementError, positive_int
+from placement_edu.float8 import Float8
 from placement_edu.placement import State
 
 #: The names of this module's page in the API reference, which a notebook may import.
@@ -33,13 +34,23 @@ class Precision:
     activations: int = 2
     gather: int | None = None
     reduce: int | None = None
+    #: torchao's float8 training (``float8.Float8``): the block Linears' GEMMs in float8 with
+    #: this scaling ("tensorwise" or "rowwise"), the rest in the compute dtype. None: no float8.
+    float8: str | None = None
 
     def __post_init__(self) -> None:
+        if self.float8 is not None:
+            Float8(self.float8)  # an unknown scaling: one line naming the accepted ones
         for field in ("params", "grads", "optimizer", "activations"):
             positive_int(f"precision {self.name!r}: bytes per {field}", getattr(self, field))
         for field in ("gather", "reduce"):
             if getattr(self, field) is not None:
                 positive_int(f"precision {self.name!r}: {field} bytes", getattr(self, field))
+
+    @property
+    def float8_recipe(self) -> Float8 | None:
+        """torchao's float8 recipe this precision trains with (``float8.Float8``), or None."""
+        return None if self.float8 is None else Float8(self.float8)
 
     def bytes_per(self, state: State) -> int:
         """Bytes per element of ``state`` as stored."""
@@ -89,6 +100,20 @@ PRESETS: Mapping[str, Precision] = MappingProxyType(
         # DeepSpeed's bf16 ZeRO with "communication_data_type": "fp32": ZeRO's 2/2/12 as stored,
         # each gradient reduction moving fp32 (4 B per element).
         "deepspeed_bf16_fp32_comm": Precision("deepspeed_bf16_fp32_comm", 2, 2, 12, 2, reduce=4),
+        # torchtitan's float8 (docs/float8.md at 9dec370): fsdp2_bf16's states, the block
+        # Linears' GEMMs in float8 with tensorwise dynamic scales (torchao), and FSDP2's float8
+        # all-gather: 1 B on the wire a parameter. That is exact for the converted weights (a
+        # Llama-3-8B's 6,979,321,856 of 8,030,261,248, ``float8.converted_params``); its
+        # embeddings and norms travel at 2 B in torchao, 1 here (``float8.all_gather_bytes``
+        # has the exact bytes: 9,081,200,640, not 8,030,261,248).
+        "fsdp2_float8": Precision(
+            "fsdp2_float8", 4, 4, 8, 2, gather=1, reduce=4, float8="tensorwise"
+        ),
+        # The rowwise recipe: its weights gather in bf16 (torchao's float8 all-gather casts with
+        # one scale a tensor: WeightWithDynamicFloat8CastTensor, tensorwise only).
+        "fsdp2_float8_rowwise": Precision(
+            "fsdp2_float8_rowwise", 4, 4, 8, 2, gather=2, reduce=4, float8="rowwise"
+        ),
     }
 )
 
@@ -107,7 +132,8 @@ def parse_precision(text: str) -> Precision:
     ):
         raise PlacementError(_unknown(text))
     numbers = [int(part) for part in parts] + ([2] if len(parts) == 3 else [])
-    return Precision("/".join(parts), *numbers)
+    params, grads, optimizer, activations = numbers
+    return Precision("/".join(parts), params, grads, optimizer, activations)
 
 
 def get_precision(precision: str | Precision) -> Precision:

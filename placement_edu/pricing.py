@@ -38,7 +38,7 @@ from placement_edu.models import (
 from placement_edu import names
 from placement_edu.placement import MODEL_STATES, Placement
 from placement_edu.precision import Precision
-from placement_edu.schedule import derive_schedule
+from placement_edu.schedule import Schedule, derive_schedule
 from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
 from placement_edu.timing import (
@@ -135,7 +135,8 @@ def price(
     peak bytes (``derive_memory``, SPEC §3) and, when it fits ``budget`` (None: always), its step
     time (SPEC §9) for ``strategy.micro_batches`` micro-batches of ``model``'s b sequences on each
     of the mesh's r·d data replicas. ``model``'s own recompute and sequence_parallel are replaced
-    by ``recompute`` and the strategy's."""
+    by ``recompute`` and the strategy's. ``precision.float8``: float8's GEMMs, on the roofline
+    (``timing.compute_time``)."""
     sp = strategy.sequence_parallel
     shaped = _shaped(model, recompute, sp)
     formula = peak_bytes(strategy, model, mesh, recompute, precision)
@@ -147,7 +148,9 @@ def price(
     m = strategy.micro_batches
     tokens = Fraction(m * model.micro_batch * model.seq * data_replicas(mesh), mesh.world_size)
     paced = 1 if strategy.balanced_stages else mesh.degree("pipeline")  # the last stage's pace
-    compute = compute_time(shaped, tokens, hw, recompute, mesh.degree("tensor"), paced)
+    compute = compute_time(
+        shaped, tokens, hw, recompute, mesh.degree("tensor"), paced, precision.float8_recipe
+    )
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
@@ -209,7 +212,9 @@ def comm_seconds(
 
 
 @lru_cache(maxsize=4096)
-def _schedule(strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision):
+def _schedule(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision
+) -> Schedule:
     return derive_schedule(strategy, model, mesh, precision)
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from placement_edu.errors import PlacementError
 from placement_edu.float8 import (
-    FP8_PEAK_FLOPS,
     Float8,
     all_gather_bytes,
     amax_all_reduce_bytes,
@@ -20,7 +19,7 @@ from placement_edu.float8 import (
     mfu_under_float8,
 )
 from placement_edu.models import TransformerSpec
-from placement_edu.timing import PEAK_FLOPS
+from placement_edu.timing.hardware import FP8_PEAK_FLOPS, PEAK_FLOPS
 
 pytestmark = pytest.mark.fast
 

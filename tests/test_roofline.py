@@ -134,3 +134,61 @@ def test_adamw_foreach_moves_80_bytes_a_parameter() -> None:
     assert optimizer_seconds(8_030_261_248 // 8, 2.4e12) == pytest.approx(0.03346, abs=1e-5)
     with pytest.raises(PlacementError, match="optimizer is one of foreach, fused"):
         optimizer_seconds(1, 1.0, "sgd")
+
+
+def test_compute_time_on_the_roofline_is_roofline_seconds() -> None:
+    from placement_edu.timing import compute_time, get_hardware
+
+    hw = get_hardware("h100-nvlink-ib")
+    assert (hw.memory_bandwidth, hw.roofline, hw.fused) == (3.35e12, False, False)
+    on = replace(hw, roofline=True, fused=True)
+    got = compute_time(LLAMA_8B, 16384, on, "selective", float8=Float8())
+    want = roofline_seconds(
+        LLAMA_8B, 16384, hw.flops, 3.35e12, "selective", Kernels(True, Float8()), 1979 / 989
+    )
+    assert got == pytest.approx(want, rel=1e-12)
+    # off the roofline: the FLOP-only model, float8 or not
+    assert compute_time(LLAMA_8B, 16384, hw, "selective") == compute_time(
+        LLAMA_8B, 16384, hw, "selective", float8=Float8()
+    )
+
+
+def test_float8_needs_fp8_tensor_cores_and_the_roofline_a_bandwidth() -> None:
+    from placement_edu.timing import compute_time, get_hardware
+
+    a100 = replace(get_hardware("a100-nvlink-ib"), roofline=True)
+    with pytest.raises(PlacementError, match="has none .*give an H100 or H200 preset"):
+        compute_time(LLAMA_8B, 16384, a100, "none", float8=Float8())
+    with pytest.raises(PlacementError, match="give memory_bandwidth"):
+        replace(a100, memory_bandwidth=None)
+
+
+def test_the_float8_presets() -> None:
+    from placement_edu.precision import get_precision
+
+    tensorwise, rowwise = get_precision("fsdp2_float8"), get_precision("fsdp2_float8_rowwise")
+    assert tensorwise.float8_recipe == Float8("tensorwise")
+    assert (tensorwise.gather, tensorwise.reduce, tensorwise.model_state) == (1, 4, 16)
+    assert (rowwise.gather, rowwise.float8_recipe) == (2, Float8("rowwise"))
+    assert get_precision("fsdp2_bf16").float8_recipe is None
+
+
+def test_time_prices_on_the_roofline_by_default(capsys) -> None:
+    import json
+
+    from placement_edu.cli import main
+
+    shape = ["time", "--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128",
+             "--vocab", "1000", "--global-batch", "512", "--mesh", "data=8", "--json"]  # fmt: skip
+
+    def step(*flags: str) -> float:
+        assert main([*shape, *flags]) == 0
+        return json.loads(capsys.readouterr().out)["step_s"]
+
+    roofline, fused, flops_only = step(), step("--fused"), step("--no-roofline")
+    # a small model is mostly memory-bound ops: the roofline's step is longer, fusion shortens it
+    assert flops_only < fused < roofline
+    assert main(["time", *shape[1:-1]]) == 0
+    assert "on the roofline (HBM 3.35e12 B/s, eager elementwise ops)" in capsys.readouterr().out
+    assert main([*shape, "--fused", "--no-roofline"]) == 2
+    assert "--fused prices torch.compile's fused" in capsys.readouterr().err

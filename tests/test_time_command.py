@@ -45,7 +45,8 @@ def test_compute_bound_dp_runs_at_the_presets_mfu_and_compute_is_flops_over_peak
 ) -> None:
     # 512 sequences on 8 GPUs: 64 × 128 = 8,192 tokens per device; backward compute (~165 µs)
     # hides the one all-reduce (~57 µs), so the step is compute alone.
-    out = _json(capsys, ["--global-batch", "512", "--mesh", "data=8", "--strategy", "dp"])
+    argv = ["--global-batch", "512", "--mesh", "data=8", "--strategy", "dp", "--no-roofline"]
+    out = _json(capsys, argv)  # the FLOP-only model: every FLOP at the preset's MFU
     tokens = 512 * S / 8
     flops_per_token = 6 * PSI + 12 * L * H * S  # PaLM's model FLOPs (Chowdhery et al. 2022, B)
     compute_s = flops_per_token * tokens / (PEAK * MFU_ASSUMED)
@@ -58,7 +59,7 @@ def test_compute_bound_dp_runs_at_the_presets_mfu_and_compute_is_flops_over_peak
 
 
 def test_efficiency_scales_the_achieved_flops_and_so_the_mfu(capsys) -> None:
-    argv = ["--global-batch", "512", "--mesh", "data=8", "--efficiency", "1.1"]
+    argv = ["--global-batch", "512", "--mesh", "data=8", "--efficiency", "1.1", "--no-roofline"]
     assert _json(capsys, argv)["mfu"] == pytest.approx(1.1 * MFU_ASSUMED, rel=1e-12)
 
 
@@ -66,7 +67,7 @@ def test_a_tiny_batch_exposes_the_all_reduce_beyond_backward_compute(capsys) -> 
     # 8 sequences on 8 GPUs: 128 tokens per device. dp's all-reduce of 2-byte gradients over 8
     # GPUs inside one node: α·2(N-1) + 2(N-1)/N · 2Ψ / W (SPEC §9); per_pass hides only the
     # backward compute's worth of it.
-    out = _json(capsys, ["--global-batch", "8", "--mesh", "data=8"])
+    out = _json(capsys, ["--global-batch", "8", "--mesh", "data=8", "--no-roofline"])
     forward_s = 2 * (2 * PSI + 4 * L * H * S) * 128 / (PEAK * MFU_ASSUMED) / 2
     backward_s = 2 * forward_s
     all_reduce_s = NVLINK_ALPHA * 14 + 2 * 7 / 8 * 2 * PSI / NVLINK_W
@@ -141,7 +142,8 @@ def test_the_last_stage_computes_the_logit_layer_unless_the_split_counts_it(caps
 
 
 def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) -> None:
-    assert main(["time", *SMALL, "--global-batch", "512", "--mesh", "data=8"]) == 0
+    argv = ["--global-batch", "512", "--mesh", "data=8", "--no-roofline"]
+    assert main(["time", *SMALL, *argv]) == 0
     text = capsys.readouterr().out
     assert "step " in text and "MFU 40.0%" in text and "PaLM's 6Ψ + 12·L·h·s" in text
     assert "all_reduce on data" in text and "hidden" in text and "fits" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from placement_edu.arguments import flag_type, listed
 from placement_edu.cli.shape import (
@@ -30,7 +31,7 @@ from placement_edu.cli.one_peak import profile_peak, spec_of
 from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
 from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import CONTEXT_ATTENTIONS
-from placement_edu.timing import FLOP_CONVENTION
+from placement_edu.timing import FLOP_CONVENTION, Hardware
 from placement_edu.units import GB
 
 #: ``--efficiency`` bounds: a typo catcher (0.01 to 10 × the preset's achieved FLOP/s).
@@ -126,6 +127,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=1.0,
         help="scales the preset's achieved FLOP/s (1.0 = the preset)",
     )
+    p.add_argument(
+        "--no-roofline",
+        action="store_true",
+        help="the FLOP-only time model: every FLOP at the achieved FLOP/s, no memory-bound op "
+        "priced (default: the roofline, each op at max(FLOPs/rate, bytes/HBM bandwidth), where "
+        "the hardware knows its bandwidth)",
+    )
+    p.add_argument(
+        "--fused",
+        action="store_true",
+        help="torch.compile's fusion of the elementwise chains (norms, RoPE, SwiGLU, residual "
+        "adds, float8 casts: each chain one kernel, an approximation); on the roofline",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
     p.set_defaults(handler=_time)
 
@@ -168,7 +182,14 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         f"step {t.total_s:.4g} s on rank 0 = compute {t.compute_s:.4g} s + exposed communication "
         f"{t.exposed_comm_s:.4g} s + pipeline bubble {t.bubble_s:.4g} s",
         f"  compute: forward {compute['forward']:.4g} s, backward {compute['backward']:.4g} s "
-        f"at {hw.flops / 1e12:.4g}e12 FLOP/s achieved",
+        f"at {hw.flops / 1e12:.4g}e12 FLOP/s achieved"
+        + (
+            f", on the roofline (HBM {hw.memory_bandwidth / 1e12:.4g}e12 B/s, "
+            + ("fused" if hw.fused else "eager")
+            + " elementwise ops)"
+            if hw.roofline and hw.memory_bandwidth is not None
+            else ", FLOP-only (no memory-bound op priced)"
+        ),
         f"  communication {t.comm_s:.4g} s, of it {t.exposed_comm_s:.4g} s exposed:",
     ]
     for op, axis, phase, critical, seconds in priced.collectives:
@@ -231,10 +252,31 @@ def _transformer_of(setting: Setting) -> TransformerSpec:
     return setting.model
 
 
+def _priced_on(hw: Hardware, args: argparse.Namespace) -> Hardware:
+    """``hw`` on the roofline (issue 42: ``time``'s default where it knows its HBM bandwidth),
+    fused with ``--fused``; off it with ``--no-roofline``, where ``--fused`` is refused."""
+    if args.no_roofline:
+        if args.fused:
+            raise PlacementError(
+                "--fused prices torch.compile's fused elementwise chains on the roofline, and "
+                "--no-roofline leaves the roofline off; give one of them"
+            )
+        return replace(hw, roofline=False, fused=False)
+    if hw.memory_bandwidth is None:
+        if args.fused:
+            raise PlacementError(
+                f"--fused needs the roofline, and hardware {hw.name!r} has no HBM bandwidth "
+                "(memory_bandwidth) to price it at; give a preset (e.g. h100-nvlink-ib)"
+            )
+        return hw
+    return replace(hw, roofline=True, fused=args.fused)
+
+
 def _time(args: argparse.Namespace) -> int:
     setting = resolve(
         None, _transformer(args), args.mesh, args.precision, args.hardware, recompute=args.recompute
     )  # the door: every typed value resolved here, once
+    setting = replace(setting, hardware=_priced_on(setting.hardware, args))
     model, mesh = _transformer_of(setting), setting.mesh
     assert mesh is not None
     for flag, given in (("--schedule", args.schedule), ("--balanced-stages", args.balanced_stages)):

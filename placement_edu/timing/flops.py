@@ -15,7 +15,14 @@ from fractions import Fraction
 from placement_edu.errors import expect, positive_int
 from placement_edu.experts import has_experts
 from placement_edu.gemm import gemm_factor
+from placement_edu.float8 import Float8
 from placement_edu.models import TransformerSpec, as_model, every_kth
+from placement_edu.roofline import (
+    EAGER_ATTENTION_BYTES,
+    SOFTMAX_BYTES,
+    Kernels,
+    roofline_seconds,
+)
 from placement_edu.timing.hardware import Hardware
 
 # --- compute: 6Ψ per token, and attention (SPEC §9) --------------------------------------------
@@ -161,6 +168,7 @@ def compute_time(
     recompute: str = "none",
     tensor: int = 1,
     stages: int = 1,
+    float8: Float8 | None = None,
 ) -> dict[str, float]:
     """Seconds of compute per pass ("forward", "backward", "step") for ``tokens`` tokens through a
     model (Ψ, or a transformer: attention counted) on one device of ``hw`` at its achieved FLOP/s
@@ -178,7 +186,14 @@ def compute_time(
     The first stage's embedding lookup has no FLOPs.
 
     With a ``gemm_curve``, a transformer's FLOPs run at ``flops`` × ``gemm.gemm_factor``: the
-    curve over the matmuls a device runs at tensor degree ``tensor`` (1 without a curve)."""
+    curve over the matmuls a device runs at tensor degree ``tensor`` (1 without a curve).
+
+    The roofline (issue 42): on hardware priced on it (``Hardware.roofline``), a transformer is
+    priced op by op (``roofline.roofline_seconds``: each op's max(FLOPs / rate, bytes / the HBM
+    bandwidth): the norms, activations, residual adds, casts and the loss at the bandwidth), its
+    elementwise chains fused where the hardware says torch.compile runs (``Hardware.fused``), and
+    ``float8``'s GEMMs (torchao's recipe, ``float8.Float8``) at ``fp8_speedup`` × the rate.
+    Otherwise the FLOP-only model above."""
     expect(
         isinstance(tokens, (int, float, Fraction)) and not isinstance(tokens, bool) and tokens >= 0,
         f"tokens is a number of tokens >= 0, got {tokens!r}",
@@ -186,31 +201,29 @@ def compute_time(
     achieved = hw.flops * gemm_factor(hw.gemm_curve, psi_or_model, tensor)
     logits = logit_flops_per_token(psi_or_model)
     extra = positive_int("stages", stages) - 1
+    expect(
+        float8 is None or hw.fp8_speedup is not None,
+        f"float8 runs its GEMMs on FP8 tensor cores, and hardware {hw.name!r} has none "
+        "(fp8_speedup None: an A100); give an H100 or H200 preset, or a bf16 precision",
+    )
+    if (
+        hw.roofline
+        and hw.memory_bandwidth is not None
+        and isinstance(psi_or_model, TransformerSpec)
+    ):
+        kernels = Kernels(hw.fused, float8)
+        seconds = roofline_seconds(
+            psi_or_model, float(tokens), achieved, hw.memory_bandwidth, recompute, kernels,
+            hw.fp8_speedup or 1.0,
+        )  # fmt: skip
+        for phase, f in logits.items():
+            seconds[phase] += extra * f * float(tokens) / achieved
+        return seconds
     seconds = {
         phase: (f + extra * logits[phase]) * float(tokens) / achieved
         for phase, f in flops_per_token(psi_or_model, recompute).items()
     }
-    if hw.memory_bandwidth is not None:
-        for phase, b in eager_attention_bytes_per_token(psi_or_model, recompute).items():
-            seconds[phase] += b * float(tokens) / hw.memory_bandwidth
     return seconds
-
-
-#: Bytes each of eager attention's b·a·s² scores moves through device memory outside the
-#: matmuls, per pass, with 2-byte (fp16/bf16) activations, as Megatron-LM computes attention
-#: (megatron/model/transformer.py, ParallelAttention.forward at commit fda81a21, May 2021:
-#: ``torch.baddbmm`` writes the scores, ``FusedScaleMaskSoftmax`` -- one fused kernel up to
-#: s = 2048 -- reads them and writes the probabilities, ``torch.nn.Dropout`` reads those and
-#: writes its output and a 1-byte mask, ``torch.bmm`` multiplies by V). Forward: the softmax
-#: 2 + 2, the dropout 2 + 2 + 1 = 9.
-#: Backward: the dropout's gradient reads the incoming 2 and the mask 1 and writes 2, the
-#: softmax's reads that 2 and its saved output 2 and writes 2 = 11. The matmuls' own reads and
-#: writes of the scores are left in their FLOPs. Dao et al. 2022 ("FlashAttention", §2.2,
-#: Algorithm 0): standard attention materializes S and P in HBM, and its softmax, masking and
-#: dropout are memory-bound; flash attention keeps them on chip: nothing to price.
-EAGER_ATTENTION_BYTES: dict[str, int] = {"forward": 9, "backward": 11}
-#: The same without dropout (a Llama block): the softmax alone, forward 2 + 2, backward 2 + 2 + 2.
-SOFTMAX_BYTES: dict[str, int] = {"forward": 4, "backward": 6}
 
 
 def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> dict[str, int]:

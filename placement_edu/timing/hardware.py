@@ -75,12 +75,40 @@ class Hardware:
     #: every matmul. ``placement-edu calibrate`` measures one (issue 27, item 3).
     gemm_curve: GemmCurve = ()
     #: Device memory bandwidth, bytes per second (``HBM_BANDWIDTH``), at which the memory-bound
-    #: work beside the matmuls runs: eager attention's softmax and dropout over the b·a·s² scores
-    #: (``eager_attention_bytes_per_token``). None, as in every preset: not priced (0 s).
+    #: work beside the matmuls runs: a transformer is then priced op by op on the roofline
+    #: (``roofline``: each op's max(FLOPs / rate, bytes / bandwidth)). None: the FLOP-only model
+    #: (every FLOP at ``flops``, no memory-bound op priced).
     memory_bandwidth: float | None = None
+    #: The FP8 tensor cores' dense peak over the bf16 one (2 on an H100 or H200: 1,979e12 against
+    #: 989e12, ``float8.FP8_PEAK_FLOPS``): a float8 GEMM runs at ``flops`` × this. None: no FP8
+    #: tensor cores (an A100), so a float8 precision is refused.
+    fp8_speedup: float | None = None
+    #: How a step runs on it, which the roofline prices (issue 42; switches, not the chip's facts):
+    #: ``roofline`` -- each op of a transformer at max(FLOPs / rate, bytes / ``memory_bandwidth``)
+    #: (``roofline``), which needs the bandwidth; False, as in every preset (the API's default):
+    #: the FLOP-only model. ``time`` turns it on (``--no-roofline``: off). ``fused`` --
+    #: torch.compile's fusion of the elementwise chains (``roofline.FUSED_CHAINS``, an
+    #: approximation); False: eager, every op a kernel.
+    roofline: bool = False
+    fused: bool = False
 
     def __post_init__(self) -> None:
+        expect(
+            not self.roofline or self.memory_bandwidth is not None,
+            f"hardware {self.name!r}: the roofline prices memory-bound ops at the HBM bandwidth; "
+            "give memory_bandwidth (bytes per second, e.g. 3.35e12 for an H100) or roofline=False",
+        )
         check_curve(self.gemm_curve, f"hardware {self.name!r}: gemm_curve")
+        expect(
+            self.fp8_speedup is None
+            or (
+                isinstance(self.fp8_speedup, (int, float))
+                and math.isfinite(self.fp8_speedup)
+                and self.fp8_speedup > 0
+            ),
+            f"hardware {self.name!r}: fp8_speedup is the FP8 peak over the bf16 peak (2 on an "
+            f"H100) or None, got {self.fp8_speedup!r}",
+        )
         expect(
             self.memory_bandwidth is None
             or (
@@ -221,19 +249,46 @@ _H200 = (
     "measures a step's MFU"
 )
 
+_GRAND_TETON = (
+    "torchtitan's Grand Teton H100 (benchmarks/llama3_h100_202412_torchtitan.md): 'each H100 GPU "
+    "is equipped with 96GB HBM2e with 2.4 TB/sec peak memory bandwidth', 'backend RDMA network "
+    "with 400 Gb/s per GPU' (InfiniBand NDR's 50 GB/s), 'the default 500W power limit'; bf16 "
+    "peak taken as the SXM part's 989e12 (its footnote: 'the actual peak TFLOPs number is between "
+    "SXM and NVL, and we don't know its exact value'); achieved 35% MFU = 346.15e12, inside the "
+    "'33% to 39% MFU' it reports for Llama 3.1 8B under FSDP"
+)
+
 #: Dense bf16 peak FLOP/s of the GPUs the presets model (NVIDIA datasheets, SXM parts); a preset's
 #: achieved FLOP/s is this peak × the MFU its source names.
 PEAK_FLOPS: dict[str, float] = {"A100": 312e12, "H100": 989e12, "H200": 989e12}
+#: Dense FP8 peak FLOP/s (NVIDIA H100 and H200 datasheets, SXM: 1,979 TFLOPS without sparsity,
+#: 3,958 with); an A100 has no FP8 tensor cores.
+FP8_PEAK_FLOPS: dict[str, float] = {"H100": 1979e12, "H200": 1979e12}
 #: Device memory bandwidth, bytes per second (NVIDIA datasheets, SXM parts): A100 80GB 2,039 GB/s
-#: (HBM2e), H100 3.35 TB/s (HBM3), H200 4.8 TB/s (HBM3e). No preset carries it
-#: (``Hardware.memory_bandwidth``); ``benchmarks/published/compare.py`` gives it to the A100 runs.
+#: (HBM2e; the 40GB part 1,555), H100 3.35 TB/s (HBM3), H200 4.8 TB/s (HBM3e); torchtitan's
+#: Grand Teton H100 (96GB HBM2e) 2.4 TB/s, its benchmark's "Hardware" section
+#: (benchmarks/llama3_h100_202412_torchtitan.md).
 HBM_BANDWIDTH: dict[str, float] = {"A100": 2.039e12, "H100": 3.35e12, "H200": 4.8e12}
+GRAND_TETON_HBM_BANDWIDTH = 2.4e12
 
 
 #: An "80GB" A100 or H100 has 80 GiB of HBM: 85.9e9 bytes (nvidia-smi shows 81,559 MiB usable).
 HBM_80GB = 80 * 2**30
 #: The H200's "141GB", read the same way: 141 GiB (nvidia-smi shows 143,771 MiB usable).
 HBM_141GB = 141 * 2**30
+#: The Grand Teton H100's "96GB HBM2e", read the same way: 96 GiB.
+HBM_96GB = 96 * 2**30
+
+
+def _device(name: str) -> dict[str, float | None]:
+    """What a preset's GPU (its name's first word: "h100-nvlink-ib" -> H100) brings to the
+    roofline: its HBM bandwidth (``HBM_BANDWIDTH``) and its FP8 peak over its bf16 peak."""
+    gpu = name.split("-")[0].upper()
+    fp8 = FP8_PEAK_FLOPS.get(gpu)
+    return {
+        "memory_bandwidth": HBM_BANDWIDTH.get(gpu),
+        "fp8_speedup": None if fp8 is None else fp8 / PEAK_FLOPS[gpu],
+    }
 
 
 def _cluster(
@@ -256,6 +311,7 @@ def _cluster(
         gpus_per_node=8,
         source=source + "; 8 GPUs per node on NVLink (DGX), nodes joined by InfiniBand",
         host_link=host,
+        **_device(name),  # type: ignore[arg-type]
     )
 
 
@@ -271,6 +327,7 @@ def _one_node(
         source=source + "; every device in one node on NVLink (a real node holds 8 GPUs: past 8 "
         "an idealization, as if the network were NVLink)",
         host_link=host,
+        **_device(name),  # type: ignore[arg-type]
     )
 
 
@@ -291,6 +348,20 @@ HARDWARE: dict[str, Hardware] = {
     "h200-nvlink": _one_node(
         "h200-nvlink", 0.4 * PEAK_FLOPS["H200"], _H200, NVLINK4, PCIE5, HBM_141GB
     ),
+    # torchtitan's benchmark machine (benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"):
+    # 8 H100s a host on NVLink, 96GB HBM2e at 2.4 TB/s, 400 Gb/s RDMA per GPU, 500 W.
+    "h100-grand-teton": replace(
+        _cluster(
+            "h100-grand-teton",
+            0.35 * PEAK_FLOPS["H100"],
+            _GRAND_TETON,
+            NVLINK4,
+            IB_NDR,
+            PCIE5,
+            HBM_96GB,
+        ),
+        memory_bandwidth=GRAND_TETON_HBM_BANDWIDTH,
+    ),  # fmt: skip
     # Measured, not published: `placement-edu calibrate` prints this line (docs/calibration.md).
     "this_machine": Hardware(
         "this_machine",
