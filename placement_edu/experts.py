@@ -110,6 +110,12 @@ class MoESpec(IdealSlices):
 
     # --- parameters (elements) --------------------------------------------------------------
     @property
+    def lookup_params(self) -> int:
+        """Parameters read by lookup (``Model.lookup_params``): none counted apart, the FLOPs count
+        Ψ_active (``timing.flops_per_token``)."""
+        return 0
+
+    @property
     def kv_width(self) -> int:
         """K·h/a: the width of the key (and of the value) projection's output."""
         return self.kv_heads * (self.hidden // self.heads)

@@ -181,7 +181,7 @@ class Comparison:
         first = self.reports[0]
         name = first.model.name  # a bare Ψ's (per_layer_model) already starts with its Ψ
         model = f"{name} " if name and not name.startswith("Ψ = ") else ""
-        layers = getattr(first.model, "layers", 1)
+        layers = first.model.layers
         within = f" in {layers} layers" if layers > 1 else ""
         names = ", ".join(r.strategy.name for r in self.reports)
         return (

@@ -1,7 +1,8 @@
 """Model specifications: how big each state is before any placement divides it.
 
-Three kinds, simplest first (a module each: ``ideal``, ``transformer``, ``concrete``; ``splits``
-says how any of them divides into units, stages and heads, ``shapes`` resolves a bare Ψ):
+Three kinds, simplest first, a module each (``ideal``, ``transformer``, ``concrete``); ``splits``
+says how any of them divides into units, stages and heads, ``shapes`` resolves a bare Ψ, and
+``protocol`` holds the ``Model`` every derivation reads:
 - ``ModelSpec``: abstract, Ψ parameters (what the ZeRO paper's tables use); ideal slices Ψ/N.
 - ``TransformerSpec``: layers, hidden, heads, ffn, sequence, vocab, micro-batch; parameter count
   and the activation terms of Korthikanti et al. 2022 (SPEC §3).
@@ -18,6 +19,7 @@ from placement_edu.models.splits import (
     prefetched_window,
     per_layer_units,
     stage_units,
+    Heads,
     listed_units,
     heads_divide,
     tensor_divides_heads,
@@ -42,8 +44,10 @@ from placement_edu.models.concrete import (
     Parametrized,
     ConcreteModel,
 )
+from placement_edu.models.protocol import Model, NoAttention
 from placement_edu.models.shapes import (
-    Model,
+    ModelOrPsi,
+    Shape,
     SHAPES,
     nearest_shape,
     per_layer_model,

@@ -10,7 +10,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from placement_edu.errors import expect
-from placement_edu.models.splits import Number, UnitRun, unit_runs_of, stage_layers
+from placement_edu.models.protocol import NoAttention
+from placement_edu.models.splits import Number, UnitRun, stage_layers, unit_runs_of
 
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
@@ -62,7 +63,7 @@ class Parametrized(Protocol):
 
 
 @dataclass(frozen=True)
-class ConcreteModel:
+class ConcreteModel(NoAttention):
     """The exact parameter tensors of a model, and the sharding rule its data axis follows.
 
     ``rule="zero"``: all local tensors flattened into one buffer padded to a multiple of N, equal

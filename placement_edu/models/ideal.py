@@ -10,7 +10,8 @@ from fractions import Fraction
 from typing import Mapping
 
 from placement_edu.errors import non_negative_int, positive_int
-from placement_edu.models.splits import Number, UnitRun, per_layer_units, stage_units, listed_units
+from placement_edu.models.protocol import NoAttention
+from placement_edu.models.splits import Number, UnitRun, listed_units, per_layer_units, stage_units
 
 
 class IdealSlices:
@@ -69,7 +70,7 @@ class IdealSlices:
 
 
 @dataclass(frozen=True)
-class ModelSpec(IdealSlices):
+class ModelSpec(NoAttention, IdealSlices):
     """An abstract model of ``psi`` parameters.
 
     ``layers``: units the parameters are split into (pipeline stages take whole layers).

@@ -4,23 +4,22 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Union
+from typing import Any, Union
 
 from placement_edu.errors import PlacementError, positive_int
-from placement_edu.models.ideal import IdealSlices, ModelSpec
-from placement_edu.models.transformer import TransformerSpec
 from placement_edu.models.concrete import ConcreteModel
+from placement_edu.models.ideal import IdealSlices, ModelSpec
+from placement_edu.models.protocol import Model
+from placement_edu.models.transformer import TransformerSpec
 
-if TYPE_CHECKING:
-    from placement_edu.experts import MoESpec  # (experts.py builds on the models)
-
-
-Model = Union[ModelSpec, TransformerSpec, ConcreteModel, "MoESpec"]
-
+#: What ``as_model`` takes: a model, or Ψ (a number of parameters).
+ModelOrPsi = Union[Model, int, float]
+#: A published shape: (name, layers L, hidden h, heads a, sequence s, vocabulary V, source).
+Shape = tuple[str, int, int, int, int, int, str]
 
 # --- the abstract model of a bare Ψ -------------------------------------------------------------
 #: Published shapes (name, layers L, hidden h, heads a, sequence s, vocabulary V, source).
-SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
+SHAPES: tuple[Shape, ...] = (
     ("GPT-2 small", 12, 768, 12, 1024, 50257, "Radford et al. 2019"),
     ("GPT-2 XL", 48, 1600, 25, 1024, 50257, "Radford et al. 2019"),
     ("Llama-2-7B", 32, 4096, 32, 4096, 32000, "Touvron et al. 2023, Table 1 and §2.2"),
@@ -31,12 +30,12 @@ SHAPES: tuple[tuple[str, int, int, int, int, int, str], ...] = (
 )
 
 
-def nearest_shape(psi: int) -> tuple[str, int, int, int, int, int, str]:
+def nearest_shape(psi: int) -> Shape:
     """The published shape (a row of ``SHAPES``) whose GPT-style model (f = 4h) is nearest to
     ``psi`` parameters, by ratio."""
     psi = positive_int("number of parameters (psi)", psi)
 
-    def gpt_style_psi(shape) -> int:
+    def gpt_style_psi(shape: Shape) -> int:
         _, layers, h, a, s, v, _ = shape
         return TransformerSpec(layers=layers, hidden=h, heads=a, seq=s, vocab=v).psi
 
@@ -55,7 +54,7 @@ def per_layer_model(psi: int) -> ModelSpec:
     )
 
 
-def as_model(model) -> Model:
+def as_model(model: ModelOrPsi | Any) -> Model:
     """A model, or Ψ (a number) for the abstract one of ``per_layer_model`` (Ψ in the layers of
     the nearest published shape, gathered a layer at a time); anything else is refused by name."""
     if isinstance(model, (IdealSlices, ConcreteModel)):  # MoESpec (experts.py) is IdealSlices

@@ -5,7 +5,7 @@ definition for every model kind (``ideal``, ``transformer``, ``concrete``) and f
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 from placement_edu.errors import MAX_LISTED_OPS, PlacementError, expect
 
@@ -70,29 +70,38 @@ def listed_units(runs: list[UnitRun]) -> list[Number]:
     return [size for size, times in runs for _ in range(times)]
 
 
-def heads_divide(model: object, tensor: int) -> bool:
+class Heads(Protocol):
+    """Anything a tensor axis splits by attention heads: a model (``protocol.Model``), or the
+    runtime's toy shapes. None: no attention, nothing to split by heads."""
+
+    @property
+    def heads(self) -> int | None: ...
+
+    @property
+    def kv_heads(self) -> int | None: ...
+
+
+def heads_divide(model: Heads, tensor: int) -> bool:
     """Whether ``tensor`` ranks can each hold whole attention heads of ``model`` -- and, under
     grouped-query attention, whole key-value heads (Megatron asserts num_query_groups % t == 0):
     the rule that ``tensor_divides_heads`` enforces and the planner's search keeps to (True for a
     model without heads)."""
-    heads = getattr(model, "heads", None)
-    if not isinstance(heads, int) or tensor < 1:
+    heads, kv_heads = model.heads, model.kv_heads or model.heads
+    if heads is None or kv_heads is None or tensor < 1:
         return True
-    kv_heads = getattr(model, "kv_heads", heads)
     return heads % tensor == 0 and kv_heads % tensor == 0
 
 
-def tensor_divides_heads(model: object, tensor: int) -> None:
+def tensor_divides_heads(model: Heads, tensor: int) -> None:
     """Refuse a tensor degree that does not divide the model's attention heads: Megatron's tensor
     parallelism gives each tensor rank whole heads (Q, K and V split by head), so t must divide a.
 
     The one rule for the analyses (``analyze``, ``check``, Megatron's estimate) and the runs alike;
     ``model`` is anything with ``heads`` (a ``TransformerSpec``, the runtime's toy transformer) --
     a model without heads (Ψ alone, a list of tensors) has nothing to refuse here."""
-    if heads_divide(model, tensor):
+    heads, kv_heads = model.heads, model.kv_heads or model.heads
+    if heads is None or kv_heads is None or heads_divide(model, tensor):
         return
-    heads = getattr(model, "heads")
-    kv_heads = getattr(model, "kv_heads", heads)
     if heads % tensor == 0:  # the key-value heads do not split
         raise PlacementError(
             f"tensor degree {tensor:,} does not divide the {kv_heads:,} key-value heads; expected "

@@ -58,11 +58,10 @@ def context_degree(mesh: Mesh) -> int:
 def kv_fraction(model: Model) -> Fraction:
     """h_kv / h: how wide keys (and values) are next to the hidden size -- K/a under grouped-query
     attention (K key-value heads of a), 1 for multi-head attention or a model without heads."""
-    heads = getattr(model, "heads", None)
-    if not isinstance(heads, int):
+    heads = model.heads
+    if heads is None:
         return Fraction(1)
-    kv_heads: int = getattr(model, "kv_heads", 0) or heads
-    return Fraction(kv_heads, heads)
+    return Fraction(model.kv_heads or heads, heads)
 
 
 def context_applies(strategy: Any, model: Model, mesh: Mesh, tensor: int) -> None:
@@ -80,15 +79,15 @@ def context_applies(strategy: Any, model: Model, mesh: Mesh, tensor: int) -> Non
         "sequence (no boundary_elements b·s·h); give a transformer (--layers --hidden --heads "
         "--seq --vocab) or drop the context axis",
     )
-    seq = getattr(model, "seq", None)
-    if isinstance(seq, int) and seq % c:
+    seq = model.seq
+    if seq is not None and seq % c:
         raise PlacementError(
             f"context degree {c:,} does not divide the sequence of {seq:,} tokens; expected a "
             f"divisor of {seq:,}, because each context rank holds an equal chunk of s/c tokens"
         )
-    heads = getattr(model, "heads", None)
-    if attention == "ulysses" and isinstance(heads, int):
-        kv_heads = getattr(model, "kv_heads", 0) or heads
+    heads = model.heads
+    if attention == "ulysses" and heads is not None:
+        kv_heads = model.kv_heads or heads
         for what, count in (("attention heads", heads), ("key-value heads", kv_heads)):
             if count % (c * tensor):
                 raise PlacementError(
@@ -182,7 +181,7 @@ def context_attention_collectives(dev: Any, phase: str) -> list[Op | Repeat]:
     context_applies(dev.strategy, dev.model, dev.mesh, dev.tensor)
     layers = len(stage_layers(dev.model.layers, dev.stages, dev.stage))
     kinds = [phase]
-    if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
+    if phase == "backward" and dev.model.recompute == "full":
         kinds = ["forward (recomputed)", "backward"]
     ops: list[Op | Repeat] = []
     for kind in kinds:

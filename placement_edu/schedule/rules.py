@@ -403,7 +403,7 @@ def tensor_parallel_collectives(dev: Device, phase: str) -> list[Op | Repeat]:
     )
     size = dev.boundary
     passes = ["forward"] if phase == "forward" else ["backward"]
-    if phase == "backward" and getattr(dev.model, "recompute", "none") in (True, "full"):
+    if phase == "backward" and dev.model.recompute == "full":
         passes = ["forward (recomputed)", "backward"]
     ops: list[Op | Repeat] = []
     for kind in passes:  # the blocks of a pass: a run of equal units, held once

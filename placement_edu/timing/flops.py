@@ -16,7 +16,7 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.experts import has_experts
 from placement_edu.gemm import gemm_factor
 from placement_edu.float8 import Float8
-from placement_edu.models import TransformerSpec, as_model, every_kth
+from placement_edu.models import Model, TransformerSpec, as_model, every_kth
 from placement_edu.roofline import (
     EAGER_ATTENTION_BYTES,
     SOFTMAX_BYTES,
@@ -67,21 +67,20 @@ def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
     # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py); a
     # Llama's untied input embedding is a lookup, no FLOPs (``TransformerSpec.lookup_params``)
     psi = model.active_psi if has_experts(model) else model.psi
-    psi -= getattr(model, "lookup_params", 0)
+    psi -= model.lookup_params
     attention = attention_flops_per_token(psi_or_model)
     forward = 2 * psi + attention["forward"]
     replayed = replayed_share(model, recompute, forward, attention["forward"])
     return {"forward": forward, "backward": 4 * psi + attention["backward"] + replayed, "step": 0}
 
 
-def replayed_share(model: object, recompute: str, forward: int, attention: int) -> int:
+def replayed_share(model: Model, recompute: str, forward: int, attention: int) -> int:
     """Forward FLOPs recomputation replays in backward, per token: none; core attention's under
     "selective"; the whole ``forward`` under "full"; under torchtitan's layer:K the checkpointed
     layers' share of it, L // K of the L layers (rounded down to a whole FLOP)."""
     every = every_kth(recompute)
     if every:
-        layers = getattr(model, "layers", 1)
-        return forward * (layers // every) // layers
+        return forward * (model.layers // every) // model.layers
     return {"none": 0, "selective": attention, "full": forward}[recompute]
 
 

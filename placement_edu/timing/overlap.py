@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 from placement_edu.errors import expect, positive_int
 from placement_edu.names import Word
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import as_model, stage_units
+from placement_edu.models import Model, as_model, stage_units
 from placement_edu.placement import BATCH_AXES, GATHERED, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
@@ -100,10 +100,9 @@ class Overlapped:
         return self.seconds / self.units
 
 
-def units_on_stage(model, stages: int) -> int:
+def units_on_stage(model: Model, stages: int) -> int:
     """Gather units (FSDP's wrapped layers) on rank 0's pipeline stage (``stage_units``)."""
-    units, layers = getattr(model, "gather_units", 1), getattr(model, "layers", 1)
-    return stage_units(units, layers, stages, 0)
+    return stage_units(model.gather_units, model.layers, stages, 0)
 
 
 def overlapped(

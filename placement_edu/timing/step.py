@@ -121,7 +121,7 @@ def step_time(
             "leave tokens_per_device out",
         )
     schedule = schedule or derive_schedule(strategy, model, mesh, precision)
-    recompute = getattr(model, "recompute", "none")
+    recompute = model.recompute
     tensor = model_axis_degree(strategy, mesh, "tensor")
     paced = 1 if strategy.balanced_stages else model_axis_degree(strategy, mesh, "pipeline")
     compute = compute_time(
@@ -205,10 +205,7 @@ def compute_bound_tokens(
         "on an abstract ModelSpec); for tensor parallelism use tp_compute_bound",
     )
     comm = comm_time(derive_schedule(strategy, model, mesh, get_precision(precision)), hw, mesh)
-    per_token = {
-        p: f / hw.flops
-        for p, f in flops_per_token(model.psi, getattr(model, "recompute", "none")).items()
-    }
+    per_token = {p: f / hw.flops for p, f in flops_per_token(model.psi, model.recompute).items()}
     if overlap == Overlap.NONE:
         return sum(comm.values()) / sum(per_token.values())
     expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")

@@ -40,6 +40,15 @@ class MLPShape:
     width: int = 12
     layers: int = 4
 
+    @property
+    def heads(self) -> None:
+        """No attention: nothing for a tensor axis to split by heads (``models.Heads``)."""
+        return None
+
+    @property
+    def kv_heads(self) -> None:
+        return None
+
     def named_parameters(self) -> Iterator[tuple[str, Parameter]]:
         """In the order torch's ``TinyMLP.named_parameters`` lists them."""
         for i in range(self.layers):
@@ -62,6 +71,11 @@ class BlockShape:
     heads: int = 4
     ffn: int = 16
     seq: int = 4
+
+    @property
+    def kv_heads(self) -> int:
+        """Multi-head attention: a key-value head per head (``models.Heads``)."""
+        return self.heads
 
     def named_parameters(self) -> Iterator[tuple[str, Parameter]]:
         """In the order torch's ``TinyTransformer.named_parameters`` lists them."""
