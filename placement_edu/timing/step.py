@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
@@ -32,6 +32,9 @@ from placement_edu.timing.overlap import (
     overlapped,
 )
 from placement_edu.shown import Shown
+
+if TYPE_CHECKING:
+    from placement_edu.setting import Setting
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,11 @@ def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
 
 
 def step_time(
-    strategy: str | Strategy,
-    model,
-    mesh: Mesh | str,
-    precision: str | Precision,
-    hw: str | Hardware,
+    strategy: str | Strategy | Setting,
+    model: Model | int | float | None = None,
+    mesh: Mesh | str | None = None,
+    precision: str | Precision = "mixed_adam",
+    hw: str | Hardware = "h100-nvlink-ib",
     tokens_per_device: float | Fraction | None = None,
     overlap: str = "none",
     micro_batches: int | None = None,
@@ -96,10 +99,21 @@ def step_time(
     ``tokens_per_device``: the global batch's tokens ÷ the number of devices (the JAX scaling
     book's B/N). For a TransformerSpec its shape fixes them (``tokens_of``); give None to use
     that, or the same number. ``micro_batches``: m (default: the strategy's). ``schedule``: an
-    already derived schedule for exactly these arguments (the planner reuses one)."""
-    strategy, model, mesh = get_strategy(strategy), as_model(model), as_mesh(mesh)
+    already derived schedule for exactly these arguments (the planner reuses one). ``strategy``
+    may be a ``Setting`` (``setting.resolve``); the other forms are resolved into one here, once."""
+    from placement_edu.setting import Setting, resolve  # (the door imports timing's presets)
+
+    door = (
+        strategy if isinstance(strategy, Setting) else resolve(strategy, model, mesh, precision, hw)
+    )
+    expect(
+        door.strategy is not None and door.model is not None and door.mesh is not None,
+        "step_time needs a strategy, a model and a mesh (e.g. data=8)",
+    )
+    assert door.strategy is not None and door.model is not None and door.mesh is not None
+    strategy, model, mesh = door.strategy, door.model, door.mesh
+    precision, hw = door.precision, door.hardware
     tensor_divides_heads(model, model_axis_degree(strategy, mesh, "tensor"))
-    precision, hw = get_precision(precision), get_hardware(hw)
     if micro_batches is not None:
         strategy = strategy.with_(micro_batches=micro_batches)
     fixed = tokens_of(model, strategy, mesh)
