@@ -28,6 +28,7 @@ from placement_edu.errors import (
     MAX_PARAMS,
     PlacementError,
     expect,
+    kv_heads_of,
     positive_int,
     show_limit,
     shown,
@@ -63,13 +64,7 @@ class Architecture:
         )
         for field in ("layers", "hidden", "heads", "ffn", "vocab"):
             positive_int(field, getattr(self, field))
-        if self.kv_heads == 0:
-            object.__setattr__(self, "kv_heads", self.heads)
-        expect(
-            self.hidden % self.heads == 0 and self.heads % self.kv_heads == 0,
-            f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads "
-            f"({self.kv_heads})",
-        )
+        object.__setattr__(self, "kv_heads", kv_heads_of(self.hidden, self.heads, self.kv_heads))
         expect(0.0 <= self.dropout < 1.0, f"dropout is a probability in [0, 1), got {self.dropout}")
 
     @property

@@ -91,6 +91,17 @@ def positive_int(name: str, value: object) -> int:
     return number
 
 
+def kv_heads_of(hidden: int, heads: int, kv_heads: int) -> int:
+    """The key-value heads of a model ``hidden`` wide with ``heads`` query heads (``kv_heads`` 0:
+    one per query head), checked: the heads divide the width, the key-value heads the heads."""
+    kv_heads = kv_heads or heads
+    expect(
+        hidden % heads == 0 and heads % kv_heads == 0,
+        f"hidden ({hidden}) must divide by heads ({heads}), heads by kv_heads ({kv_heads})",
+    )
+    return kv_heads
+
+
 def an_int(name: str, value: object) -> int:
     """Return value if it is an int (numpy's too): never a bool, never a float, even a whole one.
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Mapping, TypeGuard
 
-from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.errors import PlacementError, expect, kv_heads_of, positive_int
 from placement_edu.models.ideal import IdealSlices
 from placement_edu.models.splits import Number, stage_layers
 from placement_edu.placement import EXPERT_AXIS
@@ -83,13 +83,7 @@ class MoESpec(IdealSlices):
         for name in ("layers", "hidden", "heads", "ffn", "vocab", "experts", "top_k", "seq"):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         object.__setattr__(self, "micro_batch", positive_int("micro_batch", self.micro_batch))
-        if self.kv_heads == 0:
-            object.__setattr__(self, "kv_heads", self.heads)
-        expect(
-            self.hidden % self.heads == 0 and self.heads % self.kv_heads == 0,
-            f"hidden ({self.hidden}) must divide by heads ({self.heads}), heads by kv_heads "
-            f"({self.kv_heads})",
-        )
+        object.__setattr__(self, "kv_heads", kv_heads_of(self.hidden, self.heads, self.kv_heads))
         expect(
             self.top_k <= self.experts,
             f"top_k ({self.top_k}) cannot exceed the number of experts ({self.experts}): a token "
