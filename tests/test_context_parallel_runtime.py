@@ -39,6 +39,31 @@ def test_the_toy_attention_layer_runs_as_the_core_derives_and_as_one_process(
     assert sizes == ({2048 // ranks} if attention == "ring" else {3072 // ranks, 1024 // ranks})
 
 
+@pytest.mark.parametrize("ranks,seq", [(2, 8), (4, 16)])
+def test_zig_zag_chunks_send_the_same_messages_and_even_the_causal_work(
+    ranks: int, seq: int
+) -> None:
+    """Rank i holds chunks i and 2c - 1 - i of 2c (Megatron-Core's load balancing): the ledger is
+    the contiguous ring's, the layer equals one process, and every rank computes as many
+    query-key pairs. A query at position p attends to p + 1 keys, so a rank's pairs are the sum
+    of p + 1 over the tokens it holds: m²·(its causal blocks, ``long_context.causal_blocks``) + m
+    for chunks of m = s/2c tokens (each of its two chunks' diagonals holds m(m + 1)/2 pairs)."""
+    from placement_edu.long_context import causal_blocks
+
+    m = seq // (2 * ranks)
+    for zigzag in (False, True):
+        run = ContextRun("ring", ranks, seq=seq, zigzag=zigzag)
+        measured = launch(run)
+        pairs = [r["pairs"] for r in measured]
+        for result in measured:
+            assert result["ledger"] == run.predicted()
+            assert result["deviation"] < 1e-12
+        assert pairs == [sum(p + 1 for p in run.held(k)) for k in range(ranks)]
+        assert pairs == [m * m * blocks + m for blocks in causal_blocks(ranks, zigzag)]
+        assert sum(pairs) == seq * (seq + 1) // 2
+        assert (len(set(pairs)) == 1) is zigzag  # contiguous: the last rank does the most
+
+
 def test_a_run_the_core_cannot_derive_is_refused_before_any_rank_starts() -> None:
     from placement_edu.errors import PlacementError
 

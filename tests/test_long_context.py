@@ -57,7 +57,7 @@ def test_every_row_of_13s_table_hides_by_both_conditions_or_by_neither():
     """13 §4: the time model hides the ring's sends under the whole pass; the round-by-round
     condition is stricter. The sentence says every printed row meets both or neither."""
     cells = json.loads(NOTEBOOK.read_text())["cells"]
-    text = " ".join(
+    text = "".join(  # a cell's printout may come in several stream outputs: join them as printed
         "".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c["outputs"]
     )
     rows = 0
@@ -123,3 +123,22 @@ def test_the_theorys_context_axis_states_the_packages_thresholds():
     assert contiguous[-1] / contiguous[0] == 2 * 8 - 1  # "the last rank does 2c − 1 times"
     assert "the last rank does 2c − 1 times the first's work" in theory
     assert "| c, e | degrees of the context axis" in theory
+
+
+def test_a_zig_zag_run_holds_chunks_i_and_2c_minus_1_minus_i():
+    from placement_edu.runtime.axes.context_config import ContextRun
+
+    run = ContextRun("ring", 4, seq=16, zigzag=True)
+    assert [run.held(i) for i in range(4)] == [
+        [0, 1, 14, 15],
+        [2, 3, 12, 13],
+        [4, 5, 10, 11],
+        [6, 7, 8, 9],
+    ]
+    assert ContextRun("ring", 4, seq=16).held(1) == [4, 5, 6, 7]
+    for refused, said in (
+        (ContextRun("ulysses", 2, zigzag=True), "zig-zag chunks balance the ring's causal work"),
+        (ContextRun("ring", 4, seq=12, zigzag=True), "2c = 8 chunks, which must divide s = 12"),
+    ):
+        with pytest.raises(PlacementError, match=said):
+            refused.validate()

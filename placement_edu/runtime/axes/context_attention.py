@@ -4,7 +4,10 @@ ranks, each holding s/c tokens of every sequence, both ways the core derives
 
 - ``ring``: Liu et al. 2023's ring attention. Forward: each rank starts with its own K/V chunk
   and passes the chunk in hand to the next rank (c - 1) rounds; each block merges into the output
-  by its log-sum-exp (FlashAttention's online softmax), blocks above the causal diagonal skipped.
+  by its log-sum-exp (FlashAttention's online softmax), its pairs above the causal diagonal masked
+  by their positions and a block with none left skipped. The chunks are contiguous, or zig-zag
+  (``ContextRun.zigzag``: rank i holds chunks i and 2c - 1 - i of 2c, and every rank computes as
+  many query-key pairs, ``Ledger.pairs``).
   Backward: the chunks go round again; each chunk's dK/dV travels beside it from its first
   visitor on, summing every rank's part, and the last visitor sends it home.
 - ``ulysses``: Jacobs et al. 2023. An all-to-all turns Q, K, V from s/c tokens × a heads into
@@ -89,10 +92,12 @@ def reference(run: ContextRun) -> dict[str, torch.Tensor]:
 # --- the ledger and the ring's messages --------------------------------------------------------
 @dataclass
 class Ledger:
-    """Every context-axis op this rank issues, and the pass it runs in."""
+    """Every context-axis op this rank issues, and the pass it runs in; ``pairs``: the query-key
+    pairs its forward attention computes, for one sequence and one head (the causal work)."""
 
     phase: str = "forward"
     entries: list[Key] = field(default_factory=list)
+    pairs: int = 0
 
     def note(self, op: str, tensor: torch.Tensor) -> None:
         size = tensor.numel() * tensor.element_size()
@@ -112,15 +117,22 @@ def pass_on(ledger: Ledger, tensor: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def block(q: torch.Tensor, kv: torch.Tensor, diagonal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_mask(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Which (query, key) pairs the causal mask removes: a key after the query, by position."""
+    return keys[None, :] > queries[:, None]
+
+
+def block(
+    q: torch.Tensor, kv: torch.Tensor, masked: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of the queries ``q`` on one K/V chunk: (its normalised output, its log-sum-exp
-    per query). ``diagonal``: the chunk is the queries' own, so the causal mask applies inside."""
+    per query), the pairs ``masked`` left out. A query with every key masked (a zig-zag block) has
+    a log-sum-exp of -inf and contributes nothing when merged."""
     scores = q @ kv[0].transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if diagonal:
-        s = scores.shape[-1]
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    scores = scores.masked_fill(masked, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
-    return torch.exp(scores - lse[..., None]) @ kv[1], lse
+    weights = torch.exp(scores - lse[..., None]).nan_to_num(0.0)  # -inf - -inf: no key, no weight
+    return weights @ kv[1], lse
 
 
 def block_grads(
@@ -129,15 +141,12 @@ def block_grads(
     out: torch.Tensor,
     lse: torch.Tensor,
     dout: torch.Tensor,
-    diagonal: bool,
+    masked: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention's backward on one block: (dq's part, the chunk's [dK, dV] part), from the
     whole row's output and log-sum-exp (Dao et al. 2022, Algorithm 4)."""
     scale = 1 / math.sqrt(q.shape[-1])
-    scores = q @ kv[0].transpose(-1, -2) * scale
-    if diagonal:
-        s = scores.shape[-1]
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    scores = (q @ kv[0].transpose(-1, -2) * scale).masked_fill(masked, float("-inf"))
     p = torch.exp(scores - lse[..., None])
     ds = p * (dout @ kv[1].transpose(-1, -2) - (dout * out).sum(-1, keepdim=True))
     return ds @ kv[0] * scale, torch.stack(
@@ -150,29 +159,40 @@ class RingAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger
+        ctx: FunctionCtx,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        ledger: Ledger,
+        held: list[torch.Tensor],
     ) -> torch.Tensor:
         rank, c = dist.get_rank(), dist.get_world_size()
         kv = torch.stack((k, v))
-        out, lse = block(q, kv, diagonal=True)  # the own chunk: the causal diagonal
+        masked = causal_mask(held[rank], held[rank])  # the own chunk: the causal diagonal
+        out, lse = block(q, kv, masked)
+        ledger.pairs = int((~masked).sum())
         for r in range(1, c):
-            kv = pass_on(ledger, kv)  # now chunk rank - r (mod c)
-            if (rank - r) % c < rank:  # before the queries: every key counts; after: masked out
-                o, l = block(q, kv, diagonal=False)
-                both = torch.logaddexp(lse, l)
-                out = out * torch.exp(lse - both)[..., None] + o * torch.exp(l - both)[..., None]
-                lse = both
+            kv = pass_on(ledger, kv)  # now rank - r's chunk (mod c)
+            masked = causal_mask(held[rank], held[(rank - r) % c])
+            if masked.all():  # every key after every query: nothing to compute
+                continue
+            o, l = block(q, kv, masked)
+            ledger.pairs += int((~masked).sum())
+            both = torch.logaddexp(lse, l)
+            out = out * torch.exp(lse - both)[..., None] + o * torch.exp(l - both)[..., None]
+            lse = both
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.ledger = ledger  # type: ignore[attr-defined]
+        ctx.ledger, ctx.held = ledger, held  # type: ignore[attr-defined]
         return out
 
     @staticmethod
     def backward(ctx: FunctionCtx, dout: torch.Tensor) -> tuple[Any, ...]:
         q, k, v, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
         ledger: Ledger = ctx.ledger  # type: ignore[attr-defined]
+        held: list[torch.Tensor] = ctx.held  # type: ignore[attr-defined]
         rank, c = dist.get_rank(), dist.get_world_size()
         kv = torch.stack((k, v))
-        dq, home = block_grads(q, kv, out, lse, dout, diagonal=True)
+        dq, home = block_grads(q, kv, out, lse, dout, causal_mask(held[rank], held[rank]))
         travelling = torch.zeros_like(kv)
         for r in range(1, c):
             kv = pass_on(ledger, kv)
@@ -180,15 +200,19 @@ class RingAttention(torch.autograd.Function):
                 travelling = pass_on(ledger, travelling)
             else:
                 travelling = torch.zeros_like(kv)
-            if (rank - r) % c < rank:
-                dq_part, dkv = block_grads(q, kv, out, lse, dout, diagonal=False)
+            masked = causal_mask(held[rank], held[(rank - r) % c])
+            if not masked.all():
+                dq_part, dkv = block_grads(q, kv, out, lse, dout, masked)
                 dq, travelling = dq + dq_part, travelling + dkv
         dkv = home + pass_on(ledger, travelling)  # the last visitor sends each chunk's dK/dV home
-        return dq, dkv[0], dkv[1], None
+        return dq, dkv[0], dkv[1], None, None
 
 
-def ring(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger) -> torch.Tensor:
-    out = RingAttention.apply(q, k, v, ledger)
+def ring(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger, held: list[torch.Tensor]
+) -> torch.Tensor:
+    """``RingAttention``: ``held[j]``, the token positions rank j holds."""
+    out = RingAttention.apply(q, k, v, ledger, held)
     assert isinstance(out, torch.Tensor)
     return out
 
@@ -215,9 +239,12 @@ def exchange(blocks: torch.Tensor, ledger: Ledger) -> torch.Tensor:
     return out
 
 
-def ulysses(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger) -> torch.Tensor:
+def ulysses(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ledger: Ledger, held: list[torch.Tensor]
+) -> torch.Tensor:
     """Q, K, V (b, a, s/c, d) -> s tokens of a/c heads by one all-to-all, causal attention, and
-    the output back to s/c tokens of a heads by a second."""
+    the output back to s/c tokens of a heads by a second (contiguous chunks: ``held`` is rank
+    order)."""
     c = dist.get_world_size()
     b, a, sc, d = q.shape
     # (3, b, a, s/c, d) -> blocks by head group: (c, 3, b, a/c, s/c, d); block i to rank i
@@ -238,14 +265,15 @@ def run_rank(run: ContextRun) -> dict[str, Any]:
     deviation from ``reference`` (output, input gradient, weight gradients)."""
     rank, c = dist.get_rank(), dist.get_world_size()
     data, want = inputs(run), reference(run)
-    mine = slice(rank * run.seq // c, (rank + 1) * run.seq // c)
+    held = [torch.tensor(run.held(j)) for j in range(c)]
+    mine = held[rank]
     leaves = {
         n: t.clone().requires_grad_() for n, t in data.items() if n in ("wq", "wk", "wv", "wo")
     }
     x = data["x"][:, mine].clone().requires_grad_()
     ledger = Ledger()
     attend = {"ring": ring, "ulysses": ulysses}[run.attention]
-    out = layer(leaves, x, run.heads, lambda q, k, v: attend(q, k, v, ledger))
+    out = layer(leaves, x, run.heads, lambda q, k, v: attend(q, k, v, ledger, held))
     ledger.phase = "backward"
     # each rank's mean over its tokens; the gradient summed over context and divided once by c
     torch.nn.functional.mse_loss(out, data["y"][:, mine]).backward()
@@ -257,4 +285,4 @@ def run_rank(run: ContextRun) -> dict[str, Any]:
         dist.all_reduce(grad)  # SPEC §5: partial on context, summed once ...
         grad /= c  # ... and scaled once
         worst = max(worst, float((grad - want[f"d{name}"]).abs().max()))
-    return {"rank": rank, "ledger": ledger.entries, "deviation": worst}
+    return {"rank": rank, "ledger": ledger.entries, "deviation": worst, "pairs": ledger.pairs}

@@ -21,7 +21,10 @@ Key = tuple[str, str, int, int]
 @dataclass(frozen=True)
 class ContextRun:
     """The toy layer: ``batch`` sequences of ``seq`` tokens, width ``hidden``, ``heads`` heads,
-    float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or "ulysses")."""
+    float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or "ulysses").
+    ``zigzag`` (the ring only): the sequence cut into 2c chunks and rank i holding chunks i and
+    2c − 1 − i (Megatron-Core's load balancing), not chunk i of c: the same messages, and every
+    rank the same causal work (``held``)."""
 
     attention: str
     ranks: int
@@ -30,6 +33,7 @@ class ContextRun:
     hidden: int = 8
     heads: int = 4
     seed: int = 0
+    zigzag: bool = False
 
     def validate(self) -> None:
         """Refused in one line before any process starts: an unknown attention, fewer than 2
@@ -42,7 +46,27 @@ class ContextRun:
             positive_int("ranks", self.ranks) >= 2,
             f"a context-parallel run needs at least 2 ranks, got {self.ranks}",
         )
+        expect(
+            not self.zigzag or self.attention == "ring",
+            "zig-zag chunks balance the ring's causal work; Ulysses gathers whole heads and needs "
+            "none: give zigzag=False",
+        )
+        expect(
+            not self.zigzag or self.seq % (2 * self.ranks) == 0,
+            f"zig-zag cuts the sequence into 2c = {2 * self.ranks} chunks, which must divide "
+            f"s = {self.seq}",
+        )
         self.predicted()
+
+    def held(self, rank: int) -> list[int]:
+        """The token positions ``rank`` holds, in the order it holds them: chunk ``rank`` of c, or
+        under ``zigzag`` chunks ``rank`` and 2c − 1 − ``rank`` of 2c."""
+        if not self.zigzag:
+            size = self.seq // self.ranks
+            return list(range(rank * size, (rank + 1) * size))
+        size = self.seq // (2 * self.ranks)
+        chunks = (rank, 2 * self.ranks - 1 - rank)
+        return [k * size + i for k in chunks for i in range(size)]
 
     @property
     def world_size(self) -> int:
