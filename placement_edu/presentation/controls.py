@@ -23,21 +23,28 @@ def choice_slider(options: Sequence[Any], value: Any, description: str) -> Selec
     )
 
 
-def psi_slider(psi: float, lowest_exponent: int = 6, digits: int = 3) -> FloatLogSlider:
-    """Ψ, the model's parameter count, on a log scale from 10^``lowest_exponent`` to 10^12,
-    shown to ``digits`` significant digits; it answers when let go."""
+def log_slider(
+    value: float, lowest: float, highest: float, description: str, digits: int = 3
+) -> FloatLogSlider:
+    """A quantity on a log scale from 10^``lowest`` to 10^``highest``, shown to ``digits``
+    significant digits; it answers when let go."""
     import ipywidgets as w
 
     return w.FloatLogSlider(
-        value=psi,
+        value=value,
         base=10,
-        min=lowest_exponent,
-        max=12,
+        min=lowest,
+        max=highest,
         step=0.01,
-        description="Ψ (params)",
+        description=description,
         readout_format=f".{digits}g",
         continuous_update=False,
     )
+
+
+def psi_slider(psi: float, lowest_exponent: int = 6, digits: int = 3) -> FloatLogSlider:
+    """Ψ, the model's parameter count, on a log scale from 10^``lowest_exponent`` to 10^12."""
+    return log_slider(psi, lowest_exponent, 12, "Ψ (params)", digits)
 
 
 def devices_slider(

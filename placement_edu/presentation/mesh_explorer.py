@@ -21,7 +21,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.names import composed_name
 from placement_edu.placement import MODEL_STATES, Placement, State
-from placement_edu.presentation.controls import count_slider
+from placement_edu.presentation.controls import count_slider, devices_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import Report, analyze
@@ -155,13 +155,10 @@ class MeshExplorer(Explorer):
     ) -> None:
         import ipywidgets as w
 
-        def degree(label: str, value: int) -> w.SelectionSlider:
-            return w.SelectionSlider(
-                options=DEGREES, value=value, description=label, continuous_update=False
-            )
-
-        self.replica, self.data = degree("r (replica)", replica), degree("d (data)", data)
-        self.tensor, self.pipeline = degree("t (tensor)", tensor), degree("p (pipeline)", pipeline)
+        self.replica = devices_slider(DEGREES, replica, "r (replica)")
+        self.data = devices_slider(DEGREES, data, "d (data)")
+        self.tensor = devices_slider(DEGREES, tensor, "t (tensor)")
+        self.pipeline = devices_slider(DEGREES, pipeline, "p (pipeline)")
         self.micro_batches = count_slider(micro_batches, 1, 16, "m (micro-batches)")
         wide = w.Layout(width="420px")
         self.data_choice = w.Dropdown(

@@ -18,7 +18,12 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import ModelSpec, TransformerSpec
 from placement_edu.configuration import Choice
 from placement_edu.planner import Plan, default_transformer, plan
-from placement_edu.presentation.controls import devices_slider, psi_slider
+from placement_edu.presentation.controls import (
+    choice_slider,
+    devices_slider,
+    log_slider,
+    psi_slider,
+)
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import new_figure, png
 from placement_edu.timing import (
@@ -63,33 +68,9 @@ class TimeExplorer(Explorer):
         self.tp_model = TP_MODEL
         self.psi = self.tp_model.psi
         self.names = (*DATA_STRATEGIES, "tp")
-        self.bandwidth = w.FloatLogSlider(
-            value=bandwidth_gbs,
-            base=10,
-            min=0,
-            max=3,
-            step=0.01,
-            description="W (GB/s)",
-            readout_format=".3g",
-            continuous_update=False,
-        )
-        self.flops = w.FloatLogSlider(
-            value=tflops,
-            base=10,
-            min=1,
-            max=3.5,
-            step=0.01,
-            description="TFLOP/s",
-            readout_format=".3g",
-            continuous_update=False,
-        )
-        self.tokens = w.SelectionSlider(
-            options=TOKEN_CHOICES,
-            value=tokens,
-            description="tokens/device",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        self.bandwidth = log_slider(bandwidth_gbs, 0, 3, "W (GB/s)")
+        self.flops = log_slider(tflops, 1, 3.5, "TFLOP/s")
+        self.tokens = choice_slider(TOKEN_CHOICES, tokens, "tokens/device")
         self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
         self.figure = new_figure(11, 4.2)
         self.bars_ax, self.line_ax = self.figure.subplots(1, 2)
