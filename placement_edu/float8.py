@@ -107,6 +107,32 @@ def amax_all_reduce_bytes(model: TransformerSpec) -> int:
     return 4 * model.layers * len(linears(model))
 
 
+def saved_linear_inputs(model: TransformerSpec, recipe: Float8 | None) -> int:
+    """Bytes per token and layer that the block's Linears keep of their inputs for backward.
+
+    bf16 (no float8, or rowwise, whose ``manual_float8_matmul_with_args_in_hp`` saves
+    ``input_hp``): one bf16 tensor per distinct input, shared by the Linears that read it (autograd
+    saves a tensor once) -- a Llama block's norm output (wq, wk, wv), attention's output (wo), the
+    second norm's output (w1, w3) and SwiGLU's product (w2): 2·(3h + f). Tensorwise
+    (``manual_float8_matmul_with_args_in_float8`` saves ``input_fp8``): each Linear its own float8
+    copy, 1 B a value, shared by none -- 6h + f for a Llama block, less than bf16's though wq, wk
+    and wv each keep one (the 4-byte scales aside)."""
+    per_linear = [k for _, k, _ in linears(model)]
+    if recipe is not None and recipe.scaling == "tensorwise":
+        return sum(per_linear)
+    distinct = dict(_inputs(model))  # one entry per tensor, however many Linears read it
+    return 2 * sum(distinct.values())
+
+
+def _inputs(model: TransformerSpec) -> tuple[tuple[str, int], ...]:
+    """Each Linear's input tensor, named, with its width (Linears that share one name it alike)."""
+    if model.llama:
+        names = ("norm", "norm", "norm", "attention", "norm2", "norm2", "swiglu")
+    else:
+        names = ("norm", "attention", "norm2", "gelu")
+    return tuple(zip(names, [k for _, k, _ in linears(model)]))
+
+
 def amax_and_cast(width: int, fused: bool) -> int:
     """Bytes per token of casting a bf16 row of ``width`` values to float8 with a dynamic scale.
     Eager: ``abs`` (read 2, write 2), ``max`` (read 2), then ``x * scale``, ``clamp`` (read 2,

@@ -17,6 +17,7 @@ from placement_edu.float8 import (
     converted_params,
     linears,
     mfu_under_float8,
+    saved_linear_inputs,
 )
 from placement_edu.models import TransformerSpec
 from placement_edu.timing.hardware import FP8_PEAK_FLOPS, PEAK_FLOPS
@@ -88,3 +89,12 @@ def test_the_fp8_peak_is_twice_bf16s_on_an_h100() -> None:
     assert mfu_under_float8(5762 * flops, 1.0, PEAK_FLOPS["H100"]) == pytest.approx(
         0.3374, abs=1e-4
     )
+
+
+def test_the_saved_linear_inputs_float8_keeps() -> None:
+    # torchao eab345c: tensorwise saves each Linear's own input_fp8 (1 B); bf16 and rowwise keep
+    # the shared bf16 input once: a Llama block's four distinct inputs, 2·(3h + f)
+    h, f = 4096, 14336
+    assert saved_linear_inputs(LLAMA_8B, None) == 2 * (3 * h + f) == 53_248
+    assert saved_linear_inputs(LLAMA_8B, Float8("rowwise")) == 53_248
+    assert saved_linear_inputs(LLAMA_8B, Float8("tensorwise")) == 6 * h + f == 38_912

@@ -192,3 +192,21 @@ def test_time_prices_on_the_roofline_by_default(capsys) -> None:
     assert "on the roofline (HBM 3.35e12 B/s, eager elementwise ops)" in capsys.readouterr().out
     assert main([*shape, "--fused", "--no-roofline"]) == 2
     assert "--fused prices torch.compile's fused" in capsys.readouterr().err
+
+
+def test_time_takes_a_float8_precision(capsys) -> None:
+    import json
+
+    from placement_edu.cli import main
+
+    shape = ["time", "--layers", "4", "--hidden", "4096", "--heads", "32", "--seq", "4096",
+             "--vocab", "32000", "--block", "llama", "--attention", "flash", "--global-batch",
+             "8", "--mesh", "data=8", "--strategy", "zero3", "--fused", "--json"]  # fmt: skip
+
+    def step(*flags: str) -> float:
+        assert main([*shape, *flags]) == 0
+        return json.loads(capsys.readouterr().out)["step_s"]
+
+    assert step("--precision", "fsdp2_float8") < step("--precision", "fsdp2_bf16")
+    assert main([*shape, "--precision", "fsdp2_float8", "--hardware", "a100-nvlink-ib"]) == 2
+    assert "has none" in capsys.readouterr().err
