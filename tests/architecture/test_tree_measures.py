@@ -24,15 +24,10 @@ measures = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(measures)
 
 #: Modules over 600 lines today, with their lines: a ceiling each, until they are split.
-MODULES_OVER = {
-    "placement_edu/implementations.py": 699,
-}
+MODULES_OVER: dict[str, int] = {}
 
 #: Functions over 80 lines today ("path name"), with their lines.
-FUNCTIONS_OVER = {
-    "placement_edu/estimators/megatron.py megatron_theoretical_memory": 125,
-    "placement_edu/peak_axes.py derive_pipeline": 88,
-}
+FUNCTIONS_OVER: dict[str, int] = {}
 
 
 def _over(rows: dict[str, int], allowed: dict[str, int], limit: int) -> list[str]:
