@@ -95,9 +95,10 @@ time.sleep(600)
 
 KERNEL_MID_RUN = """
 from placement_edu.runtime import RunConfig
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.processes.launcher import launch
 launch(
-    [RunConfig("zero3", 4)], 4, timeout_s=300, progress=False, failure={"kind": "hang", "rank": 1}
+    [RunConfig("zero3", 4)], 4, timeout_s=300, progress=False, failure=RankFailure("hang", rank=1)
 )
 """
 

@@ -155,9 +155,9 @@ def test_bad_input_exits_2_with_one_line(argv, says, capsys):
 def test_the_toy_step_splits_its_batch_for_every_world_size_calibrate_accepts(world_size, rows):
     # issue 43, item 1: --world-sizes 3 failed on every rank after all its timing ("global batch
     # 16 does not split into 3 data ranks"); the toy step now rounds its batch up to whole rows
-    from placement_edu.runtime.calibration.probes import _toy_step
+    from placement_edu.runtime.calibration.probes import toy_step
 
-    step, flops, label = _toy_step(world_size)
+    step, flops, label = toy_step(world_size)
     step()  # forward + backward on one rank's rows, no process group
     psi = int(label.split("Ψ = ")[1].split(",")[0])
     assert flops == 6 * psi * rows and f"{rows} rows" in label

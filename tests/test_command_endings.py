@@ -103,9 +103,10 @@ AT_START = """
 import sys
 from placement_edu.runtime import RunConfig, RunFailed
 from placement_edu.runtime.processes import agent
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.processes.launcher import launch
 try:
-    failure = {"kind": sys.argv[1], "rank": 2, "at": "start"}
+    failure = RankFailure(sys.argv[1], rank=2, at="start")
     with agent.for_a_command():
         launch([RunConfig("zero3", 4)], 4, timeout_s=float(sys.argv[2]), progress=False,
                failure=failure)

@@ -231,10 +231,10 @@ def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
     # here.
     from placement_edu.architectures import get_architecture
     from placement_edu.runtime.measurement.activation_profile import measure
-    from placement_edu.runtime.measurement.profiles import SHIPPED, SHIPPED_CASES, _key
+    from placement_edu.runtime.measurement.profiles import SHIPPED, SHIPPED_CASES, profile_key
 
     for model, seq, compute, attention in SHIPPED_CASES:
-        key = _key(get_architecture(model), 1, seq, compute, attention, "none")
+        key = profile_key(get_architecture(model), 1, seq, compute, attention, "none")
         path = SHIPPED / f"{key}.json"
         assert path.is_file(), (
             f"{path} missing: run python -m placement_edu.runtime.measurement.profiles"
@@ -261,17 +261,17 @@ class Probe:
 def test_a_docstring_edit_keeps_a_profiles_key_and_a_code_edit_changes_it() -> None:
     # the shipped profiles are named by the measuring code's key: rewording a docstring (twice on
     # one day) must not re-key them; a change to what the code does must
-    from placement_edu.runtime.measurement.profiles import _code_key
+    from placement_edu.runtime.measurement.profiles import code_key
 
-    key = _code_key([_MEASURING])
+    key = code_key([_MEASURING])
     reworded = (
         _MEASURING.replace('"""Measures."""', '"""Measures\nwhat a module keeps."""')
         .replace("Saves one tensor.", "Saves one tensor for backward.")
         .replace('        """Bytes kept."""\n', "")
     )
-    assert _code_key([reworded]) == key
-    assert _code_key([_MEASURING.replace("4 * b", "2 * b")]) != key
-    assert _code_key([_MEASURING.replace("Probe", "Tracker")]) != key
+    assert code_key([reworded]) == key
+    assert code_key([_MEASURING.replace("4 * b", "2 * b")]) != key
+    assert code_key([_MEASURING.replace("Probe", "Tracker")]) != key
 
 
 #: An HF config.json of a two-block GPT-2, 64 wide.
@@ -287,7 +287,7 @@ _TINY_GPT2 = {
 
 def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp_path) -> None:
     # (keyed by its path, each test's copy in its own tmp_path was measured again on every run)
-    from placement_edu.runtime.measurement.profiles import _key
+    from placement_edu.runtime.measurement.profiles import profile_key
 
     config = json.dumps(_TINY_GPT2)
     keys = []
@@ -295,28 +295,28 @@ def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp
         path = tmp_path / folder / "config.json"
         path.parent.mkdir()
         path.write_text(config.replace("64", "128") if folder == "changed" else config)
-        keys.append(_key(get_architecture(str(path)), 1, 64, "fp32", "eager", "none"))
+        keys.append(profile_key(get_architecture(str(path)), 1, 64, "fp32", "eager", "none"))
     assert keys[0] == keys[1] != keys[2]
-    assert keys[0] != _key(get_architecture("gpt2"), 1, 64, "fp32", "eager", "none")
+    assert keys[0] != profile_key(get_architecture("gpt2"), 1, 64, "fp32", "eager", "none")
 
 
 def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_path, monkeypatch):
     # A profile is measured on a two-block copy (activation_profile.measure): GPT-2's widths on 4
     # blocks read the shipped profile of its 12, without importing torch; another width does not.
-    from placement_edu.runtime.measurement.profiles import _key, get_profile
+    from placement_edu.runtime.measurement.profiles import profile_key, get_profile
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PLACEMENT_EDU_NO_CACHE", raising=False)
     gpt2 = get_architecture("gpt2")
-    key = _key(gpt2, 1, 1024, "fp32", "eager", "none")
-    assert _key(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none") == key
-    assert _key(gpt2.with_(hidden=1536), 1, 1024, "fp32", "eager", "none") != key
+    key = profile_key(gpt2, 1, 1024, "fp32", "eager", "none")
+    assert profile_key(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none") == key
+    assert profile_key(gpt2.with_(hidden=1536), 1, 1024, "fp32", "eager", "none") != key
     profile, cached = get_profile(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none")
     assert cached and profile == get_profile(gpt2, 1, 1024, "fp32", "eager", "none")[0]
 
 
 def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeypatch) -> None:
-    from placement_edu.runtime.measurement.profiles import _key, cache_dir, get_profile
+    from placement_edu.runtime.measurement.profiles import profile_key, cache_dir, get_profile
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PLACEMENT_EDU_NO_CACHE", raising=False)
@@ -327,7 +327,7 @@ def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeyp
     here = get_architecture(str(paths[0]))
     kept = ActivationProfile(str(paths[0]), 1, 64, "fp32", "eager", "none", block=3, outside=5)
     cache_dir().mkdir(parents=True)
-    entry = cache_dir() / f"{_key(here, 1, 64, 'fp32', 'eager', 'none')}.json"
+    entry = cache_dir() / f"{profile_key(here, 1, 64, 'fp32', 'eager', 'none')}.json"
     entry.write_text(json.dumps(kept.to_dict()))
     profile, cached = get_profile(str(paths[1]), 1, 64)  # (nothing measured: no torch)
     assert cached and profile == replace(kept, model=str(paths[1]))

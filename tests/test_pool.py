@@ -19,6 +19,7 @@ import pytest
 from placement_edu import PlacementError
 from placement_edu.runtime import RunConfig, RunFailed, WorkerPool, run_many
 from placement_edu.runtime.processes import progress as progress_file
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.processes.pool import CANCEL_S
 
 pytestmark = pytest.mark.runtime
@@ -60,9 +61,7 @@ def test_a_second_run_on_the_warm_pool_starts_no_process(pool):
 
 def test_a_rank_that_raises_ends_the_run_and_the_next_run_starts_the_ranks_again(pool):
     with pytest.raises(RunFailed, match="injected failure: this rank raised on purpose"):
-        pool.run_many(
-            [RunConfig("zero3", 4)], progress=False, _failure={"kind": "raise", "rank": 1}
-        )
+        pool.run_many([RunConfig("zero3", 4)], progress=False, failure=RankFailure("raise", rank=1))
     assert not pool.alive
     assert pool.run(RunConfig("zero3", 4), progress=False).equivalent
 
@@ -70,11 +69,11 @@ def test_a_rank_that_raises_ends_the_run_and_the_next_run_starts_the_ranks_again
 def test_a_hung_rank_ends_the_run_near_the_timeout_and_leaves_the_pool_usable(pool):
     start = time.perf_counter()
     with pytest.raises(RunFailed) as caught:
-        pool.run_many([RunConfig("zero3", 4)], progress=False, _failure={"kind": "hang", "rank": 2})
+        pool.run_many([RunConfig("zero3", 4)], progress=False, failure=RankFailure("hang", rank=2))
     assert time.perf_counter() - start < 10 + 20
     # The rank whose collective timed out ("did not complete within 10 s") may be stopped before
     # its report is written, its peers then reporting a closed connection: the hung rank is named
-    # first either way (launcher._explain).
+    # first either way (explain.explain).
     first = str(caught.value).splitlines()[0]
     assert first == "rank 2 stopped first: it hung (the others timed out waiting for it)", str(
         caught.value
@@ -101,7 +100,7 @@ def test_a_frozen_or_killed_rank_is_named_first_and_the_run_ends_within_the_time
     pool.run(RunConfig("dp", 4), progress=False)  # warm: the clock below counts no start-up
     start = time.perf_counter()
     with pytest.raises(RunFailed) as caught:
-        pool.run_many([RunConfig("zero3", 4)], progress=False, _failure={"kind": kind, "rank": 2})
+        pool.run_many([RunConfig("zero3", 4)], progress=False, failure=RankFailure(kind, rank=2))
     seconds = time.perf_counter() - start
     assert str(caught.value).splitlines()[0].startswith(first), str(caught.value)[:2000]
     assert seconds < 10 + 5, seconds  # the pool's timeout_s is 10
@@ -111,7 +110,7 @@ def test_a_frozen_or_killed_rank_is_named_first_and_the_run_ends_within_the_time
 def test_closing_the_pool_leaves_no_rank_and_restores_nothing_it_did_not_change(tmp_path):
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     pool = WorkerPool(2, timeout_s=10)
-    pool.run_many([RunConfig("dp", 2)], progress=False, _failure={"pid_dir": str(tmp_path)})
+    pool.run_many([RunConfig("dp", 2)], progress=False, failure=RankFailure(pid_dir=str(tmp_path)))
     pids = [int((tmp_path / name).read_text()) for name in os.listdir(tmp_path)]
     assert len(pids) == 2
     pool.close()

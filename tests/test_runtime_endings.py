@@ -190,9 +190,10 @@ FAULTED = """
 import sys
 from placement_edu.runtime import RunConfig, RunFailed
 from placement_edu.runtime.processes import agent
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.processes.launcher import launch
 try:
-    failure = {"kind": sys.argv[1], "rank": 2}
+    failure = RankFailure(sys.argv[1], rank=2)
     with agent.for_a_command():
         launch([RunConfig("zero3", 4)], 4, timeout_s=5, progress=False, failure=failure)
 except RunFailed as error:
@@ -271,11 +272,11 @@ def test_a_killed_rank_whose_peers_the_launcher_ended_first_is_named_then_the_ot
     rank 2 first and then the ranks the launcher ended."""
     from types import SimpleNamespace
 
-    from placement_edu.runtime.processes.launcher import _explain
+    from placement_edu.runtime.processes.explain import explain
 
     killed = SimpleNamespace(exitcode=-9, signal_name=lambda: "SIGKILL", message="")
     error = SimpleNamespace(failures={2: killed})
-    assert _explain(str(tmp_path), error, 4, 10.0).splitlines() == [
+    assert explain(str(tmp_path), error, 4, 10.0).splitlines() == [
         "rank 2 stopped first: it was killed by SIGKILL (it wrote no error)",
         "then rank 0, 1, 3 stopped: the launcher ended them (no error of their own)",
     ]
@@ -287,16 +288,16 @@ def test_ranks_dead_of_sigint_are_a_ctrl_c_even_when_torch_saw_them_before_the_h
     killed, frozen or failing does not."""
     from types import SimpleNamespace
 
-    from placement_edu.runtime.processes.launcher import _killed_by_sigint
+    from placement_edu.runtime.processes.explain import killed_by_sigint
 
     def failures(*exitcodes: int) -> SimpleNamespace:
         return SimpleNamespace(
             failures={r: SimpleNamespace(exitcode=code) for r, code in enumerate(exitcodes)}
         )
 
-    assert _killed_by_sigint(failures(-signal.SIGINT, -signal.SIGINT, 1))
-    assert not _killed_by_sigint(failures(-signal.SIGKILL, 1))
-    assert not _killed_by_sigint(failures(1, 143))
+    assert killed_by_sigint(failures(-signal.SIGINT, -signal.SIGINT, 1))
+    assert not killed_by_sigint(failures(-signal.SIGKILL, 1))
+    assert not killed_by_sigint(failures(1, 143))
 
 
 @pytest.mark.parametrize(
@@ -315,7 +316,7 @@ def test_a_frozen_rank_is_named_hung_even_when_only_a_lost_connection_was_report
     says when it went in): rank 2 hung. Had rank 1 lost its peer 0.3 s in, rank 2 died."""
     from types import SimpleNamespace
 
-    from placement_edu.runtime.processes.launcher import _explain
+    from placement_edu.runtime.processes.explain import explain
 
     entered = time.time() - 60
     for rank, state in ((0, "in "), (1, "in "), (2, "out"), (3, "in ")):
@@ -326,7 +327,7 @@ def test_a_frozen_rank_is_named_hung_even_when_only_a_lost_connection_was_report
     )
     error = SimpleNamespace(failures={1: SimpleNamespace(exitcode=1, message="")})
     assert (
-        _explain(str(tmp_path), error, 4, 10.0).splitlines()[0] == f"rank 2 stopped first: it {how}"
+        explain(str(tmp_path), error, 4, 10.0).splitlines()[0] == f"rank 2 stopped first: it {how}"
     )
 
 

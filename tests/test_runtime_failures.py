@@ -7,6 +7,7 @@ import time
 import pytest
 
 from placement_edu.runtime import RunConfig, RunFailed, launch
+from placement_edu.runtime.processes.failure import RankFailure
 
 pytestmark = pytest.mark.runtime
 
@@ -30,7 +31,7 @@ def test_a_rank_that_raises_ends_the_run_and_its_traceback_is_shown(tmp_path):
             2,
             timeout_s=10,
             progress=False,
-            failure={"kind": "raise", "rank": 1, "pid_dir": str(tmp_path)},
+            failure=RankFailure("raise", rank=1, pid_dir=str(tmp_path)),
         )
     message = str(caught.value)
     assert message.startswith("rank 1 failed first")
@@ -46,7 +47,7 @@ def test_a_hung_collective_ends_the_run_within_the_timeout_with_a_clear_error(tm
             2,
             timeout_s=4,
             progress=False,
-            failure={"kind": "hang", "rank": 1, "pid_dir": str(tmp_path)},
+            failure=RankFailure("hang", rank=1, pid_dir=str(tmp_path)),
         )
     assert time.monotonic() - start < 30  # 4 s timeout + start-up, not 40 s of sleep
     assert "did not complete within 4 s" in str(caught.value)
@@ -55,5 +56,10 @@ def test_a_hung_collective_ends_the_run_within_the_timeout_with_a_clear_error(tm
 
 
 def test_no_worker_outlives_a_successful_run(tmp_path):
-    launch([RunConfig("zero1", 2, steps=1)], 2, progress=False, failure={"pid_dir": str(tmp_path)})
+    launch(
+        [RunConfig("zero1", 2, steps=1)],
+        2,
+        progress=False,
+        failure=RankFailure(pid_dir=str(tmp_path)),
+    )
     assert len(_pids(tmp_path)) == 2 and all(_gone(p) for p in _pids(tmp_path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 
@@ -209,7 +210,7 @@ def test_progress_reads_rank_0s_line_and_treats_a_half_written_file_as_starting(
 def test_a_stopped_run_says_where_it_was_and_a_calibration_counts_probes(tmp_path):
     # once: calibrate's Ctrl-C line always said "while they were starting" (no probe was written)
     from placement_edu.runtime.processes import progress
-    from placement_edu.runtime.processes.launcher import interrupted
+    from placement_edu.runtime.processes.explain import interrupted
 
     assert interrupted(signal.SIGINT, str(tmp_path), 2) == (
         "interrupted by SIGINT: stopped 2 ranks while they were starting"
@@ -368,3 +369,30 @@ def test_a_rank_whose_launch_let_go_of_its_semaphores_ends_without_a_traceback(
         open("/placement-edu-no-such-file")
     quiet_if_its_launch_is_gone(other.type, other.value, other.tb)
     assert "FileNotFoundError" in capsys.readouterr().err
+
+
+def test_a_rank_failure_is_a_checked_field_and_fails_only_its_rank_at_its_moment(
+    tmp_path, monkeypatch
+):
+    # Issue 41 item 8: fault injection is a documented type, not a test hook's dict.
+    from placement_edu.errors import PlacementError
+    from placement_edu.runtime.processes.failure import KINDS, RankFailure
+
+    for bad, words in (
+        ({"kind": "explode"}, "failure kind 'explode': give one of raise, hang, kill, freeze"),
+        ({"at": "end"}, "failure at 'end': give one of met, start"),
+        ({"rank": -1}, "failure rank -1: give a whole number >= 0"),
+    ):
+        with pytest.raises(PlacementError, match=f"^{re.escape(words)}$"):
+            RankFailure(**bad)
+    assert set(KINDS) == {"raise", "hang", "kill", "freeze"}
+    told = RankFailure("raise", rank=2, at="start", pid_dir=str(tmp_path))
+    monkeypatch.setenv("RANK", "2")
+    told.inject("met", 1.0)  # not its moment: nothing, not even the pid file
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError, match="injected failure: this rank raised on purpose"):
+        told.inject("start", 1.0)
+    monkeypatch.setenv("RANK", "1")
+    told.inject("start", 1.0)  # another rank: writes its pid, does not fail
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1", "2"]
+    assert (tmp_path / "1").read_text() == str(os.getpid())

@@ -37,6 +37,7 @@ from placement_edu.runtime.axes.expert_run import ExpertRun
 from placement_edu.runtime.engines.engine import Context
 from placement_edu.runtime.engines import engine_for
 from placement_edu.runtime.measurement.memtrack import MemoryLedger
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.processes.progress import POLL_S, write as progress_line
 from placement_edu.runtime.processes import rundir
 from placement_edu.runtime.engines.reference import Reference, rounding_floor
@@ -110,33 +111,54 @@ def run_job(
     A rank beyond the run's world size (in a larger warm pool) only helps form the groups and
     waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
     the progress line. A ``Calibration`` (probes.py) times collectives instead of training."""
+    if isinstance(config, RunConfig):
+        return _train(config, timeout_s, progress, index, should_stop)
+    return _run_other(config, timeout_s, progress, index)
+
+
+def _run_other(
+    config: Calibration | TorchRefConfig | ContextRun | ExpertRun,
+    timeout_s: float,
+    progress: str | None,
+    index: tuple[int, int],
+) -> dict | None:
+    """A job that is not one of our engines' runs. Their modules are imported only in a rank that
+    runs one."""
+    from placement_edu.implementations import TorchRefConfig
+    from placement_edu.runtime.calibration.probes import Calibration, run_rank
+
+    if isinstance(config, TorchRefConfig):  # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
+        from placement_edu.runtime.measurement import torch_reference
+
+        return torch_reference.run_job(config)
+    if isinstance(config, ContextRun):  # one attention layer, ring or Ulysses
+        from placement_edu.runtime.axes import context_attention
+
+        return context_attention.run_rank(config)
+    if isinstance(config, ExpertRun):  # one mixture-of-experts layer on data × expert
+        from placement_edu.runtime.axes import expert_layer
+
+        return expert_layer.run_rank(config)
+    if isinstance(config, Calibration):
+        rank = dist.get_rank()
+        group, ranks = _axis_groups(config.mesh, rank, timeout_s).get("data") or (None, None)
+        # (_axis_groups holds torch's groups as plain objects)
+        return run_rank(config, group, ranks, progress, index)  # type: ignore[arg-type]
+    raise TypeError(
+        f"a rank runs a RunConfig, a Calibration, a TorchRefConfig, a ContextRun or an "
+        f"ExpertRun, got {config!r}"
+    )
+
+
+def _train(
+    config: RunConfig,
+    timeout_s: float,
+    progress: str | None,
+    index: tuple[int, int],
+    should_stop: Callable[[], bool] | None,
+) -> dict | None:
+    """One engine's run: its steps beside the single-process reference, and what it measured."""
     rank = dist.get_rank()
-    if not isinstance(config, RunConfig):  # their modules: only in a rank that runs one
-        from placement_edu.implementations import TorchRefConfig
-        from placement_edu.runtime.calibration.probes import Calibration, run_rank
-
-        if isinstance(
-            config, TorchRefConfig
-        ):  # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
-            from placement_edu.runtime.measurement import torch_reference
-
-            return torch_reference.run_job(config)
-        if isinstance(config, ContextRun):  # one attention layer, ring or Ulysses
-            from placement_edu.runtime.axes import context_attention
-
-            return context_attention.run_rank(config)
-        if isinstance(config, ExpertRun):  # one mixture-of-experts layer on data × expert
-            from placement_edu.runtime.axes import expert_layer
-
-            return expert_layer.run_rank(config)
-        if isinstance(config, Calibration):
-            group, ranks = _axis_groups(config.mesh, rank, timeout_s).get("data") or (None, None)
-            # (_axis_groups holds torch's groups as plain objects)
-            return run_rank(config, group, ranks, progress, index)  # type: ignore[arg-type]
-        raise TypeError(
-            f"a rank runs a RunConfig, a Calibration, a TorchRefConfig, a ContextRun or an "
-            f"ExpertRun, got {config!r}"
-        )
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
     device, host = _device()
     groups = _axis_groups(mesh, rank, timeout_s)
@@ -144,15 +166,13 @@ def run_job(
         dist.barrier()
         return None
     comm = Comm(groups, timeout_s, _BEACON)
-    module = config.module()
-    adam = Adam()
     ctx = Context(
         rank,
         strategy,
         mesh,
         comm,
         MemoryLedger(),
-        module,
+        config.module(),
         config.torch_dtype,
         device,
         host,
@@ -161,31 +181,10 @@ def run_job(
         strategy.micro_batches,
         strategy.pipeline_schedule,
         config.fault,
-        adam,
-    )
-    # The single-process run, streamed a step at a time beside the engine, and its twin that sums
-    # in another order: the rounding floor (reference.py). Nothing is kept across steps or jobs.
-    reference = Reference(module, config.global_batch, config.seed, config.torch_dtype, adam)
-    twin = Reference(
-        module, config.global_batch, config.seed, config.torch_dtype, adam, reversed_rows=True
+        Adam(),
     )
     start = time.perf_counter()
-    engine = engine_for(strategy, mesh)(ctx)
-    # (per-step numbers as 8-byte doubles: a list would hold a 32-byte float object for each)
-    deviation, floor, step_s = array("d"), array("d"), array("d")
-    for step in range(config.steps):
-        if should_stop is not None and should_stop():  # a warm pool's cancelled job (_cancel_check)
-            break
-        began = time.perf_counter()  # wall time of the step: its compute and its collectives
-        engine.step(step)
-        comm.wait_sends()
-        step_s.append(time.perf_counter() - began)
-        reference.step(step)
-        twin.step(step)
-        deviation.append(engine.deviation(reference.params))
-        floor.append(rounding_floor(reference, twin))
-        if progress and rank == 0:
-            progress_line(progress, *index, step + 1, config.steps, config.label)
+    deviation, floor, step_s = _steps(config, ctx, progress, index, should_stop)
     dist.barrier()  # no rank starts the next job early
     ledger, repeats = comm.ledger()
     return {
@@ -204,25 +203,38 @@ def run_job(
     }
 
 
-def _inject_failure(failure: dict | None, timeout_s: float) -> None:
-    """For the failure-handling tests: one rank raises, hangs past the collective timeout, is
-    killed by SIGKILL, or is frozen by SIGSTOP -- once the ranks have met, or with ``"at":
-    "start"`` before (while the others wait for it to meet them);
-    with ``pid_dir``, every rank first writes its process id there (to check none outlives)."""
-    rank = int(os.environ.get("RANK", "0"))
-    if failure and failure.get("pid_dir"):
-        with open(os.path.join(failure["pid_dir"], str(rank)), "w") as f:
-            f.write(str(os.getpid()))
-    if not failure or rank != failure.get("rank", 1):
-        return
-    if failure.get("kind") == "raise":
-        raise RuntimeError("injected failure: this rank raised on purpose")
-    if failure.get("kind") == "hang":
-        time.sleep(10 * timeout_s)  # the others wait in a collective and time out
-    if failure.get("kind") == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)  # dies at once: no traceback, no error file
-    if failure.get("kind") == "freeze":
-        os.kill(os.getpid(), signal.SIGSTOP)  # frozen: deaf to SIGTERM until killed
+def _steps(
+    config: RunConfig,
+    ctx: Context,
+    progress: str | None,
+    index: tuple[int, int],
+    should_stop: Callable[[], bool] | None,
+) -> tuple[array, array, array]:
+    """The engine's steps, each followed by the single-process run's same step and by its twin
+    that sums in another order (the rounding floor, reference.py), streamed a step at a time:
+    nothing is kept across steps or jobs. Per step, as 8-byte doubles (a list would hold a 32-byte
+    float object for each): the deviation from one process, the rounding floor, the wall time."""
+    module, adam = ctx.module, ctx.adam
+    reference = Reference(module, config.global_batch, config.seed, config.torch_dtype, adam)
+    twin = Reference(
+        module, config.global_batch, config.seed, config.torch_dtype, adam, reversed_rows=True
+    )
+    engine = engine_for(ctx.strategy, ctx.mesh)(ctx)
+    deviation, floor, step_s = array("d"), array("d"), array("d")
+    for step in range(config.steps):
+        if should_stop is not None and should_stop():  # a warm pool's cancelled job (_cancel_check)
+            break
+        began = time.perf_counter()  # wall time of the step: its compute and its collectives
+        engine.step(step)
+        ctx.comm.wait_sends()
+        step_s.append(time.perf_counter() - began)
+        reference.step(step)
+        twin.step(step)
+        deviation.append(engine.deviation(reference.params))
+        floor.append(rounding_floor(reference, twin))
+        if progress and ctx.rank == 0:
+            progress_line(progress, *index, step + 1, config.steps, config.label)
+    return deviation, floor, step_s
 
 
 @record
@@ -230,25 +242,24 @@ def main(
     jobs: Sequence[RunConfig | Calibration | TorchRefConfig | ContextRun | ExpertRun],
     timeout_s: float = 60.0,
     run_dir: str | None = None,
-    failure: dict | None = None,
+    failure: RankFailure | None = None,
     owner: tuple[int, str] | None = None,
 ) -> list[dict | None]:
     """Entry point of every rank (torch's launcher has set RANK, WORLD_SIZE, MASTER_ADDR...).
     ``run_dir``: where rank 0 writes its progress and any rank that fails writes its traceback
     (the launcher shows the earliest one first: the root cause). ``owner``: the process that
     launched the run (a notebook kernel) and its multiprocessing folder (``forkserver.owner``); the
-    rank ends when that process ends, and removes what it left."""
+    rank ends when that process ends, and removes what it left. ``failure``: a rank told to fail
+    (``RankFailure``), to show how a run ends."""
     try:
         _start_rank(run_dir, owner=owner)
-        starting = failure is not None and failure.get("at") == "start"
-        if starting:
-            _inject_failure(failure, timeout_s)
+        failure = failure or RankFailure()
+        failure.inject("start", timeout_s)
         dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
-        if not starting:
-            _inject_failure(failure, timeout_s)
+        failure.inject("met", timeout_s)
         progress = os.path.join(run_dir, "progress") if run_dir else None
         results = [run_job(job, timeout_s, progress, (j, len(jobs))) for j, job in enumerate(jobs)]
-        if failure and failure.get("kind") == "hang":  # a hang test must not pass silently
+        if failure.kind == "hang":  # a hang test must not pass silently
             raise AssertionError("the injected hang did not end the run")
         _done(run_dir)
         return results
@@ -408,7 +419,7 @@ def pool_main(
                 _done(run_dir)
                 return []
             configs, failure = job
-            _inject_failure(failure, timeout_s)
+            (failure or RankFailure()).inject("met", timeout_s)
             progress = os.path.join(run_dir, f"progress-{k}")
             results = [
                 run_job(

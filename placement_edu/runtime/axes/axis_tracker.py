@@ -328,8 +328,6 @@ def pipeline_measure(
     import torch.distributed.pipelining as pipelining
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from placement_edu.models import stage_layers
-
     arch = get_architecture(model)
     p, v = stages, virtual_stages
     m = micro_batches or 2 * p
@@ -339,24 +337,8 @@ def pipeline_measure(
         with FakeTensorMode():
             net = build(arch, attention, recompute)
             chunks = [rank + k * p for k in range(v)]
-            modules = [
-                StageModule(net, stage_layers(arch.layers, v * p, c), c == 0, c == v * p - 1)
-                for c in chunks
-            ]
             ids, labels = batch(arch, m * micro_batch, seq)
-            hidden = torch.empty(micro_batch, seq, arch.hidden, requires_grad=True)
-            logits = torch.empty(micro_batch, seq, arch.vocab, requires_grad=True)
-            pipeline_stages = [
-                pipelining.PipelineStage(
-                    module,
-                    c,
-                    v * p,
-                    torch.device("cpu"),
-                    input_args=(ids[:micro_batch] if c == 0 else hidden,),
-                    output_args=(logits if c == v * p - 1 else hidden,),
-                )
-                for c, module in zip(chunks, modules)
-            ]
+            modules, pipeline_stages = _stages(net, arch, chunks, v * p, ids[:micro_batch])
             loss = net.loss
             kind = _static(getattr(pipelining, TORCH_SCHEDULES[schedule]))
             one = schedule in ("gpipe", "1f1b")
@@ -393,6 +375,36 @@ def pipeline_measure(
         "recv_buffers": sum(b.untyped_storage().nbytes() for b in buffers),
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _stages(
+    net: CausalLM, arch: Architecture, chunks: list[int], n: int, first_input: torch.Tensor
+) -> tuple[list[StageModule], list]:
+    """This rank's stage modules (``StageModule``: chunks ``chunks`` of the ``n``) and each in a
+    ``PipelineStage``, told the shapes it receives and sends: token ids into the first chunk,
+    logits out of the last, hidden states between."""
+    import torch.distributed.pipelining as pipelining
+
+    from placement_edu.models import stage_layers
+
+    micro_batch, seq = first_input.shape
+    hidden = torch.empty(micro_batch, seq, arch.hidden, requires_grad=True)
+    logits = torch.empty(micro_batch, seq, arch.vocab, requires_grad=True)
+    modules = [
+        StageModule(net, stage_layers(arch.layers, n, c), c == 0, c == n - 1) for c in chunks
+    ]
+    stages = [
+        pipelining.PipelineStage(
+            module,
+            c,
+            n,
+            torch.device("cpu"),
+            input_args=(first_input if c == 0 else hidden,),
+            output_args=(logits if c == n - 1 else hidden,),
+        )
+        for c, module in zip(chunks, modules)
+    ]
+    return modules, stages
 
 
 def _every_micro_batch() -> type:

@@ -138,7 +138,7 @@ def _timed(
     return out
 
 
-def _toy_step(world_size: int) -> tuple[Callable[[], None], int, str]:
+def toy_step(world_size: int) -> tuple[Callable[[], None], int, str]:
     """(forward + backward of the toy MLP on one rank's micro-batch, its FLOPs 6·Ψ·rows, label):
     the model ``placement-edu run dp --world-size N`` uses, and its global batch rounded up to a
     multiple of N so that every world size ``calibrate`` accepts gets whole rows per rank (16 rows
@@ -202,7 +202,7 @@ def run_rank(
         torch.rand(job.matmul, job.matmul, dtype=ELEMENT),
         torch.rand(job.matmul, job.matmul, dtype=ELEMENT),
     )
-    toy, toy_flops, toy_label = _toy_step(job.world_size)
+    toy, toy_flops, toy_label = toy_step(job.world_size)
     matmul = _timed(lambda: a @ b, job.repeats, job.warmup, group)
     done()
     compute = [

@@ -51,7 +51,7 @@ MEASURING = ("activation_profile.py", "reference_models.py", "hf_models.py")
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _code_key(texts: Iterable[str]) -> list[str]:
+def code_key(texts: Iterable[str]) -> list[str]:
     """Each source text's syntax tree, dumped, less every module's, class's and function's
     docstring (its leading string constant): what the code does, not how it is explained."""
     trees = [ast.parse(text) for text in texts]
@@ -68,13 +68,16 @@ def _torch_version() -> str:
 
 @lru_cache(maxsize=4)
 def _cached_code_key(texts: tuple[str, ...]) -> list[str]:
-    """``_code_key`` once per text (its syntax trees take ~80 ms: a planner asks for hundreds)."""
-    return _code_key(texts)
+    """``code_key`` once per text (its syntax trees take ~80 ms: a planner asks for hundreds)."""
+    return code_key(texts)
 
 
-def _key(
+def profile_key(
     arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
 ) -> str:
+    """The name a profile is kept under (shipped or cached: ``{key}.json``): a hash of the model's
+    two-block shape, an HF config's contents, b, s, the dtypes, attention, recomputation, torch's
+    version and the measuring code (``code_key``)."""
     source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
     # ... and not where it lies (its path is its name): a copy elsewhere is the same model. The
     # shape is the two-block copy the profile measures: a model of any depth shares its profile.
@@ -108,7 +111,7 @@ def get_profile(
     """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not
     cached."""
     arch = get_architecture(arch)
-    name = f"{_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
+    name = f"{profile_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
     path = cache_dir() / name
     use_cache = os.environ.get("PLACEMENT_EDU_NO_CACHE") != "1"
     for known in (SHIPPED / name, path) if use_cache else ():
@@ -158,7 +161,7 @@ def write_shipped() -> list[Path]:
     written = []
     for model, seq, compute, attention in SHIPPED_CASES:
         arch = get_architecture(model)
-        path = SHIPPED / f"{_key(arch, 1, seq, compute, attention, 'none')}.json"
+        path = SHIPPED / f"{profile_key(arch, 1, seq, compute, attention, 'none')}.json"
         profile = measure(arch, 1, seq, compute, attention)
         path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
         written.append(path)

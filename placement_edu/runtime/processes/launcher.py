@@ -40,11 +40,11 @@ from placement_edu.runtime.axes.expert_run import ExpertRun
 from placement_edu.runtime.processes.container import check_fits, rank_bytes
 from placement_edu.runtime.processes import forkserver, rundir
 from placement_edu.runtime.processes import progress as progress_file
+from placement_edu.runtime.processes.explain import explain, interrupted, killed_by_sigint
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.result import RunResult
 
 if TYPE_CHECKING:
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-
     from placement_edu.runtime.calibration.probes import Calibration
 
 
@@ -73,10 +73,11 @@ def launch(
     world_size: int,
     timeout_s: float = 60.0,
     progress: bool = True,
-    failure: dict | None = None,
+    failure: RankFailure | None = None,
 ) -> list[list[dict]]:
     """Run ``jobs`` one after another on ``world_size`` fresh processes; return, per job, each
-    rank's raw measurements. From a notebook kernel or a command, torch's launcher runs in an
+    rank's raw measurements. ``failure``: a rank told to fail (``RankFailure``), to show how a run
+    ends. From a notebook kernel or a command, torch's launcher runs in an
     agent process (``agent.py``): the kernel or command never imports torch."""
     from placement_edu.runtime.processes import agent
 
@@ -92,7 +93,7 @@ def launch(
         return _launch_from_agent(jobs, world_size, timeout_s, progress, failure)
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.launcher.api import elastic_launch
 
     from placement_edu.runtime import worker
 
@@ -102,26 +103,8 @@ def launch(
     try:  # (an agent's signal before the launch takes them: the folder is removed all the same)
         run_dir = rundir.make("run")
         rundir.quiet_resource_tracker()
-        config = LaunchConfig(
-            min_nodes=1,
-            max_nodes=1,
-            nproc_per_node=world_size,
-            run_id=f"placement-edu-{uuid.uuid4().hex[:12]}",
-            rdzv_backend="c10d",
-            rdzv_endpoint="localhost:0",
-            max_restarts=0,
-            monitor_interval=0.1,
-            start_method=method,
-            logs_specs=rundir.logs(run_dir),
-            **torch_handles_only(LaunchConfig),
-        )
-        threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
-        if progress:
-            threading.Thread(
-                target=progress_file.show_on_stderr,
-                args=(os.path.join(run_dir, "progress"), stop, world_size),
-                daemon=True,
-            ).start()
+        config = _launch_config(world_size, method, run_dir)
+        _watch(run_dir, stop, world_size if progress else 0)
         before, started = set(multiprocessing.active_children()), time.time() - 1
         with (
             warnings.catch_warnings(),
@@ -141,14 +124,14 @@ def launch(
         rundir.remove_torch_error_files(started)  # one may be left if it came as ranks started
         raise RunInterrupted(signum, interrupted(signum, run_dir, world_size)) from None
     except ChildFailedError as error:
-        ctrl_c = _killed_by_sigint(error)
+        ctrl_c = killed_by_sigint(error)
         try:
             if ctrl_c:  # the same Ctrl-C's handler, if still on its way here, runs now
                 time.sleep(0.2)
         except SignalException:
             pass
         if not ctrl_c:
-            raise RunFailed(_explain(run_dir, error, world_size, timeout_s)) from None
+            raise RunFailed(explain(run_dir, error, world_size, timeout_s)) from None
         rundir.remove_torch_error_files(started)
         raise RunInterrupted(
             signal.SIGINT, interrupted(signal.SIGINT, run_dir, world_size)
@@ -161,11 +144,36 @@ def launch(
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
 
 
-def _killed_by_sigint(error: ChildFailedError) -> bool:
-    """Whether a rank died of SIGINT: a Ctrl-C to the terminal's process group reaches the ranks
-    and this process at once, and on a loaded machine torch's monitor can see the ranks gone
-    before this process's handler has run (CI, once: "run failed", exit 1). It is still Ctrl-C."""
-    return any(failure.exitcode == -signal.SIGINT for failure in error.failures.values())
+def _launch_config(world_size: int, method: str, run_dir: str) -> Any:
+    """torch's ``LaunchConfig`` for one launch on this machine: ``world_size`` ranks, a free port
+    picked by the rendezvous, a run id of its own, no restarts, torch's logs in ``run_dir``."""
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=world_size,
+        run_id=f"placement-edu-{uuid.uuid4().hex[:12]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method=method,
+        logs_specs=rundir.logs(run_dir),
+        **torch_handles_only(LaunchConfig),
+    )
+
+
+def _watch(run_dir: str, stop: threading.Event, progress_ranks: int) -> None:
+    """Until ``stop``: the reaper of ranks that died silently (``rundir.reap``), and, for a run of
+    ``progress_ranks`` > 0 ranks, its progress line on stderr."""
+    threading.Thread(target=rundir.reap, args=(run_dir, stop), daemon=True).start()
+    if progress_ranks:
+        threading.Thread(
+            target=progress_file.show_on_stderr,
+            args=(os.path.join(run_dir, "progress"), stop, progress_ranks),
+            daemon=True,
+        ).start()
 
 
 #: Seconds a kernel waits for its interrupted agent to say where the run stopped before it ends the
@@ -178,7 +186,7 @@ def _launch_from_agent(
     world_size: int,
     timeout_s: float,
     progress: bool,
-    failure: dict | None,
+    failure: RankFailure | None,
 ) -> list[list[dict]]:
     """``launch`` in an agent forked from the rank server (``agent.py``), from a notebook kernel or
     a command, which then need not import torch: its result, or its error raised here. Ctrl-C or
@@ -482,117 +490,6 @@ def _handlers() -> dict | None:
 def _restore(handlers: dict | None) -> None:
     for sig, handler in (handlers or {}).items():
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-
-def interrupted(signum: int, run_dir: str, world_size: int) -> str:
-    """One line: which signal, how many ranks were stopped, and where the run was."""
-    now = progress_file.read(os.path.join(run_dir, "progress"), 0.0, world_size)
-    return f"interrupted by {signal.Signals(signum).name}: stopped {world_size} ranks {now.where}"
-
-
-#: What a rank's error says when it lost a peer rather than failing itself.
-LOST_PEER = (
-    "lost its peer",
-    "Connection closed by peer",
-    "Connection reset by peer",
-    "did not complete within",
-    "wait timeout after",  # (torch's store, while the ranks meet: a peer never came)
-)
-#: What a rank's error says when a peer it waited for never came: that peer hung.
-TIMED_OUT = ("did not complete within", "wait timeout after")
-
-
-def _beacon(run_dir: str, rank: int) -> tuple[str, float]:
-    """("in" if ``rank`` was last waiting in a collective, else "out"; when it last wrote):
-    ``Comm``'s beacon. ("", 0) for a rank that never reached a collective."""
-    path = os.path.join(run_dir, f"at-{rank}")
-    try:
-        with open(path) as f:
-            return f.read().strip(), os.stat(path).st_mtime
-    except OSError:
-        return "", 0.0
-
-
-def _stopped_first(run_dir: str, silent: list[int]) -> list[int]:
-    """Of the ranks that wrote no error, the ones that stopped first. A rank the launcher stopped
-    while it still ran leaves a ``stopped-R`` file (its SIGTERM handler); one killed or frozen
-    cannot. A rank waiting in a collective only lost the others. Failing that, the rank whose
-    beacon went quiet first (a rank hung outside any collective)."""
-    beacons = {r: _beacon(run_dir, r) for r in silent}
-    outside = [r for r in silent if beacons[r][0] != "in"]
-    dead = [r for r in outside if not os.path.exists(os.path.join(run_dir, f"stopped-{r}"))]
-    if dead or not outside:
-        return dead or silent
-    quiet = min(beacons[r][1] for r in outside)
-    return [r for r in outside if beacons[r][1] == quiet]
-
-
-def _explain(run_dir: str, error: ChildFailedError, world_size: int, timeout_s: float) -> str:
-    """Who failed first and how, then every other failed rank. A rank killed by a signal, or
-    frozen, writes no traceback: it is named first (from the exit status torch reports, or as the
-    rank the others lost), before the ranks whose collectives failed because of it. It hung if a
-    report says a collective timed out, or if the first rank to report had waited a whole
-    ``timeout_s`` in its collective (its beacon's time): the rank that timed out may have been
-    stopped before its own report was written, its peers seeing only a closed connection."""
-    reports = []
-    for name in os.listdir(run_dir):
-        if name.startswith("error-"):
-            with open(os.path.join(run_dir, name)) as f:
-                when, _, trace = f.read().partition("\n")
-            try:
-                reports.append((float(when), int(name[6:]), trace.rstrip()))
-            except ValueError:  # not a rank's report: skip it
-                continue
-    reports.sort()
-    wrote = {rank for _, rank, _ in reports}
-    reaped = {r for r in range(world_size) if os.path.exists(os.path.join(run_dir, f"reaped-{r}"))}
-    killed = [
-        rank
-        for rank, f in sorted(error.failures.items())
-        if rank not in wrote | reaped and f.exitcode is not None and f.exitcode < 0
-    ]
-    lines = [
-        f"rank {rank} stopped first: it was killed by {error.failures[rank].signal_name()} "
-        "(it wrote no error)"
-        for rank in killed
-    ]
-    lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
-    if not lines and lost:  # the first rank to stop wrote nothing
-        silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
-        if silent:  # a collective timed out: it hung; else it died
-            state, entered = _beacon(run_dir, reports[0][1])  # the first to report
-            hung = any(any(s in trace for s in TIMED_OUT) for _, _, trace in reports) or (
-                state == "in" and reports[0][0] - entered >= 0.9 * timeout_s
-            )
-            how = (
-                "hung (the others timed out waiting for it)"
-                if hung
-                else "died without an error, killed (the others lost their connection to it)"
-            )
-            lines.append(f"rank {', '.join(map(str, silent))} stopped first: it {how}")
-    if not reports and not lines:  # failed before reaching the worker's code
-        return "\n".join(
-            f"rank {rank} failed (exit code {f.exitcode}): {f.message}"
-            for rank, f in error.failures.items()
-            if f.exitcode >= 0
-        ) or str(error)
-    if not reports:  # the launcher ended the others before they noticed
-        rest = [str(r) for r in range(world_size) if r not in killed]
-        if rest:
-            lines.append(
-                f"then rank {', '.join(rest)} stopped: the launcher ended "
-                f"{'it' if len(rest) == 1 else 'them'} (no error of their own)"
-            )
-        return "\n".join(lines)
-    lines += [
-        f"then rank {reports[0][1]} failed:"
-        if lines
-        else f"rank {reports[0][1]} failed first (the root cause):",
-        reports[0][2],
-    ]
-    for _, rank, trace in reports[1:]:
-        lines += [f"then rank {rank} failed:", trace.splitlines()[-1]]
-    return "\n".join(lines)
 
 
 class _quiet_launcher:

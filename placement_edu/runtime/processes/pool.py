@@ -52,11 +52,12 @@ from placement_edu.runtime.processes import progress as progress_file
 from placement_edu.runtime.processes.launcher import (
     RunFailed,
     RunInterrupted,
-    _explain,
     _quiet_launcher,
     ranks_start_with_sigint_held,
     torch_handles_only,
 )
+from placement_edu.runtime.processes.explain import explain
+from placement_edu.runtime.processes.failure import RankFailure
 from placement_edu.runtime.processes.progress import POLL_S, Progress
 from placement_edu.runtime.result import RunResult
 
@@ -151,7 +152,7 @@ class WorkerPool:
                         self.store.port, self.timeout_s, run_dir, forkserver.owner()
                     )
             except ChildFailedError as error:
-                self.failure = RunFailed(_explain(run_dir, error, self.world_size, self.timeout_s))
+                self.failure = RunFailed(explain(run_dir, error, self.world_size, self.timeout_s))
             except BaseException as error:  # e.g. the rendezvous failed
                 self.failure = RunFailed(f"the pool's ranks could not start: {error}")
             finally:
@@ -211,11 +212,12 @@ class WorkerPool:
         self,
         configs: list[RunConfig],
         progress: bool | Callable[[Progress], None] = True,
-        _failure: dict | None = None,
+        failure: RankFailure | None = None,
     ) -> list[RunResult]:
         """Several runs one after another on the warm ranks. ``progress``: True shows a line on
         stderr after 3 s; a function is called with a ``Progress`` whenever it changes, from this
-        thread (a widget's bar updates from the kernel's main thread, not from a background one)."""
+        thread (a widget's bar updates from the kernel's main thread, not from a background one).
+        ``failure``: a rank told to fail (``RankFailure``), to show how a run ends."""
         if os.getpid() != self.owner:
             raise PlacementError(
                 "this pool belongs to another process; make a WorkerPool of your own"
@@ -238,7 +240,7 @@ class WorkerPool:
                 self._start()
             k = self.jobs
             self.jobs += 1
-            job = pickle.dumps((list(configs), _failure))
+            job = pickle.dumps((list(configs), failure))
             self.store.set(f"job/{k}", job)  # type: ignore[arg-type]  # bytes, as in close()
             ranks = max(c.world_size for c in configs)
             try:
