@@ -407,6 +407,18 @@ def _same_word(given: Answer, expected: Answer, also: tuple[str, ...] = ()) -> b
     return isinstance(given, str) and _words(given) in words
 
 
+def _word_verdict(
+    name: str, exercise: Exercise, answer: Answer, expected: str | bool, said: str, hint: str
+) -> Verdict:
+    """An answer that is a word (or True/False): the word expected, a named mistake, or not it."""
+    if _same_word(answer, expected, exercise.also):
+        return Verdict(name, True, answer, exercise.why, expected)
+    for mistake, reason in exercise.mistakes:
+        if _same_word(answer, mistake):
+            return Verdict(name, False, answer, f"{said}: {reason}", expected)
+    return Verdict(name, False, answer, f"{said} is not it.{hint}", expected)
+
+
 def check_answer(name: str, answer: Answer) -> Verdict:
     """Right or wrong, and why (named apart from ``placement_edu.check``, the correctness
     checker). ``answer`` in the exercise's unit (a number, or a word)."""
@@ -427,12 +439,7 @@ def check_answer(name: str, answer: Answer) -> Verdict:
     said = f"{_shown(answer)} {exercise.unit}".strip()
     hint = f" Hint: {exercise.hint}" if exercise.hint else ""
     if isinstance(expected, (str, bool)):
-        if _same_word(answer, expected, exercise.also):
-            return Verdict(name, True, answer, exercise.why, expected)
-        for mistake, reason in exercise.mistakes:
-            if _same_word(answer, mistake):
-                return not_yet(f"{said}: {reason}")
-        return not_yet(f"{said} is not it.{hint}")
+        return _word_verdict(name, exercise, answer, expected, said, hint)
     given, step, figures = _typed(answer)  # type: ignore[arg-type]
     right = Fraction(expected)
     if _right(given, step, figures, right, exercise):
