@@ -36,8 +36,9 @@ from placement_edu.models import (
     tensor_divides_heads,
 )
 from placement_edu import names
-from placement_edu.placement import MODEL_STATES, Placement
+from placement_edu.placement import MODEL_STATES, Placement, State
 from placement_edu.precision import Precision
+from placement_edu.roofline import optimizer_seconds
 from placement_edu.schedule import Schedule, derive_schedule
 from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
@@ -151,6 +152,8 @@ def price(
     compute = compute_time(
         shaped, tokens, hw, recompute, mesh.degree("tensor"), paced, precision.float8_recipe
     )
+    if hw.roofline and hw.memory_bandwidth is not None:
+        compute["step"] += optimizer_step_seconds(strategy, shaped, mesh, precision, hw)
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
@@ -180,6 +183,19 @@ def price(
         strategy.virtual_stages,
     )
     return Choice(strategy, mesh, recompute, peak, limit, time, beside)
+
+
+def optimizer_step_seconds(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+) -> float:
+    """On the roofline, rank 0's optimizer step: AdamW with the hardware's kernels
+    (``roofline.optimizer_seconds``: 80 B a parameter foreach, 28 fused) over the parameters whose
+    optimizer state rank 0 holds on the device -- its optimizer bytes ÷ the precision's bytes a
+    parameter -- at the HBM bandwidth. State offloaded to the host steps on the CPU: not priced."""
+    assert hw.memory_bandwidth is not None
+    held = derive_memory(strategy, model, mesh, precision).device.get(State.OPTIMIZER, 0)
+    elements = int(held) // precision.optimizer
+    return optimizer_seconds(elements, hw.memory_bandwidth, hw.optimizer)
 
 
 # --- seconds of communication, affine in m --------------------------------------------------------

@@ -210,3 +210,29 @@ def test_time_takes_a_float8_precision(capsys) -> None:
     assert step("--precision", "fsdp2_float8") < step("--precision", "fsdp2_bf16")
     assert main([*shape, "--precision", "fsdp2_float8", "--hardware", "a100-nvlink-ib"]) == 2
     assert "has none" in capsys.readouterr().err
+
+
+def test_the_optimizer_step_on_the_roofline() -> None:
+    # Llama 3.1 8B under FSDP2 on 8 GPUs (fsdp2_bf16: fp32 m and v, 8 B a parameter): each rank
+    # steps 8,030,261,248 / 8 = 1,003,782,656 parameters, AdamW foreach's 80 B each at 2.4 TB/s
+    from placement_edu.mesh import Mesh
+    from placement_edu.pricing import price_configuration
+    from placement_edu.timing import get_hardware
+
+    hw = replace(get_hardware("h100-grand-teton"), roofline=True)
+    priced = price_configuration(
+        LLAMA_8B, Mesh.of(data=8), "zero3", 16, hw, "fsdp2_bf16", "selective", overlap="bucketed"
+    )
+    t = priced.choice.time
+    assert t is not None
+    step = dict((p, c) for p, c, _ in t.by_pass)["step"]
+    assert step == pytest.approx(1_003_782_656 * 80 / 2.4e12, rel=1e-12)
+    fused = replace(hw, optimizer="fused")
+    again = price_configuration(
+        LLAMA_8B, Mesh.of(data=8), "zero3", 16, fused, "fsdp2_bf16", "selective", overlap="bucketed"
+    )
+    assert again.choice.time is not None
+    step = dict((p, c) for p, c, _ in again.choice.time.by_pass)["step"]
+    assert step == pytest.approx(1_003_782_656 * 28 / 2.4e12, rel=1e-12)
+    with pytest.raises(PlacementError, match="optimizer is foreach or fused"):
+        replace(hw, optimizer="adam")

@@ -98,11 +98,11 @@ CALIBRATION_ROW: dict[str, str] = {
 SETUP: dict[str, dict[str, object]] = {
     "h100": dict(
         hardware="h100-nvlink-ib", strategy="zero1", overlap="bucketed+tp", sp=True,
-        attention="flash", memory_bandwidth=HBM_BANDWIDTH["H100"], fused=True,
+        attention="flash", memory_bandwidth=HBM_BANDWIDTH["H100"], fused=True, optimizer="fused",
     ),
     "a100": dict(
         hardware="a100-nvlink-ib", strategy="dp", overlap="none", sp=False,
-        attention="eager", memory_bandwidth=HBM_BANDWIDTH["A100"], fused=True,
+        attention="eager", memory_bandwidth=HBM_BANDWIDTH["A100"], fused=True, optimizer="fused",
     ),
 }  # fmt: skip
 #: The within-15 % band of issue 27's Done-when, and its 2-point band for the strong-scaling drop.
@@ -190,6 +190,7 @@ def predict(run: Run, efficiency: float, options: Options = Options()) -> Row:
         memory_bandwidth=float(setup["memory_bandwidth"]),  # type: ignore[arg-type]
         roofline=True,
         fused=bool(setup["fused"]),
+        optimizer=str(setup["optimizer"]),
     )
     if options.gemm_curve:
         hw = replace(hw, gemm_curve=options.gemm_curve)

@@ -91,8 +91,18 @@ class Hardware:
     #: approximation); False: eager, every op a kernel.
     roofline: bool = False
     fused: bool = False
+    #: The optimizer step's kernels, on the roofline (``roofline.ADAMW_BYTES``): "foreach"
+    #: (torch.optim.AdamW's default, torchtitan's) or "fused" (one kernel: Apex's and Transformer
+    #: Engine's FusedAdam, Megatron-LM's; torch's fused=True). torch.compile of the blocks leaves
+    #: the optimizer as it is.
+    optimizer: str = "foreach"
 
     def __post_init__(self) -> None:
+        expect(
+            self.optimizer in ("foreach", "fused"),
+            f"hardware {self.name!r}: optimizer is foreach or fused (the AdamW step's kernels), "
+            f"got {self.optimizer!r}",
+        )
         expect(
             not self.roofline or self.memory_bandwidth is not None,
             f"hardware {self.name!r}: the roofline prices memory-bound ops at the HBM bandwidth; "
