@@ -27,10 +27,13 @@ HARDWARE_NAME = "h100-nvlink-ib"
 GLOBAL_BATCH = 8
 
 
-def long_context_model(seq: int, heads: int = 32, kv_heads: int = 8) -> TransformerSpec:
+def long_context_model(
+    seq: int, heads: int = 32, kv_heads: int = 8, attention_count: str = "full"
+) -> TransformerSpec:
     """Llama-3-8B's shape (architectures.py: L = 32, h = 4096, ffn 14336, V = 128256) at ``seq``
     tokens, ``heads`` heads of which ``kv_heads`` key-value heads, flash attention, b = 1, no
-    recomputation (a replayed forward would send its K/V again)."""
+    recomputation (a replayed forward would send its K/V again); attention's FLOPs counted
+    ``attention_count`` ("full" or "causal", ``ATTENTION_COUNTS``)."""
     return TransformerSpec(
         layers=32,
         hidden=4096,
@@ -42,6 +45,7 @@ def long_context_model(seq: int, heads: int = 32, kv_heads: int = 8) -> Transfor
         micro_batch=1,
         attention="flash",
         name="llama-8b",
+        attention_count=attention_count,
     )
 
 
@@ -105,12 +109,11 @@ def context_costs(model: TransformerSpec, context: int, attention: str) -> Conte
 # --- what the table's seconds rest on: the ring's hiding condition, the causal count, zig-zag
 # chunks and Ulysses past c = K -----------------------------------------------------------------
 
-#: How attention's s² FLOPs are counted, named wherever a figure uses one (issue 40). "full":
-#: every query against every key, PaLM's 12·L·h·s per token -- the count the time model, ``time``
-#: and ``plan`` price (``timing.FLOP_CONVENTION``). "causal": half of it, Megatron-LM's causal
-#: count (``timing.megatron_flops_per_token(model, causal=True)``): under a causal mask only the
-#: blocks on and below the diagonal are work, and a causal kernel skips the rest.
-ATTENTION_COUNTS: dict[str, Fraction] = {"full": Fraction(1), "causal": Fraction(1, 2)}
+#: How attention's s² FLOPs are counted (``TransformerSpec.ATTENTION_COUNTS``, one definition):
+#: "full", PaLM's 12·L·h·s per token, the count ``time`` and ``plan`` price by default; "causal",
+#: Megatron-LM's, half of it -- a model's ``attention_count`` chooses, and the time model prices
+#: it (``long_context_model(s, attention_count="causal")``).
+ATTENTION_COUNTS = TransformerSpec.ATTENTION_COUNTS
 
 
 def ring_round(model: TransformerSpec, context: int, count: str = "full") -> tuple[int, Fraction]:

@@ -235,10 +235,12 @@ def block_ops(model: TransformerSpec, kernels: Kernels = Kernels()) -> tuple[Op,
 
 def attention_op(model: TransformerSpec) -> Op:
     """Attention's two s² matmuls for one token (``timing.attention_flops_per_token``'s count: 4·h·s
-    forward, twice that backward, no causal halving), moving q, k, v and the output (bf16, after
+    forward, twice that backward; under the causal count, ``TransformerSpec.ATTENTION_COUNTS``,
+    half), moving q, k, v and the output (bf16, after
     GQA's repeat) forward and those and their gradients backward: compute-bound at any s worth
     the name (intensity s/2)."""
     h, s, L = model.hidden, model.seq, model.layers
+    s = int(s * TransformerSpec.ATTENTION_COUNTS[model.attention_count])  # the keys a query sees
     return Op("attention (SDPA)", "attention", {"forward": 4 * h * s, "backward": 8 * h * s},
               _pass(4 * BF16 * h, 8 * BF16 * h), L)  # fmt: skip
 

@@ -142,3 +142,33 @@ def test_a_zig_zag_run_holds_chunks_i_and_2c_minus_1_minus_i():
     ):
         with pytest.raises(PlacementError, match=said):
             refused.validate()
+
+
+def test_the_time_model_prices_the_causal_count_when_a_model_asks_for_it():
+    from placement_edu.long_context import context_costs
+    from placement_edu.timing import (
+        attention_flops_per_token,
+        megatron_flops_per_token,
+        palm_flops_per_token,
+    )
+
+    full, causal = (long_context_model(131072, attention_count=n) for n in ("full", "causal"))
+    halved = attention_flops_per_token(causal)
+    assert halved == {k: v // 2 for k, v in attention_flops_per_token(full).items()}
+    assert halved["forward"] == 2 * 32 * 4096 * 131072  # 4·L·h·s / 2
+    # Megatron's own count takes its causal flag, whatever the model's count
+    for flag in (False, True):
+        assert megatron_flops_per_token(causal, flag) == megatron_flops_per_token(full, flag)
+    # on c = 8 the ring hides everything: the step is compute, in the ratio of the counts
+    ring_full, ring_causal = (context_costs(m, 8, "ring") for m in (full, causal))
+    assert ring_full.exposed_s == ring_causal.exposed_s == 0
+    ratio = palm_flops_per_token(causal) / palm_flops_per_token(full)
+    assert ring_causal.step_s == pytest.approx(ring_full.step_s * ratio, rel=1e-12)
+    assert ATTENTION_COUNTS["causal"] == Fraction(1, 2)
+
+
+def test_an_unknown_attention_count_is_refused_in_one_line():
+    with pytest.raises(
+        PlacementError, match="attention_count must be one of full, causal, got 'half'"
+    ):
+        long_context_model(8192, attention_count="half")

@@ -51,6 +51,8 @@ class TransformerSpec(IdealSlices):
     h + h + 2K·h/a) instead of 4h² + 4h. ``attention``: how attention is computed, apart from
     recomputation -- "eager" (softmax and dropout as separate ops: the 5as²b bytes Korthikanti et
     al. count) or "flash" (FlashAttention: no s² tensor is kept, only the logsumexp).
+    ``attention_count``: how attention's FLOPs are counted, "full" or "causal"
+    (``ATTENTION_COUNTS``).
     """
 
     layers: int
@@ -70,12 +72,18 @@ class TransformerSpec(IdealSlices):
     kv_heads: int = 0  # 0 means heads (multi-head attention, no GQA)
     attention: str = "eager"
     block: str = "gpt"
+    attention_count: str = "full"
 
     RECOMPUTE = ("none", "selective", "full")
     #: The blocks a transformer is built of: GPT's, and Llama's (SwiGLU, RMSNorm, RoPE, untied).
     BLOCKS = ("gpt", "llama")
     #: How attention is computed (apart from recomputation): see ``activation_terms_per_layer``.
     ATTENTION = ("eager", "flash")
+    #: How attention's s² FLOPs are counted (issue 40), named wherever a figure uses one, and the
+    #: factor each applies to them: "full", every query against every key (PaLM's 12·L·h·s per
+    #: token, the count the presets' published runs use); "causal", half of it (Megatron-LM's
+    #: causal count: a causal kernel skips the blocks above the diagonal).
+    ATTENTION_COUNTS = {"full": Fraction(1), "causal": Fraction(1, 2)}
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab", "micro_batch"):
@@ -110,6 +118,11 @@ class TransformerSpec(IdealSlices):
         expect(
             self.attention in self.ATTENTION,
             f"attention must be one of {', '.join(self.ATTENTION)}, got {self.attention!r}",
+        )
+        expect(
+            self.attention_count in self.ATTENTION_COUNTS,
+            f"attention_count must be one of {', '.join(self.ATTENTION_COUNTS)}, got "
+            f"{self.attention_count!r}",
         )
         expect(
             self.block in self.BLOCKS,
@@ -274,6 +287,7 @@ class TransformerSpec(IdealSlices):
     def description(self) -> str:
         kv = f" K={self.kv_heads}" if self.kv_heads != self.heads else ""
         attention = f", {self.attention} attention" if self.attention != "eager" else ""
+        attention += ", causal count" if self.attention_count == "causal" else ""
         kind = "Llama-block transformer" if self.llama else "transformer"
         return self.name or (
             f"{kind} L={self.layers} h={self.hidden} a={self.heads}{kv} "

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from placement_edu.errors import expect, positive_int
@@ -39,12 +40,14 @@ def attention_flops_per_token(model) -> dict[str, int]:
     """FLOPs of attention's two s² matmuls for one token, per pass, that 6Ψ leaves out (they have
     no parameters): per layer, QKᵀ (2·s·h: the token's query against s keys of h values) and
     attention over V (2·s·h). Forward 4·L·h·s, backward twice that: 12·L·h·s in all (PaLM's
-    12·L·H·Q·T; Narayanan et al. 2021 eq. 3's s/(6h) term). No causal halving, as both count.
-    0 for a model without a sequence."""
+    12·L·H·Q·T; Narayanan et al. 2021 eq. 3's s/(6h) term), as both count -- halved for a model
+    whose ``attention_count`` is "causal" (Megatron-LM's causal count,
+    ``TransformerSpec.ATTENTION_COUNTS``). 0 for a model without a sequence."""
     model = as_model(model)
     if not isinstance(model, TransformerSpec) and not has_experts(model):
         return {"forward": 0, "backward": 0, "step": 0}
-    forward = 4 * model.layers * model.hidden * model.seq
+    count = TransformerSpec.ATTENTION_COUNTS[getattr(model, "attention_count", "full")]
+    forward = int(4 * model.layers * model.hidden * model.seq * count)
     return {"forward": forward, "backward": 2 * forward, "step": 0}
 
 
@@ -113,7 +116,7 @@ def megatron_attention_forward_per_token(model: TransformerSpec, causal: bool = 
     ``causal`` (only half of the causal mask is non-zero), as Megatron-LM's main branch counts
     since it added that factor (seen at commit 001b00c of megatron/training/training.py); the
     papers (Narayanan et al. 2021 eq. 3, Korthikanti et al. 2022) and PaLM do not halve."""
-    forward = attention_flops_per_token(model)["forward"]
+    forward = attention_flops_per_token(replace(model, attention_count="full"))["forward"]
     return forward // 2 if causal else forward
 
 
