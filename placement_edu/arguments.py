@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Callable, Mapping, NoReturn, Sequence, TypeVar
+from typing import Any, Callable, Mapping, NoReturn, Sequence, TypeVar
 
 from placement_edu.errors import PlacementError, shortened
 
@@ -33,7 +33,7 @@ def described(docstring: str) -> str:
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr and exit status 2 -- never a traceback."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = NEGATIVE_NUMBER
 

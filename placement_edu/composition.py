@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, WHOLE, Mode, State
 from placement_edu.shown import Shown
+from placement_edu.strategies import Strategy
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["RULES", "safety_violations"]
@@ -71,7 +72,7 @@ def _is(state: State) -> str:
     return {State.PARAMS: "params are", State.GRADS: "grads are"}.get(state, "optimizer state is")
 
 
-def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
+def orthogonality(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
     """Rule 1: one mesh axis shards at most one dimension of a tensor.
 
     Two axes MAY shard the same dimension: nested, the second splitting each slice of the first
@@ -98,7 +99,7 @@ def orthogonality(strategy, mesh: Mesh) -> list[RuleViolation]:
     return out
 
 
-def integrity_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
+def integrity_per_axis(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
     """Rule 2: every batch-splitting axis has a sum-reduction of gradients, once per step."""
     out = []
     for axis in BATCH_AXES:
@@ -118,7 +119,7 @@ def integrity_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
     return out
 
 
-def consistency_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
+def consistency_per_axis(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
     """Rule 3: every state replicated along an axis gets identical updates along it.
 
     On batch-splitting axes the schedule guarantees it (summed gradients, and an all-gather of the
@@ -146,7 +147,7 @@ def consistency_per_axis(strategy, mesh: Mesh) -> list[RuleViolation]:
     return out
 
 
-def gather_scope(strategy, mesh: Mesh) -> list[RuleViolation]:
+def gather_scope(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
     """Rule 4: an SG state is gathered only along the axis it is SG on, and that axis splits the
     batch (ZeRO-3 on data with TP on tensor gathers over data and yields the tensor-parallel
     slice)."""
@@ -171,7 +172,7 @@ def gather_scope(strategy, mesh: Mesh) -> list[RuleViolation]:
     return out
 
 
-def safety_violations(strategy, mesh: Mesh) -> tuple[RuleViolation, ...]:
+def safety_violations(strategy: Strategy, mesh: Mesh) -> tuple[RuleViolation, ...]:
     """Every broken safety rule (1-4) of ``strategy`` on ``mesh``, in rule order."""
     return tuple(
         orthogonality(strategy, mesh)

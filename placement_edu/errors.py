@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 
@@ -214,11 +215,9 @@ def _repr(value: object) -> str:
 _shown = shown  # the readers of numbers below
 
 
-def _decimal(text: str, accepted: str):
+def _decimal(text: str, accepted: str) -> Decimal:
     """The exact value of ``text`` ("7.5e9", "1_000", "123456789012345678901"): never through a
     float."""
-    from decimal import Decimal, InvalidOperation
-
     try:
         value = Decimal(text.strip())
     except (InvalidOperation, ValueError, TypeError):

@@ -28,14 +28,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, TypeGuard
+from typing import TYPE_CHECKING, Mapping, TypeGuard
 
 from placement_edu.errors import PlacementError, expect, kv_heads_of, positive_int
 from placement_edu.models.ideal import IdealSlices
 from placement_edu.models.splits import Number, stage_layers
+from placement_edu.mesh import Mesh
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.units import wrapped
 from placement_edu.shown import Shown
+from placement_edu.strategies import Strategy
+
+if TYPE_CHECKING:  # the schedule imports this module
+    from placement_edu.schedule.ops import Schedule
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = [
@@ -252,7 +257,7 @@ def has_experts(model: object) -> TypeGuard[MoESpec]:
     return isinstance(model, MoESpec)
 
 
-def check_expert_axis(model: object, mesh, strategy) -> None:
+def check_expert_axis(model: object, mesh: Mesh, strategy: Strategy) -> None:
     """Refuse, in one line, an expert axis that cannot be derived: on a model without experts,
     with E not divisible by e, or beside a data axis that does not keep its states whole."""
     e = mesh.degree(EXPERT_AXIS)
@@ -298,7 +303,11 @@ class RankLoad(Shown):
 
 
 def rank_load(
-    model: MoESpec, e: int, share: Fraction | int = 0, element_bytes: int = 2, dropless=False
+    model: MoESpec,
+    e: int,
+    share: Fraction | int = 0,
+    element_bytes: int = 2,
+    dropless: bool = False,
 ) -> RankLoad:
     """The load of the busiest of ``e`` expert ranks when it is chosen by ``share`` of all the
     routed tokens (the routing skew; 0 or 1/e: balanced). The e ranks route e·T·k copies in all;
@@ -328,7 +337,7 @@ def rank_load(
 
 
 # --- the checker's reading of the routing ------------------------------------------------------
-def routing_problems(schedule, model: object) -> list[str]:
+def routing_problems(schedule: Schedule, model: object) -> list[str]:
     """SPEC §5 (gradient integrity) for the router's tokens: every MoE all-to-all of
     ``schedule`` (a derived ``Schedule``) must carry the whole E·C·h buffer the router filled. A
     smaller one has lost a routed token: its expert never sees it, so the expert's gradient (and,

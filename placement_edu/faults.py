@@ -23,6 +23,7 @@ from placement_edu.names import Word
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
 from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, OpKind, Schedule
+from placement_edu.strategies import Strategy
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["FAULTS", "FaultName", "applicable_faults", "strategies_for"]
@@ -42,11 +43,11 @@ class FaultName(Word):
 
 
 # --- where a fault applies: read from the placement ---------------------------------------------
-def _data_axis(strategy, mesh: Mesh) -> bool:
+def _data_axis(strategy: Strategy, mesh: Mesh) -> bool:
     return mesh.degree("data") > 1
 
 
-def _owner_only_update(strategy, mesh: Mesh) -> bool:
+def _owner_only_update(strategy: Strategy, mesh: Mesh) -> bool:
     mode = strategy.placement.mode
     return (
         _data_axis(strategy, mesh)
@@ -55,22 +56,22 @@ def _owner_only_update(strategy, mesh: Mesh) -> bool:
     )
 
 
-def _replicas_broadcast_at_start(strategy, mesh: Mesh) -> bool:
+def _replicas_broadcast_at_start(strategy: Strategy, mesh: Mesh) -> bool:
     return any(
         mesh.degree(a) > 1 and strategy.placement.mode(State.PARAMS, a) in WHOLE for a in BATCH_AXES
     )
 
 
-def _expert_axis(strategy, mesh: Mesh) -> bool:
+def _expert_axis(strategy: Strategy, mesh: Mesh) -> bool:
     return mesh.degree(EXPERT_AXIS) > 1
 
 
-def _expert_replicas(strategy, mesh: Mesh) -> bool:
+def _expert_replicas(strategy: Strategy, mesh: Mesh) -> bool:
     """Each expert has d > 1 data replicas: its grads are reduced over them."""
     return _expert_axis(strategy, mesh) and _data_axis(strategy, mesh)
 
 
-def _gathered_params(strategy, mesh: Mesh) -> bool:
+def _gathered_params(strategy: Strategy, mesh: Mesh) -> bool:
     return _data_axis(strategy, mesh) and strategy.placement.mode(State.PARAMS, "data") in GATHERED
 
 
@@ -246,7 +247,7 @@ def _fault(name: str) -> Fault:
     return FAULTS[name]
 
 
-def applicable_faults(strategy, mesh: Mesh) -> tuple[str, ...]:
+def applicable_faults(strategy: Strategy, mesh: Mesh) -> tuple[str, ...]:
     """The names of the faults that apply to ``strategy`` on ``mesh``."""
     return tuple(name for name, fault in FAULTS.items() if fault.applies(strategy, mesh))
 
@@ -265,14 +266,14 @@ def strategies_for(name: str) -> tuple[str, ...]:
     )
 
 
-def with_experts(strategy) -> Mesh:
+def with_experts(strategy: Strategy) -> Mesh:
     """``strategy``'s example mesh with an expert axis of 2 added."""
     from placement_edu.strategies import example_mesh
 
     return Mesh.of(**dict(example_mesh(strategy).degrees), **{EXPERT_AXIS: 2})
 
 
-def _expert_parallel(strategy, mesh: Mesh) -> bool:
+def _expert_parallel(strategy: Strategy, mesh: Mesh) -> bool:
     """Whether expert parallelism derives for ``strategy`` on ``mesh`` (``check_expert_axis``)."""
     from placement_edu.experts import SMALL_MOE, check_expert_axis
 
@@ -283,7 +284,7 @@ def _expert_parallel(strategy, mesh: Mesh) -> bool:
     return True
 
 
-def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Schedule:
+def apply_fault(schedule: Schedule, fault_name: str, strategy: Strategy, mesh: Mesh) -> Schedule:
     """``schedule`` with fault ``fault_name`` edited in; refused (PlacementError) where it does not
     apply."""
     fault = _fault(fault_name)
@@ -296,7 +297,7 @@ def apply_fault(schedule: Schedule, fault_name: str, strategy, mesh: Mesh) -> Sc
     return schedule.edited(fault.edit)
 
 
-def _where_it_applies(fault: Fault, strategy, mesh: Mesh) -> str:
+def _where_it_applies(fault: Fault, strategy: Strategy, mesh: Mesh) -> str:
     """Where to try the fault instead. A strategy whose placement fits may still be on a mesh
     whose axis has one device (data=1): along it every state is whole, nothing is reduced,
     gathered or broadcast, and there is nothing for the fault to spoil -- the mesh is what to

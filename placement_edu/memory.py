@@ -154,7 +154,7 @@ def plain_bytes(n: Number) -> str:
 
 
 def derive_memory(
-    strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0
+    strategy: Strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0
 ) -> Memory:
     """Bytes that ``rank`` of ``mesh`` holds under ``strategy`` (SPEC §3): the persistent model
     states, then the transient terms of each phase, step by step."""
@@ -306,7 +306,7 @@ def activation_terms(
     # in the tokens it holds (attention's scores too: s/c queries × s keys under ring attention,
     # s × s for a/c heads under Ulysses), so 1/c of them.
     c = mesh.degree("context")
-    context_applies(strategy, model, mesh, t)
+    context_applies(strategy.context_attention, model, mesh, t)
     activations = (
         model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage)))
         * flight
@@ -316,7 +316,9 @@ def activation_terms(
     terms: Terms = []
     if activations:
         terms += [("forward", ACTIVATIONS, activations), ("backward", ACTIVATIONS, activations)]
-    in_flight_kv = context_buffer_bytes(strategy, model, mesh, t, precision.activations)
+    in_flight_kv = context_buffer_bytes(
+        strategy.context_attention, model, mesh, t, precision.activations
+    )
     terms += [(phase, CONTEXT_BUFFERS, size) for phase, size in in_flight_kv.items()]
     if isinstance(model, TransformerSpec):
         terms += head_and_recompute(model, precision, t, c, last=stage == p - 1)

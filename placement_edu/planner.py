@@ -25,7 +25,7 @@ from placement_edu.configuration import group_links as group_links  # (re-export
 from placement_edu.errors import PlacementError, expect, positive_int
 from placement_edu.experts import MoESpec, has_experts
 from placement_edu.mesh import Mesh
-from placement_edu.models import TransformerSpec, heads_divide, nearest_shape
+from placement_edu.models import Shape, TransformerSpec, heads_divide, nearest_shape
 from placement_edu.models import per_layer_model as per_layer_model  # (re-exported)
 from placement_edu.precision import Precision
 from placement_edu.pricing import (
@@ -60,7 +60,7 @@ def default_transformer(
     shape's sequence length."""
     psi = positive_int("number of parameters (psi)", psi)
 
-    def with_ffn(shape, f: int) -> TransformerSpec:
+    def with_ffn(shape: Shape, f: int) -> TransformerSpec:
         name, layers, h, a, s, v, _ = shape
         return TransformerSpec(
             layers=layers, hidden=h, heads=a, seq=s, vocab=v, ffn=f, micro_batch=micro_batch

@@ -45,6 +45,7 @@ from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
 from placement_edu.placement import State
+from placement_edu.strategies import Strategy
 from placement_edu.schedule.ops import Op, Repeat, held
 from placement_edu.schedule.costs import OpKind
 
@@ -64,15 +65,14 @@ def kv_fraction(model: Model) -> Fraction:
     return Fraction(model.kv_heads or heads, heads)
 
 
-def context_applies(strategy: Any, model: Model, mesh: Mesh, tensor: int) -> None:
+def context_applies(attention: str, model: Model, mesh: Mesh, tensor: int) -> None:
     """Refuse the context axis where it does not apply, in one line with the reason: a model
     without a sequence; a sequence that c does not split into equal chunks; Ulysses on heads that
     c·t does not divide (each of the c·t ranks of a tensor × context group computes whole heads,
-    and whole key-value heads)."""
+    and whole key-value heads). ``attention``: the strategy's ``context_attention``."""
     c = context_degree(mesh)
     if c == 1:
         return
-    attention = strategy.context_attention
     expect(
         model.boundary_elements > 0,
         f"the context axis ({c} ranks) splits each sequence, but {model.description} has no "
@@ -178,7 +178,7 @@ def context_attention_collectives(dev: Any, phase: str) -> list[Op | Repeat]:
     c = context_degree(dev.mesh)
     if c == 1:
         return []
-    context_applies(dev.strategy, dev.model, dev.mesh, dev.tensor)
+    context_applies(dev.strategy.context_attention, dev.model, dev.mesh, dev.tensor)
     layers = len(stage_layers(dev.model.layers, dev.stages, dev.stage))
     kinds = [phase]
     if phase == "backward" and dev.model.recompute == "full":
@@ -194,17 +194,17 @@ def context_attention_collectives(dev: Any, phase: str) -> list[Op | Repeat]:
 
 
 def context_buffer_bytes(
-    strategy: Any, model: Model, mesh: Mesh, tensor: int, activation_bytes: int
+    attention: str, model: Model, mesh: Mesh, tensor: int, activation_bytes: int
 ) -> dict[str, Fraction]:
     """Bytes of the attention inputs in flight on the context axis, one layer at a time, per
     phase: ring attention holds the K/V chunk it computes with and the one arriving (2 chunks),
     and in backward their dK/dV beside them (4); Ulysses holds the head-split Q, K, V it received
     (b·s·(h + 2h_kv)/(c·t): every token, a/(c·t) heads) and, in backward, their gradients on
-    their way back."""
+    their way back. ``attention``: the strategy's ``context_attention``."""
     c = context_degree(mesh)
     if c == 1:
         return {}
-    if strategy.context_attention == "ulysses":
+    if attention == "ulysses":
         qkv, _ = ulysses_buffers(model, c, tensor)
         forward, backward = qkv, 2 * qkv
     else:

@@ -9,6 +9,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import Model
 from placement_edu.placement import State
 from placement_edu.precision import Precision
+from placement_edu.strategies import Strategy
 from placement_edu.axes import validate
 from placement_edu.schedule.context import context_attention_collectives
 from placement_edu.schedule.costs import OpKind
@@ -91,7 +92,12 @@ FREED_AFTER_FORWARD = "parameters were freed after forward: gather them again fo
 
 
 def derive_schedule(
-    strategy, model: Model, mesh: Mesh, precision: Precision, rank: int = 0, strict: bool = True
+    strategy: Strategy,
+    model: Model,
+    mesh: Mesh,
+    precision: Precision,
+    rank: int = 0,
+    strict: bool = True,
 ) -> Schedule:
     """The operations one device (``rank`` of ``mesh``) performs in one optimizer step, in order:
     start-up, then each pipeline pass (forward, backward) of each micro-batch, the optimizer step,

@@ -13,9 +13,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.axes import split_axes
-from placement_edu.experts import all_to_all_elements, has_experts, moe_layers_on_stage
+from placement_edu.experts import MoESpec, all_to_all_elements, has_experts, moe_layers_on_stage
 from placement_edu.placement import EXPERT_AXIS, STARTUP, State
 from placement_edu.schedule.ops import Op, Repeat, Tag, held
+from placement_edu.schedule.rules import Device, reduce_partial_grads
 from placement_edu.schedule.costs import OpKind
 
 #: Why each MoE all-to-all is there, in the order a pass runs them (forward, then backward:
@@ -32,27 +33,34 @@ ALL_TO_ALLS = {
 }
 
 
-def expert_degree(dev) -> int:
+def expert_model(dev: Device) -> MoESpec | None:
+    """The mixture of experts an expert axis splits on ``dev``; None without one (no expert axis,
+    or a model without experts)."""
+    model = dev.model
+    return model if has_experts(model) and dev.mesh.degree(EXPERT_AXIS) > 1 else None
+
+
+def expert_degree(dev: Device) -> int:
     """e, the expert axis' degree (1 without one, or on a model without experts)."""
     return dev.mesh.degree(EXPERT_AXIS) if has_experts(dev.model) else 1
 
 
-def expert_all_to_alls(dev, phase: str) -> list[Op | Repeat]:
+def expert_all_to_alls(dev: Device, phase: str) -> list[Op | Repeat]:
     """Per MoE layer of the stage and per micro-batch, two all-to-alls in ``phase`` over the e
     expert ranks, each of E·C·h elements (``experts.all_to_all_elements``): 4 per layer per
     micro-batch, forward and backward."""
-    e = expert_degree(dev)
-    if e == 1:
+    model, e = expert_model(dev), expert_degree(dev)
+    if model is None:
         return []
-    size = all_to_all_elements(dev.model)
+    size = all_to_all_elements(model)
     block = [
         dev.op(OpKind.ALL_TO_ALL, State.ACTIVATIONS, EXPERT_AXIS, phase, size, e, why)
         for _, why in ALL_TO_ALLS[phase]
     ]
-    return held(block, moe_layers_on_stage(dev.model, dev.stages, dev.stage))
+    return held(block, moe_layers_on_stage(model, dev.stages, dev.stage))
 
 
-def expert_parallel_grads(dev, tag: Tag) -> list[Op | Repeat]:
+def expert_parallel_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
     """The gradient reductions under expert parallelism (``reduce_partial_grads``' rule 1, with
     the two groups EP makes; every state is whole on data, ``check_expert_axis``, so both are
     all-reduces):
@@ -62,14 +70,19 @@ def expert_parallel_grads(dev, tag: Tag) -> list[Op | Repeat]:
       the expert axis, its group d·e);
     - an expert's grads are whole along the expert axis -- the all-to-alls brought it every token
       that chose it -- and partial over the d data replicas of that expert: one all-reduce on
-      data (none when d = 1)."""
+      data (none when d = 1).
+
+    Without an expert axis: rule 1's reductions (``reduce_partial_grads``)."""
+    model = expert_model(dev)
+    if model is None:
+        return reduce_partial_grads(dev, tag)
     d, e = dev.mesh.degree("data"), expert_degree(dev)
     split = split_axes(dev.strategy.placement, State.GRADS, dev.mesh, exclude=EXPERT_AXIS)
     other = 1
     for n in split.values():
         other *= n
-    dense = Fraction(dev.model.dense_elements, other)
-    experts = Fraction(dev.model.expert_elements, other * e)
+    dense = Fraction(model.dense_elements, other)
+    experts = Fraction(model.expert_elements, other * e)
     ops: list[Op | Repeat] = [
         dev.op(
             OpKind.ALL_REDUCE,
@@ -101,11 +114,11 @@ def expert_parallel_grads(dev, tag: Tag) -> list[Op | Repeat]:
     return ops
 
 
-def dense_startup_broadcast(dev) -> list[Op]:
+def dense_startup_broadcast(dev: Device) -> list[Op]:
     """SPEC §4 rule 4 on the expert axis: the dense weights are R across the e expert ranks and
     start identical by one broadcast (each expert has one owner there: nothing to broadcast)."""
-    e = expert_degree(dev)
-    if e == 1:
+    model, e = expert_model(dev), expert_degree(dev)
+    if model is None:
         return []
     split = split_axes(dev.strategy.placement, State.PARAMS, dev.mesh, exclude=EXPERT_AXIS)
     other = 1
@@ -117,7 +130,7 @@ def dense_startup_broadcast(dev) -> list[Op]:
             State.PARAMS,
             EXPERT_AXIS,
             STARTUP,
-            Fraction(dev.model.dense_elements, other),
+            Fraction(model.dense_elements, other),
             e,
             "the dense weights are replicated across the expert ranks: they start identical "
             "(rule 4); the experts each have one owner there",

@@ -158,7 +158,9 @@ def held(ops: list[Op], times: int) -> list[Op | Repeat]:
     return [Repeat(tuple(ops), times, unit=True)]
 
 
-def _counted(entries: tuple[Op | Repeat, ...], units: int, passes: int):
+def _counted(
+    entries: tuple[Op | Repeat, ...], units: int, passes: int
+) -> Iterator[tuple[Op, int, int]]:
     """Each op once, with the equal units it runs on and the micro-batch passes that repeat it."""
     for e in entries:
         if isinstance(e, Op):
@@ -169,7 +171,7 @@ def _counted(entries: tuple[Op | Repeat, ...], units: int, passes: int):
             yield from _counted(e.ops, units, passes * e.times)
 
 
-def _listed_units(entries: tuple[Op | Repeat, ...], passes: int):
+def _listed_units(entries: tuple[Op | Repeat, ...], passes: int) -> Iterator[tuple[Op, int]]:
     """Each op of each unit in order (a run of units listed one by one), with the micro-batch
     passes that repeat it."""
     for e in entries:

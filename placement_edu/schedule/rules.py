@@ -38,6 +38,7 @@ from placement_edu.placement import (
     State,
 )
 from placement_edu.precision import Precision
+from placement_edu.strategies import Strategy
 from placement_edu.axes import model_axis_degree, split_axes
 from placement_edu.schedule.costs import COLLECTIVES
 from placement_edu.schedule.ops import Op, Repeat, Tag, held
@@ -49,7 +50,7 @@ from placement_edu.schedule.costs import OpKind
 class Device:
     """One device's view of the step: strategy, model, mesh, precision and its mesh coordinates."""
 
-    strategy: Any
+    strategy: Strategy
     model: Model
     mesh: Mesh
     precision: Precision
@@ -173,7 +174,7 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
     return ops
 
 
-def grad_reduction(strategy, axis: str) -> OpKind:
+def grad_reduction(strategy: Strategy, axis: str) -> OpKind:
     """SPEC §4 rule 1: the collective that resolves a partial gradient on a batch-splitting axis.
 
     Keyed on O: if the optimizer state is whole there, every device needs the whole sum (all-

@@ -17,7 +17,7 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.experts import has_experts
 from placement_edu.gemm import gemm_factor
 from placement_edu.float8 import Float8
-from placement_edu.models import Model, TransformerSpec, as_model, every_kth
+from placement_edu.models import Model, ModelOrPsi, TransformerSpec, as_model, every_kth
 from placement_edu.roofline import (
     EAGER_ATTENTION_BYTES,
     SOFTMAX_BYTES,
@@ -36,7 +36,7 @@ from placement_edu.timing.hardware import Hardware
 FLOP_CONVENTION = "PaLM's 6Ψ + 12·L·h·s per token (model FLOPs), plus recomputation (hardware)"
 
 
-def attention_flops_per_token(model) -> dict[str, int]:
+def attention_flops_per_token(model: ModelOrPsi) -> dict[str, int]:
     """FLOPs of attention's two s² matmuls for one token, per pass, that 6Ψ leaves out (they have
     no parameters): per layer, QKᵀ (2·s·h: the token's query against s keys of h values) and
     attention over V (2·s·h). Forward 4·L·h·s, backward twice that: 12·L·h·s in all (PaLM's
@@ -51,7 +51,7 @@ def attention_flops_per_token(model) -> dict[str, int]:
     return {"forward": forward, "backward": 2 * forward, "step": 0}
 
 
-def flops_per_token(psi_or_model, recompute: str = "none") -> dict[str, int]:
+def flops_per_token(psi_or_model: ModelOrPsi, recompute: str = "none") -> dict[str, int]:
     """SPEC §9: hardware FLOPs of one token through a dense model, per pass (``FLOP_CONVENTION``).
 
     Forward 2Ψ (a multiply and an add per parameter), backward 4Ψ (the gradients of the
@@ -87,7 +87,7 @@ def replayed_share(model: Model, recompute: str, forward: int, attention: int) -
     return {"none": 0, "selective": attention, "full": forward}[recompute]
 
 
-def palm_flops_per_token(psi_or_model) -> int:
+def palm_flops_per_token(psi_or_model: ModelOrPsi) -> int:
     """PaLM's convention (Chowdhery et al. 2022, Appendix B): model FLOPs of one token, forward +
     backward, nothing replayed -- 6N + 12·L·H·Q·T with N = Ψ every parameter, H·Q = h, T = s:
     6Ψ + 12·L·h·s. What MFU divides by the peak; hardware FLOPs (HFU) add what recomputation
@@ -95,7 +95,7 @@ def palm_flops_per_token(psi_or_model) -> int:
     return sum(flops_per_token(psi_or_model).values())
 
 
-def model_flops_per_token(psi_or_model) -> int:
+def model_flops_per_token(psi_or_model: ModelOrPsi) -> int:
     """Model FLOPs of one token in the package's convention, ``FLOP_CONVENTION``: PaLM's
     (``palm_flops_per_token``)."""
     return palm_flops_per_token(psi_or_model)
@@ -151,7 +151,7 @@ def megatron_hardware_flops_per_token(
     return megatron_flops_per_token(model, causal) + replayed
 
 
-def logit_flops_per_token(model) -> dict[str, int]:
+def logit_flops_per_token(model: ModelOrPsi) -> dict[str, int]:
     """FLOPs of one token through a transformer's logit layer (the output projection onto the
     vocabulary, V·h weights), per pass: forward 2·V·h, backward 4·V·h; 0 for a model without a
     vocabulary. Already in 6Ψ (Ψ counts the tied V·h embedding); what a pipeline's last stage does
@@ -164,7 +164,7 @@ def logit_flops_per_token(model) -> dict[str, int]:
 
 
 def compute_time(
-    psi_or_model,
+    psi_or_model: ModelOrPsi,
     tokens: float | Fraction,
     hw: Hardware,
     recompute: str = "none",

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 from placement_edu.errors import expect, positive_int
 from placement_edu.names import Word
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, as_model, stage_units
+from placement_edu.models import Model, ModelOrPsi, as_model, stage_units
 from placement_edu.placement import BATCH_AXES, GATHERED, State
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
@@ -107,7 +107,7 @@ def units_on_stage(model: Model, stages: int) -> int:
 
 def overlapped(
     strategy: str | Strategy,
-    model,
+    model: ModelOrPsi,
     mesh: Mesh | str,
     precision: str | Precision,
     hw: str | Hardware,

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh, as_mesh
-from placement_edu.models import Model, TransformerSpec, as_model, tensor_divides_heads
+from placement_edu.models import (
+    Model,
+    ModelOrPsi,
+    TransformerSpec,
+    as_model,
+    tensor_divides_heads,
+)
 from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import Schedule, derive_schedule, model_axis_degree, ring_bytes
 from placement_edu.strategies import Strategy, get_strategy
@@ -123,7 +129,7 @@ def step_time(
                 "give tokens_per_device: an abstract model has no sequence to count tokens from"
             )
         tokens_per_device = fixed
-    elif fixed is not None:
+    elif fixed is not None and isinstance(model, TransformerSpec):  # its shape fixes the tokens
         share = model_axis_degree(strategy, mesh, "tensor") * model_axis_degree(
             strategy, mesh, "pipeline"
         )
@@ -189,7 +195,7 @@ def combine(
 # --- the compute-bound threshold ---------------------------------------------------------------
 def compute_bound_tokens(
     strategy: str | Strategy,
-    model,
+    model: ModelOrPsi,
     mesh: Mesh | str,
     precision: str | Precision,
     hw: str | Hardware,
