@@ -45,7 +45,6 @@ from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
 from placement_edu.placement import State
-from placement_edu.strategies import Strategy
 from placement_edu.schedule.ops import Op, Repeat, held
 from placement_edu.schedule.costs import OpKind
 
