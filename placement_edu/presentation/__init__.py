@@ -11,9 +11,10 @@ derivations; the core never imports it. Tables and JSON live beside the derivati
   ``context_explorer`` (long context), ``expert_explorer`` (mixture of experts),
   ``runtime_explorer``, ``fit_explorer``, ``widgets`` (ZeRO
   and the checker); ``plots.py`` the cost charts
-- will one rank's step fit (issue 22): ``fit_answers`` (the formula; the measured profile and its
-  step), ``fit_tracker`` (PyTorch's tracker, in a child process), ``fit_three_ways`` (the three
-  side by side), ``fit_chart`` (what ``fit_explorer`` draws)
+- will one rank's step fit (issue 22; the answers are the core's, ``placement_edu.fitting``):
+  ``fit_answers`` (a profile not kept, measured for a notebook), ``fit_tracker`` (PyTorch's
+  tracker, in a child process), ``fit_three_ways`` (the three side by side), ``fit_chart`` (what
+  ``fit_explorer`` draws)
 - one peak (issue 39): ``policies`` (recomputation policies on one block), ``mesh_fit`` (``fit``
   on a mesh, rank by rank), ``module_plan`` (the planner with a real module's peaks)
 """

@@ -1,103 +1,38 @@
-"""Activation profiles, measured once and kept: the measurement imports torch and its trackers
-(about 2 s on a laptop CPU, most of it the import), so a measured profile is written to
-``$XDG_CACHE_HOME/placement_edu/profiles`` (default ``~/.cache/...``) under a key naming the model's
-shape less its depth (a profile is per block, measured on a two-block copy: any depth shares it),
-an HF config's contents (wherever the file lies), b, s, the compute dtype, attention,
-recomputation, torch's version and the source of the measuring code. Reading one back imports no
-torch.
-``PLACEMENT_EDU_NO_CACHE=1`` measures every time.
+"""Activation profiles measured: ``get_profile`` reads the one kept
+(``placement_edu.profile_store``: shipped, or cached), else measures it under ``FakeTensorMode``
+(imports torch and its trackers: about 2 s on a laptop CPU, most of it the import) and keeps it.
+``write_shipped`` measures the shipped ones afresh (``python -m
+placement_edu.runtime.measurement.profiles``, after a change to the measuring code or to torch:
+their keys name both).
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
-from functools import lru_cache
 import json
 import os
-from dataclasses import asdict, replace
-from importlib.metadata import version
 from pathlib import Path
-from typing import Iterable
 
-from placement_edu.architectures import REFERENCE_SEQ, Architecture, get_architecture
+from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile
-
-
-#: Profiles of the reference models at the shapes issue 22 checks, measured and shipped with the
-#: package (``python -m placement_edu.runtime.measurement.profiles`` writes them; a test checks
-#: they equal a fresh measurement).
-SHIPPED = Path(__file__).resolve().parents[2] / "data" / "profiles"
-#: (model, seq, compute, attention) of the shipped profiles, b = 1, no recomputation: fp32 and bf16
-#: with eager attention (the trackers' tests), and bf16 with SDPA (``fit``'s defaults).
-SHIPPED_CASES = tuple(
-    (m, s, c, a)
-    for m, s in REFERENCE_SEQ.items()
-    for c, a in (("fp32", "eager"), ("bf16", "eager"), ("bf16", "sdpa"))
+from placement_edu.profile_store import (  # re-exported: where a profile is kept, and its name
+    SHIPPED,
+    SHIPPED_CASES,
+    cache_dir,
+    code_key,
+    keep,
+    profile_key,
+    stored,
 )
 
-
-def cache_dir() -> Path:
-    return (
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        / "placement_edu"
-        / "profiles"
-    )
-
-
-#: The code a profile comes from: a change to what it does (not to its comments, docstrings or
-#: layout: the key reads its syntax tree without docstrings) measures again.
-MEASURING = ("activation_profile.py", "reference_models.py", "hf_models.py")
-_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def code_key(texts: Iterable[str]) -> list[str]:
-    """Each source text's syntax tree, dumped, less every module's, class's and function's
-    docstring (its leading string constant): what the code does, not how it is explained."""
-    trees = [ast.parse(text) for text in texts]
-    for node in (n for tree in trees for n in ast.walk(tree)):
-        if isinstance(node, _DOCUMENTED) and ast.get_docstring(node, clean=False) is not None:
-            node.body = node.body[1:]
-    return [ast.dump(tree) for tree in trees]
-
-
-@lru_cache(maxsize=1)
-def _torch_version() -> str:
-    return version("torch")
-
-
-@lru_cache(maxsize=4)
-def _cached_code_key(texts: tuple[str, ...]) -> list[str]:
-    """``code_key`` once per text (its syntax trees take ~80 ms: a planner asks for hundreds)."""
-    return code_key(texts)
-
-
-def profile_key(
-    arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
-) -> str:
-    """The name a profile is kept under (shipped or cached: ``{key}.json``): a hash of the model's
-    two-block shape, an HF config's contents, b, s, the dtypes, attention, recomputation, torch's
-    version and the measuring code (``code_key``)."""
-    source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
-    # ... and not where it lies (its path is its name): a copy elsewhere is the same model. The
-    # shape is the two-block copy the profile measures: a model of any depth shares its profile.
-    shape = arch.with_(layers=2, name="", config="") if arch.config else arch.with_(layers=2)
-    code = _cached_code_key(tuple((Path(__file__).parent / n).read_text() for n in MEASURING))
-    text = json.dumps(
-        [
-            asdict(shape),
-            source,
-            code,
-            micro_batch,
-            seq,
-            compute,
-            attention,
-            recompute,
-            _torch_version(),
-        ],
-        sort_keys=True,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+__all__ = [
+    "SHIPPED",
+    "SHIPPED_CASES",
+    "cache_dir",
+    "code_key",
+    "get_profile",
+    "profile_key",
+    "write_shipped",
+]
 
 
 def get_profile(
@@ -111,17 +46,9 @@ def get_profile(
     """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not
     cached."""
     arch = get_architecture(arch)
-    name = f"{profile_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
-    path = cache_dir() / name
-    use_cache = os.environ.get("PLACEMENT_EDU_NO_CACHE") != "1"
-    for known in (SHIPPED / name, path) if use_cache else ():
-        if known.is_file():
-            try:
-                kept = ActivationProfile.from_dict(json.loads(known.read_text()))
-                # (named by this model: an HF config's may be a copy's, measured at another path)
-                return replace(kept, model=arch.name or arch.kind), True
-            except (ValueError, TypeError, KeyError):
-                pass  # a damaged entry is measured again
+    kept = stored(arch, micro_batch, seq, compute, attention, recompute)
+    if kept is not None:
+        return kept, True
     from placement_edu.runtime.processes import rundir
 
     # torch's compiler cache ("torchinductor_<user>", made when its memory tracker is imported)
@@ -139,14 +66,7 @@ def get_profile(
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
-    if use_cache:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(profile.to_dict()))
-            tmp.replace(path)
-        except OSError:
-            pass  # a read-only home still answers
+    keep(profile, arch, micro_batch, seq, compute, attention, recompute)
     return profile, False
 
 
