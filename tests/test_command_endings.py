@@ -7,6 +7,7 @@ within seconds of its death or of the timeout (not torch's 30 s grace)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -246,16 +247,22 @@ TORCH_REF = [sys.executable, "-m", "placement_edu.cli", "torch-ref", "ddp", "--w
 
 def test_torch_ref_ends_as_run_does_on_a_sigterm_mid_run(run_tmpdir):
     """``torch-ref`` ends through the same mechanism as ``run`` (``ends_as_a_run``, from its
-    handler's first line): one line, 143, no process, nothing in TMPDIR."""
+    handler's first line): one line, 143, no process, nothing in TMPDIR -- and, as ``run``'s
+    does, the line names the step (issue 43: torch-ref's ranks wrote no progress, and its line
+    ended "stopped 2 ranks while they were starting" mid-run)."""
     command = _start(TORCH_REF + ["--steps", "1000"], run_tmpdir)
     try:
-        _when_all_ranks_exist(run_tmpdir, command, 2)
-        time.sleep(1)
+        while not any(_progress(run_tmpdir)):
+            assert command.poll() is None, command.stderr.read()[-2000:]
+            time.sleep(0.05)
         os.kill(command.pid, signal.SIGTERM)
         line = _ended(command, signal.SIGTERM, 143, run_tmpdir)
     finally:
         command.kill()
-    assert line.startswith("placement-edu: interrupted by SIGTERM: stopped 2 ranks"), line
+    assert line.startswith(
+        "placement-edu: interrupted by SIGTERM: stopped 2 ranks of ddp on 2 ranks, "
+    ), line
+    assert re.search(r" after step \d+ of 1000$", line), line
 
 
 #: The command's process (its script's name) signalled as ``placement_edu.cli`` has been imported,

@@ -130,7 +130,7 @@ def _run_other(
     if isinstance(config, TorchRefConfig):  # PyTorch's own DDP / ZeRO / FSDP2 (torch_reference.py)
         from placement_edu.runtime.measurement import torch_reference
 
-        return torch_reference.run_job(config)
+        return torch_reference.run_job(config, progress, index)
     if isinstance(config, ContextRun):  # one attention layer, ring or Ulysses
         from placement_edu.runtime.axes import context_attention
 

@@ -463,8 +463,14 @@ def deviation(
     return worst
 
 
-def run_job(config: TorchRefConfig) -> dict:
-    """Train ``config`` on this rank (an initialised process group); return what it measured."""
+def run_job(
+    config: TorchRefConfig, progress: str | None = None, index: tuple[int, int] = (0, 1)
+) -> dict:
+    """Train ``config`` on this rank (an initialised process group); return what it measured.
+    Rank 0 writes where it is to ``progress`` after every step (``index``: this run, runs in the
+    job), as an engine's run does: the bar, and the line of a run that is stopped, name the step."""
+    from placement_edu.runtime.processes.progress import write as progress_line
+
     start = time.perf_counter()
     rank = dist.get_rank()
     reference = single_process(config)
@@ -486,6 +492,8 @@ def run_job(config: TorchRefConfig) -> dict:
                 "deviation": deviation(model, reference[step], config.world_size, rank),
             }
         )
+        if progress and rank == 0:
+            progress_line(progress, *index, step + 1, config.steps, config.label)
     dist.barrier()
     return {
         "rank": rank,
