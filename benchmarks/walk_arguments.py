@@ -42,7 +42,7 @@ RESOLVERS = {
     ("mesh.py", "parse"): "text",
     ("precision.py", "get_precision"): "precision",
     ("timing/hardware.py", "get_hardware"): "hardware",
-    ("models.py", "as_model"): "model",
+    ("models/shapes.py", "as_model"): "model",
     ("architectures.py", "get_architecture"): "name",
     ("pricing.py", "configured_strategy"): "name",
     ("pricing.py", "parsed_schedule"): "text",
