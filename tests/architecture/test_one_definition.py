@@ -40,7 +40,7 @@ from placement_edu.timing import ring_steps
 
 pytestmark = pytest.mark.fast
 
-PACKAGE = Path(__file__).resolve().parents[1] / "placement_edu"
+PACKAGE = Path(__file__).resolve().parents[2] / "placement_edu"
 
 
 def definitions(pattern: str) -> list[str]:
