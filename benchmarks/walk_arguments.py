@@ -3,6 +3,7 @@ arguments cross on their way in, and whether any value is resolved twice.
 
     .venv/bin/python benchmarks/walk_arguments.py            # both walks
     .venv/bin/python benchmarks/walk_arguments.py --calls    # and every function entered
+    .venv/bin/python benchmarks/walk_arguments.py --more     # and plan's, check's, table's
 
 Two walks, each traced with ``sys.setprofile`` from ``placement_edu.cli.main(argv)``:
 
@@ -53,6 +54,13 @@ TIME = [
     *("--layers", "32", "--hidden", "4096", "--heads", "32", "--seq", "4096"),
     *("--vocab", "32000", "--global-batch", "512", "--strategy", "zero1"),
     *("--mesh", "data=8,tensor=4,pipeline=2", "--recompute", "selective"),
+]
+
+#: The other derivation commands (``--more``): each typed value resolved once there too.
+MORE = [
+    ["plan", "--params", "70e9", "--devices", "64"],
+    ["check", "zero3", "--mesh", "data=4"],
+    ["table", "--params", "7.5e9", "--devices", "8", "--mesh", "data=8"],
 ]
 
 
@@ -147,9 +155,12 @@ def show(label: str, argv: list[str], calls: bool) -> None:
 def main_() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", action="store_true", help="list every resolver call")
-    calls = parser.parse_args().calls
-    show("into the runtime (to the ranks' launch)", RUN, calls)
-    show("into pricing (to the printed report)", TIME, calls)
+    parser.add_argument("--more", action="store_true", help="walk plan, check and table too")
+    args = parser.parse_args()
+    show("into the runtime (to the ranks' launch)", RUN, args.calls)
+    show("into pricing (to the printed report)", TIME, args.calls)
+    for argv in MORE if args.more else []:
+        show("into the derivations", argv, args.calls)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,13 @@ prints as a text table, renders as HTML in a notebook and serialises to JSON (by
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Sequence
 
 from placement_edu.errors import PlacementError, context, expect
 from placement_edu.memory import Memory, derive_memory
-from placement_edu.mesh import Mesh, as_mesh
+from placement_edu.mesh import Mesh
 from placement_edu.models import Model, tensor_divides_heads
 from placement_edu.placement import State
 from placement_edu.precision import Precision
@@ -319,11 +319,19 @@ def compare(
             f"strategies must be a non-empty list of strategy names or Strategy values, "
             f"got {strategies!r}"
         )
-    if mesh is not None and as_mesh(mesh).world_size != devices:
+    door = resolve(None, model, mesh, precision)  # model, mesh and precision: once for all
+    if door.mesh is not None and door.mesh.world_size != devices:
         raise PlacementError(
-            f"mesh {as_mesh(mesh)} has {as_mesh(mesh).world_size} devices, "
+            f"mesh {door.mesh} has {door.mesh.world_size} devices, "
             f"but devices = {devices}; the degrees must multiply to the device count"
         )
-    reports = tuple(analyze(s, model, devices, precision, mesh) for s in strategies)
-    baseline = analyze(STRATEGIES["dp"], reports[0].model, devices, precision)
+
+    def on_its_mesh(strategy: str | Strategy) -> Setting:
+        built = resolve(strategy).strategy
+        assert built is not None
+        return replace(door, strategy=built, mesh=door.mesh or built.default_mesh(devices))
+
+    reports = tuple(analyze(on_its_mesh(s)) for s in strategies)
+    dp = STRATEGIES["dp"]
+    baseline = analyze(replace(door, strategy=dp, mesh=dp.default_mesh(devices)))
     return Comparison(reports, baseline)

@@ -110,8 +110,8 @@ def resolve(
     strategy: str | Strategy | Setting | None = None,
     model: Model | int | float | None = None,
     mesh: Mesh | Mapping[str, int] | str | None = None,
-    precision: str | Precision = "mixed_adam",
-    hardware: str | Hardware = "h100-nvlink-ib",
+    precision: str | Precision | None = None,
+    hardware: str | Hardware | None = None,
     *,
     devices: int | None = None,
     recompute: str = "none",
@@ -122,7 +122,8 @@ def resolve(
 
     ``devices``: all on the strategy's one axis (``Strategy.default_mesh``) when no ``mesh`` is
     given; with a mesh, it must count the mesh's devices. A ``Setting`` passed as ``strategy``
-    comes back as it is."""
+    comes back as it is. ``precision`` and ``hardware`` left out (None) are the ``Setting``'s
+    defaults (mixed_adam, h100-nvlink-ib), which are nothing typed to resolve."""
     if isinstance(strategy, Setting):
         return strategy
     names = [*STRATEGIES, *COMPOSITIONS]
@@ -153,8 +154,8 @@ def resolve(
         built,
         spec,
         where,
-        _named(precision, get_precision, PRESETS),
-        _named(hardware, get_hardware, HARDWARE),
+        Setting.precision if precision is None else _named(precision, get_precision, PRESETS),
+        Setting.hardware if hardware is None else _named(hardware, get_hardware, HARDWARE),
         kept,
         canonical(attention, ATTENTIONS, "attention"),
         budget,

@@ -517,3 +517,29 @@ def test_help_lists_the_canonical_names_with_their_aliases(capsys) -> None:
         text = " ".join(capsys.readouterr().out.split())
         assert "zero3 (alias fsdp2)" in text and "fsdp_grad_op (alias fsdp2_no_reshard)" in text
         assert "flash (alias sdpa)" in text
+
+
+def test_each_command_resolves_each_typed_value_once_within_twelve_files() -> None:
+    # issue 41's walk (benchmarks/walk_arguments.py): run's arguments once crossed 24 files on the
+    # way in and were resolved again below the door (fp64_adam three times, the mesh twice)
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks/walk_arguments.py"
+    spec = importlib.util.spec_from_file_location("walk_arguments", path)
+    assert spec is not None and spec.loader is not None
+    walk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(walk)
+    small = ["--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128", "--vocab", "1000"]
+    for argv in [
+        walk.RUN,
+        ["time", *small, "--global-batch", "8", "--mesh", "data=8", "--strategy", "fsdp2"],
+        ["plan", *small, "--devices", "2", "--global-batch", "2", "--precision", "fp32_adam"],
+        ["check", "zero3", "--mesh", "data=4"],
+        ["table", "--params", "1e6", "--devices", "8", "--mesh", "data=8"],
+    ]:
+        _, resolved = walk.walk(argv)
+        values = [value for _, _, value, _ in resolved]
+        crossed = {frame.split(":")[0] for *_, frames in resolved for frame in frames}
+        assert values and len(values) == len(set(values)), (argv[0], values)
+        assert len(crossed) <= 12, (argv[0], sorted(crossed))

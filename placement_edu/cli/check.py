@@ -14,9 +14,9 @@ import json
 from placement_edu.axes import model_axis_degree
 from placement_edu.checker import CheckResult, check
 from placement_edu.faults import FAULTS
-from placement_edu.mesh import Mesh
 from placement_edu.precision import PRESETS, TRIPLE_FORM
-from placement_edu.strategies import COMPOSITIONS, STRATEGIES, get_strategy
+from placement_edu.setting import resolve
+from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 from placement_edu.units import wrapped
 
 #: The exit status of a check that ran and found a condition broken (0: every one holds; 2: bad
@@ -54,12 +54,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    mesh = Mesh.parse(args.mesh) if args.mesh is not None else None
-    result = check(args.strategy, mesh=mesh, fault=args.fault, precision=args.precision)
+    door = resolve(args.strategy, None, args.mesh, args.precision)  # each typed value, once
+    assert door.strategy is not None
+    result = check(door, fault=args.fault)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
-        tensor = model_axis_degree(get_strategy(args.strategy), result.mesh, "tensor")
+        tensor = model_axis_degree(door.strategy, result.mesh, "tensor")
         print(result if tensor == 1 else f"{result}\n{assumed_heads(tensor)}")
     return exit_status(result)
 

@@ -28,7 +28,7 @@ from placement_edu.errors import (
 from placement_edu.models import TransformerSpec
 from placement_edu.cli.one_peak import planner_peaks, spec_of
 from placement_edu.planner import TIE_BAND, default_transformer, plan
-from placement_edu.precision import get_precision
+from placement_edu.setting import resolve
 from placement_edu.units import GB
 
 #: Device memory typed on the command line, in GB (10^9 bytes): up to 10^6 GB, a typo catcher.
@@ -151,19 +151,15 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
 def _plan(args: argparse.Namespace) -> int:
     model, assumption = transformer_from_args(args)
     budget = None if args.memory_gb is None else args.memory_gb * GB
+    door = resolve(None, model, None, args.precision, args.hardware, memory=budget)
     result = plan(
-        model,
+        door,
         args.devices,
-        budget,
-        args.hardware,
-        args.precision,
-        args.global_batch,
-        args.overlap,
+        global_batch=args.global_batch,
+        overlap=args.overlap,
         assumption=assumption,
         tie_band=args.tie_band,
-        peak_of=None
-        if args.model is None
-        else planner_peaks(args.model, model, get_precision(args.precision)),
+        peak_of=None if args.model is None else planner_peaks(args.model, model, door.precision),
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

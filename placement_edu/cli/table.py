@@ -21,12 +21,11 @@ from placement_edu.errors import (
     show_limit,
 )
 from placement_edu.experts import MoESpec, imbalance_text
-from placement_edu.mesh import Mesh
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.models import Model, TransformerSpec, per_layer_model
-from placement_edu.precision import PRESETS, TRIPLE_FORM, get_precision
+from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.report import Comparison, compare
-from placement_edu.setting import ATTENTIONS
+from placement_edu.setting import ATTENTIONS, resolve
 from placement_edu.units import fmt_gb
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
 
@@ -372,8 +371,9 @@ def _table(args: argparse.Namespace) -> int:
         changes["context_attention"] = args.context_attention
     if changes:
         strategies = [s.with_(**changes) for s in strategies]
+    door = resolve(None, model, args.mesh, args.precision)  # each typed value, once
     skew = getattr(args, "routing_skew", None)
-    e = Mesh.parse(args.mesh).degree(EXPERT_AXIS) if args.mesh else 1
+    e = door.mesh.degree(EXPERT_AXIS) if door.mesh else 1
     if skew is not None and (not isinstance(model, MoESpec) or e == 1 or args.json):
         raise PlacementError(
             "--routing-skew shows the busiest expert rank: it needs --experts, a mesh with an "
@@ -381,9 +381,9 @@ def _table(args: argparse.Namespace) -> int:
         )
     imbalance = ""
     if skew is not None and isinstance(model, MoESpec):  # first: a bad share prints no table
-        activations = get_precision(args.precision).activations
+        activations = door.precision.activations
         imbalance = f"\nLoad imbalance. {imbalance_text(model, e, skew, activations)}"
-    comparison = compare(strategies, model, args.devices, args.precision, args.mesh)
+    comparison = compare(strategies, model, args.devices, door.precision, door.mesh)
     if args.model is not None:
         assert isinstance(model, TransformerSpec)
         peaks = _module_peaks(args, model, comparison)
