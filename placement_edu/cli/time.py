@@ -74,6 +74,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="sequences per optimizer step (m = global batch ÷ (data replicas × b))",
     )
+    _placement_flags(p)
+    _pricing_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
+    p.set_defaults(handler=_time)
+
+
+def _placement_flags(p: argparse.ArgumentParser) -> None:
+    """The strategy on the mesh: its axes' options, recomputation and the pipeline's schedule."""
     p.add_argument(
         "--strategy",
         default="dp",
@@ -120,6 +128,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a pipeline split that counts the logit layer, so every stage does 1/p of the FLOPs "
         "(default: L/p layers a stage, the logit layer on the last, as Megatron-LM splits)",
     )
+
+
+def _pricing_flags(p: argparse.ArgumentParser) -> None:
+    """What the step is priced with: hardware, overlap, precision, and the time model's options."""
     add_step_flags(p)
     p.add_argument(
         "--efficiency",
@@ -140,8 +152,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="torch.compile's fusion of the elementwise chains (norms, RoPE, SwiGLU, residual "
         "adds, float8 casts: each chain one kernel, an approximation); on the roofline",
     )
-    p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
-    p.set_defaults(handler=_time)
 
 
 def _recompute(text: str) -> str:
