@@ -13,7 +13,15 @@ from __future__ import annotations
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.placement import PHASES, State
-from placement_edu.schedule import BROADCASTS, HOST_TRANSFERS, OP_COSTS, Op, Schedule, sent_bytes
+from placement_edu.schedule import (
+    BROADCASTS,
+    HOST_TRANSFERS,
+    OP_COSTS,
+    Op,
+    OpKind,
+    Schedule,
+    sent_bytes,
+)
 from placement_edu.timing.hardware import Hardware, Link
 
 #: The passes a step's time is split into: the step's phases; "step" is the optimizer step (its
@@ -35,7 +43,7 @@ def ring_steps(op: str, n: int, library: str | None = None) -> int:
     ``schedule.OP_COSTS``."""
     if op not in OP_COSTS or (n <= 1 and op not in HOST_TRANSFERS):
         return 0
-    if op == "broadcast" and library is not None:
+    if op == OpKind.BROADCAST and library is not None:
         return BROADCASTS[library].steps(n)
     return OP_COSTS[op].steps(n)
 
@@ -85,7 +93,7 @@ def on_critical_path(op: Op) -> bool:
     outputs (nothing of the same micro-batch is left to run under them)."""
     if op.state is not State.ACTIVATIONS:
         return False
-    return op.axis in ("tensor", "expert") or (op.axis == "context" and op.op == "all_to_all")
+    return op.axis in ("tensor", "expert") or (op.axis == "context" and op.op == OpKind.ALL_TO_ALL)
 
 
 def comm_time(

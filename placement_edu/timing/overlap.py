@@ -22,6 +22,7 @@ from placement_edu.precision import Precision, get_precision
 from placement_edu.schedule import (
     REDUCTIONS,
     Op,
+    OpKind,
     Schedule,
     derive_schedule,
     model_axis_degree,
@@ -67,7 +68,7 @@ def overlaps_by_unit(op: Op) -> bool:
     reduce-scatter of gradients) or a parameter all-gather, on a batch axis (data, replica)."""
     return op.axis in BATCH_AXES and (
         (op.state is State.GRADS and op.op in REDUCTIONS)
-        or (op.state is State.PARAMS and op.op == "all_gather")
+        or (op.state is State.PARAMS and op.op == OpKind.ALL_GATHER)
     )
 
 

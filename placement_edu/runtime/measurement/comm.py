@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from placement_edu.placement import STARTUP
-from placement_edu.schedule import ring_bytes
+from placement_edu.schedule import OpKind, ring_bytes
 
 # torch >= 2.7 names the tensor-in, tensor-out collectives *_single; older versions *_tensor.
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -195,33 +195,33 @@ class Comm:
     # --- collectives ------------------------------------------------------------------------
     def all_reduce(self, tensor: torch.Tensor, state: str, axis: str) -> None:
         group, ranks = self._group(axis)
-        self._record("all_reduce", state, axis, len(ranks), tensor)
-        self._run("all_reduce", axis, dist.all_reduce, tensor, group=group)
+        self._record(OpKind.ALL_REDUCE, state, axis, len(ranks), tensor)
+        self._run(OpKind.ALL_REDUCE, axis, dist.all_reduce, tensor, group=group)
 
     def reduce_scatter(self, out: torch.Tensor, full: torch.Tensor, state: str, axis: str) -> None:
         group, ranks = self._group(axis)
-        self._record("reduce_scatter", state, axis, len(ranks), full)
-        self._run("reduce_scatter", axis, _reduce_scatter, out, full, group=group)
+        self._record(OpKind.REDUCE_SCATTER, state, axis, len(ranks), full)
+        self._run(OpKind.REDUCE_SCATTER, axis, _reduce_scatter, out, full, group=group)
 
     def all_gather(self, full: torch.Tensor, mine: torch.Tensor, state: str, axis: str) -> None:
         group, ranks = self._group(axis)
-        self._record("all_gather", state, axis, len(ranks), full)
-        self._run("all_gather", axis, _all_gather, full, mine, group=group)
+        self._record(OpKind.ALL_GATHER, state, axis, len(ranks), full)
+        self._run(OpKind.ALL_GATHER, axis, _all_gather, full, mine, group=group)
 
     def all_to_all(self, out: torch.Tensor, blocks: torch.Tensor, state: str, axis: str) -> None:
         """Equal blocks along dim 0: block i of ``blocks`` goes to rank i of the ``axis`` group,
         block i of ``out`` comes from it (S = this rank's buffer; it keeps 1/N, sends the rest)."""
         group, ranks = self._group(axis)
-        self._record("all_to_all", state, axis, len(ranks), blocks)
-        self._run("all_to_all", axis, dist.all_to_all_single, out, blocks, group=group)
+        self._record(OpKind.ALL_TO_ALL, state, axis, len(ranks), blocks)
+        self._run(OpKind.ALL_TO_ALL, axis, dist.all_to_all_single, out, blocks, group=group)
 
     def broadcast(self, tensor: torch.Tensor, state: str, axis: str, root: int = 0) -> None:
         """Rank ``root`` of the ``axis`` group (0: its first) sends ``tensor`` to the others."""
         group, ranks = self._group(axis)
         self._record(
-            "broadcast", state, axis, len(ranks), tensor, sends=dist.get_rank() == ranks[root]
+            OpKind.BROADCAST, state, axis, len(ranks), tensor, sends=dist.get_rank() == ranks[root]
         )
-        self._run("broadcast", axis, dist.broadcast, tensor, src=ranks[root], group=group)
+        self._run(OpKind.BROADCAST, axis, dist.broadcast, tensor, src=ranks[root], group=group)
 
     def control(self, flag: torch.Tensor, group: object) -> None:
         """Rank 0 of ``group`` sends ``flag`` to the others: a control message (a warm pool's
@@ -232,30 +232,30 @@ class Comm:
     def send(self, tensor: torch.Tensor, dst: int, state: str, axis: str) -> None:
         """Non-blocking: a pipeline stage sends and moves on (blocking sends deadlock 1F1B, where
         neighbours send to each other at the same time); ``wait_sends`` completes them."""
-        self._record("send", state, axis, len(self._group(axis)[1]), tensor)
+        self._record(OpKind.SEND, state, axis, len(self._group(axis)[1]), tensor)
         tensor = tensor.contiguous()
-        self._pending_sends.append((self._run("send", axis, dist.isend, tensor, dst), tensor))
+        self._pending_sends.append((self._run(OpKind.SEND, axis, dist.isend, tensor, dst), tensor))
 
     def recv(self, tensor: torch.Tensor, src: int, state: str, axis: str) -> None:
-        self._record("recv", state, axis, len(self._group(axis)[1]), tensor)
-        work = self._run("recv", axis, dist.irecv, tensor, src)
+        self._record(OpKind.RECV, state, axis, len(self._group(axis)[1]), tensor)
+        work = self._run(OpKind.RECV, axis, dist.irecv, tensor, src)
         assert work is not None  # torch answers None only to a rank outside the group
-        self._run("recv", axis, work.wait)
+        self._run(OpKind.RECV, axis, work.wait)
 
     def wait_sends(self) -> None:
         for work, _tensor in self._pending_sends:  # the tensor stays alive until sent
-            self._run("send", "pipeline", work.wait)
+            self._run(OpKind.SEND, "pipeline", work.wait)
         self._pending_sends.clear()
 
     # --- host transfers of offloaded state ------------------------------------------------
     def d2h(self, dst: torch.Tensor, src: torch.Tensor, state: str) -> None:
-        self._record("d2h", state, "data", 1, src)
+        self._record(OpKind.D2H, state, "data", 1, src)
         began = time.perf_counter()
         dst.copy_(src)
         self._clock(began)
 
     def h2d(self, dst: torch.Tensor, src: torch.Tensor, state: str) -> None:
-        self._record("h2d", state, "data", 1, src)
+        self._record(OpKind.H2D, state, "data", 1, src)
         began = time.perf_counter()
         dst.copy_(src)
         self._clock(began)
