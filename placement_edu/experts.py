@@ -28,11 +28,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Mapping, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from placement_edu.errors import PlacementError, expect, kv_heads_of, positive_int
 from placement_edu.models.ideal import IdealSlices
-from placement_edu.models.splits import Number, stage_layers
+from placement_edu.models.splits import Coords, Degrees, Number, stage_layers
 from placement_edu.mesh import Mesh
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.units import wrapped
@@ -147,9 +147,7 @@ class MoESpec(IdealSlices):
         return self.dense_elements + self.layers * self.top_k * self.expert_elements_per_expert
 
     # --- what the derivations ask of a model -------------------------------------------------
-    def local_elements(
-        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
-    ) -> Number:
+    def local_elements(self, split: Degrees, coords: Coords = None) -> Number:
         """Elements of a state on one device: the dense part over the other split axes, the
         experts over those and the expert axis too (E/e experts each)."""
         e = split.get(EXPERT_AXIS, 1)
@@ -157,10 +155,7 @@ class MoESpec(IdealSlices):
         return Fraction(self.dense_elements, other) + Fraction(self.expert_elements, other * e)
 
     def traffic_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> Number:
         """Full size of the tensor a data-axis collective moves: this rank's dense part and its
         E/e experts (Ψ-level, no padding)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from placement_edu.errors import expect
 from placement_edu.models.protocol import NoAttention
-from placement_edu.models.splits import Number, UnitRun, stage_layers, unit_runs_of
+from placement_edu.models.splits import Coords, Degrees, Number, UnitRun, stage_layers, unit_runs_of
 
 if TYPE_CHECKING:  # torch is only needed to read a real module
     import torch
@@ -167,7 +167,7 @@ class ConcreteModel(NoAttention):
         return stage_layers(self.layers, stages, stage)
 
     def local_tensors(
-        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
+        self, split: Degrees, coords: Coords = None
     ) -> list[tuple[str, tuple[int, ...]]]:
         """The (name, shape) of each tensor this device holds after the pipeline and tensor axes."""
         coords = coords or {}
@@ -218,9 +218,7 @@ class ConcreteModel(NoAttention):
             moved += n * chunk * per_row
         return held, moved
 
-    def local_elements(
-        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
-    ) -> int:
+    def local_elements(self, split: Degrees, coords: Coords = None) -> int:
         """Exact elements on the device at ``coords``, padding included where the rule stores it."""
         coords = coords or {}
         local = self.local_tensors(split, coords)
@@ -229,10 +227,7 @@ class ConcreteModel(NoAttention):
         return sum(math.prod(s) for _, s in local)
 
     def traffic_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> int:
         """Elements a data-axis collective over ``padded_for`` ranks moves (padded when > 1 and
         the collective works on equal slices)."""
@@ -242,10 +237,7 @@ class ConcreteModel(NoAttention):
         return sum(math.prod(s) for _, s in local)
 
     def unit_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> list[int]:
         """Elements each gather unit's data-axis collective moves (whole, exact, padded by the
         rule when ``padded_for`` > 1), in forward order."""
@@ -255,10 +247,7 @@ class ConcreteModel(NoAttention):
         return [sum(math.prod(s) for _, s in unit) for unit in units]
 
     def unit_runs(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> list[UnitRun]:
         """``unit_elements`` as runs of equal neighbours (a concrete model lists its tensors, so
         its units cost what its description costs)."""

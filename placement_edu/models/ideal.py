@@ -7,11 +7,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping
 
 from placement_edu.errors import non_negative_int, positive_int
 from placement_edu.models.protocol import NoAttention
-from placement_edu.models.splits import Number, UnitRun, listed_units, per_layer_units, stage_units
+from placement_edu.models.splits import (
+    Coords,
+    Degrees,
+    Number,
+    UnitRun,
+    listed_units,
+    per_layer_units,
+    stage_units,
+)
 
 
 class IdealSlices:
@@ -20,17 +27,12 @@ class IdealSlices:
 
     psi: int
 
-    def local_elements(
-        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
-    ) -> Number:
+    def local_elements(self, split: Degrees, coords: Coords = None) -> Number:
         """Elements of a state on one device after dividing by each split axis' degree."""
         return Fraction(self.psi, math.prod(split.values()))
 
     def traffic_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> Number:
         """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits."""
         return Fraction(self.psi, math.prod(split_other.values()))
@@ -40,10 +42,7 @@ class IdealSlices:
         return 0
 
     def unit_runs(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> list[UnitRun]:
         """Elements each gather unit's data-axis collective moves, in forward order, as runs of
         equal units: Ψ-level units are equal parts of ``traffic_elements`` (fractions of an
@@ -57,10 +56,7 @@ class IdealSlices:
         return [(Fraction(total, units), units)] if units > 1 else [(total, 1)]
 
     def unit_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> list[Number]:
         """``unit_runs`` listed unit by unit."""
         return listed_units(self.unit_runs(split_other, padded_for, coords))

@@ -13,9 +13,9 @@ name its ``MoESpec`` without an import circle.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol, Sequence
 
-from placement_edu.models.splits import Heads, Number, UnitRun
+from placement_edu.models.splits import Coords, Degrees, Heads, Number, UnitRun
 
 
 class Model(Heads, Protocol):
@@ -78,17 +78,12 @@ class Model(Heads, Protocol):
         """Parameters read by lookup, not by a matmul (Llama's untied input embedding): no FLOPs."""
         ...
 
-    def local_elements(
-        self, split: Mapping[str, int], coords: Mapping[str, int] | None = None
-    ) -> Number:
+    def local_elements(self, split: Degrees, coords: Coords = None) -> Number:
         """Elements of a state on one device after dividing by each split axis' degree."""
         ...
 
     def traffic_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> Number:
         """Full size of the tensor a data-axis collective moves."""
         ...
@@ -98,20 +93,14 @@ class Model(Heads, Protocol):
         ...
 
     def unit_runs(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> list[UnitRun]:
         """Elements each gather unit's collective moves, in forward order, as runs of equal
         units."""
         ...
 
     def unit_elements(
-        self,
-        split_other: Mapping[str, int],
-        padded_for: int = 1,
-        coords: Mapping[str, int] | None = None,
+        self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> Sequence[Number]:
         """``unit_runs`` listed unit by unit."""
         ...

@@ -5,7 +5,7 @@ definition for every model kind (``ideal``, ``transformer``, ``concrete``) and f
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Protocol, Union
+from typing import Any, Mapping, Protocol, Union
 
 from placement_edu.errors import MAX_LISTED_OPS, PlacementError, expect
 
@@ -14,6 +14,10 @@ Number = Union[int, Fraction]
 #: A run of equal gather units, in forward order: (elements of one unit, how many in a row). A
 #: model of 10^12 equal layers is one run, not a list of 10^12 sizes.
 UnitRun = tuple[Number, int]
+#: Mesh axes and their degrees, e.g. {"data": 8, "tensor": 2}: the axes a state is split over.
+Degrees = Mapping[str, int]
+#: A device's coordinate on each mesh axis (``Mesh.coords``); None: rank 0's.
+Coords = Mapping[str, int] | None
 
 
 def unit_runs_of(sizes: list[Number]) -> list[UnitRun]:
