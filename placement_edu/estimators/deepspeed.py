@@ -293,19 +293,28 @@ def deepspeed_zero3(
             "the divided part",
         )
         steady = {}
-    per_param = sum(steady.values())
-    if not steady:
-        host = [
-            _load_copy(ll if zero_init else psi, gpn, "largest layer" if zero_init else "model")
-        ]
-    elif zero_init or per_param * Fraction(1, nodes) >= 4 * gpn:
-        host = _per_param(
-            psi, steady, nodes, " on the host" + (f", / {nodes} nodes" if nodes > 1 else "")
-        )
-    else:
-        host = [_load_copy(psi, gpn, "model", _larger(4 * gpn, Fraction(per_param, nodes)))]
+    host = _zero3_host(psi, ll, gpn, nodes, steady, zero_init)
     cpu = _buffered(host, Fraction(buffer_factor), "the host estimate")
     return _deepspeed_row(3, offload_param, offload_optimizer, zero_init, gpu, cpu)
+
+
+def _zero3_host(
+    psi: int, ll: int, gpn: int, nodes: int, steady: Mapping[str, int], zero_init: bool
+) -> list[Term]:
+    """ZeRO-3's host terms per node before the buffer factor: the fp32 copies each process builds
+    at load (the largest layer's under zero_init), when nothing is offloaded; else the offloaded
+    ``steady`` state (bytes per parameter) over the nodes, or -- without zero_init, when they are
+    larger -- the load-time copies of the whole model."""
+    per_param = sum(steady.values())
+    if not steady:
+        return [
+            _load_copy(ll if zero_init else psi, gpn, "largest layer" if zero_init else "model")
+        ]
+    if zero_init or per_param * Fraction(1, nodes) >= 4 * gpn:
+        return _per_param(
+            psi, steady, nodes, " on the host" + (f", / {nodes} nodes" if nodes > 1 else "")
+        )
+    return [_load_copy(psi, gpn, "model", _larger(4 * gpn, Fraction(per_param, nodes)))]
 
 
 def deepspeed_table(
