@@ -13,45 +13,38 @@ All sizes are in *elements*; the precision preset turns them into bytes.
 """
 
 from placement_edu.models.splits import (
+    Coords,
+    Degrees,
+    Heads,
     Number,
     UnitRun,
-    unit_runs_of,
-    prefetched_window,
-    per_layer_units,
-    stage_units,
-    Heads,
-    listed_units,
     heads_divide,
-    tensor_divides_heads,
+    listed_units,
+    per_layer_units,
+    prefetched_window,
     stage_layers,
-)
-from placement_edu.models.ideal import (
-    IdealSlices,
-    ModelSpec,
-)
-from placement_edu.models.transformer import (
-    MAX_EVERY,
-    LAYER_K,
-    layer_k,
-    every_kth,
-    TransformerSpec,
-)
-from placement_edu.models.concrete import (
-    SHARDING_RULES,
-    GATHER_UNITS,
-    greedy_partition,
-    TensorSpec,
-    Parametrized,
-    ConcreteModel,
+    stage_units,
+    tensor_divides_heads,
+    unit_runs_of,
 )
 from placement_edu.models.protocol import Model, NoAttention
+from placement_edu.models.ideal import IdealSlices, ModelSpec
+from placement_edu.models.transformer import LAYER_K, MAX_EVERY, TransformerSpec, every_kth, layer_k
+from placement_edu.models.concrete import (
+    GATHER_UNITS,
+    SHARDING_RULES,
+    ConcreteModel,
+    Parametrized,
+    TensorSpec,
+    greedy_partition,
+)
 from placement_edu.models.shapes import (
+    SHAPES,
     ModelOrPsi,
     Shape,
-    SHAPES,
+    as_model,
     nearest_shape,
     per_layer_model,
-    as_model,
 )
 
 #: The names of this module's page in the API reference, which a notebook may import.
