@@ -87,3 +87,12 @@ def listed(accepted: Sequence[str]) -> str:
         return f"{name} (alias {', '.join(aliases)})" if aliases else name
 
     return ", ".join(map(one, accepted))
+
+
+def model_name(text: str) -> str:
+    """--model's reader: a reference model's name or an HF config's path, as typed, once
+    ``architectures.get_architecture`` has read it (a bad name, an unreadable config: one line)."""
+    from placement_edu.architectures import get_architecture
+
+    get_architecture(text)
+    return text

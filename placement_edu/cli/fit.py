@@ -17,7 +17,7 @@ import argparse
 import json
 
 from placement_edu.architectures import PRESETS as MODELS, get_architecture, sequence_of
-from placement_edu.arguments import described, flag_type, listed, named
+from placement_edu.arguments import described, flag_type, listed, model_name, named
 from placement_edu.cli.fit_text import measured, text
 from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
@@ -84,7 +84,7 @@ def _what_flags(p: argparse.ArgumentParser) -> None:
     """--model and --strategy: what is placed, and how."""
     p.add_argument(
         "--model",
-        type=flag_type(_model),
+        type=flag_type(model_name),
         required=True,
         help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), "
         "or PATH/config.json: "
@@ -217,11 +217,6 @@ def _defaults(args: argparse.Namespace) -> list[str]:
 
 def _schedule(text: str) -> str:
     parsed_schedule(text)  # (refused here, in one line, if it is not a schedule)
-    return text
-
-
-def _model(text: str) -> str:
-    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
     return text
 
 
@@ -521,23 +516,24 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
     schedule, virtual_stages = parsed_schedule(args.schedule)
     raw = measure_here(
         measuring=pipeline_measure,
-        model=args.model,
         stages=args.mesh.degree("pipeline"),
         rank=args.rank,
         schedule=schedule,
         virtual_stages=virtual_stages,
         micro_batches=args.micro_batches,
-        micro_batch=args.micro_batch,
-        seq=seq,
-        attention=args.attention,
-        recompute=args.recompute,
-        optimizer=args.optimizer,
+        **_step_keys(args, seq),
     )
     return _tracked(raw, fsdp=False)
 
 
+def _step_keys(args: argparse.Namespace, seq: int) -> dict:
+    """What a tracker run measures, as fit was asked it: the model and its step."""
+    keys = ("model", "micro_batch", "attention", "recompute", "optimizer")
+    return {"seq": seq, **{key: getattr(args, key) for key in keys}}
+
+
 def _tracked(raw: dict, fsdp: bool) -> dict:
-    """A tracker run's figures under fit's keys (``_measured``), with its seconds."""
+    """A tracker run's figures under fit's keys (``fit_text.measured``), with its seconds."""
     from placement_edu.runtime.measurement.peak_tracker import states
 
     return {**measured(states(raw, fsdp), raw["forward_backward_peak"]), "seconds": raw["seconds"]}
@@ -545,7 +541,7 @@ def _tracked(raw: dict, fsdp: bool) -> dict:
 
 def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
     """PyTorch's ``MemTracker`` on tensor rank 0 of a fake group (``runtime/axes/axis_tracker.py``),
-    under the keys ``_measured`` gives."""
+    under the keys ``fit_text.measured`` gives."""
     expect(
         args.precision == "fp32" and args.rank == 0,
         "--verify on a tensor axis tracks tensor rank 0 in fp32 (every tensor rank holds the "
@@ -555,13 +551,8 @@ def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
     from placement_edu.runtime.axes.axis_tracker import measure_here
 
     raw = measure_here(
-        model=args.model,
         tensor=args.mesh.degree("tensor"),
         sequence_parallel=args.sequence_parallel,
-        micro_batch=args.micro_batch,
-        seq=seq,
-        attention=args.attention,
-        recompute=args.recompute,
-        optimizer=args.optimizer,
+        **_step_keys(args, seq),
     )
     return _tracked(raw, fsdp=False)

@@ -9,8 +9,8 @@ import argparse
 import json
 from dataclasses import replace
 
-from placement_edu.architectures import get_architecture, sequence_of
-from placement_edu.arguments import flag_type
+from placement_edu.architectures import sequence_of
+from placement_edu.arguments import flag_type, model_name
 from placement_edu.cli.shape import (
     add_step_flags,
     add_transformer_flags,
@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--model",
-        type=flag_type(_model),
+        type=flag_type(model_name),
         default=None,
         help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the "
         "transformer flags: its shape, and each FSDP2 plan's peak (zero3, fsdp, fsdp_grad_op, "
@@ -101,11 +101,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="print JSON (bytes, seconds) instead of a table"
     )
     p.set_defaults(handler=_plan)
-
-
-def _model(text: str) -> str:
-    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
-    return text
 
 
 def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, str]:

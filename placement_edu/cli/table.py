@@ -8,8 +8,8 @@ import json
 from fractions import Fraction
 from typing import Callable
 
-from placement_edu.architectures import get_architecture, sequence_of
-from placement_edu.arguments import flag_type, listed, named
+from placement_edu.architectures import sequence_of
+from placement_edu.arguments import flag_type, listed, model_name, named
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_DEVICES,
@@ -67,7 +67,7 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
         t.add_argument(f"--{flag}", type=_count(flag), help=what)
     t.add_argument(
         "--model",
-        type=flag_type(_model),
+        type=flag_type(model_name),
         default=None,
         help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the shape "
         "flags (--seq, --micro-batch, --attention, --recompute as given): its shape, and the "
@@ -182,11 +182,6 @@ def moe_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
     """The mixture-of-experts flags and their values (None: not given; ``estimate`` has none)."""
     names = ("experts", "top_k", "capacity_factor", "routing_skew")
     return [(f"--{n.replace('_', '-')}", getattr(args, n, None)) for n in names]
-
-
-def _model(text: str) -> str:
-    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
-    return text
 
 
 def model_from_args(args: argparse.Namespace) -> Model:

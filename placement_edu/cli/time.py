@@ -9,7 +9,7 @@ import argparse
 import json
 from dataclasses import replace
 
-from placement_edu.arguments import flag_type, listed
+from placement_edu.arguments import flag_type, listed, model_name
 from placement_edu.cli.shape import (
     add_step_flags,
     add_transformer_flags,
@@ -24,7 +24,7 @@ from placement_edu.pricing import (
     parsed_schedule,
     price_configuration,
 )
-from placement_edu.architectures import get_architecture, sequence_of
+from placement_edu.architectures import sequence_of
 from placement_edu.cli.table import SHAPE
 from placement_edu.errors import PlacementError, shown
 from placement_edu.cli.one_peak import profile_peak, spec_of
@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_transformer_flags(shape, required=False, shape_note=" (required without --model)")
     shape.add_argument(
         "--model",
-        type=flag_type(_model),
+        type=flag_type(model_name),
         default=None,
         help="a real model (gpt2, llama-1b, llama-8b, or PATH/config.json): its shape for the "
         "formula, and its peak from the module's profile (fit's) where fit derives the "
@@ -162,11 +162,6 @@ def _recompute(text: str) -> str:
             f"(K from 1 to {MAX_EVERY:,})"
         )
     return policy
-
-
-def _model(text: str) -> str:
-    get_architecture(text)  # a bad name or an unreadable config: one line, exit 2
-    return text
 
 
 _schedule_type = flag_type(_schedule)
