@@ -49,6 +49,7 @@ from placement_edu.fsdp_storage import (  # noqa: F401 (FSDP2's storage, importe
 from placement_edu.models import LAYER_K, layer_k
 from placement_edu.placement import PHASES
 from placement_edu.shown import Shown
+from placement_edu.units import fmt_bytes
 
 OPTIMIZERS = ("adam-foreach", "adam-fused", "adam-for")
 #: The attention a profile is measured with: PyTorch's fused ``scaled_dot_product_attention``, or
@@ -244,6 +245,23 @@ class StepPeak(Shown):
     def transients(self) -> dict[str, int]:
         """The terms of the peak event that are neither persistent states nor kept activations."""
         return {k: v for k, v in self.peak.terms.items() if k not in PERSISTENT_TERMS and v}
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``placement-edu fit --json`` prints for the rank (``breakdown``)."""
+        return breakdown(self)
+
+    def __str__(self) -> str:
+        p = self.peak
+        terms = [(term, v) for term, v in p.terms.items() if v]
+        width = max(len(term) for term, _ in terms)
+        return "\n".join(
+            [
+                f"peak {fmt_bytes(p.total)} at {p.name} ({p.phase}):",
+                *(f"  {term.ljust(width)}  {fmt_bytes(v)}" for term, v in terms),
+                f"forward/backward peak {fmt_bytes(self.forward_backward_peak.total)}, "
+                f"optimizer step peak {fmt_bytes(self.step_peak.total)}",
+            ]
+        )
 
 
 def accumulated(step: StepPeak, micro_batches: int) -> StepPeak:
