@@ -33,6 +33,7 @@ from placement_edu.errors import (
     read_int,
     read_seconds,
 )
+from placement_edu.schedule import OpKind
 from placement_edu.timing import PEAK_FLOPS
 
 if TYPE_CHECKING:  # the runtime imports torch: only the handler loads it
@@ -260,7 +261,7 @@ def report(result: CalibrationResult) -> str:
     ]
     for s in result.samples:
         lo, mid, hi = s.spread
-        pooled = fit.host if s.op == "h2d" else fit.pooled
+        pooled = fit.host if s.op == OpKind.H2D else fit.pooled
         lines.append(
             f"{s.op:15}{s.group:>3}{_size(s.payload_bytes):>10}{s.steps:>6}{int(s.sent_bytes):>10}"
             f"{_us(mid):>10}{_us(lo):>9}{_us(hi):>10}"

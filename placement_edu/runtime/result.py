@@ -22,7 +22,7 @@ from placement_edu.runtime.calibration.walltime import (
     time_view,
     walls,
 )
-from placement_edu.schedule import LINK_OPS, Op, Schedule, derive_schedule
+from placement_edu.schedule import LINK_OPS, Op, OpKind, Schedule, derive_schedule
 from placement_edu.units import plain, wrapped
 from placement_edu.shown import Shown
 
@@ -137,7 +137,7 @@ def measured(rank_result: dict, steps: int, precision: Precision) -> Side:
             width,
             e["group"],
             "measured",
-            root=e["op"] == "broadcast" and e["ring_bytes"] > 0,
+            root=e["op"] == OpKind.BROADCAST and e["ring_bytes"] > 0,
         )
 
     by_step: dict[int, list[Op]] = {}

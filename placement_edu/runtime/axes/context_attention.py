@@ -35,6 +35,7 @@ import torch.distributed as dist
 from torch.autograd.function import FunctionCtx
 
 from placement_edu.runtime.axes.context_config import ContextRun, Key
+from placement_edu.schedule import OpKind
 
 
 def inputs(run: ContextRun) -> dict[str, torch.Tensor]:
@@ -108,9 +109,9 @@ def pass_on(ledger: Ledger, tensor: torch.Tensor) -> torch.Tensor:
     """Send ``tensor`` to the next rank of the ring and return what the previous one sent."""
     rank, c = dist.get_rank(), dist.get_world_size()
     out = torch.empty_like(tensor)
-    ledger.note("send", tensor)
+    ledger.note(OpKind.SEND, tensor)
     sending = dist.isend(tensor.contiguous(), (rank + 1) % c)
-    ledger.note("recv", out)
+    ledger.note(OpKind.RECV, out)
     dist.recv(out, (rank - 1) % c)
     assert sending is not None  # isend on a process group of this rank returns its Work
     sending.wait()
@@ -234,7 +235,7 @@ class AllToAll(torch.autograd.Function):
 
 def exchange(blocks: torch.Tensor, ledger: Ledger) -> torch.Tensor:
     out = torch.empty_like(blocks)
-    ledger.note("all_to_all", blocks)
+    ledger.note(OpKind.ALL_TO_ALL, blocks)
     dist.all_to_all_single(out, blocks)
     return out
 

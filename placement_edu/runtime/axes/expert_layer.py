@@ -44,6 +44,7 @@ from torch.autograd.function import FunctionCtx
 
 from placement_edu.experts import expert_capacity
 from placement_edu.placement import EXPERT_AXIS
+from placement_edu.schedule import OpKind
 from placement_edu.runtime.measurement.comm import Comm
 
 # re-exported: the run's description, torch-free
@@ -275,8 +276,8 @@ def main() -> None:
         measured = launch(run)
         predicted = run.predicted()
         same = all(measured_is_predicted(r["ledger"], predicted) for r in measured)
-        a2a = [k for k in predicted if k[1] == "all_to_all"]
-        reductions = [k for k in measured[0]["ledger"] if k[1] == "all_reduce"]
+        a2a = [k for k in predicted if k[1] == OpKind.ALL_TO_ALL]
+        reductions = [k for k in measured[0]["ledger"] if k[1] == OpKind.ALL_REDUCE]
         dropped = sum(r["dropped"] for r in measured)
         print(
             f"data={data},expert={ranks} top-{top_k}: {len(a2a)} all-to-alls per rank of "

@@ -13,6 +13,7 @@ from typing import Any
 
 from placement_edu.runtime.config import DTYPES
 from placement_edu.faults import FaultName
+from placement_edu.schedule import OpKind
 from placement_edu.runtime.axes.expert_run import ExpertRun, Key, measured_is_predicted
 from placement_edu.shown import Shown
 
@@ -45,7 +46,7 @@ class ExpertMeasurement(Shown):
     @property
     def all_to_alls(self) -> tuple[Key, ...]:
         """The predicted all-to-alls of one rank, in order."""
-        return tuple(k for k in self.predicted if k[1] == "all_to_all")
+        return tuple(k for k in self.predicted if k[1] == OpKind.ALL_TO_ALL)
 
     def report(self) -> str:
         """What ``placement-edu run`` prints: the layer, the core's collectives of one rank entry

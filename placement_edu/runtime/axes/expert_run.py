@@ -13,7 +13,7 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.experts import MoESpec
 from placement_edu.mesh import Mesh
 from placement_edu.precision import get_precision
-from placement_edu.schedule import derive_schedule
+from placement_edu.schedule import OpKind, derive_schedule
 from placement_edu.strategies import STRATEGIES
 
 #: (phase, op, state, axis, group, payload bytes, ring bytes): what the ledger and the core's
@@ -103,6 +103,6 @@ def measured_is_predicted(measured: list[Key], predicted: list[Key]) -> bool:
     experts' all-reduce on data; the dense all-reduce by (phase, op, state, axis, group) -- the
     core's counts a whole model's dense weights, the toy's only its router."""
     return len(measured) == len(predicted) and all(
-        m == p if p[1] == "all_to_all" or p[3] == "data" else m[:5] == p[:5]
+        m == p if p[1] == OpKind.ALL_TO_ALL or p[3] == "data" else m[:5] == p[:5]
         for m, p in zip(measured, predicted)
     )

@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from placement_edu.errors import MAX_LOCAL_WORLD_SIZE, PlacementError, expect, positive_int
 from placement_edu.mesh import Mesh
+from placement_edu.schedule import OpKind
 from placement_edu.runtime.measurement.comm import _all_gather, _reduce_scatter
 from placement_edu.runtime.processes.progress import write as write_progress
 from placement_edu.timing.fit import CALIBRATED_OPS
@@ -99,19 +100,19 @@ def _op_call(
     n, rank = len(ranks), dist.get_rank()
     full = torch.ones(elements, dtype=ELEMENT)
     part = torch.ones(elements // n, dtype=ELEMENT)
-    if op == "all_reduce":
+    if op == OpKind.ALL_REDUCE:
         return lambda: dist.all_reduce(full, group=group)
-    if op == "all_gather":
+    if op == OpKind.ALL_GATHER:
         return lambda: _all_gather(full, part, group=group)
-    if op == "reduce_scatter":
+    if op == OpKind.REDUCE_SCATTER:
         return lambda: _reduce_scatter(part, full, group=group)
-    if op == "send":
+    if op == OpKind.SEND:
         if rank == ranks[0]:
             return lambda: _wait(dist.isend(full, ranks[1]))
         if rank == ranks[1]:
             return lambda: _wait(dist.irecv(full, ranks[0]))
         return lambda: None  # the other ranks wait at the barriers
-    if op == "h2d":  # a host copy, as ``Comm.h2d`` makes it
+    if op == OpKind.H2D:  # a host copy, as ``Comm.h2d`` makes it
         host = torch.empty_like(full)
         return lambda: host.copy_(full)
     raise PlacementError(f"cannot calibrate {op!r}")

@@ -35,6 +35,7 @@ from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from placement_edu.models import stage_layers
+from placement_edu.schedule import OpKind
 from placement_edu.implementations import (
     IMPLEMENTATIONS,
     TRANSFORMER,
@@ -162,24 +163,24 @@ def single_process(config: TorchRefConfig) -> list[dict[str, torch.Tensor]]:
 #: table, and the argument that holds the payload S (all-gather: the full output; reduce-scatter:
 #: the full input). torch >= 2.7 names the tensor-in, tensor-out collectives ``*_single``.
 WATCHED = {
-    "all_reduce": ("all_reduce", "tensor"),
-    "broadcast": ("broadcast", "tensor"),
-    "all_gather_single": ("all_gather", "output_tensor"),
-    "all_gather_into_tensor": ("all_gather", "output_tensor"),
-    "reduce_scatter_single": ("reduce_scatter", "input"),
-    "reduce_scatter_tensor": ("reduce_scatter", "input"),
-    "isend": ("send", "tensor"),
-    "irecv": ("recv", "tensor"),
+    "all_reduce": (OpKind.ALL_REDUCE, "tensor"),
+    "broadcast": (OpKind.BROADCAST, "tensor"),
+    "all_gather_single": (OpKind.ALL_GATHER, "output_tensor"),
+    "all_gather_into_tensor": (OpKind.ALL_GATHER, "output_tensor"),
+    "reduce_scatter_single": (OpKind.REDUCE_SCATTER, "input"),
+    "reduce_scatter_tensor": (OpKind.REDUCE_SCATTER, "input"),
+    "isend": (OpKind.SEND, "tensor"),
+    "irecv": (OpKind.RECV, "tensor"),
 }
 
 
 #: DTensor's collectives are functional ops dispatched by torch (not ``torch.distributed``
 #: calls): the op each is, and how to read its group's size from the op's arguments.
 FUNCTIONAL = {
-    "_c10d_functional.all_reduce.default": "all_reduce",  # (input, reduce_op, group_name)
+    "_c10d_functional.all_reduce.default": OpKind.ALL_REDUCE,  # (input, reduce_op, group_name)
     # (input, group_size, group_name)
-    "_c10d_functional.all_gather_into_tensor.default": "all_gather",
-    "_c10d_functional.reduce_scatter_tensor.default": "reduce_scatter",
+    "_c10d_functional.all_gather_into_tensor.default": OpKind.ALL_GATHER,
+    "_c10d_functional.reduce_scatter_tensor.default": OpKind.REDUCE_SCATTER,
 }
 
 
@@ -203,7 +204,7 @@ class _Functional(TorchDispatchMode):
             group = _resolve_process_group(args[-1])
             tensor = args[0]
             n = dist.get_world_size(group)
-            full = tensor.numel() * tensor.element_size() * (n if op == "all_gather" else 1)
+            full = tensor.numel() * tensor.element_size() * (n if op == OpKind.ALL_GATHER else 1)
             self.ledger.ops.append({"op": op, "payload_bytes": full, "group": n})
         return func(*args, **(kwargs or {}))
 
@@ -250,7 +251,7 @@ class Ledger:
             buffer_size: int,
             src: int = 0,
         ) -> None:
-            self.add("broadcast", list(tensors), process_group)
+            self.add(OpKind.BROADCAST, list(tensors), process_group)
             return coalesced(process_group, tensors, buffer_size, src)
 
         # P2POp checks its op against distributed_c10d's own isend/irecv: one wrapper under both
