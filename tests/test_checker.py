@@ -426,3 +426,39 @@ def test_check_on_a_tensor_axis_says_the_heads_are_assumed(capsys) -> None:
     assert "table --heads H --mesh tensor=3 refuses them otherwise" in text
     assert main(["check", "dp", "--mesh", "data=3"]) == 0
     assert "assumed" not in capsys.readouterr().out  # no tensor axis, nothing assumed
+
+
+def test_every_sentence_the_checker_says_is_written_in_its_messages_module() -> None:
+    """Issue 41 item 4: the walks (integrity.py, consistency.py) decide which findings a schedule
+    has, messages.py says them. A sentence typed into a walk (a string literal of prose, outside
+    a docstring) is one a reader looking at messages.py would miss."""
+    import ast
+    from pathlib import Path
+
+    import placement_edu.checker as checker
+
+    typed = {}
+    for walk in ("integrity.py", "consistency.py"):
+        tree = ast.parse((Path(checker.__file__).parent / walk).read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        typed[walk] = [
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and len(node.value.split()) >= 4  # prose, not a name such as "optimizer_step"
+        ]
+    assert typed == {"integrity.py": [], "consistency.py": []}
+    # ...and the guard sees one: the messages module is full of them
+    assert (
+        "params are replicated on the data axis (4 ranks)"
+        in checker.messages.no_startup_broadcast("data", 4)
+    )

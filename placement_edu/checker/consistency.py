@@ -93,8 +93,7 @@ def replicas_start_and_stay_identical(
         if o.op in PARAM_SYNCS and o.state is State.PARAMS and o.axis == axis
     }
     if resync:
-        how = "all-gathered" if "all_gather" in resync else "broadcast by their owners"
-        found.good.append(messages.resynced(how, axis))
+        found.good.append(messages.resynced("all_gather" in resync, axis))
     else:
         found.problems.append(messages.no_resync(O, axis, n))
 

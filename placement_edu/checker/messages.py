@@ -160,7 +160,9 @@ def no_startup_broadcast(axis: str, n: int) -> str:
     )
 
 
-def resynced(how: str, axis: str) -> str:
+def resynced(gathered: bool, axis: str) -> str:
+    """Replicas made one model again after an owner-only step: all-gathered, or broadcast."""
+    how = "all-gathered" if gathered else "broadcast by their owners"
     return f"after the owner-only optimizer step the params are {how} on {axis}"
 
 
