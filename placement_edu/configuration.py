@@ -149,7 +149,9 @@ class Priced(Shown):
             return "exposed"
         t = self.choice.time
         assert t is not None
-        compute = {p: c for p, c, _ in t.by_pass}.get(phase, 0.0)
+        # the step phase's compute (the optimizer's, on the roofline) runs before its
+        # collectives, which need its result: nothing hides under it
+        compute = 0.0 if phase == "step" else {p: c for p, c, _ in t.by_pass}.get(phase, 0.0)
         waited = self.overlap == "per_pass"
         overlappable = sum(
             s for _, _, p, crit, s in self.collectives if p == phase and not (crit and waited)

@@ -126,10 +126,9 @@ def saved_linear_inputs(model: TransformerSpec, recipe: Float8 | None) -> int:
 
 def _inputs(model: TransformerSpec) -> tuple[tuple[str, int], ...]:
     """Each Linear's input tensor, named, with its width (Linears that share one name it alike)."""
+    names: tuple[str, ...] = ("norm", "attention", "norm2", "gelu")
     if model.llama:
         names = ("norm", "norm", "norm", "attention", "norm2", "norm2", "swiglu")
-    else:
-        names = ("norm", "attention", "norm2", "gelu")
     return tuple(zip(names, [k for _, k, _ in linears(model)]))
 
 

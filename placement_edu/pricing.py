@@ -48,6 +48,7 @@ from placement_edu.timing import (
     PEAK_FLOPS,
     Hardware,
     Overlapped,
+    StepTime,
     combine,
     comm_time,
     compute_time,
@@ -152,8 +153,6 @@ def price(
     compute = compute_time(
         shaped, tokens, hw, recompute, mesh.degree("tensor"), paced, precision.float8_recipe
     )
-    if hw.roofline and hw.memory_bandwidth is not None:
-        compute["step"] += optimizer_step_seconds(strategy, shaped, mesh, precision, hw)
     # Only full recomputation changes the schedule: it replays the tensor-parallel (and context-
     # parallel) collectives of forward in backward (SPEC §4). Price the others once.
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1
@@ -182,11 +181,32 @@ def price(
         strategy.pipeline_schedule,
         strategy.virtual_stages,
     )
+    if hw.roofline and hw.memory_bandwidth is not None:
+        time = with_optimizer_step(
+            time, optimizer_step_seconds(strategy, shaped, mesh, precision, hw)
+        )
     return Choice(strategy, mesh, recompute, peak, limit, time, beside)
 
 
+def with_optimizer_step(time: StepTime, seconds: float) -> StepTime:
+    """``time`` with the optimizer step's ``seconds`` added to the step phase's compute, after
+    the pipeline and the overlap are priced: it runs once, after the last backward, and the
+    step's collectives need its result (nothing hides under it, no stage idles for it)."""
+    by_pass = tuple((p, c + seconds if p == "step" else c, m) for p, c, m in time.by_pass)
+    return replace(
+        time,
+        compute_s=time.compute_s + seconds,
+        total_s=time.total_s + seconds,
+        by_pass=by_pass,
+    )
+
+
 def optimizer_step_seconds(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+    strategy: Strategy,
+    model: TransformerSpec | MoESpec,
+    mesh: Mesh,
+    precision: Precision,
+    hw: Hardware,
 ) -> float:
     """On the roofline, rank 0's optimizer step: AdamW with the hardware's kernels
     (``roofline.optimizer_seconds``: 80 B a parameter foreach, 28 fused) over the parameters whose
