@@ -91,7 +91,7 @@ def tokens_of(model: Model, strategy: Strategy, mesh: Mesh) -> Fraction | None:
 
 def step_time(
     strategy: str | Strategy | Setting,
-    model: Model | int | float | None = None,
+    model: ModelOrPsi | None = None,
     mesh: Mesh | str | None = None,
     precision: str | Precision = "mixed_adam",
     hw: str | Hardware = "h100-nvlink-ib",
