@@ -7,8 +7,8 @@ The public API, what the course's notebooks import (``tests/test_public_api.py``
 
 - ``placement_edu``                 by task: the specs (model, mesh, precision, placement,
                                     strategy) and ``resolve``, the one door; analyze, compare,
-                                    check, plan, step_time, price, run and the results they
-                                    return; ``PlacementError``
+                                    check, plan, step_time, price, fit, run and the results
+                                    they return; ``PlacementError``
 - ``placement_edu.placement``, ``.strategies``, ``.models``, ``.precision``, ``.schedule``,
   ``.faults``, ``.composition``, ``.planner``, ``.experts``, ``.units``: each topic's helpers
 - ``placement_edu.timing``          time: hardware presets, α-β collectives, compute, step time
@@ -48,7 +48,7 @@ _EXPORTS = {
     **dict.fromkeys(["CheckResult", "check"], "placement_edu.checker"),
     "plan": "placement_edu.planner",
     "step_time": "placement_edu.timing",
-    "price": "placement_edu.tasks",
+    **dict.fromkeys(["fit", "price"], "placement_edu.tasks"),
     "run": "placement_edu.runtime",
     # what a bad input raises
     "PlacementError": "placement_edu.errors",
@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     from placement_edu.schedule import Schedule, derive_schedule
     from placement_edu.setting import Setting, resolve
     from placement_edu.strategies import Strategy, get_strategy
-    from placement_edu.tasks import price
+    from placement_edu.tasks import fit, price
     from placement_edu.timing import step_time
 
 #: The modules the eager ``__init__`` used to import: ``import placement_edu`` followed by

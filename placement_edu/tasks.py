@@ -1,5 +1,6 @@
-"""The root's task that had no function of its own: ``price`` one configuration, what
-``placement-edu time`` prints (``pricing.price_configuration``), through the one door.
+"""The root's tasks that had no function of their own: ``price`` one configuration, what
+``placement-edu time`` prints (``pricing.price_configuration``), through the one door; and ``fit``,
+will one rank's step of a real model fit (``fitting.fit_peak``, what ``placement-edu fit`` prints).
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from placement_edu.configuration import Priced
+from placement_edu.fitting import fit_peak
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import Precision
@@ -14,6 +16,10 @@ from placement_edu.pricing import price_configuration
 from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import Strategy
 from placement_edu.timing import Hardware
+
+#: Will one rank's step fit? The step of a real model (GPT-2, Llama) under FSDP2 on ``devices``,
+#: derived from its activation profile, event by event: ``fitting.fit_peak``.
+fit = fit_peak
 
 
 def price(

@@ -95,7 +95,7 @@ def test_every_listed_name_of_a_public_module_exists(module: str) -> None:
 #: The root's tasks (issue 41 item 7): each has its function there; the helpers live in their
 #: modules (``PUBLIC_MODULES``), and the root stays a surface a learner reads at a glance.
 TASKS = {"analyze", "compare", "check", "derive_memory", "derive_schedule", "plan", "step_time"}
-TASKS |= {"price", "run", "resolve"}
+TASKS |= {"price", "fit", "run", "resolve"}
 
 
 def test_the_root_holds_the_tasks_in_at_most_30_names() -> None:
@@ -178,7 +178,7 @@ def test_a_result_prints_renders_and_serialises_its_own_figures() -> None:
     assert placement_edu.price(setting, global_batch=8).to_dict() == priced.to_dict()
     formula = int(placement_edu.analyze("zero3", model, mesh="data=8").memory.peak)
     step = placement_edu.step_time("zero3", model, "data=8", "mixed_adam", "h100-nvlink-ib")
-    fit = importlib.import_module("placement_edu.presentation").fit_peak("gpt2", devices=8)
+    fit = placement_edu.fit("gpt2", devices=8)
     cases = [
         (report.memory, "1.875 GB", "model_state", 1_875_000_000),
         (report.schedule, "44.296875 GB", "ring_bytes", 3 * 2 * 7_500_000_000 * 63 // 64),
