@@ -186,8 +186,9 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         f"{float(priced.tokens_per_device):,.6g} tokens per device",
         f"step {t.total_s:.4g} s on rank 0 = compute {t.compute_s:.4g} s + exposed communication "
         f"{t.exposed_comm_s:.4g} s + pipeline bubble {t.bubble_s:.4g} s",
-        f"  compute: forward {compute['forward']:.4g} s, backward {compute['backward']:.4g} s "
-        f"at {hw.flops / 1e12:.4g}e12 FLOP/s achieved"
+        f"  compute: forward {compute['forward']:.4g} s, backward {compute['backward']:.4g} s"
+        + (f", optimizer step {compute['step']:.4g} s" if compute.get("step") else "")
+        + f" at {hw.flops / 1e12:.4g}e12 FLOP/s achieved"
         + (
             f", on the roofline (HBM {hw.memory_bandwidth / 1e12:.4g}e12 B/s, "
             + ("fused" if hw.fused else "eager")
