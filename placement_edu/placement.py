@@ -192,12 +192,20 @@ class Placement:
             (State.ACTIVATIONS, activations),
         ):
             object.__setattr__(self, state.value, _axis_modes(state, spec or {}))
+        # the same table by (state, axis), what ``mode`` reads (not a field: no part of the value)
+        table = {(s, EXPERT_AXIS): expert_mode(s) for s in State}
+        for s in State:
+            table.update(zip(((s, axis) for axis in AXES), getattr(self, s.value)))
+        object.__setattr__(self, "_by_state_and_axis", table)
 
     def mode(self, state: State, axis: str) -> Mode:
-        """The mode of ``state`` along ``axis``."""
-        if axis == EXPERT_AXIS:
-            return expert_mode(state)
-        return getattr(self, State(state).value)[AXES.index(axis)]
+        """The mode of ``state`` along ``axis`` (a state's name is its State: a str enum)."""
+        try:
+            return self._by_state_and_axis[state, axis]  # type: ignore[attr-defined, no-any-return]
+        except (KeyError, AttributeError):  # an unknown axis or state: refused by name below
+            if axis == EXPERT_AXIS:
+                return expert_mode(state)
+            return getattr(self, State(state).value)[AXES.index(axis)]
 
     def named(self, state: State) -> dict[str, Mode]:
         """The axes on which ``state`` differs from its default, with their modes, in mesh order."""

@@ -71,6 +71,7 @@ class RunConfig:
     def setting(self) -> Setting:
         """The run's strategy, mesh and precision, resolved once (``setting.resolve``: the door);
         ``resolved_strategy`` and ``resolved_mesh`` read it."""
+        expect(self.strategy is not None, "a run needs a strategy (e.g. zero3) or a Strategy")
         door = resolve(self.strategy, None, None, self._dtype()[1])
         assert door.strategy is not None
         strategy = self._strategy(door.strategy)
@@ -141,7 +142,7 @@ class RunConfig:
         return self._dtype()[2]
 
     def _dtype(self) -> tuple[str, str, float]:
-        if self.dtype not in DTYPES:
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
             raise PlacementError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
         return DTYPES[self.dtype]
 
