@@ -18,7 +18,9 @@ from typing import Mapping
 
 from placement_edu.architectures import Architecture
 from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.placement import State
 from placement_edu.precision import PRESETS as ZERO_PRESETS
+from placement_edu.precision import Precision
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,23 @@ class FSDPPrecision:
         """(P, G, O) bytes per parameter: the split a ZeRO table would print."""
         return self.storage, self.reduce, 2 * self.storage
 
+    @classmethod
+    def of(cls, name: str, preset: Precision) -> "FSDPPrecision":
+        """FSDP2's three dtypes as ``preset`` states them (one definition: ``precision.PRESETS``):
+        its parameters' storage, the dtype they are gathered and computed in, and the dtype their
+        gradients are reduced in."""
+        return cls(
+            name, preset.params, preset.wire_bytes(State.PARAMS), preset.wire_bytes(State.GRADS)
+        )
+
 
 PRECISIONS: Mapping[str, FSDPPrecision] = MappingProxyType(
     {
-        "fp32": FSDPPrecision("fp32", 4, 4, 4),
+        # fp32 throughout: fp32 shards, grads, m and v (4/4/8 B per parameter).
+        "fp32": FSDPPrecision.of("fp32", ZERO_PRESETS["fp32_adam"]),
         # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, fp32 grads,
         # fp32 m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32.
-        "fsdp2_bf16": FSDPPrecision("fsdp2_bf16", 4, 2, 4),
+        "fsdp2_bf16": FSDPPrecision.of("fsdp2_bf16", ZERO_PRESETS["fsdp2_bf16"]),
     }
 )
 #: ZeRO's split of the same 16 bytes, kept and named as ZeRO's (SPEC §1): 2/2/12.
