@@ -27,7 +27,7 @@ from placement_edu.models import ConcreteModel, TensorSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
 from placement_edu.schedule import Op, derive_schedule
-from placement_edu.strategies import get_strategy
+from placement_edu.strategies import LOOPED_SCHEDULES, PipelineSchedule, get_strategy
 from placement_edu.torch_orders import (
     DDP_BUCKET_BYTES,
     DDP_FIRST_BUCKET_BYTES,
@@ -157,7 +157,7 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "torch.distributed.pipelining ScheduleGPipe",
                 "pipelining",
                 "the same sends and receives as the ideal GPipe schedule, in the same order.",
-                pipeline_schedule="gpipe",
+                pipeline_schedule=PipelineSchedule.GPIPE,
             ),
             Implementation(
                 "pipelining_1f1b",
@@ -171,7 +171,7 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "the first backward; it fires the last warm-up forward's send with the first "
                 "backward's receive (and each backward send with the next forward's receive): the "
                 "same messages and bytes in another order.",
-                pipeline_schedule="1f1b",
+                pipeline_schedule=PipelineSchedule.ONE_F_ONE_B,
             ),
             Implementation(
                 "pipelining_interleaved",
@@ -181,7 +181,7 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "torch.distributed.pipelining ScheduleInterleaved1F1B, 2 stages per rank",
                 "pipelining",
                 _LOOPED_ORDER,
-                pipeline_schedule="interleaved",
+                pipeline_schedule=PipelineSchedule.INTERLEAVED,
                 virtual_stages=2,
             ),
             Implementation(
@@ -193,7 +193,7 @@ IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
                 "(ZB-H1: backward split into input- and weight-gradient passes)",
                 "pipelining",
                 _LOOPED_ORDER,
-                pipeline_schedule="zero_bubble",
+                pipeline_schedule=PipelineSchedule.ZERO_BUBBLE,
             ),
         )
     }
@@ -289,7 +289,7 @@ class TorchRefConfig:
                 "mlp:64" + ",128" * (stages - 1) + ",16)",
             )
             expect(
-                IMPLEMENTATIONS[self.impl].pipeline_schedule != "interleaved"
+                IMPLEMENTATIONS[self.impl].pipeline_schedule != PipelineSchedule.INTERLEAVED
                 or PIPELINE_MICRO_BATCHES % n == 0,
                 f"{self.impl}: interleaved 1F1B needs the {PIPELINE_MICRO_BATCHES} micro-batches "
                 f"to be a multiple of the ranks: world_size must divide {PIPELINE_MICRO_BATCHES} "
@@ -408,7 +408,7 @@ def torch_looped(
     """The ideal schedule's sends and recvs (one boundary activation or its gradient each, all of
     one size) in the order torch's looped runtime issues them on rank ``stage``."""
     size = ideal[0][1]
-    zero_bubble = impl.pipeline_schedule == "zero_bubble"
+    zero_bubble = impl.pipeline_schedule == PipelineSchedule.ZERO_BUBBLE
     order = torch_looped_order(stages, m, impl.virtual_stages, zero_bubble)[stage]
     return [(op, size, stages) for op, _, _ in order]
 
@@ -510,10 +510,14 @@ def _implemented(
     """The collectives ``impl`` issues at ``step``: the ideal ones, reshaped by its own choices."""
     if impl.family == "dtensor_tp":
         return dtensor_tp_backward(ideal)
-    if impl.family == "pipelining" and impl.pipeline_schedule in ("interleaved", "zero_bubble"):
+    if impl.family == "pipelining" and impl.pipeline_schedule in LOOPED_SCHEDULES:
         return torch_looped(ideal, n, rank, m, impl)
     if impl.family == "pipelining":
-        return torch_1f1b(ideal, n, rank, m) if impl.pipeline_schedule == "1f1b" else ideal
+        return (
+            torch_1f1b(ideal, n, rank, m)
+            if impl.pipeline_schedule == PipelineSchedule.ONE_F_ONE_B
+            else ideal
+        )
     if impl.family in ("ddp", "zero_redundancy"):
         grads = [("all_reduce", b, n) for b in ddp_buckets([k * element for k in numels], step)]
         if impl.family == "ddp":

@@ -29,7 +29,7 @@ from placement_edu.placement import (
 from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 from placement_edu.shown import Shown
-from placement_edu.strategies import Strategy
+from placement_edu.strategies import LOOPED_SCHEDULES, PipelineSchedule, Strategy
 from placement_edu.units import fmt_bytes, plain
 from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
@@ -282,12 +282,16 @@ def in_flight(strategy: Strategy, p: int, stage: int) -> int | Fraction:
     """The micro-batches whose activations ``stage`` of ``p`` holds at once under the strategy's
     pipeline schedule (1 without a pipeline)."""
     m = strategy.micro_batches
-    if p > 1 and strategy.pipeline_schedule in ("interleaved", "zero_bubble"):
+    if p > 1 and strategy.pipeline_schedule in LOOPED_SCHEDULES:
         return looped_in_flight(
-            p, stage, m, strategy.virtual_stages, strategy.pipeline_schedule == "zero_bubble"
+            p,
+            stage,
+            m,
+            strategy.virtual_stages,
+            strategy.pipeline_schedule == PipelineSchedule.ZERO_BUBBLE,
         )
     if p > 1:
-        return m if strategy.pipeline_schedule == "gpipe" else min(p - stage, m)
+        return m if strategy.pipeline_schedule == PipelineSchedule.GPIPE else min(p - stage, m)
     return 1
 
 

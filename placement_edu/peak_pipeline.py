@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import expect
+from placement_edu.strategies import PIPELINE_SCHEDULES, PipelineSchedule
 from placement_edu.peak import (
     BUFFERS,
     GRADS,
@@ -170,12 +171,16 @@ def pipeline_passes(
     (its matmuls' inputs are kept for it): an upper bound."""
     from placement_edu.schedule.pipeline import looped_order, pipeline_order
 
-    if schedule in ("gpipe", "1f1b"):
+    if schedule in PIPELINE_SCHEDULES:
         return [
             (kind, rank, k) for kind, k in pipeline_order(schedule, stages, rank, micro_batches)
         ]
     return looped_order(
-        stages, rank, micro_batches, virtual_stages, zero_bubble=schedule == "zero_bubble"
+        stages,
+        rank,
+        micro_batches,
+        virtual_stages,
+        zero_bubble=schedule == PipelineSchedule.ZERO_BUBBLE,
     )
 
 
@@ -289,10 +294,10 @@ def pass_events(
         events.append(Event(name, _phase(kind), {**base, **terms}))
         if kind in ("B", "I"):
             grads[stage] = c.params * 4
-            gradient_held = c.input_gradient if schedule in ("gpipe", "1f1b") else 0
+            gradient_held = c.input_gradient if schedule in PIPELINE_SCHEDULES else 0
             output_held = c.output if (stage, k) == latest else output_held
             losses += labels if c.last else 0
-        if kind == "W" or (kind == "B" and schedule != "zero_bubble"):
+        if kind == "W" or (kind == "B" and schedule != PipelineSchedule.ZERO_BUBBLE):
             in_flight[stage] -= 1
     return events, losses
 

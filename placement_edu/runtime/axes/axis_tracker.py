@@ -48,6 +48,7 @@ from torch.distributed.tensor.parallel import (
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.strategies import PIPELINE_SCHEDULES
 from placement_edu.runtime.measurement.peak_tracker import _optimizer, _snapshot, tracked_step
 from placement_edu.runtime.measurement.reference_models import (
     CausalLM,
@@ -341,7 +342,7 @@ def pipeline_measure(
             modules, pipeline_stages = _stages(net, arch, chunks, v * p, ids[:micro_batch])
             loss = net.loss
             kind = _static(getattr(pipelining, TORCH_SCHEDULES[schedule]))
-            one = schedule in ("gpipe", "1f1b")
+            one = schedule in PIPELINE_SCHEDULES
             run = kind(
                 pipeline_stages[0] if one else pipeline_stages, n_microbatches=m, loss_fn=loss
             )

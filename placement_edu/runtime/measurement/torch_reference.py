@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from placement_edu.models import stage_layers
 from placement_edu.schedule import OpKind
+from placement_edu.strategies import LOOPED_SCHEDULES
 from placement_edu.implementations import (
     IMPLEMENTATIONS,
     TRANSFORMER,
@@ -334,7 +335,7 @@ def pipeline(
         "interleaved": pipelining.ScheduleInterleaved1F1B,
         "zero_bubble": pipelining.ScheduleInterleavedZeroBubble,
     }[impl.pipeline_schedule]
-    looped = impl.pipeline_schedule in ("interleaved", "zero_bubble")  # they take a list of stages
+    looped = impl.pipeline_schedule in LOOPED_SCHEDULES  # they take a list of stages
     schedule = kind(
         pipes if looped else pipes[0],
         n_microbatches=config.micro_batches,
