@@ -41,7 +41,7 @@ from placement_edu.strategies import Strategy
 from placement_edu.timing import OVERLAPS, Hardware
 
 #: The names of this module's page in the API reference, which a notebook may import.
-__all__ = ["Plan", "default_transformer", "group_links", "plan"]
+__all__ = ["Plan", "default_transformer", "divisors", "group_links", "plan"]
 
 # --- a transformer for a bare Ψ ----------------------------------------------------------------
 # SHAPES, nearest_shape and per_layer_model live in models/shapes.py: a bare Ψ means per_layer_model
@@ -106,7 +106,7 @@ MAX_TENSOR = 8
 CONTEXT_MIN_SEQ = 8192
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
     """Every divisor of ``n``, ascending, from its prime factors: trial division stops at the
     square root of what is left, so 2^40 devices take 40 divisions (listing k up to √n took 2^20;
     61 of those were 1.3 s of a plan on 2^40 devices), a prime near 2^40 about 10^6."""
@@ -133,10 +133,10 @@ def meshes(
     if has_experts(model):
         yield from _expert_meshes(devices, model, max_tensor)
         return
-    for t in _divisors(devices):
+    for t in divisors(devices):
         if t > max_tensor or not heads_divide(model, t):
             continue
-        for p in _divisors(devices // t):
+        for p in divisors(devices // t):
             if p > model.layers:
                 continue
             data = devices // (t * p)
@@ -148,11 +148,11 @@ def meshes(
                 else Mesh.of(data=1)
             )
             # a long sequence: a context axis of c > 1 carved from the data devices, c dividing s
-            for c in _divisors(data) if model.seq >= CONTEXT_MIN_SEQ else []:
+            for c in divisors(data) if model.seq >= CONTEXT_MIN_SEQ else []:
                 if c > 1 and model.seq % c == 0:
                     shape = (("data", data // c), ("context", c), ("tensor", t), ("pipeline", p))
                     yield Mesh.of(**{a: n for a, n in shape if n > 1 or a == "data"})
-            for d in _divisors(data):
+            for d in divisors(data):
                 if 1 < d < data and d * t <= max_tensor:
                     yield Mesh.of(
                         **{
@@ -171,11 +171,11 @@ def meshes(
 def _expert_meshes(devices: int, model: MoESpec, max_node: int) -> Iterator[Mesh]:
     """data·expert·pipeline = ``devices``: every p up to the layers, every e dividing E and the
     data devices, up to a node."""
-    for p in _divisors(devices):
+    for p in divisors(devices):
         if p > model.layers:
             continue
         data = devices // p
-        for e in _divisors(math.gcd(data, model.experts)):
+        for e in divisors(math.gcd(data, model.experts)):
             if e <= max_node:
                 axes = (("data", data // e), ("expert", e), ("pipeline", p))
                 yield (

@@ -159,20 +159,20 @@ def test_the_presets_parameter_counts_are_the_published_ones() -> None:
 
 
 def test_the_planners_divisors_from_prime_factors_equal_every_k_tried() -> None:
-    """``planner._divisors`` from the prime factors, against the trial of every k up to √n it
+    """``planner.divisors`` from the prime factors, against the trial of every k up to √n it
     replaced (2^20 trials at 2^40 devices)."""
     import math
 
-    from placement_edu.planner import _divisors
+    from placement_edu.planner import divisors
 
     def every_k(n: int) -> list[int]:
         small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
         return sorted(set(small + [n // k for k in small]))
 
-    assert all(_divisors(n) == every_k(n) for n in range(1, 3000))
+    assert all(divisors(n) == every_k(n) for n in range(1, 3000))
     for n in (2**40, 3**20 * 7, 10**12, 999_999_999_989):  # the last a prime
-        assert _divisors(n) == every_k(n)
-    assert len(_divisors(2**40)) == 41
+        assert divisors(n) == every_k(n)
+    assert len(divisors(2**40)) == 41
 
 
 # --- fit: a step's blocks priced once with their count ------------------------------------------

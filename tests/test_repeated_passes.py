@@ -220,9 +220,9 @@ def test_the_checker_follows_classes_of_micro_batches_and_names_the_one_left_par
     condition = gradient_integrity(broken, strategy, mesh)
     assert not condition.holds and f"for micro-batch {m - 1}:" in condition.reason, condition.reason
     # ... and the walk's classes come from the entries, not from m
-    from placement_edu.checker import _micro_batch_classes
+    from placement_edu.checker import micro_batch_classes
 
-    assert _micro_batch_classes(broken, m) == [(0, m - 1), (m - 1, m)]
+    assert micro_batch_classes(broken, m) == [(0, m - 1), (m - 1, m)]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from placement_edu.checker import messages
 from placement_edu.checker.conditions import CONDITIONS, CheckResult, Condition, fails
 from placement_edu.checker.consistency import state_consistency
-from placement_edu.checker.integrity import _micro_batch_classes, gradient_integrity
+from placement_edu.checker.integrity import micro_batch_classes, gradient_integrity
 from placement_edu.composition import safety_violations
 from placement_edu.errors import context, expect
 from placement_edu.experts import SMALL_MOE, MoESpec
@@ -45,10 +45,10 @@ __all__ = [
     "CONDITIONS",
     "CheckResult",
     "Condition",
-    "_micro_batch_classes",
     "check",
     "default_model",
     "gradient_integrity",
+    "micro_batch_classes",
     "stages_to_walk",
     "state_consistency",
 ]

@@ -46,7 +46,7 @@ def gradient_integrity(
     split = batch_split(strategy, mesh, model)
     # Micro-batches that every op treats alike form one class [a, b): a repeated pass stands for a
     # range of them, so the walk's cost depends on the schedule's entries, not on m.
-    classes = _micro_batch_classes(schedule, strategy.micro_batches)
+    classes = micro_batch_classes(schedule, strategy.micro_batches)
     at_step, problems = walk(schedule, classes, split.partial_on, model)
     if at_step is None:
         return Condition(False, messages.NO_OPTIMIZER_STEP)
@@ -246,7 +246,7 @@ def _reduction(schedule: Schedule, axis: str) -> str:
     )
 
 
-def _micro_batch_classes(schedule: Schedule, m: int) -> list[Span]:
+def micro_batch_classes(schedule: Schedule, m: int) -> list[Span]:
     """Micro-batches 0..m-1 cut into intervals [a, b) that every op of ``schedule`` treats alike:
     each op's ``micro_batches`` (one k, or the range a repeated op stands for) covers a whole
     interval or none of it."""
