@@ -28,6 +28,7 @@ from placement_edu.course.site import (
     split_theory,
     stage,
 )
+from placement_edu import PUBLIC_MODULES, TOPIC_MODULES
 from placement_edu.errors import PlacementError
 
 pytestmark = pytest.mark.fast
@@ -208,6 +209,18 @@ def test_each_chapter_with_saved_widgets_says_they_recompute_only_live(staged: P
         assert [page["cells"].index(n) for n in notes] in ([], [1])  # under the title
         assert len(page["cells"]) == len(source["cells"]) + len(notes)
         assert saved_widget_views(page) == saved_widget_views(source) > 0
+
+
+def test_the_api_reference_documents_every_public_module_the_topics_on_the_roots_page(
+    staged: Path,
+) -> None:
+    """The reference is generated from the docstrings (autodoc): one page per public module, the
+    core's topics (``TOPIC_MODULES``) as sections of the root's page, each module once."""
+    pages = {p.stem: p.read_text(encoding="utf-8") for p in (staged / "api").glob("placement_*.md")}
+    documented = {m: page for page in pages for m in re.findall(r"automodule:: (\S+)", pages[page])}
+    assert sorted(documented) == sorted(PUBLIC_MODULES)
+    assert {m for m, page in documented.items() if page != m} == set(TOPIC_MODULES)
+    assert {documented[m] for m in TOPIC_MODULES} == {"placement_edu"}
 
 
 def test_a_failed_build_says_so_in_one_line_naming_its_log(
