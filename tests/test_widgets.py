@@ -142,3 +142,31 @@ def test_plan_table_lists_the_planners_ranking_and_follows_the_device_slider() -
     expected = plan(model, 64, 80 * 10**9, "h100-nvlink-ib").ranked[0]
     assert f"<td>{expected.strategy.name}</td><td>{expected.mesh}</td>" in table.readout.value
     assert f"{expected.time.total_s:.4g}" in table.readout.value
+
+
+def test_every_explorer_is_the_one_skeleton_and_keeps_only_what_it_shows() -> None:
+    # controls -> observe -> redraw -> display live in presentation.explorer, once; an explorer
+    # defines update (what it shows) and no display or observe of its own. RuntimeExplorer runs on
+    # a click, not on a control's move, and is the one widget outside the skeleton.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import placement_edu.presentation as presentation
+    from placement_edu.presentation.explorer import Explorer
+
+    widgets = {
+        cls
+        for info in pkgutil.iter_modules(presentation.__path__)
+        for _, cls in inspect.getmembers(
+            importlib.import_module(f"placement_edu.presentation.{info.name}"), inspect.isclass
+        )
+        if cls.__module__.startswith("placement_edu.presentation")
+        and hasattr(cls, "_ipython_display_")
+        and cls.__name__ != "RuntimeExplorer"
+    }
+    names = {cls.__name__ for cls in widgets}
+    assert {"Explorer", "ZeroExplorer", "FitExplorer", "PlanTable", "LiveSetExplorer"} <= names
+    for cls in widgets - {Explorer}:
+        assert issubclass(cls, Explorer) and "update" in vars(cls), cls.__name__
+        assert not {"_ipython_display_", "assemble"} & set(vars(cls)), cls.__name__
