@@ -102,4 +102,10 @@ if TYPE_CHECKING:
 #: The modules the eager ``__init__`` used to import: ``import placement_edu`` followed by
 #: ``placement_edu.schedule.derive_schedule(...)`` keeps working.
 _SUBMODULES = frozenset(m.rpartition(".")[2] for m in [*_EXPORTS.values(), *PUBLIC_MODULES[1:]])
-__getattr__, __dir__ = exports(__name__, _EXPORTS, globals(), _SUBMODULES)
+__getattr__, _ = exports(__name__, _EXPORTS, globals(), _SUBMODULES)
+
+
+def __dir__() -> list[str]:
+    """What a learner's tab completion offers: the surface, the version and the module lists (not
+    the machinery above: ``TYPE_CHECKING``, ``exports``)."""
+    return sorted([*__all__, "__version__", "PUBLIC_MODULES", "TOPIC_MODULES"])

@@ -100,6 +100,11 @@ TASKS |= {"price", "fit", "run", "resolve"}
 
 def test_the_root_holds_the_tasks_in_at_most_30_names() -> None:
     assert len(placement_edu.__all__) <= 30, placement_edu.__all__
+    assert set(dir(placement_edu)) - set(placement_edu.__all__) == {
+        "__version__",
+        "PUBLIC_MODULES",
+        "TOPIC_MODULES",
+    }
     assert TASKS - set(placement_edu.__all__) == set()
     assert placement_edu.price.__module__ == "placement_edu.tasks"  # one configuration's price
 
