@@ -4,7 +4,8 @@
 A result type inherits ``Shown``. What it does not write itself, ``Shown`` gives it from its
 fields: ``to_dict`` each field by name (a field that is itself a result, by its own ``to_dict``),
 ``__str__`` one line per field, and a notebook shows the printed text as it is (a table whose
-columns line up). ``Report`` and ``Comparison`` write all three; ``Memory`` its rows.
+columns line up). ``Report`` and ``Comparison`` write all three; ``Memory``, ``Schedule``, fit's
+``StepPeak`` and ``StepTime`` their own text.
 ``tests/test_public_api.py`` finds every dataclass a public function returns and checks each is so.
 """
 
