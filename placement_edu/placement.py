@@ -193,9 +193,8 @@ class Placement:
         ):
             object.__setattr__(self, state.value, _axis_modes(state, spec or {}))
         # the same table by (state, axis), what ``mode`` reads (not a field: no part of the value)
-        table = {(s, EXPERT_AXIS): expert_mode(s) for s in State}
-        for s in State:
-            table.update(zip(((s, axis) for axis in AXES), getattr(self, s.value)))
+        table = {(s, axis): m for s in State for axis, m in zip(AXES, getattr(self, s.value))}
+        table.update({(s, EXPERT_AXIS): expert_mode(s) for s in State})  # fixed on that axis
         object.__setattr__(self, "_by_state_and_axis", table)
 
     def mode(self, state: State, axis: str) -> Mode:
