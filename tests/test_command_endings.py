@@ -330,3 +330,64 @@ def _catches(pid: int, sig: signal.Signals) -> bool:
         return False
     caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt"))
     return bool(int(caught, 16) >> (sig - 1) & 1)
+
+
+#: Every signal README's ending table lists, with its exit status; SIGINT goes to the command's
+#: whole process group, as a terminal's Ctrl-C does, the others to the command alone.
+ENDINGS = [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)]
+#: Where a short run can be, and what its line may then say: its first second (the command has
+#: its handlers; the ranks may not have started), mid-run, and its last moments (rank 0 has
+#: written the last step: the run may have ended, its report never printed).
+PHASES = {
+    "early": (
+        "before any process started",
+        "before its ranks started",
+        "stopped 2 ranks while they were starting",
+        "stopped 2 ranks of zero3",
+    ),
+    "mid-run": ("stopped 2 ranks of zero3 on data=2 after step ",),
+    "last moments": (
+        "stopped 2 ranks of zero3 on data=2 after step 3 of 3",
+        "after the run ended, before its report was printed",
+    ),
+}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("sig, code", ENDINGS, ids=lambda v: getattr(v, "name", str(v)))
+def test_every_signal_at_every_phase_of_a_run_ends_it_in_one_line(run_tmpdir, phase, sig, code):
+    """Issue 43: each signal, at each phase of a short run, ends it with one line naming where
+    it was, 128 + the signal, no process left and TMPDIR as found."""
+    steps = {"early": 2, "mid-run": 2000, "last moments": 3}[phase]
+    command = _start(SHORT + ["--steps", str(steps)], run_tmpdir)
+    try:
+        if phase == "early":
+            time.sleep(0.5)
+        else:
+            last = ["3", "3"] if phase == "last moments" else None
+            while not any(last in (None, line[2:4]) for line in _progress(run_tmpdir)):
+                assert command.poll() is None, command.stderr.read()[-2000:]
+                time.sleep(0.005)
+        (os.killpg if sig == signal.SIGINT else os.kill)(command.pid, sig)
+        line = _ended(command, sig, code, run_tmpdir)
+    finally:
+        command.kill()
+    where = line.removeprefix(f"placement-edu: interrupted by {sig.name}: ")
+    assert where.startswith(PHASES[phase]), line
+
+
+def test_a_signal_while_the_rank_server_starts_stops_the_run_before_its_ranks(run_tmpdir):
+    """Issue 43: a SIGTERM while the command waits for its agent to start (the rank server takes
+    seconds to import torch) was put off until the agent was known -- which then ran the short
+    run to its end, and the line said "after the run ended". Now the agent is ended as it starts,
+    before any rank: the line says so, and nothing is left."""
+    command = _start(SHORT + ["--steps", "2"], run_tmpdir)
+    try:
+        while not list(run_tmpdir.glob("pymp-*/listener-*")):  # the rank server is starting
+            assert command.poll() is None, command.stderr.read()[-2000:]
+            time.sleep(0.002)
+        os.kill(command.pid, signal.SIGTERM)
+        line = _ended(command, signal.SIGTERM, 143, run_tmpdir)
+    finally:
+        command.kill()
+    assert line == "placement-edu: interrupted by SIGTERM: before its ranks started", line

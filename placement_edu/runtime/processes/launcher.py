@@ -215,6 +215,8 @@ def _launch_from_agent(
     try:
         with _stop_on_signals():  # from the agent's start to its end: no signal is lost
             try:
+                global _deferred
+                _deferred = None
                 helper.start()  # (a signal while it forks is taken once it is known: _raise_stop)
                 send.close()
                 try:
@@ -225,7 +227,8 @@ def _launch_from_agent(
             except (KeyboardInterrupt, _Stop) as stop:
                 stopped = getattr(stop, "signum", signal.SIGINT)
         if stopped is not None:
-            outcome = _after_signal(helper, receive, stopped, outcome)
+            early = _deferred is not None  # it came while the agent was being started
+            outcome = _after_signal(helper, receive, stopped, outcome, early)
             helper.join()
     finally:
         _restore(handlers)
@@ -257,12 +260,26 @@ def _launch_in_the_agent(*args: Any) -> list[list[dict]]:
 
 
 def _after_signal(
-    helper: BaseProcess, receive: Any, signum: int, outcome: tuple[str, Any] | None
+    helper: BaseProcess,
+    receive: Any,
+    signum: int,
+    outcome: tuple[str, Any] | None,
+    early: bool = False,
 ) -> tuple[str, Any]:
     """The agent, signalled with this process's group, stops its ranks and says where; passed on
     to it if it was not; ended if it says nothing. A signal that came once the agent had answered
-    (the run's last moments) is not lost: the run ended, its report is not printed."""
+    (the run's last moments) is not lost: the run ended, its report is not printed. One that came
+    while the agent was being started (``early``: the rank server may take seconds to answer, as
+    it imports torch) ends the agent at once, before it starts any rank -- it would otherwise run
+    a short run to its end, and the line would say the run had ended."""
+    from placement_edu.runtime.processes import agent
+
     name = signal.Signals(signum).name
+    if early and outcome is None:
+        helper.kill()
+        helper.join()
+        rundir.remove_stale()  # the agent's run folder, if it had made one
+        return "error", RunInterrupted(signum, f"interrupted by {name}: {agent.BEFORE}")
     if outcome is None and helper.pid is not None:
         if not receive.poll(1.0):
             os.kill(helper.pid, signum)
@@ -392,10 +409,17 @@ def torch_handles_only(launch_config: type) -> dict[str, Any]:
     return {"signals_to_handle": TORCH_HANDLES} if wanted else {}
 
 
+#: The last signal ``_raise_stop`` put off because a process was being started (a launch's agent:
+#: ``_launch_from_agent`` reads it), or None.
+_deferred: int | None = None
+
+
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
     """``_Stop``, where the command is -- but not while a process is being started: taken again a
     moment later, once it is known and can be ended (``_as_torch_would``)."""
+    global _deferred
     if _starting_a_process(frame):
+        _deferred = signum
         threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
         return
     raise _Stop(signum, _where)
