@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from placement_edu.errors import expect
 from placement_edu.models import greedy_partition
-from placement_edu.schedule import looped_order
+from placement_edu.schedule import OpKind, looped_order
 
 
 #: DDP's gradient buckets (torch/nn/parallel/distributed.py): the first step uses one bucket for
@@ -44,7 +44,7 @@ def zero_redundancy_broadcasts(tensor_elements: list[int], n: int) -> list[tuple
     return [(r, tensor_elements[i]) for r in range(n) for i in order if owners[i] == r]
 
 
-def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[str, int]]:
+def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[OpKind, int]]:
     """FSDP2's collectives for an MLP whose Linears 0..L-2 are each ``fully_shard``-ed and whose
     root owns the last Linear (unit L-1), as ("all_gather" | "reduce_scatter", unit) in order.
 
@@ -56,13 +56,13 @@ def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[str, int]]:
     reshards every unit, False none, None every unit but the root (FSDP2's default)."""
     root, last = units - 1, units - 1
     regathered = [u for u in range(units) if reshard or (reshard is None and u != root)]
-    ops = [("all_gather", root)] + [("all_gather", u) for u in range(units - 1)]
+    ops = [(OpKind.ALL_GATHER, root)] + [(OpKind.ALL_GATHER, u) for u in range(units - 1)]
     backward = [root] + list(range(last - 1, -1, -1))  # the root's Linear runs last, so first back
     gathered: set[int] = set()
 
     def gather(u: int) -> None:
         if u in regathered and u not in gathered:
-            ops.append(("all_gather", u))
+            ops.append((OpKind.ALL_GATHER, u))
             gathered.add(u)
 
     for k, u in enumerate(backward):
@@ -70,8 +70,10 @@ def fsdp2_order(units: int, reshard: bool | None) -> list[tuple[str, int]]:
         if k + 1 < len(backward):
             gather(backward[k + 1])  # backward prefetch of the next unit
         if u not in (root, 0):
-            ops.append(("reduce_scatter", u))
-    return ops + [("reduce_scatter", root)] + ([("reduce_scatter", 0)] if units > 1 else [])
+            ops.append((OpKind.REDUCE_SCATTER, u))
+    return (
+        ops + [(OpKind.REDUCE_SCATTER, root)] + ([(OpKind.REDUCE_SCATTER, 0)] if units > 1 else [])
+    )
 
 
 def torch_1f1b_order(stages: int, stage: int, m: int) -> list[tuple[str, str, int]]:
@@ -81,10 +83,10 @@ def torch_1f1b_order(stages: int, stage: int, m: int) -> list[tuple[str, str, in
     together with the first backward's recv), then
     backward / forward pairs whose sends and recvs are fired together, then the cool-down."""
     first, last = stage == 0, stage == stages - 1
-    recv_f = lambda k: [] if first else [("recv", "forward", k)]  # noqa: E731
-    send_f = lambda k: [] if last else [("send", "forward", k)]  # noqa: E731
-    recv_b = lambda k: [] if last else [("recv", "backward", k)]  # noqa: E731
-    send_b = lambda k: [] if first else [("send", "backward", k)]  # noqa: E731
+    recv_f = lambda k: [] if first else [(OpKind.RECV, "forward", k)]  # noqa: E731
+    send_f = lambda k: [] if last else [(OpKind.SEND, "forward", k)]  # noqa: E731
+    recv_b = lambda k: [] if last else [(OpKind.RECV, "backward", k)]  # noqa: E731
+    send_b = lambda k: [] if first else [(OpKind.SEND, "backward", k)]  # noqa: E731
     warmup = min(m, stages - stage)
     ops: list[tuple[str, str, int]] = []
     for k in range(warmup):
@@ -180,8 +182,8 @@ def torch_looped_order(
             forward = kind == "F" and s != last
             if forward or (kind == backward and s != 0):
                 phase, to = ("forward", s + 1) if forward else ("backward", s - 1)
-                lowered[r].append(("send", phase, k))
-                lowered[to % p].append(("recv", phase, k))
+                lowered[r].append((OpKind.SEND, phase, k))
+                lowered[to % p].append((OpKind.RECV, phase, k))
                 seen[to % p].add(("recv " + phase[0].upper(), to, k))
             queues[r].pop(0)
             if not queues[r]:

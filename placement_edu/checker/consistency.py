@@ -26,7 +26,7 @@ from placement_edu.placement import (
     Placement,
     State,
 )
-from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, Schedule
+from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, OpKind, Schedule
 from placement_edu.strategies import Strategy
 
 
@@ -46,7 +46,7 @@ def state_consistency(
     """Say whether replicated parameters start identical and stay identical, and whether every
     gather of sliced parameters rebuilds the current step's version."""
     ops = [o for o, _ in schedule.counted()]  # each repeated op once
-    step = next((i for i, o in enumerate(ops) if o.op == "optimizer_step"), len(ops))
+    step = next((i for i, o in enumerate(ops) if o.op == OpKind.OPTIMIZER_STEP), len(ops))
     found = Findings()
     for axis, n in mesh:
         if n == 1:
@@ -80,7 +80,7 @@ def replicas_start_and_stay_identical(
     after the owner-only step keeps them so (rule 2)."""
     if pl.mode(State.PARAMS, axis) not in WHOLE:
         return
-    if _params_ops(ops, "broadcast", axis, (STARTUP,)):
+    if _params_ops(ops, OpKind.BROADCAST, axis, (STARTUP,)):
         found.good.append(messages.starts_identical(axis))
     else:
         found.problems.append(messages.no_startup_broadcast(axis, n))
@@ -93,7 +93,7 @@ def replicas_start_and_stay_identical(
         if o.op in PARAM_SYNCS and o.state is State.PARAMS and o.axis == axis
     }
     if resync:
-        found.good.append(messages.resynced("all_gather" in resync, axis))
+        found.good.append(messages.resynced(OpKind.ALL_GATHER in resync, axis))
     else:
         found.problems.append(messages.no_resync(O, axis, n))
 
@@ -117,8 +117,8 @@ def gathers_are_current(
     P = strategy.placement.mode(State.PARAMS, axis)
     if P not in GATHERED or axis not in BATCH_AXES:
         return
-    forward = _params_ops(ops, "all_gather", axis, ("forward",))
-    backward = _params_ops(ops, "all_gather", axis, ("backward",))
+    forward = _params_ops(ops, OpKind.ALL_GATHER, axis, ("forward",))
+    backward = _params_ops(ops, OpKind.ALL_GATHER, axis, ("backward",))
     stale = [o for o in forward + backward if o.stale]
     if not forward:
         found.problems.append(messages.no_forward_gather(P, axis, n))
@@ -135,7 +135,7 @@ def misplaced_gather(ops: list[Op], pl: Placement) -> list[str]:
     """The first all-gather of params with no slices to rebuild on its axis: params not gathered
     there, and not an owner-only step's re-gather."""
     for o in ops:
-        if o.op != "all_gather" or o.state is not State.PARAMS or o.axis is None:
+        if o.op != OpKind.ALL_GATHER or o.state is not State.PARAMS or o.axis is None:
             continue
         P, O = pl.mode(State.PARAMS, o.axis), pl.mode(State.OPTIMIZER, o.axis)
         regather = o.phase == "step" and P in WHOLE and O in SPLIT_MODES
@@ -148,7 +148,7 @@ def dense_on_expert(ops: list[Op], step: int, n: int, found: Findings) -> None:
     """State consistency on the expert axis (``schedule/expert_parallel.py``): the dense weights,
     whole on its n ranks, start identical by a broadcast and stay identical by being updated from
     the gradient summed over the data × expert group."""
-    if _params_ops(ops, "broadcast", EXPERT_AXIS, (STARTUP,)):
+    if _params_ops(ops, OpKind.BROADCAST, EXPERT_AXIS, (STARTUP,)):
         found.good.append(messages.DENSE_START_IDENTICAL)
     else:
         found.problems.append(messages.dense_no_broadcast(n))

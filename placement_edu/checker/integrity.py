@@ -26,7 +26,14 @@ from placement_edu.experts import has_experts, routing_problems
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model
 from placement_edu.placement import BATCH_AXES, EXPERT_AXIS, STARTUP, WHOLE, GradStatus, State
-from placement_edu.schedule import REDUCTIONS, Op, Schedule, grad_reduction, model_axis_degree
+from placement_edu.schedule import (
+    REDUCTIONS,
+    Op,
+    OpKind,
+    Schedule,
+    grad_reduction,
+    model_axis_degree,
+)
 from placement_edu.strategies import Strategy
 
 #: Micro-batches [a, b) that every op treats alike.
@@ -114,7 +121,7 @@ def walk(
     at_step = None
     starts, later = _unit_wise_reductions(schedule, model)
     for i, (op, units, passes) in enumerate(schedule.held()):
-        if op.op == "optimizer_step" and at_step is None:
+        if op.op == OpKind.OPTIMIZER_STEP and at_step is None:
             at_step = AtStep(
                 {c: dict(v) for c, v in status.items()}, {c: list(v) for c, v in scales.items()}
             )
@@ -132,7 +139,7 @@ def walk(
             # gradient) is one reduction of each gradient element
             runs = 1 if isinstance(ks, range) else (passes if i in starts else times)
             problems += _reduce(op, runs, hit, status)
-        elif op.op == "scale":
+        elif op.op == OpKind.SCALE:
             for c in hit:
                 scales[c] += [op.group] * (1 if isinstance(ks, range) else times)
     return at_step, problems
