@@ -2,9 +2,10 @@
 
 torchtitan builds one ``JobConfig`` from its flags and hands it down; placement_edu builds one
 ``Setting`` (strategy, model, mesh, precision, hardware, recomputation, attention kernel, memory
-budget) with ``resolve`` and hands it to ``analyze``, ``check``, ``step_time``,
-``price_configuration``, ``plan``, ``fit`` and ``RunConfig``. Below the door nothing parses a name
-or a mesh again: a ``Setting``'s fields are already the core's types. Bad input fails here, with
+budget) with ``resolve`` and hands it to ``analyze``, ``compare``, ``check``, ``step_time``,
+``price_configuration``, ``plan`` and ``RunConfig`` (each takes a ``Setting``, and resolves its
+keyword forms into one at its top). Below the door nothing parses a name or a mesh again: a
+``Setting``'s fields are already the core's types. Bad input fails here, with
 ``PlacementError`` in one line that names the value and what is accepted, and, for a near miss,
 the name it was probably meant to be ("did you mean 'zero3'?").
 
@@ -50,7 +51,8 @@ RECOMPUTES = TransformerSpec.RECOMPUTE
 
 
 def did_you_mean(value: object, accepted: Iterable[str]) -> str:
-    """ "; did you mean 'zero3'?" for a near miss of one of ``accepted``, "" for anything else."""
+    """The hint for a near miss of one of ``accepted`` ("; did you mean 'zero3'?": a name it
+    begins, or one spelled alike), "" for anything else."""
     if not isinstance(value, str) or len(value) > 100:
         return ""
     key, names = value.strip().lower(), list(accepted)
