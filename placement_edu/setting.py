@@ -2,7 +2,7 @@
 
 torchtitan builds one ``JobConfig`` from its flags and hands it down; placement_edu builds one
 ``Setting`` (strategy, model, mesh, precision, hardware, recomputation, attention kernel, memory
-budget) with ``resolve`` and hands it to ``analyze``, ``compare``, ``check``, ``step_time``,
+budget) with ``resolve`` and hands it to ``analyze``, ``check``, ``step_time``,
 ``price_configuration``, ``plan`` and ``RunConfig`` (each takes a ``Setting``, and resolves its
 keyword forms into one at its top). Below the door nothing parses a name or a mesh again: a
 ``Setting``'s fields are already the core's types. Bad input fails here, with
