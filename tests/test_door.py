@@ -207,7 +207,7 @@ def test_a_bad_choice_100000_characters_long_gives_a_short_line(capsys) -> None:
     assert one_line_error(capsys, argv) == (
         f"placement-edu: error: argument --hardware: invalid choice: {SHORT} (choose from "
         "'a100-nvlink-ib', 'h100-nvlink-ib', 'h200-nvlink-ib', 'a100-nvlink', 'h100-nvlink', "
-        "'h200-nvlink', 'this_machine')"
+        "'h200-nvlink', 'h100-grand-teton', 'this_machine')"
     )
 
 
