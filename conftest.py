@@ -68,6 +68,7 @@ HANDED_OUT_FIRST = (
     "test_torch_ref_one_gpu.py",  # 15 s
     "test_runtime.py",  # 12 s
     "14_mixture_of_experts.ipynb",  # 12 s
+    "15_precision_and_the_roofline.ipynb",  # 20 s (a gloo launch, 300 toy steps)
     "test_slides.py",  # 9 s (16 reveal.js decks, one opened)
 )
 

@@ -67,6 +67,7 @@ TOPIC_MODULES = (
     "placement_edu.composition",
     "placement_edu.planner",
     "placement_edu.experts",
+    "placement_edu.roofline",
     "placement_edu.units",
 )
 #: The modules of the public API: what a notebook may import from, and the website's reference

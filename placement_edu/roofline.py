@@ -39,6 +39,19 @@ from placement_edu.errors import expect
 from placement_edu.float8 import Float8, cast_bytes, linears
 from placement_edu.models import TransformerSpec, every_kth
 
+#: The names of this module's page in the API reference, which a notebook may import.
+__all__ = [
+    "ADAMW_BYTES",
+    "FUSED_CHAINS",
+    "Kernels",
+    "Op",
+    "block_ops",
+    "memory_bound",
+    "optimizer_seconds",
+    "ridge_point",
+    "roofline_seconds",
+]
+
 #: 16-bit activations (bf16), fp32 (norm statistics, the loss), and float8.
 BF16, FP32, FP8 = 2, 4, 1
 

@@ -43,10 +43,10 @@ def first_copy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, course.C
     return dest, copy_course(dest)
 
 
-def test_the_course_is_the_15_notebooks_and_the_docs_pages() -> None:
+def test_the_course_is_the_16_notebooks_and_the_docs_pages() -> None:
     files = course_files()
     notebooks = [f for f in files if f.startswith("notebooks/")]
-    assert len(notebooks) == 15 and notebooks[0] == FIRST
+    assert len(notebooks) == 16 and notebooks[0] == FIRST
     assert notebooks == [f"notebooks/{p.name}" for p in course.notebooks()]
     assert "docs/theory.md" in files
     assert all(f.startswith(("notebooks/", "docs/")) for f in files)

@@ -117,12 +117,23 @@ PINNED: dict[str, object] = {
     "long-context-ulysses-max-c": 8,
     # the time model: MHA, s = 16384, c = 32 over InfiniBand: ring 4.74 s a step, Ulysses 1.21 s
     "long-context-which-wins": "ulysses",
+    # FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): two bf16 gathers, one fp32
+    # reduce-scatter
+    "precision-fsdp2-wire-bytes": 2 + 2 + 4,
+    # bfloat16: 7 stored mantissa bits, ulp(1.0) = torch.finfo(torch.bfloat16).eps = 2^-7
+    "precision-bf16-spacing": F(1, 128),
+    # IEEE 754 binary16's smallest normal 2^-14 = 6.1035e-5; 6.1035e-5 / 1e-8 = 6,103.5 -> 2^13
+    "precision-fp16-loss-scale": 8192,
+    # OCP FP8 e4m3: torch.finfo(torch.float8_e4m3fn).max = 448; 448 / 3.5
+    "precision-float8-scale": 128,
+    # NVIDIA H100 SXM datasheet: 989e12 bf16 dense FLOP/s, 3.35e12 B/s HBM3
+    "precision-h100-ridge-point": 989e12 / 3.35e12,
 }
 
 
 def test_every_exercise_has_a_pinned_answer():
-    # + 4: long context, + 4: mixture of experts
-    assert set(PINNED) == set(EXERCISES) and len(EXERCISES) == 55 + 4 + 4
+    # + 4: long context, + 4: mixture of experts, + 5: precision and the roofline
+    assert set(PINNED) == set(EXERCISES) and len(EXERCISES) == 55 + 4 + 4 + 5
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))

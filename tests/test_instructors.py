@@ -51,7 +51,7 @@ def test_the_commands_links_and_names_are_the_packages():
 
 
 def test_the_numbers_are_the_courses():
-    assert len(notebooks()) == 15 and PAGE.startswith("# For instructors\n\nThe course is fifteen")
+    assert len(notebooks()) == 16 and PAGE.startswith("# For instructors\n\nThe course is sixteen")
     # (at least three a notebook: tests/test_exercises.py)
     assert f"at least three exercises, {len(EXERCISES)} in all" in FLAT
     idle = re.search(r"cull_idle_timeout = (\d+)", SERVER_CONFIG.read_text())

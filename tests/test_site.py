@@ -150,7 +150,7 @@ def test_every_page_opens_from_disk_with_nothing_from_outside(site: tuple[Path, 
         f"notebooks/{path.stem}.html": saved_widget_views(json.loads(path.read_text("utf-8")))
         for path in notebooks()
     }
-    assert len(views) == 15 and all(views.values())  # every notebook of the course has a widget
+    assert len(views) == 16 and all(views.values())  # every notebook of the course has a widget
     problems: dict[str, list[str]] = {}
     images = 0
     with chromium() as browser:

@@ -172,7 +172,7 @@ def _markdown(path: Path) -> str:
 
 def test_the_staged_course_cites_the_theory_only_by_links_that_resolve(staged: Path) -> None:
     pages = sorted([*staged.rglob("*.md"), *staged.rglob("*.ipynb")])
-    assert len(list(staged.glob("notebooks/*.ipynb"))) == 15
+    assert len(list(staged.glob("notebooks/*.ipynb"))) == 16
     assert {p.stem for p in staged.glob("docs/theory/*.md")} >= {"notation", "references"} | {
         f"s{n}" for n in range(1, 10)
     }

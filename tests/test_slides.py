@@ -37,7 +37,7 @@ def decks(tmp_path_factory):
 def test_one_deck_per_notebook_then_the_lecture_deck(decks):
     out, paths, seconds = decks
     expected = [f"{p.stem}.slides.html" for p in notebooks()] + ["lecture.slides.html"]
-    assert [p.name for p in paths] == expected and len(paths) == 16
+    assert [p.name for p in paths] == expected and len(paths) == 17
     assert all(p.parent == out and p.stat().st_size > 100_000 for p in paths)
     assert seconds < 60, f"building the decks took {seconds:.0f} s"
 

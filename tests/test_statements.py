@@ -273,13 +273,13 @@ def test_every_notebook_header_gives_the_time_00s_map_gives():
     # one source: 00's map; each header says the same, and the total is their sum
     (cell,) = [t for t in _notebook("00") if "## Map of the course" in t]
     mapped = {n: int(m) for n, m in re.findall(r"^\| (\d\d) \|.*\| (\d+) \|$", cell, re.M)}
-    assert len(mapped) == len(NOTEBOOKS) == 15  # 00-12, 13 (long context), 14 (mixture of experts)
+    assert len(mapped) == len(NOTEBOOKS) == 16  # 00-12, 13 (long context), 14 (MoE), 15 (precision)
     for nb in NOTEBOOKS:
         header = " ".join(_markdown(nb)[0].split())
         said = re.search(r"\*\*Time:\*\* (?:about )?(\d+) minutes", header)
         assert said and int(said.group(1)) == mapped[nb.name[:2]], nb.name
     total = sum(mapped.values())
-    assert total == 400 + 35 + 35  # + 13's and 14's 35 minutes
+    assert total == 400 + 35 + 35 + 35  # + 13's, 14's and 15's 35 minutes
     assert f"About {total // 60} hours {total % 60} minutes in all" in " ".join(cell.split())
 
 

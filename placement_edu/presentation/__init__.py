@@ -54,6 +54,10 @@ _EXPORTS = {
     "MeshExplorer": _P + "mesh_explorer",
     **dict.fromkeys(["ModeExplorer", "schedule_text"], _P + "mode_explorer"),
     "PipelineExplorer": _P + "pipeline_explorer",
+    **dict.fromkeys(
+        ["RooflineExplorer", "forward_shares", "llama_at", "roofline_chart"],
+        _P + "roofline_explorer",
+    ),
     **dict.fromkeys(["RuntimeExplorer", "deviation_chart"], _P + "runtime_explorer"),
     **dict.fromkeys(
         [
@@ -94,6 +98,12 @@ if TYPE_CHECKING:
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
     from placement_edu.presentation.pipeline_explorer import PipelineExplorer
+    from placement_edu.presentation.roofline_explorer import (
+        RooflineExplorer,
+        forward_shares,
+        llama_at,
+        roofline_chart,
+    )
     from placement_edu.presentation.policies import policy_table
     from placement_edu.presentation.mesh_fit import mesh_fit
     from placement_edu.presentation.module_plan import module_plan

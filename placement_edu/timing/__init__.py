@@ -92,6 +92,7 @@ __all__ = [
     "HBM_80GB",
     "HBM_141GB",
     "PEAK_FLOPS",
+    "HBM_BANDWIDTH",
     "Hardware",
     "IB_HDR",
     "IB_NDR",
