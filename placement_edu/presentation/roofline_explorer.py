@@ -57,7 +57,7 @@ def roofline_chart(
     xs = [LEFT_EDGE, ridge, 1e4]
     ax.plot(xs, [min(peak, bandwidth * x) / 1e12 for x in xs], color="black", linewidth=1.5)
     ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
-    ax.text(ridge, peak / 1e12 * 0.5, f" ridge {ridge:.0f} FLOPs/B", fontsize=7, color="grey")
+    ax.text(ridge, peak / 1e12 * 0.02, f" ridge {ridge:.0f} FLOPs/B", fontsize=7, color="grey")
     memory = [op for op in ops if op.intensity() == 0]
     ax.scatter([LEFT_EDGE] * len(memory), [bandwidth * LEFT_EDGE / 1e12] * len(memory),
                color="#D55E00", marker="s", zorder=3)  # fmt: skip
@@ -67,12 +67,14 @@ def roofline_chart(
     for op in ops:
         if op.intensity() > 0:
             at.setdefault(round(op.intensity()), []).append(op)
-    for group in at.values():
+    for i, (_, group) in enumerate(sorted(at.items())):
         x, bound = group[0].intensity(), memory_bound(group[0], peak, bandwidth)
         y = min(peak, bandwidth * x) / 1e12
         ax.scatter([x], [y], zorder=3, color="#D55E00" if bound else "#0072B2")
+        # labels alternate above and below the roof, so that neighbours do not overlap
         ax.annotate(", ".join(op.name for op in group), (x, y), fontsize=6, rotation=60,
-                    xytext=(2, 4), textcoords="offset points")  # fmt: skip
+                    xytext=(2, 5) if i % 2 else (-4, -8), textcoords="offset points",
+                    ha="left" if i % 2 else "right", va="bottom" if i % 2 else "top")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(LEFT_EDGE * 0.7, 1e4)
