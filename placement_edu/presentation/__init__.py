@@ -9,8 +9,8 @@ derivations; the core never imports it. Tables and JSON live beside the derivati
 - one module per widget: ``grid_explorer``, ``mode_explorer``, ``activation_explorer``,
   ``convention_explorer``, ``mesh_explorer``, ``pipeline_explorer``, ``time_explorer``,
   ``context_explorer`` (long context), ``expert_explorer`` (mixture of experts),
-  ``runtime_explorer``, ``fit_explorer``, ``widgets`` (ZeRO
-  and the checker); ``plots.py`` the cost charts
+  ``roofline_explorer`` (a Llama block's ops on the roofline), ``runtime_explorer``,
+  ``fit_explorer``, ``widgets`` (ZeRO and the checker); ``plots.py`` the cost charts
 - will one rank's step fit (issue 22; the answers are the core's, ``placement_edu.fitting``):
   ``fit_answers`` (a profile not kept, measured for a notebook), ``fit_tracker`` (PyTorch's
   tracker, in a child process), ``fit_three_ways`` (the three side by side), ``fit_chart`` (what
