@@ -2,11 +2,11 @@
 
 Inputs are plain data: the model's tensors (``placement_edu.architectures``), an activation profile
 measured from the module (``ActivationProfile``, filled by
-``placement_edu.runtime.measurement.activation_profile``), the rank of an FSDP2 group of N (``fully_shard`` on
-every block, then on the root), a precision with storage, compute and reduce dtypes, and the
-optimizer's variant. Output: the bytes of every state on that rank, and the live set at every event
-of the step; the peak is the largest, named by its event. All figures are bytes; GB = 10^9 bytes,
-GiB = 2^30 bytes where shown.
+``placement_edu.runtime.measurement.activation_profile``), the rank of an FSDP2 group of N
+(``fully_shard`` on every block, then on the root), a precision with storage, compute and reduce
+dtypes, and the optimizer's variant. Output: the bytes of every state on that rank, and the live set
+at every event of the step; the peak is the largest, named by its event. All figures are bytes; GB =
+10^9 bytes, GiB = 2^30 bytes where shown.
 
 FSDP2's storage, as PyTorch lays it out:
 - every tensor is split along dim 0 into chunks of ceil(rows/N) rows; every rank *stores* a padded

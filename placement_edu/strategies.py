@@ -181,6 +181,7 @@ def _s(name: str, summary: str, **kwargs: object) -> Strategy:
     return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
 
 
+#: The named strategies, each a placement of the four states (``get_strategy``).
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
     {
         s.name: s
