@@ -17,13 +17,11 @@ from placement_edu.cli.shape import (
     read_number,
     transformer_from_flags,
 )
-from placement_edu.cli.table import SHAPE, count_flag as _count
+from placement_edu.cli.table import SHAPE, add_devices_flag, count_flag as _count
 from placement_edu.errors import (
-    MAX_DEVICES,
     MAX_PARAMS,
     PlacementError,
     read_int,
-    show_limit,
 )
 from placement_edu.models import TransformerSpec
 from placement_edu.cli.one_peak import planner_peaks, spec_of
@@ -68,12 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "hsdp on data, replica and tensor axes) from the module's profile, fit's, the formula's "
         "beside it",
     )
-    p.add_argument(
-        "--devices",
-        type=flag_type(read_int, "devices", MAX_DEVICES),
-        required=True,
-        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
-    )
+    add_devices_flag(p)
     p.add_argument(
         "--memory-gb",
         type=flag_type(read_int, "GB (10^9 bytes)", MAX_MEMORY_GB, "80"),

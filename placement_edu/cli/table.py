@@ -41,6 +41,16 @@ def count_flag(what: str) -> Callable[[str], int]:
 _count = count_flag
 
 
+def add_devices_flag(p: argparse.ArgumentParser) -> None:
+    """--devices N, required: the number of devices (``table``, ``plan``)."""
+    p.add_argument(
+        "--devices",
+        type=flag_type(read_int, "devices", MAX_DEVICES),
+        required=True,
+        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
+    )
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "table",
@@ -147,12 +157,7 @@ def _placement_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})",
     )
-    p.add_argument(
-        "--devices",
-        type=flag_type(read_int, "devices", MAX_DEVICES),
-        required=True,
-        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
-    )
+    add_devices_flag(p)
     p.add_argument(
         "--strategies",
         default="dp,zero1,zero2,zero3",
