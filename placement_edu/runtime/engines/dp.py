@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from placement_edu.runtime.engines.engine import Context, Engine
+from placement_edu.runtime.engines.engine import Context, ReplicatedGradient
 from placement_edu.faults import FaultName
 
 
-class DataParallel(Engine):
+class DataParallel(ReplicatedGradient):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.params = self.replicated_params()
@@ -21,13 +21,7 @@ class DataParallel(Engine):
         self.m, self.v = torch.zeros_like(self.params), torch.zeros_like(self.params)  # O: whole
 
     def step(self, step: int) -> None:
-        self.comm.at(step, "forward")
-        x, y = self.local_batch(step)
-        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
-        self.params.grad.zero_()
-        self.forward_backward(self.params, x, y, step)
-        self.boundary()
-        grad = self.params.grad
+        grad = self.partial_gradient(step)
         if self.d > 1:
             if not self.fault(FaultName.SKIP_GRAD_REDUCE):
                 # The optimizer state is whole on every rank, so every rank needs the whole summed
@@ -38,13 +32,6 @@ class DataParallel(Engine):
         with torch.no_grad():
             self.params -= self.ctx.adam.delta(grad, self.m, self.v, step + 1)
         self.boundary()
-
-    def states(self) -> tuple[dict[str, list], dict[str, list]]:
-        return {
-            "params": [self.params],
-            "grads": [self.params.grad],
-            "optimizer": [self.m, self.v],
-        }, {}
 
     def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, self.params.numel())

@@ -166,3 +166,31 @@ class Engine:
     def boundary(self) -> None:
         device, host = self.states()
         self.mem.boundary(device, host)
+
+
+class ReplicatedGradient(Engine):
+    """An engine whose parameters and gradient are whole on every rank (dp, zero1,
+    zero1_allreduce): one flat leaf ``params`` whose ``.grad`` (preset by the engine) backward
+    fills, and Adam's ``m`` and ``v`` -- whole, or only what this rank updates."""
+
+    params: torch.Tensor
+    m: torch.Tensor
+    v: torch.Tensor
+
+    def partial_gradient(self, step: int) -> torch.Tensor:
+        """Forward and backward of this rank's slice of the batch of ``step`` into
+        ``params.grad``, zeroed first: the *partial* gradient, before any data-axis reduction."""
+        self.comm.at(step, "forward")
+        x, y = self.local_batch(step)
+        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
+        self.params.grad.zero_()
+        self.forward_backward(self.params, x, y, step)
+        self.boundary()
+        return self.params.grad
+
+    def states(self) -> tuple[dict[str, list], dict[str, list]]:
+        return {
+            "params": [self.params],
+            "grads": [self.params.grad],
+            "optimizer": [self.m, self.v],
+        }, {}

@@ -14,10 +14,10 @@ import torch
 from placement_edu.memory import GATHER_BUFFER, REDUCE_BUCKET
 from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
-from placement_edu.runtime.engines.engine import Context, Engine
+from placement_edu.runtime.engines.engine import Context, Engine, ReplicatedGradient
 
 
-class Zero1(Engine):
+class Zero1(ReplicatedGradient):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.psi = flat.numel(self.shapes)
@@ -30,17 +30,9 @@ class Zero1(Engine):
         self.v = torch.zeros_like(self.m)
 
     def step(self, step: int) -> None:
-        self.comm.at(step, "forward")
-        x, y = self.local_batch(step)
-        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
-        self.params.grad.zero_()
-        self.forward_backward(self.params, x, y, step)
-        self.boundary()
-
-        bucket = flat.pad(
-            self.params.grad, self.padded
-        )  # the collective moves equal, padded chunks
-        if bucket is not self.params.grad:
+        partial = self.partial_gradient(step)
+        bucket = flat.pad(partial, self.padded)  # the collective moves equal, padded chunks
+        if bucket is not partial:
             self.mem.peak(REDUCE_BUCKET, "backward", bucket.numel() * bucket.element_size())
         grad = torch.empty_like(self.m)
         if self.fault(FaultName.SKIP_GRAD_REDUCE):
@@ -54,13 +46,6 @@ class Zero1(Engine):
         # Only owners update their slice; then all-gather so every replica is whole (rule 2).
         update_owned_slice(self, grad, step)
         self.boundary()
-
-    def states(self) -> tuple[dict[str, list], dict[str, list]]:
-        return {
-            "params": [self.params],
-            "grads": [self.params.grad],
-            "optimizer": [self.m, self.v],
-        }, {}
 
     def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, self.psi)

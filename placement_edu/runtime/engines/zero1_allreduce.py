@@ -21,10 +21,10 @@ import torch
 from placement_edu.models import greedy_partition
 from placement_edu.faults import FaultName
 from placement_edu.runtime.engines import flat
-from placement_edu.runtime.engines.engine import Context, Engine
+from placement_edu.runtime.engines.engine import Context, ReplicatedGradient
 
 
-class Zero1AllReduce(Engine):
+class Zero1AllReduce(ReplicatedGradient):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.params = self.replicated_params()  # P: whole (R)
@@ -42,13 +42,7 @@ class Zero1AllReduce(Engine):
         self.v = torch.zeros_like(self.m)
 
     def step(self, step: int) -> None:
-        self.comm.at(step, "forward")
-        x, y = self.local_batch(step)
-        assert self.params.grad is not None  # G: preset in __init__; backward accumulates into it
-        self.params.grad.zero_()
-        self.forward_backward(self.params, x, y, step)
-        self.boundary()
-        grad = self.params.grad
+        grad = self.partial_gradient(step)
         if not self.fault(FaultName.SKIP_GRAD_REDUCE):
             # DDP's way: every rank gets the whole summed gradient, though it updates only its
             # tensors.
@@ -94,13 +88,6 @@ class Zero1AllReduce(Engine):
             n = part.stop - part.start
             self.params.data[part] = packed[offset : offset + n]
             offset += n
-
-    def states(self) -> tuple[dict[str, list], dict[str, list]]:
-        return {
-            "params": [self.params],
-            "grads": [self.params.grad],
-            "optimizer": [self.m, self.v],
-        }, {}
 
     def held(self) -> tuple[torch.Tensor, slice]:
         return self.params, slice(0, flat.numel(self.shapes))
