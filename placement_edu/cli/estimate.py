@@ -12,7 +12,8 @@ import json
 from typing import Any, Callable
 
 from placement_edu.arguments import described, flag_type
-from placement_edu.cli.table import SHAPE, model_from_args
+from placement_edu.cli.shape import SHAPE
+from placement_edu.cli.table import model_from_args
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_DEVICES,

@@ -12,12 +12,14 @@ from dataclasses import replace
 from placement_edu.architectures import sequence_of
 from placement_edu.arguments import flag_type, model_name
 from placement_edu.cli.shape import (
+    SHAPE,
+    add_devices_flag,
     add_step_flags,
     add_transformer_flags,
+    count_flag as _count,
     read_number,
     transformer_from_flags,
 )
-from placement_edu.cli.table import SHAPE, add_devices_flag, count_flag as _count
 from placement_edu.errors import (
     MAX_PARAMS,
     PlacementError,

@@ -1,19 +1,48 @@
 """The flags that describe a transformer and the hardware it is priced on, written once for the
-commands that take them (``plan``, ``time``): its shape (SPEC §3), grouped-query attention, the
-attention implementation, the micro-batch, and the hardware, overlap and precision of a step's
-time (SPEC §9)."""
+commands that take them (``table``, ``plan``, ``time``): its shape (SPEC §3), grouped-query
+attention, the attention implementation, the micro-batch, the devices, and the hardware, overlap
+and precision of a step's time (SPEC §9)."""
 
 from __future__ import annotations
 
 import argparse
 
 from placement_edu.arguments import listed, named
-from placement_edu.cli.table import SHAPE, count_flag
-from placement_edu.errors import MAX_PARAMS, PlacementError, show_limit, shown
+from typing import Callable
+
+from placement_edu.arguments import flag_type
+from placement_edu.errors import (
+    MAX_COUNT,
+    MAX_DEVICES,
+    MAX_PARAMS,
+    PlacementError,
+    read_int,
+    show_limit,
+    shown,
+)
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.setting import ATTENTIONS
 from placement_edu.timing import HARDWARE, OVERLAPS
+
+
+#: The flags that shape a transformer, and the symbol each one sets (SPEC §3).
+SHAPE = (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V"))
+
+
+def count_flag(what: str) -> Callable[[str], int]:
+    """An argparse type for a whole count (layers, widths, sequences): exact, 1 to MAX_COUNT."""
+    return flag_type(read_int, what, MAX_COUNT)
+
+
+def add_devices_flag(p: argparse.ArgumentParser) -> None:
+    """--devices N, required: the number of devices (``table``, ``plan``)."""
+    p.add_argument(
+        "--devices",
+        type=flag_type(read_int, "devices", MAX_DEVICES),
+        required=True,
+        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
+    )
 
 
 def read_number(
@@ -31,10 +60,13 @@ def read_number(
 
 
 def add_transformer_flags(
-    group: argparse._ArgumentGroup, required: bool, shape_note: str = ""
+    group: argparse._ArgumentGroup, required: bool, shape_note: str = "", defaults: bool = True
 ) -> None:
     """--layers --hidden --heads --seq --vocab (``SHAPE``; ``required`` or not), --ffn, --kv-heads,
-    --attention and --micro-batch. ``shape_note`` is added to each shape flag's help."""
+    --attention, --block and --micro-batch. ``shape_note`` is added to each shape flag's help.
+    With ``defaults=False`` a flag left out is None, so that the command can tell it from one given
+    (``table`` refuses the transformer flags beside --params)."""
+    attention, block, micro_batch = ("eager", "gpt", 1) if defaults else (None, None, None)
     for flag, what in SHAPE:
         group.add_argument(
             f"--{flag}", type=count_flag(flag), required=required, help=what + shape_note
@@ -51,21 +83,21 @@ def add_transformer_flags(
     group.add_argument(
         "--attention",
         type=named(ATTENTIONS, "attention"),
-        default="eager",
+        default=attention,
         help=f"{listed(ATTENTIONS)}: eager keeps the 5as²b softmax and dropout bytes, flash "
         "only the logsumexp; default eager",
     )
     group.add_argument(
         "--block",
         choices=TransformerSpec.BLOCKS,
-        default="gpt",
+        default=block,
         help="gpt (learned positions, tied embeddings, biases, a 2-matrix MLP) or llama (RoPE, "
         "untied embeddings, no biases, RMSNorm, SwiGLU: --ffn is its width); default gpt",
     )
     group.add_argument(
         "--micro-batch",
         type=count_flag("sequences"),
-        default=1,
+        default=micro_batch,
         help="b, sequences per micro-batch per device (default 1)",
     )
 
@@ -84,6 +116,11 @@ def add_step_flags(p: argparse.ArgumentParser) -> None:
         default="per_pass",
         help="how communication hides under compute (default per_pass)",
     )
+    add_precision_flag(p)
+
+
+def add_precision_flag(p: argparse.ArgumentParser) -> None:
+    """--precision: a preset's name or a custom triple (``table``, and a step's time)."""
     p.add_argument(
         "--precision",
         default="mixed_adam",

@@ -6,13 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 from fractions import Fraction
-from typing import Callable
 
 from placement_edu.architectures import sequence_of
-from placement_edu.arguments import flag_type, listed, model_name, named
+from placement_edu.arguments import flag_type, model_name
+from placement_edu.cli.shape import (
+    SHAPE,
+    add_devices_flag,
+    add_precision_flag,
+    add_transformer_flags,
+    count_flag,
+)
 from placement_edu.errors import (
-    MAX_COUNT,
-    MAX_DEVICES,
     MAX_MICRO_BATCHES,
     MAX_PARAMS,
     PlacementError,
@@ -23,32 +27,12 @@ from placement_edu.errors import (
 from placement_edu.experts import MoESpec, imbalance_text
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.models import Model, TransformerSpec, per_layer_model
-from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.report import Comparison, compare
-from placement_edu.setting import ATTENTIONS, resolve
+from placement_edu.setting import resolve
 from placement_edu.units import fmt_gb
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
 
-#: The flags that shape a transformer, and the symbol each one sets (SPEC §3).
-SHAPE = (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V"))
-
-
-def count_flag(what: str) -> Callable[[str], int]:
-    """An argparse type for a whole count (layers, widths, sequences): exact, 1 to MAX_COUNT."""
-    return flag_type(read_int, what, MAX_COUNT)
-
-
 _count = count_flag
-
-
-def add_devices_flag(p: argparse.ArgumentParser) -> None:
-    """--devices N, required: the number of devices (``table``, ``plan``)."""
-    p.add_argument(
-        "--devices",
-        type=flag_type(read_int, "devices", MAX_DEVICES),
-        required=True,
-        help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
-    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -73,8 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _transformer_flags(p: argparse.ArgumentParser) -> None:
     """The transformer's shape (instead of --params), or a real model's."""
     t = p.add_argument_group("transformer (instead of --params; needed to price tp and pp)")
-    for flag, what in SHAPE:
-        t.add_argument(f"--{flag}", type=_count(flag), help=what)
+    add_transformer_flags(t, required=False, defaults=False)
     t.add_argument(
         "--model",
         type=flag_type(model_name),
@@ -85,39 +68,10 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
         "the formula's",
     )
     t.add_argument(
-        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
-    )
-    t.add_argument(
-        "--micro-batch",
-        type=_count("sequences"),
-        default=None,
-        help="b, sequences per micro-batch per device (default 1)",
-    )
-    t.add_argument(
         "--recompute",
         choices=TransformerSpec.RECOMPUTE,
         default=None,
         help="activation recomputation (Korthikanti et al. 2022; default none)",
-    )
-    t.add_argument(
-        "--attention",
-        type=named(ATTENTIONS, "attention"),
-        default=None,
-        help=f"{listed(ATTENTIONS)}: eager keeps the 5as²b softmax and dropout bytes, flash "
-        "only the logsumexp; default eager",
-    )
-    t.add_argument(
-        "--block",
-        choices=TransformerSpec.BLOCKS,
-        default=None,
-        help="gpt (learned positions, tied embeddings, biases, a 2-matrix MLP) or llama (RoPE, "
-        "untied embeddings, no biases, RMSNorm, SwiGLU: --ffn is its width); default gpt",
-    )
-    t.add_argument(
-        "--kv-heads",
-        type=_count("key-value heads"),
-        default=None,
-        help="K, key-value heads (grouped-query attention: K divides --heads; default --heads)",
     )
     t.add_argument(
         "--sequence-parallel",
@@ -163,11 +117,7 @@ def _placement_flags(p: argparse.ArgumentParser) -> None:
         default="dp,zero1,zero2,zero3",
         help=f"comma-separated, from: {', '.join(STRATEGIES)}",
     )
-    p.add_argument(
-        "--precision",
-        default="mixed_adam",
-        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
-    )
+    add_precision_flag(p)
     p.add_argument(
         "--mesh", default=None, help="e.g. data=8 or tensor=8 (degrees multiply to --devices)"
     )

@@ -11,12 +11,13 @@ from dataclasses import replace
 
 from placement_edu.arguments import flag_type, listed, model_name
 from placement_edu.cli.shape import (
+    SHAPE,
     add_step_flags,
     add_transformer_flags,
+    count_flag as _count,
     read_number,
     transformer_from_flags,
 )
-from placement_edu.cli.table import count_flag as _count
 from placement_edu.configuration import Priced
 from placement_edu.pricing import (
     DATA_PLACEMENTS,
@@ -25,7 +26,6 @@ from placement_edu.pricing import (
     price_configuration,
 )
 from placement_edu.architectures import sequence_of
-from placement_edu.cli.table import SHAPE
 from placement_edu.errors import PlacementError, shown
 from placement_edu.cli.one_peak import profile_peak, spec_of
 from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
