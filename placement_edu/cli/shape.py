@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import argparse
 
-from placement_edu.arguments import listed, named
-from typing import Callable
+from typing import Callable, TypeVar
 
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import flag_type, listed, named
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_DEVICES,
@@ -20,7 +19,7 @@ from placement_edu.errors import (
     show_limit,
     shown,
 )
-from placement_edu.models import TransformerSpec
+from placement_edu.models import Model, TransformerSpec
 from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.setting import ATTENTIONS
 from placement_edu.timing import HARDWARE, OVERLAPS
@@ -145,8 +144,18 @@ def transformer_from_flags(args: argparse.Namespace) -> TransformerSpec:
         block=args.block,
         **{k: getattr(args, k) for k, _ in SHAPE},
     )
+    return within_max_params(model, "transformer", "--layers, --hidden, --ffn or --vocab")
+
+
+M = TypeVar("M", bound=Model)
+
+
+def within_max_params(model: M, what: str, smaller: str) -> M:
+    """``model``, or one line refusing it above ``MAX_PARAMS`` parameters and naming the flags
+    (``smaller``) that would shrink it."""
     if model.psi > MAX_PARAMS:
         raise PlacementError(
-            f"this transformer has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}"
+            f"this {what} has {model.psi:,} parameters, more than {show_limit(MAX_PARAMS)}; "
+            f"give smaller {smaller}"
         )
     return model

@@ -15,6 +15,7 @@ from placement_edu.cli.shape import (
     add_precision_flag,
     add_transformer_flags,
     count_flag,
+    within_max_params,
 )
 from placement_edu.errors import (
     MAX_MICRO_BATCHES,
@@ -205,12 +206,7 @@ def model_from_args(args: argparse.Namespace) -> Model:
         block=extras["--block"] or "gpt",
         **shape,
     )
-    if model.psi > MAX_PARAMS:
-        raise PlacementError(
-            f"this transformer has {model.psi:,} parameters, more than "
-            f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --vocab"
-        )
-    return model
+    return within_max_params(model, "transformer", "--layers, --hidden, --ffn or --vocab")
 
 
 def _real_model(args: argparse.Namespace) -> TransformerSpec:
@@ -298,12 +294,7 @@ def moe_from_args(args: argparse.Namespace, shape: dict) -> MoESpec:
         kv_heads=getattr(args, "kv_heads", None) or 0,
         **shape,
     )
-    if model.psi > MAX_PARAMS:
-        raise PlacementError(
-            f"this mixture of experts has {model.psi:,} parameters, more than "
-            f"{show_limit(MAX_PARAMS)}; give smaller --layers, --hidden, --ffn or --experts"
-        )
-    return model
+    return within_max_params(model, "mixture of experts", "--layers, --hidden, --ffn or --experts")
 
 
 def _table(args: argparse.Namespace) -> int:
