@@ -43,7 +43,28 @@ def spec_of(
     two would not count the same parameters (a Llama with tied embeddings, GPT-2 at a sequence
     other than its position table's: the formula's table is s rows)."""
     arch = get_architecture(model)
-    spec = TransformerSpec(
+    spec = transformer_of(arch, seq, micro_batch, attention, recompute)
+    held = parameters(arch)
+    expect(
+        spec.psi == held,
+        f"--model {model} has {held:,} parameters; the formula's {spec.block} block counts "
+        f"{spec.psi:,} at s = {seq}"
+        + (" (its tied embeddings)" if arch.kind == "llama" else " (its position table)")
+        + ": give the transformer flags instead",
+    )
+    return spec
+
+
+def transformer_of(
+    arch: Architecture,
+    seq: int,
+    micro_batch: int = 1,
+    attention: str = "eager",
+    recompute: str = "none",
+) -> TransformerSpec:
+    """``arch``'s layers, widths, heads and vocabulary in a ``TransformerSpec`` at ``seq`` whose
+    block is the model's (``spec_of`` also checks that the two count the same parameters)."""
+    return TransformerSpec(
         layers=arch.layers,
         hidden=arch.hidden,
         heads=arch.heads,
@@ -56,15 +77,6 @@ def spec_of(
         recompute=recompute,
         block="llama" if arch.kind == "llama" else "gpt",
     )
-    held = parameters(arch)
-    expect(
-        spec.psi == held,
-        f"--model {model} has {held:,} parameters; the formula's {spec.block} block counts "
-        f"{spec.psi:,} at s = {seq}"
-        + (" (its tied embeddings)" if arch.kind == "llama" else " (its position table)")
-        + ": give the transformer flags instead",
-    )
-    return spec
 
 
 def parameters(arch: Architecture) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
-from placement_edu.models import TransformerSpec
+from placement_edu.cli.one_peak import transformer_of
 from placement_edu.peak import RECOMPUTE
 from placement_edu.units import fmt_bytes
 from placement_edu.shown import Shown
@@ -81,16 +81,6 @@ def policy_table(models: tuple[str, ...] = ("gpt2", "llama-1b")) -> PolicyTable:
         for policy in RECOMPUTE:
             kept[policy][model] = get_profile(model, 1, seq, "fp32", "eager", policy)[0].block
         for policy, name in TABLE_2.items():
-            spec = TransformerSpec(
-                layers=arch.layers,
-                hidden=arch.hidden,
-                heads=arch.heads,
-                seq=seq,
-                vocab=arch.vocab,
-                ffn=arch.ffn,
-                kv_heads=arch.kv_heads,
-                recompute=name,
-                block="llama" if arch.kind == "llama" else "gpt",
-            )
+            spec = transformer_of(arch, seq, recompute=name)
             formula[policy][model] = spec.activation_bytes_per_layer()
     return PolicyTable(models, kept, formula, units, seqs)
