@@ -49,7 +49,7 @@ from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.strategies import PIPELINE_SCHEDULES
-from placement_edu.runtime.measurement.peak_tracker import _optimizer, _snapshot, tracked_step
+from placement_edu.runtime.measurement.peak_tracker import _optimizer, loss_backward, tracked_step
 from placement_edu.runtime.measurement.reference_models import (
     CausalLM,
     Conv1D,
@@ -197,14 +197,7 @@ def measure(
             ids, labels = batch(arch, micro_batch, seq)
             tracker = MemTracker()
             tracker.track_external(net, opt, ids, labels)
-
-            def forward_backward() -> tuple[dict, object]:
-                loss = net(ids, labels)
-                after_forward = _snapshot(tracker)
-                loss.backward()
-                return {"after_forward": after_forward}, loss  # (the loop holds the loss)
-
-            snaps = tracked_step(tracker, forward_backward, opt)
+            snaps = tracked_step(tracker, loss_backward(tracker, net, ids, labels), opt)
     finally:
         dist.destroy_process_group()
     return {**snaps, "seconds": round(time.perf_counter() - started, 3)}
@@ -213,21 +206,11 @@ def measure(
 def measure_here(measuring: Any = None, **case: Any) -> dict:
     """``measure(**case)`` (or ``measuring(**case)``: ``pipeline_measure``) in this process, torch's
     compiler cache (made when its memory tracker is imported) in a run folder removed after:
-    TMPDIR is left as found."""
-    import os
-
+    TMPDIR is left as found (``rundir.inductor_cache``)."""
     from placement_edu.runtime.processes import rundir
 
-    scratch, before = rundir.make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
-    try:
+    with rundir.inductor_cache():
         return (measuring or measure)(**case)
-    finally:
-        rundir.remove(scratch)
-        if before is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
 # --- pipeline parallelism -------------------------------------------------------------------------

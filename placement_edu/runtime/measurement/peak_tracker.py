@@ -77,6 +77,22 @@ def tracked_step(
     return snaps
 
 
+def loss_backward(
+    tracker: MemTracker, net: torch.nn.Module, ids: torch.Tensor, labels: torch.Tensor
+) -> Callable[[], tuple[dict[str, dict[str, int]], object]]:
+    """``tracked_step``'s ``forward_backward`` for a model that returns its loss: forward of
+    ``(ids, labels)``, the live bytes then ("after_forward"), backward; the loss is what the
+    training loop still holds."""
+
+    def forward_backward() -> tuple[dict[str, dict[str, int]], object]:
+        loss = net(ids, labels)
+        after_forward = _snapshot(tracker)
+        loss.backward()
+        return {"after_forward": after_forward}, loss
+
+    return forward_backward
+
+
 def _optimizer(model: torch.nn.Module, optimizer: str) -> torch.optim.Optimizer:
     # (foreach, fused) of each variant; None is Adam's own default
     variant: dict[str, tuple[bool | None, bool | None]] = {
@@ -144,14 +160,7 @@ def measure(
 
                 tracker = MemTracker()
                 tracker.track_external(net, opt, ids, labels)
-
-            def forward_backward() -> tuple[dict, object]:
-                loss = net(ids, labels)
-                after_forward = _snapshot(tracker)
-                loss.backward()
-                return {"after_forward": after_forward}, loss  # (the loop holds the loss)
-
-            snaps = tracked_step(tracker, forward_backward, opt)
+            snaps = tracked_step(tracker, loss_backward(tracker, net, ids, labels), opt)
     finally:
         if fsdp:
             dist.destroy_process_group()

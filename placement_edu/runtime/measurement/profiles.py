@@ -9,7 +9,6 @@ their keys name both).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from placement_edu.architectures import Architecture, get_architecture
@@ -51,21 +50,10 @@ def get_profile(
         return kept, True
     from placement_edu.runtime.processes import rundir
 
-    # torch's compiler cache ("torchinductor_<user>", made when its memory tracker is imported)
-    # goes in a run folder of this process, removed after: TMPDIR is left as found (a killed
-    # process's folder is removed at the next start)
-    scratch, before = rundir.make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
-    try:
+    with rundir.inductor_cache():  # TMPDIR left as found
         from placement_edu.runtime.measurement.activation_profile import measure
 
         profile = measure(arch, micro_batch, seq, compute, attention, recompute)
-    finally:
-        rundir.remove(scratch)
-        if before is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
     keep(profile, arch, micro_batch, seq, compute, attention, recompute)
     return profile, False
 

@@ -13,6 +13,8 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where the launcher starts ranks
@@ -46,6 +48,23 @@ def make(kind: str) -> str:
 def remove(path: str | None) -> None:
     if path:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def inductor_cache() -> Iterator[None]:
+    """Torch's compiler cache ("torchinductor_<user>", made when its memory tracker is imported)
+    in a run folder of this process while the block runs, the folder removed after: TMPDIR is
+    left as found (a killed process's folder is removed at the next start)."""
+    scratch, before = make("inductor"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
+    try:
+        yield
+    finally:
+        remove(scratch)
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
 def remove_stale() -> None:
