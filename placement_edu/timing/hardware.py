@@ -15,6 +15,11 @@ from placement_edu.schedule import LIBRARIES
 
 
 # --- the hardware ------------------------------------------------------------------------------
+def is_rate(value: object) -> bool:
+    """A finite number above 0: a rate (bytes or FLOPs per second) or a speed-up."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
 @dataclass(frozen=True)
 class Link:
     """One kind of link between devices.
@@ -35,9 +40,7 @@ class Link:
             f"a link's latency alpha_s is seconds >= 0, got {self.alpha_s!r}",
         )
         expect(
-            isinstance(self.bandwidth, (int, float))
-            and math.isfinite(self.bandwidth)
-            and self.bandwidth > 0,
+            is_rate(self.bandwidth),
             "a link's bandwidth is bytes per second > 0 (e.g. 450e9 for NVLink 4), got "
             f"{self.bandwidth!r}",
         )
@@ -110,22 +113,12 @@ class Hardware:
         )
         check_curve(self.gemm_curve, f"hardware {self.name!r}: gemm_curve")
         expect(
-            self.fp8_speedup is None
-            or (
-                isinstance(self.fp8_speedup, (int, float))
-                and math.isfinite(self.fp8_speedup)
-                and self.fp8_speedup > 0
-            ),
+            self.fp8_speedup is None or is_rate(self.fp8_speedup),
             f"hardware {self.name!r}: fp8_speedup is the FP8 peak over the bf16 peak (2 on an "
             f"H100) or None, got {self.fp8_speedup!r}",
         )
         expect(
-            self.memory_bandwidth is None
-            or (
-                isinstance(self.memory_bandwidth, (int, float))
-                and math.isfinite(self.memory_bandwidth)
-                and self.memory_bandwidth > 0
-            ),
+            self.memory_bandwidth is None or is_rate(self.memory_bandwidth),
             f"hardware {self.name!r}: memory_bandwidth is bytes per second > 0 (e.g. 2.039e12, "
             f"an A100-80GB's HBM2e) or None, got {self.memory_bandwidth!r}",
         )
@@ -135,7 +128,7 @@ class Hardware:
             f"whose algorithms price the collectives), got {self.collectives!r}",
         )
         expect(
-            isinstance(self.flops, (int, float)) and math.isfinite(self.flops) and self.flops > 0,
+            is_rate(self.flops),
             f"hardware {self.name!r}: flops is achieved FLOP/s per device > 0 (e.g. 400e12), got "
             f"{self.flops!r}",
         )
