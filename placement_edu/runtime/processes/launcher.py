@@ -103,7 +103,7 @@ def launch(
     try:  # (an agent's signal before the launch takes them: the folder is removed all the same)
         run_dir = rundir.make("run")
         rundir.quiet_resource_tracker()
-        config = _launch_config(world_size, method, run_dir)
+        config = launch_config(world_size, method, run_dir)
         _watch(run_dir, stop, world_size if progress else 0)
         before, started = set(multiprocessing.active_children()), time.time() - 1
         with (
@@ -144,23 +144,24 @@ def launch(
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
 
 
-def _launch_config(world_size: int, method: str, run_dir: str) -> Any:
-    """torch's ``LaunchConfig`` for one launch on this machine: ``world_size`` ranks, a free port
-    picked by the rendezvous, a run id of its own, no restarts, torch's logs in ``run_dir``."""
+def launch_config(world_size: int, method: str, run_dir: str, name: str = "placement-edu") -> Any:
+    """torch's ``LaunchConfig`` for one launch on this machine (a run here, a warm pool's ranks in
+    ``pool.py``): ``world_size`` ranks, a free port picked by the rendezvous, a run id of its own
+    (``name``-…), no restarts, torch's logs in ``run_dir``."""
     from torch.distributed.launcher.api import LaunchConfig
 
     return LaunchConfig(
         min_nodes=1,
         max_nodes=1,
         nproc_per_node=world_size,
-        run_id=f"placement-edu-{uuid.uuid4().hex[:12]}",
+        run_id=f"{name}-{uuid.uuid4().hex[:12]}",
         rdzv_backend="c10d",
         rdzv_endpoint="localhost:0",
         max_restarts=0,
         monitor_interval=0.1,
         start_method=method,
         logs_specs=rundir.logs(run_dir),
-        **torch_handles_only(LaunchConfig),
+        **torch_handles_only(LaunchConfig),  # (torch writes it into this process's environment)
     )
 
 

@@ -36,7 +36,6 @@ import pickle
 import signal
 import threading
 import time
-import uuid
 import warnings
 from typing import Callable
 
@@ -53,8 +52,8 @@ from placement_edu.runtime.processes.launcher import (
     RunFailed,
     RunInterrupted,
     _quiet_launcher,
+    launch_config,
     ranks_start_with_sigint_held,
-    torch_handles_only,
 )
 from placement_edu.runtime.processes.explain import explain
 from placement_edu.runtime.processes.failure import RankFailure
@@ -118,7 +117,7 @@ class WorkerPool:
         forkserver.hold(self)
         import torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+        from torch.distributed.launcher.api import elastic_launch
 
         from placement_edu.runtime import worker
 
@@ -127,19 +126,7 @@ class WorkerPool:
         rundir.quiet_resource_tracker()
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.jobs, self.failure = 0, None
-        config = LaunchConfig(
-            min_nodes=1,
-            max_nodes=1,
-            nproc_per_node=self.world_size,
-            run_id=f"placement-edu-pool-{uuid.uuid4().hex[:12]}",
-            rdzv_backend="c10d",
-            rdzv_endpoint="localhost:0",
-            max_restarts=0,
-            monitor_interval=0.1,
-            start_method=method,
-            logs_specs=rundir.logs(self._dir),
-            **torch_handles_only(LaunchConfig),  # (torch writes it into this process's environment)
-        )
+        config = launch_config(self.world_size, method, run_dir, "placement-edu-pool")
 
         def serve() -> None:
             # In a thread, torch's launcher installs no signal handlers: the kernel keeps its own.
