@@ -94,6 +94,14 @@ class Engine:
             self.comm.broadcast(params.data, "params", "data")
         return params
 
+    def sharded_layout(self) -> tuple[int, int, slice]:
+        """The flat layout of an engine that shards on the data axis: Ψ (the elements of this
+        rank's replica), Ψ padded to a multiple of d (the collectives move equal chunks) and
+        this rank's 1/d slice of the padded buffer."""
+        psi = flat.numel(self.shapes)
+        padded = flat.padded(psi, self.d)
+        return psi, padded, flat.owned(psi, self.d, self.di)
+
     def local_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's equal slice of the global batch of ``step``: one of r x d (replica, data)."""
         x, y = make_batch(

@@ -24,9 +24,7 @@ from placement_edu.runtime.engines.zero1 import gather_params
 class Zero2Offload(Engine):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.psi = flat.numel(self.shapes)
-        self.padded = flat.padded(self.psi, self.d)
-        self.mine = flat.owned(self.psi, self.d, self.di)
+        self.psi, self.padded, self.mine = self.sharded_layout()
         self.params = self.replicated_params()  # P: R, device
         k = self.padded // self.d
         self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.host)  # G: slice, host (OFF)

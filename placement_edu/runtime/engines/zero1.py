@@ -20,9 +20,7 @@ from placement_edu.runtime.engines.engine import Context, Engine, ReplicatedGrad
 class Zero1(ReplicatedGradient):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.psi = flat.numel(self.shapes)
-        self.padded = flat.padded(self.psi, self.d)
-        self.mine = flat.owned(self.psi, self.d, self.di)  # this rank's slice
+        self.psi, self.padded, self.mine = self.sharded_layout()  # mine: this rank's slice
         self.params = self.replicated_params()
         self.params.grad = torch.zeros_like(self.params)  # G: whole (R)
         k = self.padded // self.d

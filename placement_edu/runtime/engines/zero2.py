@@ -11,7 +11,6 @@ import torch
 
 from placement_edu.memory import REDUCE_BUCKET
 from placement_edu.faults import FaultName
-from placement_edu.runtime.engines import flat
 from placement_edu.runtime.engines.engine import Context, Engine
 from placement_edu.runtime.engines.zero1 import update_owned_slice
 
@@ -19,9 +18,7 @@ from placement_edu.runtime.engines.zero1 import update_owned_slice
 class Zero2(Engine):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.psi = flat.numel(self.shapes)
-        self.padded = flat.padded(self.psi, self.d)
-        self.mine = flat.owned(self.psi, self.d, self.di)
+        self.psi, self.padded, self.mine = self.sharded_layout()
         self.params = self.replicated_params()  # P: R
         k = self.padded // self.d
         self.grad = torch.zeros(k, dtype=ctx.dtype, device=ctx.device)  # G: this rank's slice (S)

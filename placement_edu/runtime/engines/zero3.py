@@ -27,9 +27,7 @@ class Zero3(Engine):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.reshard = ctx.strategy.reshard_after_forward
-        self.psi = flat.numel(self.shapes)
-        self.padded = flat.padded(self.psi, self.d)
-        self.mine = flat.owned(self.psi, self.d, self.di)
+        self.psi, self.padded, self.mine = self.sharded_layout()
         self.shard = self.initial_shard()  # P: this rank's slice (SG)
         self.grad = torch.zeros_like(self.shard)  # G: slice (S)
         self.m, self.v = torch.zeros_like(self.shard), torch.zeros_like(self.shard)  # O: slice (S)
