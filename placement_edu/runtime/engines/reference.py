@@ -16,18 +16,9 @@ from typing import cast
 
 import torch
 
-from placement_edu.runtime.engines import flat
+from placement_edu.runtime.engines import flat, toy
 from placement_edu.runtime.engines.adam import Adam
-from placement_edu.runtime.engines.toy import (
-    Params,
-    TinyMLP,
-    ToyModel,
-    init_params,
-    loss_fn,
-    make_batch,
-    mlp_forward,
-    transformer_forward,
-)
+from placement_edu.runtime.engines.toy import Params, ToyModel
 
 
 class Reference:
@@ -52,7 +43,7 @@ class Reference:
         self.module, self.global_batch, self.seed, self.dtype = module, global_batch, seed, dtype
         self.adam, self.reversed_rows = adam, reversed_rows
         self.shapes = [(n, tuple(p.shape)) for n, p in module.named_parameters()]
-        self.flat = flat.flatten(init_params(module, seed, dtype), self.shapes).requires_grad_()
+        self.flat = flat.flatten(toy.init_params(module, seed, dtype), self.shapes).requires_grad_()
         self.m, self.v = torch.zeros_like(self.flat), torch.zeros_like(self.flat)
         self.steps = 0  # steps applied
 
@@ -60,18 +51,18 @@ class Reference:
         """Apply optimizer step ``step`` (the next one: steps are applied in order)."""
         if step != self.steps:
             raise ValueError(f"the reference is at step {self.steps}, not {step}")
-        x, y = make_batch(step, self.module, self.global_batch, self.seed, self.dtype)
+        x, y = toy.make_batch(step, self.module, self.global_batch, self.seed, self.dtype)
         if self.reversed_rows:
             x, y = x.flip(0), y.flip(0)
         p = flat.views(self.flat, self.shapes)
         module = self.module
         out = (
-            mlp_forward(p, x, range(len(module.layers)))
-            if isinstance(module, TinyMLP)
-            else transformer_forward(p, x, module.heads)
+            toy.mlp_forward(p, x, range(len(module.layers)))
+            if isinstance(module, toy.TinyMLP)
+            else toy.transformer_forward(p, x, module.heads)
         )
         self.flat.grad = None
-        loss_fn(out, y).backward()
+        toy.loss_fn(out, y).backward()
         # backward() has just filled the gradient (a checker reads it as the None set above).
         grad = cast(torch.Tensor, self.flat.grad)
         with torch.no_grad():
