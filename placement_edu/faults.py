@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from placement_edu.errors import PlacementError
 from placement_edu.memory import GATHER_BUFFER
 from placement_edu.mesh import Mesh
-from placement_edu.names import Word
+from placement_edu.names import Word, by_name
 from placement_edu.placement import EXPERT_AXIS
 from placement_edu.placement import BATCH_AXES, GATHERED, SPLIT_MODES, WHOLE, State
 from placement_edu.schedule import PARAM_SYNCS, REDUCTIONS, Op, OpKind, Schedule
@@ -169,75 +168,70 @@ class Fault:
 
 
 #: The faults ``check`` and ``run`` can edit into a schedule, by name (SPEC §5).
-FAULTS: Mapping[str, Fault] = MappingProxyType(
-    {
-        f.name: f
-        for f in (
-            Fault(
-                FaultName.SKIP_GRAD_REDUCE,
-                "gradient_integrity",
-                "the data-axis gradient reduction is left out, so each rank steps on its own "
-                "partial gradient",
-                "a data axis of degree > 1",
-                _data_axis,
-                _skip_grad_reduce,
-            ),
-            Fault(
-                FaultName.DOUBLE_SCALE,
-                "gradient_integrity",
-                "the reduced gradient is divided by N twice, so every step is N times too small",
-                "a data axis of degree > 1",
-                _data_axis,
-                _double_scale,
-            ),
-            Fault(
-                FaultName.SKIP_PARAM_SYNC,
-                "state_consistency",
-                "owners update their slice of the replicated parameters and the all-gather after "
-                "the step is skipped",
-                "params replicated (R) on a data axis of degree > 1 with the optimizer state split "
-                "there (S, SG or OFF)",
-                _owner_only_update,
-                _skip_param_sync,
-                removes=(GATHER_BUFFER,),
-            ),  # the padded buffer the dropped all-gather fills
-            Fault(
-                FaultName.UNSYNCED_INIT,
-                "state_consistency",
-                "ranks initialise from different seeds and no start-up broadcast follows",
-                "params replicated (R) along a batch-splitting axis of degree > 1, made identical "
-                "by a start-up broadcast",
-                _replicas_broadcast_at_start,
-                _unsynced_init,
-            ),
-            Fault(
-                FaultName.STALE_GATHER,
-                "state_consistency",
-                "an SG gather returns the previous step's slices",
-                "params sharded-with-gather (SG) or offloaded (OFF) on a data axis of degree > 1",
-                _gathered_params,
-                _stale_gather,
-            ),
-            Fault(
-                FaultName.DROP_ROUTED_TOKENS,
-                "gradient_integrity",
-                "the dispatch all-to-all leaves out the tokens routed to one expert rank, so "
-                "their experts never see them and the gradient misses their contribution",
-                "an expert axis of degree > 1 (a mixture of experts)",
-                _expert_axis,
-                _drop_routed_tokens,
-            ),
-            Fault(
-                FaultName.SKIP_EXPERT_GRAD_REDUCE,
-                "gradient_integrity",
-                "the experts' grads are not reduced over the data replicas of each expert, so "
-                "each replica steps on the gradient of its own tokens only",
-                "an expert axis of degree > 1 beside a data axis of degree > 1",
-                _expert_replicas,
-                _skip_expert_grad_reduce,
-            ),
-        )
-    }
+FAULTS: Mapping[str, Fault] = by_name(
+    Fault(
+        FaultName.SKIP_GRAD_REDUCE,
+        "gradient_integrity",
+        "the data-axis gradient reduction is left out, so each rank steps on its own "
+        "partial gradient",
+        "a data axis of degree > 1",
+        _data_axis,
+        _skip_grad_reduce,
+    ),
+    Fault(
+        FaultName.DOUBLE_SCALE,
+        "gradient_integrity",
+        "the reduced gradient is divided by N twice, so every step is N times too small",
+        "a data axis of degree > 1",
+        _data_axis,
+        _double_scale,
+    ),
+    Fault(
+        FaultName.SKIP_PARAM_SYNC,
+        "state_consistency",
+        "owners update their slice of the replicated parameters and the all-gather after "
+        "the step is skipped",
+        "params replicated (R) on a data axis of degree > 1 with the optimizer state split "
+        "there (S, SG or OFF)",
+        _owner_only_update,
+        _skip_param_sync,
+        removes=(GATHER_BUFFER,),
+    ),  # the padded buffer the dropped all-gather fills
+    Fault(
+        FaultName.UNSYNCED_INIT,
+        "state_consistency",
+        "ranks initialise from different seeds and no start-up broadcast follows",
+        "params replicated (R) along a batch-splitting axis of degree > 1, made identical "
+        "by a start-up broadcast",
+        _replicas_broadcast_at_start,
+        _unsynced_init,
+    ),
+    Fault(
+        FaultName.STALE_GATHER,
+        "state_consistency",
+        "an SG gather returns the previous step's slices",
+        "params sharded-with-gather (SG) or offloaded (OFF) on a data axis of degree > 1",
+        _gathered_params,
+        _stale_gather,
+    ),
+    Fault(
+        FaultName.DROP_ROUTED_TOKENS,
+        "gradient_integrity",
+        "the dispatch all-to-all leaves out the tokens routed to one expert rank, so "
+        "their experts never see them and the gradient misses their contribution",
+        "an expert axis of degree > 1 (a mixture of experts)",
+        _expert_axis,
+        _drop_routed_tokens,
+    ),
+    Fault(
+        FaultName.SKIP_EXPERT_GRAD_REDUCE,
+        "gradient_integrity",
+        "the experts' grads are not reduced over the data replicas of each expert, so "
+        "each replica steps on the gradient of its own tokens only",
+        "an expert axis of degree > 1 beside a data axis of degree > 1",
+        _expert_replicas,
+        _skip_expert_grad_reduce,
+    ),
 )
 
 

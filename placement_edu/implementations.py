@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 
 from placement_edu.errors import MAX_COUNT, expect, positive_int
 from placement_edu.memory import derive_memory
@@ -27,6 +26,7 @@ from placement_edu.models import ConcreteModel, TensorSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
 from placement_edu.schedule import Op, derive_schedule
+from placement_edu.names import by_name
 from placement_edu.strategies import LOOPED_SCHEDULES, PipelineSchedule, get_strategy
 from placement_edu.torch_orders import (
     DDP_BUCKET_BYTES,
@@ -77,126 +77,121 @@ _LOOPED_ORDER = (
     "(_add_send_recv): the same messages and bytes as the ideal schedule, in that order."
 )
 
-IMPLEMENTATIONS: Mapping[str, Implementation] = MappingProxyType(
-    {
-        i.name: i
-        for i in (
-            Implementation(
-                "ddp",
-                "dp",
-                "zero",
-                "model",
-                "torch.nn.parallel.DistributedDataParallel",
-                "ddp",
-                "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 "
-                "MiB, then 25 MiB, in reverse parameter order) so that communication overlaps "
-                "backward; the ideal schedule has one all-reduce of the whole gradient -- the same "
-                "bytes.",
-            ),
-            Implementation(
-                "zero_redundancy",
-                "zero1_allreduce",
-                "greedy",
-                "model",
-                "torch.distributed.optim.ZeroRedundancyOptimizer under DDP",
-                "zero_redundancy",
-                "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, "
-                "where the ideal schedule has one broadcast per owner -- the same bytes; the "
-                "gradient all-reduce is DDP's, bucketed.",
-            ),
-            Implementation(
-                "fsdp2",
-                "zero3",
-                "fsdp2",
-                "layer",
-                "FSDP2 fully_shard(reshard_after_forward=True)",
-                "fsdp2",
-                _FSDP2_ORDER + " -- the same collectives and bytes.",
-                reshard=True,
-            ),
-            Implementation(
-                "fsdp2_grad_op",
-                "fsdp_grad_op",
-                "fsdp2",
-                "layer",
-                "FSDP2 fully_shard(reshard_after_forward=False)",
-                "fsdp2",
-                _FSDP2_ORDER + " -- the same collectives and bytes.",
-                reshard=False,
-            ),
-            Implementation(
-                "fsdp2_root_kept",
-                "zero3",
-                "fsdp2",
-                "layer",
-                "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded",
-                "fsdp2",
-                _FSDP2_ORDER
-                + "; and reshard_after_forward=None keeps the root's unit gathered from forward "
-                "into backward, so it is gathered once, not twice (SPEC §4).",
-                reshard=None,
-            ),
-            Implementation(
-                "dtensor_tp",
-                "tp",
-                "zero",
-                "model",
-                "DTensor tensor parallelism: parallelize_module with "
-                "ColwiseParallel / RowwiseParallel (Megatron's plan)",
-                "dtensor_tp",
-                "DTensor all-reduces the gradient of the replicated block input once per "
-                "column-parallel module that reads it (q, k, v and up: 4 per layer), where "
-                "Megatron's f sums them first and all-reduces once per block (2): twice the "
-                "backward tensor-parallel traffic, 1.5x per step.",
-            ),
-            Implementation(
-                "pipelining_gpipe",
-                "pp",
-                "zero",
-                "model",
-                "torch.distributed.pipelining ScheduleGPipe",
-                "pipelining",
-                "the same sends and receives as the ideal GPipe schedule, in the same order.",
-                pipeline_schedule=PipelineSchedule.GPIPE,
-            ),
-            Implementation(
-                "pipelining_1f1b",
-                "pp",
-                "zero",
-                "model",
-                "torch.distributed.pipelining Schedule1F1B",
-                "pipelining",
-                "Schedule1F1B counts min(m, p - stage) forwards as warm-up: the textbook's "
-                "p - stage - 1 and its first steady-state forward, so the same forwards run before "
-                "the first backward; it fires the last warm-up forward's send with the first "
-                "backward's receive (and each backward send with the next forward's receive): the "
-                "same messages and bytes in another order.",
-                pipeline_schedule=PipelineSchedule.ONE_F_ONE_B,
-            ),
-            Implementation(
-                "pipelining_interleaved",
-                "pp",
-                "zero",
-                "model",
-                "torch.distributed.pipelining ScheduleInterleaved1F1B, 2 stages per rank",
-                "pipelining",
-                _LOOPED_ORDER,
-                pipeline_schedule=PipelineSchedule.INTERLEAVED,
-                virtual_stages=2,
-            ),
-            Implementation(
-                "pipelining_zero_bubble",
-                "pp",
-                "zero",
-                "model",
-                "torch.distributed.pipelining ScheduleInterleavedZeroBubble, 1 stage per rank "
-                "(ZB-H1: backward split into input- and weight-gradient passes)",
-                "pipelining",
-                _LOOPED_ORDER,
-                pipeline_schedule=PipelineSchedule.ZERO_BUBBLE,
-            ),
-        )
-    }
+IMPLEMENTATIONS: Mapping[str, Implementation] = by_name(
+    Implementation(
+        "ddp",
+        "dp",
+        "zero",
+        "model",
+        "torch.nn.parallel.DistributedDataParallel",
+        "ddp",
+        "DDP all-reduces the gradient in buckets (one bucket at the first step; then 1 "
+        "MiB, then 25 MiB, in reverse parameter order) so that communication overlaps "
+        "backward; the ideal schedule has one all-reduce of the whole gradient -- the same "
+        "bytes.",
+    ),
+    Implementation(
+        "zero_redundancy",
+        "zero1_allreduce",
+        "greedy",
+        "model",
+        "torch.distributed.optim.ZeroRedundancyOptimizer under DDP",
+        "zero_redundancy",
+        "ZeroRedundancyOptimizer broadcasts each tensor from its owner, largest first, "
+        "where the ideal schedule has one broadcast per owner -- the same bytes; the "
+        "gradient all-reduce is DDP's, bucketed.",
+    ),
+    Implementation(
+        "fsdp2",
+        "zero3",
+        "fsdp2",
+        "layer",
+        "FSDP2 fully_shard(reshard_after_forward=True)",
+        "fsdp2",
+        _FSDP2_ORDER + " -- the same collectives and bytes.",
+        reshard=True,
+    ),
+    Implementation(
+        "fsdp2_grad_op",
+        "fsdp_grad_op",
+        "fsdp2",
+        "layer",
+        "FSDP2 fully_shard(reshard_after_forward=False)",
+        "fsdp2",
+        _FSDP2_ORDER + " -- the same collectives and bytes.",
+        reshard=False,
+    ),
+    Implementation(
+        "fsdp2_root_kept",
+        "zero3",
+        "fsdp2",
+        "layer",
+        "FSDP2 fully_shard(reshard_after_forward=None): the default, root not resharded",
+        "fsdp2",
+        _FSDP2_ORDER
+        + "; and reshard_after_forward=None keeps the root's unit gathered from forward "
+        "into backward, so it is gathered once, not twice (SPEC §4).",
+        reshard=None,
+    ),
+    Implementation(
+        "dtensor_tp",
+        "tp",
+        "zero",
+        "model",
+        "DTensor tensor parallelism: parallelize_module with "
+        "ColwiseParallel / RowwiseParallel (Megatron's plan)",
+        "dtensor_tp",
+        "DTensor all-reduces the gradient of the replicated block input once per "
+        "column-parallel module that reads it (q, k, v and up: 4 per layer), where "
+        "Megatron's f sums them first and all-reduces once per block (2): twice the "
+        "backward tensor-parallel traffic, 1.5x per step.",
+    ),
+    Implementation(
+        "pipelining_gpipe",
+        "pp",
+        "zero",
+        "model",
+        "torch.distributed.pipelining ScheduleGPipe",
+        "pipelining",
+        "the same sends and receives as the ideal GPipe schedule, in the same order.",
+        pipeline_schedule=PipelineSchedule.GPIPE,
+    ),
+    Implementation(
+        "pipelining_1f1b",
+        "pp",
+        "zero",
+        "model",
+        "torch.distributed.pipelining Schedule1F1B",
+        "pipelining",
+        "Schedule1F1B counts min(m, p - stage) forwards as warm-up: the textbook's "
+        "p - stage - 1 and its first steady-state forward, so the same forwards run before "
+        "the first backward; it fires the last warm-up forward's send with the first "
+        "backward's receive (and each backward send with the next forward's receive): the "
+        "same messages and bytes in another order.",
+        pipeline_schedule=PipelineSchedule.ONE_F_ONE_B,
+    ),
+    Implementation(
+        "pipelining_interleaved",
+        "pp",
+        "zero",
+        "model",
+        "torch.distributed.pipelining ScheduleInterleaved1F1B, 2 stages per rank",
+        "pipelining",
+        _LOOPED_ORDER,
+        pipeline_schedule=PipelineSchedule.INTERLEAVED,
+        virtual_stages=2,
+    ),
+    Implementation(
+        "pipelining_zero_bubble",
+        "pp",
+        "zero",
+        "model",
+        "torch.distributed.pipelining ScheduleInterleavedZeroBubble, 1 stage per rank "
+        "(ZB-H1: backward split into input- and weight-gradient passes)",
+        "pipelining",
+        _LOOPED_ORDER,
+        pipeline_schedule=PipelineSchedule.ZERO_BUBBLE,
+    ),
 )
 
 #: Micro-batches per step of the pipelining runs (1F1B needs at least as many as stages).

@@ -13,8 +13,10 @@ more than one device. Typed, ``x`` and ``*`` stand for ``×`` (no part's name ha
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from enum import StrEnum
+from types import MappingProxyType
+from typing import Protocol, TypeVar
 
 
 class Word(StrEnum):
@@ -24,6 +26,21 @@ class Word(StrEnum):
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+class Named(Protocol):
+    """Anything with a name: a strategy, a fault, an implementation."""
+
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=Named)
+
+
+def by_name(*items: N) -> Mapping[str, N]:
+    """A read-only table of ``items``, each under its ``name`` (``STRATEGIES``, ``FAULTS``)."""
+    return MappingProxyType({item.name: item for item in items})
 
 
 #: What joins the parts of a composed name.

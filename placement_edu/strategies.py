@@ -6,12 +6,11 @@ placement gets the same memory and the same schedule.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Mapping
 
 from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
 from placement_edu.mesh import Mesh
-from placement_edu.names import Word
+from placement_edu.names import Word, by_name
 from placement_edu.names import spelled
 from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement, known_axes
 
@@ -182,166 +181,155 @@ def _s(name: str, summary: str, **kwargs: object) -> Strategy:
 
 
 #: The named strategies, each a placement of the four states (``get_strategy``).
-STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
-    {
-        s.name: s
-        for s in (
-            _s(
-                "dp",
-                "data parallel: everything replicated, gradients all-reduced",
-                params="R",
-                grads="R",
-                optimizer="R",
-            ),
-            _s(
-                "zero1_allreduce",
-                "ZeRO stage 1 as PyTorch's ZeroRedundancyOptimizer runs it: all-reduce, "
-                "then each owner broadcasts its updated slice (3Ψ)",
-                params="R",
-                grads="R",
-                optimizer="S",
-                owner_update="allreduce_broadcast",
-            ),
-            _s(
-                "zero1",
-                "ZeRO stage 1: optimizer state sharded",
-                params="R",
-                grads="R",
-                optimizer="S",
-            ),
-            _s(
-                "zero2",
-                "ZeRO stage 2: gradients and optimizer state sharded",
-                params="R",
-                grads="S",
-                optimizer="S",
-            ),
-            _s(
-                "zero3",
-                "ZeRO stage 3: parameters gathered per use, everything sharded",
-                params="SG",
-                grads="S",
-                optimizer="S",
-            ),
-            _s(
-                "fsdp",
-                "FSDP FULL_SHARD: the same placement as ZeRO-3",
-                params="SG",
-                grads="S",
-                optimizer="S",
-            ),
-            _s(
-                "fsdp_grad_op",
-                "FSDP SHARD_GRAD_OP: parameters gathered once, kept through backward",
-                params="SG",
-                grads="S",
-                optimizer="S",
-                reshard_after_forward=False,
-            ),
-            _s(
-                "zero2_offload",
-                "ZeRO-Offload: gradient and optimizer slices in host memory, step on the CPU",
-                params="R",
-                grads="OFF",
-                optimizer="OFF",
-            ),
-            _s(
-                "zero3_offload",
-                "ZeRO-Infinity style: every model state's slice in host memory",
-                params="OFF",
-                grads="OFF",
-                optimizer="OFF",
-            ),
-            _s(
-                "tp",
-                "Megatron tensor parallel: weight matrices split over the tensor axis",
-                params={"tensor": "S"},
-                grads={"tensor": "S"},
-                optimizer={"tensor": "S"},
-            ),
-            _s(
-                "pp",
-                "pipeline parallel: layers split into stages, micro-batches flow through",
-                params={"pipeline": "S"},
-                grads={"pipeline": "S"},
-                optimizer={"pipeline": "S"},
-                micro_batches=4,
-            ),
-        )
-    }
+STRATEGIES: Mapping[str, Strategy] = by_name(
+    _s(
+        "dp",
+        "data parallel: everything replicated, gradients all-reduced",
+        params="R",
+        grads="R",
+        optimizer="R",
+    ),
+    _s(
+        "zero1_allreduce",
+        "ZeRO stage 1 as PyTorch's ZeroRedundancyOptimizer runs it: all-reduce, "
+        "then each owner broadcasts its updated slice (3Ψ)",
+        params="R",
+        grads="R",
+        optimizer="S",
+        owner_update="allreduce_broadcast",
+    ),
+    _s(
+        "zero1",
+        "ZeRO stage 1: optimizer state sharded",
+        params="R",
+        grads="R",
+        optimizer="S",
+    ),
+    _s(
+        "zero2",
+        "ZeRO stage 2: gradients and optimizer state sharded",
+        params="R",
+        grads="S",
+        optimizer="S",
+    ),
+    _s(
+        "zero3",
+        "ZeRO stage 3: parameters gathered per use, everything sharded",
+        params="SG",
+        grads="S",
+        optimizer="S",
+    ),
+    _s(
+        "fsdp",
+        "FSDP FULL_SHARD: the same placement as ZeRO-3",
+        params="SG",
+        grads="S",
+        optimizer="S",
+    ),
+    _s(
+        "fsdp_grad_op",
+        "FSDP SHARD_GRAD_OP: parameters gathered once, kept through backward",
+        params="SG",
+        grads="S",
+        optimizer="S",
+        reshard_after_forward=False,
+    ),
+    _s(
+        "zero2_offload",
+        "ZeRO-Offload: gradient and optimizer slices in host memory, step on the CPU",
+        params="R",
+        grads="OFF",
+        optimizer="OFF",
+    ),
+    _s(
+        "zero3_offload",
+        "ZeRO-Infinity style: every model state's slice in host memory",
+        params="OFF",
+        grads="OFF",
+        optimizer="OFF",
+    ),
+    _s(
+        "tp",
+        "Megatron tensor parallel: weight matrices split over the tensor axis",
+        params={"tensor": "S"},
+        grads={"tensor": "S"},
+        optimizer={"tensor": "S"},
+    ),
+    _s(
+        "pp",
+        "pipeline parallel: layers split into stages, micro-batches flow through",
+        params={"pipeline": "S"},
+        grads={"pipeline": "S"},
+        optimizer={"pipeline": "S"},
+        micro_batches=4,
+    ),
 )
 
 
 #: Compositions on a mesh of named axes (SPEC §6). Each names a mode per state per axis.
-COMPOSITIONS: Mapping[str, Strategy] = MappingProxyType(
-    {
-        s.name: s
-        for s in (
-            _s(
-                "dp×tp",
-                "data parallel across tensor-parallel groups",
-                params={"data": "R", "tensor": "S"},
-                grads={"data": "R", "tensor": "S"},
-                optimizer={"data": "R", "tensor": "S"},
-                mesh_axes=("data", "tensor"),
-            ),
-            _s(
-                "dp×pp",
-                "data parallel across pipelines",
-                params={"data": "R", "pipeline": "S"},
-                grads={"data": "R", "pipeline": "S"},
-                optimizer={"data": "R", "pipeline": "S"},
-                micro_batches=4,
-                mesh_axes=("data", "pipeline"),
-            ),
-            _s(
-                "zero1×tp×pp",
-                "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
-                params={"data": "R", "tensor": "S", "pipeline": "S"},
-                grads={"data": "R", "tensor": "S", "pipeline": "S"},
-                optimizer={"data": "S", "tensor": "S", "pipeline": "S"},
-                micro_batches=4,
-            ),
-            _s(
-                "zero3×tp",
-                "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
-                params={"data": "SG", "tensor": "S"},
-                grads={"data": "S", "tensor": "S"},
-                optimizer={"data": "S", "tensor": "S"},
-            ),
-            _s(
-                "dp×cp",
-                "data parallel across context-parallel groups: each sequence cut in c chunks, "
-                "ring attention passes K/V round the context ranks, gradients reduced over both",
-                mesh_axes=("data", "context"),
-            ),
-            _s(
-                "dp×cp_ulysses",
-                "data parallel across context-parallel groups, Ulysses' all-to-alls (heads <-> "
-                "sequence) instead of the ring",
-                mesh_axes=("data", "context"),
-                context_attention="ulysses",
-            ),
-            _s(
-                "zero1×cp",
-                "Megatron's distributed optimizer with context parallelism: optimizer state "
-                "sharded over data × context, gradients reduce-scattered on both, parameters "
-                "all-gathered back",
-                params={"data": "R", "context": "R"},
-                grads={"data": "R", "context": "R"},
-                optimizer={"data": "S", "context": "S"},
-            ),
-            _s(
-                "hsdp",
-                "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica "
-                "groups",
-                params={"replica": "R", "data": "SG"},
-                grads={"replica": "R", "data": "S"},
-                optimizer={"replica": "R", "data": "S"},
-                mesh_axes=("replica", "data"),
-            ),
-        )
-    }
+COMPOSITIONS: Mapping[str, Strategy] = by_name(
+    _s(
+        "dp×tp",
+        "data parallel across tensor-parallel groups",
+        params={"data": "R", "tensor": "S"},
+        grads={"data": "R", "tensor": "S"},
+        optimizer={"data": "R", "tensor": "S"},
+        mesh_axes=("data", "tensor"),
+    ),
+    _s(
+        "dp×pp",
+        "data parallel across pipelines",
+        params={"data": "R", "pipeline": "S"},
+        grads={"data": "R", "pipeline": "S"},
+        optimizer={"data": "R", "pipeline": "S"},
+        micro_batches=4,
+        mesh_axes=("data", "pipeline"),
+    ),
+    _s(
+        "zero1×tp×pp",
+        "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
+        params={"data": "R", "tensor": "S", "pipeline": "S"},
+        grads={"data": "R", "tensor": "S", "pipeline": "S"},
+        optimizer={"data": "S", "tensor": "S", "pipeline": "S"},
+        micro_batches=4,
+    ),
+    _s(
+        "zero3×tp",
+        "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
+        params={"data": "SG", "tensor": "S"},
+        grads={"data": "S", "tensor": "S"},
+        optimizer={"data": "S", "tensor": "S"},
+    ),
+    _s(
+        "dp×cp",
+        "data parallel across context-parallel groups: each sequence cut in c chunks, "
+        "ring attention passes K/V round the context ranks, gradients reduced over both",
+        mesh_axes=("data", "context"),
+    ),
+    _s(
+        "dp×cp_ulysses",
+        "data parallel across context-parallel groups, Ulysses' all-to-alls (heads <-> "
+        "sequence) instead of the ring",
+        mesh_axes=("data", "context"),
+        context_attention="ulysses",
+    ),
+    _s(
+        "zero1×cp",
+        "Megatron's distributed optimizer with context parallelism: optimizer state "
+        "sharded over data × context, gradients reduce-scattered on both, parameters "
+        "all-gathered back",
+        params={"data": "R", "context": "R"},
+        grads={"data": "R", "context": "R"},
+        optimizer={"data": "S", "context": "S"},
+    ),
+    _s(
+        "hsdp",
+        "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
+        params={"replica": "R", "data": "SG"},
+        grads={"replica": "R", "data": "S"},
+        optimizer={"replica": "R", "data": "S"},
+        mesh_axes=("replica", "data"),
+    ),
 )
 
 
