@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
+from placement_edu.exercises.derived import model_state_gb
 from placement_edu.report import analyze
 from placement_edu.schedule import HOST_TRANSFERS
 from placement_edu.timing import HARDWARE, op_time
@@ -81,7 +82,7 @@ EXERCISES = (
         "offloaded-device-model-state-gb",
         "`zero2_offload`, Ψ = 7.5e9, N = 64, `mixed_adam`: how many GB of model state "
         "(persistent P + G + O) stay on each device?",
-        lambda: Fraction(analyze("zero2_offload", 7.5e9, 64).memory.model_state) / GB,
+        lambda: model_state_gb("zero2_offload", 7.5e9, 64),
         "GB (1e9 bytes)",
         "Only the fp16 parameters, 2Ψ = 15 GB, replicated: G and O live in host memory (1.64 GB of "
         "host memory per device). zero2 without offload keeps 16.64 GB; the saving is the 1.64 GB "

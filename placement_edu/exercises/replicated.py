@@ -5,10 +5,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
+from placement_edu.exercises.derived import model_state_gb
 from placement_edu.implementations import ddp_buckets, mlp_model, parse_model
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
-from placement_edu.units import GB
 
 #: The MLP the notebook trains with DistributedDataParallel: six 1024-wide hidden layers, so that
 #: its float64 gradient (42.6 MB) fills DDP's 1 MiB first bucket, a 25 MiB bucket, and a remainder.
@@ -25,10 +25,6 @@ def ddp_bucket_bytes(model: str = DDP_MODEL, step: int = 1) -> list[int]:
     return ddp_buckets([t.numel * element for t in tensors], step)
 
 
-def _model_state_gb(strategy: str, psi: float, n: int, precision: str = "mixed_adam") -> Fraction:
-    return Fraction(analyze(strategy, psi, n, precision).memory.model_state) / GB
-
-
 def _startup_payload(psi: float, n: int) -> Fraction:
     """Bytes the start-up broadcasts carry (rule 4): the core's schedule, start-up phase only."""
     return sum(
@@ -42,7 +38,7 @@ EXERCISES = (
         "replicated-model-state",
         "Ψ = 70e9 parameters on N = 8 devices with plain data parallelism (`dp`, "
         "`mixed_adam`): how many GB (1e9 bytes) of model state does **one** device hold?",
-        lambda: _model_state_gb("dp", 70e9, 8),
+        lambda: model_state_gb("dp", 70e9, 8),
         "GB (1e9 bytes)",
         "every state is replicated: each device holds the whole 2Ψ + 2Ψ + 12Ψ = 16Ψ = 1,120 GB, "
         "whatever N is. Adding devices to dp adds throughput, never memory headroom.",

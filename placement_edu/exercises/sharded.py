@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
+from placement_edu.exercises.derived import model_state_gb
 from placement_edu.implementations import DEFAULT_MODEL, mlp_model, parse_model
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
@@ -35,7 +36,7 @@ EXERCISES = (
         "sharded-zero1-memory",
         "Ψ = 70e9 parameters on N = 8 devices, `zero1` (optimizer state sharded), "
         "`mixed_adam`: how many GB (1e9 bytes) of model state does one device hold?",
-        lambda: Fraction(analyze("zero1", 70e9, 8).memory.model_state) / GB,
+        lambda: model_state_gb("zero1", 70e9, 8),
         "GB (1e9 bytes)",
         "P and G stay whole (2Ψ + 2Ψ = 280 GB); only the 12Ψ of fp32 master weights, m and v is "
         "split: 840/8 = 105 GB. 4Ψ + 12Ψ/N = 385 GB.",

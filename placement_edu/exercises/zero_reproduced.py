@@ -5,12 +5,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
+from placement_edu.exercises.derived import model_state_gb
 from placement_edu.report import analyze, compare
 from placement_edu.units import GB
-
-
-def _model_state_gb(strategy: str, psi: float, n: int) -> Fraction:
-    return Fraction(analyze(strategy, psi, n).memory.model_state) / GB
 
 
 def zero3_comm_ratio(n: int) -> float:
@@ -26,7 +23,7 @@ EXERCISES: tuple[Exercise, ...] = (
         "zero2-memory",
         "Ψ = 7.5e9, N = 64, `mixed_adam`: how many GB of model state does one **zero2** "
         "device hold (3 significant figures, as ZeRO's Table 1 prints it)?",
-        lambda: _model_state_gb("zero2", 7.5e9, 64),
+        lambda: model_state_gb("zero2", 7.5e9, 64),
         "GB (1e9 bytes)",
         "2Ψ of replicated fp16 parameters plus 14Ψ/N of sharded gradients and optimizer state: "
         "15 + 1.640625 GB (ZeRO Table 1 prints 16.6).",
