@@ -1,5 +1,5 @@
 """The package as a learner installs it: the sdist and the wheel built from this tree carry the
-course (15 notebooks, the theory, the vendored scripts, ``py.typed``), and the wheel installed
+course (every notebook, the theory, the vendored scripts, ``py.typed``), and the wheel installed
 alone into a fresh venv -- numpy, nothing else -- answers the core's commands and names the extra
 ``placement-edu course`` needs, in one line.
 
@@ -28,6 +28,8 @@ from placement_edu.course import course_files
 pytestmark = pytest.mark.runtime
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The repository's notebooks: the wheel carries each of them (16 with chapter 15).
+COURSE = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: What a build reads from the tree: the sdist's sources (MANIFEST.in says the rest).
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md")
 SOURCE_FOLDERS = ("placement_edu", "notebooks", "docs")
@@ -124,7 +126,7 @@ def test_the_wheel_carries_the_course_the_vendored_files_and_the_types(
     names = set(zipfile.ZipFile(wheel).namelist())
     content = "placement_edu/course/content/"
     notebooks = sorted(n for n in names if n.startswith(f"{content}notebooks/"))
-    assert len(notebooks) == 15 and notebooks[0].endswith("00_start_here.ipynb")
+    assert len(notebooks) == len(COURSE) and notebooks[0].endswith("00_start_here.ipynb")
     assert {f"{content}{name}" for name in course_files()} <= names
     assert f"{content}docs/theory.md" in names
     assert {"placement_edu/py.typed", "placement_edu/course/jupyter_server_config.py"} <= names
@@ -158,7 +160,7 @@ def test_the_plain_install_imports_and_answers_without_torch(plain: Path, tmp_pa
     assert done.stdout.splitlines() == [
         placement_edu.__version__,
         "[]",  # numpy alone came with it
-        "True 15 https://github.com/placement-edu/placement_edu",
+        f"True {len(COURSE)} https://github.com/placement-edu/placement_edu",
     ]
     table = run(
         [str(plain / "placement-edu"), "table", "--params", "7.5e9", "--devices", "64"], tmp_path
