@@ -7,6 +7,7 @@ and ``looped_timeline`` lays them out."""
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Callable
 
 from placement_edu.errors import expect, positive_int
 from placement_edu.schedule.ops import MAX_LISTED_OPS
@@ -172,6 +173,41 @@ def looped_in_flight(
     return Fraction(min(looped_warmup(p, rank, m, v) + 1, v * m), v)
 
 
+#: A pass as a timeline keys it: (kind, stage, micro-batch).
+Pass = tuple[str, int, int]
+
+
+def _lay_out(
+    orders: list[list[Pass]],
+    needs: Callable[[str, int, int], Pass | None],
+    units: dict[str, int],
+    stuck: str,
+) -> list[list[tuple[str, int, int, int, int]]]:
+    """Each rank's passes (``orders[rank]``, in its order) in time: per rank, (kind, stage,
+    micro-batch, start, end). A pass starts once its rank is free and the pass it ``needs`` (its
+    input: None for the first stage's forward) has ended; sends take no time; it takes
+    ``units[kind]``. ``stuck``: the message where no rank can start its next pass."""
+    p = len(orders)
+    done: dict[Pass, int] = {}  # pass -> end time
+    rows: list[list[tuple[str, int, int, int, int]]] = [[] for _ in range(p)]
+    free, nxt = [0] * p, [0] * p
+    while any(nxt[r] < len(orders[r]) for r in range(p)):
+        moved = False
+        for r in range(p):
+            if nxt[r] == len(orders[r]):
+                continue
+            kind, s, k = orders[r][nxt[r]]
+            need = needs(kind, s, k)
+            if need is not None and need not in done:
+                continue
+            start = max(free[r], done[need] if need is not None else 0)
+            end = start + units[kind]
+            rows[r].append((kind, s, k, start, end))
+            done[(kind, s, k)], free[r], nxt[r], moved = end, end, nxt[r] + 1, True
+        expect(moved, stuck)
+    return rows
+
+
 def looped_timeline(
     stages: int,
     micro_batches: int,
@@ -188,27 +224,17 @@ def looped_timeline(
     times = times or {"F": 1, "B": 2, "I": 1, "W": 1}
     orders = [looped_order(p, r, m, v, zero_bubble) for r in range(p)]
     last = v * p - 1
-    done: dict[tuple[str, int, int], int] = {}
-    rows: list[list[tuple[str, int, int, int, int]]] = [[] for _ in range(p)]
-    free, nxt = [0] * p, [0] * p
-    while any(nxt[r] < len(orders[r]) for r in range(p)):
-        moved = False
-        for r in range(p):
-            if nxt[r] == len(orders[r]):
-                continue
-            kind, s, k = orders[r][nxt[r]]
-            needs = {
-                "F": ("F", s - 1, k) if s > 0 else None,
-                "W": ("I", s, k),
-            }.get(kind, (kind, s + 1, k) if s < last else ("F", s, k))
-            if needs is not None and needs not in done:
-                continue
-            start = max(free[r], done[needs] if needs is not None else 0)
-            end = start + times[kind]
-            rows[r].append((kind, s, k, start, end))
-            done[(kind, s, k)], free[r], nxt[r], moved = end, end, nxt[r] + 1, True
-        expect(moved, f"the looped schedule deadlocks at p = {p}, m = {m}, v = {v}")
-    return rows
+
+    def needs(kind: str, s: int, k: int) -> Pass | None:
+        if kind == "F":
+            return ("F", s - 1, k) if s > 0 else None
+        if kind == "W":
+            return ("I", s, k)
+        return (kind, s + 1, k) if s < last else ("F", s, k)
+
+    return _lay_out(
+        orders, needs, times, f"the looped schedule deadlocks at p = {p}, m = {m}, v = {v}"
+    )
 
 
 def pipeline_timeline(
@@ -226,26 +252,15 @@ def pipeline_timeline(
         f"a timeline of p = {p:,} stages and m = {m:,} micro-batches has "
         f"{2 * p * m:,} passes; it draws at most {MAX_LISTED_OPS:,}",
     )
-    orders = [pipeline_order(schedule, p, s, m) for s in range(p)]
-    done: dict[tuple[str, int, int], int] = {}  # (pass, micro-batch, stage) -> end time
-    rows: list[list[tuple[str, int, int, int]]] = [[] for _ in range(p)]
-    free, nxt = [0] * p, [0] * p
-    while any(nxt[s] < len(orders[s]) for s in range(p)):
-        moved = False
-        for s in range(p):
-            if nxt[s] == len(orders[s]):
-                continue
-            kind, k = orders[s][nxt[s]]
-            needs = (
-                (("F", k, s - 1) if s > 0 else None)
-                if kind == "F"
-                else (("B", k, s + 1) if s < p - 1 else ("F", k, s))
-            )
-            if needs is not None and needs not in done:
-                continue
-            start = max(free[s], done[needs] if needs is not None else 0)
-            end = start + (forward if kind == "F" else backward)
-            rows[s].append((kind, k, start, end))
-            done[(kind, k, s)], free[s], nxt[s], moved = end, end, nxt[s] + 1, True
-        expect(moved, f"pipeline schedule {schedule!r} deadlocks at p = {p}, m = {m}")
-    return rows
+    orders = [[(kind, s, k) for kind, k in pipeline_order(schedule, p, s, m)] for s in range(p)]
+
+    def needs(kind: str, s: int, k: int) -> Pass | None:
+        if kind == "F":
+            return ("F", s - 1, k) if s > 0 else None
+        return ("B", s + 1, k) if s < p - 1 else ("F", s, k)
+
+    units = {"F": forward, "B": backward}
+    rows = _lay_out(
+        orders, needs, units, f"pipeline schedule {schedule!r} deadlocks at p = {p}, m = {m}"
+    )
+    return [[(kind, k, start, end) for kind, _, k, start, end in row] for row in rows]
