@@ -12,7 +12,7 @@ import json
 from typing import Any, Callable
 
 from placement_edu.arguments import described, flag_type
-from placement_edu.cli.shape import SHAPE
+from placement_edu.cli.shape import SHAPE, add_recompute_flags
 from placement_edu.cli.table import model_from_args
 from placement_edu.errors import (
     MAX_COUNT,
@@ -133,10 +133,7 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
         "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
     )
     t.add_argument("--micro-batch", type=_count("sequences"), default=None, help="b (default 1)")
-    t.add_argument(
-        "--recompute", choices=TransformerSpec.RECOMPUTE, default=None, help="default none"
-    )
-    t.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
+    add_recompute_flags(t)
     t.add_argument(
         "--tensor",
         type=_count("tensor-parallel degree", MAX_DEVICES),

@@ -101,6 +101,22 @@ def add_transformer_flags(
     )
 
 
+def add_recompute_flags(group: argparse._ArgumentGroup) -> None:
+    """--recompute (None when left out: none) and --sequence-parallel, as Korthikanti et al.'s
+    activation formula takes them (``table``, ``estimate``)."""
+    group.add_argument(
+        "--recompute",
+        choices=TransformerSpec.RECOMPUTE,
+        default=None,
+        help="activation recomputation (Korthikanti et al. 2022; default none)",
+    )
+    group.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="Megatron sequence parallelism on the tensor axis (model and strategies)",
+    )
+
+
 def add_step_flags(p: argparse.ArgumentParser) -> None:
     """--hardware, --overlap and --precision: what a step's time is priced with."""
     p.add_argument(

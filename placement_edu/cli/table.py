@@ -13,6 +13,7 @@ from placement_edu.cli.shape import (
     SHAPE,
     add_devices_flag,
     add_precision_flag,
+    add_recompute_flags,
     add_transformer_flags,
     count_flag,
     within_max_params,
@@ -68,17 +69,7 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
         "FSDP2 rows' peak (zero3, fsdp, fsdp_grad_op) from the module's profile, fit's, beside "
         "the formula's",
     )
-    t.add_argument(
-        "--recompute",
-        choices=TransformerSpec.RECOMPUTE,
-        default=None,
-        help="activation recomputation (Korthikanti et al. 2022; default none)",
-    )
-    t.add_argument(
-        "--sequence-parallel",
-        action="store_true",
-        help="Megatron sequence parallelism on the tensor axis (model and strategies)",
-    )
+    add_recompute_flags(t)
 
 
 def _expert_flags(p: argparse.ArgumentParser) -> None:
