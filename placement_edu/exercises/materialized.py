@@ -8,6 +8,7 @@ from placement_edu.exercises import Exercise
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
+from placement_edu.models.shapes import SEVEN_B_CLASS
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
 from placement_edu.strategies import PipelineSchedule, get_strategy
@@ -17,10 +18,9 @@ from placement_edu.units import GB
 GPT3 = TransformerSpec(
     layers=96, hidden=12288, heads=96, seq=2048, vocab=51200, micro_batch=1, name="GPT-3 175B"
 )
-#: A 7B-class model for the pipeline questions (32 layers, h = 4096), selective recomputation.
-SEVEN_B = TransformerSpec(
-    layers=32, hidden=4096, heads=32, seq=2048, vocab=51200, recompute="selective"
-)
+#: The live-set explorer's 7B-class model for the pipeline questions (32 layers, h = 4096),
+#: selective recomputation.
+SEVEN_B = SEVEN_B_CLASS
 
 
 def live_set_bytes(schedule: str, stages: int, micro_batches: int, stage: int = 0) -> Fraction:

@@ -29,6 +29,18 @@ SHAPES: tuple[Shape, ...] = (
     ("Megatron 1T", 128, 25600, 160, 2048, 51200, "Narayanan et al. 2021, Table 1"),
 )
 
+#: The course's 7B-class model for the pipeline's activations (the live-set explorer and its
+#: exercises): 32 layers, h = 4096, a = 32, s = 2048, V = 51200, selective recomputation.
+SEVEN_B_CLASS = TransformerSpec(
+    layers=32,
+    hidden=4096,
+    heads=32,
+    seq=2048,
+    vocab=51200,
+    recompute="selective",
+    name="a 7B-class model",
+)
+
 
 def nearest_shape(psi: int) -> Shape:
     """The published shape (a row of ``SHAPES``) whose GPT-style model (f = 4h) is nearest to

@@ -27,6 +27,7 @@ from matplotlib.patches import Rectangle
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
+from placement_edu.models.shapes import SEVEN_B_CLASS
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
 from placement_edu.presentation.controls import choice_slider, count_slider
@@ -270,15 +271,7 @@ class LiveSetExplorer(Explorer):
     ) -> None:
         import ipywidgets as w
 
-        self.model = model or TransformerSpec(
-            layers=32,
-            hidden=4096,
-            heads=32,
-            seq=2048,
-            vocab=51200,
-            recompute="selective",
-            name="a 7B-class model",
-        )
+        self.model = model or SEVEN_B_CLASS
         self.precision = get_precision(precision)
         self.schedule = w.ToggleButtons(
             options=list(self.SCHEDULES), value=schedule, description="schedule"
