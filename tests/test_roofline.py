@@ -236,3 +236,22 @@ def test_the_optimizer_step_on_the_roofline() -> None:
     assert step == pytest.approx(1_003_782_656 * 28 / 2.4e12, rel=1e-12)
     with pytest.raises(PlacementError, match="optimizer is foreach or fused"):
         replace(hw, optimizer="adam")
+
+
+def test_time_takes_fits_words_and_says_what_float8s_mfu_is_against(capsys) -> None:
+    """`time --model llama-8b --strategy fsdp2` (fit's word for zero3, one name at the door)
+    prices the module's peak, not the formula's; under a float8 preset the MFU line says it is
+    against the bf16 peak alone (torchtitan states none under float8: two tensor-core peaks)."""
+    from placement_edu.cli import main
+
+    argv = ["time", "--model", "llama-8b", "--mesh", "data=8", "--global-batch", "16", "--seq",
+            "8192", "--recompute", "selective", "--attention", "sdpa", "--hardware",
+            "h100-grand-teton", "--fused"]  # fmt: skip
+    outputs = {}
+    for strategy, precision in (("fsdp2", "fsdp2_float8"), ("zero3", "fsdp2_bf16")):
+        assert main([*argv, "--strategy", strategy, "--precision", precision]) == 0
+        outputs[strategy] = capsys.readouterr().out
+    assert "from the module's profile" in outputs["fsdp2"]
+    assert "is not FSDP2" not in outputs["fsdp2"]
+    assert "torchtitan reports no MFU: this is against bf16's alone" in outputs["fsdp2"]
+    assert "torchtitan reports no MFU" not in outputs["zero3"]

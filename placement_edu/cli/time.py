@@ -29,7 +29,7 @@ from placement_edu.architectures import sequence_of
 from placement_edu.errors import PlacementError, shown
 from placement_edu.cli.one_peak import profile_peak, spec_of
 from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
-from placement_edu.setting import Setting, resolve
+from placement_edu.setting import ALIASES, Setting, resolve
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.timing import FLOP_CONVENTION, Hardware
 from placement_edu.units import GB
@@ -168,8 +168,9 @@ _schedule_type = flag_type(_schedule)
 _efficiency_type = flag_type(_efficiency)
 
 
-def lines(priced: Priced, model: TransformerSpec) -> list[str]:
-    """The text report: the configuration, the step and its breakdown, FLOP/s and MFU, memory."""
+def lines(priced: Priced, model: TransformerSpec, float8: bool = False) -> list[str]:
+    """The text report: the configuration, the step and its breakdown, FLOP/s and MFU, memory
+    (``float8``: the precision runs float8 GEMMs, so MFU is said to be against bf16's peak)."""
     c, hw = priced.choice, priced.hardware
     t = c.time
     assert t is not None
@@ -213,6 +214,12 @@ def lines(priced: Priced, model: TransformerSpec) -> list[str]:
         "no known peak for this hardware: no MFU"
         if priced.peak_flops is None
         else f"of the {priced.peak_flops / 1e12:g}e12 dense bf16 peak"
+        + (
+            "; under float8 two tensor-core peaks run, so torchtitan reports no MFU: this is "
+            "against bf16's alone"
+            if float8
+            else ""
+        )
     )
     out += [
         f"model FLOPs {priced.tflops_per_gpu:.4g}e12 per GPU per s{mfu}; hardware FLOPs "
@@ -303,13 +310,13 @@ def _time(args: argparse.Namespace) -> int:
         balanced_stages=args.balanced_stages,
     )
     out = priced.to_dict()
-    text = lines(priced, model)
+    text = lines(priced, model, setting.precision.float8 is not None)
     if args.model is not None:
         strategy = priced.choice.strategy
         peak, how = profile_peak(
             args.model,
             model,
-            args.strategy,
+            ALIASES.get(args.strategy, args.strategy),  # fsdp2 is zero3 (the door's one name)
             mesh,
             setting.precision,
             strategy.micro_batches,
