@@ -51,6 +51,12 @@ DEFAULT_PRECISION = {
     "accelerate:float32": "fp32_adam",
     "accelerate:float16": "mixed_adam",
 }
+#: Megatron's parallel degrees (each a flag): the axis, what it counts, its symbol.
+DEGREES = (
+    ("tensor", "tensor-parallel degree", "t"),
+    ("pipeline", "pipeline stages", "p"),
+    ("data", "data-parallel degree", "d"),
+)
 
 
 def _count(what: str, maximum: int = MAX_COUNT) -> Callable[[str], int]:
@@ -134,18 +140,10 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
     )
     t.add_argument("--micro-batch", type=_count("sequences"), default=None, help="b (default 1)")
     add_recompute_flags(t)
-    t.add_argument(
-        "--tensor",
-        type=_count("tensor-parallel degree", MAX_DEVICES),
-        default=1,
-        help="t (default 1)",
-    )
-    t.add_argument(
-        "--pipeline", type=_count("pipeline stages", MAX_DEVICES), default=1, help="p (default 1)"
-    )
-    t.add_argument(
-        "--data", type=_count("data-parallel degree", MAX_DEVICES), default=1, help="d (default 1)"
-    )
+    for axis, what, symbol in DEGREES:
+        t.add_argument(
+            f"--{axis}", type=_count(what, MAX_DEVICES), default=1, help=f"{symbol} (default 1)"
+        )
     t.add_argument(
         "--micro-batches",
         type=_count("micro-batches", MAX_MICRO_BATCHES),
