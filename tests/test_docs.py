@@ -554,3 +554,15 @@ def test_the_limits_table_is_every_limit_of_errors_py_with_its_value():
         if name.startswith("MAX_") and name != "MAX_EXACT_FLOAT"  # (a float's, not a limit)
     }
     assert {name: _limit_value(text) for name, text in rows} == defined
+
+
+def test_every_count_of_the_courses_notebooks_is_the_number_of_notebooks() -> None:
+    """README's "a 16-notebook course", CONTRIBUTING's "16 notebooks": each count of the course's
+    notebooks in the pages a reader opens first is the number in notebooks/ (a chapter added
+    without the sentence beside it fails here)."""
+    count = len(list((ROOT / "notebooks").glob("*.ipynb")))
+    found = []
+    for page in ("README.md", "CONTRIBUTING.md", "docs/index.md", "docs/instructors.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        found += [(page, int(n)) for n in re.findall(r"\b(\d+)[- ]notebooks?\b", text)]
+    assert found and all(n == count for _, n in found), (count, found)
