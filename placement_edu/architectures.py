@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
+from placement_edu.models.transformer import TransformerSpec
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_PARAMS,
@@ -73,6 +74,27 @@ class Architecture:
 
     def with_(self, **changes: object) -> "Architecture":
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def formula(
+        self, seq: int, micro_batch: int = 1, attention: str = "eager", recompute: str = "none"
+    ) -> TransformerSpec:
+        """The formula's view of this module at ``seq``: a ``TransformerSpec`` of its layers,
+        widths, heads, vocabulary, block and tied or untied embeddings (GPT-2's position table is
+        the formula's s rows, so the two count the same parameters at s = ``positions`` only)."""
+        return TransformerSpec(
+            layers=self.layers,
+            hidden=self.hidden,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            ffn=self.ffn,
+            vocab=self.vocab,
+            seq=seq,
+            micro_batch=micro_batch,
+            attention=attention,
+            recompute=recompute,
+            block="llama" if self.kind == "llama" else "gpt",
+            tied_embeddings=self.tied,
+        )
 
     # --- the tensors ------------------------------------------------------------------------
     def block_tensors(self) -> list[tuple[str, tuple[int, ...]]]:

@@ -303,7 +303,6 @@ def with_context_buffers(
     the one arriving (and their dK/dV beside them in backward), or Ulysses' head-split Q, K, V (and
     their gradients), as ``schedule.context.context_buffer_bytes`` counts them, on the sequence of
     s = c · (the profile's s/c) tokens, in the profile's compute dtype."""
-    from placement_edu.models import TransformerSpec
     from placement_edu.schedule.context import context_applies, context_buffer_bytes
 
     expect(
@@ -311,18 +310,7 @@ def with_context_buffers(
         "a context axis runs attention blockwise (ring) or on whole heads (Ulysses), as "
         f"scaled_dot_product_attention does; got {profile.attention} attention: give sdpa",
     )
-    model = TransformerSpec(
-        layers=arch.layers,
-        hidden=arch.hidden,
-        heads=arch.heads,
-        seq=profile.seq * context,
-        vocab=arch.vocab,
-        micro_batch=profile.micro_batch,
-        ffn=arch.ffn,
-        kv_heads=arch.kv_heads,
-        attention="flash",
-        block="llama" if arch.kind == "llama" else "gpt",
-    )
+    model = arch.formula(profile.seq * context, profile.micro_batch, attention="flash")
     mesh = Mesh.of(context=context, tensor=tensor)
     context_applies(attention, model, mesh, tensor)
     unit = {"fp32": 4, "bf16": 2}[profile.compute]

@@ -111,3 +111,28 @@ def test_layer_k_in_the_formula_checkpoints_l_over_k_layers() -> None:
     assert flops_per_token(two)["backward"] - flops_per_token(none)["backward"] == replayed // 2
     assert flops_per_token(replace(LLAMA_3_8B, recompute="layer:1")) == flops_per_token(full)
     assert replace(LLAMA_3_8B, recompute="layer:33").checkpointed_layers == 0
+
+
+def test_llama_3_2_1b_ties_its_embeddings_and_time_prices_its_module(capsys) -> None:
+    """Llama-3.2-1B shares its output layer with the token embedding (HF config
+    ``tie_word_embeddings: true``): V·h once, 1,235,814,400 parameters -- the module's own count
+    (``architectures``' tensors) -- where an untied Llama block would count 1,498,482,688. So
+    ``time --model llama-1b`` prices the module's peak instead of refusing; the tied embedding
+    is the logit layer's matmul, so no lookup is left out of the FLOPs (as GPT's)."""
+    from dataclasses import replace
+
+    from placement_edu.cli import main
+    from placement_edu.cli.one_peak import parameters
+
+    arch = get_architecture("llama-1b")
+    tied = arch.formula(2048)
+    untied = replace(tied, tied_embeddings=False)
+    assert tied.tied and tied.psi == parameters(arch) == 1_235_814_400
+    assert untied.psi - tied.psi == 128_256 * 2_048 == 262_668_288  # V·h, the output layer
+    assert (tied.lookup_params, untied.lookup_params) == (0, 262_668_288)
+    # the 8B is untied, as before (Meta's 8,030,261,248)
+    assert get_architecture("llama-8b").formula(8192).psi == LLAMA_3_8B.psi == 8_030_261_248
+    argv = ["time", "--model", "llama-1b", "--strategy", "zero3", "--mesh", "data=8",
+            "--global-batch", "8", "--seq", "2048", "--attention", "sdpa"]  # fmt: skip
+    assert main(argv) == 0
+    assert "from the module's profile" in capsys.readouterr().out

@@ -50,7 +50,8 @@ def test_a_placement_fit_does_not_derive_is_the_formulas_and_says_why(capsys) ->
     "argv, says",
     [
         ("--model gpt2 --layers 3", "--model gpt2 gives the shape; leave out --layers"),
-        ("--model llama-1b", "the formula's llama block counts 1,498,482,688"),  # tied
+        # GPT-2's table holds 1,024 positions; the formula's holds s rows: + 1,024·768 at 2,048
+        ("--model gpt2 --seq 2048", "the formula's gpt block counts 125,226,240 at s = 2048"),
         ("", "give the transformer (--layers, --hidden, --heads, --seq, --vocab missing)"),
     ],
 )

@@ -40,8 +40,8 @@ def spec_of(
 ) -> TransformerSpec:
     """The formula's view of ``model`` (a preset or an HF config): its layers, widths, heads and
     vocabulary in a ``TransformerSpec`` whose block is the model's. Refused in one line where the
-    two would not count the same parameters (a Llama with tied embeddings, GPT-2 at a sequence
-    other than its position table's: the formula's table is s rows)."""
+    two would not count the same parameters (GPT-2 at a sequence other than its position table's:
+    the formula's table is s rows)."""
     arch = get_architecture(model)
     spec = transformer_of(arch, seq, micro_batch, attention, recompute)
     held = parameters(arch)
@@ -49,7 +49,7 @@ def spec_of(
         spec.psi == held,
         f"--model {model} has {held:,} parameters; the formula's {spec.block} block counts "
         f"{spec.psi:,} at s = {seq}"
-        + (" (its tied embeddings)" if arch.kind == "llama" else " (its position table)")
+        + " (its position table)"
         + ": give the transformer flags instead",
     )
     return spec
@@ -62,21 +62,9 @@ def transformer_of(
     attention: str = "eager",
     recompute: str = "none",
 ) -> TransformerSpec:
-    """``arch``'s layers, widths, heads and vocabulary in a ``TransformerSpec`` at ``seq`` whose
-    block is the model's (``spec_of`` also checks that the two count the same parameters)."""
-    return TransformerSpec(
-        layers=arch.layers,
-        hidden=arch.hidden,
-        heads=arch.heads,
-        kv_heads=arch.kv_heads,
-        ffn=arch.ffn,
-        vocab=arch.vocab,
-        seq=seq,
-        micro_batch=micro_batch,
-        attention=attention,
-        recompute=recompute,
-        block="llama" if arch.kind == "llama" else "gpt",
-    )
+    """``arch``'s formula at ``seq`` (``Architecture.formula``; ``spec_of`` also checks that the
+    two count the same parameters)."""
+    return arch.formula(seq, micro_batch, attention, recompute)
 
 
 def parameters(arch: Architecture) -> int:

@@ -52,7 +52,8 @@ class TransformerSpec(IdealSlices):
     recomputation -- "eager" (softmax and dropout as separate ops: the 5as²b bytes Korthikanti et
     al. count) or "flash" (FlashAttention: no s² tensor is kept, only the logsumexp).
     ``attention_count``: how attention's FLOPs are counted, "full" or "causal"
-    (``ATTENTION_COUNTS``).
+    (``ATTENTION_COUNTS``). ``tied_embeddings``: the output layer is the token embedding (V·h
+    once); None takes the block's own (GPT's tied, Llama's untied), True a Llama-3.2-1B.
     """
 
     layers: int
@@ -73,6 +74,7 @@ class TransformerSpec(IdealSlices):
     attention: str = "eager"
     block: str = "gpt"
     attention_count: str = "full"
+    tied_embeddings: bool | None = None
 
     RECOMPUTE = ("none", "selective", "full")
     #: The blocks a transformer is built of: GPT's, and Llama's (SwiGLU, RMSNorm, RoPE, untied).
@@ -134,6 +136,16 @@ class TransformerSpec(IdealSlices):
         return self.block == "llama"
 
     @property
+    def tied(self) -> bool:
+        """Whether the output layer is the token embedding: the block's own unless said."""
+        return (not self.llama) if self.tied_embeddings is None else self.tied_embeddings
+
+    @property
+    def embedding_params(self) -> int:
+        """V·h tied, 2·V·h untied (an input embedding and an output layer)."""
+        return (1 if self.tied else 2) * self.vocab * self.hidden
+
+    @property
     def kv_width(self) -> int:
         """K·h/a: the width of the key (and of the value) projection's output."""
         return self.kv_heads * (self.hidden // self.heads)
@@ -143,10 +155,10 @@ class TransformerSpec(IdealSlices):
         h, f, kv = self.hidden, self.ffn, self.kv_width
         if self.llama:  # no biases; SwiGLU's three matrices; two RMSNorm weights; untied, RoPE
             per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
-            return self.layers * per_layer + 2 * self.vocab * h + h
+            return self.layers * per_layer + self.embedding_params + h
         attention = 2 * h * h + 2 * h + 2 * h * kv + 2 * kv  # Q and out h² + h each; K, V h·kv + kv
         per_layer = attention + 2 * h * f + f + h + 4 * h
-        return self.layers * per_layer + self.vocab * h + self.seq * h + 2 * h
+        return self.layers * per_layer + self.embedding_params + self.seq * h + 2 * h
 
     @property
     def checkpointed_layers(self) -> int:
@@ -160,8 +172,8 @@ class TransformerSpec(IdealSlices):
         """Parameters read by a lookup, not a matmul, that FLOP counts leave out: a Llama's
         untied input embedding V·h (torchtitan's ``get_num_flop_per_token`` excludes it). GPT's
         tied embedding is the logit layer's matmul, counted (as is its small position table,
-        the package's convention since its first figures)."""
-        return self.vocab * self.hidden if self.llama else 0
+        the package's convention since its first figures); a tied Llama's likewise."""
+        return 0 if self.tied else self.vocab * self.hidden
 
     @property
     def boundary_elements(self) -> int:
