@@ -29,7 +29,8 @@ from placement_edu.architectures import sequence_of
 from placement_edu.errors import PlacementError, shown
 from placement_edu.cli.one_peak import profile_peak, spec_of
 from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
-from placement_edu.setting import ALIASES, Setting, resolve
+from placement_edu.names import data_part
+from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.timing import FLOP_CONVENTION, Hardware
 from placement_edu.units import GB
@@ -316,7 +317,7 @@ def _time(args: argparse.Namespace) -> int:
         peak, how = profile_peak(
             args.model,
             model,
-            ALIASES.get(args.strategy, args.strategy),  # fsdp2 is zero3 (the door's one name)
+            data_part(strategy.name),  # the resolved placement's (fsdp2 typed: zero3), as plan's
             mesh,
             setting.precision,
             strategy.micro_batches,
