@@ -339,9 +339,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.verify and args.device == "cuda":
         from placement_edu.runtime.measurement.cuda_peak import measure_cuda
 
-        gpu = measure_cuda(
-            args.model, args.micro_batch, seq, args.attention, args.recompute, args.optimizer
-        )
+        gpu = measure_cuda(**_step_keys(args, seq))
         result["measured"] = {
             **measured(gpu, {}),
             **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
@@ -354,16 +352,11 @@ def _fit(args: argparse.Namespace) -> int:
         from placement_edu.runtime.measurement.peak_tracker import measure_in_subprocess
 
         raw = measure_in_subprocess(
-            model=args.model,
             devices=args.devices,
             rank=args.rank,
             precision=args.precision,
-            micro_batch=args.micro_batch,
-            seq=seq,
-            attention=args.attention,
-            recompute=args.recompute,
-            optimizer=args.optimizer,
             reshard_after_forward=reshard,
+            **_step_keys(args, seq),
         )
         result["measured"] = _tracked(raw, fsdp2_applies(args.devices, args.precision))
     print(json.dumps(result, indent=2) if args.json else text(result, peak))
