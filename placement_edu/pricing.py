@@ -24,6 +24,7 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
+from typing import TypedDict
 
 from placement_edu.configuration import Choice, PeakOf, Priced
 from placement_edu.errors import PlacementError, expect, shown
@@ -385,6 +386,19 @@ def collectives(
         (*key, one.get(key, 0.0) + (m - 1) * (two.get(key, 0.0) - one.get(key, 0.0)))
         for key in sorted(set(one) | set(two), key=lambda k: (PASSES.index(k[2]), k))
     ]
+
+
+class PriceOptions(TypedDict, total=False):
+    """``price_configuration``'s keywords beyond the setting and the batch (``time``'s flags), as
+    ``tasks.price`` hands them on: their defaults are ``price_configuration``'s, stated there once.
+    """
+
+    sequence_parallel: bool
+    schedule: str
+    overlap: str
+    efficiency: float
+    context_attention: str
+    balanced_stages: bool
 
 
 def price_configuration(

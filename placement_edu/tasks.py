@@ -6,13 +6,14 @@ will one rank's step of a real model fit (``fitting.fit_peak``, what ``placement
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Unpack
 
 from placement_edu.configuration import Priced
 from placement_edu.fitting import fit_peak
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import Precision
-from placement_edu.pricing import price_configuration
+from placement_edu.pricing import PriceOptions, price_configuration
 from placement_edu.setting import Setting, resolve
 from placement_edu.strategies import Strategy
 from placement_edu.timing import Hardware
@@ -31,26 +32,13 @@ def price(
     precision: str | Precision = "mixed_adam",
     *,
     recompute: str = "none",
-    sequence_parallel: bool = False,
-    schedule: str = "1f1b",
-    overlap: str = "per_pass",
-    efficiency: float = 1.0,
-    context_attention: str = "ring",
-    balanced_stages: bool = False,
+    **options: Unpack[PriceOptions],
 ) -> Priced:
     """One step of ``strategy`` for ``model`` on ``mesh`` (e.g. ``"data=8,tensor=8"``) with
     ``global_batch`` sequences: its time on rank 0, where the time goes, FLOP/s, MFU and the peak
     bytes, as ``placement-edu time`` prints it. ``hardware`` and ``precision``: a preset's name
     or the value itself. ``strategy`` may be a ``Setting`` (``resolve``), which brings the rest but
-    the batch. The keywords are ``time``'s flags (``pricing.price_configuration``)."""
+    the batch. The other keywords are ``time``'s flags, ``pricing.price_configuration``'s
+    (``PriceOptions``), with its defaults."""
     setting = resolve(strategy, model, mesh, precision, hardware, recompute=recompute)
-    return price_configuration(
-        setting,
-        global_batch=global_batch,
-        sequence_parallel=sequence_parallel,
-        schedule=schedule,
-        overlap=overlap,
-        efficiency=efficiency,
-        context_attention=context_attention,
-        balanced_stages=balanced_stages,
-    )
+    return price_configuration(setting, global_batch=global_batch, **options)

@@ -173,6 +173,23 @@ def test_every_result_type_prints_renders_in_a_notebook_and_serialises() -> None
     assert lacking == [], "inherit shown.Shown, or write __str__, _repr_html_ and to_dict"
 
 
+def test_price_hands_times_flags_to_price_configuration_with_its_defaults() -> None:
+    """``price``'s keywords are ``price_configuration``'s (``PriceOptions``): one that is given
+    reaches it (bucketed overlap streams its units; at half the FLOP/s the compute takes twice as
+    long), and one left out takes ``price_configuration``'s default, not a copy of it."""
+    from placement_edu.pricing import price_configuration
+
+    model = placement_edu.TransformerSpec(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000)
+    priced = placement_edu.price("zero3", model, "data=8", 8, overlap="bucketed", efficiency=0.5)
+    direct = price_configuration(model, "data=8", "zero3", 8, overlap="bucketed", efficiency=0.5)
+    assert priced.to_dict() == direct.to_dict()
+    plain = placement_edu.price("zero3", model, "data=8", 8)
+    assert priced.overlap == "bucketed" and len(priced.streams) > 0
+    assert priced.hardware.flops == plain.hardware.flops / 2
+    assert plain.to_dict() == price_configuration(model, "data=8", "zero3", 8).to_dict()
+    assert plain.overlap == "per_pass" and plain.streams == ()
+
+
 def test_a_result_prints_renders_and_serialises_its_own_figures() -> None:
     """ZeRO's Table 1 (Rajbhandari et al. 2020): Ψ = 7.5e9 under ZeRO-3 on 64 devices holds 16Ψ/64
     = 1.875 GB of model state; the step sends 3Ψ's ring bytes, 3 · 2 · 7.5e9 · 63/64 bytes."""
