@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,51 @@ def test_wrapped_keeps_a_number_with_its_unit():
         lines = wrapped(text).split("\n")
         assert len(lines) > 1 and all(len(line) <= 100 for line in lines)
         assert not [line for line in lines if re.match(r"\s+(B|GB|GiB|GB/s)\b", line)], lines
+
+
+# --- minutes: a stated model, not a stopwatch (issue 40, item 7) -------------------------------
+def _code(source: str, *outputs: dict) -> dict:
+    return {"cell_type": "code", "source": source, "outputs": list(outputs)}
+
+
+def test_a_notebooks_minutes_are_its_words_cells_figures_explorers_and_exercises():
+    from placement_edu.course.minutes import reading
+
+    cells = [
+        {"cell_type": "markdown", "source": "word " * 390},
+        _code("x = 1", {"output_type": "stream", "name": "stdout", "text": "a b c d e\n"}),
+        _code(
+            "GridExplorer(strategy='zero3')",
+            {"data": {"text/plain": "GridExplorer(...)", "text/html": "<div/>"}},
+        ),
+        _code("show()", {"data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}),
+        _code('answer = ...\ncheck_answer("start-here-zero2-grad-bytes", answer)'),
+    ]
+    r = reading(cells)
+    # 390 + 3 + 5 printed + 1 + 1 + 5 words; the widget's and the figure's text/plain unread
+    assert (r.words, r.code_cells, r.figures, r.explorers, r.exercises) == (405, 4, 1, 1, 1)
+    # 405/200 + 4 × 1/2 + 1 + 3 + 4 = 12.025 minutes, rounded up to 15
+    assert r.exact == Fraction(405, 200) + 2 + 1 + 3 + 4 and r.minutes == 15
+    assert reading(cells[:1]).minutes == 5  # 1.95 minutes: a notebook is at least 5
+
+
+def test_00s_map_states_the_model_and_the_models_minutes():
+    from placement_edu.course.minutes import course_minutes, model_sentence, total_phrase
+
+    (cell,) = [c for c in _cells(NOTEBOOKS[0]) if "".join(c["source"]).startswith("## Map")]
+    text = " ".join("".join(cell["source"]).split())
+    mapped = {n: int(m) for n, m in re.findall(r"\| (\d\d) \|[^|]*\|[^|]*\| (\d+) \|", text)}
+    assert mapped == course_minutes()  # python -m placement_edu.course.minutes prints them
+    assert total_phrase(sum(mapped.values())) in text
+    assert (
+        f"The minutes are a model, not a stopwatch (`placement_edu.course.minutes`): "
+        f"{model_sentence()}." in text
+    )
+
+
+def test_only_notebook_10_runs_over_one_sitting():
+    # 10 (Megatron TP, pipelines, schedules) is 65 minutes by the model against a 60-minute
+    # sitting: a candidate to split (its owner's). A second notebook over, or 10 split, fails here.
+    from placement_edu.course.minutes import SITTING_MINUTES, course_minutes
+
+    assert [n for n, m in course_minutes().items() if m > SITTING_MINUTES] == ["10"]

@@ -69,6 +69,7 @@ from placement_edu.runtime import ContextRun
 from placement_edu.runtime.verdict import ROUNDING_MULTIPLE
 from placement_edu.timing import attention_flops_per_token, palm_flops_per_token
 from placement_edu.mesh import Mesh
+from placement_edu.course.minutes import model_sentence
 from placement_edu.course.slides import lecture_minutes, lecture_path
 from placement_edu.exercises import EXERCISES, solution
 from placement_edu.exercises.collectives_and_time import THRESHOLD_HW
@@ -911,7 +912,7 @@ def _asked(cell: dict, text: str) -> list[tuple[int, int]]:
 
 
 #: A notebook's minutes: a header's "**Time:** about 35 minutes", a row of 00's map ("| 35 |"),
-#: the total ("About 7 hours 50 minutes in all (470 minutes").
+#: the total ("About 13 hours 50 minutes in all (830 minutes"): placement_edu.course.minutes.
 MINUTES = re.compile(
     r"\*\*Time:\*\* (?:about )?\d+ minutes|\| \d+ \|(?= \| \d\d \||$| About \d+ hours)|"
     r"About \d+ hours \d+ minutes in all \(\d+ minutes"
@@ -998,6 +999,7 @@ def _unsourced(notebook: Path) -> list[tuple[str, str]]:
         ruled = _asked(cell, text) + _spans(text, MINUTES) + _spans(text, lecture_path())
         ruled += _spans(text, f"A {lecture_minutes()}-minute lecture path")
         ruled += _spans(text, QUOTED)
+        ruled += _spans(text, model_sentence())  # the minutes' model, read from its constants
         for match in NUMBER.finditer(text):
             if _kind(text, match, outputs, literals):
                 continue
