@@ -562,6 +562,14 @@ def test_table_help_lists_the_presets_and_the_triple_form(capsys) -> None:
     assert "{none,selective,full}" in out
 
 
+@pytest.mark.parametrize("command", ["table", "plan", "time"])
+def test_model_help_names_every_reference_model(capsys, command: str) -> None:
+    # one --model flag (cli/shape.add_model_flag): table and plan named gpt2 and llama-8b only
+    assert main([command, "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a real model (gpt2, llama-1b, llama-8b, or PATH/config.json) instead of" in out
+
+
 def test_sequence_parallel_sets_the_model_and_the_strategy(capsys) -> None:
     plain, sp = _table(capsys), _table(capsys, "--sequence-parallel")
     t, per_layer_attention = 4, Fraction(5 * 4 * 16, 64 * 4)  # 5as/(ht) = 5/4

@@ -10,10 +10,11 @@ import json
 from dataclasses import replace
 
 from placement_edu.architectures import sequence_of
-from placement_edu.arguments import flag_type, model_name
+from placement_edu.arguments import flag_type
 from placement_edu.cli.shape import (
     SHAPE,
     add_devices_flag,
+    add_model_flag,
     add_step_flags,
     add_transformer_flags,
     count_flag as _count,
@@ -59,14 +60,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         required=False,
         shape_note=" (--seq may also reshape the --params default)",
     )
-    p.add_argument(
-        "--model",
-        type=flag_type(model_name),
-        default=None,
-        help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the "
-        "transformer flags: its shape, and each FSDP2 plan's peak (zero3, fsdp, fsdp_grad_op, "
-        "hsdp on data, replica and tensor axes) from the module's profile, fit's, the formula's "
-        "beside it",
+    add_model_flag(
+        p,
+        "--params or the transformer flags",
+        "its shape, and each FSDP2 plan's peak (zero3, fsdp, fsdp_grad_op, hsdp on data, replica "
+        "and tensor axes) from the module's profile, fit's, the formula's beside it",
     )
     add_devices_flag(p)
     p.add_argument(

@@ -1,7 +1,7 @@
 """The flags that describe a transformer and the hardware it is priced on, written once for the
-commands that take them (``table``, ``plan``, ``time``): its shape (SPEC §3), grouped-query
-attention, the attention implementation, the micro-batch, the devices, and the hardware, overlap
-and precision of a step's time (SPEC §9)."""
+commands that take them (``table``, ``plan``, ``time``): its shape (SPEC §3) or a real model's,
+grouped-query attention, the attention implementation, the micro-batch, the devices, and the
+hardware, overlap and precision of a step's time (SPEC §9)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import argparse
 
 from typing import Callable, TypeVar
 
-from placement_edu.arguments import flag_type, listed, named
+from placement_edu.architectures import PRESETS as MODELS
+from placement_edu.arguments import flag_type, listed, model_name, named
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_DEVICES,
@@ -41,6 +42,19 @@ def add_devices_flag(p: argparse.ArgumentParser) -> None:
         type=flag_type(read_int, "devices", MAX_DEVICES),
         required=True,
         help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
+    )
+
+
+def add_model_flag(group: argparse._ActionsContainer, instead: str, gives: str) -> None:
+    """--model: a reference model's name (``architectures.PRESETS``) or an HF config's path, typed
+    ``instead`` of the shape flags; ``gives`` says what the command takes from it (``table``,
+    ``plan``, ``time``)."""
+    group.add_argument(
+        "--model",
+        type=flag_type(model_name),
+        default=None,
+        help=f"a real model ({', '.join(MODELS)}, or PATH/config.json) instead of {instead}: "
+        + gives,
     )
 
 

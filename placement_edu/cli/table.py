@@ -8,10 +8,11 @@ import json
 from fractions import Fraction
 
 from placement_edu.architectures import sequence_of
-from placement_edu.arguments import flag_type, model_name
+from placement_edu.arguments import flag_type
 from placement_edu.cli.shape import (
     SHAPE,
     add_devices_flag,
+    add_model_flag,
     add_precision_flag,
     add_recompute_flags,
     add_transformer_flags,
@@ -33,8 +34,6 @@ from placement_edu.report import Comparison, compare
 from placement_edu.setting import resolve
 from placement_edu.units import fmt_gb
 from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strategy
-
-_count = count_flag
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,14 +59,11 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
     """The transformer's shape (instead of --params), or a real model's."""
     t = p.add_argument_group("transformer (instead of --params; needed to price tp and pp)")
     add_transformer_flags(t, required=False, defaults=False)
-    t.add_argument(
-        "--model",
-        type=flag_type(model_name),
-        default=None,
-        help="a real model (gpt2, llama-8b, or PATH/config.json) instead of --params or the shape "
-        "flags (--seq, --micro-batch, --attention, --recompute as given): its shape, and the "
-        "FSDP2 rows' peak (zero3, fsdp, fsdp_grad_op) from the module's profile, fit's, beside "
-        "the formula's",
+    add_model_flag(
+        t,
+        "--params or the shape flags (--seq, --micro-batch, --attention, --recompute as given)",
+        "its shape, and the FSDP2 rows' peak (zero3, fsdp, fsdp_grad_op) from the module's "
+        "profile, fit's, beside the formula's",
     )
     add_recompute_flags(t)
 
@@ -78,8 +74,12 @@ def _expert_flags(p: argparse.ArgumentParser) -> None:
         "mixture of experts (with the transformer flags: a Mixtral-style MoE, SwiGLU experts of "
         "width --ffn; an expert axis in --mesh splits its experts)"
     )
-    e.add_argument("--experts", type=_count("experts"), default=None, help="E, experts per layer")
-    e.add_argument("--top-k", type=_count("experts per token"), default=None, help="k (default 2)")
+    e.add_argument(
+        "--experts", type=count_flag("experts"), default=None, help="E, experts per layer"
+    )
+    e.add_argument(
+        "--top-k", type=count_flag("experts per token"), default=None, help="k (default 2)"
+    )
     e.add_argument(
         "--capacity-factor",
         type=flag_type(read_capacity_factor),

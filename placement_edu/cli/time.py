@@ -9,12 +9,13 @@ import argparse
 import json
 from dataclasses import replace
 
-from placement_edu.arguments import flag_type, listed, model_name
+from placement_edu.arguments import flag_type, listed
 from placement_edu.cli.shape import (
     SHAPE,
+    add_model_flag,
     add_step_flags,
     add_transformer_flags,
-    count_flag as _count,
+    count_flag,
     read_number,
     transformer_from_flags,
 )
@@ -60,18 +61,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     shape = p.add_argument_group("transformer")
     add_transformer_flags(shape, required=False, shape_note=" (required without --model)")
-    shape.add_argument(
-        "--model",
-        type=flag_type(model_name),
-        default=None,
-        help="a real model (gpt2, llama-1b, llama-8b, or PATH/config.json): its shape for the "
-        "formula, and its peak from the module's profile (fit's) where fit derives the "
-        "placement -- FSDP2 (zero3, fsdp, fsdp_grad_op, hsdp) on data, replica and tensor axes "
-        "-- with the formula's beside it",
+    add_model_flag(
+        shape,
+        "the transformer flags",
+        "its shape for the formula, and its peak from the module's profile (fit's) where fit "
+        "derives the placement -- FSDP2 (zero3, fsdp, fsdp_grad_op, hsdp) on data, replica and "
+        "tensor axes -- with the formula's beside it",
     )
     p.add_argument(
         "--global-batch",
-        type=_count("sequences"),
+        type=count_flag("sequences"),
         required=True,
         help="sequences per optimizer step (m = global batch ÷ (data replicas × b))",
     )
