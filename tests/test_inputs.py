@@ -570,6 +570,18 @@ def test_model_help_names_every_reference_model(capsys, command: str) -> None:
     assert "a real model (gpt2, llama-1b, llama-8b, or PATH/config.json) instead of" in out
 
 
+@pytest.mark.parametrize("command, example", [("table", "7.5e9"), ("plan", "70e9")])
+def test_a_transformer_in_part_names_the_missing_flags(capsys, command: str, example: str) -> None:
+    # one check (cli/shape.require_shape) for table's and plan's shape flags
+    assert one_line_error(capsys, [command, "--devices", "8"]) == (
+        f"placement-edu: error: give --params (e.g. {example}) or a transformer "
+        "(--layers --hidden --heads --seq --vocab)"
+    )
+    assert one_line_error(capsys, [command, "--hidden", "64", "--devices", "8"]) == (
+        "placement-edu: error: a transformer needs --layers, --heads, --seq, --vocab too"
+    )
+
+
 def test_sequence_parallel_sets_the_model_and_the_strategy(capsys) -> None:
     plain, sp = _table(capsys), _table(capsys, "--sequence-parallel")
     t, per_layer_attention = 4, Fraction(5 * 4 * 16, 64 * 4)  # 5as/(ht) = 5/4

@@ -19,6 +19,7 @@ from placement_edu.cli.shape import (
     add_transformer_flags,
     count_flag as _count,
     read_number,
+    require_shape,
     transformer_from_flags,
 )
 from placement_edu.errors import (
@@ -126,13 +127,7 @@ def transformer_from_args(args: argparse.Namespace) -> tuple[TransformerSpec, st
             )
         model, assumption = default_transformer(args.params, args.micro_batch, args.seq)
         return replace(model, attention=args.attention), assumption
-    missing = [f"--{k}" for k, v in shape.items() if v is None]
-    if len(missing) == len(shape):
-        raise PlacementError(
-            "give --params (e.g. 70e9) or a transformer (--layers --hidden --heads --seq --vocab)"
-        )
-    if missing:
-        raise PlacementError(f"a transformer needs {', '.join(missing)} too")
+    require_shape(args, "70e9")
     return transformer_from_flags(args), ""
 
 

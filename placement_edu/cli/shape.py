@@ -157,6 +157,17 @@ def add_precision_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def require_shape(args: argparse.Namespace, params_example: str) -> None:
+    """Every shape flag (``SHAPE``) given, or one line: with none, give --params (e.g.
+    ``params_example``) or a transformer; with some, the ones missing (``table``, ``plan``)."""
+    missing = [f"--{k}" for k, _ in SHAPE if getattr(args, k) is None]
+    if len(missing) == len(SHAPE):
+        flags = " ".join(f"--{k}" for k, _ in SHAPE)
+        raise PlacementError(f"give --params (e.g. {params_example}) or a transformer ({flags})")
+    if missing:
+        raise PlacementError(f"a transformer needs {', '.join(missing)} too")
+
+
 def transformer_from_flags(args: argparse.Namespace) -> TransformerSpec:
     """The transformer ``add_transformer_flags``'s flags describe (every shape flag given), refused
     in one line above ``MAX_PARAMS`` parameters or where --kv-heads does not divide --heads."""

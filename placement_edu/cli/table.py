@@ -17,6 +17,7 @@ from placement_edu.cli.shape import (
     add_recompute_flags,
     add_transformer_flags,
     count_flag,
+    require_shape,
     within_max_params,
 )
 from placement_edu.errors import (
@@ -165,13 +166,7 @@ def model_from_args(args: argparse.Namespace) -> Model:
                 "experts' width); --params gives Ψ alone: give the transformer flags instead"
             )
         return per_layer_model(args.params)
-    missing = [f"--{k}" for k, v in shape.items() if v is None]
-    if len(missing) == len(shape):
-        raise PlacementError(
-            "give --params (e.g. 7.5e9) or a transformer (--layers --hidden --heads --seq --vocab)"
-        )
-    if missing:
-        raise PlacementError(f"a transformer needs {', '.join(missing)} too")
+    require_shape(args, "7.5e9")
     if getattr(args, "experts", None) is not None:
         return moe_from_args(args, shape)
     moe_only = [
