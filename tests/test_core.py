@@ -199,7 +199,11 @@ def test_tensor_parallel_traffic_scales_with_activations_not_psi() -> None:
     reduces = [o for o in report.schedule.collectives if o.axis == "tensor"]
     assert len(reduces) == 4 * 4  # SPEC §4: 4 all-reduces per layer per step
     assert {o.payload_bytes for o in reduces} == {2 * 512 * 1024 * 2}  # b·s·h 16-bit
-    assert report.memory.device[State.PARAMS] == Fraction(2 * t.psi, 4)
+    # Megatron keeps R (norms, row-parallel biases, positions) whole on every tensor rank:
+    # 2 bytes × ((Ψ − R)/4 + R), R = 6h·L + 2h + s·h = 24,576 + 2,048 + 524,288
+    assert t.replicated_elements == 550_912
+    r = t.replicated_elements
+    assert report.memory.device[State.PARAMS] == 2 * (Fraction(t.psi - r, 4) + r)
 
 
 def test_pipeline_sends_boundary_activations_m_times() -> None:

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from placement_edu.errors import non_negative_int, positive_int
+from placement_edu.errors import expect, non_negative_int, positive_int
 from placement_edu.models.protocol import NoAttention
 from placement_edu.models.splits import (
     Coords,
@@ -21,21 +21,39 @@ from placement_edu.models.splits import (
 )
 
 
+def tensor_split(psi: int, replicated: int, split: Degrees) -> Fraction:
+    """Elements of Ψ on one device of the axes in ``split``: the R parameters tensor parallelism
+    leaves whole on every tensor rank are divided by every other axis, the rest by the tensor
+    axis too -- ((Ψ − R)/t + R)/(d1·d2·...) for the other axes' degrees; Ψ/(t·d1·d2·...) when
+    R = 0. (Megatron-LM, ``megatron/core/tensor_parallel/layers.py``: a column-parallel layer
+    holds 1/t of its weight and bias, a row-parallel one 1/t of its weight and the whole bias.)"""
+    t = split.get("tensor", 1)
+    others = math.prod(n for axis, n in split.items() if axis != "tensor")
+    return Fraction(psi - replicated, t * others) + Fraction(replicated, others)
+
+
 class IdealSlices:
     """What the derivations ask of a model, for the Ψ-level formula: a state split over axes of
-    degrees d1, d2, ... holds exactly Ψ/(d1·d2·...) elements per device, with no padding."""
+    degrees d1, d2, ... holds exactly Ψ/(d1·d2·...) elements per device, with no padding --
+    except the ``replicated_elements`` (R) that the tensor axis leaves whole: (Ψ − R)/t + R on a
+    tensor rank (``tensor_split``). Pipeline stages take equal shares of both (Ψ-level)."""
 
     psi: int
+    #: R: parameters tensor parallelism leaves whole on every tensor rank (0: all split by t).
+    replicated_elements: int = 0
 
     def local_elements(self, split: Degrees, coords: Coords = None) -> Number:
-        """Elements of a state on one device after dividing by each split axis' degree."""
-        return Fraction(self.psi, math.prod(split.values()))
+        """Elements of a state on one device after dividing by each split axis' degree (R not
+        by the tensor axis')."""
+        return tensor_split(self.psi, self.replicated_elements, split)
 
     def traffic_elements(
         self, split_other: Degrees, padded_for: int = 1, coords: Coords = None
     ) -> Number:
-        """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits."""
-        return Fraction(self.psi, math.prod(split_other.values()))
+        """Full size of the tensor a data-axis collective moves: Ψ over the other axes' splits
+        (R not over the tensor axis: a tensor rank reduces its whole copy of the replicated
+        parameters' gradients)."""
+        return tensor_split(self.psi, self.replicated_elements, split_other)
 
     def padding(self, n: int) -> int:
         """Elements of padding a sharding over ``n`` adds: none for the ideal formula."""
@@ -77,9 +95,10 @@ class ModelSpec(NoAttention, IdealSlices):
     micro-batch (b·s·h for a transformer); drives tensor- and pipeline-parallel traffic.
     ``activation_bytes``: activation bytes one device keeps for one micro-batch without parallelism.
     ``tp_blocks_per_layer``: column-then-row-parallel pairs per layer (2 for attention + MLP).
-    ``replicated_elements``: parameters tensor parallelism leaves whole on every tensor rank (norms,
-    row-parallel biases). The Ψ-level formula still divides all Ψ by t; this count only prices the
-    all-reduce their gradients need on the tensor axis under sequence parallelism (SPEC §6 rule 3).
+    ``replicated_elements``: R, parameters tensor parallelism leaves whole on every tensor rank
+    (norms, row-parallel biases): a tensor rank holds (Ψ − R)/t + R of each model state, and under
+    sequence parallelism their gradients are all-reduced on the tensor axis (SPEC §6 rule 3).
+    0, the default, splits all of Ψ over t.
     """
 
     psi: int
@@ -99,6 +118,11 @@ class ModelSpec(NoAttention, IdealSlices):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         for name in ("boundary_elements", "activation_bytes", "replicated_elements"):
             object.__setattr__(self, name, non_negative_int(name, getattr(self, name)))
+        expect(
+            self.replicated_elements <= self.psi,
+            f"replicated_elements ({self.replicated_elements:,}) must be at most psi "
+            f"({self.psi:,}): they are the parameters tensor parallelism leaves whole",
+        )
 
     def activation_bytes_per_microbatch(self, tensor: int, layers_here: Fraction) -> Number:
         """Activation bytes one device keeps for one micro-batch (ideal split over t and stages)."""

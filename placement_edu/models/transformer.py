@@ -44,7 +44,8 @@ class TransformerSpec(IdealSlices):
     (MLP with biases) + 4h (two layernorms); plus embeddings V·h + s·h and a final layernorm 2h.
     With f = 4h this is Megatron's 12h² + 13h per layer (Narayanan et al. 2021, §5.1).
     A Llama block: 2h² + 2h·K·h/a attention, 3hf SwiGLU, 2h for its two RMSNorm weights; plus
-    2·V·h untied embeddings and a final RMSNorm h (Llama-3-8B: 8,030,261,248).
+    2·V·h untied embeddings and a final RMSNorm h (Llama-3-8B: 8,030,261,248). Megatron's tensor
+    parallelism keeps R of them whole on every tensor rank (``replicated_elements``).
 
     ``kv_heads`` (0 means ``heads``): grouped-query attention's key-value heads K; the key and
     value projections are K·(h/a) wide, so attention's weights are 2h² + 2h·K·h/a (+ biases
@@ -158,7 +159,26 @@ class TransformerSpec(IdealSlices):
             return self.layers * per_layer + self.embedding_params + h
         attention = 2 * h * h + 2 * h + 2 * h * kv + 2 * kv  # Q and out h² + h each; K, V h·kv + kv
         per_layer = attention + 2 * h * f + f + h + 4 * h
-        return self.layers * per_layer + self.embedding_params + self.seq * h + 2 * h
+        return self.layers * per_layer + self.embedding_params + self.position_params + 2 * h
+
+    @property
+    def position_params(self) -> int:
+        """s·h: GPT's learned position table, one row per position; 0 for a Llama block (RoPE
+        computes its rotations, it learns none)."""
+        return 0 if self.llama else self.seq * self.hidden
+
+    @property
+    def replicated_elements(self) -> int:  # type: ignore[override]  # derived from the shape
+        """R: the parameters Megatron-LM keeps whole on every tensor rank, so a rank holds
+        (Ψ − R)/t + R of each model state (16(Ψ − R)/t + 16R bytes under ``mixed_adam``): the
+        layers' norms and row-parallel biases and the final norm (``tensor_replicated_elements``)
+        and the learned position table (``position_params``: LanguageModelEmbedding's "Position
+        embedding (serial)", a plain ``torch.nn.Embedding``). GPT: R = 6h·L + 2h + s·h; a Llama
+        block: 2h·L + h. What is split: the word embedding (by vocabulary,
+        ``VocabParallelEmbedding``), every column-parallel weight and bias, every row-parallel
+        weight (``megatron/core/tensor_parallel/layers.py``). Sequence parallelism splits
+        activations, not R."""
+        return self.tensor_replicated_elements(range(self.layers), True) + self.position_params
 
     @property
     def checkpointed_layers(self) -> int:
@@ -183,9 +203,13 @@ class TransformerSpec(IdealSlices):
     tp_blocks_per_layer: int = field(default=2, init=False)
 
     def tensor_replicated_elements(self, layers: range, last_stage: bool) -> int:
-        """Parameters Megatron leaves whole on every tensor rank: two layernorms (4h) and the biases
+        """Parameters of ``layers`` Megatron leaves whole on every tensor rank and all-reduces on
+        the tensor axis under sequence parallelism (``sequence_parallel`` set on them; its
+        ``finalize_model_grads._allreduce_layernorm_grads``): two layernorms (4h) and the biases
         of the two row-parallel layers (2h) per layer, and the final layernorm (2h) on the last
-        stage. A Llama block: its two RMSNorm weights (2h), the final one (h)."""
+        stage. A Llama block: its two RMSNorm weights (2h), the final one (h). The position table,
+        also whole, is not among them: it is read before the sequence is scattered, so every
+        tensor rank computes its whole gradient (``replicated_elements`` counts it)."""
         if self.llama:
             return 2 * self.hidden * len(layers) + (self.hidden if last_stage else 0)
         return 6 * self.hidden * len(layers) + (2 * self.hidden if last_stage else 0)
