@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from typing import Any
 
 from placement_edu.arguments import described, flag_type
-from placement_edu.cli.shape import SHAPE, add_recompute_flags
+from placement_edu.cli.shape import SHAPE, add_recompute_flags, count_flag
 from placement_edu.cli.table import model_from_args
 from placement_edu.errors import (
-    MAX_COUNT,
     MAX_DEVICES,
     MAX_MICRO_BATCHES,
     MAX_PARAMS,
@@ -59,10 +58,6 @@ DEGREES = (
 )
 
 
-def _count(what: str, maximum: int = MAX_COUNT) -> Callable[[str], int]:
-    return flag_type(read_int, what, maximum)
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "estimate",
@@ -94,19 +89,19 @@ def _tool_flags(p: argparse.ArgumentParser) -> None:
     """What DeepSpeed's and Accelerate's estimates take."""
     p.add_argument(
         "--gpus-per-node",
-        type=_count("GPUs per node", MAX_DEVICES),
+        type=count_flag("GPUs per node", MAX_DEVICES),
         default=1,
         help="deepspeed (default 1)",
     )
     p.add_argument(
-        "--nodes", type=_count("nodes", MAX_DEVICES), default=1, help="deepspeed (default 1)"
+        "--nodes", type=count_flag("nodes", MAX_DEVICES), default=1, help="deepspeed (default 1)"
     )
     p.add_argument(
         "--stage", type=int, choices=(2, 3), default=2, help="deepspeed: ZeRO stage (default 2)"
     )
     p.add_argument(
         "--largest-layer",
-        type=_count("parameters", MAX_PARAMS),
+        type=count_flag("parameters", MAX_PARAMS),
         help="parameters of the largest layer (deepspeed --stage 3; accelerate's Largest Layer)",
     )
     p.add_argument(
@@ -124,7 +119,7 @@ def _tool_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--buffer-bytes",
-        type=_count("bytes", MAX_PARAMS),
+        type=count_flag("bytes", MAX_PARAMS),
         default=0,
         help="accelerate: bytes of module buffers counted with the weights (default 0)",
     )
@@ -134,19 +129,21 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
     """A transformer and its parallel degrees, as Megatron's estimate takes them."""
     t = p.add_argument_group("transformer (megatron; or instead of --params)")
     for flag, what in SHAPE:
-        t.add_argument(f"--{flag}", type=_count(flag), help=what)
+        t.add_argument(f"--{flag}", type=count_flag(flag), help=what)
     t.add_argument(
-        "--ffn", type=_count("ffn units"), default=None, help="f, MLP width (default 4h)"
+        "--ffn", type=count_flag("ffn units"), default=None, help="f, MLP width (default 4h)"
     )
-    t.add_argument("--micro-batch", type=_count("sequences"), default=None, help="b (default 1)")
+    t.add_argument(
+        "--micro-batch", type=count_flag("sequences"), default=None, help="b (default 1)"
+    )
     add_recompute_flags(t)
     for axis, what, symbol in DEGREES:
         t.add_argument(
-            f"--{axis}", type=_count(what, MAX_DEVICES), default=1, help=f"{symbol} (default 1)"
+            f"--{axis}", type=count_flag(what, MAX_DEVICES), default=1, help=f"{symbol} (default 1)"
         )
     t.add_argument(
         "--micro-batches",
-        type=_count("micro-batches", MAX_MICRO_BATCHES),
+        type=count_flag("micro-batches", MAX_MICRO_BATCHES),
         default=None,
         help="m per step (default: p, a full pipeline)",
     )

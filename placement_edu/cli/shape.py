@@ -30,16 +30,17 @@ from placement_edu.timing import HARDWARE, OVERLAPS
 SHAPE = (("layers", "L"), ("hidden", "h"), ("heads", "a"), ("seq", "s"), ("vocab", "V"))
 
 
-def count_flag(what: str) -> Callable[[str], int]:
-    """An argparse type for a whole count (layers, widths, sequences): exact, 1 to MAX_COUNT."""
-    return flag_type(read_int, what, MAX_COUNT)
+def count_flag(what: str, most: int = MAX_COUNT) -> Callable[[str], int]:
+    """An argparse type for a whole count of ``what`` (layers, widths, sequences, devices): exact,
+    1 to ``most`` (``errors.read_int``)."""
+    return flag_type(read_int, what, most)
 
 
 def add_devices_flag(p: argparse.ArgumentParser) -> None:
     """--devices N, required: the number of devices (``table``, ``plan``)."""
     p.add_argument(
         "--devices",
-        type=flag_type(read_int, "devices", MAX_DEVICES),
+        type=count_flag("devices", MAX_DEVICES),
         required=True,
         help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
     )

@@ -100,7 +100,7 @@ def _placement_flags(p: argparse.ArgumentParser) -> None:
     """The devices, the strategies, the precision and the mesh; and how the answer is printed."""
     p.add_argument(
         "--micro-batches",
-        type=flag_type(read_int, "micro-batches", MAX_MICRO_BATCHES),
+        type=count_flag("micro-batches", MAX_MICRO_BATCHES),
         default=None,
         help=f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})",
     )
