@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Sequence, TypeGuard
 
 from placement_edu.errors import PlacementError, expect, kv_heads_of, positive_int
 from placement_edu.models.ideal import IdealSlices
@@ -46,10 +46,13 @@ if TYPE_CHECKING:  # the schedule imports this module
 __all__ = [
     "MIXTRAL_8X7B",
     "MoESpec",
+    "Routed",
     "all_to_all_elements",
     "expert_capacity",
+    "expert_matmul_flops",
     "imbalance_text",
     "rank_load",
+    "route_tokens",
 ]
 
 
@@ -62,6 +65,11 @@ class MoESpec(IdealSlices):
     Parameters per layer: attention 2h² + 2h·K·h/a, experts E·3hf, router hE, two norms 2h; plus
     the embeddings V·h (twice when untied) and the final norm h. ``active_psi``: the parameters
     one token uses, k experts of E.
+
+    ``attention``: "eager" keeps the s² attention scores for backward (Korthikanti et al.'s
+    5as²b), "flash" only the softmax's logsumexp (4asb bytes), as ``TransformerSpec`` counts them.
+    ``layer_only``: the MoE layers alone, as the gloo toy runs one (``runtime/axes/expert_layer``):
+    a router and E experts per layer, no attention, norms, embeddings or head (dense: L·h·E).
     """
 
     layers: int
@@ -78,6 +86,11 @@ class MoESpec(IdealSlices):
     tied: bool = False
     gather_units: int = 0  # 0 means one unit per layer
     name: str = ""
+    attention: str = "eager"
+    layer_only: bool = False
+
+    #: The attentions whose kept activations are counted (``TransformerSpec.ATTENTION``'s).
+    ATTENTION = ("eager", "flash")
 
     #: Column-then-row pairs per layer (attention, MLP), read by tensor-parallel pricing.
     tp_blocks_per_layer: int = field(default=2, init=False)
@@ -104,6 +117,10 @@ class MoESpec(IdealSlices):
             f"Switch Transformer's usual), got {self.capacity_factor!r}",
         )
         object.__setattr__(self, "capacity_factor", cf)
+        expect(
+            self.attention in self.ATTENTION,
+            f"attention must be one of {', '.join(self.ATTENTION)}, got {self.attention!r}",
+        )
         if self.gather_units == 0:
             object.__setattr__(self, "gather_units", self.layers)
 
@@ -131,8 +148,11 @@ class MoESpec(IdealSlices):
 
     @property
     def dense_elements(self) -> int:
-        """Everything else, used by every token: attention, router, norms, embeddings, head."""
+        """Everything else, used by every token: attention, router, norms, embeddings, head (the
+        router alone, L·h·E, for ``layer_only``)."""
         h = self.hidden
+        if self.layer_only:
+            return self.layers * h * self.experts
         per_layer = 2 * h * h + 2 * h * self.kv_width + h * self.experts + 2 * h
         embeddings = self.vocab * h * (1 if self.tied else 2)
         return self.layers * per_layer + embeddings + h
@@ -181,9 +201,12 @@ class MoESpec(IdealSlices):
         """Activation bytes one device keeps for one micro-batch, 16-bit: Korthikanti et al.
         2022's per-layer count with its MLP term run by each of the k experts a token visits --
         attention and norms 15·sbh + 5·a·s²·b, the MLP 19·sbh per expert copy (their §4.1, for an
-        MLP of f = 4h; a SwiGLU expert keeps other tensors, SPEC §3). Split over t like theirs."""
+        MLP of f = 4h; a SwiGLU expert keeps other tensors, SPEC §3). Flash attention keeps the
+        logsumexp, 4·a·s·b bytes, in place of the 5·a·s²·b scores (``TransformerSpec``'s count).
+        Split over t like theirs."""
         s, b, h, a = self.seq, self.micro_batch, self.hidden, self.heads
-        per_layer = s * b * h * (15 + 19 * self.top_k) + 5 * a * s * s * b
+        scores = 4 * a * s * b if self.attention == "flash" else 5 * a * s * s * b
+        per_layer = s * b * h * (15 + 19 * self.top_k) + scores
         return Fraction(per_layer, tensor) * layers_here
 
     def recompute_working_set(self, tensor: int = 1) -> Fraction:
@@ -240,6 +263,46 @@ def all_to_all_elements(model: MoESpec) -> int:
     router fills; T·k·cf·h when E divides k·cf·T). The rank keeps the 1/e of it bound for its
     own experts and sends the rest: (e-1)/e · S."""
     return model.experts * expert_capacity(model) * model.hidden
+
+
+def expert_matmul_flops(model: MoESpec, e: int = 1) -> int:
+    """FLOPs of one call of one of an expert's three matmuls (gate and up h → f, down f → h) in
+    one micro-batch's forward: 2·(e·C)·h·f, the e·C buffer slots its rank receives for it (C
+    from each of the e expert ranks; e = 1, plain data parallelism: its own C). The size a
+    GEMM-size term reads (``gemm.curve_factor``): a larger expert axis runs the same expert FLOPs
+    as fewer, larger matmuls."""
+    return 2 * e * expert_capacity(model) * model.hidden * model.ffn
+
+
+@dataclass(frozen=True)
+class Routed(Shown):
+    """Where one rank's tokens go, per expert (``route_tokens``): ``chosen``, the tokens whose
+    top-k includes it; ``kept``, those its capacity takes; ``dropped``, the routed copies over
+    capacity, summed over the experts."""
+
+    chosen: tuple[int, ...]
+    kept: tuple[int, ...]
+    dropped: int
+
+
+def route_tokens(logits: Sequence[Sequence[float]], top_k: int, capacity: int) -> Routed:
+    """The router's rule on one rank's gate logits, T rows of E: each token goes to the k experts
+    of largest logit (top-k; the gates, a softmax over those k logits, weigh the outputs and do
+    not move a token), and each expert keeps the first C tokens that chose it, in token order
+    (GShard's capacity; Switch Transformer's for k = 1); the rest are dropped. A tie at the k-th
+    logit is refused: which expert wins it is the kernel's choice, not the rule's."""
+    chosen = [0] * len(logits[0]) if logits else []
+    for t, row in enumerate(logits):
+        ranked = sorted(range(len(row)), key=lambda i: -row[i])
+        expect(
+            top_k == len(row) or row[ranked[top_k - 1]] != row[ranked[top_k]],
+            f"token {t} ties at its top-{top_k} logit ({row[ranked[top_k - 1]]!r}): the rule does "
+            "not say which expert takes it",
+        )
+        for i in ranked[:top_k]:
+            chosen[i] += 1
+    kept = tuple(min(n, capacity) for n in chosen)
+    return Routed(tuple(chosen), kept, sum(chosen) - sum(kept))
 
 
 def moe_layers_on_stage(model: MoESpec, stages: int, stage: int) -> int:

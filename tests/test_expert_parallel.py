@@ -18,8 +18,10 @@ from placement_edu.experts import (
     MoESpec,
     all_to_all_elements,
     expert_capacity,
+    expert_matmul_flops,
     imbalance_text,
     rank_load,
+    route_tokens,
 )
 from placement_edu.memory import derive_memory
 from placement_edu.models import ModelSpec
@@ -321,3 +323,67 @@ def test_the_dense_weights_start_and_stay_identical_across_the_expert_ranks() ->
     condition = state_consistency(unsummed, DP, mesh)
     assert not condition.holds and not condition.direct  # a consequence of the partial grads
     assert "nothing sums the dense gradients over the data × expert group" in condition.reason
+
+
+def test_the_router_sends_each_token_to_its_top_k_and_each_expert_keeps_its_first_c() -> None:
+    # By hand, 5 tokens, E = 3, top-2, C = 2: the top-2 of each row are experts {0, 1}, {0, 2},
+    # {0, 1}, {1, 2}, {0, 2}: expert 0 chosen 4 times, 1 three, 2 three; each keeps 2 (the first
+    # two in token order): 4 + 3 + 3 - 6 = 4 routed copies dropped.
+    logits = [[3.0, 2.0, 1.0], [5.0, -1.0, 0.5], [0.2, 0.1, 0.0], [0.0, 1.0, 2.0], [9.0, 0.0, 1.0]]
+    routed = route_tokens(logits, top_k=2, capacity=2)
+    assert routed.chosen == (4, 3, 3)
+    assert routed.kept == (2, 2, 2)
+    assert routed.dropped == 4
+    # top-1 (Switch Transformer), C = 4: expert 0 takes tokens 0, 1, 2, 4; expert 2 token 3
+    assert route_tokens(logits, top_k=1, capacity=4).kept == (4, 0, 1)
+    assert route_tokens(logits, top_k=1, capacity=3).dropped == 1
+
+
+def test_a_tie_at_the_kth_logit_is_refused_not_broken_silently() -> None:
+    with pytest.raises(PlacementError, match="token 1 ties at its top-1 logit"):
+        route_tokens([[1.0, 0.0], [2.0, 2.0]], top_k=1, capacity=2)
+    assert route_tokens([[2.0, 2.0, 1.0]], top_k=2, capacity=1).kept == (1, 1, 0)  # no tie at k
+
+
+def test_the_toy_layer_alone_has_the_router_as_its_only_dense_weights() -> None:
+    from placement_edu.runtime import ExpertRun
+
+    # The gloo toy: h = 8, E = 4, one layer, float64: its dense grads are its router, h·E = 32
+    # elements = 256 B, all-reduced over the e = 2 ranks (ring 2·1/2·256 = 256 B); before
+    # ``layer_only`` the core counted attention, norms and embeddings too: 344 elements, 2,752 B.
+    spec = ExpertRun(2, 2).spec()
+    assert spec.dense_elements == 8 * 4
+    assert ExpertRun(2, 2).predicted()[4] == (
+        "backward",
+        "all_reduce",
+        "grads",
+        "expert",
+        2,
+        256,
+        256,
+    )
+    whole = MoESpec(**{**spec.__dict__, "layer_only": False})
+    assert whole.dense_elements == 344 and whole.dense_elements * 8 == 2_752
+
+
+def test_flash_attention_keeps_the_logsumexp_in_place_of_the_scores() -> None:
+    # Mixtral, s = 4,096, b = 1, h = 4,096, a = 32, top-2, per layer: 15·sbh + 19·k·sbh =
+    # 53 · 16,777,216 = 889,192,448 B besides attention's; eager keeps 5·a·s²·b =
+    # 2,684,354,560 B of scores, flash the logsumexp 4·a·s·b = 524,288 B.
+    from dataclasses import replace
+
+    flash = replace(MIXTRAL_8X7B, attention="flash")
+    assert (
+        MIXTRAL_8X7B.activation_bytes_per_microbatch(1, Fraction(1)) == 889_192_448 + 2_684_354_560
+    )
+    assert flash.activation_bytes_per_microbatch(1, Fraction(1)) == 889_192_448 + 524_288
+    with pytest.raises(PlacementError, match="attention must be one of eager, flash, got 'sdpa'"):
+        MoESpec(layers=1, hidden=8, heads=1, ffn=8, vocab=2, experts=2, top_k=1, attention="sdpa")
+
+
+def test_an_expert_axis_runs_the_same_expert_flops_as_fewer_larger_matmuls() -> None:
+    # Mixtral, T = 4,096, C = 1,024: one expert matmul is 2·C·h·f = 2·1,024·4,096·14,336 =
+    # 120,259,084,288 FLOPs under plain data parallelism, e = 8 times that on an expert axis of 8
+    # (e·C = 8,192 tokens a call), one expert a rank instead of eight
+    assert expert_matmul_flops(MIXTRAL_8X7B) == 120_259_084_288
+    assert expert_matmul_flops(MIXTRAL_8X7B, 8) == 8 * 120_259_084_288

@@ -15,6 +15,7 @@ import pytest
 
 from placement_edu.runtime.axes import expert_layer
 from placement_edu.runtime.axes.expert_layer import ExpertRun, measured_is_predicted
+from placement_edu.runtime.axes.expert_measure import measurement
 from placement_edu.runtime.processes.launcher import launch as launch_jobs
 
 pytestmark = pytest.mark.runtime
@@ -42,7 +43,8 @@ def test_the_measured_all_to_alls_are_the_predicted_ones_and_match_one_process(
     # By hand: T = b·s = 16 tokens per rank, E = 4, cf = 1: C = ⌈k·16/4⌉ = 4k slots per expert,
     # an E·C·h float64 buffer of 4·4k·8·8 B = 1024·k B per all-to-all, (e-1)/e of it sent;
     # dispatch and combine in forward, the same two in backward; then the dense grads all-reduced
-    # over the e ranks (the toy's: its router, h·E = 32 float64 = 256 B).
+    # over the e ranks: the toy's router, h·E = 32 float64 = 256 B, ring 2·(e-1)/e of it -- the
+    # core's too (its model is the layer alone), so every entry is compared whole.
     run = ExpertRun(ranks, top_k)
     sent = each * (ranks - 1) // ranks
     a2a = ("activations", "expert", ranks, each, sent)
@@ -50,11 +52,27 @@ def test_the_measured_all_to_alls_are_the_predicted_ones_and_match_one_process(
         run.predicted()[:4]
         == [("forward", "all_to_all", *a2a)] * 2 + [("backward", "all_to_all", *a2a)] * 2
     )
-    for result in launch(run):
+    router = (
+        "backward",
+        "all_reduce",
+        "grads",
+        "expert",
+        ranks,
+        256,
+        2 * 256 * (ranks - 1) // ranks,
+    )
+    assert run.predicted()[4] == router
+    results = launch(run)
+    for result in results:
         assert measured_is_predicted(result["ledger"], run.predicted())
-        router = ("backward", "all_reduce", "grads", "expert", ranks, 256)
-        assert result["ledger"][4][:6] == router
+        assert result["ledger"][4] == router
         assert result["deviation"] < 1e-12  # float64 rounding (measured: 1.1e-16)
+    # the router's tokens: what arrived at each expert from each rank is what the core's routing
+    # of that rank's gate logits keeps (top-k, then the first C = 4k per expert)
+    measured = measurement(run, results)
+    assert measured.tokens_match
+    assert [sum(r.kept) for r in measured.routed] == [sum(a) for a in measured.arrived]
+    assert all(sum(r.chosen) == 16 * top_k for r in measured.routed)  # T·k copies a rank
 
 
 def test_on_data_times_expert_the_two_gradient_groups_are_the_cores() -> None:
@@ -85,7 +103,14 @@ def test_a_one_byte_difference_fails_the_comparison() -> None:
     ids=["drop-routed-tokens", "skip-expert-grad-reduce"],
 )
 def test_each_expert_fault_run_for_real_breaks_the_equivalence(run: ExpertRun) -> None:
-    assert max(r["deviation"] for r in launch(run)) > 1e-3
+    results = launch(run)
+    assert max(r["deviation"] for r in results) > 1e-3
+    # dropping the block bound for the last expert rank empties its experts' arrivals: the
+    # routing comparison names it; skipping the data reduction leaves the routing intact
+    arrived = measurement(run, results)
+    assert arrived.tokens_match is not run.drop
+    if run.drop:
+        assert all(a[2:] == (0, 0) for a in arrived.arrived)
 
 
 def test_run_executes_the_moe_layer_on_an_expert_axis(capsys) -> None:
@@ -100,9 +125,9 @@ def test_run_executes_the_moe_layer_on_an_expert_axis(capsys) -> None:
     # 2·3/4·256 = 384 B); the experts' grads 2·3·h·f = 768 float64 = 6,144 B over their 2 data
     # replicas (ring 2·1/2·6,144 = 6,144 B)
     assert out.count("all_to_all activations on expert over 2: 2,048, 1,024 | 2,048, 1,024") == 4
-    assert "backward all_reduce grads on expert over 4: 256, 384 | " in out
+    assert "backward all_reduce grads on expert over 4: 256, 384 | 256, 384" in out
     assert "backward all_reduce grads on data over 2: 6,144, 6,144 | 6,144, 6,144" in out
-    assert "measured = predicted on every rank, entry by entry: yes" in out
+    assert "measured = predicted on every rank, entry by entry: yes; tokens per expert: yes" in out
     assert ": equivalent (float64 tolerance 1e-10)" in out
 
 

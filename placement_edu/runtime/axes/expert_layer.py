@@ -19,11 +19,12 @@ dropped, as on the rank itself). The parallel version (``run_rank``):
   divided once by d·e (each rank's loss is the mean over its own tokens).
 
 Every collective goes through the runtime's ledger (``runtime.comm.Comm``: op, state, axis,
-group, payload and ring bytes), compared entry by entry with the core's ops (``Op.key``'s fields):
-the all-to-alls on the expert axis and the experts' all-reduce on data exactly, the router's
-all-reduce by op, axis and group (the core's dense all-reduce counts a whole model's dense
-weights; the toy has only a router). The deviation is the largest difference from ``reference``
-over outputs, input gradients and weight gradients.
+group, payload and ring bytes), compared entry by entry with the core's ops (``Op.key``'s fields)
+for the layer alone (``MoESpec.layer_only``: its dense grads are the router's). Each rank also
+returns its gate logits and the tokens that arrived at each of its experts from each rank, which
+``expert_measure`` sets beside the core's routing of those logits (``experts.route_tokens``). The
+deviation is the largest difference from ``reference`` over outputs, input gradients and weight
+gradients.
 ``python -m placement_edu.runtime.axes.expert_layer`` prints top-1 and top-2 at e = 2 and 4, and
 top-2
 on data=2,expert=2 (the experts' grads then all-reduced over their 2 data replicas).
@@ -213,6 +214,10 @@ def run_rank(run: ExpertRun) -> dict[str, Any]:
     # dispatch: [e source ranks, E/e experts, C, h] arrive
     blocks = buffer.view(e, E // e * C * h)
     received = AllToAll.apply(blocks, comm).view(e, E // e, C, h)
+    # what reached each of this rank's experts from each rank of its group: the filled slots (a
+    # token's row is never all zeros; an empty slot is)
+    filled = received.detach().abs().sum(dim=-1) > 0  # [e source ranks, E/e experts, C]
+    arrived = [[int(n) for n in row] for row in filled.sum(dim=-1).T]  # [expert][source]
     done = torch.stack([expert(local, i, received[:, i]) for i in range(E // e)], dim=1)
     outputs = AllToAll.apply(done.reshape(e, E // e * C * h), comm)  # combine
     out = combine(outputs.view(E * C, h), routing)
@@ -244,7 +249,14 @@ def run_rank(run: ExpertRun) -> dict[str, Any]:
     dropped = int((routing.slot < 0).sum())  # over capacity: dropped here and in the reference
     a2a = comm.entries[:4]  # in issue order: the all-to-alls, the dense all-reduce, the experts'
     ledger = [key(o) for o in [*a2a, *dense.entries, *comm.entries[4:]]]
-    return {"rank": rank, "ledger": ledger, "deviation": worst, "dropped": dropped}
+    return {
+        "rank": rank,
+        "ledger": ledger,
+        "deviation": worst,
+        "dropped": dropped,
+        "logits": (x.detach() @ data["router"]).tolist(),  # the gate logits, T rows of E
+        "arrived": arrived,
+    }
 
 
 def _rank_main(rank: int, run: ExpertRun, port: int, results: Any) -> None:

@@ -12,6 +12,7 @@ from itertools import zip_longest
 from typing import Any
 
 from placement_edu.runtime.config import DTYPES
+from placement_edu.experts import Routed, expert_capacity, route_tokens
 from placement_edu.faults import FaultName
 from placement_edu.schedule import OpKind
 from placement_edu.runtime.axes.expert_run import ExpertRun, Key, measured_is_predicted
@@ -25,18 +26,35 @@ TOLERANCE = DTYPES["float64"][2]
 class ExpertMeasurement(Shown):
     """``run`` launched on its d·e gloo ranks: each rank's ledger (``measured``), the core's
     prediction for a rank (``predicted``), the largest deviation from one process over outputs
-    and gradients, and the routed tokens the capacity dropped (alike in the reference)."""
+    and gradients, and the routed tokens the capacity dropped (alike in the reference). The
+    router's tokens, rank by rank: ``arrived[r][g]``, the tokens rank r's dispatch brought to
+    expert g, counted where g runs; ``routed[r]``, the core's routing of rank r's gate logits
+    (``experts.route_tokens``: top-k, then the first C per expert in token order)."""
 
     run: ExpertRun
     measured: tuple[tuple[Key, ...], ...]
     predicted: tuple[Key, ...]
     deviation: float
     dropped: int
+    arrived: tuple[tuple[int, ...], ...] = ()
+    routed: tuple[Routed, ...] = ()
 
     @property
     def matches(self) -> bool:
         """Measured = predicted on every rank, entry by entry (``measured_is_predicted``)."""
         return all(measured_is_predicted(list(m), list(self.predicted)) for m in self.measured)
+
+    @property
+    def tokens_match(self) -> bool:
+        """Measured = predicted, expert by expert on every rank: the tokens that arrived at each
+        expert are those the core's routing of the gate logits keeps, and the dropped ones the
+        core's too."""
+        kept = tuple(r.kept for r in self.routed)
+        return (
+            len(self.arrived) == self.run.world
+            and self.arrived == kept
+            and self.dropped == sum(r.dropped for r in self.routed)
+        )
 
     @property
     def equivalent(self) -> bool:
@@ -69,14 +87,21 @@ class ExpertMeasurement(Shown):
             want = "none" if p is None else f"{p[5]:,}, {p[6]:,}"
             note = ""
             if m is not None and p is not None and m[5:] != p[5:]:
-                note = " (the toy's router | a whole model's dense weights)"
+                note = " (differs)"
             lines.append(f"  {phase} {op} {state} on {axis} over {group}: {got} | {want}{note}")
         differ = [
             r for r, m in enumerate(self.measured) if not measured_is_predicted(list(m), pred)
         ]
+        lines.append(
+            "tokens per expert from each rank, measured at the expert | predicted (the core's "
+            "routing of the rank's gate logits):"
+        )
+        for r, (came, routed) in enumerate(zip(self.arrived, self.routed)):
+            lines.append(f"  rank {r}: {list(came)} | {list(routed.kept)}")
         lines += [
             "measured = predicted on every rank, entry by entry: "
-            + ("yes" if not differ else f"NO on ranks {differ}"),
+            + ("yes" if not differ else f"NO on ranks {differ}")
+            + f"; tokens per expert: {'yes' if self.tokens_match else 'NO'}",
             f"max |deviation| from one process (output, input and weight gradients): "
             f"{self.deviation:.3g}: "
             + ("equivalent" if self.equivalent else "NOT equivalent")
@@ -93,6 +118,9 @@ class ExpertMeasurement(Shown):
             "predicted": [list(k) for k in self.predicted],
             "measured": [[list(k) for k in ledger] for ledger in self.measured],
             "measured_equals_predicted": self.matches,
+            "tokens_arrived": [list(a) for a in self.arrived],
+            "tokens_predicted": [list(r.kept) for r in self.routed],
+            "tokens_match": self.tokens_match,
             "max_deviation": self.deviation,
             "equivalent": self.equivalent,
             "dropped": self.dropped,
@@ -136,10 +164,24 @@ def launch_expert_layer(run: ExpertRun, timeout_s: float = 60.0) -> ExpertMeasur
 
 def measurement(run: ExpertRun, ranks: list[dict[str, Any]]) -> ExpertMeasurement:
     """Each rank's result (by rank) set beside the core's prediction."""
+    capacity = expert_capacity(run.spec())
     return ExpertMeasurement(
         run,
         tuple(tuple(tuple(k) for k in r["ledger"]) for r in ranks),  # type: ignore[misc]
         tuple(run.predicted()),
         max(r["deviation"] for r in ranks),
         sum(r["dropped"] for r in ranks),
+        tuple(arrived(run, ranks, r) for r in range(run.world)),
+        tuple(route_tokens(r["logits"], run.top_k, capacity) for r in ranks),
+    )
+
+
+def arrived(run: ExpertRun, ranks: list[dict[str, Any]], source: int) -> tuple[int, ...]:
+    """The tokens rank ``source``'s dispatch brought to each expert g, as g's owner counted
+    them: the owner is the rank of ``source``'s expert group holding g (E/e experts a rank, in
+    order), and ``ranks[owner]["arrived"][g's index there][source's index in the group]``."""
+    e, per_rank = run.ranks, run.experts // run.ranks
+    group, index = divmod(source, e)
+    return tuple(
+        ranks[group * e + g // per_rank]["arrived"][g % per_rank][index] for g in range(run.experts)
     )
