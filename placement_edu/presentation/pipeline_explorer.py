@@ -11,7 +11,9 @@ import html
 from dataclasses import dataclass
 from fractions import Fraction
 
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
@@ -201,3 +203,37 @@ class PipelineExplorer(Explorer):
         mem.set_xlabel("GB (1e9 bytes)", fontsize=8)
         mem.set_title("activations in flight", fontsize=9)
         mem.tick_params(labelsize=7)
+
+
+def bubble_chart(ax: Axes, stages: tuple[int, ...] = (4, 8), max_micro_batches: int = 64) -> Axes:
+    """The pipeline bubble against m, in both conventions (``pipeline_bubble``): of the ideal time
+    (p−1)/m, Megatron's, in vermillion, and of the total time (p−1)/(m+p−1), GPipe's, in blue; one
+    line style per p. Both axes are logarithmic: m runs 1 to 64 and the bubble from 7× the ideal
+    time down to a few percent of it, so a straight line (p−1)/m stays readable at every m."""
+    ms = range(1, max_micro_batches + 1)
+    for p, style in zip(stages, ("-", "--", ":", "-.")):
+        for of, colour, formula in (
+            ("of_ideal", "#D55E00", "(p−1)/m, of ideal time"),
+            ("of_total", "#0072B2", "(p−1)/(m+p−1), of total time"),
+        ):
+            ax.plot(
+                ms,
+                [float(pipeline_bubble(p, m)[of]) for m in ms],
+                style,
+                color=colour,
+                label=f"p = {p}: {formula}",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(FixedLocator([2**k for k in range(max_micro_batches.bit_length())]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda m, _: f"{m:g}"))
+    ax.yaxis.set_major_locator(FixedLocator([0.05, 0.1, 0.2, 0.5, 1, 2, 5]))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda f, _: f"{f:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("micro-batches per step, m (log scale)", fontsize=8)
+    ax.set_ylabel("bubble: idle time ÷ ideal or total time (log)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, which="major", color="#dddddd", lw=0.5)
+    ax.set_title("The same bubble in two conventions (pipeline_bubble)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left", framealpha=0.9)
+    return ax

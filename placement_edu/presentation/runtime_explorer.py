@@ -7,7 +7,9 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.ticker import MaxNLocator
 
+from placement_edu.faults import FAULTS
 from placement_edu.presentation.live import sharp_image, show
 from placement_edu.presentation.style import FIGURE_DPI
 from placement_edu.runtime.config import RunConfig
@@ -16,18 +18,40 @@ from placement_edu.runtime.processes.progress import Progress
 from placement_edu.runtime.result import RunResult
 
 FLOOR = 1e-18  # a deviation of exactly 0 is drawn here on the log scale
+#: One colour per fault, the same in every panel (Okabe & Ito's palette, as the states'); a correct
+#: run is black.
+FAULT_COLORS = dict(
+    zip(
+        FAULTS,
+        ("#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#0072B2", "#999999"),
+        strict=True,
+    )
+)
+#: One marker per strategy within a chart, so two strategies' lines that coincide stay apart.
+MARKERS = ("o", "s", "^", "D")
 
 
 def deviation_chart(results: Sequence[RunResult], ax: Axes | None = None) -> Axes:
-    """Max |θ − θ_one_process| per step, log scale: correct runs lie flat at rounding level,
-    faulted runs many orders of magnitude above."""
+    """Max |θ − θ_one_process| per step, log scale: correct runs (black) lie flat at rounding level,
+    faulted runs (a colour per fault, dashed) many orders of magnitude above the grey tolerance.
+
+    A line is named by its fault ("correct" for none); when ``results`` hold several strategies,
+    by its strategy too, each with its own marker."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
+    strategies = list(dict.fromkeys(r.config.resolved_strategy().name for r in results))
     for r in results:
-        steps = range(1, len(r.deviation) + 1)
-        style = "-" if r.config.fault is None else "--"
+        strategy, fault = r.config.resolved_strategy().name, r.config.fault
+        label = str(fault) if fault else "correct"
         ax.plot(
-            steps, [max(d, FLOOR) for d in r.deviation], style, marker="o", label=r.config.label
+            range(1, len(r.deviation) + 1),
+            [max(d, FLOOR) for d in r.deviation],
+            "--" if fault else "-",
+            color=FAULT_COLORS.get(str(fault), "black"),
+            lw=1.2 if fault else 2,
+            marker=MARKERS[strategies.index(strategy) % len(MARKERS)],
+            markersize=5,
+            label=f"{strategy}: {label}" if len(strategies) > 1 else label,
         )
     # The tolerance per step: the dtype's base + a multiple of the run's rounding floor.
     tolerance = results[0].tolerances if results else [1e-10]
@@ -35,11 +59,25 @@ def deviation_chart(results: Sequence[RunResult], ax: Axes | None = None) -> Axe
         ax.plot(range(1, len(tolerance) + 1), tolerance, color="grey", lw=0.8)
     else:
         ax.axhline(tolerance[0], color="grey", lw=0.8)
+    ax.annotate(
+        f"tolerance {tolerance[0]:.0e}",
+        (0, tolerance[0]),
+        xycoords=("axes fraction", "data"),
+        xytext=(4, 3),
+        textcoords="offset points",
+        color="grey",
+        fontsize=7,
+    )
     ax.set_yscale("log")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("max |θ − θ one process|")
-    ax.set_title("distributed against one process (grey: rounding tolerance)")
-    ax.legend(fontsize=7, loc="center right")
+    ax.set_ylim(FLOOR / 10, 10)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("optimizer step", fontsize=8)
+    ax.set_ylabel("max |θ − θ one process| (log)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_title("deviation from one process, per step", fontsize=9)
+    # The lines gather near 1 (faults) and near 1e-16 (correct runs): the legend sits between,
+    # above the tolerance (1e-10 is 0.45 of the way up from 1e-19 to 10).
+    ax.legend(fontsize=7, loc="center right", bbox_to_anchor=(1, 0.64), framealpha=0.9)
     return ax
 
 
