@@ -13,8 +13,8 @@ import json
 
 from placement_edu.axes import model_axis_degree
 from placement_edu.checker import CheckResult, check
+from placement_edu.cli.shape import add_precision_flag
 from placement_edu.faults import FAULTS
-from placement_edu.precision import PRESETS, TRIPLE_FORM
 from placement_edu.setting import resolve
 from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 from placement_edu.units import wrapped
@@ -44,11 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="e.g. data=2,tensor=2 (default: 4 devices on a one-axis strategy's axis, "
         "2 per axis for a composition)",
     )
-    p.add_argument(
-        "--precision",
-        default="mixed_adam",
-        help=f"a preset: {', '.join(PRESETS)}; or a custom {TRIPLE_FORM}",
-    )
+    add_precision_flag(p)
     p.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     p.set_defaults(handler=_check)
 

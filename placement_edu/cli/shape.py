@@ -150,7 +150,8 @@ def add_step_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_precision_flag(p: argparse.ArgumentParser) -> None:
-    """--precision: a preset's name or a custom triple (``table``, and a step's time)."""
+    """--precision: a preset's name or a custom triple (``table``, ``check``, and a step's
+    time)."""
     p.add_argument(
         "--precision",
         default="mixed_adam",
