@@ -215,3 +215,10 @@ def test_only_notebook_10_runs_over_one_sitting():
     from placement_edu.course.minutes import SITTING_MINUTES, course_minutes
 
     assert [n for n, m in course_minutes().items() if m > SITTING_MINUTES] == ["10"]
+
+
+def test_the_courses_length_is_said_in_hours_and_minutes():
+    from placement_edu.course.minutes import total_phrase
+
+    assert total_phrase(835) == "About 13 hours 55 minutes in all (835 minutes"
+    assert total_phrase(840) == "About 14 hours in all (840 minutes"  # not "14 hours 0 minutes"

@@ -123,7 +123,8 @@ def course_minutes() -> dict[str, int]:
 def total_phrase(total: int) -> str:
     """The course's length as 00's map states it: "About 13 hours 50 minutes in all (830
     minutes"."""
-    return f"About {total // 60} hours {total % 60} minutes in all ({total} minutes"
+    minutes = f" {total % 60} minutes" if total % 60 else ""
+    return f"About {total // 60} hours{minutes} in all ({total} minutes"
 
 
 def model_sentence() -> str:
