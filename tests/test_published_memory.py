@@ -41,6 +41,23 @@ def test_the_allocated_peak_is_below_the_published_reserved_one_and_the_formula_
     assert "Table 1, FSDP (8 GPUs)" in "\n".join(memory_report())
 
 
+def test_the_reserved_estimate_lies_between_the_allocated_peak_and_the_published_one() -> None:
+    # What compare.py --memory prints (placement_edu.reserved, expandable_segments:True, as
+    # torchtitan's run_llama_train.sh launches): 74.08 GiB of 82.4 published (0.899) on 8 GPUs,
+    # 60.10 GiB of 67.0 (0.897) on 128. The replay adds to the allocated peak what each of FSDP2's
+    # streams keeps for itself: the reduce-scatter stream's sharded fp32 gradients (on 8 GPUs
+    # 4,015,106,048 B in 192 pages of 20 MiB, 3.750 GiB) and the all-gather stream's largest
+    # output, the root's (2,101,256,192 B in 101 pages, 1.973 GiB). Issue 39 asks [0.90, 1.05]:
+    # not met on a CPU; the rest is a real trace's fragmentation, measured on a GPU
+    # (benchmarks/bench_reserved_cuda.py).
+    eight, many = memory_rows()
+    assert round(eight.reserved / eight.published, 3) == 0.899
+    assert round(many.reserved / many.published, 3) == 0.897
+    for r in (eight, many):
+        assert r.allocated < r.reserved < r.published, r.run.table
+    assert "reserved (estimate), with expandable_segments:True" in "\n".join(memory_report())
+
+
 def test_readmes_one_peak_table_is_what_compare_and_table_print(capsys) -> None:
     import json
     from pathlib import Path
@@ -53,9 +70,12 @@ def test_readmes_one_peak_table_is_what_compare_and_table_print(capsys) -> None:
         row = (
             f"| 8B, {r.run.gpus} GPUs (published, reserved) | {r.run.reserved_gib} GiB | "
             f"{r.allocated / GiB:.2f} GiB ({r.allocated / r.published:.3f}) | "
+            f"{r.reserved / GiB:.2f} GiB ({r.reserved / r.published:.3f}) | "
             f"{r.formula / GiB:.2f} GiB ({r.formula / r.published:.3f}) |"
         )
         assert row in readme, row
+        # README: the estimate "stays just under the [0.90, 1.05] band issue 39 asks"
+        assert 0.85 < r.reserved / r.published < 0.90, r.run.table
     # the tracker rows: FSDPMemTracker's peak, measured (GPT-2: tests/test_peak_derivation.py's
     # literal; the 8B shape: docs/measured.md's row, equal to the byte to the prediction)
     measured_md = (root / "docs" / "measured.md").read_text()
@@ -80,7 +100,8 @@ def test_readmes_one_peak_table_is_what_compare_and_table_print(capsys) -> None:
         assert row["peak_bytes"] == measured and round(measured / 1e9, 3) in (3.945, 152.021)
         line = (
             f"| {label} | {measured / GiB:.2f} GiB | {row['peak_bytes'] / GiB:.2f} GiB "
-            f"({row['peak_bytes'] / measured:.3f}) | {row['formula_peak_bytes'] / GiB:.2f} GiB "
+            f"({row['peak_bytes'] / measured:.3f}) | (allocated measured) | "
+            f"{row['formula_peak_bytes'] / GiB:.2f} GiB "
             f"({row['formula_peak_bytes'] / measured:.3f}) |"
         )
         assert line in readme, line

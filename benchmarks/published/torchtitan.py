@@ -68,6 +68,12 @@ SETTINGS = {
         "scaling_type_weight, scaling_type_grad_output = 'dynamic' (tensorwise); "
         "torchtitan/float8.py: module_filter_fn=lambda mod, fqn: fqn != 'output'",
     ),
+    "allocator": (
+        "expandable_segments:True",
+        'run_llama_train.sh: PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" torchrun ... '
+        "(multinode_trainer.slurm sets none; the benchmark does not say which launched the "
+        "128-GPU run)",
+    ),
     "model": (
         "llama-8b",
         "torchtitan/models/llama/__init__.py '8B': dim 4096, 32 layers, 32 heads, 8 kv heads, "
