@@ -26,7 +26,8 @@ PAGES = [ROOT / "docs" / f"{page}.md" for page in ("index", "README", "theory", 
 #: Words about the project's machinery, not the learner's course.
 MACHINERY = re.compile(
     r"\bCI\b|nbval|pytest|continuous integration|test suite|the suite\b|GitHub Actions|"
-    r"developed on|development machine|this course was built on|"
+    r"developed on|development machine|this course was built on|the package's tests|"
+    r"estimator tests|"
     r"\b\d+-core\b|\bon \d+ cores\b|share \d+ cores|torch \d+\.\d+ CPU",
     re.I,
 )
@@ -51,7 +52,24 @@ def _read(cell: dict) -> str:
     return text
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+#: A notebook whose owner has yet to rewrite a sentence found here (strict: the test fails once it
+#: is rewritten, so the entry goes with it).
+PENDING = {
+    "10_tensor_and_pipeline": "cells 13 and 22: 'the package's tests check it at p = 3, 4', "
+    "'(the package's tests compare the two lists)' -- say what is compared, not who checks it",
+}
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=PENDING[p.stem]))
+        if p.stem in PENDING
+        else p
+        for p in NOTEBOOKS
+    ],
+    ids=lambda p: p.stem,
+)
 def test_no_sentence_speaks_of_ci_nbval_or_the_development_machine(notebook):
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     said = [m.group(0) for c in cells for m in MACHINERY.finditer(_read(c))]
@@ -63,6 +81,7 @@ def test_the_words_it_looks_for_are_found():
         "a preset fitted on the 2-core CPU machine this course was built on",
         "this cell is checked by nbval in CI",
         "4 ranks share 2 cores",
+        "the package's tests pin the same numbers",
     ):
         assert MACHINERY.search(sentence)
     assert not MACHINERY.search("the ranks share this machine's few cores")
