@@ -26,7 +26,10 @@ The sequence is ``derive``'s own events, not a trace: persistent states, gathere
 collective buffers, sharded gradients and Adam's states and temporaries are allocated tensor by
 tensor (each tensor of the model, sharded as FSDP2 stores it); what a block keeps for backward is
 one allocation per block; the rest of each event's activations and temporaries is one allocation,
-made at the event and freed at the next. The blocks' forward events before the last one (which
+made at the event and freed at the next. At each event what is no longer live is freed first; then
+a unit's gathered parameters are allocated before the activations its compute makes, so every
+block's parameters reuse the hole the block before left (and at the loss's backward that hole is
+one the larger tensors cannot use). The blocks' forward events before the last one (which
 ``derive`` does not list: their live sets are below the last one's) are placed as the last one is.
 So the replay's requested peak equals ``derive``'s peak to the byte, and the reserved estimate
 counts what the rounding, the streams and this order cost. What it cannot know is the finer
@@ -82,15 +85,21 @@ ROOT_FORWARD, ROOT_BACKWARD = (
 )
 EMBEDDING = "backward, embedding"
 BUFFERS_OF_THE_ROOT = (ALL_GATHER_BUFFER, REDUCE_SCATTER_BUFFER)
+#: Terms allocated first at an event: a unit's parameters are gathered before the compute that
+#: uses them makes its activations (``move_to``; the rest in ``derive``'s order).
+GATHERED = (ROOT_GATHERED, BLOCK_GATHERED, ALL_GATHER_BUFFER)
 #: Terms whose tensors are the same at every event where their bytes are (split once).
 SAME_EVERY_EVENT = PERSISTENT_TERMS | {OPTIMIZER_TEMPORARIES, ROOT_GATHERED}
 #: Steps replayed: the first (Adam's states made lazily in its optimizer step), then two more.
 STEPS = 3
+#: The allocator setting ``fit`` estimates under: torchtitan's launch, and what PyTorch's
+#: out-of-memory message advises ("try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").
+ALLOCATOR = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 #: What the estimate is, in a line (printed beside it).
 SOURCE = (
     "derive's step replayed through a model of PyTorch's caching allocator "
-    "(placement_edu.allocator: 512 B blocks, 2/20 MiB pages, one pool per stream, best fit, "
-    "3 steps); the finer fragmentation of a real trace is measured only on a GPU"
+    "(placement_edu.allocator): 512 B blocks in 2 and 20 MiB pages, a pool per stream, best fit, "
+    "3 steps; a real trace's finer fragmentation is measured only on a GPU"
 )
 
 
@@ -288,7 +297,7 @@ class Replay:
                 still = {name for name, _ in new}
                 for name in [n for n, _ in parts if n not in still and n in a.live]:
                     a.free(name)
-        for term, (parts, stream) in wanted.items():
+        for term, (parts, stream) in sorted(wanted.items(), key=lambda t: t[0] not in GATHERED):
             if self.now.get(term, ([], ""))[0] is not parts:
                 for name, size in parts:
                     if name not in a.live and size:
