@@ -82,3 +82,24 @@ def test_one_device_in_fp32_uses_the_default_stream_only() -> None:
     r = estimate("gpt2", profile, 1, 0, "fp32")
     assert {stream for stream, _ in r.by_pool} == {"default"}
     assert r.requested == derive("gpt2", profile, 1, 0, "fp32").peak.total
+
+
+def test_fit_prints_the_estimate_apart_from_the_allocated_peak_and_keys_it_beside_peak_bytes(
+    capsys,
+) -> None:
+    import json
+
+    from placement_edu.cli import main
+
+    assert main(["fit", "--model", "gpt2", "--devices", "8", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    # peak_bytes stays the allocated peak (exact against the tracker); the estimate is its own key
+    assert r["peak_bytes"] < r["reserved_estimate_bytes"]
+    assert sum(r["reserved_estimate"]["by_pool"].values()) == r["reserved_estimate_bytes"]
+    assert r["reserved_estimate"]["allocator"] == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    assert main(["fit", "--model", "gpt2", "--devices", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "reserved, an estimate (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): " in text
+    # a mesh's step is not replayed: no estimate rather than a wrong one
+    assert main(["fit", "--model", "gpt2", "--mesh", "data=4,tensor=2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reserved_estimate_bytes"] is None
