@@ -387,3 +387,64 @@ def test_an_expert_axis_runs_the_same_expert_flops_as_fewer_larger_matmuls() -> 
     # (e·C = 8,192 tokens a call), one expert a rank instead of eight
     assert expert_matmul_flops(MIXTRAL_8X7B) == 120_259_084_288
     assert expert_matmul_flops(MIXTRAL_8X7B, 8) == 8 * 120_259_084_288
+
+
+#: Notebook 14 §5's plans: Mixtral 8x7B with flash attention on 32 H100s, a global batch of 128
+#: sequences of 4,096 tokens, one sequence a micro-batch (m = 128·p/32), and whether each fits.
+COMPARED = [
+    ("zero3", "data=32", True),
+    ("dp×pp", "data=2,pipeline=16", True),
+    ("dp×pp", "data=1,pipeline=32", True),
+    ("dp×pp", "data=1,expert=4,pipeline=8", True),
+    ("dp×pp", "data=1,expert=8,pipeline=4", True),
+    ("dp×pp", "data=2,expert=8,pipeline=2", False),
+    ("dp", "data=4,expert=8", False),
+]
+
+
+def test_the_plans_notebook_14_compares_fit_an_h100_or_are_shown_not_to() -> None:
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    from placement_edu.timing import get_hardware
+
+    moe = replace(MIXTRAL_8X7B, attention="flash")
+    budget = get_hardware("h100-nvlink-ib").memory_bytes
+    assert budget == 80 * 2**30  # an H100's 80 GiB
+    # By hand: flash attention keeps 53·sbh + 4asb = 889,716,736 B a layer (s = 4,096, b = 1,
+    # h = 4,096, a = 32); 1F1B keeps p micro-batches of L/p layers on the first stage: all L = 32
+    # layers' worth, 28,470,935,552 B, whatever p. Model state 16 B × (dense/p + experts/(p·e)):
+    # dense 1,605,636,096, experts 45,097,156,608 parameters.
+    in_flight = 32 * 889_716_736
+    dense, experts = MIXTRAL_8X7B.dense_elements, MIXTRAL_8X7B.expert_elements
+    notebook = Path(__file__).parents[1] / "notebooks" / "14_mixture_of_experts.ipynb"
+    saved = json.loads(notebook.read_text())
+    printed = "".join(
+        "".join(o.get("text", "")) for c in saved["cells"] for o in c.get("outputs", [])
+    )
+    for name, text, fits in COMPARED:
+        mesh = Mesh.parse(text)
+        p, e = mesh.degree("pipeline"), mesh.degree("expert")
+        strategy = get_strategy(name).with_(micro_batches=128 * p // 32)
+        memory = derive_memory(strategy, moe, mesh, MIXED, 0)
+        if name != "zero3":
+            assert memory.model_state == 16 * (Fraction(dense, p) + Fraction(experts, p * e))
+            assert memory.peak == memory.model_state + in_flight
+        assert (memory.peak <= budget) is fits, (text, memory.peak)
+        row = f"{text:28}{strategy.micro_batches:>4}{float(memory.model_state) / 1e9:11.2f} GB"
+        assert f"{row}{float(memory.peak) / 1e9:9.2f} GB  {'yes' if fits else 'no'}" in printed
+    # ZeRO-3 holds 16Ψ/32 = 23,351,396,352 B of model state, and fits with room to spare
+    zero3 = derive_memory(
+        get_strategy("zero3").with_(micro_batches=4), moe, Mesh.parse("data=32"), MIXED, 0
+    )
+    assert zero3.model_state == 16 * MIXTRAL_8X7B.psi // 32 == 23_351_396_352
+    # of the two that do not fit, two stages miss by 513,835,008 B (86.41 GB of 85.90 GB)
+    two = derive_memory(
+        get_strategy("dp×pp").with_(micro_batches=8),
+        moe,
+        Mesh.parse("data=2,expert=8,pipeline=2"),
+        MIXED,
+        0,
+    )
+    assert two.peak - budget == 513_835_008

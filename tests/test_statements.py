@@ -283,7 +283,6 @@ def test_00s_map_gives_each_notebooks_minutes_by_the_model_and_their_sum():
 #: header says the map's minutes).
 HEADERS_PENDING = {
     "11_composition_and_planning": "'**Time:** about 35 minutes' -> 60 (the model's, 00's map)",
-    "14_mixture_of_experts": "'**Time:** about 35 minutes' -> 50",
 }
 
 
