@@ -291,7 +291,10 @@ def replayed(op: Op, model: TransformerSpec, recompute: str) -> Fraction:
     (torchtitan's layer:K: the checkpointed layers' share); under "selective" the eager softmax
     (Korthikanti et al. 2022, §4.2) and the memory-bound ops, which torchtitan's op policy
     recomputes too (its ``_save_list`` saves only the mms, SDPA and amax: ``PREFER_RECOMPUTE``
-    for every other op); the logits never."""
+    for every other op); the logits never. Under torchtitan-op those memory-bound ops too, and
+    of the matmuls and attention the ones its policy recomputes
+    (``TransformerSpec.torchtitan_op_recomputed``: a Llama's wk, wo and w3, a GPT's four, eager
+    attention's s² matmuls)."""
     if op.count == 1 or recompute == "none":
         return Fraction(0)
     every = every_kth(recompute)
@@ -299,6 +302,9 @@ def replayed(op: Op, model: TransformerSpec, recompute: str) -> Fraction:
         return Fraction(model.layers // every, model.layers)
     if recompute == "full":
         return Fraction(1)
+    if recompute == "torchtitan-op" and op.kind != "memory":
+        name = "attention" if op.kind == "attention" else op.name
+        return Fraction(int(name in model.torchtitan_op_recomputed()))
     return Fraction(0) if op.kind == "matmul" else Fraction(1)
 
 

@@ -78,6 +78,10 @@ class TransformerSpec(IdealSlices):
     tied_embeddings: bool | None = None
 
     RECOMPUTE = ("none", "selective", "full")
+    #: Policies the time model charges (``torchtitan_op_recomputed``) but whose memory only a
+    #: module's profile prices (``fit``'s, ``time --model``): Korthikanti's formula has no term for
+    #: torchtitan's save list, so ``activation_terms_per_layer`` refuses them.
+    PROFILE_ONLY = ("torchtitan-op",)
     #: The blocks a transformer is built of: GPT's, and Llama's (SwiGLU, RMSNorm, RoPE, untied).
     BLOCKS = ("gpt", "llama")
     #: How attention is computed (apart from recomputation): see ``activation_terms_per_layer``.
@@ -96,9 +100,10 @@ class TransformerSpec(IdealSlices):
             recompute = "full" if recompute else "none"
         if isinstance(recompute, str) and recompute not in self.RECOMPUTE:
             recompute = layer_k(recompute) or recompute
+        known = (*self.RECOMPUTE, *self.PROFILE_ONLY)
         expect(
-            isinstance(recompute, str) and (recompute in self.RECOMPUTE or every_kth(recompute)),
-            f"recompute must be one of {', '.join(self.RECOMPUTE)} (or True = full, False = none) "
+            isinstance(recompute, str) and (recompute in known or every_kth(recompute)),
+            f"recompute must be one of {', '.join(known)} (or True = full, False = none) "
             f"or layer:K (K from 1 to {MAX_EVERY:,}), got {self.recompute!r}",
         )
         object.__setattr__(self, "recompute", recompute)
@@ -186,6 +191,52 @@ class TransformerSpec(IdealSlices):
         layer:K (its every K-th block), none otherwise."""
         every = every_kth(self.recompute)
         return self.layers // every if every else self.layers if self.recompute == "full" else 0
+
+    def torchtitan_op_recomputed(self) -> dict[str, int]:
+        """Forward FLOPs per token of one block that torchtitan's op policy replays in backward
+        (``--recompute torchtitan-op``), by matmul: the Linears as ``float8.linears`` names them,
+        and "attention" under eager attention. Derived from the policy, as a learner can check:
+
+        1. The policy (torchtitan's ``_save_list`` at commit 9dec370,
+           ``reference_models.TorchtitanOp``) saves the outputs of ``aten.mm``, of the fused
+           attention kernels (SDPA) and of reduce-scatter; it recomputes every second ``mm`` of a
+           block, counting from 1 in forward order; every other op is recomputed in backward.
+        2. A Llama block's Linears have no bias: ``nn.Linear`` on [b, s, h] runs one ``aten.mm``
+           each, in forward order q, k, v, o, then the SwiGLU's gate (w1), up (w3), down (w2).
+           The odd ones are saved -- q, v, gate, down -- and the even ones recomputed: k (h·K·h/a
+           weights), o (h²) and up (h·f). 2 FLOPs a weight per token: 2h·kv + 2h² + 2hf.
+        3. A GPT block, as the module ``fit`` measures it (``reference_models.Conv1D``, HF's GPT-2
+           layer: ``addmm``, bias and matmul in one op): the policy sees no ``mm`` at all, so none
+           is saved and all four are recomputed, as under full recomputation -- c_attn (3h² with
+           K = a), c_proj (h²), c_fc (hf), the MLP's c_proj (fh). (Megatron-LM's GPT layers run
+           ``mm`` and add the bias apart: there c_attn and c_fc would be saved and the two
+           projections recomputed. The count follows the module fit measures.) The last of them
+           is replayed because the dropout after it keeps a mask (GPT-2's resid_pdrop 0.1):
+           ``torch.utils.checkpoint`` stops replaying once every tensor backward needs is back
+           (its early stop), so a GPT block without dropout would replay three.
+        4. What feeds them: a recomputed matmul needs its input. The norms, RoPE, GeLU, SiLU and
+           their products are recomputed too, but they are elementwise: the time model counts no
+           FLOPs for them (the roofline prices their bytes, ``roofline.replayed``). The attention
+           output feeding o (or c_proj): SDPA's is saved (flash attention, none of its FLOPs
+           replayed); eager attention's two ``bmm`` (q·kᵀ and the probabilities times v) are not
+           in the save list, so they are replayed: 4·h·s per token, as ``timing`` counts
+           attention's forward (its ``attention_count``).
+
+        So per token and block, Llama: 2h(K·h/a + h + f) (+ 4hs eager); GPT: 2h(h + 2K·h/a) +
+        2h² + 4hf (+ 4hs eager) -- the block's forward matmuls, as under "full". Llama-3-8B
+        (h = 4096, K·h/a = 1024, f = 14336): 2·4096·(1024 + 4096 + 14336) = 159,383,552 FLOPs a
+        token a block, 36.5% of its 436,207,616 matmul FLOPs (k, o and up of q, k, v, o, gate,
+        up and down). ``tests/test_torchtitan_op_flops.py`` measures them (``FlopCounterMode``)."""
+        h, f, kv = self.hidden, self.ffn, self.kv_width
+        if self.llama:
+            replayed = {"wk": 2 * h * kv, "wo": 2 * h * h, "w3": 2 * h * f}
+        else:
+            replayed = {"qkv": 2 * h * (h + 2 * kv), "proj": 2 * h * h, "fc1": 2 * h * f}
+            replayed["fc2"] = 2 * f * h
+        if self.attention == "eager":
+            count = self.ATTENTION_COUNTS[self.attention_count]
+            replayed["attention"] = int(4 * h * self.seq * count)
+        return replayed
 
     @property
     def lookup_params(self) -> int:
@@ -281,6 +332,11 @@ class TransformerSpec(IdealSlices):
         )
         sbh = s * b * h
         terms = {name: Fraction(0) for name in self.ACTIVATION_TERMS}
+        expect(
+            self.recompute not in self.PROFILE_ONLY,
+            f"Korthikanti's formula has no term for {self.recompute}'s save list: its peak is the "
+            "module's profile's (fit, or time --model NAME)",
+        )
         if every_kth(self.recompute):  # torchtitan's layer:K: k = L // K layers as under full
             k, L = self.checkpointed_layers, self.layers
             kept, full = (

@@ -61,11 +61,7 @@ def flops_per_token(psi_or_model: ModelOrPsi, recompute: str = "none") -> dict[s
     QKᵀ and attention over V, 4·b·s²·h per layer and micro-batch = 4·L·h·s per token
     (Korthikanti et al. 2022, §4.2 and eq. 8; softmax and dropout are elementwise, not counted).
     Model FLOPs (what MFU counts): ``model_flops_per_token``."""
-    expect(
-        recompute in TransformerSpec.RECOMPUTE or every_kth(recompute),
-        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)} or layer:K, got "
-        f"{recompute!r}",
-    )
+    known_recompute(recompute)
     model = as_model(psi_or_model)
     # a mixture of experts runs each token through its k experts only: Ψ_active (experts.py); a
     # Llama's untied input embedding is a lookup, no FLOPs (``TransformerSpec.lookup_params``)
@@ -77,13 +73,31 @@ def flops_per_token(psi_or_model: ModelOrPsi, recompute: str = "none") -> dict[s
     return {"forward": forward, "backward": 4 * psi + attention["backward"] + replayed, "step": 0}
 
 
+def known_recompute(recompute: str) -> None:
+    """Refuses, in one line, a recomputation the time model does not charge."""
+    known = (*TransformerSpec.RECOMPUTE, *TransformerSpec.PROFILE_ONLY)
+    expect(
+        recompute in known or every_kth(recompute),
+        f"recompute must be one of {', '.join(known)} or layer:K, got {recompute!r}",
+    )
+
+
 def replayed_share(model: Model, recompute: str, forward: int, attention: int) -> int:
     """Forward FLOPs recomputation replays in backward, per token: none; core attention's under
     "selective"; the whole ``forward`` under "full"; under torchtitan's layer:K the checkpointed
-    layers' share of it, L // K of the L layers (rounded down to a whole FLOP)."""
+    layers' share of it, L // K of the L layers (rounded down to a whole FLOP); under
+    torchtitan's op policy each block's recomputed matmuls
+    (``TransformerSpec.torchtitan_op_recomputed``), L of them."""
     every = every_kth(recompute)
     if every:
         return forward * (model.layers // every) // model.layers
+    if recompute == "torchtitan-op":
+        expect(
+            isinstance(model, TransformerSpec),
+            f"torchtitan-op's recomputed matmuls are a transformer block's; got {model!r}",
+        )
+        assert isinstance(model, TransformerSpec)
+        return model.layers * sum(model.torchtitan_op_recomputed().values())
     return {"none": 0, "selective": attention, "full": forward}[recompute]
 
 
@@ -140,11 +154,7 @@ def megatron_hardware_flops_per_token(
     "full" every layer's forward -- 2·L·(layer weights) + core attention, not the logit layer --
     "selective" core attention's forward (Korthikanti et al. 2022, §4.2). With "full" and K = a,
     f = 4h: 96·L·h²·(1 + s/(6h) + V/(16hL)) per token, Narayanan et al. 2021 eq. (3)."""
-    expect(
-        recompute in TransformerSpec.RECOMPUTE or every_kth(recompute),
-        f"recompute must be one of {', '.join(TransformerSpec.RECOMPUTE)} or layer:K, got "
-        f"{recompute!r}",
-    )
+    known_recompute(recompute)
     attention = megatron_attention_forward_per_token(model, causal)
     layers = 2 * model.layers * megatron_layer_matmul_weights(model) + attention
     replayed = replayed_share(model, recompute, layers, attention)
@@ -232,7 +242,8 @@ def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> d
     """Bytes per token, per pass, that eager attention's softmax and dropout move through device
     memory (``EAGER_ATTENTION_BYTES`` per score): a token meets a·s scores in each of L layers, so
     L·a·s × 9 forward and × 11 backward, plus the forward's 9 again under recomputation ("full"
-    and "selective" both replay the softmax and dropout). Like the FLOPs, the tokens a device
+    and "selective" both replay the softmax and dropout, and torchtitan-op, whose save list
+    holds neither). Like the FLOPs, the tokens a device
     handles carry its share: b·(a/t)·s² scores per layer on a tensor slice, m·b·s/(t·p) tokens.
     0 for flash attention and for a model that is not a dense transformer."""
     if not isinstance(model, TransformerSpec) or model.attention != "eager":
@@ -242,7 +253,7 @@ def eager_attention_bytes_per_token(model: object, recompute: str = "none") -> d
     forward = moved["forward"] * scores
     replayed = (
         forward
-        if recompute in ("full", "selective")
+        if recompute in ("full", "selective", "torchtitan-op")  # (each replays the softmax)
         else replayed_share(model, recompute, forward, 0)
         if every_kth(recompute)
         else 0
