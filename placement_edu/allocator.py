@@ -91,26 +91,26 @@ def should_split(remaining: int, small: bool, expandable: bool) -> bool:
 @dataclass(eq=False)  # a block is itself: two free blocks of one size are not the same block
 class Block:
     """A piece of a segment: ``start`` (offset in its segment) and ``size`` bytes; allocated or
-    free. ``requested``: the bytes the tensor asked for (0 when free)."""
+    free. ``requested``: the bytes the tensor asked for (0 when free). ``prev`` and ``next``: its
+    neighbours in the segment, as the C++ ``Block`` links them."""
 
     start: int
     size: int
     allocated: bool = False
     requested: int = 0
+    prev: Block | None = field(default=None, repr=False)
+    next: Block | None = field(default=None, repr=False)
 
 
 @dataclass(eq=False)
 class Segment:
-    """Memory reserved from the GPU for one stream and pool: its blocks in address order, covering
-    ``[0, size)``. An expandable segment grows at its end."""
+    """Memory reserved from the GPU for one stream and pool: ``size`` bytes, split into blocks
+    linked in address order from offset 0 to ``last``. An expandable segment grows at its end."""
 
     stream: str
     small: bool
-    blocks: list[Block] = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        return sum(b.size for b in self.blocks)
+    size: int = 0
+    last: Block | None = None
 
 
 @dataclass
@@ -139,9 +139,9 @@ class Allocator:
         segment, block = found
         del self.cached[block]
         remaining = block.size - rounded
-        if should_split(remaining, small, self.expandable):
-            rest = Block(block.start + rounded, remaining)
-            segment.blocks.insert(segment.blocks.index(block) + 1, rest)
+        if should_split(remaining, small, self.expandable):  # the rest: a free block after it
+            rest = Block(block.start + rounded, remaining, prev=block, next=block.next)
+            self._link(segment, rest)
             self.cached[rest] = segment
             block.size = rounded
         block.allocated, block.requested = True, size
@@ -158,15 +158,25 @@ class Allocator:
         self.requested -= block.requested
         self.allocated -= block.size
         block.allocated, block.requested = False, 0
-        i = segment.blocks.index(block)
-        for j in (i + 1, i - 1):  # the next neighbour first, so that i stays valid
-            if 0 <= j < len(segment.blocks) and not segment.blocks[j].allocated:
-                a, b = sorted((block, segment.blocks[j]), key=lambda x: x.start)
-                a.size += b.size
-                segment.blocks.remove(b)
-                self.cached.pop(b, None)
-                block = a
+        for other in (block.next, block.prev):
+            if other is not None and not other.allocated:
+                low, high = (block, other) if other is block.next else (other, block)
+                low.size += high.size
+                low.next = high.next
+                self._link(segment, low)
+                self.cached.pop(high, None)
+                block = low
         self.cached[block] = segment
+
+    @staticmethod
+    def _link(segment: Segment, block: Block) -> None:
+        """Point ``block``'s neighbours (or the segment's end) back at it."""
+        if block.prev is not None:
+            block.prev.next = block
+        if block.next is not None:
+            block.next.prev = block
+        else:
+            segment.last = block
 
     def _best_fit(self, size: int, stream: str, small: bool) -> tuple[Segment, Block] | None:
         """The smallest free block of this stream's pool that fits, the lowest address first among
@@ -175,7 +185,7 @@ class Allocator:
         segment can grow ("for the purposes of "best fit" we consider its size to be the size it
         can expand to"), so it is taken last."""
         fits = [
-            (segment.blocks[-1] is b and self.expandable, b.size, b.start, id(segment), b)
+            (segment.last is b and self.expandable, b.size, b.start, id(segment), b)
             for b, segment in self.cached.items()
             if segment.stream == stream and segment.small == small and b.size >= size
         ]
@@ -188,29 +198,26 @@ class Allocator:
         """Memory from the GPU: a new segment (``alloc_block``), or, under expandable segments,
         whole pages at the end of the stream's one segment of that pool, joined to a free block
         already at its end (``try_allocate_expandable_block``, ``map_block``)."""
-        if not self.expandable:
-            segment = Segment(stream, small, [Block(0, allocation_size(size))])
+        segment = next((s for s in self.segments if s.stream == stream and s.small == small), None)
+        if segment is None or not self.expandable:
+            segment = Segment(stream, small)
             self.segments.append(segment)
-            self.cached[segment.blocks[0]] = segment
-            self.reserved += segment.size
-        else:
-            segment = next(
-                (s for s in self.segments if s.stream == stream and s.small == small), None
-            ) or Segment(stream, small)
-            if not segment.blocks:
-                self.segments.append(segment)
-            tail = segment.blocks[-1] if segment.blocks else None
-            free_tail = tail.size if tail is not None and not tail.allocated else 0
+        tail = segment.last
+        if self.expandable:
             page = page_size(small)
+            free_tail = tail.size if tail is not None and not tail.allocated else 0
             grown = -(-(size - free_tail) // page) * page
-            if free_tail:
-                tail.size += grown  # type: ignore[union-attr]
-            else:
-                segment.blocks.append(Block(segment.size, grown))
-                self.cached[segment.blocks[-1]] = segment
-            self.reserved += grown
+        else:
+            grown = allocation_size(size)
+        if tail is not None and not tail.allocated:
+            tail.size += grown  # joined to the free block at the end
+        else:
+            self._link(segment, Block(segment.size, grown, prev=tail))
+            self.cached[segment.last] = segment  # type: ignore[index]
+        segment.size += grown
+        self.reserved += grown
         self.peak_reserved = max(self.peak_reserved, self.reserved)
-        return segment, segment.blocks[-1]
+        return segment, segment.last  # type: ignore[return-value]
 
     def reserved_by_pool(self) -> dict[tuple[str, str], int]:
         """Reserved bytes by (stream, "small" or "large" pool)."""
