@@ -78,7 +78,7 @@ def test_readmes_one_peak_table_is_what_compare_and_table_print(capsys) -> None:
             f"{r.formula / GiB:.2f} GiB ({r.formula / r.published:.3f}) |"
         )
         assert row in readme, row
-        # README: the estimate "lands inside the [0.90, 1.05] band issue 39 asks"
+        # README: the estimate "lands inside issue 39's [0.90, 1.05]"
         assert 0.90 <= r.reserved / r.published <= 1.05, r.run.table
     # the tracker rows: FSDPMemTracker's peak, measured (GPT-2: tests/test_peak_derivation.py's
     # literal; the 8B shape: docs/measured.md's row, equal to the byte to the prediction)

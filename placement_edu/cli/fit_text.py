@@ -23,10 +23,10 @@ def text(r: dict, peak: StepPeak) -> str:
     lines += [f"  {k:36} {fmt_bytes(v):>34}" for k, v in peak.peak.terms.items() if v]
     if r.get("reserved_estimate_bytes"):
         e = r["reserved_estimate"]
-        lines += [
-            f"reserved, an estimate ({e['allocator']}): {fmt_bytes(r['reserved_estimate_bytes'])}",
-            f"  {e['source']}",
-        ]
+        lines.append(
+            f"reserved, an estimate ({e['allocator']}): "
+            f"{fmt_bytes(r['reserved_estimate_bytes'])} -- {e['source']}"
+        )
     lines += ending(r)
     return "\n".join(lines)
 
