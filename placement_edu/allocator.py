@@ -3,9 +3,8 @@
 ``torch.cuda.max_memory_allocated()`` counts the blocks handed to tensors; ``nvidia-smi``,
 torchtitan's logs and most published tables show ``max_memory_reserved()``: the memory the
 allocator took from the GPU and keeps cached. This module replays a sequence of allocations and
-frees through the rules of ``c10/cuda/CUDACachingAllocator.cpp`` (pytorch/pytorch as stored at
-001074d, torch 2.13's allocator; the quoted lines below are that file's) and reports both peaks.
-Sizes are bytes.
+frees through the rules of ``c10/cuda/CUDACachingAllocator.cpp`` (read at pytorch/pytorch commit
+001074d; the quoted lines below are that file's) and reports both peaks. Sizes are bytes.
 
 The rules, each a function or a method below:
 
