@@ -248,10 +248,8 @@ class Replay:
     def forward_before(self, last: Event, k: int) -> Event:
         """Block k's forward, placed as the last block's (``derive``'s ``forward, block L-1``):
         blocks 0 .. k-1 kept instead of 0 .. L-2 (and, unresharded, 0 .. k gathered)."""
-        terms = dict(last.terms)
-        terms[ACTIVATIONS_AND_TEMPORARIES] -= self.kept.before(self.layers - 1) - self.kept.before(
-            k
-        )
+        terms, fewer = dict(last.terms), self.kept.before(self.layers - 1) - self.kept.before(k)
+        terms[ACTIVATIONS_AND_TEMPORARIES] -= fewer
         if terms.get(BLOCK_GATHERED):
             terms[BLOCK_GATHERED] = self.block_bytes() * (k + 1 if self.unresharded(last) else 1)
         return Event(f"forward, block {k}", last.phase, terms)
