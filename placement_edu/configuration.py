@@ -34,6 +34,67 @@ PeakOf = Callable[[Strategy, Mesh, str], Optional[int]]
 
 
 @dataclass(frozen=True)
+class DataTraffic:
+    """SPEC §4 rule 5 on one candidate: how often rank 0's states cross the batch axes (data,
+    replica, context) in one optimizer step, and the ring bytes they send, beside plain data
+    parallelism's on the same mesh (``pricing.data_traffic``). ``reductions`` and ``gathers``:
+    the runs per step of the gradient reductions and parameter all-gathers -- 1 (once a step,
+    the gradient accumulated first), ``m`` (once per micro-batch) or 0 (none).
+    ``pipeline_bytes``: the pipeline's sends a step. ``nic_bytes``: what leaves rank 0's NIC, the
+    bytes of every axis whose groups span nodes; ``shared_nic``: a batch axis and the pipeline
+    both do, so their collectives contend for that NIC (``nic_bandwidth``, bytes/s). The time
+    model prices a pass's collectives off the critical path as one stream
+    (``timing.exposed``): contending, they add."""
+
+    reductions: int
+    gathers: int
+    bytes: Fraction
+    dp_bytes: Fraction
+    pipeline_bytes: Fraction = Fraction(0)
+    nic_bytes: Fraction = Fraction(0)
+    shared_nic: bool = False
+    nic_bandwidth: float | None = None
+
+    @property
+    def times_dp(self) -> Fraction | None:
+        """The bytes as a multiple of plain dp's (None where dp sends none: no batch axis)."""
+        return self.bytes / self.dp_bytes if self.dp_bytes else None
+
+    @property
+    def nic_s(self) -> float | None:
+        """Seconds the NIC needs for ``nic_bytes`` at its bandwidth (latency aside)."""
+        return None if self.nic_bandwidth is None else float(self.nic_bytes) / self.nic_bandwidth
+
+    def words(self) -> str:
+        """e.g. "grads reduced ×128, params gathered ×1 a step: 64.5× dp's data-axis bytes"."""
+        ratio = self.times_dp
+        versus = "" if ratio is None else f": {float(ratio):.4g}× dp's data-axis bytes"
+        shared = (
+            f"; data and pipeline share the NIC: {float(self.nic_bytes) / GB:,.1f} GB a step, "
+            f"{self.nic_s:.3g} s at {self.nic_bandwidth / 1e9:g} GB/s"
+            if self.shared_nic and self.nic_s is not None and self.nic_bandwidth
+            else ""
+        )
+        return (
+            f"grads reduced ×{self.reductions}, params gathered ×{self.gathers} a step{versus}"
+            f"{shared}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        ratio = self.times_dp
+        return {
+            "grad_reductions_per_step": self.reductions,
+            "param_gathers_per_step": self.gathers,
+            "bytes_per_step": plain(self.bytes),
+            "dp_bytes_per_step": plain(self.dp_bytes),
+            "times_dp": None if ratio is None else float(ratio),
+            "pipeline_bytes_per_step": plain(self.pipeline_bytes),
+            "nic_bytes_per_step": plain(self.nic_bytes),
+            "shared_nic": self.shared_nic,
+        }
+
+
+@dataclass(frozen=True)
 class Choice(Shown):
     """One placement on one mesh: its peak bytes on rank 0 and, when it fits, its step time."""
 
@@ -45,6 +106,8 @@ class Choice(Shown):
     time: StepTime | None = None
     #: Korthikanti's formula's peak where ``peak_bytes`` is the module's (``plan(peak_of=...)``).
     formula_peak_bytes: int | None = None
+    #: Rule 5's count of the batch axes' reductions and gathers, where it fits (``DataTraffic``).
+    data_axis: DataTraffic | None = None
 
     @property
     def over_bytes(self) -> int:
@@ -52,10 +115,9 @@ class Choice(Shown):
         return self.peak_bytes - self.budget_bytes
 
     def label(self) -> str:
-        return (
-            f"{self.strategy.name} on {self.mesh}, recompute {self.recompute}, "
-            f"m = {self.strategy.micro_batches}"
-        )
+        s = self.strategy
+        looped = f", interleaved:{s.virtual_stages}" if s.virtual_stages > 1 else ""
+        return f"{s.name} on {self.mesh}, recompute {self.recompute}, m = {s.micro_batches}{looped}"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -66,8 +128,12 @@ class Choice(Shown):
             "micro_batches": self.strategy.micro_batches,
             "peak_bytes": self.peak_bytes,
         }
+        if self.strategy.virtual_stages > 1:
+            out["pipeline_schedule"] = f"interleaved:{self.strategy.virtual_stages}"
         if self.formula_peak_bytes is not None:
             out["formula_peak_bytes"] = self.formula_peak_bytes
+        if self.data_axis is not None:
+            out["data_axis"] = self.data_axis.to_dict()
         if self.time is None:
             out["over_bytes"] = self.over_bytes
             return out
@@ -456,7 +522,7 @@ class Plan(Shown):
         shown = list(range(min(top, len(self.ranked))))
         if chosen is not None and chosen >= top:  # the chosen row, even below the top
             shown.append(chosen)
-        for i in shown:  # two lines a plan: what it is, then its time and peak
+        for i in shown:  # what it is, its time and peak, then rule 5's count on the batch axes
             c = self.ranked[i]
             t = c.time
             assert t is not None
@@ -467,6 +533,8 @@ class Plan(Shown):
                 f"exposed {t.exposed_comm_s:.3f}, bubble {t.bubble_s:.3f}), "
                 f"peak {c.peak_bytes / GB:.1f} GB{mark}"
             )
+            if c.data_axis is not None:
+                out.append(f"       {c.data_axis.words()}")
         out.append(
             f"Tie band {self.tie_band:.0%}: the plans within it of the fastest are ties. "
             f"Chosen: {self.reason()}."

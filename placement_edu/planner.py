@@ -30,6 +30,7 @@ from placement_edu.models import per_layer_model as per_layer_model  # (re-expor
 from placement_edu.precision import Precision
 from placement_edu.pricing import (
     DATA_STRATEGIES,
+    NO_SYNC_STRATEGIES,
     RECOMPUTES,
     compose,
     data_replicas,
@@ -232,7 +233,7 @@ def plan(
         isinstance(tie_band, (int, float)) and 0 <= tie_band < 1,
         f"tie_band is a fraction of the fastest step from 0 to 1 (0.02 = 2 %), got {tie_band!r}",
     )
-    search = _Search(model, setting, overlap, peak_of)
+    search = _Search(model, setting, overlap, peak_of, tie_band)
     runs = search.without_context(devices, batch, recomputes)
     search.with_context(runs)
     search.fits.sort(key=lambda c: (c.time.total_s, c.peak_bytes))  # type: ignore[union-attr]
@@ -254,8 +255,21 @@ def plan(
 
 
 #: A candidate apart from its context degree and attention: (tensor, pipeline, data·context, data
-#: strategy, sequence parallel, recompute).
-Key = tuple[int, int, int, str, bool, str]
+#: strategy, sequence parallel, unsharded accumulation, model chunks per rank, recompute).
+Key = tuple[int, int, int, str, bool, bool, int, str]
+#: The model chunks per pipeline rank of the interleaved candidates (Narayanan et al. 2021
+#: §2.2.2): two, the smallest interleaving, which halves 1F1B's bubble for twice its sends.
+INTERLEAVE = 2
+
+
+def variant_of(key: Key) -> Key | None:
+    """The plain candidate a variant (``no_sync`` or interleaved) is tried beside; None for a
+    plain one. A variant needs more memory than its plain candidate (+|G| unsharded; p + (p-1)/v
+    micro-batches in flight on the first stage instead of p), so it is priced only where that
+    one fits."""
+    return None if key[5:7] == (False, 1) else (*key[:5], False, 1, key[7])
+
+
 #: One candidate's meshes that differ only in their context degree, ascending in it, each with its
 #: strategy when asked.
 Run = list[tuple[Mesh, Callable[[], Strategy]]]
@@ -273,6 +287,19 @@ def candidates(
             f"of {model.micro_batch}"
         )
     m = batch // (replicas * model.micro_batch)
+    p, plain_mesh = mesh.degree("pipeline"), mesh.degree("context") == 1
+    # rule 5's other choice where a sharded gradient would be reduced per micro-batch
+    no_syncs = (False, True) if m > 1 and mesh.degree("data") > 1 and plain_mesh else (False,)
+    # interleaved 1F1B where Megatron's rule allows it: m a multiple of p, v·p equal layer chunks
+    chunks = (
+        (1, INTERLEAVE)
+        if p > 1
+        and plain_mesh
+        and m % p == 0
+        and model.layers % (INTERLEAVE * p) == 0
+        and not has_experts(model)
+        else (1,)
+    )
     datas = (
         ["zero3"]
         if mesh.degree("replica") > 1
@@ -287,12 +314,27 @@ def candidates(
     # on a context axis the ring always, Ulysses where each rank gets whole key-value heads
     c, t = mesh.degree("context"), mesh.degree("tensor")
     attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
-    base = (t, mesh.degree("pipeline"), c * mesh.degree("data"))
+    base = (t, p, c * mesh.degree("data"))
     return [
-        ((*base, data, sp, recompute), attention, partial(compose, data, mesh, m, sp, attention))
-        for data, sp, attention in itertools.product(datas, parallel_sequences, attentions)
+        (
+            (*base, data, sp, no_sync, v, recompute),
+            attention,
+            partial(_composed, data, mesh, m, sp, attention, no_sync, v),
+        )
+        for data, sp, attention, no_sync, v in itertools.product(
+            datas, parallel_sequences, attentions, no_syncs, chunks
+        )
+        if not no_sync or data in NO_SYNC_STRATEGIES
         for recompute in recomputes
     ]
+
+
+def _composed(
+    data: str, mesh: Mesh, m: int, sp: bool, attention: str, no_sync: bool, v: int
+) -> Strategy:
+    """``compose``'s strategy, interleaved over ``v`` chunks a rank where v > 1."""
+    strategy = compose(data, mesh, m, sp, attention, no_sync)
+    return strategy.with_(pipeline_schedule="interleaved", virtual_stages=v) if v > 1 else strategy
 
 
 @dataclass
@@ -303,11 +345,12 @@ class _Search:
     setting: Setting
     overlap: str
     peak_of: PeakOf | None
+    tie_band: float = TIE_BAND
     fits: list[Choice] = field(default_factory=list)
     over: list[Choice] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     #: The candidates that fit on a mesh without a context axis (no context degree is listed).
-    fitted: set[Key] = field(default_factory=set)
+    fitted: dict[Key, Choice] = field(default_factory=dict)
 
     def priced(self, strategy: Strategy, mesh: Mesh, recompute: str) -> Choice | None:
         """``price``'s choice, filed as fitting or over; None (said in ``skipped``) if refused."""
@@ -336,23 +379,56 @@ class _Search:
         """Every candidate on a mesh without a context axis priced; those with one gathered into
         runs, by candidate, for ``with_context``."""
         runs: dict[tuple[Key, str], Run] = {}
+        variants: list[tuple[Key, Mesh, Callable[[], Strategy]]] = []
         hw = self.setting.hardware
         for mesh in meshes(devices, self.model, hw.gpus_per_node or MAX_TENSOR):
             tried = candidates(mesh, self.model, batch, recomputes)
             if isinstance(tried, str):
                 self.skipped.append(tried)
                 continue
-            refused: set[tuple[int, int, int, str, bool]] = set()
+            refused: set[tuple[int, int, int, str, bool, bool, int]] = set()
             for key, attention, strategy_of in tried:
                 if mesh.degree("context") > 1:
                     runs.setdefault((key, attention), []).append((mesh, strategy_of))
-                elif key[:5] not in refused:  # (refused once: refused for every recompute)
-                    choice = self.priced(strategy_of(), mesh, key[5])
+                elif variant_of(key) is not None:
+                    variants.append((key, mesh, strategy_of))
+                elif key[:-1] not in refused:  # (refused once: refused for every recompute)
+                    choice = self.priced(strategy_of(), mesh, key[-1])
                     if choice is None:
-                        refused.add(key[:5])
+                        refused.add(key[:-1])
                     elif choice.time is not None:
-                        self.fitted.add(key)
+                        self.fitted[key] = choice
+        self.variants(variants)
         return runs
+
+    def variants(self, variants: list[tuple[Key, Mesh, Callable[[], Strategy]]]) -> None:
+        """The ``no_sync`` and interleaved variants priced where they could change the choice:
+        their plain candidate fits (a variant needs more memory, ``variant_of``) and they could
+        save more than the tie band of its step -- interleaved, (1 - 1/v) of its bubble (the same
+        collectives, v× the pipeline's sends); ``no_sync``, its exposed communication (it cuts
+        only the data axis') -- and the least step they could reach, the plain one's less that
+        saving, is inside the tie band of the fastest plain plan. A smaller gain would be a tie
+        with the plain plan, on the same mesh, with more memory. The others are counted in
+        ``skipped``."""
+        fastest = min((c.time.total_s for c in self.fits if c.time), default=0.0)
+        unpriced = 0
+        for key, mesh, strategy_of in variants:
+            plain = self.fitted.get(variant_of(key))  # type: ignore[arg-type]
+            t = None if plain is None else plain.time
+            no_sync, v = key[5], key[6]
+            saving = 0.0 if t is None else t.exposed_comm_s if no_sync else t.bubble_s * (1 - 1 / v)
+            if t is None or saving <= self.tie_band * t.total_s:
+                unpriced += 1
+            elif t.total_s - saving > fastest * (1 + self.tie_band):
+                unpriced += 1
+            else:
+                self.priced(strategy_of(), mesh, key[-1])
+        if unpriced:
+            self.skipped.append(
+                f"{unpriced:,} variants (no_sync, interleaved:{INTERLEAVE}) not priced: their "
+                "plain candidate does not fit, or they could save no more than the tie band of "
+                "its step, or not reach the tie band of the fastest"
+            )
 
     def fits_at(self, run: Run, i: int, recompute: str) -> bool:
         """Whether the ``i``-th mesh of ``run`` fits the budget (the peak price compares: the
@@ -376,7 +452,7 @@ class _Search:
         devices: 2^40 devices, s = 2^17 answer."""
         pruned = 0
         for (key, _), run in runs.items():
-            recompute = key[5]
+            recompute = key[-1]
             if key in self.fitted:
                 pruned += len(run)
                 continue

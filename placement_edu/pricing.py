@@ -21,12 +21,13 @@ bytes. FLOPs are counted as ``timing.FLOP_CONVENTION`` says.
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import TypedDict
 
-from placement_edu.configuration import Choice, PeakOf, Priced
+from placement_edu.configuration import Choice, DataTraffic, PeakOf, Priced
 from placement_edu.errors import PlacementError, expect, shown
 from placement_edu.experts import MoESpec, has_experts
 from placement_edu.memory import derive_memory
@@ -37,10 +38,10 @@ from placement_edu.models import (
     tensor_divides_heads,
 )
 from placement_edu import names
-from placement_edu.placement import MODEL_STATES, Placement, State
+from placement_edu.placement import AXES, BATCH_AXES, MODEL_STATES, Placement, State
 from placement_edu.precision import Precision
 from placement_edu.roofline import optimizer_seconds
-from placement_edu.schedule import Schedule, derive_schedule
+from placement_edu.schedule import REDUCTIONS, OpKind, Schedule, derive_schedule, ring_bytes
 from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
 from placement_edu.timing import (
@@ -67,6 +68,12 @@ from placement_edu.timing import (
 #: modes and ``reshard_after_forward`` are read from ``strategies.STRATEGIES``.
 DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_op")
 RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
+#: The data placements whose gradients are split on the data axis and whose parameters are
+#: gathered (SG), which the planner also tries accumulating unsharded (``compose(no_sync=True)``).
+#: zero2 accumulating unsharded is zero1's placement (P=R G=R O=S), already a candidate.
+NO_SYNC_STRATEGIES: tuple[str, ...] = ("zero3", "fsdp_grad_op")
+#: What marks unsharded accumulation on the data part of a name: "zero3+no_sync×tp×pp".
+NO_SYNC = "+no_sync"
 
 
 @lru_cache(maxsize=4096)  # (the planner composes one strategy for many recomputations)
@@ -76,26 +83,39 @@ def compose(
     micro_batches: int,
     sequence_parallel: bool = False,
     context_attention: str = "ring",
+    no_sync: bool = False,
 ) -> Strategy:
     """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
     tensor and pipeline axes where the mesh has them, and Megatron's sequence parallelism on the
     tensor axis when asked. A context axis takes the data axis' modes -- the states sharded over
     data × context, as Megatron's distributed optimizer and torchtitan's FSDP over dp × cp do --
     and ``context_attention`` (ring or Ulysses). Named like the compositions: zero1×tp×pp,
-    zero1×tp+sp, zero1×cp×tp, dp×cp_ulysses."""
+    zero1×tp+sp, zero1×cp×tp, dp×cp_ulysses.
+
+    ``no_sync``: the gradient accumulates unsharded (R on the batch axes) over the micro-batches
+    and is reduced once, after the last (SPEC §4 rule 5's other choice: DDP's and FSDP1's
+    ``no_sync()``, FSDP2's ``set_requires_gradient_sync(False)`` on all micro-batches but the
+    last): +|G| bytes held, m - 1 reductions fewer. Named with ``NO_SYNC``: zero3+no_sync×tp."""
     on_data = STRATEGIES[data]
     axes = [axis for axis, n in mesh if n > 1]
+    no_sync = no_sync and "data" in axes  # (the name's data part carries it)
     modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
     for on in ("data", "context"):
         if on in axes:
             for state in MODEL_STATES:
                 modes[state.value][on] = on_data.placement.mode(state, "data").value
+            if no_sync:
+                modes[State.GRADS.value][on] = "R"
     for axis in ("tensor", "pipeline"):
         if axis in axes:
             for by_axis in modes.values():
                 by_axis[axis] = "S"
+    name = names.composed_name(data, axes, sequence_parallel, context_attention)
+    if no_sync:
+        first, *rest = name.split(names.SEPARATOR)
+        name = names.SEPARATOR.join([first + NO_SYNC, *rest])
     return Strategy(
-        names.composed_name(data, axes, sequence_parallel, context_attention),
+        name,
         Placement(**modes),
         reshard_after_forward=on_data.reshard_after_forward,
         micro_batches=micro_batches,
@@ -186,7 +206,8 @@ def price(
         time = with_optimizer_step(
             time, optimizer_step_seconds(strategy, shaped, mesh, precision, hw)
         )
-    return Choice(strategy, mesh, recompute, peak, limit, time, beside)
+    traffic = data_traffic(strategy, priced, mesh, precision, hw)
+    return Choice(strategy, mesh, recompute, peak, limit, time, beside, traffic)
 
 
 def with_optimizer_step(time: StepTime, seconds: float) -> StepTime:
@@ -240,12 +261,92 @@ def comm_seconds(
     derivation)."""
     m = strategy.micro_batches
     one, two = (
-        comm_time(
-            _schedule(strategy.with_(micro_batches=k), model, mesh, precision), hw, mesh, critical
-        )
+        comm_time(_schedule(_at(strategy, k), model, mesh, precision), hw, mesh, critical)
         for k in ((1, 2) if m > 2 else (m, m))
     )
     return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
+
+
+# --- rule 5: the batch axes' reductions and gathers ----------------------------------------------
+@lru_cache(maxsize=4096)  # (every recomputation but full's replay prices the same schedule)
+def data_traffic(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
+) -> DataTraffic:
+    """SPEC §4 rule 5 counted on rank 0's schedule: the runs per step of its gradient reductions
+    and of its parameter all-gathers on the batch axes (0 where there are none; m where a kind's
+    bytes grow with m -- more than 1.5× from m = 1 to m = 2, as ``timing.overlapped`` reads it --
+    else 1), the ring bytes all its collectives of parameters and gradients on those axes send
+    in a step (affine in m, as ``comm_seconds``), and plain dp's on the same mesh: one
+    all-reduce of the gradient a step, at any m. zero2 on data=8 at m = 128 reduce-scatters
+    128 times and gathers once, 129 × 7/8 of its gradient's bytes against dp's 2 × 7/8: 64.5×.
+
+    Beside them, the pipeline's sends, and the bytes that leave through rank 0's NIC on ``hw``:
+    those of every axis whose groups span nodes (``Hardware.spans_nodes``)."""
+    m = strategy.micro_batches
+    one, two = (_batch_bytes(_at(strategy, k), model, mesh, precision) for k in (1, 2))
+    dp = compose("dp", mesh, 1, strategy.sequence_parallel)
+    plain_dp = _batch_bytes(dp, model, mesh, precision)
+    zero = Fraction(0)
+    total = {k: one.get(k, zero) + (m - 1) * (two.get(k, zero) - one.get(k, zero)) for k in two}
+
+    def runs(kind: str) -> int:
+        at1, at2 = (sum((b for (k, _), b in at.items() if k == kind), zero) for at in (one, two))
+        return 0 if not at1 else m if at2 > Fraction(3, 2) * at1 else 1
+
+    def summed(kinds: tuple[str, ...], axes: Container[str] = AXES) -> Fraction:
+        return sum((b for (k, a), b in total.items() if k in kinds and a in axes), zero)
+
+    crossing = {axis for axis, n in mesh if n > 1 and hw.spans_nodes(mesh, axis)}
+    on_batch = ("reductions", "gathers", "other")
+    return DataTraffic(
+        runs("reductions"),
+        runs("gathers"),
+        summed(on_batch),
+        sum((b for (k, _), b in plain_dp.items() if k in on_batch), Fraction(0)),
+        summed(("pipeline",)),
+        summed((*on_batch, "pipeline"), crossing),
+        bool(summed(on_batch, crossing)) and "pipeline" in crossing,
+        hw.network_link.bandwidth if hw.network_link is not None else None,
+    )
+
+
+@lru_cache(maxsize=4096)  # (one per schedule: every recomputation prices the same one)
+def _batch_bytes(
+    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision
+) -> dict[tuple[str, str], Fraction]:
+    """Ring bytes per step of the schedule's collectives by (kind, axis): on the batch axes, its
+    gradient reductions, its parameter all-gathers and any other collective of parameters or
+    gradients (an owner's broadcast; not the context axis' activations, nor the start-up
+    broadcast); on the pipeline axis, its sends ("pipeline")."""
+    payloads: dict[tuple[str, str, str, int, bool], int | Fraction] = {}
+    for op, times in _schedule(strategy, model, mesh, precision).counted():
+        if op.once or op.axis is None:
+            continue
+        if op.axis == "pipeline":
+            kind = "pipeline"
+        elif op.axis not in BATCH_AXES or op.state is State.ACTIVATIONS:
+            continue
+        elif op.state is State.GRADS and op.op in REDUCTIONS:
+            kind = "reductions"
+        elif op.state is State.PARAMS and op.op == OpKind.ALL_GATHER:
+            kind = "gathers"
+        else:
+            kind = "other"
+        key = (kind, op.axis, op.op, op.group, op.root)  # (ring bytes: linear in the payload)
+        payloads[key] = payloads.get(key, 0) + times * op.payload_bytes
+    out: dict[tuple[str, str], Fraction] = {}
+    for (kind, axis, collective, group, root), payload in payloads.items():
+        out[kind, axis] = out.get((kind, axis), Fraction(0)) + ring_bytes(
+            collective, group, payload, root
+        )
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _at(strategy: Strategy, micro_batches: int) -> Strategy:
+    """``strategy`` at ``micro_batches`` (the m = 1 and m = 2 of every affine extension), built
+    once."""
+    return strategy.with_(micro_batches=micro_batches)
 
 
 @lru_cache(maxsize=4096)
@@ -261,7 +362,7 @@ def overlap_streams(
 ) -> tuple[Overlapped, ...]:
     """``timing.overlapped`` from the schedules ``comm_seconds`` derives (m = 1 and 2, cached):
     what the "bucketed" overlap model hides unit by unit."""
-    one, two = (_schedule(strategy.with_(micro_batches=k), model, mesh, precision) for k in (1, 2))
+    one, two = (_schedule(_at(strategy, k), model, mesh, precision) for k in (1, 2))
     return overlapped(strategy, model, mesh, precision, hw, (one, two))
 
 
@@ -310,7 +411,8 @@ def configured_strategy(
     (``DATA_PLACEMENTS``), the rest -- if given -- the composition ``plan`` prints for this mesh
     (``zero1×tp×pp``; ``x`` for ``×``), checked against it. ``compose`` builds it."""
     given = names.parts(name)
-    data = given[0].removesuffix("+replica")
+    no_sync = given[0].endswith(NO_SYNC)
+    data = given[0].removesuffix(NO_SYNC).removesuffix("+replica")
     data = ALIASES.get(data, data)  # one vocabulary: fit's fsdp2 is zero3
     expect(
         data in DATA_PLACEMENTS,
@@ -328,6 +430,12 @@ def configured_strategy(
         data != "hsdp" or replica,
         "strategy hsdp needs a replica axis in the mesh (e.g. replica=2,data=4)",
     )
+    expect(
+        not no_sync or data in NO_SYNC_STRATEGIES + ("hsdp",),
+        f"strategy {shown(name)}: {NO_SYNC} (the gradient accumulated unsharded, reduced once a "
+        f"step) is for the placements that shard it: {', '.join(NO_SYNC_STRATEGIES)}, hsdp "
+        "(zero2's is zero1; dp and zero1 accumulate unsharded already)",
+    )
     looped, v = parsed_schedule(schedule)
     p = mesh.degree("pipeline")
     expect(
@@ -336,7 +444,8 @@ def configured_strategy(
         f"(Megatron's rule): m = {micro_batches} over p = {p}; give a global batch that makes "
         f"m a multiple of {p}",
     )
-    strategy = compose("zero3" if data == "hsdp" else data, mesh, micro_batches, sequence_parallel)
+    on_data = "zero3" if data == "hsdp" else data
+    strategy = compose(on_data, mesh, micro_batches, sequence_parallel, no_sync=no_sync)
     strategy = strategy.with_(pipeline_schedule=looped, virtual_stages=v)
     expect(
         len(given) == 1 or names.spelled(name) == strategy.name,
