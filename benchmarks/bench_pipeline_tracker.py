@@ -16,6 +16,7 @@ from placement_edu.peak_axes import derive_pipeline
 from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
 from placement_edu.runtime.measurement.peak_tracker import states
 from placement_edu.runtime.measurement.profiles import get_profile
+from placement_edu.step_case import StepCase
 
 #: (model, blocks (None: all), attention, stages, rank, schedule, virtual stages)
 CASES = (
@@ -50,17 +51,11 @@ def main() -> int:
         arch = get_architecture(model)
         arch = arch.with_(layers=blocks) if blocks else arch
         seq = REFERENCE_SEQ[model]
-        profile, _ = get_profile(arch, 1, seq, "fp32", attention, "none")
+        case = StepCase(arch, 1, seq, "fp32", attention)
+        profile, _ = get_profile(case)
         ours = derive_pipeline(arch, profile, p, rank, schedule, v)
         raw = measure_here(
-            measuring=pipeline_measure,
-            model=arch,
-            stages=p,
-            rank=rank,
-            schedule=schedule,
-            virtual_stages=v,
-            seq=seq,
-            attention=attention,
+            case, pipeline_measure, stages=p, rank=rank, schedule=schedule, virtual_stages=v
         )
         theirs = states(raw, False)
         equal = (ours.params, ours.grads, ours.optimizer) == tuple(

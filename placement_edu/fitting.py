@@ -24,6 +24,7 @@ from placement_edu.models import TransformerSpec
 from placement_edu.peak import PRECISIONS, ActivationProfile, StepPeak, derive
 from placement_edu.profile_store import stored
 from placement_edu.report import analyze
+from placement_edu.step_case import StepCase
 
 #: The sequence lengths offered per model (the largest is ``REFERENCE_SEQ``'s, shipped and checked).
 SEQ_CHOICES: Mapping[str, tuple[int, ...]] = {
@@ -87,7 +88,7 @@ def fit_peak(
     seq = seq or default_seq(model)
     compute = PRECISIONS[precision].compute_name
     if profile is None:
-        profile = stored(get_architecture(model), micro_batch, seq, compute, "eager", recompute)
+        profile = stored(StepCase.of(model, micro_batch, seq, compute, "eager", recompute))
     if profile is None:
         raise PlacementError(
             f"no activation profile is kept for {model} at b = {micro_batch}, s = {seq}, "

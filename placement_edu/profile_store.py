@@ -20,8 +20,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Iterable
 
-from placement_edu.architectures import REFERENCE_SEQ, Architecture
+from placement_edu.architectures import REFERENCE_SEQ
 from placement_edu.peak import ActivationProfile
+from placement_edu.step_case import StepCase
 
 
 #: Profiles of the reference models at the shapes issue 22 checks, measured and shipped with the
@@ -74,12 +75,11 @@ def _cached_code_key(texts: tuple[str, ...]) -> list[str]:
     return code_key(texts)
 
 
-def profile_key(
-    arch: Architecture, micro_batch: int, seq: int, compute: str, attention: str, recompute: str
-) -> str:
+def profile_key(case: StepCase) -> str:
     """The name a profile is kept under (shipped or cached: ``{key}.json``): a hash of the model's
     two-block shape, an HF config's contents, b, s, the dtypes, attention, recomputation, torch's
-    version and the measuring code (``code_key``)."""
+    version and the measuring code (``code_key``). (Not the optimizer: it holds no activations.)"""
+    arch = case.model
     source = Path(arch.config).read_text() if arch.config else ""  # an HF config: its contents too
     # ... and not where it lies (its path is its name): a copy elsewhere is the same model. The
     # shape is the two-block copy the profile measures: a model of any depth shares its profile.
@@ -90,11 +90,11 @@ def profile_key(
             asdict(shape),
             source,
             code,
-            micro_batch,
-            seq,
-            compute,
-            attention,
-            recompute,
+            case.micro_batch,
+            case.seq,
+            case.compute,
+            case.attention,
+            case.recompute,
             _torch_version(),
         ],
         sort_keys=True,
@@ -106,17 +106,10 @@ def use_cache() -> bool:
     return os.environ.get("PLACEMENT_EDU_NO_CACHE") != "1"
 
 
-def stored(
-    arch: Architecture,
-    micro_batch: int = 1,
-    seq: int = 1024,
-    compute: str = "fp32",
-    attention: str = "eager",
-    recompute: str = "none",
-) -> ActivationProfile | None:
+def stored(case: StepCase) -> ActivationProfile | None:
     """The profile kept for that case (shipped, else cached), or None: none kept, or a damaged
     entry (measured again)."""
-    name = f"{profile_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
+    name, arch = f"{profile_key(case)}.json", case.model
     for known in (SHIPPED / name, cache_dir() / name) if use_cache() else ():
         if known.is_file():
             try:
@@ -128,21 +121,11 @@ def stored(
     return None
 
 
-def keep(
-    profile: ActivationProfile,
-    arch: Architecture,
-    micro_batch: int,
-    seq: int,
-    compute: str,
-    attention: str,
-    recompute: str,
-) -> None:
+def keep(profile: ActivationProfile, case: StepCase) -> None:
     """Write a measured profile to the cache (nothing where the cache is off or read-only)."""
     if not use_cache():
         return
-    path = (
-        cache_dir() / f"{profile_key(arch, micro_batch, seq, compute, attention, recompute)}.json"
-    )
+    path = cache_dir() / f"{profile_key(case)}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -17,6 +17,7 @@ from placement_edu.schedule.derive import derive_schedule
 from placement_edu.schedule.ops import Repeat
 from placement_edu.schedule.rules import pipeline_boundary
 from placement_edu.strategies import get_strategy
+from placement_edu.step_case import StepCase
 
 pytestmark = pytest.mark.fast
 
@@ -180,7 +181,7 @@ def test_the_planners_divisors_from_prime_factors_equal_every_k_tried() -> None:
 def gpt2_profile():
     from placement_edu.runtime.measurement.profiles import get_profile
 
-    return get_profile("gpt2", 1, 1024)[0]  # shipped: no torch
+    return get_profile(StepCase.of("gpt2", 1, 1024))[0]  # shipped: no torch
 
 
 @pytest.mark.parametrize("layers", [66, 67, 100, 131, 200])

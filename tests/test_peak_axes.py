@@ -20,6 +20,7 @@ from placement_edu.runtime.axes.axis_tracker import measure_here
 from placement_edu.runtime.measurement.peak_tracker import states
 from placement_edu.runtime.measurement.profiles import get_profile
 from tests.tracker_cases import BLOCKS
+from placement_edu.step_case import StepCase
 
 pytestmark = pytest.mark.runtime
 
@@ -29,16 +30,10 @@ def _compare(model: str, t: int, sp: bool, blocks: int | None, **options: str) -
     arch = arch.with_(layers=blocks) if blocks else arch
     seq = REFERENCE_SEQ[model]
     recompute, attention = options.get("recompute", "none"), options.get("attention", "eager")
-    profile, _ = get_profile(arch, 1, seq, "fp32", attention, recompute)
+    case = StepCase(arch, 1, seq, "fp32", attention, recompute)
+    profile, _ = get_profile(case)
     predicted = derive_on_mesh(arch, profile, Mesh.of(tensor=t), 0, "fp32", sequence_parallel=sp)
-    raw = measure_here(
-        model=arch,
-        tensor=t,
-        sequence_parallel=sp,
-        seq=seq,
-        recompute=recompute,
-        attention=attention,
-    )
+    raw = measure_here(case, tensor=t, sequence_parallel=sp)
     measured = states(raw, False)
     assert (predicted.params, predicted.grads, predicted.optimizer) == (
         measured["params"],
@@ -99,7 +94,7 @@ def test_hsdp_s_replica_axis_leaves_a_rank_what_its_data_group_gives_it() -> Non
     # replica outermost), so it holds exactly what FSDP2 over 4 gives rank 1.
     from placement_edu.peak import derive
 
-    profile, _ = get_profile("gpt2", 1, 1024, "bf16", "sdpa", "none")
+    profile, _ = get_profile(StepCase.of("gpt2", 1, 1024, "bf16", "sdpa", "none"))
     hsdp = derive_on_mesh("gpt2", profile, Mesh.of(replica=2, data=4), 5, "fsdp2_bf16")
     assert hsdp == derive("gpt2", profile, 4, 1, "fsdp2_bf16")
 
@@ -117,17 +112,11 @@ def _compare_pipeline(
     arch = get_architecture(model)
     arch = arch.with_(layers=blocks) if blocks else arch
     seq, attention = REFERENCE_SEQ[model], options.get("attention", "eager")
-    profile, _ = get_profile(arch, 1, seq, "fp32", attention, "none")
+    case = StepCase(arch, 1, seq, "fp32", attention)
+    profile, _ = get_profile(case)
     predicted = derive_pipeline(arch, profile, p, rank, schedule, v)
     raw = measure_here(
-        measuring=pipeline_measure,
-        model=arch,
-        stages=p,
-        rank=rank,
-        schedule=schedule,
-        virtual_stages=v,
-        seq=seq,
-        attention=attention,
+        case, pipeline_measure, stages=p, rank=rank, schedule=schedule, virtual_stages=v
     )
     measured = states(raw, False)
     assert (predicted.params, predicted.grads, predicted.optimizer) == (
@@ -195,7 +184,7 @@ def test_a_stage_holds_its_slice_and_the_schedule_s_micro_batches() -> None:
     from placement_edu.peak_axes import IN_FLIGHT, derive_pipeline, pipeline_chunks
     from placement_edu.schedule.pipeline import looped_warmup
 
-    profile, _ = get_profile("gpt2", 1, 1024, "fp32", "eager", "none")
+    profile, _ = get_profile(StepCase.of("gpt2", 1, 1024, "fp32", "eager", "none"))
     # GPT-2's first stage of 2, by hand: wte 50257 x 768, wpe 1024 x 768, blocks 0-5 of 7,087,872
     # parameters each; its last stage: blocks 6-11, ln_f (2 x 768) and its own copy of the head.
     first, last = (derive_pipeline("gpt2", profile, 2, r) for r in (0, 1))
@@ -221,10 +210,10 @@ def test_a_stage_holds_its_slice_and_the_schedule_s_micro_batches() -> None:
 
 
 def test_a_pipeline_is_refused_in_one_line_where_it_is_not_priced() -> None:
-    profile, _ = get_profile("gpt2", 1, 1024, "fp32", "eager", "none")
+    profile, _ = get_profile(StepCase.of("gpt2", 1, 1024, "fp32", "eager", "none"))
     with pytest.raises(PlacementError, match="pipeline axis on its own"):
         derive_on_mesh("gpt2", profile, Mesh.of(data=2, pipeline=2), 0, "fp32")
-    bf16, _ = get_profile("gpt2", 1, 1024, "bf16", "sdpa", "none")
+    bf16, _ = get_profile(StepCase.of("gpt2", 1, 1024, "bf16", "sdpa", "none"))
     with pytest.raises(PlacementError, match="give the fp32 precision"):
         derive_on_mesh("gpt2", bf16, Mesh.of(pipeline=2), 0, "fsdp2_bf16")
 
@@ -255,7 +244,7 @@ def test_a_context_rank_adds_the_long_context_buffers_to_its_blocks(attention: s
     from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq
 
     assert context_seq(8192, 4) == 2048
-    profile, _ = get_profile("llama-8b", 1, 2048, "bf16", "sdpa", "none")
+    profile, _ = get_profile(StepCase.of("llama-8b", 1, 2048, "bf16", "sdpa", "none"))
     mesh = Mesh.of(data=2, context=4)
     peak = derive_on_mesh("llama-8b", profile, mesh, 0, "fsdp2_bf16", context_attention=attention)
     h, h_kv = 4096, 8 * 128
@@ -273,10 +262,10 @@ def test_context_and_expert_axes_refuse_in_one_line_what_they_cannot_price() -> 
 
     with pytest.raises(PlacementError, match="does not divide by 3"):
         context_seq(1024, 3)
-    eager, _ = get_profile("gpt2", 1, 1024, "fp32", "eager", "none")
+    eager, _ = get_profile(StepCase.of("gpt2", 1, 1024, "fp32", "eager", "none"))
     with pytest.raises(PlacementError, match="give sdpa"):
         derive_on_mesh("gpt2", eager, Mesh.of(context=2), 0, "fp32")
-    sdpa, _ = get_profile("gpt2", 1, 1024, "bf16", "sdpa", "none")
+    sdpa, _ = get_profile(StepCase.of("gpt2", 1, 1024, "bf16", "sdpa", "none"))
     with pytest.raises(PlacementError, match="Ulysses"):  # 12 heads over c = 8
         derive_on_mesh(
             "gpt2", sdpa, Mesh.of(context=8), 0, "fsdp2_bf16", context_attention="ulysses"

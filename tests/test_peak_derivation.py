@@ -26,6 +26,7 @@ from placement_edu.peak import (
     read_recompute,
     units,
 )
+from placement_edu.step_case import StepCase
 
 pytestmark = pytest.mark.fast
 
@@ -125,7 +126,9 @@ def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> 
     from placement_edu.runtime.measurement.profiles import get_profile
 
     model, seq, n, rank, precision, recompute = case
-    profile, _ = get_profile(model, 1, seq, PRECISIONS[precision].compute_name, "eager", recompute)
+    profile, _ = get_profile(
+        StepCase.of(model, 1, seq, PRECISIONS[precision].compute_name, "eager", recompute)
+    )
     peak = derive(model, profile, n, rank, precision)
     fb, step = MEASURED_PEAKS[case]
     assert peak.forward_backward_peak.total == pytest.approx(fb, rel=0.02)
@@ -135,7 +138,7 @@ def test_the_derived_peaks_are_within_2_percent_of_the_trackers(case: tuple) -> 
 def test_a_profile_round_trips_through_json() -> None:
     from placement_edu.runtime.measurement.profiles import get_profile
 
-    profile, _ = get_profile("gpt2", 1, 256)
+    profile, _ = get_profile(StepCase.of("gpt2", 1, 256))
     assert ActivationProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
 
 
@@ -195,7 +198,7 @@ def test_what_tp_leaves_whole_is_korthikantis_10_sbh_plus_cpu_dropout_and_norm_s
     from placement_edu.runtime.measurement.profiles import get_profile
 
     s, b, h = 1024, 1, 768
-    profile, _ = get_profile("gpt2", b, s, "bf16")
+    profile, _ = get_profile(StepCase.of("gpt2", b, s, "bf16"))
     whole = profile.block - profile.block_tp_split
     assert whole == 10 * s * b * h + 2 * s * b * h + 2 * (2 * s * b * 2)
 
@@ -229,19 +232,17 @@ def test_the_shipped_profiles_equal_a_fresh_measurement() -> None:
     # placement_edu.runtime.measurement.profiles`; their file
     # names hash the measuring code and torch's version, so a stale file is never read -- and fails
     # here.
-    from placement_edu.architectures import get_architecture
     from placement_edu.runtime.measurement.activation_profile import measure
     from placement_edu.runtime.measurement.profiles import SHIPPED, SHIPPED_CASES, profile_key
 
     for model, seq, compute, attention in SHIPPED_CASES:
-        key = profile_key(get_architecture(model), 1, seq, compute, attention, "none")
+        key = profile_key(StepCase.of(model, 1, seq, compute, attention, "none"))
         path = SHIPPED / f"{key}.json"
         assert path.is_file(), (
             f"{path} missing: run python -m placement_edu.runtime.measurement.profiles"
         )
-        assert ActivationProfile.from_dict(json.loads(path.read_text())) == measure(
-            model, 1, seq, compute, attention
-        )
+        fresh = measure(StepCase.of(model, 1, seq, compute, attention))
+        assert ActivationProfile.from_dict(json.loads(path.read_text())) == fresh
     assert len(list(SHIPPED.glob("*.json"))) == len(SHIPPED_CASES)
 
 
@@ -295,9 +296,9 @@ def test_an_hf_configs_profile_is_keyed_by_its_contents_not_by_where_it_lies(tmp
         path = tmp_path / folder / "config.json"
         path.parent.mkdir()
         path.write_text(config.replace("64", "128") if folder == "changed" else config)
-        keys.append(profile_key(get_architecture(str(path)), 1, 64, "fp32", "eager", "none"))
+        keys.append(profile_key(StepCase.of(str(path), 1, 64, "fp32", "eager", "none")))
     assert keys[0] == keys[1] != keys[2]
-    assert keys[0] != profile_key(get_architecture("gpt2"), 1, 64, "fp32", "eager", "none")
+    assert keys[0] != profile_key(StepCase.of("gpt2", 1, 64, "fp32", "eager", "none"))
 
 
 def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_path, monkeypatch):
@@ -308,11 +309,15 @@ def test_a_models_profile_is_shared_by_every_depth_and_by_no_other_width(tmp_pat
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PLACEMENT_EDU_NO_CACHE", raising=False)
     gpt2 = get_architecture("gpt2")
-    key = profile_key(gpt2, 1, 1024, "fp32", "eager", "none")
-    assert profile_key(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none") == key
-    assert profile_key(gpt2.with_(hidden=1536), 1, 1024, "fp32", "eager", "none") != key
-    profile, cached = get_profile(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none")
-    assert cached and profile == get_profile(gpt2, 1, 1024, "fp32", "eager", "none")[0]
+    key = profile_key(StepCase.of(gpt2, 1, 1024, "fp32", "eager", "none"))
+    assert profile_key(StepCase.of(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none")) == key
+    assert (
+        profile_key(StepCase.of(gpt2.with_(hidden=1536), 1, 1024, "fp32", "eager", "none")) != key
+    )
+    profile, cached = get_profile(
+        StepCase.of(gpt2.with_(layers=4), 1, 1024, "fp32", "eager", "none")
+    )
+    assert cached and profile == get_profile(StepCase.of(gpt2, 1, 1024, "fp32", "eager", "none"))[0]
 
 
 def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeypatch) -> None:
@@ -327,9 +332,9 @@ def test_a_copys_cached_profile_is_named_by_the_path_asked_for(tmp_path, monkeyp
     here = get_architecture(str(paths[0]))
     kept = ActivationProfile(str(paths[0]), 1, 64, "fp32", "eager", "none", block=3, outside=5)
     cache_dir().mkdir(parents=True)
-    entry = cache_dir() / f"{profile_key(here, 1, 64, 'fp32', 'eager', 'none')}.json"
+    entry = cache_dir() / f"{profile_key(StepCase.of(here, 1, 64, 'fp32', 'eager', 'none'))}.json"
     entry.write_text(json.dumps(kept.to_dict()))
-    profile, cached = get_profile(str(paths[1]), 1, 64)  # (nothing measured: no torch)
+    profile, cached = get_profile(StepCase.of(str(paths[1]), 1, 64))  # (nothing measured: no torch)
     assert cached and profile == replace(kept, model=str(paths[1]))
 
 
@@ -346,7 +351,7 @@ def test_selective_recomputation_keeps_a_gpt2_blocks_input_and_its_matmuls_outpu
     from placement_edu.runtime.measurement.reference_models import selective_policy
 
     s, b, h, a = 1024, 1, 768, 12
-    profile, _ = get_profile("gpt2", b, s, "fp32", "eager", "selective")
+    profile, _ = get_profile(StepCase.of("gpt2", b, s, "fp32", "eager", "selective"))
     assert profile.block == 4 * (11 * s * b * h + a * s * s * b) == 84_934_656
     aten = torch.ops.aten
     save, recompute = CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_RECOMPUTE
@@ -388,7 +393,7 @@ def test_without_resharding_every_block_is_still_gathered_at_the_start_of_backwa
     from placement_edu.runtime.measurement.profiles import get_profile
 
     rank, precision = case
-    profile, _ = get_profile("gpt2", 1, 1024, PRECISIONS[precision].compute_name)
+    profile, _ = get_profile(StepCase.of("gpt2", 1, 1024, PRECISIONS[precision].compute_name))
     resharded = derive("gpt2", profile, 8, rank, precision)
     kept = derive("gpt2", profile, 8, rank, precision, reshard_after_forward=False)
     assert (kept.forward_backward_peak.total, kept.step_peak.total) == NO_RESHARD_PEAKS[case]
@@ -419,8 +424,8 @@ def test_layer_k_places_each_block_by_its_kind() -> None:
     # K-1, 2K-1, ..; each checkpointed block keeps a full block's bytes instead of a kept one's
     from placement_edu.runtime.measurement.profiles import get_profile
 
-    none, _ = get_profile("gpt2", 1, 1024, "fp32")
-    full, _ = get_profile("gpt2", 1, 1024, "fp32", "eager", "full")
+    none, _ = get_profile(StepCase.of("gpt2", 1, 1024, "fp32"))
+    full, _ = get_profile(StepCase.of("gpt2", 1, 1024, "fp32", "eager", "full"))
     every = derive("gpt2", none, 8, 0, "fp32", every_kth=(1, full))
     assert every == derive("gpt2", full, 8, 0, "fp32")
     for k, checkpointed in ((2, 6), (5, 2), (12, 1), (13, 0)):

@@ -14,6 +14,7 @@ import torch
 
 from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 from tests.tracker_cases import BLOCKS, compare, suite_cases
+from placement_edu.step_case import StepCase
 
 pytestmark = pytest.mark.runtime
 
@@ -107,9 +108,9 @@ def test_a_real_gpu_step_matches_the_derivation(micro_batch: int) -> None:
     from placement_edu.runtime.measurement.cuda_peak import measure_cuda
     from placement_edu.runtime.measurement.profiles import get_profile
 
-    profile, _ = get_profile("gpt2", micro_batch, 1024, "fp32", "eager", "none")
+    profile, _ = get_profile(StepCase.of("gpt2", micro_batch, 1024, "fp32", "eager", "none"))
     predicted = derive("gpt2", profile, 1, 0, "fp32", "adam-foreach")
-    gpu = measure_cuda("gpt2", micro_batch, 1024)
+    gpu = measure_cuda(StepCase.of("gpt2", micro_batch, 1024))
     assert (predicted.params, predicted.grads, predicted.optimizer) == (
         gpu["params"],
         gpu["grads"],
@@ -151,8 +152,8 @@ def test_megatron_selective_keeps_korthikantis_34_sbh_less_the_cpu_and_gelu_extr
     from placement_edu.runtime.measurement.profiles import get_profile
 
     b, s, a = 1, 1024, 12
-    none, _ = get_profile("gpt2", b, s, "fp32", "eager", "none")
-    selective, _ = get_profile("gpt2", b, s, "fp32", "eager", "megatron-selective")
+    none, _ = get_profile(StepCase.of("gpt2", b, s, "fp32", "eager", "none"))
+    selective, _ = get_profile(StepCase.of("gpt2", b, s, "fp32", "eager", "megatron-selective"))
     assert none.block - selective.block == 3 * 4 * b * a * s * s + 4
 
 

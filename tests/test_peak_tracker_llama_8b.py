@@ -11,6 +11,7 @@ import pytest
 
 from placement_edu.runtime.measurement.peak_tracker import TrackerProcess
 from tests.tracker_cases import BLOCKS, compare, suite_cases
+from placement_edu.step_case import StepCase
 
 pytestmark = pytest.mark.runtime
 MODEL = "llama-8b"
@@ -51,7 +52,7 @@ def test_torchtitan_op_keeps_q_v_gate_down_and_sdpa_of_a_llama_block() -> None:
     from placement_edu.runtime.measurement.profiles import get_profile
 
     b, s, bf16 = 1, 4096, 2
-    profile, _ = get_profile(MODEL, b, s, "bf16", "sdpa", "torchtitan-op")
+    profile, _ = get_profile(StepCase.of(MODEL, b, s, "bf16", "sdpa", "torchtitan-op"))
     block = {k: v for k, v in profile.by_module.items() if k.startswith("block")}
     assert block == {
         "block": b * s * 4096 * bf16,  # its input

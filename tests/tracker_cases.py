@@ -31,6 +31,7 @@ from placement_edu.models import every_kth
 from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, derive
 from placement_edu.runtime.measurement.peak_tracker import TrackerProcess, states
 from placement_edu.runtime.measurement.profiles import get_profile
+from placement_edu.step_case import StepCase
 
 SEQ = dict(REFERENCE_SEQ)  # (an HF config's path is added as a model: test_peak_tracker_hf.py)
 slow = pytest.mark.slow
@@ -103,10 +104,9 @@ def figures(
     arch = get_architecture(model)
     arch = arch.with_(layers=blocks) if blocks else arch
     compute, every = PRECISIONS[precision].compute_name, every_kth(recompute)
-    profile, _ = get_profile(
-        arch, micro_batch, seq, compute, attention, "none" if every else recompute
-    )
-    full = (every, get_profile(arch, micro_batch, seq, compute, attention, "full")[0])
+    case = StepCase(arch, micro_batch, seq, compute, attention, recompute)
+    profile, _ = get_profile(case.with_(recompute="none") if every else case)
+    full = (every, get_profile(case.with_(recompute="full"))[0])
     predicted = derive(
         arch, profile, devices, rank, precision, optimizer, reshard, full if every else None
     )

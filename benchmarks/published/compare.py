@@ -410,17 +410,17 @@ def memory_rows() -> list[MemoryRow]:
     from placement_edu.cli import main as cli
     from placement_edu.peak import PRECISIONS, derive
     from placement_edu.reserved import estimate
-    from placement_edu.runtime.measurement.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import StepCase, get_profile
 
     s = {name: value for name, (value, _) in SETTINGS.items()}
     arch = get_architecture(str(s["model"]))
     precision = PRECISIONS[str(s["precision"])]
     rows = []
     for run in RUNS:
-        profile, _ = get_profile(
-            arch.name, run.micro_batch, s["seq"], precision.compute_name, s["attention"],
-            s["recompute"],
-        )  # fmt: skip
+        case = StepCase.of(
+            arch, run.micro_batch, s["seq"], precision.compute_name, s["attention"], s["recompute"]
+        )
+        profile, _ = get_profile(case)
         allocated = derive(
             arch.name, profile, run.gpus, 0, precision.name, str(s["optimizer"])
         ).peak.total

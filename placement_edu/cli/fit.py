@@ -40,6 +40,7 @@ from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
 from placement_edu.setting import ATTENTIONS
+from placement_edu.step_case import StepCase
 from placement_edu.timing.hardware import HARDWARE
 from placement_edu.units import GB
 
@@ -331,7 +332,6 @@ def _fit(args: argparse.Namespace) -> int:
         **_pipeline_keys(args),
         **_context_keys(args, seq, peak),
         **_report(peak, memory_bytes),
-        **_reserved(args, seq, profile),
         "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
         "would_fit_with": fixes,
         "profile": {**profile.to_dict(), "cached": cached},
@@ -340,7 +340,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.verify and args.device == "cuda":
         from placement_edu.runtime.measurement.cuda_peak import measure_cuda
 
-        gpu = measure_cuda(**_step_keys(args, seq))
+        gpu = measure_cuda(StepCase.of(**_step_keys(args, seq)))
         result["measured"] = {
             **measured(gpu, {}),
             **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
@@ -364,31 +364,6 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reserved(args: argparse.Namespace, seq: int, profile: ActivationProfile) -> dict:
-    """What CUDA's caching allocator would reserve, estimated (``placement_edu.reserved``: the
-    step ``derive`` placed, replayed through the allocator's model), kept apart from the allocated
-    ``peak_bytes``; None on a mesh (its step is not replayed yet)."""
-    if args.mesh is not None:
-        return {"reserved_estimate_bytes": None}
-    from placement_edu.reserved import ALLOCATOR, SOURCE, estimate
-
-    every, kth = every_kth(args.recompute), None
-    if every:  # (the checkpointed blocks keep what full recomputation keeps, as in _step)
-        from placement_edu.runtime.measurement.profiles import get_profile
-
-        full = (args.model, args.micro_batch, seq, profile.compute, args.attention, "full")
-        kth = (every, get_profile(*full)[0])
-    r = estimate(
-        args.model, profile, args.devices, args.rank, args.precision, args.optimizer,
-        RESHARD_AFTER_FORWARD[args.strategy], kth,
-    )  # fmt: skip
-    pools = {f"{stream} stream, {pool} pool": b for (stream, pool), b in r.by_pool.items()}
-    return {
-        "reserved_estimate_bytes": r.reserved,
-        "reserved_estimate": {"allocator": ALLOCATOR, "source": SOURCE, "by_pool": pools},
-    }
-
-
 #: The changes a practitioner tries first when a step does not fit, one at a time.
 ALTERNATIVES = (
     ("precision", "fsdp2_bf16"),
@@ -408,16 +383,13 @@ def _step(
     from placement_edu.runtime.measurement.profiles import get_profile
 
     compute, every = PRECISIONS[precision].compute_name, every_kth(recompute)
-    profile, cached = get_profile(
-        args.model, args.micro_batch, seq, compute, attention, "none" if every else recompute
-    )
+    case = StepCase.of(args.model, args.micro_batch, seq, compute, attention, recompute)
+    profile, cached = get_profile(case.with_(recompute="none") if every else case)
     reshard = RESHARD_AFTER_FORWARD[args.strategy]
     if args.mesh is not None:
         c = args.mesh.degree("context")
         if c > 1:  # (a context rank's profile: its s/c tokens)
-            profile, cached = get_profile(
-                args.model, args.micro_batch, context_seq(seq, c), compute, attention, recompute
-            )
+            profile, cached = get_profile(case.with_(seq=context_seq(seq, c)))
         schedule, virtual_stages = parsed_schedule(args.schedule)
         peak = derive_on_mesh(
             arch=args.model,
@@ -436,8 +408,7 @@ def _step(
     else:
         kth = None
         if every:
-            full = get_profile(args.model, args.micro_batch, seq, compute, attention, "full")
-            kth = (every, full[0])
+            kth = (every, get_profile(case.with_(recompute="full"))[0])
         peak = derive(
             args.model,
             profile,
@@ -534,19 +505,21 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
 
     schedule, virtual_stages = parsed_schedule(args.schedule)
     raw = measure_here(
+        StepCase.of(**_step_keys(args, seq)),
         measuring=pipeline_measure,
         stages=args.mesh.degree("pipeline"),
         rank=args.rank,
         schedule=schedule,
         virtual_stages=virtual_stages,
         micro_batches=args.micro_batches,
-        **_step_keys(args, seq),
     )
     return _tracked(raw, fsdp=False)
 
 
 def _step_keys(args: argparse.Namespace, seq: int) -> dict:
-    """What a tracker run measures, as fit was asked it: the model and its step."""
+    """What a tracker run measures, as fit was asked it: the model and its step (fp32: a
+    ``StepCase``'s fields but the dtype, which ``peak_tracker.measure`` reads from the
+    precision)."""
     keys = ("model", "micro_batch", "attention", "recompute", "optimizer")
     return {"seq": seq, **{key: getattr(args, key) for key in keys}}
 
@@ -570,8 +543,8 @@ def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
     from placement_edu.runtime.axes.axis_tracker import measure_here
 
     raw = measure_here(
+        StepCase.of(**_step_keys(args, seq)),
         tensor=args.mesh.degree("tensor"),
         sequence_parallel=args.sequence_parallel,
-        **_step_keys(args, seq),
     )
     return _tracked(raw, fsdp=False)

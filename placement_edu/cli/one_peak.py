@@ -99,19 +99,16 @@ def profile_peak(
         )
     from placement_edu.peak import accumulated
     from placement_edu.peak_axes import derive_on_mesh
-    from placement_edu.runtime.measurement.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import StepCase, get_profile
 
     fsdp2 = "fsdp2_bf16" if precision.activations == 2 else "fp32"
     compute = "bf16" if fsdp2 == "fsdp2_bf16" else "fp32"
     every = every_kth(spec.recompute)  # torchtitan's layer:K: the profiles none and full
     policy = "none" if every else POLICY_OF[spec.recompute]
     attention = ATTENTION_OF[spec.attention]
-    profile, cached = get_profile(model, spec.micro_batch, spec.seq, compute, attention, policy)
-    kth = (
-        (every, get_profile(model, spec.micro_batch, spec.seq, compute, attention, "full")[0])
-        if every
-        else None
-    )
+    case = StepCase.of(model, spec.micro_batch, spec.seq, compute, attention, policy)
+    profile, cached = get_profile(case)
+    kth = (every, get_profile(case.with_(recompute="full"))[0]) if every else None
     step = derive_on_mesh(
         model,
         profile,

@@ -38,9 +38,11 @@ def profile_for(
     torch: 3-6 s on a laptop CPU, no tensor memory) and cached."""
     case = (model, micro_batch, seq, compute, recompute)
     if case not in _PROFILES:
-        from placement_edu.runtime.measurement.profiles import get_profile
+        from placement_edu.runtime.measurement.profiles import StepCase, get_profile
 
-        _PROFILES[case] = get_profile(model, micro_batch, seq, compute, "eager", recompute)
+        _PROFILES[case] = get_profile(
+            StepCase.of(model, micro_batch, seq, compute, "eager", recompute)
+        )
     return _PROFILES[case][0]
 
 

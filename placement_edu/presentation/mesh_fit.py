@@ -72,10 +72,10 @@ class MeshFit(Shown):
 def mesh_fit(model: str = "gpt2") -> MeshFit:
     """``model``'s step on every placement of ``PLACEMENTS``, rank by rank."""
     from placement_edu.peak_axes import derive_on_mesh
-    from placement_edu.runtime.measurement.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import StepCase, get_profile
 
     seq = REFERENCE_SEQ[model]
-    profile = get_profile(model, 1, seq, "fp32", "eager", "none")[0]
+    profile = get_profile(StepCase.of(model, 1, seq))[0]
     steps = {
         label: derive_on_mesh(model, profile, Mesh.parse(mesh), rank, "fp32", sequence_parallel=sp)
         for label, mesh, rank, sp in PLACEMENTS

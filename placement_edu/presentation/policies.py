@@ -70,7 +70,7 @@ class PolicyTable(Shown):
 
 def policy_table(models: tuple[str, ...] = ("gpt2", "llama-1b")) -> PolicyTable:
     """Profile one block of each model under every policy (measured once, then cached)."""
-    from placement_edu.runtime.measurement.profiles import get_profile
+    from placement_edu.runtime.measurement.profiles import StepCase, get_profile
 
     kept: dict[str, dict[str, int]] = {p: {} for p in RECOMPUTE}
     formula: dict[str, dict[str, Fraction]] = {p: {} for p in TABLE_2}
@@ -79,7 +79,9 @@ def policy_table(models: tuple[str, ...] = ("gpt2", "llama-1b")) -> PolicyTable:
         arch, seq = get_architecture(model), REFERENCE_SEQ[model]
         units[model], seqs[model] = seq * arch.hidden * 4, seq
         for policy in RECOMPUTE:
-            kept[policy][model] = get_profile(model, 1, seq, "fp32", "eager", policy)[0].block
+            kept[policy][model] = get_profile(StepCase.of(model, 1, seq, "fp32", "eager", policy))[
+                0
+            ].block
         for policy, name in TABLE_2.items():
             spec = transformer_of(arch, seq, recompute=name)
             formula[policy][model] = spec.activation_bytes_per_layer()

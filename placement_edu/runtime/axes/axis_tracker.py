@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -47,7 +47,9 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
-from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.architectures import Architecture
+from placement_edu.errors import expect
+from placement_edu.step_case import StepCase
 from placement_edu.strategies import PIPELINE_SCHEDULES
 from placement_edu.runtime.measurement.peak_tracker import _optimizer, loss_backward, tracked_step
 from placement_edu.runtime.measurement.reference_models import (
@@ -165,36 +167,28 @@ def two_groups(opt: torch.optim.Optimizer) -> torch.optim.Optimizer:
     return opt
 
 
-def measure(
-    model: str | Architecture,
-    tensor: int,
-    sequence_parallel: bool = False,
-    micro_batch: int = 1,
-    seq: int = 1024,
-    attention: str = "eager",
-    recompute: str = "none",
-    optimizer: str = "adam-foreach",
-) -> dict:
-    """One tracked steady-state step of tensor rank 0 of ``tensor`` (fp32; bytes by tracker
-    category, under the keys ``peak_tracker.measure`` returns)."""
+def measure(case: StepCase, tensor: int, sequence_parallel: bool = False) -> dict:
+    """One tracked steady-state step of ``case`` on tensor rank 0 of ``tensor`` (fp32; bytes by
+    tracker category, under the keys ``peak_tracker.measure`` returns)."""
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    arch = get_architecture(model)
+    fp32(case)
+    arch, micro_batch = case.model, case.micro_batch
     started = time.perf_counter()
     dist.init_process_group("fake", rank=0, world_size=tensor, store=FakeStore())
     try:
         mesh = init_device_mesh("cpu", (tensor,))
         with FakeTensorMode():
-            net = build(arch, attention, recompute)
+            net = build(arch, case.attention, case.recompute)
             tensor_parallel(net, mesh, sequence_parallel)
-            opt = two_groups(_optimizer(net, optimizer))
+            opt = two_groups(_optimizer(net, case.optimizer))
             # warm-up on t·8 tokens (sequence parallelism cuts them in t): Adam's state made
             net(*batch(arch, micro_batch, 8 * tensor)).backward()
             opt.step()
             opt.zero_grad()
-            ids, labels = batch(arch, micro_batch, seq)
+            ids, labels = batch(arch, micro_batch, case.seq)
             tracker = MemTracker()
             tracker.track_external(net, opt, ids, labels)
             snaps = tracked_step(tracker, loss_backward(tracker, net, ids, labels), opt)
@@ -203,14 +197,22 @@ def measure(
     return {**snaps, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def measure_here(measuring: Any = None, **case: Any) -> dict:
-    """``measure(**case)`` (or ``measuring(**case)``: ``pipeline_measure``) in this process, torch's
+def measure_here(case: StepCase, measuring: Callable[..., dict] = measure, **axis: Any) -> dict:
+    """``measure(case, **axis)`` (or ``measuring``: ``pipeline_measure``) in this process, torch's
     compiler cache (made when its memory tracker is imported) in a run folder removed after:
     TMPDIR is left as found (``rundir.inductor_cache``)."""
     from placement_edu.runtime.processes import rundir
 
     with rundir.inductor_cache():
-        return (measuring or measure)(**case)
+        return measuring(case, **axis)
+
+
+def fp32(case: StepCase) -> None:
+    """The trackers here run fp32 steps: a case in another dtype is refused in one line."""
+    expect(
+        case.compute == "fp32",
+        f"the tensor and pipeline trackers measure fp32 steps, got compute {case.compute}",
+    )
 
 
 # --- pipeline parallelism -------------------------------------------------------------------------
@@ -288,40 +290,37 @@ TORCH_SCHEDULES = {
 
 
 def pipeline_measure(
-    model: str | Architecture,
+    case: StepCase,
     stages: int,
     rank: int,
     schedule: str = "1f1b",
     virtual_stages: int = 1,
     micro_batches: int = 0,
-    micro_batch: int = 1,
-    seq: int = 1024,
-    attention: str = "eager",
-    recompute: str = "none",
-    optimizer: str = "adam-foreach",
 ) -> dict:
-    """One tracked steady-state step of pipeline rank ``rank`` of ``stages`` (fp32, one device per
-    stage): its ``virtual_stages`` stage modules (``StageModule``; chunks rank, rank + p, ... of the
-    v·p) in ``torch.distributed.pipelining``'s ``PipelineStage`` on a fake group of p ranks, run by
-    its schedule (``TORCH_SCHEDULES``) over ``micro_batches`` micro-batches of ``micro_batch``
-    sequences (default 2p), under ``MemTracker``. Bytes by tracker category, under the keys
-    ``measure`` returns (its "after_forward" activations are the activations and temporaries at
-    the forward/backward peak: a pipeline's forwards and backwards interleave); ``recv_buffers``:
-    the bytes of the stage's receive buffers (an input and its gradient for every micro-batch, made
-    by the first step and kept), which the tracker counts as inputs."""
+    """One tracked steady-state step of ``case`` on pipeline rank ``rank`` of ``stages`` (fp32, one
+    device per stage): its ``virtual_stages`` stage modules (``StageModule``; chunks rank,
+    rank + p, ... of the v·p) in ``torch.distributed.pipelining``'s ``PipelineStage`` on a fake
+    group of p ranks, run by its schedule (``TORCH_SCHEDULES``) over ``micro_batches``
+    micro-batches of the case's b sequences (default 2p), under ``MemTracker``. Bytes by tracker
+    category, under the keys ``measure`` returns (its "after_forward" activations are the
+    activations and temporaries at the forward/backward peak: a pipeline's forwards and backwards
+    interleave); ``recv_buffers``: the bytes of the stage's receive buffers (an input and its
+    gradient for every micro-batch, made by the first step and kept), which the tracker counts as
+    inputs."""
     import torch.distributed.pipelining as pipelining
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    arch = get_architecture(model)
+    fp32(case)
+    arch, micro_batch = case.model, case.micro_batch
     p, v = stages, virtual_stages
     m = micro_batches or 2 * p
     started = time.perf_counter()
     dist.init_process_group("fake", rank=rank, world_size=p, store=FakeStore())
     try:
         with FakeTensorMode():
-            net = build(arch, attention, recompute)
+            net = build(arch, case.attention, case.recompute)
             chunks = [rank + k * p for k in range(v)]
-            ids, labels = batch(arch, m * micro_batch, seq)
+            ids, labels = batch(arch, m * micro_batch, case.seq)
             modules, pipeline_stages = _stages(net, arch, chunks, v * p, ids[:micro_batch])
             loss = net.loss
             kind = _static(getattr(pipelining, TORCH_SCHEDULES[schedule]))
@@ -330,7 +329,7 @@ def pipeline_measure(
                 pipeline_stages[0] if one else pipeline_stages, n_microbatches=m, loss_fn=loss
             )
             params = [q for module in modules for q in module.parameters()]
-            opt = _optimizer(nn.ParameterList(params), optimizer)
+            opt = _optimizer(nn.ParameterList(params), case.optimizer)
             first, last = 0 in chunks, v * p - 1 in chunks
 
             def step() -> None:

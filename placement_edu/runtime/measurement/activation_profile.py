@@ -36,8 +36,9 @@ from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModSt
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from placement_edu.architectures import Architecture, get_architecture
+from placement_edu.architectures import Architecture
 from placement_edu.peak import ActivationProfile, Moment
+from placement_edu.step_case import StepCase
 from placement_edu.runtime.measurement.hf_models import build_model
 from placement_edu.runtime.measurement.reference_models import (
     SELECTIVE,
@@ -172,25 +173,18 @@ def _peak(tracker: MemTracker, module: nn.Module, state: _ModState) -> tuple[int
     return max((_live(s) for s in snaps), key=lambda v: v[0] + v[1], default=(0, 0))
 
 
-def measure(
-    arch: Architecture | str,
-    micro_batch: int = 1,
-    seq: int = 1024,
-    compute: str = "fp32",
-    attention: str = "eager",
-    recompute: str = "none",
-) -> ActivationProfile:
-    """Profile ``arch`` at micro-batch ``micro_batch`` and sequence ``seq``, computing in
-    ``compute`` ("fp32", or "bf16" as FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)``
-    computes)."""
-    arch = get_architecture(arch)
-    two = arch.with_(layers=2)
+def measure(case: StepCase) -> ActivationProfile:
+    """Profile ``case``'s model at its micro-batch b and sequence s, computing in its dtype
+    ("fp32", or "bf16" as FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)`` computes), with its
+    attention and recomputation."""
+    recompute = case.recompute
+    two = case.model.with_(layers=2)
     default = torch.get_default_dtype()
     with FakeTensorMode(), ExitStack() as stack:
-        torch.set_default_dtype(DTYPES[compute])
+        torch.set_default_dtype(DTYPES[case.compute])
         stack.callback(torch.set_default_dtype, default)
-        model = build_model(two, attention, recompute)
-        ids, labels = batch(two, micro_batch, seq)
+        model = build_model(two, case.attention, recompute)
+        ids, labels = batch(two, case.micro_batch, case.seq)
         excluded = {
             _storage(t)._cdata for t in (*model.parameters(), *model.buffers(), ids, labels)
         }
@@ -212,19 +206,7 @@ def measure(
         moments = _moments(model, tracker)
         result = _storage(loss).nbytes()
         buffers = sum({_storage(b)._cdata: _storage(b).nbytes() for b in model.buffers()}.values())
-    return _profile(
-        arch,
-        micro_batch,
-        seq,
-        compute,
-        attention,
-        recompute,
-        saved.kept,
-        after_forward,
-        moments,
-        result,
-        buffers,
-    )
+    return _profile(case, saved.kept, after_forward, moments, result, buffers)
 
 
 def _moments(model: CausalLM, tracker: MemTracker) -> tuple[Moment, ...]:
@@ -283,12 +265,7 @@ def _in_block(module: str, prefix: str) -> str | None:
 
 
 def _profile(
-    arch: Architecture,
-    b: int,
-    s: int,
-    compute: str,
-    attention: str,
-    recompute: str,
+    case: StepCase,
     kept: dict[int, tuple[int, str, str]],
     after_forward: int,
     moments: tuple[Moment, ...],
@@ -297,7 +274,7 @@ def _profile(
 ) -> ActivationProfile:
     """Sort the saved storages: block 1's are one block's; block 0's are one block's plus what the
     blocks share; the rest is outside the blocks."""
-    first, second = _block_names(arch)
+    first, second = _block_names(case.model)
     block = tp_split = 0
     by_module: dict[str, int] = {}
     by_dtype: dict[str, int] = {}
@@ -318,12 +295,12 @@ def _profile(
     if shared:
         by_module["shared by the blocks"] = shared
     return ActivationProfile(
-        arch.name or arch.kind,
-        b,
-        s,
-        compute,
-        attention,
-        recompute,
+        case.model.name or case.model.kind,
+        case.micro_batch,
+        case.seq,
+        case.compute,
+        case.attention,
+        case.recompute,
         block=block,
         outside=total - 2 * block,
         block_by_dtype=dict(sorted(by_dtype.items())),

@@ -22,31 +22,26 @@ import time
 
 import torch
 
-from placement_edu.architectures import get_architecture
+from placement_edu.errors import expect
 from placement_edu.runtime.measurement.hf_models import build_model
 from placement_edu.runtime.measurement.peak_tracker import _optimizer
 from placement_edu.runtime.measurement.reference_models import batch
+from placement_edu.step_case import StepCase
 
 
-def measure_cuda(
-    model: str,
-    micro_batch: int = 1,
-    seq: int = 1024,
-    attention: str = "eager",
-    recompute: str = "none",
-    optimizer: str = "adam-foreach",
-) -> dict:
-    """One measured steady-state step on ``cuda:0`` (bytes), under the keys of
+def measure_cuda(case: StepCase) -> dict:
+    """One measured steady-state step of ``case`` (fp32) on ``cuda:0`` (bytes), under the keys of
     ``peak_tracker.states``, with ``reserved_peak`` and the device's name beside them."""
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device here")
+    expect(case.compute == "fp32", f"a CUDA step is measured in fp32, got {case.compute}")
     device = torch.device("cuda", 0)
     started = time.perf_counter()
-    arch = get_architecture(model)
+    arch = case.model
     with device:
-        net = build_model(arch, attention, recompute)
-    opt = _optimizer(net, optimizer)
-    ids, labels = (t.to(device) for t in batch(arch, micro_batch, seq))
+        net = build_model(arch, case.attention, case.recompute)
+    opt = _optimizer(net, case.optimizer)
+    ids, labels = (t.to(device) for t in batch(arch, case.micro_batch, case.seq))
     net(ids, labels).backward()  # warm-up: Adam's state exists after it
     opt.step()
     opt.zero_grad()

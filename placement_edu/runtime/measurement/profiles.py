@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.peak import ActivationProfile
+from placement_edu.step_case import StepCase
 from placement_edu.profile_store import (  # re-exported: where a profile is kept, and its name
     SHIPPED,
     SHIPPED_CASES,
@@ -26,6 +26,7 @@ from placement_edu.profile_store import (  # re-exported: where a profile is kep
 __all__ = [
     "SHIPPED",
     "SHIPPED_CASES",
+    "StepCase",
     "cache_dir",
     "code_key",
     "get_profile",
@@ -34,18 +35,10 @@ __all__ = [
 ]
 
 
-def get_profile(
-    arch: Architecture | str,
-    micro_batch: int = 1,
-    seq: int = 1024,
-    compute: str = "fp32",
-    attention: str = "eager",
-    recompute: str = "none",
-) -> tuple[ActivationProfile, bool]:
-    """(the profile, whether it came from the cache). Measured under ``FakeTensorMode`` when not
-    cached."""
-    arch = get_architecture(arch)
-    kept = stored(arch, micro_batch, seq, compute, attention, recompute)
+def get_profile(case: StepCase) -> tuple[ActivationProfile, bool]:
+    """(the profile of ``case``'s step, whether it came from the cache). Measured under
+    ``FakeTensorMode`` when not cached."""
+    kept = stored(case)
     if kept is not None:
         return kept, True
     from placement_edu.runtime.processes import rundir
@@ -53,8 +46,8 @@ def get_profile(
     with rundir.inductor_cache():  # TMPDIR left as found
         from placement_edu.runtime.measurement.activation_profile import measure
 
-        profile = measure(arch, micro_batch, seq, compute, attention, recompute)
-    keep(profile, arch, micro_batch, seq, compute, attention, recompute)
+        profile = measure(case)
+    keep(profile, case)
     return profile, False
 
 
@@ -68,9 +61,9 @@ def write_shipped() -> list[Path]:
         old.unlink()
     written = []
     for model, seq, compute, attention in SHIPPED_CASES:
-        arch = get_architecture(model)
-        path = SHIPPED / f"{profile_key(arch, 1, seq, compute, attention, 'none')}.json"
-        profile = measure(arch, 1, seq, compute, attention)
+        case = StepCase.of(model, 1, seq, compute, attention)
+        path = SHIPPED / f"{profile_key(case)}.json"
+        profile = measure(case)
         path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
         written.append(path)
     return written
