@@ -31,6 +31,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Sequence, TypeGuard
 
 from placement_edu.errors import PlacementError, expect, kv_heads_of, positive_int
+from placement_edu.gemm import H100_CURVE, GemmCurve, curve_factor
 from placement_edu.models.ideal import IdealSlices
 from placement_edu.models.splits import Coords, Degrees, Number, stage_layers
 from placement_edu.mesh import Mesh
@@ -50,6 +51,7 @@ __all__ = [
     "all_to_all_elements",
     "expert_capacity",
     "expert_matmul_flops",
+    "expert_matmul_rate",
     "imbalance_text",
     "rank_load",
     "route_tokens",
@@ -272,6 +274,14 @@ def expert_matmul_flops(model: MoESpec, e: int = 1) -> int:
     GEMM-size term reads (``gemm.curve_factor``): a larger expert axis runs the same expert FLOPs
     as fewer, larger matmuls."""
     return 2 * e * expert_capacity(model) * model.hidden * model.ffn
+
+
+def expert_matmul_rate(model: MoESpec, e: int = 1, curve: GemmCurve = H100_CURVE) -> float:
+    """The share of the curve's best FLOP/s at which one expert matmul runs (``gemm.curve_factor``
+    at ``expert_matmul_flops``; default the H100's measured curve, ``gemm.H100_CURVE``). The time
+    model does not apply it to a mixture of experts (``gemm.gemm_factor`` reads a dense
+    transformer's matmuls): what a GEMM-size term would change is read from here."""
+    return curve_factor(curve, expert_matmul_flops(model, e))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ rank under a routing skew -- published figures cited beside the expected values,
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -448,3 +449,25 @@ def test_the_plans_notebook_14_compares_fit_an_h100_or_are_shown_not_to() -> Non
         0,
     )
     assert two.peak - budget == 513_835_008
+
+
+def test_an_expert_matmul_runs_at_the_h100_curves_rate_for_its_size() -> None:
+    from placement_edu.experts import expert_matmul_rate
+    from placement_edu.gemm import H100_CURVE
+
+    # OpenXLA's H100 table (gemm.XLA_H100_BF16): 4096³ (137.4 GFLOP) at 1.0, 4096² × 2048 (68.7
+    # GFLOP) at 0.9556; Mixtral's 120.3 GFLOP call lies between them, linear in log FLOPs:
+    # 0.9556 + (1 - 0.9556) · ln(120.26/68.72)/ln 2 = 0.9915. At e = 8 (962 GFLOP) the curve is
+    # flat: 1.0. DeepSeek-V3's routed expert (h = 7,168, f = 2,048, C = ⌈8·4096/256⌉ = 128):
+    # 3.76 GFLOP a call, between 2^31 (0.305) and 2^32 (0.456) FLOPs.
+    (x0, y0), (x1, y1) = H100_CURVE[-2], H100_CURVE[-1]
+    assert (x0, x1) == (2 * 4096 * 4096 * 2048, 2 * 4096**3) and y1 == 1.0
+    mixtral = expert_matmul_rate(MIXTRAL_8X7B)
+    assert round(mixtral, 4) == 0.9915
+    assert mixtral == pytest.approx(y0 + (y1 - y0) * math.log(120_259_084_288 / x0) / math.log(2))
+    assert expert_matmul_rate(MIXTRAL_8X7B, 8) == 1.0
+    v3 = MoESpec(
+        layers=58, hidden=7168, heads=128, ffn=2048, vocab=129280, experts=256, top_k=8, seq=4096
+    )
+    assert expert_matmul_flops(v3) == 2 * 128 * 7168 * 2048
+    assert 0.305 < expert_matmul_rate(v3) < 0.456 and round(expert_matmul_rate(v3), 3) == 0.427

@@ -26,8 +26,7 @@ returns its gate logits and the tokens that arrived at each of its experts from 
 deviation is the largest difference from ``reference`` over outputs, input gradients and weight
 gradients.
 ``python -m placement_edu.runtime.axes.expert_layer`` prints top-1 and top-2 at e = 2 and 4, and
-top-2
-on data=2,expert=2 (the experts' grads then all-reduced over their 2 data replicas).
+top-2 on data=2,expert=2 (the experts' grads then all-reduced over their 2 data replicas).
 """
 
 from __future__ import annotations
