@@ -332,6 +332,7 @@ def _fit(args: argparse.Namespace) -> int:
         **_pipeline_keys(args),
         **_context_keys(args, seq, peak),
         **_report(peak, memory_bytes),
+        **_reserved(args, seq, profile, peak),
         "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
         "would_fit_with": fixes,
         "profile": {**profile.to_dict(), "cached": cached},
@@ -362,6 +363,36 @@ def _fit(args: argparse.Namespace) -> int:
         result["measured"] = _tracked(raw, fsdp2_applies(args.devices, args.precision))
     print(json.dumps(result, indent=2) if args.json else text(result, peak))
     return 0
+
+
+def _reserved(
+    args: argparse.Namespace, seq: int, profile: ActivationProfile, peak: StepPeak
+) -> dict:
+    """What CUDA's caching allocator would reserve, estimated (``placement_edu.reserved``: the
+    step ``derive`` placed, replayed through the allocator's model), kept apart from the allocated
+    ``peak_bytes``; None on a mesh (its step is not replayed yet), or where the replay is not of
+    ``peak``'s step (what it requests at its peak is that step's peak, to the byte)."""
+    if args.mesh is not None:
+        return {"reserved_estimate_bytes": None}
+    from placement_edu.reserved import ALLOCATOR, SOURCE, estimate
+
+    every, kth = every_kth(args.recompute), None
+    if every:  # (the checkpointed blocks keep what full recomputation keeps, as in _step)
+        from placement_edu.runtime.measurement.profiles import get_profile
+
+        full = StepCase.of(args.model, args.micro_batch, seq, profile.compute, args.attention)
+        kth = (every, get_profile(full.with_(recompute="full"))[0])
+    r = estimate(
+        args.model, profile, args.devices, args.rank, args.precision, args.optimizer,
+        RESHARD_AFTER_FORWARD[args.strategy], kth,
+    )  # fmt: skip
+    if r.requested != peak.peak.total:
+        return {"reserved_estimate_bytes": None}
+    pools = {f"{stream} stream, {pool} pool": b for (stream, pool), b in r.by_pool.items()}
+    return {
+        "reserved_estimate_bytes": r.reserved,
+        "reserved_estimate": {"allocator": ALLOCATOR, "source": SOURCE, "by_pool": pools},
+    }
 
 
 #: The changes a practitioner tries first when a step does not fit, one at a time.
