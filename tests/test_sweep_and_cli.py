@@ -147,7 +147,10 @@ def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(
     tp = json.loads(capsys.readouterr().out)[0]
     # 8 layers x 4 all-reduces of b·s·h = 2·1024·1024 two-byte activations, ring factor 2·7/8
     assert tp["comm"]["ring_bytes"] == 8 * 4 * Fraction(14, 8) * 2 * 1024 * 1024 * 2
-    assert tp["vs_dp"]["memory"] == 1 / 8
+    # model state against dp's 16Ψ: (Ψ − Ψ_R)/8 + Ψ_R of Ψ, Megatron's Ψ_R = 6h·L + 2h + s·h
+    # (norms, row-parallel biases, positions) whole on every tensor rank (issue 40)
+    psi, replicated = 153_020_416, 6 * 1024 * 8 + 2 * 1024 + 1024 * 1024
+    assert tp["vs_dp"]["memory"] == pytest.approx(((psi - replicated) / 8 + replicated) / psi)
 
 
 def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
