@@ -21,8 +21,9 @@ import threading
 import time
 import traceback
 from array import array
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, NoReturn, Sequence
 
 import torch
 import torch.distributed as dist
@@ -98,6 +99,17 @@ def _device() -> tuple[torch.device, torch.device]:
     return torch.device("cpu"), torch.device("cpu")
 
 
+@dataclass(frozen=True)
+class Watch:
+    """How a run is watched while it steps: the file rank 0 writes its progress line to, with
+    ``index`` (this run, runs in the job), and whether to stop between steps (``should_stop``: a
+    warm pool's cancelled job, ``_cancel_check``)."""
+
+    progress: str | None = None
+    index: tuple[int, int] = (0, 1)
+    should_stop: Callable[[], bool] | None = None
+
+
 def run_job(
     config: RunConfig | Calibration | TorchRefConfig | ContextRun | ExpertRun,
     timeout_s: float,
@@ -112,7 +124,7 @@ def run_job(
     waits at the closing barrier, and returns None. ``index``: (this run, runs in the job), for
     the progress line. A ``Calibration`` (probes.py) times collectives instead of training."""
     if isinstance(config, RunConfig):
-        return _train(config, timeout_s, progress, index, should_stop)
+        return _train(config, timeout_s, Watch(progress, index, should_stop))
     return _run_other(config, timeout_s, progress, index)
 
 
@@ -150,13 +162,7 @@ def _run_other(
     )
 
 
-def _train(
-    config: RunConfig,
-    timeout_s: float,
-    progress: str | None,
-    index: tuple[int, int],
-    should_stop: Callable[[], bool] | None,
-) -> dict | None:
+def _train(config: RunConfig, timeout_s: float, watch: Watch) -> dict | None:
     """One engine's run: its steps beside the single-process reference, and what it measured."""
     rank = dist.get_rank()
     strategy, mesh = config.resolved_strategy(), config.resolved_mesh()
@@ -184,7 +190,7 @@ def _train(
         Adam(),
     )
     start = time.perf_counter()
-    deviation, floor, step_s = _steps(config, ctx, progress, index, should_stop)
+    deviation, floor, step_s = _steps(config, ctx, watch)
     dist.barrier()  # no rank starts the next job early
     ledger, repeats = comm.ledger()
     return {
@@ -203,13 +209,7 @@ def _train(
     }
 
 
-def _steps(
-    config: RunConfig,
-    ctx: Context,
-    progress: str | None,
-    index: tuple[int, int],
-    should_stop: Callable[[], bool] | None,
-) -> tuple[array, array, array]:
+def _steps(config: RunConfig, ctx: Context, watch: Watch) -> tuple[array, array, array]:
     """The engine's steps, each followed by the single-process run's same step and by its twin
     that sums in another order (the rounding floor, reference.py), streamed a step at a time:
     nothing is kept across steps or jobs. Per step, as 8-byte doubles (a list would hold a 32-byte
@@ -222,7 +222,7 @@ def _steps(
     engine = engine_for(ctx.strategy, ctx.mesh)(ctx)
     deviation, floor, step_s = array("d"), array("d"), array("d")
     for step in range(config.steps):
-        if should_stop is not None and should_stop():  # a warm pool's cancelled job (_cancel_check)
+        if watch.should_stop is not None and watch.should_stop():  # a warm pool's cancelled job
             break
         began = time.perf_counter()  # wall time of the step: its compute and its collectives
         engine.step(step)
@@ -232,8 +232,8 @@ def _steps(
         twin.step(step)
         deviation.append(engine.deviation(reference.params))
         floor.append(rounding_floor(reference, twin))
-        if progress and ctx.rank == 0:
-            progress_line(progress, *index, step + 1, config.steps, config.label)
+        if watch.progress and ctx.rank == 0:
+            progress_line(watch.progress, *watch.index, step + 1, config.steps, config.label)
     return deviation, floor, step_s
 
 
@@ -251,7 +251,7 @@ def main(
     launched the run (a notebook kernel) and its multiprocessing folder (``forkserver.owner``); the
     rank ends when that process ends, and removes what it left. ``failure``: a rank told to fail
     (``RankFailure``), to show how a run ends."""
-    try:
+    with _rank_ends(run_dir):
         _start_rank(run_dir, owner=owner)
         failure = failure or RankFailure()
         failure.inject("start", timeout_s)
@@ -263,12 +263,6 @@ def main(
             raise AssertionError("the injected hang did not end the run")
         _done(run_dir)
         return results
-    except BaseException:
-        _fail(run_dir)
-    finally:
-        _GROUPS.clear()
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 def _start_rank(
@@ -366,6 +360,20 @@ def _done(run_dir: str | None) -> None:
             pass
 
 
+@contextlib.contextmanager
+def _rank_ends(run_dir: str | None) -> Iterator[None]:
+    """How a rank's entry point ends, whatever happens inside: a failure leaves its traceback in
+    the run folder (``_fail``), and torch's groups and process group are let go."""
+    try:
+        yield
+    except BaseException:
+        _fail(run_dir)
+    finally:
+        _GROUPS.clear()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _fail(run_dir: str | None) -> NoReturn:
     """Leave this rank's traceback, timed, where the launcher reads it (the earliest is the root
     cause), and exit 1. Launched by the package, the rank exits at once: the traceback is in the
@@ -402,7 +410,7 @@ def pool_main(
     is skipped. A rank whose ``owner`` died (the kernel was killed) exits."""
     import pickle
 
-    try:
+    with _rank_ends(run_dir):
         _start_rank(run_dir, warm=True, owner=owner)
         dist.init_process_group(_backend(), timeout=timedelta(seconds=timeout_s))
         store = dist.TCPStore(
@@ -433,12 +441,6 @@ def pool_main(
             ]
             # (torch's stub types a value as str; the store takes bytes, as pickle makes them)
             store.set(f"result/{k}/{rank}", pickle.dumps(results))  # type: ignore[arg-type]
-    except BaseException:
-        _fail(run_dir)
-    finally:
-        _GROUPS.clear()
-        if dist.is_initialized():
-            dist.destroy_process_group()
     return []
 
 
