@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from placement_edu.composition import safety_violations
-from placement_edu.errors import MAX_LISTED_OPS, expect
+from placement_edu.errors import MAX_LISTED_OPS, PlacementError, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
 from placement_edu.placement import BATCH_AXES, SPLIT_MODES, WHOLE, Mode, Placement, State
@@ -56,6 +56,26 @@ def owner_broadcasts(strategy: Strategy, axis: str) -> bool:
     )
 
 
+def materialized_only_activations(pl: Placement, axis: str) -> None:
+    """Refuse M (materialized) for a model state on ``axis``, and any other mode for the
+    activations: only activations are produced and freed within a step."""
+    for state in State:
+        mode = pl.mode(state, axis)
+        if state is State.ACTIVATIONS:
+            if mode is not Mode.M:
+                raise PlacementError(
+                    f"activations on the {axis} axis must be M (materialized), got {mode}"
+                )
+            continue
+        if state is State.GRADS and axis in BATCH_AXES:
+            continue  # grads M on a batch-splitting axis breaks SPEC §6 rule 2: see validate
+        if mode is Mode.M:
+            raise PlacementError(
+                f"{state} cannot be M (materialized) on the {axis} axis: only activations are "
+                "produced and freed within a step; use R, S, SG, OFF or OFF-R"
+            )
+
+
 @lru_cache(maxsize=4096)  # (pure: the planner asks it of one strategy and mesh many times)
 def validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
     """Refuse placements that cannot run, with the reason (einops-style teaching errors).
@@ -64,61 +84,52 @@ def validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
     they are not priced silently. The checker derives them with ``strict=False`` and reports the
     rule, the state and the axes instead.
     """
+    # (each message is written only when its check fails: the planner validates thousands of
+    # candidates, and formatting every message up front was a tenth of a 2^40-device plan)
     pl = strategy.placement
+    on_mesh = dict(mesh.degrees)
     for axis in strategy.axes:
-        expect(
-            axis in dict(mesh.degrees),
-            f"strategy {strategy.name!r} places states on the {axis} axis, "
-            f"but the mesh ({mesh}) has no {axis} axis",
-        )
+        if axis not in on_mesh:
+            raise PlacementError(
+                f"strategy {strategy.name!r} places states on the {axis} axis, "
+                f"but the mesh ({mesh}) has no {axis} axis"
+            )
     for axis, n in mesh:
-        for state in State:
-            mode = pl.mode(state, axis)
-            if state is State.ACTIVATIONS:
-                expect(
-                    mode is Mode.M,
-                    f"activations on the {axis} axis must be M (materialized), got {mode}",
-                )
-                continue
-            if state is State.GRADS and axis in BATCH_AXES:
-                continue  # grads M on a batch-splitting axis breaks SPEC §6 rule 2: see below
-            expect(
-                mode is not Mode.M,
-                f"{state} cannot be M (materialized) on the {axis} axis: only activations are "
-                "produced and freed within a step; use R, S, SG, OFF or OFF-R",
-            )
+        materialized_only_activations(pl, axis)
         if axis not in BATCH_AXES:
-            expect(
-                n == 1 or pl.mode(State.PARAMS, axis) in SPLIT_MODES,
-                f"{strategy.name!r} keeps params whole on the {axis} axis ({n} ranks): nothing is "
-                f"split there, so the {n} {axis} ranks would repeat the same work (SPEC §6: "
-                f"an axis on which nothing is split costs nothing and splits nothing); put those "
-                f"devices on the data axis, or split params on {axis}",
-            )
+            if n > 1 and pl.mode(State.PARAMS, axis) not in SPLIT_MODES:
+                raise PlacementError(
+                    f"{strategy.name!r} keeps params whole on the {axis} axis ({n} ranks): nothing "
+                    f"is split there, so the {n} {axis} ranks would repeat the same work (SPEC §6: "
+                    f"an axis on which nothing is split costs nothing and splits nothing); put "
+                    f"those devices on the data axis, or split params on {axis}"
+                )
             continue
         p, g, o = (pl.mode(s, axis) for s in (State.PARAMS, State.GRADS, State.OPTIMIZER))
-        expect(
-            p is not Mode.S,
-            f"params sharded (S) on the {axis} axis: every {axis} rank runs the whole model on "
-            "its slice of the batch, so it needs whole parameters; use SG (gather before use) or R",
-        )
-        expect(
-            g is not Mode.SG,
-            f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S (reduce-"
-            "scattered to owners) or R (all-reduced)",
-        )
-        expect(
-            not owner_broadcasts(strategy, axis) or n <= MAX_LISTED_OPS,
-            f"{strategy.name!r} broadcasts each owner's slice on its own after the step "
-            f"(ZeroRedundancyOptimizer): one broadcast per {axis} rank, {n:,} in every step; "
-            f"it is priced up to {MAX_LISTED_OPS:,} ranks (owner_update='scatter_gather', one "
-            "all-gather, prices any number)",
-        )
-        expect(
-            not (o in WHOLE and g in SPLIT_MODES),
-            f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): the "
-            "optimizer would read a gradient it does not have; shard the optimizer state too",
-        )
+        if p is Mode.S:
+            raise PlacementError(
+                f"params sharded (S) on the {axis} axis: every {axis} rank runs the whole model "
+                "on its slice of the batch, so it needs whole parameters; use SG (gather before "
+                "use) or R"
+            )
+        if g is Mode.SG:
+            raise PlacementError(
+                f"grads cannot be SG on the {axis} axis: nothing gathers gradients; use S "
+                "(reduce-scattered to owners) or R (all-reduced)"
+            )
+        if n > MAX_LISTED_OPS and owner_broadcasts(strategy, axis):
+            raise PlacementError(
+                f"{strategy.name!r} broadcasts each owner's slice on its own after the step "
+                f"(ZeroRedundancyOptimizer): one broadcast per {axis} rank, {n:,} in every step; "
+                f"it is priced up to {MAX_LISTED_OPS:,} ranks (owner_update='scatter_gather', one "
+                "all-gather, prices any number)"
+            )
+        if o in WHOLE and g in SPLIT_MODES:
+            raise PlacementError(
+                f"optimizer state is {o} (whole) on the {axis} axis but grads are {g} (sliced): "
+                "the optimizer would read a gradient it does not have; shard the optimizer state "
+                "too"
+            )
     if strict:
         broken = safety_violations(strategy, mesh)
         expect(

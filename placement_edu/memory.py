@@ -8,13 +8,15 @@ into the model-state figure the ZeRO tables print. Peak = persistent + the large
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from placement_edu.experts import check_expert_axis
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, TransformerSpec, UnitRun, prefetched_window
+from placement_edu.models.ideal import IdealSlices
 from placement_edu.logits import logits_and_loss
 from placement_edu.placement import (
     GATHERED,
@@ -30,7 +32,7 @@ from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 from placement_edu.shown import Shown
 from placement_edu.strategies import LOOPED_SCHEDULES, PipelineSchedule, Strategy
-from placement_edu.units import fmt_bytes, plain
+from placement_edu.units import exact, fmt_bytes, plain
 from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
 
@@ -160,21 +162,80 @@ def derive_memory(
     states, then the transient terms of each phase, step by step."""
     validate(strategy, mesh)
     check_expert_axis(model, mesh, strategy)
-    coords = mesh.coords(rank)
-    device, host = persistent_bytes(strategy.placement, model, mesh, precision, coords)
-    group = DataGroup(strategy.placement, model, mesh, coords)
-    terms = sharding_terms(strategy, group, precision) + offload_staging(group, precision, host)
-    terms += activation_terms(strategy, model, mesh, precision, coords["pipeline"])
+    pl, reshard = strategy.placement, strategy.reshard_after_forward
+    device, host, terms, padding = model_state_terms(pl, reshard, model, mesh, precision, rank)
+    terms += activation_terms(strategy, model, mesh, precision, mesh.coords(rank)["pipeline"])
     transient: dict[str, dict[str, Number]] = {phase: {} for phase in PHASES}
     for phase, name, size in terms:
         transient[phase][name] = size
-    split = any(strategy.placement.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES)
-    padding = model.padding(group.d) if split else 0
     return Memory(device, host, transient, padding)
 
 
 #: Transient terms as they are found: (phase, term, bytes).
 Terms = list[tuple[str, str, Number]]
+#: A device's model states: persistent bytes on the device and on the host, the transient terms
+#: sharding and offloading add, and the padding elements sharding adds.
+StateTerms = tuple[dict[State, Number], dict[State, Number], Terms, int]
+
+
+def model_state_terms(
+    pl: Placement,
+    reshard_after_forward: bool,
+    model: Model,
+    mesh: Mesh,
+    precision: Precision,
+    rank: int = 0,
+) -> StateTerms:
+    """What the model states hold on ``rank``: persistent bytes, the sharding and offloading
+    terms, the padding. They read the placement, resharding and the model's parameters, never
+    its activations: a transformer's recomputation and sequence parallelism change none of them
+    (``states_view``), so the planner's candidates that differ only there, or only in their
+    micro-batches or context attention, share one derivation (cached for the Ψ-level models,
+    which hash cheaply)."""
+    view = states_view(model)
+    if isinstance(view, IdealSlices):
+        found = _cached_state_terms(pl, reshard_after_forward, view, mesh, precision, rank)
+    else:
+        found = _model_state_terms(pl, reshard_after_forward, view, mesh, precision, rank)
+    device, host, terms, padding = found
+    return dict(device), dict(host), list(terms), padding
+
+
+def states_view(model: Model) -> Model:
+    """``model`` as its model states see it: a transformer without recomputation or sequence
+    parallelism (both shape activations only; ``tests/test_memory_cache.py`` checks the states'
+    terms are equal under every choice); any other model as it is."""
+    if isinstance(model, TransformerSpec) and (
+        model.recompute != "none" or model.sequence_parallel
+    ):
+        return _without_activation_choices(model)
+    return model
+
+
+@lru_cache(maxsize=64)
+def _without_activation_choices(model: TransformerSpec) -> TransformerSpec:
+    return replace(model, recompute="none", sequence_parallel=False)
+
+
+def _model_state_terms(
+    pl: Placement,
+    reshard_after_forward: bool,
+    model: Model,
+    mesh: Mesh,
+    precision: Precision,
+    rank: int,
+) -> tuple[dict[State, Number], dict[State, Number], tuple[tuple[str, str, Number], ...], int]:
+    """``model_state_terms``, derived once for each of its inputs (the caller copies it)."""
+    coords = mesh.coords(rank)
+    device, host = persistent_bytes(pl, model, mesh, precision, coords)
+    group = DataGroup(pl, model, mesh, coords)
+    terms = sharding_terms(pl, reshard_after_forward, group, precision)
+    terms += offload_staging(group, precision, host)
+    split = any(pl.mode(s, "data") in SPLIT_MODES for s in MODEL_STATES)
+    return device, host, tuple(terms), model.padding(group.d) if split else 0
+
+
+_cached_state_terms = lru_cache(maxsize=4096)(_model_state_terms)
 
 
 def persistent_bytes(
@@ -228,10 +289,12 @@ class DataGroup:
         return max(size for size, _ in self.runs(state))
 
 
-def sharding_terms(strategy: Strategy, group: DataGroup, precision: Precision) -> Terms:
+def sharding_terms(
+    pl: Placement, reshard_after_forward: bool, group: DataGroup, precision: Precision
+) -> Terms:
     """What sharding on the data axis holds for a while: the gather window of SG params, the
     reduce bucket of split grads, and the padded copies ZeRO's rule reads and fills."""
-    pl, d, terms = strategy.placement, group.d, []
+    d, terms = group.d, []
     if d > 1 and pl.mode(State.PARAMS, "data") in GATHERED:
         gathered = precision.wire_bytes(State.PARAMS)  # gathered in the gather dtype
         # Resharded after forward: the unit computing and the next one, prefetched, are live
@@ -239,7 +302,7 @@ def sharding_terms(strategy: Strategy, group: DataGroup, precision: Precision) -
         # through backward.
         window = (
             prefetched_window(group.runs(State.PARAMS)) * gathered
-            if strategy.reshard_after_forward
+            if reshard_after_forward
             else group.full_local(State.PARAMS) * gathered
         )
         terms += [("forward", GATHER_WINDOW, window), ("backward", GATHER_WINDOW, window)]
@@ -306,27 +369,49 @@ def activation_terms(
         model_axis_degree(strategy, mesh, "pipeline"),
     )
     flight = in_flight(strategy, p, stage)
+    attention = strategy.context_attention
+    if isinstance(model, IdealSlices):
+        return list(
+            _cached_activation_terms(model, mesh, precision, stage, t, p, flight, attention)
+        )
+    return list(_activation_terms(model, mesh, precision, stage, t, p, flight, attention))
+
+
+def _activation_terms(
+    model: Model,
+    mesh: Mesh,
+    precision: Precision,
+    stage: int,
+    t: int,
+    p: int,
+    flight: int | Fraction,
+    attention: str,
+) -> tuple[tuple[str, str, Number], ...]:
+    """``activation_terms`` from what they read of the strategy: the tensor and pipeline degrees
+    that split the model, the micro-batches in flight and the context attention; derived once
+    for each (the planner's data placements share them)."""
     # A context rank keeps its chunk's activations: every term of Korthikanti's formula is linear
     # in the tokens it holds (attention's scores too: s/c queries × s keys under ring attention,
     # s × s for a/c heads under Ulysses), so 1/c of them.
     c = mesh.degree("context")
-    context_applies(strategy.context_attention, model, mesh, t)
+    context_applies(attention, model, mesh, t)
     activations = (
         model.activation_bytes_per_microbatch(t, Fraction(layers_on_stage(model, p, stage)))
         * flight
     )
     if c > 1:
-        activations = Fraction(activations) / c
+        activations = exact(activations, c)
     terms: Terms = []
     if activations:
         terms += [("forward", ACTIVATIONS, activations), ("backward", ACTIVATIONS, activations)]
-    in_flight_kv = context_buffer_bytes(
-        strategy.context_attention, model, mesh, t, precision.activations
-    )
+    in_flight_kv = context_buffer_bytes(attention, model, mesh, t, precision.activations)
     terms += [(phase, CONTEXT_BUFFERS, size) for phase, size in in_flight_kv.items()]
     if isinstance(model, TransformerSpec):
         terms += head_and_recompute(model, precision, t, c, last=stage == p - 1)
-    return terms
+    return tuple(terms)
+
+
+_cached_activation_terms = lru_cache(maxsize=4096)(_activation_terms)
 
 
 def head_and_recompute(
@@ -339,7 +424,7 @@ def head_and_recompute(
         # One micro-batch's logits at a time, its vocabulary split over the tensor ranks
         # (Megatron's vocab-parallel head and cross-entropy): b·s·V/t per rank; a context
         # rank's head sees its s/c tokens.
-        tokens = Fraction(model.micro_batch * model.seq, t * c)
+        tokens = exact(model.micro_batch * model.seq, t * c)
         for phase, terms in logits_and_loss(tokens, model.vocab, precision.activations).items():
             logits[phase] = sum(terms.values())
     found: Terms = []

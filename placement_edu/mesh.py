@@ -66,6 +66,8 @@ class Mesh:
                 positive_int(f"degree of mesh axis {axis!r}", degree),
             )
         object.__setattr__(self, "degrees", tuple((a, degrees[a]) for a in AXES if a in degrees))
+        # the same degrees by axis, what ``degree`` reads (not a field: no part of the value)
+        object.__setattr__(self, "_by_axis", dict(self.degrees))
         within_device_limit(f"mesh {self}", self.world_size)
 
     @classmethod
@@ -107,7 +109,7 @@ class Mesh:
 
     def degree(self, axis: str) -> int:
         """The degree of ``axis`` (1 when the mesh does not have it)."""
-        return dict(self.degrees).get(axis, 1)
+        return self._by_axis.get(axis, 1)  # type: ignore[attr-defined, no-any-return]
 
     @property
     def world_size(self) -> int:

@@ -216,9 +216,14 @@ class Placement:
         }
 
     def axes(self) -> tuple[str, ...]:
-        """The axes on which any state differs from its default, in mesh order."""
-        named = {axis for state in State for axis in self.named(state)}
-        return tuple(axis for axis in AXES if axis in named)
+        """The axes on which any state differs from its default, in mesh order (found once: every
+        validation of a strategy asks)."""
+        try:
+            return self._axes  # type: ignore[attr-defined, no-any-return]
+        except AttributeError:
+            named = {axis for state in State for axis in self.named(state)}
+            object.__setattr__(self, "_axes", tuple(axis for axis in AXES if axis in named))
+            return self._axes  # type: ignore[attr-defined, no-any-return]
 
     def __repr__(self) -> str:
         def spec(state: State) -> str:

@@ -30,6 +30,18 @@ def to_gib(n_bytes: Number) -> float:
     return float(Fraction(n_bytes) / GiB) if not isinstance(n_bytes, float) else n_bytes / GiB
 
 
+def exact(numerator: int | Fraction, denominator: int = 1) -> int | Fraction:
+    """numerator / denominator, exactly: an int when it is whole, else a Fraction. The same
+    value either way (``Fraction(6, 3) == 2``), but sums and products of ints cost a fraction of a
+    Fraction's (the planner's derivations divide sizes by degrees millions of times, and most
+    divide evenly)."""
+    if isinstance(numerator, int):
+        whole, rest = divmod(numerator, denominator)
+        return whole if rest == 0 else Fraction(numerator, denominator)
+    value = Fraction(numerator) / denominator
+    return value.numerator if value.denominator == 1 else value
+
+
 def plain(value: Number) -> int | float:
     """An exact number for JSON: an int when it is whole, else a float."""
     if isinstance(value, Fraction) and value.denominator == 1:

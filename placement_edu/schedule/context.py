@@ -41,12 +41,13 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from placement_edu.errors import PlacementError, expect
+from placement_edu.errors import PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, stage_layers
 from placement_edu.placement import State
 from placement_edu.schedule.ops import Op, Repeat, held
 from placement_edu.schedule.costs import OpKind
+from placement_edu.units import exact
 
 
 def context_degree(mesh: Mesh) -> int:
@@ -72,12 +73,12 @@ def context_applies(attention: str, model: Model, mesh: Mesh, tensor: int) -> No
     c = context_degree(mesh)
     if c == 1:
         return
-    expect(
-        model.boundary_elements > 0,
-        f"the context axis ({c} ranks) splits each sequence, but {model.description} has no "
-        "sequence (no boundary_elements b·s·h); give a transformer (--layers --hidden --heads "
-        "--seq --vocab) or drop the context axis",
-    )
+    if model.boundary_elements <= 0:
+        raise PlacementError(
+            f"the context axis ({c} ranks) splits each sequence, but {model.description} has no "
+            "sequence (no boundary_elements b·s·h); give a transformer (--layers --hidden --heads "
+            "--seq --vocab) or drop the context axis"
+        )
     seq = model.seq
     if seq is not None and seq % c:
         raise PlacementError(
@@ -116,13 +117,14 @@ def ring_message(dev: Any, kind: str, name: str) -> list[Op]:
     (the gradient of a chunk's keys and values summed so far, travelling beside it)."""
     c, t = context_degree(dev.mesh), dev.tensor
     phase = "forward" if kind == "forward" else "backward"
+    chunk = exact(kv_chunk_elements(dev.model, c, t))  # (an int where whole: cheaper to price)
     return [
         dev.op(
             op,
             State.ACTIVATIONS,
             "context",
             phase,
-            kv_chunk_elements(dev.model, c, t),
+            chunk,
             c,
             f"{kind}: ring attention, {verb} a {name} chunk to the next context rank",
         )

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from placement_edu.placement import STARTUP
-from placement_edu.errors import expect
+from placement_edu.errors import PlacementError, expect
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model, Number, UnitRun, stage_layers
 from placement_edu.placement import (
@@ -39,6 +38,7 @@ from placement_edu.placement import (
 )
 from placement_edu.precision import Precision
 from placement_edu.strategies import Strategy
+from placement_edu.units import exact
 from placement_edu.axes import model_axis_degree, split_axes
 from placement_edu.schedule.costs import COLLECTIVES
 from placement_edu.schedule.ops import Op, Repeat, Tag, held
@@ -83,7 +83,7 @@ class Device:
         """b·s·h of this rank's tokens: the model's boundary activation, 1/c of it on a context
         axis of degree c (each context rank holds s/c tokens of each sequence)."""
         c, size = self.mesh.degree("context"), self.model.boundary_elements
-        return size if c == 1 else Fraction(size, c)
+        return size if c == 1 else exact(size, c)
 
     def size_on(self, state: State, axis: str, padded: bool) -> Number:
         """S for a collective on ``state`` along ``axis``: its size left after the other axes'
@@ -94,7 +94,7 @@ class Device:
             return self.model.traffic_elements(
                 other, self.mesh.degree(axis) if padded else 1, self.coords
             )
-        return Fraction(self.model.traffic_elements(other, flat, self.coords), flat)
+        return exact(self.model.traffic_elements(other, flat, self.coords), flat)
 
     def units_on(self, state: State, axis: str) -> list[UnitRun]:
         """S of each gather unit's collective on ``state`` along ``axis``, in forward order, as
@@ -104,7 +104,7 @@ class Device:
         flat = math.prod(other.pop(a, 1) for a in BATCH_AXES)
         if flat == 1:
             return self.model.unit_runs(other, self.mesh.degree(axis), self.coords)
-        return [(Fraction(u, flat), k) for u, k in self.model.unit_runs(other, flat, self.coords)]
+        return [(exact(u, flat), k) for u, k in self.model.unit_runs(other, flat, self.coords)]
 
     def op(
         self,
@@ -163,7 +163,7 @@ def gather_before_use(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
                         State.PARAMS,
                         axis,
                         phase,
-                        Fraction(unit, n),
+                        exact(unit, n),
                         1,
                         "stream this unit's parameter slice up from host memory before its gather "
                         "(SPEC §7)",
@@ -230,7 +230,7 @@ def reduce_partial_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
                 count,
             )
         # later axes: this rank's slice
-        runs = runs if whole else [(Fraction(size, n), count) for size, count in runs]
+        runs = runs if whole else [(exact(size, n), count) for size, count in runs]
     return ops
 
 
@@ -270,7 +270,7 @@ def offload_grad_slice(dev: Device, tag: Tag) -> list[Op]:
             State.GRADS,
             "data",
             "backward",
-            Fraction(dev.size_on(State.GRADS, "data", True), d),
+            exact(dev.size_on(State.GRADS, "data", True), d),
             1,
             "move the reduced gradient slice to host memory, where the optimizer runs",
             micro_batches=tag,
@@ -341,7 +341,7 @@ def owner_update_sync(dev: Device) -> list[Op]:
             continue
         total = dev.size_on(State.PARAMS, axis, True)
         inner = math.prod(dev.mesh.degree(a) for a in owned[:i])  # still sliced inside this axis
-        total = total if inner == 1 else Fraction(total, inner)
+        total = total if inner == 1 else exact(total, inner)
         if dev.mode(State.OPTIMIZER, axis) in HOST_MODES:
             ops.append(
                 dev.op(
@@ -349,7 +349,7 @@ def owner_update_sync(dev: Device) -> list[Op]:
                     State.PARAMS,
                     axis,
                     "step",
-                    Fraction(total, n),
+                    exact(total, n),
                     1,
                     "bring the updated parameter slice back from host memory",
                 )
@@ -472,11 +472,11 @@ def pipeline_boundary(dev: Device, op: OpKind, phase: str, tag: Tag, chunk: int 
     stage = chunk * p + dev.stage
     if p == 1:
         return []
-    expect(
-        dev.model.layers >= v * p,
-        f"interleaved 1F1B splits the model into v·p = {v}·{p} = {v * p} chunks of whole layers: "
-        f"the model has {dev.model.layers}",
-    )
+    if dev.model.layers < v * p:
+        raise PlacementError(
+            f"interleaved 1F1B splits the model into v·p = {v}·{p} = {v * p} chunks of whole "
+            f"layers: the model has {dev.model.layers}"
+        )
     expect(
         dev.model.boundary_elements > 0,
         "pipeline parallelism sends activations between stages: the model needs "
@@ -505,7 +505,7 @@ def pipeline_boundary(dev: Device, op: OpKind, phase: str, tag: Tag, chunk: int 
             State.ACTIVATIONS,
             "pipeline",
             phase,
-            Fraction(size, t),
+            exact(size, t),
             p,
             f"{verb}: this tensor rank's 1/{t} of it",
             micro_batches=tag,
