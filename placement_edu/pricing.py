@@ -34,7 +34,6 @@ from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import (
     TransformerSpec,
-    every_kth,
     tensor_divides_heads,
 )
 from placement_edu import names
@@ -162,9 +161,15 @@ def price(
     (``timing.compute_time``)."""
     sp = strategy.sequence_parallel
     shaped = _shaped(model, recompute, sp)
-    formula = peak_bytes(strategy, model, mesh, recompute, precision)
     measured = peak_of(strategy, mesh, recompute) if peak_of is not None else None
-    peak, beside = (formula, None) if measured is None else (measured, formula)
+    # (torchtitan-op's peak: only a profile prices it, the formula has no term for it)
+    formula = (
+        None
+        if measured is not None and recompute in TransformerSpec.PROFILE_ONLY
+        else peak_bytes(strategy, model, mesh, recompute, precision)
+    )
+    peak, beside = (measured, formula) if measured is not None else (formula, None)
+    assert peak is not None
     limit = peak if budget is None else budget
     if peak > limit:
         return Choice(strategy, mesh, recompute, peak, limit, formula_peak_bytes=beside)
@@ -203,8 +208,8 @@ def price(
         strategy.virtual_stages,
     )
     if hw.roofline and hw.memory_bandwidth is not None:
-        time = with_optimizer_step(
-            time, optimizer_step_seconds(strategy, shaped, mesh, precision, hw)
+        time = with_optimizer_step(  # (the optimizer's state: the same whatever recomputes)
+            time, optimizer_step_seconds(strategy, priced, mesh, precision, hw)
         )
     traffic = data_traffic(strategy, priced, mesh, precision, hw)
     return Choice(strategy, mesh, recompute, peak, limit, time, beside, traffic)
@@ -524,13 +529,15 @@ def price_configuration(
     efficiency: float = 1.0,
     context_attention: str = "ring",
     balanced_stages: bool = False,
+    peak_of: PeakOf | None = None,
 ) -> Priced:
     """Price one configuration: ``global_batch`` sequences per step, split over the mesh's r·d
     data replicas in micro-batches of ``model.micro_batch`` (m = global_batch / (r·d·b), which
     must be whole), priced by ``price`` on ``hw`` at ``efficiency`` × its FLOP/s. A
     context axis cuts each sequence into c chunks (it adds no replicas); ``context_attention``
     says how attention reaches the others ("ring" or "ulysses", ``schedule.context``);
-    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``).
+    ``balanced_stages``: a pipeline split that counts the logit layer (``Strategy``);
+    ``peak_of``: the peak from a module's profile (``price``), where there is one.
 
     ``model`` may be a ``Setting`` (``setting.resolve``): its model, mesh, hardware, precision and
     recomputation, and its strategy's name as ``strategy`` when none is given; the other forms are
@@ -556,7 +563,8 @@ def price_configuration(
         sequence_parallel or names.sequence_parallel(strategy or ""),  # zero1×tp+sp, as plan names
         schedule,
     ).with_(context_attention=context_attention, balanced_stages=balanced_stages)
-    return priced_step(setting, built, global_batch, overlap, scaled(setting.hardware, efficiency))
+    hw = scaled(setting.hardware, efficiency)
+    return priced_step(setting, built, global_batch, overlap, hw, peak_of)
 
 
 def configured(
@@ -567,7 +575,7 @@ def configured(
     model, mesh, recompute = setting.model, setting.mesh, setting.recompute
     assert isinstance(model, TransformerSpec) and mesh is not None
     expect(
-        not every_kth(recompute) or max(mesh.degree("tensor"), mesh.degree("context")) == 1,
+        recompute in RECOMPUTES or max(mesh.degree("tensor"), mesh.degree("context")) == 1,
         f"recompute {recompute} is priced on data, replica and pipeline axes; a checkpointed "
         f"layer's replay of the tensor and context collectives is not: {mesh} has one",
     )
@@ -597,13 +605,18 @@ def configured(
 
 
 def priced_step(
-    setting: Setting, built: Strategy, global_batch: int, overlap: str, hw: Hardware
+    setting: Setting,
+    built: Strategy,
+    global_batch: int,
+    overlap: str,
+    hw: Hardware,
+    peak_of: PeakOf | None = None,
 ) -> Priced:
     """``built``'s step priced (``price``) on ``hw``, with its FLOPs and collectives."""
     model, mesh, recompute = setting.model, setting.mesh, setting.recompute
     assert isinstance(model, TransformerSpec) and mesh is not None
     precision, sp = setting.precision, built.sequence_parallel
-    choice = price(built, model, mesh, recompute, hw, precision, overlap)
+    choice = price(built, model, mesh, recompute, hw, precision, overlap, peak_of=peak_of)
     tokens = Fraction(global_batch * model.seq, mesh.world_size)
     shaped = replace(model, recompute=recompute, sequence_parallel=sp)
     replays = recompute == "full" and max(mesh.degree("tensor"), mesh.degree("context")) > 1

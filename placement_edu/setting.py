@@ -17,7 +17,8 @@ What each field accepts (``resolve``'s arguments):
 - ``mesh``: a ``Mesh``, text like "data=2,tensor=4", or a mapping {axis: degree}; a bare number is
   refused (``devices`` says how many devices sit on the strategy's own axis)
 - ``precision``, ``hardware``: a preset's name or the object itself
-- ``recompute``: none, selective, full, or layer:K; ``attention``: flash or eager (sdpa is flash)
+- ``recompute``: none, selective (alias megatron-selective), full, torchtitan-op (priced by a
+  module's profile only), or layer:K; ``attention``: flash or eager (sdpa is flash)
 - ``memory``: the budget per device in bytes (None: the hardware's)
 """
 
@@ -43,11 +44,16 @@ ALIASES: Mapping[str, str] = {
     "fsdp2": "zero3",
     "fsdp2_no_reshard": "fsdp_grad_op",
     "sdpa": "flash",
+    # Korthikanti's selective recomputation, the formula's "selective", is Megatron-LM's: fit
+    # names it megatron-selective (a real module's "selective" is another policy, peak.RECOMPUTE,
+    # so the alias applies where the formula prices the step)
+    "megatron-selective": "selective",
 }
 #: Attention as the formula prices it: eager, or flash (no s×s scores kept; PyTorch's sdpa).
 ATTENTIONS = TransformerSpec.ATTENTION
-#: Recomputation choices (Korthikanti et al. 2022's, and torchtitan's layer:K).
-RECOMPUTES = TransformerSpec.RECOMPUTE
+#: Recomputation choices (Korthikanti et al. 2022's, torchtitan's op policy, whose FLOPs the time
+#: model charges and whose peak only a module's profile prices, and torchtitan's layer:K).
+RECOMPUTES = (*TransformerSpec.RECOMPUTE, *TransformerSpec.PROFILE_ONLY)
 
 
 def did_you_mean(value: object, accepted: Iterable[str]) -> str:
@@ -144,7 +150,7 @@ def resolve(
             f"mesh {where} has {where.world_size} devices, but devices = {devices}",
         )
     expect(isinstance(recompute, str), f"recompute must be text, got {recompute!r}")
-    kept = layer_k(recompute) or recompute
+    kept = layer_k(recompute) or ALIASES.get(recompute, recompute)
     expect(
         kept in RECOMPUTES or every_kth(kept),
         f"unknown recompute choice {shown(recompute)}; accepted: {', '.join(RECOMPUTES)}, or "

@@ -140,3 +140,27 @@ def test_torchtitans_layer_k_is_priced_by_time_as_fit_derives_it(capsys) -> None
         full["formula_peak_bytes"],
     )
     assert one["peak_bytes"] == full["peak_bytes"]  # (fit's layer:1 is full to the byte)
+
+
+def test_torchtitans_op_policy_is_priced_by_the_module_and_charged_its_flops(capsys) -> None:
+    # issue 39, item 3: the peak is fit's under the same policy; the formula has none; the time
+    # model charges k, o and up of every block (TransformerSpec.torchtitan_op_recomputed)
+    argv = f"time --model llama-8b {TORCHTITAN_8} --strategy zero3"
+    op = _json(capsys, f"{argv} --recompute torchtitan-op")
+    fit = _json(
+        capsys,
+        "fit --model llama-8b --devices 8 --micro-batch 2 --seq 8192 --recompute torchtitan-op",
+    )
+    assert op["peak_bytes"] == fit["peak_bytes"] and op["formula_peak_bytes"] is None
+    assert "torchtitan-op" in op["peak_from"] and op["fits"] == (
+        op["peak_bytes"] <= op["memory_bytes"]
+    )
+    none = _json(capsys, f"{argv} --recompute none")
+    # per device: 16 sequences of 8,192 tokens on 8 GPUs; 32 blocks of 2h(K·h/a + h + f) a token
+    replayed = 32 * 2 * 4096 * (1024 + 4096 + 14336) * (16 * 8192 // 8)
+    flops = {
+        r: o["hardware_tflops_per_gpu"] * 1e12 * o["step_s"]
+        for r, o in (("op", op), ("none", none))
+    }
+    assert flops["op"] - flops["none"] == pytest.approx(replayed, rel=1e-9)
+    assert op["mfu"] * op["step_s"] == pytest.approx(none["mfu"] * none["step_s"], rel=1e-12)

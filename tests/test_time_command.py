@@ -171,8 +171,11 @@ def test_the_text_report_names_the_step_the_convention_and_the_memory(capsys) ->
         (["--mesh", "data=2,tensor=3"], "does not divide the 4 attention heads"),
         (
             ["--mesh", "data=8", "--recompute", "some"],
-            "'some' is not a recomputation; give none, selective, full, or layer:K",
+            "'some' is not a recomputation; give none, selective (or megatron-selective), "
+            "torchtitan-op, full, or layer:K",
         ),
+        # issue 39, item 3: Korthikanti's formula has no term for torchtitan's save list
+        (["--mesh", "data=8", "--recompute", "torchtitan-op"], "give --model NAME"),
         # issue 43, item 7: accepted and ignored before
         (["--mesh", "data=8", "--schedule", "interleaved:2"], "--schedule shapes a pipeline"),
         (["--mesh", "data=8", "--balanced-stages"], "--balanced-stages shapes a pipeline"),
@@ -182,6 +185,34 @@ def test_bad_input_is_one_line_naming_the_value_and_what_is_accepted(capsys, arg
     assert main(["time", *SMALL, "--global-batch", "48", *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
+
+
+def test_megatron_selective_is_selective_by_its_megatron_name(capsys) -> None:
+    """One name for one thing (issue 39, item 3): Korthikanti's selective recomputation is
+    Megatron-LM's, the name fit measures it by; time reads it as its own selective."""
+    argv = ["--global-batch", "48", "--mesh", "data=8"]
+    megatron = _json(capsys, [*argv, "--recompute", "megatron-selective"])
+    assert megatron == _json(capsys, [*argv, "--recompute", "selective"])
+    assert megatron["recompute"] == "selective"
+    none = _json(capsys, [*argv, "--recompute", "none"])  # (the replayed core attention)
+    hardware = [o["hardware_tflops_per_gpu"] * o["step_s"] for o in (megatron, none)]
+    assert hardware[0] > hardware[1]
+
+
+def test_help_names_the_trainer_that_ships_each_policy(capsys) -> None:
+    assert main(["time", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for ships in (
+        "none (default: every trainer without activation checkpointing)",
+        "megatron-selective (Korthikanti et al. 2022: core attention recomputed; Megatron-LM's "
+        "--recompute-granularity selective)",
+        "torchtitan-op (torchtitan's activation_checkpoint.mode = 'selective', "
+        "selective_ac_option = 'op'",
+        "layer:K (torchtitan's mode = 'selective', selective_ac_option = 'K'",
+        "full (every block: Megatron-LM's --recompute-granularity full, torchtitan's mode = "
+        "'full', HF's gradient checkpointing)",
+    ):
+        assert ships in help_text
 
 
 def test_a_strategy_name_100000_characters_long_gives_a_short_line(capsys) -> None:

@@ -24,8 +24,14 @@ from placement_edu.configuration import PeakOf
 from placement_edu.precision import Precision
 from placement_edu.strategies import Strategy
 
-#: ``time``'s recomputation (Korthikanti's) -> the policy a profile is measured under.
-POLICY_OF = {"none": "none", "selective": "megatron-selective", "full": "full"}
+#: ``time``'s recomputation -> the policy a profile is measured under (the formula's selective is
+#: Korthikanti's, Megatron-LM's: the module's megatron-selective).
+POLICY_OF = {
+    "none": "none",
+    "selective": "megatron-selective",
+    "torchtitan-op": "torchtitan-op",
+    "full": "full",
+}
 #: ``time``'s attention -> the module's.
 ATTENTION_OF = {"flash": "sdpa", "eager": "eager"}
 #: The data placements ``fit`` derives, and FSDP2's ``reshard_after_forward`` for each:

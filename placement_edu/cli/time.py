@@ -19,7 +19,7 @@ from placement_edu.cli.shape import (
     read_number,
     transformer_from_flags,
 )
-from placement_edu.configuration import Priced
+from placement_edu.configuration import PeakOf, Priced
 from placement_edu.pricing import (
     DATA_PLACEMENTS,
     SCHEDULE_FORMS,
@@ -28,11 +28,12 @@ from placement_edu.pricing import (
 )
 from placement_edu.architectures import sequence_of
 from placement_edu.errors import PlacementError, shown
-from placement_edu.cli.one_peak import profile_peak, spec_of
+from placement_edu.cli.one_peak import FSDP2_PLACEMENTS, planner_peaks, profile_peak, spec_of
 from placement_edu.models import MAX_EVERY, TransformerSpec, layer_k
+from placement_edu.mesh import Mesh
 from placement_edu.names import data_part
-from placement_edu.setting import Setting, resolve
-from placement_edu.strategies import CONTEXT_ATTENTIONS
+from placement_edu.setting import ALIASES, RECOMPUTES, Setting, resolve
+from placement_edu.strategies import CONTEXT_ATTENTIONS, Strategy
 from placement_edu.timing import FLOP_CONVENTION, Hardware
 from placement_edu.units import GB
 
@@ -110,10 +111,16 @@ def _placement_flags(p: argparse.ArgumentParser) -> None:
         "--recompute",
         type=flag_type(_recompute),
         default="none",
-        help="activation recomputation: none (default), selective (Korthikanti et al. 2022: "
-        "core attention, Megatron-LM's --recompute-granularity selective), full (every layer: "
-        "Megatron's and torchtitan's full AC, HF's gradient checkpointing), or layer:K "
-        "(torchtitan's selective_ac_option = 'K': every K-th layer as full, the others none)",
+        help="activation recomputation, by the trainer that ships it; the step is charged the "
+        "FLOPs each replays: none (default: every trainer without activation checkpointing); "
+        "selective, alias megatron-selective (Korthikanti et al. 2022: core attention "
+        "recomputed; Megatron-LM's --recompute-granularity selective); torchtitan-op "
+        "(torchtitan's activation_checkpoint.mode = 'selective', selective_ac_option = 'op': "
+        "mm, SDPA and reduce-scatter outputs saved, every second mm of a block recomputed; its "
+        "peak needs --model, fit's profile); layer:K (torchtitan's mode = 'selective', "
+        "selective_ac_option = 'K': every K-th block as full, the others none); full (every "
+        "block: Megatron-LM's --recompute-granularity full, torchtitan's mode = 'full', HF's "
+        "gradient checkpointing)",
     )
     p.add_argument(
         "--schedule",
@@ -155,11 +162,12 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _recompute(text: str) -> str:
-    policy = text if text in TransformerSpec.RECOMPUTE else layer_k(text)
-    if policy is None:
+    """The policy's name (the door's: an alias, megatron-selective, read as selective)."""
+    policy = layer_k(text) or ALIASES.get(text, text)
+    if policy not in RECOMPUTES and not layer_k(policy):
         raise PlacementError(
-            f"{shown(text)} is not a recomputation; give none, selective, full, or layer:K "
-            f"(K from 1 to {MAX_EVERY:,})"
+            f"{shown(text)} is not a recomputation; give none, selective (or "
+            f"megatron-selective), torchtitan-op, full, or layer:K (K from 1 to {MAX_EVERY:,})"
         )
     return policy
 
@@ -285,6 +293,24 @@ def _priced_on(hw: Hardware, args: argparse.Namespace) -> Hardware:
     return replace(hw, roofline=True, fused=args.fused)
 
 
+def _profile_only_peak(name: str, model: TransformerSpec, setting: Setting) -> PeakOf:
+    """The peak of a policy only the module's profile prices (``profile_peak``), refused in one
+    line where the profile does not price the placement."""
+    measured = planner_peaks(name, model, setting.precision)
+
+    def peak_of(strategy: Strategy, mesh: Mesh, recompute: str) -> int:
+        peak = measured(strategy, mesh, recompute)
+        if peak is None:
+            raise PlacementError(
+                f"--recompute {recompute}'s peak is the module's profile's, which prices FSDP2 "
+                f"({', '.join(FSDP2_PLACEMENTS)}) on the data and replica axes: give one there "
+                f"(--strategy {strategy.name} on {mesh} is not)"
+            )
+        return peak
+
+    return peak_of
+
+
 def _time(args: argparse.Namespace) -> int:
     setting = resolve(
         None, _transformer(args), args.mesh, args.precision, args.hardware, recompute=args.recompute
@@ -298,8 +324,17 @@ def _time(args: argparse.Namespace) -> int:
                 f"{flag} shapes a pipeline, and --mesh {args.mesh} has no pipeline axis; "
                 "add one (e.g. data=4,pipeline=2) or leave the flag out"
             )
+    # torchtitan-op: Korthikanti's formula has no term for its save list; only a profile prices
+    # its peak (the step is charged its FLOPs either way)
+    profile_only = setting.recompute in TransformerSpec.PROFILE_ONLY
+    if profile_only and args.model is None:
+        raise PlacementError(
+            f"--recompute {setting.recompute}: Korthikanti's formula has no term for its save "
+            "list, so only the module's profile (fit's) prices its peak; give --model NAME"
+        )
     priced = price_configuration(
         setting,
+        peak_of=_profile_only_peak(args.model, model, setting) if profile_only else None,
         strategy=args.strategy,
         global_batch=args.global_batch,
         sequence_parallel=args.sequence_parallel,
@@ -322,7 +357,7 @@ def _time(args: argparse.Namespace) -> int:
             strategy.micro_batches,
             args.sequence_parallel,
         )
-        formula = out["peak_bytes"]
+        formula = None if profile_only else out["peak_bytes"]
         out.update(model=args.model, peak_from=how, formula_peak_bytes=formula)
         if peak is not None:
             out.update(peak_bytes=peak, fits=peak <= priced.hardware.memory_bytes)
@@ -336,8 +371,12 @@ def _time(args: argparse.Namespace) -> int:
                 )
                 + f"; from {how}"
             )
-            text.append(f"  Korthikanti's formula: {formula / GB:.2f} GB (Megatron's model of "
-                        "Megatron's code)")  # fmt: skip
+            text.append(
+                f"  Korthikanti's formula: {formula / GB:.2f} GB (Megatron's model of Megatron's "
+                "code)"
+                if formula is not None
+                else f"  Korthikanti's formula: no term for {model.recompute}'s save list"
+            )
         else:
             text.append(f"  the peak above is {how}")
     print(json.dumps(out, indent=2) if args.json else "\n".join(text))
