@@ -217,9 +217,10 @@ class MoESpec(IdealSlices):
 
     @property
     def description(self) -> str:
+        attention = ", flash attention" if self.attention == "flash" else ""
         return self.name or (
             f"MoE: {self.layers} layers, E = {self.experts}, top-{self.top_k}, "
-            f"Ψ = {self.psi:,} ({self.active_psi:,} active)"
+            f"Ψ = {self.psi:,} ({self.active_psi:,} active){attention}"
         )
 
 

@@ -471,3 +471,19 @@ def test_an_expert_matmul_runs_at_the_h100_curves_rate_for_its_size() -> None:
     )
     assert expert_matmul_flops(v3) == 2 * 128 * 7168 * 2048
     assert 0.305 < expert_matmul_rate(v3) < 0.456 and round(expert_matmul_rate(v3), 3) == 0.427
+
+
+def test_table_takes_flash_attention_for_a_mixture_of_experts(capsys) -> None:
+    import json
+
+    # Mixtral's shape on data=1,expert=8: flash attention keeps 4asb = 524,288 B a layer in place
+    # of eager's 5as²b = 2,684,354,560 B: 32 layers × the difference, 85,882,568,704 B, off the peak
+    mixtral = "--layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 32000"
+    argv = [*mixtral.split(), "--seq", "4096", "--experts", "8", "--devices", "8"]
+    argv += ["--mesh", "data=1,expert=8", "--strategies", "dp", "--json"]
+    peaks = []
+    for attention in ("eager", "flash"):
+        assert main(["table", *argv, "--attention", attention]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        peaks.append(row["memory"]["peak"])
+    assert peaks[0] - peaks[1] == 32 * (2_684_354_560 - 524_288) == 85_882_568_704

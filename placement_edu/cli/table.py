@@ -262,7 +262,6 @@ def moe_from_args(args: argparse.Namespace, shape: dict) -> MoESpec:
     dense_only = {
         "--block": getattr(args, "block", None),
         "--recompute": args.recompute,
-        "--attention": getattr(args, "attention", None),
         "--sequence-parallel": args.sequence_parallel or None,
     }
     given = [flag for flag, v in dense_only.items() if v is not None]
@@ -272,6 +271,7 @@ def moe_from_args(args: argparse.Namespace, shape: dict) -> MoESpec:
             "of experts (--experts); leave " + ("it" if len(given) == 1 else "them") + " out"
         )
     model = MoESpec(
+        attention=getattr(args, "attention", None) or "eager",
         ffn=args.ffn or 4 * shape["hidden"],
         experts=args.experts,
         top_k=args.top_k or 2,
