@@ -199,6 +199,20 @@ def test_megatron_selective_is_selective_by_its_megatron_name(capsys) -> None:
     assert hardware[0] > hardware[1]
 
 
+def test_the_door_reads_the_alias_and_the_formula_refuses_torchtitans_peak() -> None:
+    from placement_edu.errors import PlacementError
+    from placement_edu.setting import resolve
+
+    spec = TransformerSpec(layers=L, hidden=H, heads=4, seq=S, vocab=V)
+    assert resolve(None, spec, "data=8", recompute="megatron-selective").recompute == "selective"
+    with pytest.raises(PlacementError) as error:
+        price_configuration(spec, "data=8", "dp", 48, recompute="torchtitan-op")
+    assert str(error.value) == (
+        "Korthikanti's formula has no term for torchtitan-op's save list: only a module's "
+        "profile prices its peak (fit's; price_configuration's peak_of)"
+    )
+
+
 def test_help_names_the_trainer_that_ships_each_policy(capsys) -> None:
     assert main(["time", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())

@@ -334,8 +334,8 @@ class TransformerSpec(IdealSlices):
         terms = {name: Fraction(0) for name in self.ACTIVATION_TERMS}
         expect(
             self.recompute not in self.PROFILE_ONLY,
-            f"Korthikanti's formula has no term for {self.recompute}'s save list: its peak is the "
-            "module's profile's (fit, or time --model NAME)",
+            f"Korthikanti's formula has no term for {self.recompute}'s save list: only a "
+            "module's profile prices its peak (fit's; price_configuration's peak_of)",
         )
         if every_kth(self.recompute):  # torchtitan's layer:K: k = L // K layers as under full
             k, L = self.checkpointed_layers, self.layers
