@@ -9,8 +9,9 @@ Units: seconds, FLOPs, FLOP/s, bytes. FLOPs are counted as ``timing.FLOP_CONVENT
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, Callable, Optional
 
 from placement_edu.experts import MoESpec
@@ -106,8 +107,14 @@ class Choice(Shown):
     time: StepTime | None = None
     #: Korthikanti's formula's peak where ``peak_bytes`` is the module's (``plan(peak_of=...)``).
     formula_peak_bytes: int | None = None
-    #: Rule 5's count of the batch axes' reductions and gathers, where it fits (``DataTraffic``).
-    data_axis: DataTraffic | None = None
+    #: What gives rule 5's count of the batch axes' reductions and gathers where it fits
+    #: (``pricing.data_traffic``), asked once, when shown: ``data_axis``.
+    traffic: Callable[[], DataTraffic] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def data_axis(self) -> DataTraffic | None:
+        """``DataTraffic`` of this choice where it fits (None over the budget)."""
+        return None if self.traffic is None else self.traffic()
 
     @property
     def over_bytes(self) -> int:

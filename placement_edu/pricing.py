@@ -24,7 +24,7 @@ import math
 from collections.abc import Container
 from dataclasses import replace
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TypedDict
 
 from placement_edu.configuration import Choice, DataTraffic, PeakOf, Priced
@@ -211,7 +211,7 @@ def price(
         time = with_optimizer_step(  # (the optimizer's state: the same whatever recomputes)
             time, optimizer_step_seconds(strategy, priced, mesh, precision, hw)
         )
-    traffic = data_traffic(strategy, priced, mesh, precision, hw)
+    traffic = partial(data_traffic, strategy, priced, mesh, precision, hw)  # (when shown)
     return Choice(strategy, mesh, recompute, peak, limit, time, beside, traffic)
 
 
