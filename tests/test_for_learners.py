@@ -54,10 +54,7 @@ def _read(cell: dict) -> str:
 
 #: A notebook whose owner has yet to rewrite a sentence found here (strict: the test fails once it
 #: is rewritten, so the entry goes with it).
-PENDING = {
-    "10_tensor_and_pipeline": "cells 13 and 22: 'the package's tests check it at p = 3, 4', "
-    "'(the package's tests compare the two lists)' -- say what is compared, not who checks it",
-}
+PENDING: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
