@@ -212,7 +212,7 @@ def test_00s_map_states_the_model_and_the_models_minutes():
 def test_every_notebook_fits_one_sitting():
     # 10 (Megatron TP, pipelines, schedules) was 65 minutes by the model (61.65 unrounded) against
     # a 60-minute sitting; its prose was tightened (derivations a learner can skip moved to
-    # docs/theory.md) to 60 (59.3). A notebook over a sitting fails here.
+    # docs/theory.md) to 60. A notebook over a sitting fails here.
     from placement_edu.course.minutes import SITTING_MINUTES, course_minutes
 
     assert [n for n, m in course_minutes().items() if m > SITTING_MINUTES] == []
