@@ -12,7 +12,8 @@ import statistics
 import time
 
 from placement_edu.planner import default_transformer, plan
-from placement_edu.pricing import _schedule, comm_seconds
+from placement_edu.pricing import comm_seconds
+from placement_edu.traffic import cached_schedule as _schedule
 
 DEVICES = 1024
 REPEATS = 5

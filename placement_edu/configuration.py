@@ -38,7 +38,7 @@ PeakOf = Callable[[Strategy, Mesh, str], Optional[int]]
 class DataTraffic:
     """SPEC §4 rule 5 on one candidate: how often rank 0's states cross the batch axes (data,
     replica, context) in one optimizer step, and the ring bytes they send, beside plain data
-    parallelism's on the same mesh (``pricing.data_traffic``). ``reductions`` and ``gathers``:
+    parallelism's on the same mesh (``traffic.data_traffic``). ``reductions`` and ``gathers``:
     the runs per step of the gradient reductions and parameter all-gathers -- 1 (once a step,
     the gradient accumulated first), ``m`` (once per micro-batch) or 0 (none).
     ``pipeline_bytes``: the pipeline's sends a step. ``nic_bytes``: what leaves rank 0's NIC, the
@@ -108,7 +108,7 @@ class Choice(Shown):
     #: Korthikanti's formula's peak where ``peak_bytes`` is the module's (``plan(peak_of=...)``).
     formula_peak_bytes: int | None = None
     #: What gives rule 5's count of the batch axes' reductions and gathers where it fits
-    #: (``pricing.data_traffic``), asked once, when shown: ``data_axis``.
+    #: (``traffic.data_traffic``), asked once, when shown: ``data_axis``.
     traffic: Callable[[], DataTraffic] | None = field(default=None, compare=False, repr=False)
 
     @cached_property

@@ -5,9 +5,10 @@ It derives nothing new: the peak is ``derive_memory``'s (SPEC §3) -- or a real 
 ``PeakOf`` gives one -- and the step time ``timing``'s (SPEC §9, each group on the link where its
 ranks sit). Read top to bottom:
 
-- ``DATA_STRATEGIES`` and ``compose``: the placement on the data axis, composed with tp and pp
+- ``candidates.compose``: the placement on the data axis, composed with tp and pp (imported here)
 - ``peak_bytes`` and ``price``: one candidate's peak and, when it fits, its step time
 - ``comm_seconds``: the schedule's seconds, affine in the micro-batch count m (derived at m = 1, 2)
+- ``traffic.data_traffic``: rule 5 counted, the "×m" of each plan line (imported here)
 - ``DATA_PLACEMENTS`` and ``configured_strategy``: a strategy as ``time`` names it, checked against
   the mesh and built by ``compose``
 - ``scaled``, ``peak_flops`` and ``collectives``: the hardware at an efficiency, the GPU's dense
@@ -21,13 +22,20 @@ bytes. FLOPs are counted as ``timing.FLOP_CONVENTION`` says.
 from __future__ import annotations
 
 import math
-from collections.abc import Container
 from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache, partial
 from typing import TypedDict
 
-from placement_edu.configuration import Choice, DataTraffic, PeakOf, Priced
+from placement_edu.candidates import (
+    DATA_STRATEGIES,
+    NO_SYNC,
+    NO_SYNC_STRATEGIES,
+    RECOMPUTES,
+    compose,
+    data_replicas,
+)
+from placement_edu.configuration import Choice, PeakOf, Priced
 from placement_edu.errors import PlacementError, expect, shown
 from placement_edu.experts import MoESpec, has_experts
 from placement_edu.memory import derive_memory
@@ -37,12 +45,13 @@ from placement_edu.models import (
     tensor_divides_heads,
 )
 from placement_edu import names
-from placement_edu.placement import AXES, BATCH_AXES, MODEL_STATES, Placement, State
+from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.roofline import optimizer_seconds
-from placement_edu.schedule import REDUCTIONS, OpKind, Schedule, derive_schedule, ring_bytes
+from placement_edu.schedule import derive_schedule
 from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
-from placement_edu.strategies import PIPELINE_SCHEDULES, STRATEGIES, Strategy
+from placement_edu.strategies import PIPELINE_SCHEDULES, Strategy
+from placement_edu.traffic import at_micro_batches, cached_schedule, data_traffic
 from placement_edu.timing import (
     OVERLAPS,
     PASSES,
@@ -61,73 +70,6 @@ from placement_edu.timing import (
     op_time,
     overlapped,
 )
-
-# --- placements on the data axes, composed with tp and pp --------------------------------------
-#: The strategies whose placement on the data axis the planner tries (SPEC §3's table); their
-#: modes and ``reshard_after_forward`` are read from ``strategies.STRATEGIES``.
-DATA_STRATEGIES: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3", "fsdp_grad_op")
-RECOMPUTES: tuple[str, ...] = TransformerSpec.RECOMPUTE
-#: The data placements whose gradients are split on the data axis and whose parameters are
-#: gathered (SG), which the planner also tries accumulating unsharded (``compose(no_sync=True)``).
-#: zero2 accumulating unsharded is zero1's placement (P=R G=R O=S), already a candidate.
-NO_SYNC_STRATEGIES: tuple[str, ...] = ("zero3", "fsdp_grad_op")
-#: What marks unsharded accumulation on the data part of a name: "zero3+no_sync×tp×pp".
-NO_SYNC = "+no_sync"
-
-
-@lru_cache(maxsize=4096)  # (the planner composes one strategy for many recomputations)
-def compose(
-    data: str,
-    mesh: Mesh,
-    micro_batches: int,
-    sequence_parallel: bool = False,
-    context_attention: str = "ring",
-    no_sync: bool = False,
-) -> Strategy:
-    """The strategy with ``data``'s placement on the data axis (and R on replica: hsdp), S on the
-    tensor and pipeline axes where the mesh has them, and Megatron's sequence parallelism on the
-    tensor axis when asked. A context axis takes the data axis' modes -- the states sharded over
-    data × context, as Megatron's distributed optimizer and torchtitan's FSDP over dp × cp do --
-    and ``context_attention`` (ring or Ulysses). Named like the compositions: zero1×tp×pp,
-    zero1×tp+sp, zero1×cp×tp, dp×cp_ulysses.
-
-    ``no_sync``: the gradient accumulates unsharded (R on the batch axes) over the micro-batches
-    and is reduced once, after the last (SPEC §4 rule 5's other choice: DDP's and FSDP1's
-    ``no_sync()``, FSDP2's ``set_requires_gradient_sync(False)`` on all micro-batches but the
-    last): +|G| bytes held, m - 1 reductions fewer. Named with ``NO_SYNC``: zero3+no_sync×tp."""
-    on_data = STRATEGIES[data]
-    axes = [axis for axis, n in mesh if n > 1]
-    no_sync = no_sync and "data" in axes  # (the name's data part carries it)
-    modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
-    for on in ("data", "context"):
-        if on in axes:
-            for state in MODEL_STATES:
-                modes[state.value][on] = on_data.placement.mode(state, "data").value
-            if no_sync:
-                modes[State.GRADS.value][on] = "R"
-    for axis in ("tensor", "pipeline"):
-        if axis in axes:
-            for by_axis in modes.values():
-                by_axis[axis] = "S"
-    name = names.composed_name(data, axes, sequence_parallel, context_attention)
-    if no_sync:
-        first, *rest = name.split(names.SEPARATOR)
-        name = names.SEPARATOR.join([first + NO_SYNC, *rest])
-    return Strategy(
-        name,
-        Placement(**modes),
-        reshard_after_forward=on_data.reshard_after_forward,
-        micro_batches=micro_batches,
-        sequence_parallel=sequence_parallel,
-        mesh_axes=tuple(axes),
-        context_attention=context_attention,
-    )
-
-
-def data_replicas(mesh: Mesh) -> int:
-    """The ranks that read different sequences: replica × data × expert (an expert axis is carved
-    from the data axis: its ranks read their own tokens)."""
-    return mesh.degree("replica") * mesh.degree("data") * mesh.degree("expert")
 
 
 # --- one candidate's peak and step time --------------------------------------------------------
@@ -266,99 +208,15 @@ def comm_seconds(
     derivation)."""
     m = strategy.micro_batches
     one, two = (
-        comm_time(_schedule(_at(strategy, k), model, mesh, precision), hw, mesh, critical)
+        comm_time(
+            cached_schedule(at_micro_batches(strategy, k), model, mesh, precision),
+            hw,
+            mesh,
+            critical,
+        )
         for k in ((1, 2) if m > 2 else (m, m))
     )
     return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
-
-
-# --- rule 5: the batch axes' reductions and gathers ----------------------------------------------
-@lru_cache(maxsize=4096)  # (every recomputation but full's replay prices the same schedule)
-def data_traffic(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision, hw: Hardware
-) -> DataTraffic:
-    """SPEC §4 rule 5 counted on rank 0's schedule: the runs per step of its gradient reductions
-    and of its parameter all-gathers on the batch axes (0 where there are none; m where a kind's
-    bytes grow with m -- more than 1.5× from m = 1 to m = 2, as ``timing.overlapped`` reads it --
-    else 1), the ring bytes all its collectives of parameters and gradients on those axes send
-    in a step (affine in m, as ``comm_seconds``), and plain dp's on the same mesh: one
-    all-reduce of the gradient a step, at any m. zero2 on data=8 at m = 128 reduce-scatters
-    128 times and gathers once, 129 × 7/8 of its gradient's bytes against dp's 2 × 7/8: 64.5×.
-
-    Beside them, the pipeline's sends, and the bytes that leave through rank 0's NIC on ``hw``:
-    those of every axis whose groups span nodes (``Hardware.spans_nodes``)."""
-    m = strategy.micro_batches
-    one, two = (_batch_bytes(_at(strategy, k), model, mesh, precision) for k in (1, 2))
-    dp = compose("dp", mesh, 1, strategy.sequence_parallel)
-    plain_dp = _batch_bytes(dp, model, mesh, precision)
-    zero = Fraction(0)
-    total = {k: one.get(k, zero) + (m - 1) * (two.get(k, zero) - one.get(k, zero)) for k in two}
-
-    def runs(kind: str) -> int:
-        at1, at2 = (sum((b for (k, _), b in at.items() if k == kind), zero) for at in (one, two))
-        return 0 if not at1 else m if at2 > Fraction(3, 2) * at1 else 1
-
-    def summed(kinds: tuple[str, ...], axes: Container[str] = AXES) -> Fraction:
-        return sum((b for (k, a), b in total.items() if k in kinds and a in axes), zero)
-
-    crossing = {axis for axis, n in mesh if n > 1 and hw.spans_nodes(mesh, axis)}
-    on_batch = ("reductions", "gathers", "other")
-    return DataTraffic(
-        runs("reductions"),
-        runs("gathers"),
-        summed(on_batch),
-        sum((b for (k, _), b in plain_dp.items() if k in on_batch), Fraction(0)),
-        summed(("pipeline",)),
-        summed((*on_batch, "pipeline"), crossing),
-        bool(summed(on_batch, crossing)) and "pipeline" in crossing,
-        hw.network_link.bandwidth if hw.network_link is not None else None,
-    )
-
-
-@lru_cache(maxsize=4096)  # (one per schedule: every recomputation prices the same one)
-def _batch_bytes(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision
-) -> dict[tuple[str, str], Fraction]:
-    """Ring bytes per step of the schedule's collectives by (kind, axis): on the batch axes, its
-    gradient reductions, its parameter all-gathers and any other collective of parameters or
-    gradients (an owner's broadcast; not the context axis' activations, nor the start-up
-    broadcast); on the pipeline axis, its sends ("pipeline")."""
-    payloads: dict[tuple[str, str, str, int, bool], int | Fraction] = {}
-    for op, times in _schedule(strategy, model, mesh, precision).counted():
-        if op.once or op.axis is None:
-            continue
-        if op.axis == "pipeline":
-            kind = "pipeline"
-        elif op.axis not in BATCH_AXES or op.state is State.ACTIVATIONS:
-            continue
-        elif op.state is State.GRADS and op.op in REDUCTIONS:
-            kind = "reductions"
-        elif op.state is State.PARAMS and op.op == OpKind.ALL_GATHER:
-            kind = "gathers"
-        else:
-            kind = "other"
-        key = (kind, op.axis, op.op, op.group, op.root)  # (ring bytes: linear in the payload)
-        payloads[key] = payloads.get(key, 0) + times * op.payload_bytes
-    out: dict[tuple[str, str], Fraction] = {}
-    for (kind, axis, collective, group, root), payload in payloads.items():
-        out[kind, axis] = out.get((kind, axis), Fraction(0)) + ring_bytes(
-            collective, group, payload, root
-        )
-    return out
-
-
-@lru_cache(maxsize=4096)
-def _at(strategy: Strategy, micro_batches: int) -> Strategy:
-    """``strategy`` at ``micro_batches`` (the m = 1 and m = 2 of every affine extension), built
-    once."""
-    return strategy.with_(micro_batches=micro_batches)
-
-
-@lru_cache(maxsize=4096)
-def _schedule(
-    strategy: Strategy, model: TransformerSpec, mesh: Mesh, precision: Precision
-) -> Schedule:
-    return derive_schedule(strategy, model, mesh, precision)
 
 
 @lru_cache(maxsize=4096)
@@ -367,7 +225,9 @@ def overlap_streams(
 ) -> tuple[Overlapped, ...]:
     """``timing.overlapped`` from the schedules ``comm_seconds`` derives (m = 1 and 2, cached):
     what the "bucketed" overlap model hides unit by unit."""
-    one, two = (_schedule(_at(strategy, k), model, mesh, precision) for k in (1, 2))
+    one, two = (
+        cached_schedule(at_micro_batches(strategy, k), model, mesh, precision) for k in (1, 2)
+    )
     return overlapped(strategy, model, mesh, precision, hw, (one, two))
 
 

@@ -75,33 +75,22 @@ def _walk(entries):
 # --- plan's context search: bisection on the peak, not every divisor ------------------------------
 def every_candidate(model, devices: int, budget: int, batch: int):
     """What ``plan`` priced before it was bounded: every candidate on every mesh, context degrees
-    included, each priced (the enumeration the bisection replaced)."""
-    import itertools as it
-
-    from placement_edu.models import heads_divide
-    from placement_edu.planner import meshes
-    from placement_edu.pricing import DATA_STRATEGIES, RECOMPUTES, compose, data_replicas, price
+    and the no_sync and interleaved variants included, each priced (the enumeration the
+    bisection and the variants' pruning replaced). The candidates of one mesh are the planner's
+    own list (``planner.candidates``); what is under test is which of them the search prices."""
+    from placement_edu.planner import candidates, meshes
+    from placement_edu.pricing import RECOMPUTES, price
     from placement_edu.timing import get_hardware
 
     hw, precision = get_hardware("h100-nvlink-ib"), get_precision("mixed_adam")
     out = []
     for mesh in meshes(devices, model):
-        if batch % (data_replicas(mesh) * model.micro_batch):
+        listed = candidates(mesh, model, batch, RECOMPUTES)
+        if isinstance(listed, str):  # (its replicas do not split the batch)
             continue
-        m = batch // (data_replicas(mesh) * model.micro_batch)
-        datas = (
-            ["zero3"]
-            if mesh.degree("replica") > 1
-            else list(DATA_STRATEGIES)
-            if mesh.degree("data") > 1
-            else ["dp"]
-        )
-        c, t = mesh.degree("context"), mesh.degree("tensor")
-        attentions = ("ring", "ulysses") if c > 1 and heads_divide(model, c * t) else ("ring",)
-        sps = (False, True) if t > 1 else (False,)
-        for data, sp, attention, recompute in it.product(datas, sps, attentions, RECOMPUTES):
-            strategy = compose(data, mesh, m, sp, attention)
-            out.append(price(strategy, model, mesh, recompute, hw, precision, "per_pass", budget))
+        for key, _, strategy in listed:
+            recompute = key[-1]
+            out.append(price(strategy(), model, mesh, recompute, hw, precision, "per_pass", budget))
     return out
 
 

@@ -363,8 +363,8 @@ def test_recompute_and_attention_name_what_is_accepted_and_the_nearest() -> None
     from placement_edu.setting import resolve
 
     assert refused(lambda: resolve(recompute="ful")) == (
-        "unknown recompute choice 'ful'; accepted: none, selective, full, or layer:K (K from 1 "
-        "to 10,000); did you mean 'full'?"
+        "unknown recompute choice 'ful'; accepted: none, selective, full, torchtitan-op, or "
+        "layer:K (K from 1 to 10,000); did you mean 'full'?"
     )
     assert refused(lambda: resolve(attention="flsh")) == (
         "unknown attention 'flsh'; accepted: eager, flash (aliases: sdpa = flash); did you mean "
