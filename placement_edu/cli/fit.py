@@ -29,6 +29,7 @@ from placement_edu.peak import (
     RESHARD_AFTER_FORWARD,
     ActivationProfile,
     StepPeak,
+    accumulated,
     breakdown,
     derive,
     fsdp2_applies,
@@ -125,7 +126,11 @@ def _where_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"with a pipeline axis: {', '.join(SCHEDULE_FORMS)} (default 1f1b), as time takes it",
     )
-    m = "with a pipeline axis: m, the micro-batches of one step (default 2p)"
+    m = (
+        "with a pipeline axis: m, the micro-batches of one step (default 2p); without one: m "
+        "micro-batches' gradients accumulated before the step, FSDP2 reduce-scattering each "
+        "(peak.accumulated; default 1)"
+    )
     _count(p, "--micro-batches", "micro-batches", MAX_MICRO_BATCHES, m)
     p.add_argument(
         "--context-attention",
@@ -346,6 +351,8 @@ def _fit(args: argparse.Namespace) -> int:
             **measured(gpu, {}),
             **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
         }
+    elif args.verify and _data_axis_and_more(args):
+        result["measured"] = _verify_mesh(args, seq)
     elif args.verify and args.mesh is not None and args.mesh.degree("tensor") > 1:
         result["measured"] = _verify_tensor(args, seq)
     elif args.verify and args.mesh is not None and args.mesh.degree("pipeline") > 1:
@@ -450,6 +457,8 @@ def _step(
             reshard,
             every_kth=kth,
         )
+    if args.mesh is None or args.mesh.degree("pipeline") == 1:
+        peak = accumulated(peak, args.micro_batches or 1)
     return peak, profile, cached
 
 
@@ -476,7 +485,6 @@ def _resolve_mesh(args: argparse.Namespace) -> None:
     mesh = args.mesh
     for flag, given, axis in (
         ("--schedule", args.schedule, "pipeline"),
-        ("--micro-batches", args.micro_batches, "pipeline"),
         ("--context-attention", args.context_attention, "context"),
     ):
         expect(
@@ -498,18 +506,19 @@ def _resolve_mesh(args: argparse.Namespace) -> None:
     )
     args.devices = mesh.world_size
     alone = any(mesh.world_size == mesh.degree(axis) for axis in ("tensor", "pipeline"))
+    data_tensor = mesh.world_size == mesh.degree("data") * mesh.degree("tensor")
     expect(
-        not args.verify or alone,
-        "--verify on a mesh runs tensor parallelism (tensor=T) or a pipeline (pipeline=P) alone, "
-        f"got --mesh {mesh}",
+        not args.verify or alone or data_tensor,
+        "--verify on a mesh runs tensor parallelism (tensor=T), FSDP2 beside it (data=D,tensor=T)"
+        f" or a pipeline (pipeline=P) alone, got --mesh {mesh}",
     )
 
 
 def _pipeline_keys(args: argparse.Namespace) -> dict:
     """On a pipeline axis: the schedule and the micro-batches of the step (default 2p)."""
     p = args.mesh.degree("pipeline") if args.mesh is not None else 1
-    if p == 1:
-        return {}
+    if p == 1:  # (gradient accumulation: m micro-batches before the step)
+        return {"micro_batches": args.micro_batches} if args.micro_batches > 1 else {}
     return {"schedule": args.schedule, "micro_batches": args.micro_batches or 2 * p}
 
 
@@ -545,6 +554,39 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
         micro_batches=args.micro_batches,
     )
     return _tracked(raw, fsdp=False)
+
+
+def _data_axis_and_more(args: argparse.Namespace) -> bool:
+    """Whether the step is FSDP2 on a data axis with a tensor axis beside it, or has micro-batches
+    accumulated: what ``runtime/axes/mesh_tracker.py`` runs (``_verify_mesh``)."""
+    mesh = args.mesh or Mesh.of(data=args.devices)
+    if mesh.degree("pipeline") > 1:
+        return False  # (a pipeline's micro-batches are its schedule's)
+    return args.micro_batches > 1 or mesh.degree("data") > 1 and mesh.degree("tensor") > 1
+
+
+def _verify_mesh(args: argparse.Namespace, seq: int) -> dict:
+    """``FSDPMemTracker`` on rank ``--rank`` of a data × tensor mesh on a fake group, tensor
+    parallelism applied before FSDP2 as torchtitan composes them, over ``--micro-batches``
+    micro-batches (``runtime/axes/mesh_tracker.py``), under the keys ``fit_text.measured`` gives;
+    refused in one line without a data axis."""
+    from placement_edu.runtime.axes.axis_tracker import measure_here
+    from placement_edu.runtime.axes.mesh_tracker import measure
+
+    mesh = args.mesh or Mesh.of(data=args.devices)
+    case = StepCase.of(**_step_keys(args, seq), compute=PRECISIONS[args.precision].compute_name)
+    raw = measure_here(
+        case,
+        measure,
+        data=mesh.degree("data"),
+        tensor=mesh.degree("tensor"),
+        rank=args.rank,
+        precision=args.precision,
+        sequence_parallel=args.sequence_parallel,
+        micro_batches=args.micro_batches or 1,
+        reshard_after_forward=RESHARD_AFTER_FORWARD[args.strategy],
+    )
+    return _tracked(raw, fsdp=True)
 
 
 def _step_keys(args: argparse.Namespace, seq: int) -> dict:
