@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from placement_edu.architectures import get_architecture
+from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.mesh import Mesh
 from placement_edu.peak import PRECISIONS, StepPeak, accumulated
 from placement_edu.peak_axes import derive_on_mesh
@@ -29,20 +29,28 @@ SMALL_GPT2 = get_architecture("gpt2").with_(layers=4, hidden=256, heads=8, kv_he
 SEQ = 256
 
 
-def _predicted(data: int, tensor: int, rank: int, precision: str, sp: bool, m: int) -> StepPeak:
-    case = StepCase(SMALL_GPT2, 1, SEQ, PRECISIONS[precision].compute_name)
+def _predicted(
+    data: int, tensor: int, rank: int, precision: str, sp: bool, m: int, arch: Architecture
+) -> StepPeak:
+    case = StepCase(arch, 1, SEQ, PRECISIONS[precision].compute_name)
     profile, _ = get_profile(case)
     mesh = Mesh.of(data=data, tensor=tensor)
-    step = derive_on_mesh(SMALL_GPT2, profile, mesh, rank, precision, sequence_parallel=sp)
+    step = derive_on_mesh(arch, profile, mesh, rank, precision, sequence_parallel=sp)
     return accumulated(step, m)
 
 
 def _compare(
-    data: int, tensor: int, rank: int, precision: str = "fp32", sp: bool = False, m: int = 1
+    data: int,
+    tensor: int,
+    rank: int,
+    precision: str = "fp32",
+    sp: bool = False,
+    m: int = 1,
+    arch: Architecture = SMALL_GPT2,
 ) -> dict[str, int]:
     """Predicted against tracked: the states equal, the rest within 2 %; the tracked figures."""
-    predicted = _predicted(data, tensor, rank, precision, sp, m)
-    case = StepCase(SMALL_GPT2, 1, SEQ, PRECISIONS[precision].compute_name)
+    predicted = _predicted(data, tensor, rank, precision, sp, m, arch)
+    case = StepCase(arch, 1, SEQ, PRECISIONS[precision].compute_name)
     axes = dict(data=data, tensor=tensor, rank=rank, precision=precision)
     raw = measure_here(case, measure, **axes, sequence_parallel=sp, micro_batches=m)
     tracked = states(raw, True)
@@ -87,7 +95,8 @@ def test_a_data_x_tensor_rank_stores_its_tensor_rank_s_shapes_sharded_over_data(
     assert block == 395_648
     root = 12_565 * 256 + 256 * 256 + 2 * 64
     stored = 4 * block // 4 + root  # (four blocks, a quarter of each)
-    assert _predicted(4, 2, 0, "fp32", False, 1).params == 4 * stored == 14_711_808  # fp32
+    predicted = _predicted(4, 2, 0, "fp32", False, 1, SMALL_GPT2)
+    assert predicted.params == 4 * stored == 14_711_808  # (fp32: 4 B a parameter)
 
 
 @pytest.mark.parametrize("m, rank, precision", [(2, 0, "fp32"), (4, 3, "fsdp2_bf16")])
@@ -97,16 +106,13 @@ def test_accumulated_micro_batches_under_fsdp2_match_fsdpmemtracker(
     # FSDP2 reduce-scatters every micro-batch: from the second on, the sharded gradient is held
     # through forward and backward
     tracked = _compare(4, 1, rank, precision, m=m)
-    one = _predicted(4, 1, rank, precision, False, 1)
+    one, many = (_predicted(4, 1, rank, precision, False, n, SMALL_GPT2) for n in (1, m))
     assert tracked["forward_backward_peak"] > one.forward_backward_peak.total
-    assert _predicted(4, 1, rank, precision, False, m).forward_backward_peak.total == (
-        one.forward_backward_peak.total + one.grads
-    )
+    # (the peak stays at the logits' backward, now beside the whole sharded gradient)
+    assert many.forward_backward_peak.total == one.forward_backward_peak.total + one.grads
 
 
-def test_without_gradient_sync_a_rank_keeps_the_unsharded_gradient_which_fit_does_not_price() -> (
-    None
-):
+def test_without_gradient_sync_a_rank_keeps_the_whole_gradient_which_fit_does_not_price() -> None:
     # set_requires_gradient_sync(False) until the last micro-batch: each rank accumulates the
     # whole model's gradient, unsharded (fp32: 4 bytes a parameter), not its shard
     case = StepCase(SMALL_GPT2, 1, SEQ, "fp32")
@@ -114,7 +120,7 @@ def test_without_gradient_sync_a_rank_keeps_the_unsharded_gradient_which_fit_doe
     raw = measure_here(case, measure, **axes)
     whole = 4 * sum(n for _, n in _numels())
     assert raw["forward_backward_peak"]["Unsharded Grad"] == whole
-    synced = _predicted(4, 1, 0, "fp32", False, 2).forward_backward_peak.total
+    synced = _predicted(4, 1, 0, "fp32", False, 2, SMALL_GPT2).forward_backward_peak.total
     assert raw["forward_backward_peak"]["Total"] > 1.1 * synced
 
 
@@ -138,3 +144,17 @@ def test_fit_verify_on_a_data_x_tensor_mesh_and_with_micro_batches(flags: str, c
         assert out["memory"][key] == out["measured"]["memory"][key]
     assert out["peak_bytes"] == pytest.approx(out["measured"]["peak_bytes"], rel=0.02)
     assert out.get("micro_batches", 1) == (2 if "micro" in flags else 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="PENDING: tensor_profile scales a block's backward moment by what the block keeps, "
+    "but the last block's backward also holds tensors a tensor rank keeps whole (the stream's "
+    "gradient and the head's leftovers): 3.7 % under the tracker where that moment is the peak",
+)
+def test_the_last_block_s_backward_under_tensor_parallelism_where_it_is_the_peak() -> None:
+    # A 512-token vocabulary moves the peak from the logits' backward into the last block's:
+    # predicted 44,460,304 B, tracked 46,148,840 B (data=4,tensor=2, rank 7, fp32); the other
+    # blocks' backward moments are within 0.4 %. TP alone (axis_tracker) misses the same moment
+    # by 2.7 %.
+    _compare(4, 2, 7, arch=SMALL_GPT2.with_(vocab=512))
