@@ -39,10 +39,11 @@ GPU (``benchmarks/bench_reserved_cuda.py``).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from placement_edu.allocator import Allocator
 from placement_edu.architectures import Architecture, get_architecture
@@ -59,7 +60,6 @@ from placement_edu.peak import (
     ROOT_GATHERED,
     ROOT_GRADIENTS,
     SHARDED_GRADS,
-    ActivationProfile,
     Checkpoints,
     Event,
     FSDPPrecision,
@@ -148,23 +148,18 @@ def tensors(arch: Architecture, devices: int, rank: int) -> Tensors:
     return Tensors(*sizes(before + after), *sizes(arch.block_tensors()))
 
 
-def estimate(
-    arch: Architecture | str,
-    profile: ActivationProfile,
-    devices: int,
-    rank: int = 0,
-    precision: str | FSDPPrecision = "fp32",
-    optimizer: str = "adam-foreach",
-    reshard_after_forward: bool = True,
-    every_kth: tuple[int, ActivationProfile] | None = None,
-    expandable: bool = True,
-) -> ReservedEstimate:
-    """The reserved peak of ``derive``'s step (same arguments), replayed ``STEPS`` times through
-    the caching allocator's model; ``expandable``: ``PYTORCH_CUDA_ALLOC_CONF=
+def estimate(*derive_args: Any, expandable: bool = True, **derive_kwargs: Any) -> ReservedEstimate:
+    """The reserved peak of ``derive``'s step, replayed ``STEPS`` times through the caching
+    allocator's model. It takes ``derive``'s own arguments (``derive_args``, ``derive_kwargs``:
+    they are declared once, there), plus ``expandable``: ``PYTORCH_CUDA_ALLOC_CONF=
     expandable_segments:True`` (torchtitan's ``run_llama_train.sh`` sets it)."""
-    arch, prec = get_architecture(arch), fsdp_precision(precision)
-    step = derive(arch, profile, devices, rank, prec, optimizer, reshard_after_forward, every_kth)
-    every, full = every_kth or (0, profile)
+    given = inspect.signature(derive).bind(*derive_args, **derive_kwargs)
+    given.apply_defaults()
+    step = derive(*given.args, **given.kwargs)
+    given_to = given.arguments  # by derive's parameter names
+    arch, prec = get_architecture(given_to["arch"]), fsdp_precision(given_to["precision"])
+    profile, devices, rank = given_to["profile"], given_to["devices"], given_to["rank"]
+    every, full = given_to["every_kth"] or (0, profile)
     replay = Replay(
         Allocator(expandable),
         step,
