@@ -30,6 +30,14 @@ def described(docstring: str) -> str:
     return " ".join(paragraph.replace("``", "").split())
 
 
+def command(
+    sub: argparse._SubParsersAction, name: str, help: str, docstring: str
+) -> argparse.ArgumentParser:
+    """Subcommand ``name``'s parser: ``help`` is its line in ``placement-edu --help``, and its own
+    ``--help`` describes it by its module's docstring (``described``)."""
+    return sub.add_parser(name, help=help, description=described(docstring))
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr and exit status 2 -- never a traceback."""
 

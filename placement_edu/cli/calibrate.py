@@ -23,7 +23,7 @@ import sys
 from datetime import date
 from typing import TYPE_CHECKING
 
-from placement_edu.arguments import described, flag_type
+from placement_edu.arguments import command, flag_type
 from placement_edu.cli.run import ends_as_a_run_does, launched
 from placement_edu.course import require
 from placement_edu.errors import (
@@ -59,10 +59,8 @@ def _log2_bytes(text: str) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "calibrate",
-        help="time collectives on this machine and fit α and W (SPEC §9)",
-        description=described(__doc__),
+    p = command(
+        sub, "calibrate", "time collectives on this machine and fit α and W (SPEC §9)", __doc__
     )
     p.add_argument(
         "--world-sizes",

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from placement_edu.arguments import described, flag_type
+from placement_edu.arguments import command, flag_type
 from placement_edu.course import FIRST, SERVER_CONFIG, Copied, copy_course, fresh_folder, require
 from placement_edu.errors import expect, read_int
 
@@ -27,10 +27,11 @@ DEFAULT_DIR = Path("placement-edu-course")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "course",
-        help="the course: copy the notebooks, open them in JupyterLab; or build its site, slides",
-        description=described(__doc__),
+        "the course: copy the notebooks, open them in JupyterLab; or build its site, slides",
+        __doc__,
     )
     p.add_argument(
         "dir",

@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from placement_edu.arguments import described, flag_type
+from placement_edu.arguments import command, flag_type
 from placement_edu.cli.shape import SHAPE, add_recompute_flags, count_flag
 from placement_edu.cli.table import model_from_args
 from placement_edu.errors import (
@@ -59,11 +59,12 @@ DEGREES = (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "estimate",
-        help="DeepSpeed's, Megatron's or Accelerate's memory estimate beside ours, "
+        "DeepSpeed's, Megatron's or Accelerate's memory estimate beside ours, "
         "reconciled term by term",
-        description=described(__doc__),
+        __doc__,
     )
     p.add_argument(
         "--convention", required=True, choices=CONVENTIONS, help="whose estimate to reproduce"

@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Callable, TypeVar
 
-from placement_edu.arguments import described
+from placement_edu.arguments import command
 from placement_edu.faults import FaultName
 from placement_edu.course import require
 from placement_edu.errors import expect
@@ -25,11 +25,7 @@ from placement_edu.runtime.args import STEP_OPTIONS, add_arguments, config_from_
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "run",
-        help="run a strategy on real processes; measured against predicted",
-        description=described(__doc__),
-    )
+    p = command(sub, "run", "run a strategy on real processes; measured against predicted", __doc__)
     add_arguments(p)
     p.set_defaults(handler=ends_as_a_run_does(_run))
 

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from placement_edu.arguments import described, flag_type
+from placement_edu.arguments import command, flag_type
 from placement_edu.cli.run import ends_as_a_run_does, launched
 from placement_edu.course import require
 from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
@@ -28,11 +28,12 @@ MAX_WORLD_SIZE = 64
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "torch-ref",
-        help="PyTorch's own DDP / ZeroRedundancyOptimizer / FSDP2, measured "
+        "PyTorch's own DDP / ZeroRedundancyOptimizer / FSDP2, measured "
         "against the core's prediction",
-        description=described(__doc__),
+        __doc__,
     )
     p.add_argument(
         "impl",
