@@ -68,18 +68,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=(2, 4),
         help="comma-separated ranks per launch (default 2,4)",
     )
-    p.add_argument(
-        "--min-size",
-        type=flag_type(_log2_bytes),
-        default=10,
-        help="smallest payload, log2 of bytes (default 10: 1 KiB)",
-    )
-    p.add_argument(
-        "--max-size",
-        type=flag_type(_log2_bytes),
-        default=22,
-        help="largest payload, log2 of bytes (default 22: 4 MiB)",
-    )
+    for flag, end, default, size in (
+        ("--min-size", "smallest", 10, "1 KiB"),
+        ("--max-size", "largest", 22, "4 MiB"),
+    ):
+        p.add_argument(
+            flag,
+            type=flag_type(_log2_bytes),
+            default=default,
+            help=f"{end} payload, log2 of bytes (default {default}: {size})",
+        )
     p.add_argument(
         "--repeats",
         type=flag_type(read_int, "repeats", MAX_REPEATS),
