@@ -14,6 +14,7 @@ from placement_edu.arguments import flag_type
 from placement_edu.cli.shape import (
     SHAPE,
     add_devices_flag,
+    add_global_batch_flag,
     add_model_flag,
     add_step_flags,
     add_transformer_flags,
@@ -74,12 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="memory budget per device in GB = 1e9 bytes (default: the hardware's)",
     )
-    p.add_argument(
-        "--global-batch",
-        type=_count("sequences"),
-        default=None,
-        help="sequences per optimizer step (default 1024: 4M tokens at s = 4096)",
-    )
+    add_global_batch_flag(p, "default 1024: 4M tokens at s = 4096")
     add_step_flags(p)
     p.add_argument(
         "--tie-band",

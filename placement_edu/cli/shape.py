@@ -46,6 +46,17 @@ def add_devices_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_global_batch_flag(p: argparse.ArgumentParser, note: str, required: bool = False) -> None:
+    """--global-batch B: sequences per optimizer step (``plan``: a default; ``time``: required);
+    ``note`` closes its help line."""
+    p.add_argument(
+        "--global-batch",
+        type=count_flag("sequences"),
+        required=required,
+        help=f"sequences per optimizer step ({note})",
+    )
+
+
 def add_model_flag(group: argparse._ActionsContainer, instead: str, gives: str) -> None:
     """--model: a reference model's name (``architectures.PRESETS``) or an HF config's path, typed
     ``instead`` of the shape flags; ``gives`` says what the command takes from it (``table``,

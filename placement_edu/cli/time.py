@@ -12,10 +12,10 @@ from dataclasses import replace
 from placement_edu.arguments import flag_type, listed
 from placement_edu.cli.shape import (
     SHAPE,
+    add_global_batch_flag,
     add_model_flag,
     add_step_flags,
     add_transformer_flags,
-    count_flag,
     read_number,
     transformer_from_flags,
 )
@@ -69,12 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "derives the placement -- FSDP2 (zero3, fsdp, fsdp_grad_op, hsdp) on data, replica and "
         "tensor axes -- with the formula's beside it",
     )
-    p.add_argument(
-        "--global-batch",
-        type=count_flag("sequences"),
-        required=True,
-        help="sequences per optimizer step (m = global batch ÷ (data replicas × b))",
-    )
+    add_global_batch_flag(p, "m = global batch ÷ (data replicas × b)", required=True)
     _placement_flags(p)
     _pricing_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON (seconds, bytes, FLOP/s)")
