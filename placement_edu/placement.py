@@ -162,6 +162,10 @@ def _axis_modes(state: State, spec: ModeSpec) -> tuple[Mode, ...]:
     return tuple(as_mode(pairs[axis]) if axis in pairs else default_mode(state) for axis in AXES)
 
 
+#: Each state with the mode a placement means where it names none (``default_mode``).
+_DEFAULTS = tuple((state, default_mode(state)) for state in State)
+
+
 @dataclass(frozen=True)
 class Placement:
     """A mode per training state, per mesh axis: a full table, so values compare and hash by
@@ -220,10 +224,15 @@ class Placement:
         validation of a strategy asks)."""
         try:
             return self._axes  # type: ignore[attr-defined, no-any-return]
-        except AttributeError:
-            named = {axis for state in State for axis in self.named(state)}
-            object.__setattr__(self, "_axes", tuple(axis for axis in AXES if axis in named))
-            return self._axes  # type: ignore[attr-defined, no-any-return]
+        except AttributeError:  # (``named`` of every state, read straight from the four tables)
+            tables = [(getattr(self, state.value), default) for state, default in _DEFAULTS]
+            axes = tuple(
+                axis
+                for i, axis in enumerate(AXES)
+                if any(modes[i] is not default for modes, default in tables)
+            )
+            object.__setattr__(self, "_axes", axes)
+            return axes
 
     def __repr__(self) -> str:
         def spec(state: State) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from placement_edu.mesh import Mesh
 from placement_edu.models import Model
+from placement_edu.models.ideal import IdealSlices
 from placement_edu.placement import State
 from placement_edu.precision import Precision
 from placement_edu.strategies import Strategy
@@ -87,6 +88,32 @@ def chunk_boundaries(
     ]
 
 
+#: The collectives of activations in one pass, by everything they read: the planner's candidates
+#: that differ only in their data placement or micro-batch count share them (a few thousand kept).
+_ACTIVATION_OPS: dict[tuple, tuple[Op | Repeat, ...]] = {}
+
+
+def shared(
+    rule: Callable[[Device, str], list[Op | Repeat]], dev: Device, phase: str
+) -> list[Op | Repeat]:
+    """``rule(dev, phase)`` for a rule of activations' collectives (tensor parallelism's, the
+    context axis'): what they read is the model, the mesh, the precision, this rank's stage, the
+    degrees splitting the model, sequence parallelism and the context attention -- never the data
+    placement or m -- so each is derived once for those (a Ψ-level model's: a concrete model
+    hashes slowly) and shared, its ops being values."""
+    if not isinstance(dev.model, IdealSlices):
+        return rule(dev, phase)
+    strategy, model = dev.strategy, dev.model
+    key: tuple = (rule, phase, model, dev.mesh, dev.precision, dev.tensor, dev.stages, dev.stage)
+    key += (strategy.sequence_parallel, strategy.context_attention)
+    ops = _ACTIVATION_OPS.get(key)
+    if ops is None:
+        if len(_ACTIVATION_OPS) >= 4096:
+            _ACTIVATION_OPS.clear()
+        ops = _ACTIVATION_OPS[key] = tuple(rule(dev, phase))
+    return list(ops)
+
+
 #: Why a parameter freed after forward is gathered again (rule 3).
 FREED_AFTER_FORWARD = "parameters were freed after forward: gather them again for backward (rule 3)"
 
@@ -126,17 +153,17 @@ def derive_schedule(
                 )
             return (
                 ops
-                + tensor_parallel_collectives(dev, "forward")
+                + shared(tensor_parallel_collectives, dev, "forward")
                 + expert_all_to_alls(dev, "forward")
-                + context_attention_collectives(dev, "forward")
+                + shared(context_attention_collectives, dev, "forward")
                 + chunk_boundaries(dev, OpKind.SEND, "forward", tag)
             )
         ops = [
             *chunk_boundaries(dev, OpKind.RECV, "backward", tag),
             *(gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
-            *tensor_parallel_collectives(dev, "backward"),
+            *shared(tensor_parallel_collectives, dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
-            *context_attention_collectives(dev, "backward"),
+            *shared(context_attention_collectives, dev, "backward"),
             *chunk_boundaries(dev, OpKind.SEND, "backward", tag),
         ]
         if per_micro_batch or k == m - 1:
