@@ -12,11 +12,10 @@ import json
 from typing import Any
 
 from placement_edu.arguments import command, flag_type
-from placement_edu.cli.shape import SHAPE, add_recompute_flags, count_flag
+from placement_edu.cli.shape import SHAPE, add_micro_batches_flag, add_recompute_flags, count_flag
 from placement_edu.cli.table import model_from_args
 from placement_edu.errors import (
     MAX_DEVICES,
-    MAX_MICRO_BATCHES,
     MAX_PARAMS,
     PlacementError,
     read_int,
@@ -142,12 +141,7 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
         t.add_argument(
             f"--{axis}", type=count_flag(what, MAX_DEVICES), default=1, help=f"{symbol} (default 1)"
         )
-    t.add_argument(
-        "--micro-batches",
-        type=count_flag("micro-batches", MAX_MICRO_BATCHES),
-        default=None,
-        help="m per step (default: p, a full pipeline)",
-    )
+    add_micro_batches_flag(t, "m per step (default: p, a full pipeline)")
     t.add_argument(
         "--distributed-optimizer",
         action="store_true",

@@ -14,6 +14,7 @@ from placement_edu.arguments import flag_type, listed, model_name, named
 from placement_edu.errors import (
     MAX_COUNT,
     MAX_DEVICES,
+    MAX_MICRO_BATCHES,
     MAX_PARAMS,
     PlacementError,
     read_int,
@@ -43,6 +44,16 @@ def add_devices_flag(p: argparse.ArgumentParser) -> None:
         type=count_flag("devices", MAX_DEVICES),
         required=True,
         help=f"N, the number of devices (at most {show_limit(MAX_DEVICES)})",
+    )
+
+
+def add_micro_batches_flag(p: argparse._ActionsContainer, help: str) -> None:
+    """--micro-batches M: m, micro-batches per step (``table``, ``estimate``)."""
+    p.add_argument(
+        "--micro-batches",
+        type=count_flag("micro-batches", MAX_MICRO_BATCHES),
+        default=None,
+        help=help,
     )
 
 

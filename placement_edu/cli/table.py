@@ -12,6 +12,7 @@ from placement_edu.arguments import flag_type
 from placement_edu.cli.shape import (
     SHAPE,
     add_devices_flag,
+    add_micro_batches_flag,
     add_model_flag,
     add_precision_flag,
     add_recompute_flags,
@@ -98,11 +99,8 @@ def _expert_flags(p: argparse.ArgumentParser) -> None:
 
 def _placement_flags(p: argparse.ArgumentParser) -> None:
     """The devices, the strategies, the precision and the mesh; and how the answer is printed."""
-    p.add_argument(
-        "--micro-batches",
-        type=count_flag("micro-batches", MAX_MICRO_BATCHES),
-        default=None,
-        help=f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})",
+    add_micro_batches_flag(
+        p, f"m, micro-batches per step (at most {show_limit(MAX_MICRO_BATCHES)})"
     )
     add_devices_flag(p)
     p.add_argument(
