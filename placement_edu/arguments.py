@@ -11,7 +11,7 @@ import re
 import sys
 from typing import Any, Callable, Mapping, NoReturn, Sequence, TypeVar
 
-from placement_edu.errors import PlacementError, shortened
+from placement_edu.errors import PlacementError, read_seconds, shortened
 
 T = TypeVar("T")
 
@@ -36,6 +36,17 @@ def command(
     """Subcommand ``name``'s parser: ``help`` is its line in ``placement-edu --help``, and its own
     ``--help`` describes it by its module's docstring (``described``)."""
     return sub.add_parser(name, help=help, description=described(docstring))
+
+
+def add_timeout_flag(p: argparse.ArgumentParser, ends: str) -> None:
+    """--timeout S: how long a collective may wait for the other ranks before ``ends`` (``run``,
+    ``torch-ref``, ``calibrate``); 60 s unless given."""
+    p.add_argument(
+        "--timeout",
+        type=flag_type(read_seconds),
+        default=60.0,
+        help=f"seconds a collective may wait before {ends} (default 60)",
+    )
 
 
 class OneLineParser(argparse.ArgumentParser):

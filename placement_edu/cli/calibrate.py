@@ -23,7 +23,7 @@ import sys
 from datetime import date
 from typing import TYPE_CHECKING
 
-from placement_edu.arguments import command, flag_type
+from placement_edu.arguments import add_timeout_flag, command, flag_type
 from placement_edu.cli.run import ends_as_a_run_does, launched
 from placement_edu.course import require
 from placement_edu.errors import (
@@ -31,7 +31,6 @@ from placement_edu.errors import (
     PlacementError,
     expect,
     read_int,
-    read_seconds,
 )
 from placement_edu.schedule import OpKind
 from placement_edu.timing import PEAK_FLOPS
@@ -84,12 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=10,
         help="timed calls per point (default 10; the median is fitted)",
     )
-    p.add_argument(
-        "--timeout",
-        type=flag_type(read_seconds),
-        default=60.0,
-        help="seconds a collective may wait before the calibration is ended (default 60)",
-    )
+    add_timeout_flag(p, "the calibration is ended")
     p.add_argument(
         "--json", action="store_true", help="print JSON (every repeat, the fits, the hardware line)"
     )

@@ -11,10 +11,10 @@ import argparse
 import json
 import sys
 
-from placement_edu.arguments import command, flag_type
+from placement_edu.arguments import add_timeout_flag, command, flag_type
 from placement_edu.cli.run import ends_as_a_run_does, launched
 from placement_edu.course import require
-from placement_edu.errors import MAX_TIMEOUT_S, read_int, read_seconds
+from placement_edu.errors import read_int
 from placement_edu.implementations import (
     DEFAULT_MODEL,
     IMPLEMENTATIONS,
@@ -69,12 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over float32 shards; "
         "fsdp2_bf16_reduce_bf16: the same, gradients reduced in bf16 (fsdp2 implementations only)",
     )
-    p.add_argument(
-        "--timeout",
-        type=flag_type(read_seconds, MAX_TIMEOUT_S),
-        default=60.0,
-        help="seconds a collective may wait before the run fails (default 60)",
-    )
+    add_timeout_flag(p, "the run fails")
     p.add_argument(
         "--json", action="store_true", help="print JSON: measured and predicted per rank"
     )

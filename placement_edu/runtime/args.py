@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from placement_edu.arguments import OneLineParser, flag_type
+from placement_edu.arguments import add_timeout_flag, OneLineParser, flag_type
 from placement_edu.errors import (
     MAX_LOCAL_WORLD_SIZE,
     MAX_RUN_MICRO_BATCHES,
     MAX_STEPS,
     read_int,
-    read_seconds,
 )
 from placement_edu.faults import FAULTS
 from placement_edu.names import spelled
@@ -69,12 +68,7 @@ def add_arguments(p: argparse.ArgumentParser, world_size: bool = True) -> None:
         help="pipeline schedule (default 1f1b)",
     )
     p.add_argument("--dtype", default=None, choices=DTYPE_NAMES, help="default float64")
-    p.add_argument(
-        "--timeout",
-        type=flag_type(read_seconds),
-        default=60.0,
-        help="seconds a collective may wait before the run is ended (default 60)",
-    )
+    add_timeout_flag(p, "the run is ended")
     p.add_argument("--json", action="store_true", help="print JSON (exact bytes, the full ledger)")
 
 
