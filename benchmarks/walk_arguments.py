@@ -1,17 +1,20 @@
 """The walk of a command's arguments (issue 41's "Done when"): which package files a command's
 arguments cross on their way in, and whether any value is resolved twice.
 
-    .venv/bin/python benchmarks/walk_arguments.py            # both walks
+    .venv/bin/python benchmarks/walk_arguments.py            # the three walks
     .venv/bin/python benchmarks/walk_arguments.py --calls    # and every function entered
     .venv/bin/python benchmarks/walk_arguments.py --more     # and plan's, check's, table's
 
-Two walks, each traced with ``sys.setprofile`` from ``placement_edu.cli.main(argv)``:
+Three walks, each traced with ``sys.setprofile`` from ``placement_edu.cli.main(argv)``:
 
 - ``placement-edu run zero3 --world-size 2 --mesh data=2 --steps 1``: the arguments into the
   runtime, up to the point where the run's jobs leave this process for the agent that starts the
   ranks (``launcher._launch_from_agent``, stubbed here: no process is started). The ranks receive
   the ``RunConfig`` whole, its ``Setting`` already resolved (``RunConfig.setting``).
 - ``placement-edu time ...``: the arguments into pricing, to the printed report.
+- ``placement-edu fit --model gpt2 ...``: the arguments into the derivation of a real model's step
+  (its profile shipped, so nothing is measured), to the printed report: the flags are resolved at
+  its door (``cli/fit.py``'s ``_door``, ``setting.resolve``) and read as resolved below it.
 
 Each walk prints the files entered in order (a function of the file called; module bodies run by
 an import are not counted), then each resolver called on a value typed by the user (text, a
@@ -47,6 +50,9 @@ RESOLVERS = {
     ("architectures.py", "get_architecture"): "name",
     ("pricing.py", "configured_strategy"): "name",
     ("pricing.py", "parsed_schedule"): "text",
+    ("setting.py", "canonical"): "value",
+    ("peak.py", "read_recompute"): "text",
+    ("fsdp_storage.py", "fsdp_precision"): "precision",
 }
 RUN = ["run", "zero3", "--world-size", "2", "--mesh", "data=2", "--steps", "1"]
 TIME = [
@@ -54,6 +60,11 @@ TIME = [
     *("--layers", "32", "--hidden", "4096", "--heads", "32", "--seq", "4096"),
     *("--vocab", "32000", "--global-batch", "512", "--strategy", "zero1"),
     *("--mesh", "data=8,tensor=4,pipeline=2", "--recompute", "selective"),
+]
+#: fit's arguments into the derivation of a real model's step (its profile shipped: no torch run).
+FIT = [
+    *("fit", "--model", "gpt2", "--strategy", "fsdp2", "--devices", "8"),
+    *("--precision", "fsdp2_bf16", "--attention", "sdpa", "--hardware", "h100-nvlink-ib"),
 ]
 
 #: The other derivation commands (``--more``): each typed value resolved once there too.
@@ -159,6 +170,7 @@ def main_() -> None:
     args = parser.parse_args()
     show("into the runtime (to the ranks' launch)", RUN, args.calls)
     show("into pricing (to the printed report)", TIME, args.calls)
+    show("into the derivation of a real model's step (to the printed report)", FIT, args.calls)
     for argv in MORE if args.more else []:
         show("into the derivations", argv, args.calls)
 

@@ -189,12 +189,13 @@ REFERENCE_SEQ: Mapping[str, int] = MappingProxyType(
 )
 
 
-def sequence_of(model: str, seq: int | None = None) -> int:
+def sequence_of(model: str | Architecture, seq: int | None = None) -> int:
     """The sequence length a command prices ``model`` at: ``seq`` if given, else the one its
     reference shape is checked at (``REFERENCE_SEQ``), else min(its learned positions, 2048)."""
     if seq:
         return seq
-    return REFERENCE_SEQ.get(model) or min(get_architecture(model).positions or 2048, 2048)
+    arch = get_architecture(model)
+    return REFERENCE_SEQ.get(arch.name) or min(arch.positions or 2048, 2048)
 
 
 #: What a config.json may hold. A real one is about 1 kB; layers: the peak is placed from a

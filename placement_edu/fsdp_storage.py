@@ -53,14 +53,13 @@ class FSDPPrecision:
         )
 
 
+#: Each FSDP2 precision ``fit`` places a step in, by the ``precision.PRESETS`` entry it is:
+#: fp32 throughout (fp32 shards, grads, m and v: 4/4/8 B per parameter), and
+#: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (fp32 master shards, fp32 grads, fp32
+#: m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32).
+PRESET_OF: Mapping[str, str] = MappingProxyType({"fp32": "fp32_adam", "fsdp2_bf16": "fsdp2_bf16"})
 PRECISIONS: Mapping[str, FSDPPrecision] = MappingProxyType(
-    {
-        # fp32 throughout: fp32 shards, grads, m and v (4/4/8 B per parameter).
-        "fp32": FSDPPrecision.of("fp32", ZERO_PRESETS["fp32_adam"]),
-        # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 master shards, fp32 grads,
-        # fp32 m and v -- 4/4/8 B per parameter -- gathered and computed in bf16, reduced in fp32.
-        "fsdp2_bf16": FSDPPrecision.of("fsdp2_bf16", ZERO_PRESETS["fsdp2_bf16"]),
-    }
+    {name: FSDPPrecision.of(name, ZERO_PRESETS[preset]) for name, preset in PRESET_OF.items()}
 )
 #: ZeRO's split of the same 16 bytes, kept and named as ZeRO's (SPEC §1): 2/2/12.
 ZERO_MIXED = ZERO_PRESETS["mixed_adam"]

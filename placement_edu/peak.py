@@ -315,10 +315,11 @@ def tracker_peak_phase(forward_backward_peak: int, step_peak: int) -> str:
     return "forward/backward" if forward_backward_peak >= step_peak else "optimizer step"
 
 
-def fsdp2_applies(devices: int, precision: str) -> bool:
+def fsdp2_applies(devices: int, precision: str | FSDPPrecision) -> bool:
     """Whether the step is placed under FSDP2 (more than one device, or mixed precision) rather
     than as plain single-device training."""
-    return devices > 1 or precision != "fp32"
+    name = precision if isinstance(precision, str) else precision.name
+    return devices > 1 or name != "fp32"
 
 
 def adam_temporaries(optimizer: str, held: int, largest: int, storage: int) -> int:

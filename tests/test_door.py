@@ -485,15 +485,31 @@ def test_fit_takes_the_hardware_presets_memory_as_plan_and_time_do(capsys) -> No
 @pytest.mark.parametrize(
     "argv, says",
     [
-        (
+        (  # fit's flags are resolved at the door (setting.resolve), as time's are
             ["fit", "--model", "gpt2", "--devices", "8", "--strategy", "zero4"],
-            "argument --strategy: unknown strategy 'zero4'; accepted: zero3, fsdp_grad_op "
-            "(aliases: fsdp2 = zero3, fsdp2_no_reshard = fsdp_grad_op); did you mean 'zero3'?",
+            "unknown strategy 'zero4'; known strategies: dp, zero1_allreduce, zero1, zero2, zero3, "
+            "fsdp, fsdp_grad_op, zero2_offload, zero3_offload, tp, pp; compositions: dp×tp, "
+            "dp×pp, zero1×tp×pp, zero3×tp, dp×cp, dp×cp_ulysses, zero1×cp, hsdp; did you mean "
+            "'zero3' or 'zero2'?",
+        ),
+        (  # ... and a strategy fit does not place is named as such
+            ["fit", "--model", "gpt2", "--devices", "8", "--strategy", "zero1"],
+            "fit places zero3 or fsdp_grad_op (FSDP2's fully_shard on every block), got zero1",
         ),
         (
             ["fit", "--model", "gpt2", "--devices", "8", "--attention", "sdp"],
-            "argument --attention: unknown attention 'sdp'; accepted: eager, flash (aliases: "
-            "sdpa = flash); did you mean 'sdpa'?",
+            "unknown attention 'sdp'; accepted: eager, flash (aliases: sdpa = flash); did you "
+            "mean 'sdpa'?",
+        ),
+        (
+            ["fit", "--model", "gpt3", "--devices", "8"],
+            "unknown model 'gpt3'; known: gpt2, llama-1b, llama-8b, or a path to an HF "
+            "config.json; did you mean 'gpt2'?",
+        ),
+        (
+            ["fit", "--model", "gpt2", "--devices", "8", "--precision", "mixed_adam"],
+            "fit places FSDP2 steps in fp32_adam, fsdp2_bf16 (fit's fp32, fsdp2_bf16), got "
+            "precision mixed_adam",
         ),
         (
             [*TIME, "--strategy", "fsdp3"],
@@ -533,6 +549,18 @@ def test_each_command_resolves_each_typed_value_once_within_twelve_files() -> No
     small = ["--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128", "--vocab", "1000"]
     for argv in [
         walk.RUN,
+        walk.FIT,
+        [
+            "fit",
+            "--model",
+            "gpt2",
+            "--mesh",
+            "pipeline=2",
+            "--precision",
+            "fp32",
+            "--attention",
+            "eager",
+        ],
         ["time", *small, "--global-batch", "8", "--mesh", "data=8", "--strategy", "fsdp2"],
         ["plan", *small, "--devices", "2", "--global-batch", "2", "--precision", "fp32_adam"],
         ["check", "zero3", "--mesh", "data=4"],

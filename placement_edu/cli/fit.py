@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from placement_edu.architectures import PRESETS as MODELS, get_architecture, sequence_of
-from placement_edu.arguments import described, flag_type, listed, model_name, named
+from placement_edu.architectures import PRESETS as MODELS, sequence_of
+from placement_edu.arguments import described, flag_type, listed
 from placement_edu.cli.fit_text import measured, text
 from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
@@ -33,14 +33,14 @@ from placement_edu.peak import (
     breakdown,
     derive,
     fsdp2_applies,
-    read_recompute,
 )
 from placement_edu.pricing import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
 from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS
 from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
-from placement_edu.setting import ATTENTIONS
+from placement_edu.fitting import PROFILE_ATTENTION, read_setting
+from placement_edu.setting import ATTENTIONS, resolve
 from placement_edu.step_case import StepCase
 from placement_edu.timing.hardware import HARDWARE
 from placement_edu.units import GB
@@ -86,7 +86,6 @@ def _what_flags(p: argparse.ArgumentParser) -> None:
     """--model and --strategy: what is placed, and how."""
     p.add_argument(
         "--model",
-        type=flag_type(model_name),
         required=True,
         help=f"a reference model ({', '.join(MODELS)}: HF shapes in plain torch), "
         "or PATH/config.json: "
@@ -94,7 +93,6 @@ def _what_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--strategy",
-        type=named(tuple(FIT_STRATEGIES), "strategy", FIT_STRATEGIES),
         default="zero3",
         help=f"{listed(tuple(FIT_STRATEGIES))}. zero3: FSDP2, fully_shard on every block, then on "
         "the root (N = 1 without mixed precision: plain single-device training); fsdp_grad_op: "
@@ -122,7 +120,6 @@ def _where_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--schedule",
-        type=flag_type(_schedule),
         default=None,
         help=f"with a pipeline axis: {', '.join(SCHEDULE_FORMS)} (default 1f1b), as time takes it",
     )
@@ -151,18 +148,16 @@ def _step_flags(p: argparse.ArgumentParser) -> None:
     """The step: precision, batch, sequence, attention, recomputation, optimizer."""
     p.add_argument(
         "--precision",
-        choices=list(PRECISIONS),
         default=None,
         help="fsdp2_bf16 (default, as PyTorch trainers run FSDP2): "
-        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B; fp32 "
-        "(the default with --device cuda, which measures a plain fp32 step)",
+        "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), 4/4/8 B; fp32 (alias of "
+        "fp32_adam; the default with --device cuda, which measures a plain fp32 step)",
     )
     _count(p, "--micro-batch", "sequences", MAX_MICRO_BATCH, "b", default=1)
     s = "s (default: gpt2 1024, llama-1b 2048, llama-8b 4096; a config: min(positions, 2048))"
     _count(p, "--seq", "tokens", MAX_SEQ, s)
     p.add_argument(
         "--attention",
-        type=named(ATTENTIONS, "attention", {"flash": "sdpa"}),
         default=None,
         help=f"{listed(ATTENTIONS)}. flash (default): F.scaled_dot_product_attention, as PyTorch "
         "trainers and HF use it; eager: HF's explicit softmax(q·kᵀ)·v, which keeps the "
@@ -170,7 +165,6 @@ def _step_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--recompute",
-        type=flag_type(read_recompute),
         default="none",
         help="; ".join(f"{name}: {what}" for name, what in RECOMPUTE.items()) + f"; {LAYER_K}",
     )
@@ -184,10 +178,9 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--hardware",
-        choices=list(HARDWARE),
         default=None,
-        help="a hardware preset, as plan and time take it: its device memory is the budget "
-        "unless --memory-gb gives one (h100-nvlink-ib: 85.9 GB = 80 GiB)",
+        help=f"a hardware preset ({', '.join(HARDWARE)}), as plan and time take it: its device "
+        "memory is the budget unless --memory-gb gives one (h100-nvlink-ib: 85.9 GB = 80 GiB)",
     )
     p.add_argument("--json", action="store_true", help="print JSON (bytes)")
     p.add_argument(
@@ -221,11 +214,6 @@ def _defaults(args: argparse.Namespace) -> list[str]:
     return used
 
 
-def _schedule(text: str) -> str:
-    parsed_schedule(text)  # (refused here, in one line, if it is not a schedule)
-    return text
-
-
 def _gb(text: str) -> float:
     try:
         value = float(text)
@@ -240,10 +228,40 @@ def _gb(text: str) -> float:
     return value
 
 
+def _door(args: argparse.Namespace) -> None:
+    """fit's flags resolved once, through the one door (``setting.resolve``): the model, strategy,
+    mesh or devices, precision, hardware and memory budget, recomputation and attention (bad input
+    refused here, in one line), and the pipeline's schedule. Below the door the flags are read as
+    resolved: ``args.arch`` is the model's ``Architecture`` (``--model`` stays as typed, for the
+    output), and the strategy, precision and attention are fit's words for what the setting holds
+    (fsdp2, fp32 or fsdp2_bf16, sdpa: its output's), ``args.budget`` the bytes a device may hold
+    (None: no budget given)."""
+    setting = resolve(
+        args.strategy,
+        None,
+        args.mesh,
+        args.precision,
+        args.hardware,
+        devices=None if args.mesh is not None else args.devices,  # (--mesh's size: _resolve_mesh)
+        recompute=args.recompute,
+        attention=args.attention,
+        memory=None if args.memory_gb is None else round(args.memory_gb * GB),
+        architecture=args.model,
+    )
+    args.arch, _, args.precision = read_setting(setting)
+    assert setting.strategy is not None
+    args.strategy = FIT_STRATEGIES[setting.strategy.name]
+    args.attention = PROFILE_ATTENTION[setting.attention]
+    args.recompute = setting.recompute
+    given = args.memory_gb is not None or args.hardware is not None
+    args.budget = setting.budget_bytes if given else None
+    args.pipeline_schedule, args.virtual_stages = parsed_schedule(args.schedule or "1f1b")
+
+
 def _check(args: argparse.Namespace) -> int:
     """The sequence length, after refusing what cannot run (one line, exit 2)."""
-    arch = get_architecture(args.model)
-    seq = sequence_of(args.model, args.seq)
+    arch = args.arch
+    seq = sequence_of(arch, args.seq)
     expect(
         args.rank < args.devices,
         f"--rank {args.rank} is not a rank of {args.devices} devices (0..{args.devices - 1})",
@@ -300,21 +318,16 @@ def _report(peak: StepPeak, memory_bytes: int | None) -> dict:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    require("torch", "fit")  # (a profile is measured with torch, and keyed by its version)
-    _resolve_mesh(args)
     defaulted = _defaults(args)
+    _door(args)
+    _resolve_mesh(args)
+    require("torch", "fit")  # (a profile is measured with torch, and keyed by its version)
     seq = _check(args)
-    if get_architecture(args.model).config:
+    if args.arch.config:
         require("transformers", "fit --model PATH/config.json")
     peak, profile, cached = _step(args, seq, args.precision, args.attention, args.recompute)
     reshard = RESHARD_AFTER_FORWARD[args.strategy]
-    memory_bytes = (
-        round(args.memory_gb * GB)
-        if args.memory_gb is not None
-        else None
-        if args.hardware is None
-        else HARDWARE[args.hardware].memory_bytes
-    )
+    memory_bytes = args.budget
     fixes = (
         _what_would_fit(args, seq, memory_bytes)
         if memory_bytes is not None and peak.peak.total > memory_bytes
@@ -368,7 +381,8 @@ def _fit(args: argparse.Namespace) -> int:
             **_step_keys(args, seq),
         )
         result["measured"] = _tracked(raw, fsdp2_applies(args.devices, args.precision))
-    print(json.dumps(result, indent=2) if args.json else text(result, peak))
+    where = args.mesh or Mesh.of(data=args.devices)
+    print(json.dumps(result, indent=2) if args.json else text(result, peak, where))
     return 0
 
 
@@ -387,10 +401,10 @@ def _reserved(
     if every:  # (the checkpointed blocks keep what full recomputation keeps, as in _step)
         from placement_edu.runtime.measurement.profiles import get_profile
 
-        full = StepCase.of(args.model, args.micro_batch, seq, profile.compute, args.attention)
+        full = StepCase(args.arch, args.micro_batch, seq, profile.compute, args.attention)
         kth = (every, get_profile(full.with_(recompute="full"))[0])
     r = estimate(
-        args.model, profile, args.devices, args.rank, args.precision, args.optimizer,
+        args.arch, profile, args.devices, args.rank, PRECISIONS[args.precision], args.optimizer,
         RESHARD_AFTER_FORWARD[args.strategy], kth,
     )  # fmt: skip
     if r.requested != peak.peak.total:
@@ -420,26 +434,25 @@ def _step(
     replay as the latter)."""
     from placement_edu.runtime.measurement.profiles import get_profile
 
-    compute, every = PRECISIONS[precision].compute_name, every_kth(recompute)
-    case = StepCase.of(args.model, args.micro_batch, seq, compute, attention, recompute)
+    prec, every = PRECISIONS[precision], every_kth(recompute)
+    case = StepCase(args.arch, args.micro_batch, seq, prec.compute_name, attention, recompute)
     profile, cached = get_profile(case.with_(recompute="none") if every else case)
     reshard = RESHARD_AFTER_FORWARD[args.strategy]
     if args.mesh is not None:
         c = args.mesh.degree("context")
         if c > 1:  # (a context rank's profile: its s/c tokens)
             profile, cached = get_profile(case.with_(seq=context_seq(seq, c)))
-        schedule, virtual_stages = parsed_schedule(args.schedule)
         peak = derive_on_mesh(
-            arch=args.model,
+            arch=args.arch,
             profile=profile,
             mesh=args.mesh,
             rank=args.rank,
-            precision=precision,
+            precision=prec,
             optimizer=args.optimizer,
             reshard_after_forward=reshard,
             sequence_parallel=args.sequence_parallel,
-            schedule=schedule,
-            virtual_stages=virtual_stages,
+            schedule=args.pipeline_schedule,
+            virtual_stages=args.virtual_stages,
             micro_batches=args.micro_batches,
             context_attention=args.context_attention,
         )
@@ -448,11 +461,11 @@ def _step(
         if every:
             kth = (every, get_profile(case.with_(recompute="full"))[0])
         peak = derive(
-            args.model,
+            args.arch,
             profile,
             args.devices,
             args.rank,
-            precision,
+            prec,
             args.optimizer,
             reshard,
             every_kth=kth,
@@ -543,14 +556,13 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
     (``axis_tracker.pipeline_measure``), under the keys ``fit_text.measured`` gives."""
     from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
 
-    schedule, virtual_stages = parsed_schedule(args.schedule)
     raw = measure_here(
         StepCase.of(**_step_keys(args, seq)),
         measuring=pipeline_measure,
         stages=args.mesh.degree("pipeline"),
         rank=args.rank,
-        schedule=schedule,
-        virtual_stages=virtual_stages,
+        schedule=args.pipeline_schedule,
+        virtual_stages=args.virtual_stages,
         micro_batches=args.micro_batches,
     )
     return _tracked(raw, fsdp=False)
@@ -593,8 +605,8 @@ def _step_keys(args: argparse.Namespace, seq: int) -> dict:
     """What a tracker run measures, as fit was asked it: the model and its step (fp32: a
     ``StepCase``'s fields but the dtype, which ``peak_tracker.measure`` reads from the
     precision)."""
-    keys = ("model", "micro_batch", "attention", "recompute", "optimizer")
-    return {"seq": seq, **{key: getattr(args, key) for key in keys}}
+    keys = ("micro_batch", "attention", "recompute", "optimizer")
+    return {"model": args.arch, "seq": seq, **{key: getattr(args, key) for key in keys}}
 
 
 def _tracked(raw: dict, fsdp: bool) -> dict:

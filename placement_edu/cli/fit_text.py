@@ -16,9 +16,9 @@ from placement_edu.peak import (
 from placement_edu.units import fmt_bytes
 
 
-def text(r: dict, peak: StepPeak) -> str:
-    """The whole report, as ``fit`` prints it without --json."""
-    fsdp, where = placed(r)
+def text(r: dict, peak: StepPeak, mesh: Mesh) -> str:
+    """The whole report, as ``fit`` prints it without --json (``mesh``: the rank's, as resolved)."""
+    fsdp, where = placed(r, mesh)
     lines = [*heading(r, where), *table(r, fsdp), "", f"the peak is at: {r['peak_at']}"]
     lines += [f"  {k:36} {fmt_bytes(v):>34}" for k, v in peak.peak.terms.items() if v]
     if r.get("reserved_estimate_bytes"):
@@ -31,7 +31,7 @@ def text(r: dict, peak: StepPeak) -> str:
     return "\n".join(lines)
 
 
-def placed(r: dict) -> tuple[bool, str]:
+def placed(r: dict, mesh: Mesh) -> tuple[bool, str]:
     """(whether FSDP2 shards the states, where the rank sits: its devices, or its mesh)."""
     fsdp = fsdp2_applies(r["devices"], r["precision"])
     kept = "" if RESHARD_AFTER_FORWARD[r["strategy"]] else ", blocks not resharded after forward"
@@ -45,7 +45,7 @@ def placed(r: dict) -> tuple[bool, str]:
         if "schedule" in r:
             sp = f", {r['schedule']} over {r['micro_batches']} micro-batches"
         where = f"mesh {r['mesh']}{sp} (placement_edu.peak_axes), rank {r['rank']}"
-        fsdp = fsdp2_applies(Mesh.parse(r["mesh"]).degree("data"), r["precision"])
+        fsdp = fsdp2_applies(mesh.degree("data"), r["precision"])
     return fsdp, where
 
 

@@ -7,10 +7,15 @@ which. The formula's names are re-exported: ``default_seq``, ``formula_spec``, `
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from placement_edu import fitting
 from placement_edu.fitting import FORMULA_PRECISION, SEQ_CHOICES, default_seq, formula_memory
 from placement_edu.fitting import formula_spec
-from placement_edu.peak import PRECISIONS, ActivationProfile, StepPeak
+from placement_edu.fitting import FitOptions
+from placement_edu.peak import ActivationProfile, StepPeak
+from placement_edu.setting import Setting
+from placement_edu.step_case import StepCase
 
 __all__ = [
     "FORMULA_PRECISION",
@@ -24,10 +29,8 @@ __all__ = [
     "was_cached",
 ]
 
-#: A profile's case: (model, micro_batch, seq, compute, recompute).
-ProfileCase = tuple[str, int, int, str, str]
-#: Profiles read in this process, and whether each came from a cache (shipped or on disk).
-_PROFILES: dict[ProfileCase, tuple[ActivationProfile, bool]] = {}
+#: Profiles read in this process, by case, and whether each came from a cache (shipped or on disk).
+_PROFILES: dict[StepCase, tuple[ActivationProfile, bool]] = {}
 
 
 def profile_for(
@@ -36,13 +39,15 @@ def profile_for(
     """The activation profile (eager attention), kept in this process once read: shipped with the
     package or cached on disk (no torch imported), else measured under ``FakeTensorMode`` (imports
     torch: 3-6 s on a laptop CPU, no tensor memory) and cached."""
-    case = (model, micro_batch, seq, compute, recompute)
-    if case not in _PROFILES:
-        from placement_edu.runtime.measurement.profiles import StepCase, get_profile
+    return measured(StepCase.of(model, micro_batch, seq, compute, "eager", recompute))
 
-        _PROFILES[case] = get_profile(
-            StepCase.of(model, micro_batch, seq, compute, "eager", recompute)
-        )
+
+def measured(case: StepCase) -> ActivationProfile:
+    """``case``'s profile, read or measured once in this process (``profile_for``)."""
+    if case not in _PROFILES:
+        from placement_edu.runtime.measurement.profiles import get_profile
+
+        _PROFILES[case] = get_profile(case)
     return _PROFILES[case][0]
 
 
@@ -56,7 +61,7 @@ def is_known(
         1,
         "none",
     )
-    return (model, micro_batch, seq, compute, recompute) in _PROFILES or shipped
+    return StepCase.of(model, micro_batch, seq, compute, "eager", recompute) in _PROFILES or shipped
 
 
 def was_cached(
@@ -64,23 +69,10 @@ def was_cached(
 ) -> bool:
     """Whether ``profile_for`` read that profile from a cache (shipped or on disk) rather than
     measuring it."""
-    return _PROFILES[(model, micro_batch, seq, compute, recompute)][1]
+    return _PROFILES[StepCase.of(model, micro_batch, seq, compute, "eager", recompute)][1]
 
 
-def fit_peak(
-    model: str,
-    micro_batch: int = 1,
-    seq: int | None = None,
-    recompute: str = "none",
-    devices: int = 8,
-    rank: int = 0,
-    precision: str = "fp32",
-    optimizer: str = "adam-foreach",
-) -> StepPeak:
-    """``placement_edu.fitting.fit_peak`` from ``profile_for``'s profile (measured here if none
-    is kept)."""
-    seq = seq or default_seq(model)
-    profile = profile_for(model, micro_batch, seq, PRECISIONS[precision].compute_name, recompute)
-    return fitting.fit_peak(
-        model, micro_batch, seq, recompute, devices, rank, precision, optimizer, profile
-    )
+def fit_peak(model: str | Setting, **options: Unpack[FitOptions]) -> StepPeak:
+    """``placement_edu.fitting.fit_peak``, its profile read or measured here (``measured``: if
+    none is kept, under ``FakeTensorMode``). The keywords are its own (``FitOptions``)."""
+    return fitting.fit_peak(model, profile=measured, **options)

@@ -255,6 +255,14 @@ def fit_comparison(
         formula_spec(model, micro_batch, seq, recompute),
         formula_memory(model, micro_batch, seq, recompute, devices, precision),
         profile_for(model, micro_batch, seq, compute, recompute),
-        fit_peak(model, micro_batch, seq, recompute, devices, rank, precision),
+        fit_peak(
+            model,
+            micro_batch=micro_batch,
+            seq=seq,
+            recompute=recompute,
+            devices=devices,
+            rank=rank,
+            precision=precision,
+        ),
         track(model, devices, rank, precision, micro_batch, seq, recompute) if tracker else None,
     )

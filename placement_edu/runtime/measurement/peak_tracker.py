@@ -199,7 +199,9 @@ class TrackerProcess:
         meanwhile, in a command, ends it with its child (``launcher.ends_as_a_run``)."""
         from placement_edu.runtime.processes.launcher import phase
 
-        where = f"stopped PyTorch's tracker measuring {case.get('model')} on {case.get('devices')} "
+        model = case.get("model")  # (a name, or an Architecture: named by its name)
+        named = getattr(model, "name", None) or model
+        where = f"stopped PyTorch's tracker measuring {named} on {case.get('devices')} "
         with phase(where + "fake ranks (its process ended)"):
             return self._measure(case)
 
