@@ -156,10 +156,10 @@ def estimate(*derive_args: Any, expandable: bool = True, **derive_kwargs: Any) -
     given = inspect.signature(derive).bind(*derive_args, **derive_kwargs)
     given.apply_defaults()
     step = derive(*given.args, **given.kwargs)
-    given_to = given.arguments  # by derive's parameter names
-    arch, prec = get_architecture(given_to["arch"]), fsdp_precision(given_to["precision"])
-    profile, devices, rank = given_to["profile"], given_to["devices"], given_to["rank"]
-    every, full = given_to["every_kth"] or (0, profile)
+    named = given.arguments  # derive's arguments by their names, defaults filled in
+    arch, prec = get_architecture(named["arch"]), fsdp_precision(named["precision"])
+    profile, devices, rank = named["profile"], named["devices"], named["rank"]
+    every, full = named["every_kth"] or (0, profile)
     replay = Replay(
         Allocator(expandable),
         step,
