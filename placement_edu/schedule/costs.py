@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -122,8 +123,12 @@ def ring_factor(op: str, n: Any) -> Any:
     exact Fraction, a numpy array of N floats (the sweep)."""
     if op not in OP_COSTS:
         return Fraction(0)
-    factor = OP_COSTS[op].ring(n)
-    return Fraction(factor) if isinstance(n, int) else factor
+    return _exact_ring_factor(op, n) if isinstance(n, int) else OP_COSTS[op].ring(n)
+
+
+@lru_cache(maxsize=1024)  # (a plan prices the same few ops on the same groups many times)
+def _exact_ring_factor(op: str, n: int) -> Fraction:
+    return Fraction(OP_COSTS[op].ring(n))
 
 
 def ring_bytes(op: str, n: Any, payload_bytes: Any, root: bool = True) -> Any:
