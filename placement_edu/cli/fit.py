@@ -18,7 +18,8 @@ import json
 
 from placement_edu.architectures import PRESETS as MODELS, sequence_of
 from placement_edu.arguments import described, flag_type, listed
-from placement_edu.cli.fit_text import measured, text
+from placement_edu.cli.fit_text import text
+from placement_edu.cli.fit_verify import tracked
 from placement_edu.cli.run import ends_as_a_run_does
 from placement_edu.course import require
 from placement_edu.errors import MAX_DEVICES, PlacementError, expect, read_int
@@ -32,7 +33,6 @@ from placement_edu.peak import (
     accumulated,
     breakdown,
     derive,
-    fsdp2_applies,
 )
 from placement_edu.pricing import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
@@ -326,7 +326,6 @@ def _fit(args: argparse.Namespace) -> int:
     if args.arch.config:
         require("transformers", "fit --model PATH/config.json")
     peak, profile, cached = _step(args, seq, args.precision, args.attention, args.recompute)
-    reshard = RESHARD_AFTER_FORWARD[args.strategy]
     memory_bytes = args.budget
     fixes = (
         _what_would_fit(args, seq, memory_bytes)
@@ -356,31 +355,8 @@ def _fit(args: argparse.Namespace) -> int:
         "profile": {**profile.to_dict(), "cached": cached},
     }
     result["profile"].pop("moments")
-    if args.verify and args.device == "cuda":
-        from placement_edu.runtime.measurement.cuda_peak import measure_cuda
-
-        gpu = measure_cuda(StepCase.of(**_step_keys(args, seq)))
-        result["measured"] = {
-            **measured(gpu, {}),
-            **{key: gpu[key] for key in ("reserved_peak", "device", "seconds")},
-        }
-    elif args.verify and _data_axis_and_more(args):
-        result["measured"] = _verify_mesh(args, seq)
-    elif args.verify and args.mesh is not None and args.mesh.degree("tensor") > 1:
-        result["measured"] = _verify_tensor(args, seq)
-    elif args.verify and args.mesh is not None and args.mesh.degree("pipeline") > 1:
-        result["measured"] = _verify_pipeline(args, seq)
-    elif args.verify:
-        from placement_edu.runtime.measurement.peak_tracker import measure_in_subprocess
-
-        raw = measure_in_subprocess(
-            devices=args.devices,
-            rank=args.rank,
-            precision=args.precision,
-            reshard_after_forward=reshard,
-            **_step_keys(args, seq),
-        )
-        result["measured"] = _tracked(raw, fsdp2_applies(args.devices, args.precision))
+    if args.verify:
+        result["measured"] = tracked(args, seq)
     where = args.mesh or Mesh.of(data=args.devices)
     print(json.dumps(result, indent=2) if args.json else text(result, peak, where))
     return 0
@@ -548,88 +524,3 @@ def _context_keys(args: argparse.Namespace, seq: int, peak: StepPeak) -> dict:
         "context_attention": args.context_attention,
         "context": {"tokens_per_rank": seq // c, "buffers": buffers},
     }
-
-
-def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
-    """PyTorch's ``MemTracker`` on pipeline rank ``--rank``: its stages in
-    ``torch.distributed.pipelining`` on a fake group, run by its schedule
-    (``axis_tracker.pipeline_measure``), under the keys ``fit_text.measured`` gives."""
-    from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
-
-    raw = measure_here(
-        StepCase.of(**_step_keys(args, seq)),
-        measuring=pipeline_measure,
-        stages=args.mesh.degree("pipeline"),
-        rank=args.rank,
-        schedule=args.pipeline_schedule,
-        virtual_stages=args.virtual_stages,
-        micro_batches=args.micro_batches,
-    )
-    return _tracked(raw, fsdp=False)
-
-
-def _data_axis_and_more(args: argparse.Namespace) -> bool:
-    """Whether the step is FSDP2 on a data axis with a tensor axis beside it, or has micro-batches
-    accumulated: what ``runtime/axes/mesh_tracker.py`` runs (``_verify_mesh``)."""
-    mesh = args.mesh or Mesh.of(data=args.devices)
-    if mesh.degree("pipeline") > 1:
-        return False  # (a pipeline's micro-batches are its schedule's)
-    return args.micro_batches > 1 or mesh.degree("data") > 1 and mesh.degree("tensor") > 1
-
-
-def _verify_mesh(args: argparse.Namespace, seq: int) -> dict:
-    """``FSDPMemTracker`` on rank ``--rank`` of a data × tensor mesh on a fake group, tensor
-    parallelism applied before FSDP2 as torchtitan composes them, over ``--micro-batches``
-    micro-batches (``runtime/axes/mesh_tracker.py``), under the keys ``fit_text.measured`` gives;
-    refused in one line without a data axis."""
-    from placement_edu.runtime.axes.axis_tracker import measure_here
-    from placement_edu.runtime.axes.mesh_tracker import measure
-
-    mesh = args.mesh or Mesh.of(data=args.devices)
-    case = StepCase.of(**_step_keys(args, seq), compute=PRECISIONS[args.precision].compute_name)
-    raw = measure_here(
-        case,
-        measure,
-        data=mesh.degree("data"),
-        tensor=mesh.degree("tensor"),
-        rank=args.rank,
-        precision=args.precision,
-        sequence_parallel=args.sequence_parallel,
-        micro_batches=args.micro_batches or 1,
-        reshard_after_forward=RESHARD_AFTER_FORWARD[args.strategy],
-    )
-    return _tracked(raw, fsdp=True)
-
-
-def _step_keys(args: argparse.Namespace, seq: int) -> dict:
-    """What a tracker run measures, as fit was asked it: the model and its step (fp32: a
-    ``StepCase``'s fields but the dtype, which ``peak_tracker.measure`` reads from the
-    precision)."""
-    keys = ("micro_batch", "attention", "recompute", "optimizer")
-    return {"model": args.arch, "seq": seq, **{key: getattr(args, key) for key in keys}}
-
-
-def _tracked(raw: dict, fsdp: bool) -> dict:
-    """A tracker run's figures under fit's keys (``fit_text.measured``), with its seconds."""
-    from placement_edu.runtime.measurement.peak_tracker import states
-
-    return {**measured(states(raw, fsdp), raw["forward_backward_peak"]), "seconds": raw["seconds"]}
-
-
-def _verify_tensor(args: argparse.Namespace, seq: int) -> dict:
-    """PyTorch's ``MemTracker`` on tensor rank 0 of a fake group (``runtime/axes/axis_tracker.py``),
-    under the keys ``fit_text.measured`` gives."""
-    expect(
-        args.precision == "fp32" and args.rank == 0,
-        "--verify on a tensor axis tracks tensor rank 0 in fp32 (every tensor rank holds the "
-        f"same): give --precision fp32 --rank 0, got --precision {args.precision} --rank "
-        f"{args.rank}",
-    )
-    from placement_edu.runtime.axes.axis_tracker import measure_here
-
-    raw = measure_here(
-        StepCase.of(**_step_keys(args, seq)),
-        tensor=args.mesh.degree("tensor"),
-        sequence_parallel=args.sequence_parallel,
-    )
-    return _tracked(raw, fsdp=False)
