@@ -5,7 +5,6 @@ schedule alike."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 from placement_edu.composition import safety_violations
 from placement_edu.errors import MAX_LISTED_OPS, PlacementError, expect
@@ -76,8 +75,26 @@ def materialized_only_activations(pl: Placement, axis: str) -> None:
             )
 
 
-@lru_cache(maxsize=4096)  # (pure: the planner asks it of one strategy and mesh many times)
+#: The (strategy, mesh, strict) that ``validate`` has passed, by what it reads of the strategy:
+#: its name (the messages), placement, owner update, mesh axes and shard dimensions -- not its
+#: micro-batches, schedule, sequence parallelism or context attention, which the planner varies
+#: over thousands of candidates of one placement (a few thousand kept).
+_PASSED: dict[tuple, None] = {}
+
+
 def validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
+    """Refuse placements that cannot run, with the reason (``_validate``), once for what it reads
+    (``_PASSED``)."""
+    s = strategy
+    key = (s.name, s.placement, s.owner_update, s.mesh_axes, s.shard_dims, mesh, strict)
+    if key not in _PASSED:
+        _validate(strategy, mesh, strict)
+        if len(_PASSED) >= 4096:
+            _PASSED.clear()
+        _PASSED[key] = None
+
+
+def _validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
     """Refuse placements that cannot run, with the reason (einops-style teaching errors).
 
     ``strict`` (what pricing uses) also refuses compositions that break a safety rule of SPEC §6:
