@@ -103,6 +103,11 @@ def _measure(
         precision in MP,
         f"the mesh tracker runs FSDP2 in {' or '.join(MP)}, got precision {precision}",
     )
+    compute = "bf16" if MP[precision] else "fp32"
+    expect(
+        case.compute == compute,
+        f"precision {precision} computes in {compute}, the case says {case.compute}",
+    )
     arch, b, m = case.model, case.micro_batch, micro_batches
     reshard = reshard_after_forward
     started = time.perf_counter()
