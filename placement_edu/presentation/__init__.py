@@ -53,7 +53,7 @@ _EXPORTS = {
     "rank_layout": _P + "layout",
     "MeshExplorer": _P + "mesh_explorer",
     **dict.fromkeys(["ModeExplorer", "schedule_text"], _P + "mode_explorer"),
-    "PipelineExplorer": _P + "pipeline_explorer",
+    **dict.fromkeys(["PipelineExplorer", "bubble_chart"], _P + "pipeline_explorer"),
     **dict.fromkeys(
         ["RooflineExplorer", "forward_shares", "llama_at", "roofline_chart"],
         _P + "roofline_explorer",
@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     from placement_edu.presentation.layout import rank_layout
     from placement_edu.presentation.mesh_explorer import MeshExplorer
     from placement_edu.presentation.mode_explorer import ModeExplorer, schedule_text
-    from placement_edu.presentation.pipeline_explorer import PipelineExplorer
+    from placement_edu.presentation.pipeline_explorer import PipelineExplorer, bubble_chart
     from placement_edu.presentation.roofline_explorer import (
         RooflineExplorer,
         forward_shares,
