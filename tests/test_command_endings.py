@@ -289,6 +289,39 @@ def test_a_signal_while_the_command_imports_its_subcommands_is_one_line(run_tmpd
     assert list(run_tmpdir.iterdir()) == []
 
 
+#: The ending table's row for a signal before any code of the command runs (docs/reliability.md).
+START_UP_ROW = "| Ctrl-C, SIGTERM, SIGHUP, SIGQUIT during Python's own start-up"
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGINT], ids=lambda s: s.name
+)
+def test_a_signal_in_pythons_own_start_up_ends_as_the_ending_table_says(run_tmpdir, sig):
+    """Issue 43: a signal in the command's first ~0.03 s, while Python itself starts (before
+    ``placement_edu.cli``'s first import, ``cli/entry.py``, can take it), ends with no line: no
+    code of the command has run, so this window cannot be closed. The ending table says what
+    happens there instead of promising the line, row by row: the status in its exit column, the
+    signal's default action (no word) or, for Ctrl-C, Python's own KeyboardInterrupt traceback,
+    and nothing left behind."""
+    table = (Path(__file__).parent.parent / "docs" / "reliability.md").read_text()
+    (row,) = [line for line in table.splitlines() if line.startswith(START_UP_ROW)]
+    _, printed, exits, left, _ = (cell.strip() for cell in row.strip().strip("|").split("|"))
+    assert "KeyboardInterrupt" in printed and left.startswith("nothing")
+    command = _start(SHORT + ["--steps", "2"], run_tmpdir)
+    try:
+        os.kill(command.pid, sig)  # at once: Python takes ~10 ms to start before any import
+        out, err = command.communicate(timeout=60)
+    finally:
+        command.kill()
+    code = 128 + sig if command.returncode == -sig else command.returncode  # (as a shell says)
+    assert re.search(rf"\b{code}\b", exits), (code, exits, err[-2000:])
+    if sig == signal.SIGINT and err:  # Python's own traceback from the import it stopped
+        assert code == 1 and err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]
+    else:
+        assert (code, err) == (128 + sig, ""), err[-2000:]
+    assert out == "" and _all_gone(command.pid) == [] and list(run_tmpdir.iterdir()) == []
+
+
 def test_a_program_that_imports_the_cli_keeps_its_signals_and_main_hands_them_back():
     """Only the command's own process takes the signals early: a program (this test) that imports
     ``placement_edu.cli`` keeps Python's, and so does the command once ``main`` returns."""
@@ -375,6 +408,30 @@ def test_every_signal_at_every_phase_of_a_run_ends_it_in_one_line(run_tmpdir, ph
         command.kill()
     where = line.removeprefix(f"placement-edu: interrupted by {sig.name}: ")
     assert where.startswith(PHASES[phase]), line
+
+
+@pytest.mark.parametrize("when", ["its run folder exists", "its first rank exists"])
+def test_a_sigterm_as_a_short_run_starts_names_where_it_came_never_after_the_run(run_tmpdir, when):
+    """Issue 43: a SIGTERM to the command alone as a short run's ranks started (0.15-0.25 s in,
+    on an idle machine) said "after the run ended": the command passed it on to its agent a second
+    late (``launcher._after_signal`` waited for the agent to answer first, in case the signal had
+    reached it too), and a run of two steps had ended meanwhile. Now it is passed on at once (a
+    second signal, from the group, changes nothing in the agent), and the line names where the
+    run was."""
+    command = _start(SHORT + ["--steps", "2"], run_tmpdir)
+    made = "placement-edu-*-run*" if when == "its run folder exists" else "placement-edu-*/pid-*"
+    try:
+        deadline = time.monotonic() + 60
+        while not list(run_tmpdir.glob(made)):
+            assert time.monotonic() < deadline and command.poll() is None, command.stderr.read()
+            time.sleep(0.002)
+        os.kill(command.pid, signal.SIGTERM)
+        line = _ended(command, signal.SIGTERM, 143, run_tmpdir)
+    finally:
+        command.kill()
+    assert line.removeprefix("placement-edu: interrupted by SIGTERM: ").startswith(
+        PHASES["early"]
+    ), line
 
 
 def test_a_signal_while_the_rank_server_starts_stops_the_run_before_its_ranks(run_tmpdir):

@@ -117,6 +117,10 @@ def launch(
                 jobs, timeout_s, run_dir, failure, forkserver.owner()
             )
     except SignalException as error:  # Ctrl-C or SIGTERM (_as_torch_would): stop every rank
+        if _once:  # an agent, stopping: a later signal changes nothing (``_after_signal``)
+            _first_signal()
+            for sig in SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
         signum = error.sigval
         for child in set(multiprocessing.active_children()) - before:  # this launch's ranks
             child.kill()
@@ -180,6 +184,9 @@ def _watch(run_dir: str, stop: threading.Event, progress_ranks: int) -> None:
 #: Seconds a kernel waits for its interrupted agent to say where the run stopped before it ends the
 #: agent itself.
 INTERRUPT_WAIT_S = 15.0
+#: Seconds after which a kernel sends its interrupted agent the signal again, if it has not
+#: answered: a signal that came as the ranks met was swallowed by torch's rendezvous.
+RESEND_S = 1.0
 
 
 def _launch_from_agent(
@@ -248,6 +255,8 @@ def _launch_in_the_agent(*args: Any) -> list[list[dict]]:
     "before its ranks started"; once it has answered, the kernel or command takes them."""
     from placement_edu.runtime.processes import agent
 
+    global _once
+    _once = True  # (this process is an agent: its command may pass on a signal it got too)
     for sig in SIGNALS:
         signal.signal(sig, _raise_stop)
     try:
@@ -267,12 +276,17 @@ def _after_signal(
     outcome: tuple[str, Any] | None,
     early: bool = False,
 ) -> tuple[str, Any]:
-    """The agent, signalled with this process's group, stops its ranks and says where; passed on
-    to it if it was not; ended if it says nothing. A signal that came once the agent had answered
-    (the run's last moments) is not lost: the run ended, its report is not printed. One that came
-    while the agent was being started (``early``: the rank server may take seconds to answer, as
-    it imports torch) ends the agent at once, before it starts any rank -- it would otherwise run
-    a short run to its end, and the line would say the run had ended."""
+    """The agent stops its ranks and says where: the signal is passed on to it at once (this
+    process cannot tell whether the agent got it too, as a Ctrl-C reaches the whole group: the
+    agent takes a second one as the same, ``_once``), so the line names where the run was when
+    the signal came -- waiting a second first, a short run could end meanwhile and the line say
+    "after the run ended" of a signal sent as its ranks started. It is sent again each
+    ``RESEND_S`` the agent has not answered (torch's rendezvous swallows a signal that comes as
+    the ranks meet), and the agent is ended if it says nothing in ``INTERRUPT_WAIT_S``. A signal
+    that came once the agent had answered (the run's last moments) is not lost: the run ended,
+    its report is not printed. One that came while the agent was being started
+    (``early``: the rank server may take seconds to answer, as it imports torch) ends the agent at
+    once, before it starts any rank."""
     from placement_edu.runtime.processes import agent
 
     name = signal.Signals(signum).name
@@ -281,14 +295,15 @@ def _after_signal(
         helper.join()
         rundir.remove_stale()  # the agent's run folder, if it had made one
         return "error", RunInterrupted(signum, f"interrupted by {name}: {agent.BEFORE}")
-    if outcome is None and helper.pid is not None:
-        if not receive.poll(1.0):
+    deadline = time.monotonic() + INTERRUPT_WAIT_S
+    while outcome is None and helper.pid is not None and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError):  # (it may have answered and ended)
             os.kill(helper.pid, signum)
-        if receive.poll(INTERRUPT_WAIT_S):
+        if receive.poll(min(RESEND_S, max(0.0, deadline - time.monotonic()))):
             try:
                 outcome = receive.recv()
             except EOFError:
-                pass
+                break
     if outcome is None:
         helper.kill()
         return "error", RunInterrupted(signum, f"interrupted by {name}: stopped the run's agent")
@@ -413,6 +428,21 @@ def torch_handles_only(launch_config: type) -> dict[str, Any]:
 #: The last signal ``_raise_stop`` put off because a process was being started (a launch's agent:
 #: ``_launch_from_agent`` reads it), or None.
 _deferred: int | None = None
+#: In a launch's agent: once a signal stops the launch, a later one changes nothing (its command
+#: passes on every signal it gets, again until the agent answers, and a Ctrl-C reaches the agent
+#: from its group too). Until then each is taken: one torch swallowed (its rendezvous catches
+#: what is raised in it) is sent again.
+_once = False
+#: In a launch's agent: whether a signal has stopped (is stopping) the launch.
+_stopped = False
+
+
+def _first_signal() -> bool:
+    """Whether to take this signal, and it stops the launch from now on: always, but in an agent
+    that a signal stops already."""
+    global _stopped
+    taken, _stopped = not (_once and _stopped), True
+    return taken
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
@@ -423,7 +453,8 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
         _deferred = signum
         threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
         return
-    raise _Stop(signum, _where)
+    if _first_signal():
+        raise _Stop(signum, _where)
 
 
 class _stop_on_signals:
