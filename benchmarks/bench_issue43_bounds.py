@@ -1,9 +1,11 @@
 """Time, peak memory and output size of issue 43 item 6's commands at the largest inputs they
 accept: ``time --schedule interleaved:V`` as V grows (2V layers of width 1 on two stages, so only
-V is large), ``plan``'s context search at 2^40 devices and s = 2^17 (text and ``--json``), and
-``fit`` on an HF config at its limits (10^4 layers, ``architectures.MAX_CONFIG_LAYERS``; a
-vocabulary of 10^12). The tests assert that each closed form equals the enumeration it replaced
-(``tests/test_closed_forms.py``); the speed is printed here, never asserted.
+V is large), ``plan``'s context search at 2^40 devices and s = 2^17 (text and ``--json``) and its
+deepest pipeline search (2^40 layers), ``time`` and ``table`` (text and ``--json``) at 2^40 layers,
+2^40 devices and Ψ = 10^15, and ``fit`` on an HF config at each of its limits (10^4 layers,
+``architectures.MAX_CONFIG_LAYERS``; a vocabulary of 10^12; h = 6·10^6; the most parameters, 10^4
+layers of h = 90,000; 2^17 positions). The tests assert that each closed form equals the
+enumeration it replaced (``tests/test_closed_forms.py``); the speed is printed here, never asserted.
 
 Run: ``.venv/bin/python benchmarks/bench_issue43_bounds.py`` (``--root DIR`` measures the package
 in another tree, e.g. an older commit unpacked with ``git archive``; ``--timeout S`` ends a command
@@ -28,6 +30,29 @@ plan 70e9, 2^40 devices, s = 2^17 --json   > 90 s (ended; 8.8 MB out)        3.2
 plan 70e9, 2^40 devices, s = 8192          23.2 s, 14.8 s, 86 MB             5.5 s, 2.7 s, 50 MB
 fit, config of 10^4 layers (profile cached)  0.65 s, 0.28 s, 57 MB         0.07 s, 0.04 s, 30 MB
 =========================================  ================================  ======================
+
+Then (issue 43's leftovers), user CPU seconds at the session's start (a85b66a) and after its
+derivations were shared (ee05cb3, ab6742b, 6b827e6; the tree then also held that session's new
+planner candidates), the same loaded machine (wall was 1.5-3x user, so user is the figure to
+compare; peaks as before, 40-75 MB):
+
+============================================  ========  ========
+command                                       before    after
+============================================  ========  ========
+plan 70e9 on 1024 devices, s = 2^17           1.00 s    0.72 s
+plan 70e9 on 1024 devices, s = 2^17 --json    1.26 s    0.80 s
+plan 70e9 on 2^40 devices, s = 2^17           2.99 s    1.72 s
+plan 70e9 on 2^40 devices, s = 2^17 --json    3.86 s    2.78 s
+plan 70e9 on 2^40 devices, s = 8192           3.26 s    2.15 s
+plan 2^40 layers on 2^40 devices, s = 2^17    2.73 s    1.88 s
+time, table (--json) at 2^40 layers/devices   0.02 s    0.02 s
+fit, each config limit (profile cached)       0.08 s    0.10 s; 10^4 layers > 30 s
+============================================  ========  ========
+
+The plan's derivations cost 40 % less on one tree (2.30 -> 1.38 s, ``plan 70e9 on 2^40 devices, s
+= 2^17``, in-process, min of 9); ``--json`` spends most of the rest writing each candidate's
+rule-5 count. ``fit`` at 10^4 layers now replays the caching allocator block by block
+(``reserved.estimate``): over 30 s, where the derivation alone takes 0.16 ms.
 
 ``fit``'s first run of a shape measures its activation profile with torch (about 4 s, 400 MB),
 then reads it from the cache (``~/.cache``). Its derivation (``peak.derive``) took 0.23 s at 10^4
@@ -72,10 +97,29 @@ def configs(folder: Path) -> dict[str, str]:
     files = {
         "10^4 layers": {**gpt2, "n_layer": 10_000, "vocab_size": 50257},
         "vocabulary 10^12": {**gpt2, "n_layer": 12, "vocab_size": 10**12},
+        # the widest: 2 layers of h = 6·10^6 (Ψ = 8.6·10^14, under MAX_PARAMS = 10^15)
+        "hidden 6*10^6": {
+            **gpt2,
+            "n_layer": 2,
+            "n_embd": 6_000_000,
+            "n_head": 1,
+            "vocab_size": 50257,
+        },
+        # 10^4 layers of h = 90,000: Ψ = 9.7·10^14, the most parameters a config reaches
+        "10^4 layers of h = 90,000": {
+            **gpt2,
+            "n_layer": 10_000,
+            "n_embd": 90_000,
+            "n_head": 16,
+            "vocab_size": 50257,
+        },
+        # the longest sequence fit takes (MAX_SEQ = 2^17) in the config's own positions
+        "positions 2^17": {**gpt2, "n_layer": 12, "n_positions": 2**17, "vocab_size": 50257},
     }
     out = {}
     for label, config in files.items():
-        path = folder / f"{label.replace(' ', '_').replace('^', '')}.json"
+        name = "".join(c if c.isalnum() else "_" for c in label)
+        path = folder / f"{name}.json"
         path.write_text(json.dumps(config))
         out[label] = str(path)
     return out
@@ -95,6 +139,22 @@ def commands(folder: Path) -> list[tuple[str, list[str]]]:
         out.append((f"plan 70e9 on {label} devices, s = 2^17 --json", [*argv, "--json"]))
     argv = ["plan", "--params", "70e9", "--devices", big, "--seq", "8192", "--global-batch", big]
     out.append(("plan 70e9 on 2^40 devices, s = 8192", argv))
+    # the most pipeline stages: 2^40 layers on 2^40 devices, s = 2^17
+    argv = ["plan", "--layers", big, "--hidden", "8", "--heads", "8", "--seq", "131072"]
+    argv += ["--vocab", "1", "--devices", big, "--global-batch", big]
+    out.append(("plan 2^40 layers on 2^40 devices, s = 2^17", argv))
+    # time and table at their largest: 2^40 layers on a mesh of 2^40 devices; Ψ = 10^15
+    argv = ["time", "--layers", big, *WIDTHS, "--mesh", f"data={2**20},pipeline={2**20}"]
+    out.append(("time 2^40 layers on data=2^20,pipeline=2^20", [*argv, "--global-batch", big]))
+    argv = ["time", "--layers", "80", "--hidden", "8192", "--heads", "64", "--seq", "131072"]
+    argv += ["--vocab", "32000", "--mesh", f"data={2**29},context=128,tensor=8,pipeline=2"]
+    out.append(("time 70B-shape, s = 2^17, 2^40 devices with cp", [*argv, "--global-batch", big]))
+    for label, argv in (
+        ("table 10^15 params on 2^40 devices", ["--params", "1e15", "--devices", big]),
+        ("table 2^40 layers on 2^40 devices", ["--layers", big, *WIDTHS, "--devices", big]),
+    ):
+        out.append((label, ["table", *argv]))
+        out.append((label + " --json", ["table", *argv, "--json"]))
     for label, path in configs(folder).items():
         out.append((f"fit --model config ({label})", ["fit", "--model", path, "--devices", "8"]))
     return out
