@@ -279,7 +279,10 @@ def test_context_and_expert_axes_refuse_in_one_line_what_they_cannot_price() -> 
     [
         ("--devices 2 --schedule gpipe", "--schedule applies to a pipeline axis"),
         # (--micro-batches without a pipeline is gradient accumulation: test_mesh_tracker.py)
-        ("--mesh tensor=2 --micro-batches 2 --verify", "a data axis of 2 or more"),
+        (
+            "--mesh tensor=2 --micro-batches 2 --verify",
+            "a data axis of 2 or more: give --devices N",
+        ),
         ("--devices 2 --context-attention ulysses", "--context-attention applies to a context"),
         ("--mesh expert=2", "dense model"),
         ("--mesh data=2,pipeline=2 --precision fp32", "pipeline axis on its own"),

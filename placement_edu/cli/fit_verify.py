@@ -80,10 +80,15 @@ def _verify_mesh(args: argparse.Namespace, seq: int) -> dict:
     parallelism applied before FSDP2 as torchtitan composes them, over ``--micro-batches``
     micro-batches (``runtime/axes/mesh_tracker.py``), under the keys ``fit_text.measured`` gives;
     refused in one line without a data axis."""
+    mesh = args.mesh or Mesh.of(data=args.devices)
+    expect(
+        mesh.degree("data") > 1,
+        "--verify tracks accumulated micro-batches under FSDP2 on a data axis of 2 or more: give "
+        f"--devices N or --mesh data=D,tensor=T, got {mesh}",
+    )
     from placement_edu.runtime.axes.axis_tracker import measure_here
     from placement_edu.runtime.axes.mesh_tracker import measure
 
-    mesh = args.mesh or Mesh.of(data=args.devices)
     case = StepCase.of(**step_keys(args, seq), compute=PRECISIONS[args.precision].compute_name)
     raw = measure_here(
         case,
