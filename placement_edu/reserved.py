@@ -92,6 +92,10 @@ GATHERED = (ROOT_GATHERED, BLOCK_GATHERED, ALL_GATHER_BUFFER)
 SAME_EVERY_EVENT = PERSISTENT_TERMS | {OPTIMIZER_TEMPORARIES, ROOT_GATHERED}
 #: Steps replayed: the first (Adam's states made lazily in its optimizer step), then two more.
 STEPS = 3
+#: The deepest model the replay estimates: it replays each block's allocations (about 1 ms a block,
+#: three steps), so its cost grows with the layers; the deepest dense models published have 126
+#: blocks (Llama 3.1 405B). Deeper ones get no estimate, said in one line (``fit``'s JSON and text).
+MAX_LAYERS = 256
 #: The allocator setting ``fit`` estimates under: torchtitan's launch, and what PyTorch's
 #: out-of-memory message advises ("try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").
 ALLOCATOR = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"

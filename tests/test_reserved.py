@@ -103,3 +103,22 @@ def test_fit_prints_the_estimate_apart_from_the_allocated_peak_and_keys_it_besid
     # a mesh's step is not replayed: no estimate rather than a wrong one
     assert main(["fit", "--model", "gpt2", "--mesh", "data=4,tensor=2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["reserved_estimate_bytes"] is None
+
+
+def test_past_max_layers_fit_says_it_does_not_estimate_in_one_line_and_in_constant_time() -> None:
+    # the replay goes block by block (its cost grows with L): a 257-block model gets no estimate,
+    # said as such, before any profile or replay (issue 43: no cost that grows with a typed number)
+    import argparse
+    from types import SimpleNamespace
+
+    from placement_edu.cli.fit import reserved_of
+    from placement_edu.reserved import MAX_LAYERS
+
+    deep = argparse.Namespace(mesh=None, arch=SimpleNamespace(layers=MAX_LAYERS + 1))
+    r = reserved_of(deep, 1024, None, None)  # type: ignore[arg-type]  (neither is read)
+    assert r == {
+        "reserved_estimate_bytes": None,
+        "reserved_estimate": {
+            "skipped": "not estimated past 256 blocks (the replay goes block by block)"
+        },
+    }

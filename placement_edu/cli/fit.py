@@ -349,7 +349,7 @@ def _fit(args: argparse.Namespace) -> int:
         **_pipeline_keys(args),
         **_context_keys(args, seq, peak),
         **_report(peak, memory_bytes),
-        **_reserved(args, seq, profile, peak),
+        **reserved_of(args, seq, profile, peak),
         "events": [{"name": e.name, "phase": e.phase, "bytes": e.total} for e in peak.events],
         "would_fit_with": fixes,
         "profile": {**profile.to_dict(), "cached": cached},
@@ -362,16 +362,21 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reserved(
+def reserved_of(
     args: argparse.Namespace, seq: int, profile: ActivationProfile, peak: StepPeak
 ) -> dict:
     """What CUDA's caching allocator would reserve, estimated (``placement_edu.reserved``: the
     step ``derive`` placed, replayed through the allocator's model), kept apart from the allocated
-    ``peak_bytes``; None on a mesh (its step is not replayed yet), or where the replay is not of
-    ``peak``'s step (what it requests at its peak is that step's peak, to the byte)."""
+    ``peak_bytes``; None on a mesh (its step is not replayed yet), past ``MAX_LAYERS`` blocks,
+    or where the replay is not of ``peak``'s step (what it requests at its peak is that step's
+    peak, to the byte)."""
+    from placement_edu.reserved import ALLOCATOR, MAX_LAYERS, SOURCE, estimate
+
     if args.mesh is not None:
         return {"reserved_estimate_bytes": None}
-    from placement_edu.reserved import ALLOCATOR, SOURCE, estimate
+    if args.arch.layers > MAX_LAYERS:  # (the replay's cost grows with the blocks)
+        why = f"not estimated past {MAX_LAYERS} blocks (the replay goes block by block)"
+        return {"reserved_estimate_bytes": None, "reserved_estimate": {"skipped": why}}
 
     every, kth = every_kth(args.recompute), None
     if every:  # (the checkpointed blocks keep what full recomputation keeps, as in _step)

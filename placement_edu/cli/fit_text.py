@@ -27,6 +27,8 @@ def text(r: dict, peak: StepPeak, mesh: Mesh) -> str:
             f"reserved, an estimate ({e['allocator']}): "
             f"{fmt_bytes(r['reserved_estimate_bytes'])} -- {e['source']}"
         )
+    elif "skipped" in r.get("reserved_estimate", {}):
+        lines.append(f"reserved: {r['reserved_estimate']['skipped']}")
     lines += ending(r)
     return "\n".join(lines)
 

@@ -71,6 +71,24 @@ def measure(case: StepCase, data: int, **placement: object) -> dict:
     return answer["raw"]
 
 
+def _check(case: StepCase, data: int, precision: str) -> None:
+    """What the mesh tracker runs: FSDP2 over 2 or more data ranks, in a precision of ``MP``
+    whose compute dtype is the case's; refused in one line otherwise."""
+    expect(
+        data > 1,
+        f"the mesh tracker runs FSDP2 over a data axis of 2 or more ranks, got data={data}",
+    )
+    expect(
+        precision in MP,
+        f"the mesh tracker runs FSDP2 in {' or '.join(MP)}, got precision {precision}",
+    )
+    compute = "bf16" if MP[precision] else "fp32"
+    expect(
+        case.compute == compute,
+        f"precision {precision} computes in {compute}, the case says {case.compute}",
+    )
+
+
 def _measure(
     case: StepCase,
     data: int,
@@ -94,19 +112,7 @@ def _measure(
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    expect(
-        data > 1,
-        f"the mesh tracker runs FSDP2 over a data axis of 2 or more ranks, got data={data}",
-    )
-    expect(
-        precision in MP,
-        f"the mesh tracker runs FSDP2 in {' or '.join(MP)}, got precision {precision}",
-    )
-    compute = "bf16" if MP[precision] else "fp32"
-    expect(
-        case.compute == compute,
-        f"precision {precision} computes in {compute}, the case says {case.compute}",
-    )
+    _check(case, data, precision)
     arch, b, m = case.model, case.micro_batch, micro_batches
     reshard = reshard_after_forward
     started = time.perf_counter()
