@@ -246,3 +246,11 @@ def test_time_never_imports_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert "STATUS 0 TORCH False" in result.stderr, result.stderr[-2000:]
+
+
+def test_time_prints_a_toys_few_flops_plainly_not_as_a_fraction_of_1e12() -> None:
+    # H100's dense bf16 peak reads in 10^12; a toy's 4.199e6 FLOP/s once read "4.199e-06e12"
+    from placement_edu.cli.time import tera
+
+    assert tera(989.4) == "989.4e12"
+    assert tera(4.199e-06) == "4.199e+06"

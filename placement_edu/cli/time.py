@@ -41,6 +41,12 @@ from placement_edu.units import GB
 EFFICIENCY_RANGE = (0.01, 10.0)
 
 
+def tera(flops_e12: float) -> str:
+    """FLOP/s given in 10^12, as ``time`` prints them: "989.4e12", or the plain figure where
+    that would read "4.2e-06e12" (a toy's few FLOPs)."""
+    return f"{flops_e12:.4g}e12" if flops_e12 >= 1e-3 else f"{flops_e12 * 1e12:.4g}"
+
+
 def _efficiency(text: str) -> float:
     low, high = EFFICIENCY_RANGE
     accepted = f"give a number from {low:g} to {high:g} (1.0 = the preset's achieved FLOP/s)"
@@ -225,11 +231,11 @@ def lines(priced: Priced, model: TransformerSpec, float8: bool = False) -> list[
         )
     )
     out += [
-        f"model FLOPs {priced.tflops_per_gpu:.4g}e12 per GPU per s{mfu}; hardware FLOPs "
-        f"{priced.hardware_tflops_per_gpu:.4g}e12{hfu} ({peak}); FLOPs: {FLOP_CONVENTION}",
+        f"model FLOPs {tera(priced.tflops_per_gpu)} per GPU per s{mfu}; hardware FLOPs "
+        f"{tera(priced.hardware_tflops_per_gpu)}{hfu} ({peak}); FLOPs: {FLOP_CONVENTION}",
         "  in Megatron-LM's count (num_floating_point_operations: the matmuls' weights, the "
         "logit layer, 12·L·h·s attention): "
-        f"{priced.megatron_flops / priced.step_s / 1e12:.4g}e12 per GPU per s"
+        f"{tera(priced.megatron_flops / priced.step_s / 1e12)} per GPU per s"
         + ("" if priced.megatron_mfu is None else f" = MFU {priced.megatron_mfu:.1%}"),
         f"peak memory {c.peak_bytes / GB:.2f} GB per device (rank 0) of "
         f"{hw.memory_bytes / GB:.1f} GB: "
