@@ -80,6 +80,31 @@ def _hand_out_order(item: pytest.Item) -> tuple[int, int]:
     return (1, 0) if item.path.suffix == ".ipynb" else (2, 0)
 
 
+#: Activation profiles the suite's tests read (tiny shapes, other b, s and policies than the
+#: package ships), measured once under FakeTensorMode and kept here: a fresh clone's cache starts
+#: with them, so CI does not measure them again (about 90 s of its 10 minutes). Their names hash
+#: the measuring code and torch's version (``profile_store.profile_key``): after a change there a
+#: stale file is never read, the profile is measured as before, and
+#: ``python -m tests.seed_profiles`` would keep the new ones.
+SUITE_PROFILES = Path(__file__).parent / "tests" / "profiles"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The cache holds the suite's profiles before any test runs (each copied atomically: the
+    xdist workers start together)."""
+    from placement_edu.profile_store import cache_dir, use_cache
+
+    if not use_cache():
+        return
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    for kept in SUITE_PROFILES.glob("*.json"):
+        if not (cache / kept.name).exists():
+            part = cache / f".{kept.name}.{os.getpid()}"
+            shutil.copyfile(kept, part)
+            os.replace(part, cache / kept.name)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.suffix == ".ipynb":
