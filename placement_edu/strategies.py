@@ -6,13 +6,13 @@ placement gets the same memory and the same schedule.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Any, Mapping
 
 from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
 from placement_edu.mesh import Mesh
 from placement_edu.names import Word, by_name
 from placement_edu.names import spelled
-from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, Placement, known_axes
+from placement_edu.placement import AXES, DEFAULT_SHARD_DIMS, MODEL_STATES, Placement, known_axes
 
 #: The names of this module's page in the API reference, which a notebook may import.
 __all__ = ["COMPOSITIONS", "STRATEGIES", "Strategy", "get_strategy"]
@@ -161,106 +161,57 @@ class Strategy:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _s(name: str, summary: str, **kwargs: object) -> Strategy:
-    options = {
-        k: kwargs.pop(k)
-        for k in (
-            "reshard_after_forward",
-            "micro_batches",
-            "pipeline_schedule",
-            "sequence_parallel",
-            "shard_dims",
-            "owner_update",
-            "mesh_axes",
-            "virtual_stages",
-            "context_attention",
-        )
-        if k in kwargs
+def _s(name: str, modes: str | Mapping[str, str], summary: str, **options: Any) -> Strategy:
+    """One row of the tables below. ``modes``: the modes of params, grads and optimizer state, in
+    that order, on the data axis ("R R S" is P=R G=R O=S, as the tables print it), or on each axis
+    a mapping names ({"data": "R R R", "tensor": "S S S"}); ``options``: Strategy's other fields."""
+    on_axes = {"data": modes} if isinstance(modes, str) else modes
+    placement = {
+        state.value: {axis: row.split()[i] for axis, row in on_axes.items()}
+        for i, state in enumerate(MODEL_STATES)
     }
-    return Strategy(name, Placement(**kwargs), summary=summary, **options)  # type: ignore[arg-type]
+    return Strategy(name, Placement(**placement), summary=summary, **options)
 
 
 #: The named strategies, each a placement of the four states (``get_strategy``).
 STRATEGIES: Mapping[str, Strategy] = by_name(
-    _s(
-        "dp",
-        "data parallel: everything replicated, gradients all-reduced",
-        params="R",
-        grads="R",
-        optimizer="R",
-    ),
+    _s("dp", "R R R", "data parallel: everything replicated, gradients all-reduced"),
     _s(
         "zero1_allreduce",
+        "R R S",
         "ZeRO stage 1 as PyTorch's ZeroRedundancyOptimizer runs it: all-reduce, "
         "then each owner broadcasts its updated slice (3Ψ)",
-        params="R",
-        grads="R",
-        optimizer="S",
         owner_update="allreduce_broadcast",
     ),
-    _s(
-        "zero1",
-        "ZeRO stage 1: optimizer state sharded",
-        params="R",
-        grads="R",
-        optimizer="S",
-    ),
-    _s(
-        "zero2",
-        "ZeRO stage 2: gradients and optimizer state sharded",
-        params="R",
-        grads="S",
-        optimizer="S",
-    ),
-    _s(
-        "zero3",
-        "ZeRO stage 3: parameters gathered per use, everything sharded",
-        params="SG",
-        grads="S",
-        optimizer="S",
-    ),
-    _s(
-        "fsdp",
-        "FSDP FULL_SHARD: the same placement as ZeRO-3",
-        params="SG",
-        grads="S",
-        optimizer="S",
-    ),
+    _s("zero1", "R R S", "ZeRO stage 1: optimizer state sharded"),
+    _s("zero2", "R S S", "ZeRO stage 2: gradients and optimizer state sharded"),
+    _s("zero3", "SG S S", "ZeRO stage 3: parameters gathered per use, everything sharded"),
+    _s("fsdp", "SG S S", "FSDP FULL_SHARD: the same placement as ZeRO-3"),
     _s(
         "fsdp_grad_op",
+        "SG S S",
         "FSDP SHARD_GRAD_OP: parameters gathered once, kept through backward",
-        params="SG",
-        grads="S",
-        optimizer="S",
         reshard_after_forward=False,
     ),
     _s(
         "zero2_offload",
+        "R OFF OFF",
         "ZeRO-Offload: gradient and optimizer slices in host memory, step on the CPU",
-        params="R",
-        grads="OFF",
-        optimizer="OFF",
     ),
     _s(
         "zero3_offload",
+        "OFF OFF OFF",
         "ZeRO-Infinity style: every model state's slice in host memory",
-        params="OFF",
-        grads="OFF",
-        optimizer="OFF",
     ),
     _s(
         "tp",
+        {"tensor": "S S S"},
         "Megatron tensor parallel: weight matrices split over the tensor axis",
-        params={"tensor": "S"},
-        grads={"tensor": "S"},
-        optimizer={"tensor": "S"},
     ),
     _s(
         "pp",
+        {"pipeline": "S S S"},
         "pipeline parallel: layers split into stages, micro-batches flow through",
-        params={"pipeline": "S"},
-        grads={"pipeline": "S"},
-        optimizer={"pipeline": "S"},
         micro_batches=4,
     ),
 )
@@ -270,64 +221,54 @@ STRATEGIES: Mapping[str, Strategy] = by_name(
 COMPOSITIONS: Mapping[str, Strategy] = by_name(
     _s(
         "dp×tp",
+        {"data": "R R R", "tensor": "S S S"},
         "data parallel across tensor-parallel groups",
-        params={"data": "R", "tensor": "S"},
-        grads={"data": "R", "tensor": "S"},
-        optimizer={"data": "R", "tensor": "S"},
         mesh_axes=("data", "tensor"),
     ),
     _s(
         "dp×pp",
+        {"data": "R R R", "pipeline": "S S S"},
         "data parallel across pipelines",
-        params={"data": "R", "pipeline": "S"},
-        grads={"data": "R", "pipeline": "S"},
-        optimizer={"data": "R", "pipeline": "S"},
         micro_batches=4,
         mesh_axes=("data", "pipeline"),
     ),
     _s(
         "zero1×tp×pp",
+        {"data": "R R S", "tensor": "S S S", "pipeline": "S S S"},
         "Megatron-style 3D parallelism with the distributed optimizer (ZeRO-1 on data)",
-        params={"data": "R", "tensor": "S", "pipeline": "S"},
-        grads={"data": "R", "tensor": "S", "pipeline": "S"},
-        optimizer={"data": "S", "tensor": "S", "pipeline": "S"},
         micro_batches=4,
     ),
     _s(
         "zero3×tp",
+        {"data": "SG S S", "tensor": "S S S"},
         "FSDP + tensor parallel ('2D'): ZeRO-3 on data, Megatron TP on tensor",
-        params={"data": "SG", "tensor": "S"},
-        grads={"data": "S", "tensor": "S"},
-        optimizer={"data": "S", "tensor": "S"},
     ),
     _s(
         "dp×cp",
+        {"data": "R R R", "context": "R R R"},
         "data parallel across context-parallel groups: each sequence cut in c chunks, "
         "ring attention passes K/V round the context ranks, gradients reduced over both",
         mesh_axes=("data", "context"),
     ),
     _s(
         "dp×cp_ulysses",
+        {"data": "R R R", "context": "R R R"},
         "data parallel across context-parallel groups, Ulysses' all-to-alls (heads <-> "
         "sequence) instead of the ring",
-        mesh_axes=("data", "context"),
         context_attention="ulysses",
+        mesh_axes=("data", "context"),
     ),
     _s(
         "zero1×cp",
+        {"data": "R R S", "context": "R R S"},
         "Megatron's distributed optimizer with context parallelism: optimizer state "
         "sharded over data × context, gradients reduce-scattered on both, parameters "
         "all-gathered back",
-        params={"data": "R", "context": "R"},
-        grads={"data": "R", "context": "R"},
-        optimizer={"data": "S", "context": "S"},
     ),
     _s(
         "hsdp",
+        {"replica": "R R R", "data": "SG S S"},
         "FSDP HYBRID_SHARD: ZeRO-3 within each data group, replicated across replica groups",
-        params={"replica": "R", "data": "SG"},
-        grads={"replica": "R", "data": "S"},
-        optimizer={"replica": "R", "data": "S"},
         mesh_axes=("replica", "data"),
     ),
 )
