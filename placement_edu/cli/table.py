@@ -1,5 +1,8 @@
-"""``placement-edu table --params PSI --devices N [...]``: per-device memory (bytes) and per-step
-communication of each strategy, derived (SPEC §3, §4). Torch is never imported."""
+"""Derive per-device memory (bytes) and per-step communication for each strategy on an abstract
+model of PARAMS parameters, or on a transformer.
+
+``placement-edu table --params PSI --devices N [...]`` (SPEC §3, §4): the paragraph above is its
+``--help``. Torch is never imported."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import json
 from fractions import Fraction
 
 from placement_edu.architectures import sequence_of
-from placement_edu.arguments import flag_type
+from placement_edu.arguments import command, flag_type
 from placement_edu.cli.shape import (
     SHAPE,
     add_devices_flag,
@@ -39,13 +42,7 @@ from placement_edu.strategies import CONTEXT_ATTENTIONS, STRATEGIES, get_strateg
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "table",
-        help="per-device memory and per-step communication of strategies",
-        description="Derive per-device memory (bytes) and per-step communication "
-        "for each strategy on an abstract model of PARAMS parameters, "
-        "or on a transformer.",
-    )
+    p = command(sub, "table", "per-device memory and per-step communication of strategies", __doc__)
     p.add_argument(
         "--params",
         type=flag_type(read_int, "parameters", MAX_PARAMS, "7.5e9"),

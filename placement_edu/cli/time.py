@@ -1,7 +1,10 @@
-"""``placement-edu time --layers L --hidden H ... --global-batch B --strategy S --mesh M``: what one
-given configuration's step should take and where the time goes (SPEC §9), its model and hardware
-FLOP/s per GPU with MFU, and its peak memory per device (SPEC §3). The figures are the planner's
-(``pricing.price``); torch is never imported."""
+"""Price one configuration -- a transformer, a batch, a strategy on a mesh -- as the planner prices
+each candidate (SPEC §3, §9): step time with its breakdown, model and hardware FLOP/s per GPU with
+MFU, and the peak memory per device.
+
+``placement-edu time --layers L --hidden H ... --global-batch B --strategy S --mesh M``: the
+paragraph above is its ``--help``. The figures are the planner's (``pricing.price``); torch is
+never imported."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import argparse
 import json
 from dataclasses import replace
 
-from placement_edu.arguments import flag_type, listed
+from placement_edu.arguments import command, flag_type, listed
 from placement_edu.cli.shape import (
     SHAPE,
     add_global_batch_flag,
@@ -59,12 +62,11 @@ def _schedule(text: str) -> str:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "time",
-        help="price one given configuration: step time, where it goes, MFU, peak memory",
-        description="Price one configuration -- a transformer, a batch, a strategy on a mesh -- "
-        "as the planner prices each candidate (SPEC §3, §9): step time with its breakdown, "
-        "model and hardware FLOP/s per GPU with MFU, and the peak memory per device.",
+        "price one given configuration: step time, where it goes, MFU, peak memory",
+        __doc__,
     )
     shape = p.add_argument_group("transformer")
     add_transformer_flags(shape, required=False, shape_note=" (required without --model)")

@@ -32,6 +32,12 @@ def live_set_bytes(schedule: str, stages: int, micro_batches: int, stage: int = 
     return Fraction(memory.transient_peak("activations"))
 
 
+def micro_batches_held(schedule: str, stages: int, micro_batches: int) -> Fraction:
+    """How many micro-batches' activations stage 0 holds at its peak: its live bytes over one
+    micro-batch's (``live_set_bytes`` with m = 1)."""
+    return live_set_bytes(schedule, stages, micro_batches) / live_set_bytes(schedule, stages, 1)
+
+
 def _activation_ratio(strategy: str, n: int) -> Fraction:
     model = TransformerSpec(layers=32, hidden=4096, heads=32, seq=2048, vocab=51200)
     ours, dp = (analyze(s, model, n).memory.transient_peak("activations") for s in (strategy, "dp"))
@@ -67,10 +73,7 @@ EXERCISES = (
         "materialized-1f1b-stage0",
         "A pipeline of p = 4 stages runs m = 8 micro-batches with the 1F1B schedule. How many "
         "micro-batches' activations does stage 0 hold at its peak?",
-        lambda: (
-            live_set_bytes(PipelineSchedule.ONE_F_ONE_B, 4, 8)
-            / live_set_bytes(PipelineSchedule.ONE_F_ONE_B, 4, 1)
-        ),
+        lambda: micro_batches_held(PipelineSchedule.ONE_F_ONE_B, 4, 8),
         "micro-batches",
         "1F1B starts a micro-batch's backward as soon as it can: stage 0 runs p = 4 forwards "
         "before its first backward arrives, then alternates, so it never holds more than p − stage "

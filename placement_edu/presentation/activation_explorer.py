@@ -30,7 +30,14 @@ from placement_edu.models import TransformerSpec
 from placement_edu.models.shapes import SEVEN_B_CLASS
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.presentation.controls import choice_slider, count_slider
+from placement_edu.presentation.controls import (
+    checkbox,
+    choice_slider,
+    count_slider,
+    devices_slider,
+    dropdown,
+    toggles,
+)
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.strategies import PipelineSchedule, Strategy, get_strategy
@@ -111,18 +118,12 @@ class ActivationExplorer(Explorer):
         tensor: int = 8,
         sequence_parallel: bool = False,
     ) -> None:
-        import ipywidgets as w
-
-        self.model = w.Dropdown(options=list(KORTHIKANTI_TABLE_3), value=model, description="model")
+        self.model = dropdown(KORTHIKANTI_TABLE_3, model, "model")
         self.micro_batch = count_slider(micro_batch, 1, 16, "b (micro-batch)")
         self.seq = choice_slider(SEQ_CHOICES, seq, "s (sequence)")
-        self.recompute = w.ToggleButtons(
-            options=list(TransformerSpec.RECOMPUTE), value=recompute, description="recompute"
-        )
+        self.recompute = toggles(TransformerSpec.RECOMPUTE, recompute, "recompute")
         self.tensor = choice_slider(TENSOR_CHOICES, tensor, "t (tensor)")
-        self.sequence_parallel = w.Checkbox(
-            value=sequence_parallel, description="sequence parallel"
-        )
+        self.sequence_parallel = checkbox(sequence_parallel, "sequence parallel")
         self.terms: dict[tuple[str, bool], dict[str, Fraction]] = {}
         self.bars: dict[tuple[str, bool], dict[str, Rectangle]] = {}
         self.assemble(
@@ -269,16 +270,10 @@ class LiveSetExplorer(Explorer):
         micro_batches: int = 8,
         precision: str = "mixed_adam",
     ) -> None:
-        import ipywidgets as w
-
         self.model = model or SEVEN_B_CLASS
         self.precision = get_precision(precision)
-        self.schedule = w.ToggleButtons(
-            options=list(self.SCHEDULES), value=schedule, description="schedule"
-        )
-        self.stages = w.SelectionSlider(
-            options=(2, 4, 8), value=stages, description="p (stages)", continuous_update=False
-        )
+        self.schedule = toggles(self.SCHEDULES, schedule, "schedule")
+        self.stages = devices_slider((2, 4, 8), stages, "p (stages)")
         self.micro_batches = count_slider(micro_batches, 1, 16, "m (micro-batches)")
         self.live_bytes: list[Fraction] = []
         self.blocks: list[int] = []

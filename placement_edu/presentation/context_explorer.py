@@ -19,7 +19,7 @@ import html
 from placement_edu.long_context import ContextCosts, context_costs, long_context_model
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
-from placement_edu.presentation.controls import choice_slider
+from placement_edu.presentation.controls import choice_slider, toggles
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.strategies import CONTEXT_ATTENTIONS
@@ -44,15 +44,11 @@ class ContextExplorer(Explorer):
         kv_heads: int = 8,
         attention: str = "ring",
     ) -> None:
-        import ipywidgets as w
-
         self.seq = choice_slider(SEQ_CHOICES, seq, "s (sequence)")
         self.context = choice_slider(CONTEXT_CHOICES, context, "c (context)")
         self.heads = choice_slider(HEAD_CHOICES, heads, "a (heads)")
         self.kv_heads = choice_slider(HEAD_CHOICES, kv_heads, "K (kv heads)")
-        self.attention = w.ToggleButtons(
-            options=list(CONTEXT_ATTENTIONS), value=attention, description="attention"
-        )
+        self.attention = toggles(CONTEXT_ATTENTIONS, attention, "attention")
         self.costs: tuple[ContextCosts, ...] = ()
         self.assemble([self.seq, self.context], [self.heads, self.kv_heads, self.attention])
 

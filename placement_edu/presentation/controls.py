@@ -1,12 +1,20 @@
 """The controls the widgets share, each made one way: a slider over a few fixed choices, the model's
-size Ψ and the device count N."""
+size Ψ and the device count N, a drop-down list, a row of toggle buttons and a check box. An
+explorer makes its controls here and imports no ipywidgets itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:  # imported where a widget is made: the package imports without ipywidgets
-    from ipywidgets import FloatLogSlider, IntSlider, SelectionSlider
+    from ipywidgets import (
+        Checkbox,
+        Dropdown,
+        FloatLogSlider,
+        IntSlider,
+        SelectionSlider,
+        ToggleButtons,
+    )
 
 
 def choice_slider(options: Sequence[Any], value: Any, description: str) -> SelectionSlider:
@@ -71,3 +79,29 @@ def count_slider(value: int, low: int, high: int, description: str) -> IntSlider
         continuous_update=False,
         style={"description_width": "initial"},
     )
+
+
+def toggles(options: Iterable[Any], value: Any, description: str) -> ToggleButtons:
+    """One button per option (names -- a mapping's keys -- or (label, value) pairs), the chosen
+    one pressed: a few choices all in view."""
+    import ipywidgets as w
+
+    return w.ToggleButtons(options=list(options), value=value, description=description)
+
+
+def checkbox(value: bool, description: str) -> Checkbox:
+    """A yes-or-no choice."""
+    import ipywidgets as w
+
+    return w.Checkbox(value=value, description=description)
+
+
+def dropdown(
+    options: Iterable[Any], value: Any, description: str, width: str | None = None
+) -> Dropdown:
+    """A drop-down list of ``options`` (names -- a mapping's keys -- or (label, value) pairs);
+    ``width``: its CSS width, for long labels (default: ipywidgets')."""
+    import ipywidgets as w
+
+    shape = {} if width is None else {"layout": w.Layout(width=width)}
+    return w.Dropdown(options=list(options), value=value, description=description, **shape)

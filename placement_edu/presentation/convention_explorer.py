@@ -27,7 +27,7 @@ from placement_edu.estimators import (
 from placement_edu.models import ModelSpec
 from placement_edu.placement import Placement, State
 from placement_edu.precision import PRESETS
-from placement_edu.presentation.controls import devices_slider, psi_slider
+from placement_edu.presentation.controls import devices_slider, dropdown, psi_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import analyze
@@ -136,19 +136,11 @@ class ConventionExplorer(Explorer):
         devices: int = 8,
         precision: str = MATCHING,
     ) -> None:
-        import ipywidgets as w
-
-        self.convention = w.Dropdown(
-            options=[(c.label, k) for k, c in CONVENTIONS.items()],
-            value=convention,
-            description="convention",
-            layout=w.Layout(width="560px"),
-        )
+        labelled = [(c.label, k) for k, c in CONVENTIONS.items()]
+        self.convention = dropdown(labelled, convention, "convention", width="560px")
         self.psi = psi_slider(psi, digits=4)
         self.devices = devices_slider(DEVICE_CHOICES, devices, "N (GPUs)")
-        self.precision = w.Dropdown(
-            options=[MATCHING, *PRESETS], value=precision, description="ours"
-        )
+        self.precision = dropdown([MATCHING, *PRESETS], precision, "ours")
         self.assemble(self.convention, [self.psi, self.devices, self.precision])
 
     def current(self) -> Reconciliation:

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from placement_edu.peak import PRECISIONS, StepPeak, breakdown, fsdp2_applies
-from placement_edu.presentation.controls import choice_slider
+from placement_edu.presentation.controls import choice_slider, toggles
 from placement_edu.presentation.fit_answers import (
     SEQ_CHOICES,
     default_seq,
@@ -50,16 +50,12 @@ class FitExplorer(Explorer):
     ) -> None:
         import ipywidgets as w
 
-        self.model = w.ToggleButtons(options=list(MODELS), value=model, description="model")
+        self.model = toggles(MODELS, model, "model")
         self.micro_batch = choice_slider(MICRO_BATCH_CHOICES, micro_batch, "b (micro-batch)")
         self.seq = choice_slider(SEQ_CHOICES[model], seq or default_seq(model), "s (sequence)")
-        self.recompute = w.ToggleButtons(
-            options=list(RECOMPUTE_CHOICES), value=recompute, description="recompute"
-        )
+        self.recompute = toggles(RECOMPUTE_CHOICES, recompute, "recompute")
         self.devices = choice_slider(DEVICE_CHOICES, devices, "N (devices)")
-        self.precision = w.ToggleButtons(
-            options=list(PRECISIONS), value=precision, description="precision"
-        )
+        self.precision = toggles(PRECISIONS, precision, "precision")
         self.status = w.HTML()
         self.peak: StepPeak | None = None
         self._quiet = False

@@ -14,7 +14,7 @@ import html
 from placement_edu.models import ModelSpec
 from placement_edu.placement import MODEL_STATES, State
 from placement_edu.precision import PRESETS
-from placement_edu.presentation.controls import devices_slider, psi_slider
+from placement_edu.presentation.controls import devices_slider, dropdown, psi_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import device_grid, grid_axis, png
 from placement_edu.report import Report, analyze
@@ -51,15 +51,12 @@ class GridExplorer(Explorer):
         strategies: tuple[str, ...] | None = None,
         layers: int = LAYERS,
     ) -> None:
-        import ipywidgets as w
-
         self.layers = layers  # of the abstract model; a notebook passes the model its text uses
 
-        options = list(strategies or STRATEGIES)
-        self.strategy = w.Dropdown(options=options, value=strategy, description="strategy")
+        self.strategy = dropdown(strategies or STRATEGIES, strategy, "strategy")
         self.psi = psi_slider(psi)
         self.devices = devices_slider(DEVICE_CHOICES, devices)
-        self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
+        self.precision = dropdown(PRESETS, precision, "precision")
         self.assemble([self.strategy, self.precision], [self.psi, self.devices])
 
     # --- asking the core ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.names import composed_name
 from placement_edu.placement import MODEL_STATES, Placement, State
-from placement_edu.presentation.controls import count_slider, devices_slider
+from placement_edu.presentation.controls import count_slider, devices_slider, dropdown
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.report import Report, analyze
@@ -153,26 +153,15 @@ class MeshExplorer(Explorer):
         tensor_choice: str = "Megatron TP: P S, G S, O S",
         pipeline_choice: str = "stages: P S, G S, O S",
     ) -> None:
-        import ipywidgets as w
-
         self.replica = devices_slider(DEGREES, replica, "r (replica)")
         self.data = devices_slider(DEGREES, data, "d (data)")
         self.tensor = devices_slider(DEGREES, tensor, "t (tensor)")
         self.pipeline = devices_slider(DEGREES, pipeline, "p (pipeline)")
         self.micro_batches = count_slider(micro_batches, 1, 16, "m (micro-batches)")
-        wide = w.Layout(width="420px")
-        self.data_choice = w.Dropdown(
-            options=list(DATA_CHOICES), value=data_choice, description="on data", layout=wide
-        )
-        self.tensor_choice = w.Dropdown(
-            options=list(TENSOR_CHOICES), value=tensor_choice, description="on tensor", layout=wide
-        )
-        self.pipeline_choice = w.Dropdown(
-            options=list(PIPELINE_CHOICES),
-            value=pipeline_choice,
-            description="on pipeline",
-            layout=wide,
-        )
+        wide = "420px"
+        self.data_choice = dropdown(DATA_CHOICES, data_choice, "on data", wide)
+        self.tensor_choice = dropdown(TENSOR_CHOICES, tensor_choice, "on tensor", wide)
+        self.pipeline_choice = dropdown(PIPELINE_CHOICES, pipeline_choice, "on pipeline", wide)
         self.figure = new_figure(9.0, 3.4)
         self.memory_ax = self.figure.add_axes((0.08, 0.1, 0.2, 0.68))
         self.comm_ax = self.figure.add_axes((0.66, 0.1, 0.32, 0.68))

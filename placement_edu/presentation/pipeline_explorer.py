@@ -20,7 +20,7 @@ from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
 from placement_edu.precision import get_precision
-from placement_edu.presentation.controls import count_slider
+from placement_edu.presentation.controls import count_slider, dropdown
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
 from placement_edu.schedule import layers_on_stage, pipeline_bubble, pipeline_timeline
@@ -107,9 +107,7 @@ class PipelineExplorer(Explorer):
             value=stages, min=2, max=8, description="p (stages)", continuous_update=False
         )
         self.micro_batches = count_slider(micro_batches, 1, 32, "m (micro-batches)")
-        self.schedule = w.Dropdown(
-            options=list(PIPELINE_SCHEDULES), value=schedule, description="schedule"
-        )
+        self.schedule = dropdown(PIPELINE_SCHEDULES, schedule, "schedule")
         self.figure = new_figure(9.4, 3.8)
         self.timeline_ax = self.figure.add_axes((0.08, 0.3, 0.6, 0.6))
         self.memory_ax = self.figure.add_axes((0.77, 0.3, 0.21, 0.6))

@@ -19,7 +19,7 @@ from dataclasses import replace
 from matplotlib.axes import Axes
 
 from placement_edu.models import TransformerSpec
-from placement_edu.presentation.controls import choice_slider
+from placement_edu.presentation.controls import checkbox, choice_slider, toggles
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import new_figure, png
 from placement_edu.roofline import Kernels, Op, block_ops, memory_bound, ridge_point
@@ -91,11 +91,9 @@ class RooflineExplorer(Explorer):
     picture = "the roofline of a Llama-3-8B block's ops"
 
     def __init__(self, tokens: int = 2048, gpu: str = "H100", fused: bool = False) -> None:
-        import ipywidgets as w
-
         self.tokens = choice_slider(TOKEN_CHOICES, tokens, "tokens a call (b·s)")
-        self.gpu = w.ToggleButtons(options=sorted(HBM_BANDWIDTH), value=gpu, description="GPU")
-        self.fused = w.Checkbox(value=fused, description="fused (torch.compile)")
+        self.gpu = toggles(sorted(HBM_BANDWIDTH), gpu, "GPU")
+        self.fused = checkbox(fused, "fused (torch.compile)")
         self.ops: tuple[Op, ...] = ()
         self.assemble([self.tokens, self.fused], [self.gpu])
 

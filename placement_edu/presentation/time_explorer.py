@@ -21,6 +21,7 @@ from placement_edu.planner import Plan, default_transformer, plan
 from placement_edu.presentation.controls import (
     choice_slider,
     devices_slider,
+    dropdown,
     log_slider,
     psi_slider,
 )
@@ -62,8 +63,6 @@ class TimeExplorer(Explorer):
         tensor: int = 8,
         alpha_s: float = 5e-6,
     ) -> None:
-        import ipywidgets as w
-
         self.devices, self.tensor, self.alpha_s = devices, tensor, alpha_s
         self.tp_model = TP_MODEL
         self.psi = self.tp_model.psi
@@ -71,7 +70,7 @@ class TimeExplorer(Explorer):
         self.bandwidth = log_slider(bandwidth_gbs, 0, 3, "W (GB/s)")
         self.flops = log_slider(tflops, 1, 3.5, "TFLOP/s")
         self.tokens = choice_slider(TOKEN_CHOICES, tokens, "tokens/device")
-        self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
+        self.overlap = dropdown(OVERLAPS, overlap, "overlap")
         self.figure = new_figure(11, 4.2)
         self.bars_ax, self.line_ax = self.figure.subplots(1, 2)
         self.figure.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.2, wspace=0.25)
@@ -208,8 +207,8 @@ class PlanTable(Explorer):
             description="GB / device",
             continuous_update=False,
         )
-        self.hardware = w.Dropdown(options=list(HARDWARE), value=hardware, description="hardware")
-        self.overlap = w.Dropdown(options=list(OVERLAPS), value=overlap, description="overlap")
+        self.hardware = dropdown(HARDWARE, hardware, "hardware")
+        self.overlap = dropdown(OVERLAPS, overlap, "overlap")
         self.assemble([self.psi, self.devices, self.memory], [self.hardware, self.overlap])
 
     def plan(self) -> Plan:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from placement_edu.models import ModelSpec
 from placement_edu.precision import PRESETS
-from placement_edu.presentation.controls import choice_slider, devices_slider, psi_slider
+from placement_edu.presentation.controls import choice_slider, devices_slider, dropdown, psi_slider
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.plots import CostCharts
 from placement_edu.report import Comparison, compare
@@ -40,12 +40,10 @@ class ZeroExplorer(Explorer):
         strategies: tuple[str, ...] = ("dp", "zero1", "zero2", "zero3"),
         units: int = 32,
     ) -> None:
-        import ipywidgets as w
-
         self.strategies = strategies
         self.psi = psi_slider(psi)
         self.devices = devices_slider(DEVICE_CHOICES, devices)
-        self.precision = w.Dropdown(options=list(PRESETS), value=precision, description="precision")
+        self.precision = dropdown(PRESETS, precision, "precision")
         # How many units an SG state is gathered in (FSDP wraps each layer: units = layers; default
         # 32, one per layer of a 32-layer model). Only the transient peak moves: a smaller unit, a
         # smaller gather window and reduce bucket. One unit -- the whole model gathered at once --
@@ -70,15 +68,11 @@ class CheckExplorer(Explorer):
     """Pick a strategy (named or composed) and a fault; read what the static checker finds."""
 
     def __init__(self, strategy: str = "zero3", fault: str = "none") -> None:
-        import ipywidgets as w
-
         from placement_edu.faults import FAULTS
         from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 
-        self.strategy = w.Dropdown(
-            options=[*STRATEGIES, *COMPOSITIONS], value=strategy, description="strategy"
-        )
-        self.fault = w.Dropdown(options=["none", *FAULTS], value=fault, description="fault")
+        self.strategy = dropdown([*STRATEGIES, *COMPOSITIONS], strategy, "strategy")
+        self.fault = dropdown(["none", *FAULTS], fault, "fault")
         self.assemble([self.strategy, self.fault])
 
     def still(self) -> str:
