@@ -14,6 +14,7 @@ prices it and warns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 from placement_edu.mesh import Mesh
 from placement_edu.placement import BATCH_AXES, MODEL_STATES, SPLIT_MODES, WHOLE, Mode, State
@@ -72,111 +73,97 @@ def _is(state: State) -> str:
     return {State.PARAMS: "params are", State.GRADS: "grads are"}.get(state, "optimizer state is")
 
 
-def orthogonality(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
+def orthogonality(strategy: Strategy, mesh: Mesh) -> Iterator[RuleViolation]:
     """Rule 1: one mesh axis shards at most one dimension of a tensor.
 
     Two axes MAY shard the same dimension: nested, the second splitting each slice of the first
     (FSDP2 + TP with ``_StridedShard``, JAX's ``P(('data', 'tensor'))``), so the slices stay
     disjoint and cover the tensor. What is forbidden is one axis splitting two dimensions: its
     collectives would have to move a slice that is not contiguous in either."""
-    out = []
     for axis, degree in mesh:
         dims = strategy.shard_dim(axis)
         states = [str(s) for s in MODEL_STATES if strategy.placement.mode(s, axis) in SPLIT_MODES]
         if degree > 1 and states and len(dims) > 1:
-            out.append(
-                _v(
-                    1,
-                    ", ".join(states),
-                    (axis,),
-                    f"the {axis} axis shards {' and '.join(repr(d) for d in dims)} of "
-                    f"{' and '.join(states)} at once: one axis may split one dimension only, so "
-                    f"its collectives move contiguous slices; give {axis} one dimension "
-                    "(Strategy.shard_dims) and let another axis split the other -- two axes may "
-                    "share a dimension, nested",
-                )
+            yield _v(
+                1,
+                ", ".join(states),
+                (axis,),
+                f"the {axis} axis shards {' and '.join(repr(d) for d in dims)} of "
+                f"{' and '.join(states)} at once: one axis may split one dimension only, so "
+                f"its collectives move contiguous slices; give {axis} one dimension "
+                "(Strategy.shard_dims) and let another axis split the other -- two axes may "
+                "share a dimension, nested",
             )
-    return out
 
 
-def integrity_per_axis(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
+def integrity_per_axis(strategy: Strategy, mesh: Mesh) -> Iterator[RuleViolation]:
     """Rule 2: every batch-splitting axis has a sum-reduction of gradients, once per step."""
-    out = []
     for axis in BATCH_AXES:
         n = mesh.degree(axis)
         if n > 1 and strategy.placement.mode(State.GRADS, axis) is Mode.M:
-            out.append(
-                _v(
-                    2,
-                    "grads",
-                    (axis,),
-                    f"grads are M (materialized) on the {axis} axis, which splits the batch "
-                    f"{n} ways: each rank uses the gradient it made and frees it, so nothing "
-                    f"sum-reduces it across the {n} {axis} ranks; place grads R (all-reduced) "
-                    f"or S (reduce-scattered) on {axis}",
-                )
+            yield _v(
+                2,
+                "grads",
+                (axis,),
+                f"grads are M (materialized) on the {axis} axis, which splits the batch "
+                f"{n} ways: each rank uses the gradient it made and frees it, so nothing "
+                f"sum-reduces it across the {n} {axis} ranks; place grads R (all-reduced) "
+                f"or S (reduce-scattered) on {axis}",
             )
-    return out
 
 
-def consistency_per_axis(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
+def consistency_per_axis(strategy: Strategy, mesh: Mesh) -> Iterator[RuleViolation]:
     """Rule 3: every state replicated along an axis gets identical updates along it.
 
     On batch-splitting axes the schedule guarantees it (summed gradients, and an all-gather of the
     parameters after an owner-only step). Along tensor and pipeline nothing re-gathers: a state
     whole there must be updated from a state that is whole there too.
     """
-    pl, out = strategy.placement, []
+    pl = strategy.placement
     for axis, n in mesh:
         if n == 1 or axis in BATCH_AXES:
             continue
         for state, source in ((State.PARAMS, State.OPTIMIZER), (State.OPTIMIZER, State.GRADS)):
             if pl.mode(state, axis) in WHOLE and pl.mode(source, axis) in SPLIT_MODES:
-                out.append(
-                    _v(
-                        3,
-                        str(state),
-                        (axis,),
-                        f"{_is(state)} {pl.mode(state, axis)} (a whole copy per rank) on the "
-                        f"{axis} axis but {_is(source)} {pl.mode(source, axis)} there: each of the "
-                        f"{n} {axis} ranks updates only its own slice of its {state} copy and "
-                        f"nothing re-gathers it along {axis}, so the copies drift apart; split "
-                        f"{state} on {axis} too, or keep {source} whole there",
-                    )
+                yield _v(
+                    3,
+                    str(state),
+                    (axis,),
+                    f"{_is(state)} {pl.mode(state, axis)} (a whole copy per rank) on the "
+                    f"{axis} axis but {_is(source)} {pl.mode(source, axis)} there: each of the "
+                    f"{n} {axis} ranks updates only its own slice of its {state} copy and "
+                    f"nothing re-gathers it along {axis}, so the copies drift apart; split "
+                    f"{state} on {axis} too, or keep {source} whole there",
                 )
-    return out
 
 
-def gather_scope(strategy: Strategy, mesh: Mesh) -> list[RuleViolation]:
+def gather_scope(strategy: Strategy, mesh: Mesh) -> Iterator[RuleViolation]:
     """Rule 4: an SG state is gathered only along the axis it is SG on, and that axis splits the
     batch (ZeRO-3 on data with TP on tensor gathers over data and yields the tensor-parallel
     slice)."""
-    pl, out = strategy.placement, []
+    pl = strategy.placement
     for axis, n in mesh:
         if n == 1 or axis in BATCH_AXES:
             continue
         for state in MODEL_STATES:
             if pl.mode(state, axis) is Mode.SG:
-                out.append(
-                    _v(
-                        4,
-                        str(state),
-                        (axis,),
-                        f"{_is(state)} SG on the {axis} axis: a gather along {axis} hands every "
-                        f"rank the whole tensor, but {axis}-parallel compute uses only its own "
-                        f"slice, so the gathered tensor is not the one any rank computes with; "
-                        f"gather only along the batch-splitting axis (SG on data) and keep "
-                        f"{state} S on {axis}",
-                    )
+                yield _v(
+                    4,
+                    str(state),
+                    (axis,),
+                    f"{_is(state)} SG on the {axis} axis: a gather along {axis} hands every "
+                    f"rank the whole tensor, but {axis}-parallel compute uses only its own "
+                    f"slice, so the gathered tensor is not the one any rank computes with; "
+                    f"gather only along the batch-splitting axis (SG on data) and keep "
+                    f"{state} S on {axis}",
                 )
-    return out
 
 
 def safety_violations(strategy: Strategy, mesh: Mesh) -> tuple[RuleViolation, ...]:
     """Every broken safety rule (1-4) of ``strategy`` on ``mesh``, in rule order."""
-    return tuple(
-        orthogonality(strategy, mesh)
-        + integrity_per_axis(strategy, mesh)
-        + consistency_per_axis(strategy, mesh)
-        + gather_scope(strategy, mesh)
+    return (
+        *orthogonality(strategy, mesh),
+        *integrity_per_axis(strategy, mesh),
+        *consistency_per_axis(strategy, mesh),
+        *gather_scope(strategy, mesh),
     )
