@@ -17,7 +17,7 @@ import argparse
 import json
 
 from placement_edu.architectures import PRESETS as MODELS, sequence_of
-from placement_edu.arguments import described, flag_type, listed
+from placement_edu.arguments import command, flag_type, listed
 from placement_edu.cli.fit_text import text
 from placement_edu.cli.fit_verify import tracked
 from placement_edu.cli.run import ends_as_a_run_does
@@ -58,10 +58,8 @@ MAX_MICRO_BATCHES = 4096
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fit",
-        help="will one rank's training step fit? the peak of a real model, by event",
-        description=described(__doc__),
+    p = command(
+        sub, "fit", "will one rank's training step fit? the peak of a real model, by event", __doc__
     )
     _what_flags(p)
     _where_flags(p)

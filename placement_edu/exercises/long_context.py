@@ -12,7 +12,8 @@ from placement_edu.schedule.context import kv_chunk_elements, ulysses_buffers
 from placement_edu.schedule.costs import OpKind, ring_bytes
 from placement_edu.units import GB
 
-#: The questions' model: Llama-3-8B's shape (h = 4096, a = 32, K = 8) at s = 131,072, b = 1; bf16.
+#: The questions' model: Llama-3-8B's shape (h = 4096, a = 32, K = 8) at s = 131,072, b = 1; bf16;
+#: on a context axis of C ranks (each exercise's ``devices``: an answer C× off is named).
 C = 8
 BF16 = 2
 
@@ -80,7 +81,7 @@ EXERCISES = (
             ),
         ),
         hint="(c - 1) × 2·b·(s/c)·h_kv × 2 B, h_kv = K·h/a.",
-        devices=8,
+        devices=C,
     ),
     Exercise(
         "long-context-ulysses-sent-gb",
@@ -110,7 +111,7 @@ EXERCISES = (
             ),
         ),
         hint="(c - 1)/c × [(s/c)(h + 2h_kv) + (s/c)h] × 2 B.",
-        devices=8,
+        devices=C,
     ),
     Exercise(
         "long-context-ulysses-max-c",
