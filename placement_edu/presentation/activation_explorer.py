@@ -107,8 +107,6 @@ class ActivationExplorer(Explorer):
     it for each configuration's terms, redraws and returns the chosen one's terms (bytes per
     layer)."""
 
-    picture = "activation bytes per layer, by term"
-
     def __init__(
         self,
         model: str = "GPT-3 175B",
@@ -129,6 +127,7 @@ class ActivationExplorer(Explorer):
         self.assemble(
             [self.model, self.micro_batch, self.seq],
             [self.recompute, self.tensor, self.sequence_parallel],
+            picture="activation bytes per layer, by term",
         )
 
     def spec(
@@ -260,7 +259,6 @@ class LiveSetExplorer(Explorer):
     ``derive_memory`` derives (``live_bytes``). The model: ``model`` (a ``TransformerSpec``)."""
 
     SCHEDULES = ("no pipeline", PipelineSchedule.GPIPE, PipelineSchedule.ONE_F_ONE_B)
-    picture = "activations held per pipeline stage"
 
     def __init__(
         self,
@@ -277,7 +275,11 @@ class LiveSetExplorer(Explorer):
         self.micro_batches = count_slider(micro_batches, 1, 16, "m (micro-batches)")
         self.live_bytes: list[Fraction] = []
         self.blocks: list[int] = []
-        self.assemble(self.schedule, [self.stages, self.micro_batches])
+        self.assemble(
+            self.schedule,
+            [self.stages, self.micro_batches],
+            picture="activations held per pipeline stage",
+        )
 
     def strategy_and_mesh(self) -> tuple[Strategy, Mesh]:
         """What the controls mean: dp with m accumulation micro-batches (no pipeline), or pp."""

@@ -34,8 +34,6 @@ class ContextExplorer(Explorer):
     """Controls: s, c, a, K and the attention shown outlined. ``update()`` prices both ways with
     the core, redraws and returns the two ``ContextCosts`` (ring, Ulysses)."""
 
-    picture = "ring attention and Ulysses, per device"
-
     def __init__(
         self,
         seq: int = 131072,
@@ -50,7 +48,11 @@ class ContextExplorer(Explorer):
         self.kv_heads = choice_slider(HEAD_CHOICES, kv_heads, "K (kv heads)")
         self.attention = toggles(CONTEXT_ATTENTIONS, attention, "attention")
         self.costs: tuple[ContextCosts, ...] = ()
-        self.assemble([self.seq, self.context], [self.heads, self.kv_heads, self.attention])
+        self.assemble(
+            [self.seq, self.context],
+            [self.heads, self.kv_heads, self.attention],
+            picture="ring attention and Ulysses, per device",
+        )
 
     def model(self) -> TransformerSpec:
         kv_heads = min(self.kv_heads.value, self.heads.value)

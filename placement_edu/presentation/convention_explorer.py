@@ -127,8 +127,6 @@ class ConventionExplorer(Explorer):
     (GB = 10^9 and GiB = 2^30 bytes, labelled), a bar per term kind on each side, and the
     term-by-term lines: ``=`` where the two agree to the byte, ``≠`` with both sides named."""
 
-    picture = "their estimate beside ours, term by term"
-
     def __init__(
         self,
         convention: str = "deepspeed-zero2",
@@ -141,7 +139,11 @@ class ConventionExplorer(Explorer):
         self.psi = psi_slider(psi, digits=4)
         self.devices = devices_slider(DEVICE_CHOICES, devices, "N (GPUs)")
         self.precision = dropdown([MATCHING, *PRESETS], precision, "ours")
-        self.assemble(self.convention, [self.psi, self.devices, self.precision])
+        self.assemble(
+            self.convention,
+            [self.psi, self.devices, self.precision],
+            picture="their estimate beside ours, term by term",
+        )
 
     def current(self) -> Reconciliation:
         return reconciliation(

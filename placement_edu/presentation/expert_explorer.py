@@ -54,8 +54,6 @@ class ExpertExplorer(Explorer):
     """Controls: E, e, top-k, capacity factor, routing skew. ``model()`` and ``mesh()`` are what
     they choose; ``update()`` derives, redraws and returns the figures the readout shows."""
 
-    picture = "expert ranks: tokens run and model state held"
-
     def __init__(
         self,
         experts: int = 8,
@@ -70,7 +68,11 @@ class ExpertExplorer(Explorer):
         self.capacity = choice_slider(CAPACITY_CHOICES, Fraction(capacity_factor), "cf")
         self.skew = choice_slider(SKEW_CHOICES, Fraction(skew), "busiest rank ÷ balanced")
         self.figures: dict[str, object] = {}
-        self.assemble([self.experts, self.degree, self.top_k], [self.capacity, self.skew])
+        self.assemble(
+            [self.experts, self.degree, self.top_k],
+            [self.capacity, self.skew],
+            picture="expert ranks: tokens run and model state held",
+        )
 
     def model(self) -> MoESpec:
         """Mixtral 8x7B's shape with the chosen E, k and capacity factor."""

@@ -1,8 +1,9 @@
 """The skeleton every explorer shares: controls -> observe -> redraw -> display.
 
-An explorer makes its controls, then calls ``assemble`` with them in rows: below the rows go an
-image (the figure, when the explorer draws one) and a readout (HTML); every control is observed, so
-that moving it redraws; and the first drawing is made. What is left to the explorer is what it
+An explorer makes its controls, then calls ``assemble`` with them in rows and, when it draws a
+figure, with its ``picture`` (what the figure shows, in words): below the rows go the image and a
+readout (HTML); every control is observed, so that moving it redraws; and the first drawing is
+made. What is left to the explorer is what it
 shows: ``update()`` asks the core, draws into ``image``, writes ``readout`` and returns what it
 derived (a test or a notebook reads it). Displayed, an explorer shows ``live.show``'s line and a
 still of its picture and readout, then the live controls.
@@ -21,7 +22,8 @@ if TYPE_CHECKING:  # imported where a widget is made: the package imports withou
 class Explorer:
     """Controls in rows, an image and a readout below them; any control's move redraws."""
 
-    #: What the image shows, in words: the still's alt text ("" for an explorer without a figure).
+    #: What the image shows, in words: the still's alt text ("" for an explorer without a figure;
+    #: ``assemble`` sets it).
     picture = ""
 
     controls: tuple[Widget, ...]
@@ -32,16 +34,18 @@ class Explorer:
     def assemble(
         self,
         *rows: Widget | Sequence[Widget],
+        picture: str = "",
         below: Sequence[Widget] = (),
         controls: Sequence[Widget] | None = None,
         **image_layout: str,
     ) -> None:
         """Lay out ``rows`` (a tuple or list: a row side by side), then ``below`` (widgets that are
-        not controls, such as a status line), the image and the readout; observe ``controls``
-        (every widget of ``rows`` unless given) and draw once. ``image_layout``: CSS properties of
-        the image (``live.sharp_image``)."""
+        not controls, such as a status line), the image -- only with a ``picture``, what it shows
+        in words -- and the readout; observe ``controls`` (every widget of ``rows`` unless given)
+        and draw once. ``image_layout``: CSS properties of the image (``live.sharp_image``)."""
         import ipywidgets as w
 
+        self.picture = picture
         self.image = sharp_image(**image_layout)
         self.readout = w.HTML()
         shown = [w.HBox(list(row)) if isinstance(row, (tuple, list)) else row for row in rows]

@@ -37,8 +37,6 @@ class FitExplorer(Explorer):
     transient at the peak -- the peak and the event where it happens, and the live set at every
     event of the step."""
 
-    picture = "live bytes at every event of the step"
-
     def __init__(
         self,
         model: str = "gpt2",
@@ -64,6 +62,7 @@ class FitExplorer(Explorer):
             [self.devices, self.micro_batch, self.seq],  # N first: cheap to move
             self.precision,
             below=[self.status],
+            picture="live bytes at every event of the step",
         )
 
     def redraw(self, change: dict | None = None) -> None:

@@ -40,8 +40,6 @@ class GridExplorer(Explorer):
     ``update()`` derives (``report()``), redraws the grid image and the table, and returns the
     report; ``bytes_per_state()`` gives the numbers the table shows, straight from the core."""
 
-    picture = "who holds what, per rank"
-
     def __init__(
         self,
         strategy: str = "zero3",
@@ -57,7 +55,11 @@ class GridExplorer(Explorer):
         self.psi = psi_slider(psi)
         self.devices = devices_slider(DEVICE_CHOICES, devices)
         self.precision = dropdown(PRESETS, precision, "precision")
-        self.assemble([self.strategy, self.precision], [self.psi, self.devices])
+        self.assemble(
+            [self.strategy, self.precision],
+            [self.psi, self.devices],
+            picture="who holds what, per rank",
+        )
 
     # --- asking the core ---------------------------------------------------------------------
     def model(self) -> ModelSpec:

@@ -137,7 +137,6 @@ class MeshExplorer(Explorer):
     memory (model state and peak), ring bytes per axis, and the checker's verdict with any broken
     rule."""
 
-    picture = "memory and communication per device"
     #: The bars of the last drawing (a test reads their heights): per state, then per axis.
     memory_bars: list[Rectangle]
     comm_bars: list[Rectangle]
@@ -173,6 +172,7 @@ class MeshExplorer(Explorer):
             self.data_choice,
             self.tensor_choice,
             self.pipeline_choice,
+            picture="memory and communication per device",
         )
 
     def strategy_and_mesh(self) -> tuple[Strategy, Mesh]:

@@ -174,8 +174,13 @@ class ModeExplorer(Explorer):
             "SG": [self.units, self.reshard, self.micro_batches],
         }[mode]
         self.values: dict[str, object] = {}
-        self.picture = f"device grid of mode {mode}"
-        self.assemble([self.psi, self.devices], knobs[:2], *knobs[2:], max_width="760px")
+        self.assemble(
+            [self.psi, self.devices],
+            knobs[:2],
+            *knobs[2:],
+            picture=f"device grid of mode {mode}",
+            max_width="760px",
+        )
 
     def chosen_strategy(self) -> Strategy:
         """The strategy the controls describe (named where one exists, so the grid's title says

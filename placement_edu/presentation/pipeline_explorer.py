@@ -96,8 +96,6 @@ class PipelineExplorer(Explorer):
     """Sliders for p and m and a schedule choice; the timeline, the bubble and activations in
     flight."""
 
-    picture = "pipeline timeline"
-
     def __init__(
         self, stages: int = 4, micro_batches: int = 8, schedule: str = PipelineSchedule.ONE_F_ONE_B
     ) -> None:
@@ -112,7 +110,7 @@ class PipelineExplorer(Explorer):
         self.timeline_ax = self.figure.add_axes((0.08, 0.3, 0.6, 0.6))
         self.memory_ax = self.figure.add_axes((0.77, 0.3, 0.21, 0.6))
         self.view: PipelineView | None = None
-        self.assemble([self.stages, self.micro_batches, self.schedule])
+        self.assemble([self.stages, self.micro_batches, self.schedule], picture="pipeline timeline")
 
     def update(self) -> PipelineView:
         view = pipeline_view(self.stages.value, self.micro_batches.value, self.schedule.value)

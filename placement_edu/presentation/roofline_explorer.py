@@ -88,14 +88,16 @@ def roofline_chart(
 class RooflineExplorer(Explorer):
     """Controls: tokens a call, the GPU, fused or eager. ``update()`` returns the block's ops."""
 
-    picture = "the roofline of a Llama-3-8B block's ops"
-
     def __init__(self, tokens: int = 2048, gpu: str = "H100", fused: bool = False) -> None:
         self.tokens = choice_slider(TOKEN_CHOICES, tokens, "tokens a call (b·s)")
         self.gpu = toggles(sorted(HBM_BANDWIDTH), gpu, "GPU")
         self.fused = checkbox(fused, "fused (torch.compile)")
         self.ops: tuple[Op, ...] = ()
-        self.assemble([self.tokens, self.fused], [self.gpu])
+        self.assemble(
+            [self.tokens, self.fused],
+            [self.gpu],
+            picture="the roofline of a Llama-3-8B block's ops",
+        )
 
     def update(self) -> tuple[Op, ...]:
         tokens, gpu = self.tokens.value, self.gpu.value

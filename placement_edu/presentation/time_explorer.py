@@ -51,8 +51,6 @@ class TimeExplorer(Explorer):
     bars of one step's seconds per strategy: dp, zero1/2/3 on data = ``devices`` (Ψ of the
     transformer below), and tp on tensor = ``tensor``. One W prices every axis here."""
 
-    picture = "seconds per step: compute and communication"
-
     def __init__(
         self,
         bandwidth_gbs: float = 50.0,
@@ -76,7 +74,11 @@ class TimeExplorer(Explorer):
         self.figure.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.2, wspace=0.25)
         self.times: dict[str, StepTime] = {}
         self.thresholds: dict[str, float] = {}
-        self.assemble([self.bandwidth, self.flops], [self.tokens, self.overlap])
+        self.assemble(
+            [self.bandwidth, self.flops],
+            [self.tokens, self.overlap],
+            picture="seconds per step: compute and communication",
+        )
 
     def hardware(self) -> Hardware:
         """One device at the chosen FLOP/s; every device in one node, on one link of the chosen W

@@ -30,8 +30,6 @@ class ZeroExplorer(Explorer):
     chart image (the benchmark times it).
     """
 
-    picture = "memory and communication per device"
-
     def __init__(
         self,
         psi: float = 7.5e9,
@@ -50,7 +48,11 @@ class ZeroExplorer(Explorer):
         # is the worst case, and labelled so.
         self.units = choice_slider(UNIT_CHOICES, units, "gather units")
         self.charts = CostCharts(strategies)
-        self.assemble([self.psi, self.devices], [self.precision, self.units])
+        self.assemble(
+            [self.psi, self.devices],
+            [self.precision, self.units],
+            picture="memory and communication per device",
+        )
 
     def comparison(self) -> Comparison:
         model = ModelSpec(psi=round(self.psi.value), gather_units=self.units.value)
