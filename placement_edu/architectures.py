@@ -30,6 +30,7 @@ from placement_edu.errors import (
     PlacementError,
     expect,
     kv_heads_of,
+    one_of,
     positive_int,
     show_limit,
     shown,
@@ -59,10 +60,7 @@ class Architecture:
     config: str = ""
 
     def __post_init__(self) -> None:
-        expect(
-            self.kind in KINDS,
-            f"unknown architecture kind {self.kind!r}; known: {', '.join(KINDS)}",
-        )
+        one_of("architecture kind", self.kind, KINDS)
         for field in ("layers", "hidden", "heads", "ffn", "vocab"):
             positive_int(field, getattr(self, field))
         object.__setattr__(self, "kv_heads", kv_heads_of(self.hidden, self.heads, self.kv_heads))

@@ -8,6 +8,7 @@ import numbers
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from typing import Iterable
 
 
 class PlacementError(ValueError):
@@ -59,6 +60,14 @@ def expect(condition: object, message: str) -> None:
     """Raise PlacementError(message) unless condition holds (is true)."""
     if not condition:
         raise PlacementError(message)
+
+
+def one_of(what: str, value: object, known: Iterable[str]) -> None:
+    """Raise PlacementError unless ``value`` is one of ``known``: the one line a choice among names
+    refuses a value with, "unknown {what} {value!r}; known: a, b"."""
+    known = tuple(known)
+    if value not in known:
+        raise PlacementError(f"unknown {what} {value!r}; known: {', '.join(known)}")
 
 
 def positive_int(name: str, value: object) -> int:

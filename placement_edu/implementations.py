@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from placement_edu.errors import MAX_COUNT, expect, positive_int
+from placement_edu.errors import MAX_COUNT, expect, one_of, positive_int
 from placement_edu.memory import derive_memory
 from placement_edu.mesh import Mesh
 from placement_edu.models import ConcreteModel, TensorSpec
@@ -266,10 +266,7 @@ class TorchRefConfig:
     precision: str = "fp64_adam"
 
     def validate(self) -> None:
-        expect(
-            self.impl in IMPLEMENTATIONS,
-            f"unknown implementation {self.impl!r}; known: {', '.join(IMPLEMENTATIONS)}",
-        )
+        one_of("implementation", self.impl, IMPLEMENTATIONS)
         n = positive_int("world_size", self.world_size)
         expect(n >= 2, f"world_size must be at least 2, got {n}")
         positive_int("steps", self.steps)
@@ -310,11 +307,7 @@ class TorchRefConfig:
             f"divide {TRANSFORMER['heads']} (2, 4 or 8), got {n}",
         )
         positive_int("rows_per_rank", self.rows_per_rank)
-        expect(
-            self.precision in TORCH_REF_PRECISIONS,
-            f"unknown torch-ref precision {self.precision!r}; known: "
-            f"{', '.join(TORCH_REF_PRECISIONS)}",
-        )
+        one_of("torch-ref precision", self.precision, TORCH_REF_PRECISIONS)
         expect(
             self.precision == "fp64_adam" or IMPLEMENTATIONS[self.impl].family == "fsdp2",
             f"{self.precision} is FSDP2's MixedPrecisionPolicy: it runs with an fsdp2 "

@@ -34,7 +34,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement_edu.architectures import Architecture, get_architecture
-from placement_edu.errors import PlacementError, expect, positive_int
+from placement_edu.errors import PlacementError, expect, one_of, positive_int
 from placement_edu.fsdp_storage import (  # noqa: F401 (FSDP2's storage, imported from here too)
     PRECISIONS,
     ZERO_MIXED,
@@ -326,9 +326,7 @@ def adam_temporaries(optimizer: str, held: int, largest: int, storage: int) -> i
     """Bytes Adam allocates during its step on ``held`` local elements: foreach makes sqrt(v) for
     all of them at once; fused makes none; the for-loop makes sqrt(v) and its quotient for one
     tensor."""
-    expect(
-        optimizer in OPTIMIZERS, f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}"
-    )
+    one_of("optimizer", optimizer, OPTIMIZERS)
     return {"adam-foreach": held, "adam-fused": 0, "adam-for": 2 * largest}[optimizer] * storage
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, positive_int, show_limit
+from placement_edu.errors import MAX_MICRO_BATCHES, PlacementError, expect, one_of, positive_int
+from placement_edu.errors import show_limit
 from placement_edu.mesh import Mesh
 from placement_edu.names import Word, by_name
 from placement_edu.names import spelled
@@ -103,26 +104,15 @@ class Strategy:
             f"micro_batches must be at most {show_limit(MAX_MICRO_BATCHES)}, far beyond any real "
             f"step, got {self.micro_batches:,}",
         )
-        if self.owner_update not in OWNER_UPDATES:
-            raise PlacementError(
-                f"unknown owner_update {self.owner_update!r}; known: {', '.join(OWNER_UPDATES)}"
-            )
-        if self.pipeline_schedule not in PIPELINE_SCHEDULES + LOOPED_SCHEDULES:
-            raise PlacementError(
-                f"unknown pipeline schedule {self.pipeline_schedule!r}; "
-                f"known: {', '.join(PIPELINE_SCHEDULES + LOOPED_SCHEDULES)}"
-            )
+        one_of("owner_update", self.owner_update, OWNER_UPDATES)
+        one_of("pipeline schedule", self.pipeline_schedule, PIPELINE_SCHEDULES + LOOPED_SCHEDULES)
         v = positive_int("virtual_stages", self.virtual_stages)
         expect(
             (v >= 2) == (self.pipeline_schedule == PipelineSchedule.INTERLEAVED),
             f"virtual_stages = {v} with pipeline schedule {self.pipeline_schedule!r}: interleaved "
             "1F1B runs v >= 2 model chunks per rank, every other schedule one",
         )
-        if self.context_attention not in CONTEXT_ATTENTIONS:
-            raise PlacementError(
-                f"unknown context attention {self.context_attention!r}; known: "
-                f"{', '.join(CONTEXT_ATTENTIONS)}"
-            )
+        one_of("context attention", self.context_attention, CONTEXT_ATTENTIONS)
         # accept a mapping; store sorted pairs so strategies stay hashable
         dims = dict(self.shard_dims)
         known_axes(dims, "shard_dims")

@@ -40,6 +40,7 @@ from placement_edu.errors import (
     show_limit,
 )
 from placement_edu.precision import PRESETS
+from placement_edu.implementations import TorchRefConfig
 from placement_edu.strategies import get_strategy
 
 pytestmark = pytest.mark.fast
@@ -480,7 +481,15 @@ FLAGS = (
     "--params",
     "--devices",
 )
-RAISERS = {"PlacementError", "expect", "positive_int", "ValueError", "RuntimeError", "TypeError"}
+RAISERS = {
+    "PlacementError",
+    "expect",
+    "one_of",
+    "positive_int",
+    "ValueError",
+    "RuntimeError",
+    "TypeError",
+}
 
 
 def _messages(path: Path) -> list[str]:
@@ -513,6 +522,32 @@ def test_the_message_finder_sees_messages() -> None:
 )
 def test_error_messages_outside_the_cli_name_no_cli_flags(path: Path) -> None:
     assert [m for m in _messages(path) if any(flag in m for flag in FLAGS)] == []
+
+
+@pytest.mark.parametrize(
+    "refused, line",
+    [
+        (
+            lambda: Strategy("s", Placement(), pipeline_schedule="1fb1"),
+            "unknown pipeline schedule '1fb1'; known: 1f1b, gpipe, interleaved, zero_bubble",
+        ),
+        (
+            lambda: get_strategy("dp").with_(context_attention="rings"),
+            "unknown context attention 'rings'; known: ring, ulysses",
+        ),
+        # a list was TypeError: unhashable type: 'list', from `in` on the implementations' mapping
+        (
+            lambda: TorchRefConfig(["ddp"], 2).validate(),
+            "unknown implementation ['ddp']; known: ddp, zero_redundancy, fsdp2, fsdp2_grad_op, ",
+        ),
+    ],
+)
+def test_a_value_outside_its_names_is_refused_in_the_line_they_share(refused, line) -> None:
+    """errors.one_of: every choice among names refuses a value with one line, the value and the
+    names accepted."""
+    with pytest.raises(PlacementError) as error:
+        refused()
+    assert str(error.value).startswith(line)
 
 
 def test_a_multi_axis_strategy_asks_for_a_mesh_in_python_words() -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
-from placement_edu.errors import expect
+from placement_edu.errors import expect, one_of
 from placement_edu.models.protocol import NoAttention
 from placement_edu.models.splits import Coords, Degrees, Number, UnitRun, stage_layers, unit_runs_of
 
@@ -95,10 +95,7 @@ class ConcreteModel(NoAttention):
             self.rule in SHARDING_RULES,
             f"unknown sharding rule {self.rule!r}; known rules: {', '.join(SHARDING_RULES)}",
         )
-        expect(
-            self.units in GATHER_UNITS,
-            f"unknown gather units {self.units!r}; known: {', '.join(GATHER_UNITS)}",
-        )
+        one_of("gather units", self.units, GATHER_UNITS)
         expect(
             self.rule != "greedy" or self.units == "model",
             "the greedy rule owns whole tensors for an optimizer step; it has no gather units "

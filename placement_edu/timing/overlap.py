@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence
 
-from placement_edu.errors import expect, positive_int
+from placement_edu.errors import one_of, positive_int
 from placement_edu.names import Word
 from placement_edu.mesh import Mesh, as_mesh
 from placement_edu.models import Model, ModelOrPsi, as_model, stage_units
@@ -251,7 +251,7 @@ def exposed(
     next forward); FSDP's backward and forward prefetch (Zhao et al. 2023, "PyTorch FSDP", §3.3:
     unit by unit, the first unit's all-gather and the last unit's reduce-scatter exposed).
     "bucketed+tp": the critical seconds hide too, as under "per_pass+tp"."""
-    expect(overlap in OVERLAPS, f"unknown overlap model {overlap!r}; known: {', '.join(OVERLAPS)}")
+    one_of("overlap model", overlap, OVERLAPS)
     if overlap == Overlap.NONE:
         return sum(comm.values())
     waited = {} if critical is None or overlap in HIDES_TENSOR else critical

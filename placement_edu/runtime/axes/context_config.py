@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement_edu.errors import expect, positive_int
+from placement_edu.errors import expect, one_of, positive_int
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
@@ -38,10 +38,7 @@ class ContextRun:
     def validate(self) -> None:
         """Refused in one line before any process starts: an unknown attention, fewer than 2
         ranks, a shape the core cannot derive on them (``schedule.context.context_applies``)."""
-        expect(
-            self.attention in CONTEXT_ATTENTIONS,
-            f"unknown context attention {self.attention!r}; known: {', '.join(CONTEXT_ATTENTIONS)}",
-        )
+        one_of("context attention", self.attention, CONTEXT_ATTENTIONS)
         expect(
             positive_int("ranks", self.ranks) >= 2,
             f"a context-parallel run needs at least 2 ranks, got {self.ranks}",
