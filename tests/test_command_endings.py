@@ -499,11 +499,6 @@ def test_the_axes_runs_and_calibrate_end_as_run_does(run_tmpdir, name, phase, si
     """Issue 43: every command that starts processes ends as ``run`` does -- one line naming
     where, 128 + the signal, its ranks ended with it, TMPDIR as found -- early (its first half
     second) and once its ranks are up."""
-    if (name, phase) == ("calibrate", "early"):
-        pytest.skip(
-            "issue 43, open: under load a SIGTERM half a second into calibrate was lost (exit 0) "
-            "in 2 of 3 full-suite runs of 2026-12-07; it passes alone"
-        )
     command = _start([sys.executable, "-m", "placement_edu.cli", *LAUNCHING[name]], run_tmpdir)
     try:
         if phase == "early":

@@ -204,6 +204,7 @@ def _launch_from_agent(
 
     from placement_edu.runtime.processes import agent
 
+    _raise_if_swallowed()  # (one that came before: raised where it came, before any process)
     rundir.quiet_resource_tracker()  # (started with the server, as by launch)
     # the server imports torch and the worker when it starts (a command's: what its jobs need)
     forkserver.start_method(jobs if agent.in_a_command() else None)
@@ -234,6 +235,9 @@ def _launch_from_agent(
                 helper.join()
             except (KeyboardInterrupt, _Stop) as stop:
                 stopped = getattr(stop, "signum", signal.SIGINT)
+        if stopped is None and _raised is not None:  # (its stop cleared on the way)
+            stopped = _raised[0]
+        _taken()
         if stopped is not None:
             early = _deferred is not None  # it came while the agent was being started
             outcome = _after_signal(helper, receive, stopped, outcome, early)
@@ -262,6 +266,7 @@ def _launch_in_the_agent(*args: Any) -> list[list[dict]]:
     try:
         return launch(*args)
     except _Stop as stop:
+        _taken()
         name = signal.Signals(stop.signum).name
         raise RunInterrupted(stop.signum, f"interrupted by {name}: {agent.BEFORE}") from None
     finally:
@@ -375,14 +380,22 @@ class _Stop(BaseException):
 
 #: Where a command is, named by the line a signal prints outside a launch (``phase``).
 _where = rundir.BEFORE_ANY_PROCESS
+#: The signal ``_raise_stop`` raised its ``_Stop`` for, and where the command was, until an ending
+#: takes it (``_taken``). C code the ``_Stop`` passes on its way may clear it, and the command
+#: would run on as if no signal had come: torch's import does, when the signal comes while it
+#: imports numpy from ``torch._C`` (a SIGTERM half a second into ``calibrate`` on a loaded
+#: machine). So the command's next phase, and its end, raise it again (``_raise_if_swallowed``).
+_raised: tuple[int, str] | None = None
 #: The line's ending for a signal that came once a run had ended (the ranks and the agent gone).
 AFTER_THE_RUN = "after the run ended, before its report was printed"
 
 
 @contextlib.contextmanager
 def phase(where: str) -> Iterator[None]:
-    """Meanwhile, a signal to the command says it came ``where`` (``ends_as_a_run``)."""
+    """Meanwhile, a signal to the command says it came ``where`` (``ends_as_a_run``). A signal
+    whose stop was swallowed before ends the command here, saying where it came."""
     global _where
+    _raise_if_swallowed()
     before, _where = _where, where
     try:
         yield
@@ -400,10 +413,14 @@ def ends_as_a_run(body: Callable[[], int]) -> int:
     handlers = _handlers()
     try:
         with _stop_on_signals():
-            return body()
+            try:
+                return body()
+            finally:  # a stop swallowed on its way wins over what the body did since
+                _raise_if_swallowed()
     except _Stop as stop:
         for sig in SIGNALS:  # ending now: a second signal changes nothing
             signal.signal(sig, signal.SIG_IGN)
+        _taken()
         print(rundir.ending_line(stop.signum, stop.where), file=sys.stderr)
         return 128 + stop.signum
     finally:
@@ -454,7 +471,21 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
         threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
         return
     if _first_signal():
+        global _raised
+        _raised = signum, _where
         raise _Stop(signum, _where)
+
+
+def _raise_if_swallowed() -> None:
+    """The ``_Stop`` again, if the one ``_raise_stop`` raised was cleared on its way."""
+    if _raised is not None:
+        raise _Stop(*_raised)
+
+
+def _taken() -> None:
+    """The ``_Stop`` raised is being handled: nothing to raise again."""
+    global _raised
+    _raised = None
 
 
 class _stop_on_signals:
