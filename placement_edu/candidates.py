@@ -46,33 +46,50 @@ def compose(
     and is reduced once, after the last (SPEC §4 rule 5's other choice: DDP's and FSDP1's
     ``no_sync()``, FSDP2's ``set_requires_gradient_sync(False)`` on all micro-batches but the
     last): +|G| bytes held, m - 1 reductions fewer. Named with ``NO_SYNC``: zero3+no_sync×tp."""
-    on_data = STRATEGIES[data]
-    axes = [axis for axis, n in mesh if n > 1]
+    axes = tuple(axis for axis, n in mesh if n > 1)
     no_sync = no_sync and "data" in axes  # (the name's data part carries it)
+    return Strategy(
+        _composed_name(data, axes, sequence_parallel, context_attention, no_sync),
+        _composed_placement(data, axes, no_sync),
+        reshard_after_forward=STRATEGIES[data].reshard_after_forward,
+        micro_batches=micro_batches,
+        sequence_parallel=sequence_parallel,
+        mesh_axes=axes,
+        context_attention=context_attention,
+    )
+
+
+# (compose's placement and name read which axes the mesh has, never their degrees: one of each
+# for a data placement and set of axes, where the planner composes thousands of candidates)
+@lru_cache(maxsize=1024)
+def _composed_placement(data: str, axes: tuple[str, ...], no_sync: bool) -> Placement:
+    """``data``'s modes on the data and context axes (R for the gradient under ``no_sync``), S
+    on the tensor and pipeline axes, of those in ``axes``."""
+    on_data = STRATEGIES[data].placement
     modes: dict[str, dict[str, str]] = {state.value: {} for state in MODEL_STATES}
     for on in ("data", "context"):
         if on in axes:
             for state in MODEL_STATES:
-                modes[state.value][on] = on_data.placement.mode(state, "data").value
+                modes[state.value][on] = on_data.mode(state, "data").value
             if no_sync:
                 modes[State.GRADS.value][on] = "R"
     for axis in ("tensor", "pipeline"):
         if axis in axes:
             for by_axis in modes.values():
                 by_axis[axis] = "S"
-    name = names.composed_name(data, axes, sequence_parallel, context_attention)
+    return Placement(**modes)
+
+
+@lru_cache(maxsize=1024)
+def _composed_name(
+    data: str, axes: tuple[str, ...], sequence_parallel: bool, attention: str, no_sync: bool
+) -> str:
+    """The composition's name (``names.composed_name``), ``NO_SYNC`` on its data part."""
+    name = names.composed_name(data, axes, sequence_parallel, attention)
     if no_sync:
         first, *rest = name.split(names.SEPARATOR)
         name = names.SEPARATOR.join([first + NO_SYNC, *rest])
-    return Strategy(
-        name,
-        Placement(**modes),
-        reshard_after_forward=on_data.reshard_after_forward,
-        micro_batches=micro_batches,
-        sequence_parallel=sequence_parallel,
-        mesh_axes=tuple(axes),
-        context_attention=context_attention,
-    )
+    return name
 
 
 def data_replicas(mesh: Mesh) -> int:

@@ -487,6 +487,7 @@ class Plan(Shown):
         return head + room + where + why + "."
 
     def to_dict(self) -> dict[str, Any]:
+        ties, chosen = set(self.ties), self.chosen  # (found once, not once a row)
         return {
             "assumption": self.assumption,
             "model": self.model.description,
@@ -502,12 +503,12 @@ class Plan(Shown):
             "units": "bytes (GB = 1e9 bytes), seconds per optimizer step on rank 0",
             "tie_band": self.tie_band,
             "chosen": {
-                "rank": None if self.chosen is None else self.chosen + 1,
+                "rank": None if chosen is None else chosen + 1,
                 "rule": f"of the plans within the tie band of the fastest, the simplest: {SIMPLER}",
                 "reason": self.reason(),
             },
             "ranked": [
-                {"rank": i + 1, **c.to_dict(), "tie": i in self.ties, "chosen": i == self.chosen}
+                {"rank": i + 1, **c.to_dict(), "tie": i in ties, "chosen": i == chosen}
                 for i, c in enumerate(self.ranked)
             ],
             "explanations": [self.explain(i) for i in range(min(3, len(self.ranked)))],

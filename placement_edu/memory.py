@@ -32,7 +32,7 @@ from placement_edu.precision import Precision
 from placement_edu.axes import layers_on_stage, model_axis_degree, split_axes, validate
 from placement_edu.shown import Shown
 from placement_edu.strategies import LOOPED_SCHEDULES, PipelineSchedule, Strategy
-from placement_edu.units import exact, fmt_bytes, plain
+from placement_edu.units import exact, fmt_bytes, plain, total
 from placement_edu.schedule.context import context_applies, context_buffer_bytes
 from placement_edu.schedule.pipeline import looped_in_flight
 
@@ -73,14 +73,14 @@ class Memory(Shown):
     @property
     def model_state(self) -> Number:
         """Persistent P + G + O on the device: the figure ZeRO's Table 1 prints."""
-        return sum((self.device[s] for s in MODEL_STATES), 0)
+        return total(self.device[s] for s in MODEL_STATES)
 
     @property
     def host_total(self) -> Number:
-        return sum(self.host.values(), 0)
+        return total(self.host.values())
 
     def phase_total(self, phase: str) -> Number:
-        return sum(self.transient.get(phase, {}).values(), 0)
+        return total(self.transient.get(phase, {}).values())
 
     @property
     def peak_phase(self) -> str:
@@ -89,7 +89,7 @@ class Memory(Shown):
     @property
     def peak(self) -> Number:
         """Persistent device bytes plus the largest phase's transient bytes."""
-        return self.model_state + max(self.phase_total(p) for p in PHASES)
+        return total((self.model_state, max(self.phase_total(p) for p in PHASES)))
 
     def transient_peak(self, term: str) -> Number:
         return max((self.transient.get(p, {}).get(term, 0) for p in PHASES), default=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator, Mapping
 
 from placement_edu.errors import (
@@ -118,16 +119,7 @@ class Mesh:
     def coords(self, rank: int) -> dict[str, int]:
         """The index of ``rank`` along data, tensor and pipeline (and replica or context when the
         mesh has them)."""
-        if not 0 <= rank < self.world_size:
-            raise PlacementError(f"rank {rank} is outside a mesh of {self.world_size} devices")
-        out: dict[str, int] = {}
-        for axis in reversed(LAYOUT):
-            out[axis] = rank % self.degree(axis)
-            rank //= self.degree(axis)
-        optional = ("replica", "expert", "context")  # listed only on a mesh that has them
-        return {
-            axis: out[axis] for axis in AXES if axis not in optional or axis in dict(self.degrees)
-        }
+        return dict(_coords(self, rank))
 
     def stride(self, axis: str) -> int:
         """How far apart two neighbours along ``axis`` sit: the product of the degrees of the axes
@@ -150,6 +142,20 @@ class Mesh:
 
     def __str__(self) -> str:
         return ",".join(f"{a}={d}" for a, d in self.degrees)
+
+
+@lru_cache(maxsize=4096)  # (the planner asks rank 0's of each of thousands of meshes many times)
+def _coords(mesh: Mesh, rank: int) -> tuple[tuple[str, int], ...]:
+    """``Mesh.coords``, as pairs."""
+    if not 0 <= rank < mesh.world_size:
+        raise PlacementError(f"rank {rank} is outside a mesh of {mesh.world_size} devices")
+    out: dict[str, int] = {}
+    for axis in reversed(LAYOUT):
+        out[axis] = rank % mesh.degree(axis)
+        rank //= mesh.degree(axis)
+    optional = ("replica", "expert", "context")  # listed only on a mesh that has them
+    on_mesh = dict(mesh.degrees)
+    return tuple((axis, out[axis]) for axis in AXES if axis not in optional or axis in on_mesh)
 
 
 def repeated_axis(text: str, axis: str, first: object, second: object) -> None:

@@ -1,7 +1,8 @@
 """The memory derivation's shared parts (issue 43, plan's bound): what the planner's candidates
 share is derived once -- the model states' terms for every recomputation and sequence-parallel
-choice (``memory.states_view``), the activations for every data placement -- and ``exact``
-keeps whole sizes as ints. Each sharing rests on a claim these tests check."""
+choice (``memory.states_view``), the activations for every data placement, ``compose``'s
+placement for every mesh with the same axes -- ``exact`` keeps whole sizes as ints and ``total``
+sums Fractions over one denominator. Each sharing rests on a claim these tests check."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
 from placement_edu.pricing import compose
 from placement_edu.strategies import STRATEGIES
-from placement_edu.units import exact
+from placement_edu.placement import Mode, State
+from placement_edu.units import exact, total
 
 pytestmark = pytest.mark.fast
 
@@ -102,3 +104,43 @@ def test_exact_is_an_int_when_whole_and_the_same_fraction_otherwise() -> None:
     assert exact(Fraction(9, 2), 3) == Fraction(3, 2)
     assert exact(Fraction(9, 3)) == 3 and type(exact(Fraction(9, 3))) is int
     assert exact(2**80, 2**40) == 2**40  # no float anywhere
+
+
+def test_total_is_sum_with_the_same_value_and_type() -> None:
+    # rank 0's persistent bytes of zero3×cp×tp×pp for 70e9 on 2^40 devices (a plan's terms), a
+    # Fraction that is whole, ints alone, and a float (summed by sum itself)
+    terms = [Fraction(1211625411, 8589934592), Fraction(1211625411, 8589934592)]
+    terms += [Fraction(3634876233, 4294967296)]
+    assert 3634876233 == 3 * 1211625411  # (optimizer 12 B a parameter, params and grads 2 B)
+    assert total(terms) == Fraction(8 * 1211625411, 2**33) == sum(terms, 0)
+    for values in (terms, [Fraction(524288, 1), 89128960], [7, 5], [], [Fraction(1, 3), 0.5]):
+        assert repr(total(values)) == repr(sum(values, 0))  # (Fraction(524288, 1): a Fraction)
+    assert type(total([Fraction(1, 2), Fraction(1, 2)])) is Fraction and type(total([3])) is int
+
+
+def test_the_memory_peak_sums_its_terms_exactly() -> None:
+    mesh = Mesh.of(data=3, tensor=2)  # (Ψ/3: Fractions)
+    memory = derive_memory(compose("zero3", mesh, 2, True), GPT, mesh, PRECISION)
+    state = sum(memory.device.values(), 0)
+    phases = [sum(t.values(), 0) for t in memory.transient.values()]
+    assert repr(memory.model_state) == repr(state) and type(state) is Fraction
+    assert repr(memory.peak) == repr(state + max(phases))
+
+
+def test_compose_shares_one_placement_and_name_for_the_same_axes() -> None:
+    # the placement reads which axes the mesh has, not their degrees
+    small, large = (compose("zero3", Mesh.of(data=d, tensor=2), 1, True) for d in (2, 2**20))
+    assert small.placement is large.placement and small.name == large.name == "zero3×tp+sp"
+    assert small.placement.mode(State.PARAMS, "data") is Mode.SG
+    assert small.placement.mode(State.GRADS, "tensor") is Mode.S
+    unsharded = compose("zero3", Mesh.of(data=4, context=2), 4, no_sync=True)
+    assert unsharded.name == "zero3+no_sync×cp"
+    assert [unsharded.placement.mode(State.GRADS, a) for a in ("data", "context")] == [Mode.R] * 2
+
+
+def test_a_mesh_gives_a_fresh_coordinate_table_each_time() -> None:
+    mesh = Mesh.of(data=2, context=2, tensor=2, pipeline=2)
+    coords = mesh.coords(13)  # 13 = ((1·2 + 1)·2 + 0)·2 + 1: pipeline 1, data 1, context 0, t 1
+    assert coords == {"data": 1, "context": 0, "tensor": 1, "pipeline": 1}
+    coords.clear()
+    assert mesh.coords(13)["pipeline"] == 1

@@ -69,6 +69,15 @@ def test_all_reduce_takes_2_n_minus_1_steps_and_sends_2_n_minus_1_over_n_of_s() 
     )  # 0.014014 s
 
 
+def test_an_ops_seconds_are_the_same_whether_its_size_is_an_int_or_an_equal_fraction() -> None:
+    # op_time keeps each op's seconds by what it reads (a plan prices the same ops thousands of
+    # times): 4e6 elements as an int and as Fraction(8e6, 2) are one key and one exact answer
+    whole = Op("all_reduce", State.GRADS, "data", "backward", S // 2, 2, 8)
+    halves = Op("all_reduce", State.PARAMS, "tensor", "forward", Fraction(S, 2), 2, 8)
+    assert op_time(whole, LINK) == op_time(halves, LINK) == 14 * ALPHA + 14_000_000 / W
+    assert op_time(whole, Link(ALPHA, 2 * W)) == 14 * ALPHA + 7_000_000 / W  # another link
+
+
 def test_all_gather_and_reduce_scatter_take_n_minus_1_steps_and_half_the_all_reduce_bytes() -> None:
     for kind in ("all_gather", "reduce_scatter"):
         assert ring_steps(kind, 8) == 7

@@ -10,8 +10,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh, as_mesh
+from placement_edu.models import Number
 from placement_edu.placement import PHASES, State
 from placement_edu.schedule import (
     BROADCASTS,
@@ -60,8 +63,22 @@ def op_time(op: Op, link: Link, library: str | None = None) -> float:
 
 
 def _alpha_beta(op: Op, link: Link, library: str | None) -> float:
-    sent = sent_bytes(op.op, op.group, op.payload_bytes, op.root, library)
-    return link.alpha_s * ring_steps(op.op, op.group, library) + float(sent) / link.bandwidth
+    return _seconds(op.op, op.group, op.elements, op.element_bytes, op.root, link, library)
+
+
+@lru_cache(maxsize=4096)  # (a plan prices a few hundred distinct ops some 30,000 times)
+def _seconds(
+    kind: OpKind,
+    group: int,
+    elements: Number,
+    element_bytes: int,
+    root: bool,
+    link: Link,
+    library: str | None,
+) -> float:
+    """α·steps + sent bytes / W of one op, by what it reads of the op."""
+    sent = sent_bytes(kind, group, elements * element_bytes, root, library)
+    return link.alpha_s * ring_steps(kind, group, library) + float(sent) / link.bandwidth
 
 
 def op_link(op: Op, hw: Hardware, mesh: Mesh) -> Link | None:
@@ -128,8 +145,10 @@ def comm_time(
             counts[key] = [op, times]
     out = {phase: 0.0 for phase in PASSES}
     mesh = as_mesh(mesh)
+    links: dict[tuple[OpKind, str | None], Link | None] = {}  # (by what op_link reads of an op)
     for op, count in counts.values():
-        link = op_link(op, hw, mesh)
+        where = (op.op, op.axis)
+        link = links[where] if where in links else links.setdefault(where, op_link(op, hw, mesh))
         if link is not None:
             out[op.phase] = out.get(op.phase, 0.0) + count * op_time(op, link, hw.collectives)
     return out
