@@ -12,7 +12,13 @@ import json
 from typing import Any
 
 from placement_edu.arguments import command, flag_type
-from placement_edu.cli.shape import SHAPE, add_micro_batches_flag, add_recompute_flags, count_flag
+from placement_edu.cli.shape import (
+    SHAPE,
+    add_choice_flag,
+    add_micro_batches_flag,
+    add_recompute_flags,
+    count_flag,
+)
 from placement_edu.cli.table import model_from_args
 from placement_edu.errors import (
     MAX_DEVICES,
@@ -111,12 +117,7 @@ def _tool_flags(p: argparse.ArgumentParser) -> None:
         help="deepspeed ZeRO-2 revision: pr5099 (today's code, 2Ψ + 18Ψ/N) or pr965 (4Ψ + 16Ψ/N, "
         "what the docs' t5-3b table printed)",
     )
-    p.add_argument(
-        "--dtype",
-        choices=tuple(ACCELERATE_DTYPES),
-        default="float32",
-        help="accelerate: the row to reconcile (default float32)",
-    )
+    add_choice_flag(p, "--dtype", ACCELERATE_DTYPES, "float32", "accelerate: the row to reconcile")
     p.add_argument(
         "--buffer-bytes",
         type=count_flag("bytes", MAX_PARAMS),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from placement_edu.architectures import PRESETS as MODELS
 from placement_edu.arguments import flag_type, listed, model_name, named
@@ -35,6 +35,18 @@ def count_flag(what: str, most: int = MAX_COUNT) -> Callable[[str], int]:
     """An argparse type for a whole count of ``what`` (layers, widths, sequences, devices): exact,
     1 to ``most`` (``errors.read_int``)."""
     return flag_type(read_int, what, most)
+
+
+def add_choice_flag(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    choices: Iterable[str],
+    default: str,
+    what: str,
+) -> None:
+    """``flag``: one of ``choices``, ``default`` when left out; its help says ``what`` it is and
+    the default, written once ("a hardware preset (default h100-nvlink-ib)")."""
+    p.add_argument(flag, choices=list(choices), default=default, help=f"{what} (default {default})")
 
 
 def add_devices_flag(p: argparse.ArgumentParser) -> None:
@@ -156,18 +168,8 @@ def add_recompute_flags(group: argparse._ArgumentGroup) -> None:
 
 def add_step_flags(p: argparse.ArgumentParser) -> None:
     """--hardware, --overlap and --precision: what a step's time is priced with."""
-    p.add_argument(
-        "--hardware",
-        choices=list(HARDWARE),
-        default="h100-nvlink-ib",
-        help="a hardware preset (default h100-nvlink-ib)",
-    )
-    p.add_argument(
-        "--overlap",
-        choices=OVERLAPS,
-        default="per_pass",
-        help="how communication hides under compute (default per_pass)",
-    )
+    add_choice_flag(p, "--hardware", HARDWARE, "h100-nvlink-ib", "a hardware preset")
+    add_choice_flag(p, "--overlap", OVERLAPS, "per_pass", "how communication hides under compute")
     add_precision_flag(p)
 
 
