@@ -3,10 +3,10 @@
 An explorer makes its controls, then calls ``assemble`` with them in rows and, when it draws a
 figure, with its ``picture`` (what the figure shows, in words): below the rows go the image and a
 readout (HTML); every control is observed, so that moving it redraws; and the first drawing is
-made. What is left to the explorer is what it
-shows: ``update()`` asks the core, draws into ``image``, writes ``readout`` and returns what it
-derived (a test or a notebook reads it). Displayed, an explorer shows ``live.show``'s line and a
-still of its picture and readout, then the live controls.
+made. What is left to the explorer is what it shows: ``update()`` asks the core, draws into
+``image``, writes ``readout`` and returns what it derived (a test or a notebook reads it).
+Displayed, an explorer shows ``live.show``'s line and a still of its picture and readout, then the
+live controls.
 """
 
 from __future__ import annotations
