@@ -142,6 +142,7 @@ def test_the_calibration_report_prints_medians_fits_spread_and_the_hardware_line
         (["--world-sizes", ","], "names no world size"),
         (["--repeats", "0"], "less than 1"),
         (["--min-size", "14", "--max-size", "12"], "above --max-size"),
+        (["--min-size", "12", "--max-size", "12"], "needs at least two payload sizes"),
         (["--max-size", "40"], "more than 30"),
     ],
 )

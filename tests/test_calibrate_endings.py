@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from placement_edu.cli.calibrate import CURVE
 from tests.test_command_endings import _ended
-from tests.test_runtime_endings import _start
+from tests.test_runtime_endings import _all_gone, _start
 
 pytestmark = pytest.mark.runtime
 
@@ -64,16 +66,21 @@ def _stopped_at(moment: list[str], argv: list[str], tmp: Path, marker: Path) -> 
     """Run the command ``argv``; SIGTERM it once ``moment`` has come; its one line."""
     command = _start([sys.executable, "-c", COMMAND, *moment, str(marker), *argv], tmp)
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert time.monotonic() < deadline and command.poll() is None, (
-                f"the command never reached {moment}: {command.communicate()[1][-2000:]}"
-            )
-            time.sleep(0.005)
+        _when(marker, command)
         os.kill(command.pid, signal.SIGTERM)
         return _ended(command, signal.SIGTERM, 143, tmp)
     finally:
         command.kill()
+
+
+def _when(marker: Path, command: subprocess.Popen) -> None:
+    """Once the command's finder has made ``marker`` (the moment has come)."""
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < deadline and command.poll() is None, (
+            f"the command never reached its moment: {command.communicate()[1][-2000:]}"
+        )
+        time.sleep(0.005)
 
 
 def test_a_sigterm_while_torchs_import_imports_numpy_ends_calibrate_in_one_line(
@@ -94,3 +101,24 @@ def test_a_signal_swallowed_on_its_way_still_ends_a_run_in_one_line(run_tmpdir, 
     argv = ["run", "zero3", "--world-size", "2", "--steps", "2"]
     line = _stopped_at(moment, argv, run_tmpdir, tmp_path / "moment")
     assert line == "placement-edu: interrupted by SIGTERM: before any process started", line
+
+
+def test_a_sigterm_as_calibrate_times_its_cpu_curve_names_that_phase(run_tmpdir, tmp_path):
+    """After its run calibrate times this CPU's GEMM curve in its own process: a SIGTERM then
+    said "before any process started" (the phase a finished launch leaves). Now the line names
+    the curve; the run's report, printed before the signal, stays, and the curve is not printed."""
+    moment = ["placement_edu.runtime.calibration.gpu_calibrate", "-", "raise"]
+    two_sizes = ["--min-size", "10", "--max-size", "11"]
+    argv = ["calibrate", "--world-sizes", "2", "--repeats", "1", *two_sizes]
+    marker = tmp_path / "moment"
+    command = _start([sys.executable, "-c", COMMAND, *moment, str(marker), *argv], run_tmpdir)
+    try:
+        _when(marker, command)
+        os.kill(command.pid, signal.SIGTERM)
+        out, err = command.communicate(timeout=60)
+    finally:
+        command.kill()
+    assert command.returncode == 143, err[-3000:]
+    assert err == f"placement-edu: interrupted by SIGTERM: {CURVE}\n", err[-3000:]
+    assert "The this_machine preset" in out and "GEMM curve" not in out, out
+    assert _all_gone(command.pid) == [] and list(run_tmpdir.iterdir()) == []

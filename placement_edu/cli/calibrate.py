@@ -128,8 +128,12 @@ def _calibrate(args: argparse.Namespace) -> int:
         return _calibrate_cuda(args)
     from placement_edu.runtime.calibration.calibrate import calibrate
 
-    if args.min_size > args.max_size:
-        raise PlacementError(f"--min-size {args.min_size} is above --max-size {args.max_size}")
+    if args.min_size >= args.max_size:  # (refused before any rank starts, not after its work)
+        how = "above" if args.min_size > args.max_size else "equal to"
+        raise PlacementError(
+            f"--min-size {args.min_size} is {how} --max-size {args.max_size}; the fit of α and W "
+            "needs at least two payload sizes"
+        )
     sizes = tuple(2**k for k in range(args.min_size, args.max_size + 1))
     status = launched(
         lambda: calibrate(
@@ -147,22 +151,32 @@ def _calibrate(args: argparse.Namespace) -> int:
         what="calibration",
     )
     if status == 0 and not args.json:  # the GEMM curve of this host's CPU (issue 27, item 3)
-        import torch
+        from placement_edu.runtime.processes.launcher import phase
 
-        from placement_edu.runtime.calibration.gpu_calibrate import matmul_flops
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # one core's curve: threads that share it measure contention
-        try:
-            matmul = matmul_flops(torch.device("cpu"), CPU_CURVE_SIZES, args.repeats, torch.float64)
-        finally:
-            torch.set_num_threads(threads)
-        print("\n" + "\n".join(curve_lines(matmul, "float64 on one CPU thread")))
+        with phase(CURVE):
+            print("\n" + "\n".join(curve_lines(_cpu_curve(args.repeats), CURVE_WHAT)))
     return status
 
 
 #: The n×n matmuls the CPU's GEMM curve is fitted from (float64, in the calling process).
 CPU_CURVE_SIZES = (32, 64, 128, 256, 512)
+CURVE_WHAT = "float64 on one CPU thread"
+#: Where calibrate is, as a signal's line says, while it times the curve after its run.
+CURVE = f"after the run ended, timing the GEMM curve, {CURVE_WHAT} (the run's report printed)"
+
+
+def _cpu_curve(repeats: int) -> dict[int, float]:
+    """{n: FLOP/s} of ``CPU_CURVE_SIZES``' matmuls on one thread of this process."""
+    import torch
+
+    from placement_edu.runtime.calibration.gpu_calibrate import matmul_flops
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core's curve: threads that share it measure contention
+    try:
+        return matmul_flops(torch.device("cpu"), CPU_CURVE_SIZES, repeats, torch.float64)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def curve_lines(matmul: dict[int, float], what: str) -> list[str]:

@@ -78,6 +78,10 @@ def calibrate(
     show on stderr, as a run does, which probe rank 0 has reached."""
     jobs = [Calibration(n, tuple(sizes), repeats, warmup) for n in world_sizes]
     expect(len(jobs) > 0, "give at least one world size")
+    expect(  # (refused before any rank starts: the fit would fail after all the timing)
+        len(set(sizes)) >= 2,
+        f"the fit of α and W needs at least two payload sizes, got {sorted(set(sizes))}",
+    )
     for job in jobs:
         job.validate()
     per_world = {
