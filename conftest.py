@@ -49,27 +49,29 @@ sys.dont_write_bytecode = False
 #: of few tests last), and among them each file that mostly waits -- on ranks' timeouts, a killed
 #: process's end -- placed to run beside one that computes: two waiting at once left a core idle for
 #: a minute (a fresh clone's CI run, 2026-12-07). Then the other notebooks, then the rest. Seconds:
-#: one worker of 2 in a full run of the suite here (``--junitxml``).
+#: one worker of 3 in a full run of the suite here (``--durations``, 2026-12-07).
 HANDED_OUT_FIRST = (
-    "test_browser.py",  # 150 s, computes (JupyterLab, Chromium, kernels, RISE)
-    "test_runtime_endings.py",  # 95 s, waits (timeouts, ends of killed commands)
+    "test_command_endings.py",  # 165 s, waits (every signal at every phase of short runs)
+    "test_browser.py",  # 128 s, computes (JupyterLab, Chromium, kernels, RISE)
+    "test_runtime_endings.py",  # 70 s, waits (timeouts, ends of killed commands)
+    "test_peak_axes.py",  # 79 s, computes (PyTorch's trackers on tensor and pipeline meshes)
+    "test_binder_limits.py",  # 57 s, waits
     "test_peak_tracker.py",  # 71 s, computes (66 s once the activation profiles are cached)
-    "test_binder_limits.py",  # 45 s, waits
-    "test_site.py",  # 40 s, computes (Sphinx builds the website, Chromium opens every page)
-    "test_pool.py",  # 37 s, waits (its 10 s timeouts)
-    "test_course_browser.py",  # 35 s (a fresh venv from the wheel, JupyterLab, Chromium)
-    "test_peak_tracker_hf.py",  # 18 s, computes
+    "test_pool.py",  # 43 s, waits (its 10 s timeouts)
+    "test_site.py",  # 50 s, computes (Sphinx builds the website, Chromium opens every page)
+    "test_mesh_tracker.py",  # 32 s, computes
+    "test_course_browser.py",  # 21 s (a fresh venv from the wheel, JupyterLab, Chromium)
+    "test_torch_reference.py",  # 26 s
+    "test_peak_tracker_hf.py",  # 14 s, computes
     "test_peak_tracker_llama_1b.py",  # 16 s, computes
-    "09_activations_and_recomputation.ipynb",  # 16 s
-    "test_static_checks.py",  # 17 s with no mypy cache; 2 s with one
-    "test_torch_reference.py",  # 22 s
+    "09_activations_and_recomputation.ipynb",  # 15 s
+    "test_torch_ref_one_gpu.py",  # 17 s
     "05_materialized.ipynb",  # 14 s
-    "13_long_context.ipynb",  # 12 s
-    "test_torch_ref_one_gpu.py",  # 15 s
-    "test_runtime.py",  # 12 s
-    "14_mixture_of_experts.ipynb",  # 12 s
-    "15_precision_and_the_roofline.ipynb",  # 20 s (a gloo launch, 300 toy steps)
-    "test_slides.py",  # 9 s (16 reveal.js decks, one opened)
+    "test_static_checks.py",  # 17 s with no mypy cache; 2 s with one
+    "test_runtime.py",  # 14 s
+    "14_mixture_of_experts.ipynb",  # 11 s
+    "15_precision_and_the_roofline.ipynb",  # 10 s (a gloo launch, 300 toy steps)
+    "test_slides.py",  # 12 s (16 reveal.js decks, one opened)
 )
 
 

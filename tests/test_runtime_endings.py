@@ -82,29 +82,6 @@ def _when_all_ranks_exist(tmp: Path, command: subprocess.Popen, ranks: int) -> f
     return time.monotonic()
 
 
-@pytest.mark.parametrize(
-    "sig, code, group", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)]
-)
-def test_an_interrupted_run_prints_one_line_exits_128_plus_the_signal_and_leaves_nothing(
-    run_tmpdir, sig, code, group
-):
-    """Ctrl-C goes to the whole process group (as a terminal sends it); SIGTERM to the command."""
-    tmp = run_tmpdir
-    command = _start(CLI + ["--steps", "2000"], tmp)
-    try:
-        _wait_for_steps(tmp)
-        (os.killpg if group else os.kill)(command.pid, sig)
-        _, err = command.communicate(timeout=30)
-    finally:
-        command.kill()
-    assert command.returncode == code, err[-3000:]
-    assert err.splitlines() == [err.strip()] and err.startswith(
-        f"placement-edu: interrupted by {sig.name}: stopped 4 ranks of zero3 on data=4 after step "
-    ), err
-    assert _all_gone(command.pid) == []
-    assert list(tmp.iterdir()) == []
-
-
 def test_ctrl_c_while_the_ranks_start_is_one_line_too(run_tmpdir):
     """While the ranks import torch and meet (torch would swallow its own signal exception
     there)."""
