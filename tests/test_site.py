@@ -4,8 +4,9 @@ what ``placement-edu course --site OUT`` runs), then every page opened in headle
 
 On each page: no request outside, no console or page error, every image shown loaded; on each
 chapter whose notebook saved widget state, every saved widget view drawn by the vendored widget
-manager (never "Error displaying widget"). The build takes under a minute, writes nothing outside
-its folder, and every "SPEC §n" on the site is a link; each chapter has its launch buttons.
+manager (never "Error displaying widget"). The build writes nothing outside its folder, and every
+"SPEC §n" on the site is a link; each chapter has its launch buttons. (How long the build takes:
+``benchmarks/bench_site.py``, target under a minute.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -42,15 +42,12 @@ BROKEN_IMAGES = f"{SHOWN_IMAGES}.filter(i => i.naturalWidth === 0).map(i => i.sr
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    """The built site's index.html, and the seconds the build took."""
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built site's index.html."""
     stages = set(Path(tempfile.gettempdir()).glob("placement-edu-site-*"))
-    start = time.perf_counter()
     index = build(tmp_path_factory.mktemp("site") / "out", jupyterhub_url=HUB)
-    seconds = time.perf_counter() - start
-    print(f"\nthe site built in {seconds:.1f} s")
     assert set(Path(tempfile.gettempdir()).glob("placement-edu-site-*")) <= stages  # removed
-    return index, seconds
+    return index
 
 
 def pages(out: Path) -> list[Path]:
@@ -86,16 +83,15 @@ class BodyText(HTMLParser):
             self.plain.append(data)
 
 
-def test_the_site_builds_in_under_a_minute_into_its_folder(site: tuple[Path, float]) -> None:
-    index, seconds = site
+def test_the_site_builds_into_its_folder(site: Path) -> None:
+    index = site
     assert index.name == "index.html" and index.is_file()
-    assert seconds < 60, f"the site took {seconds:.0f} s to build"
     assert [p.name for p in index.parent.parent.iterdir()] == ["out"]  # nothing beside it
     assert len(pages(index.parent)) > 40
 
 
-def test_every_spec_citation_is_a_link_and_every_chapter_launches(site: tuple[Path, float]) -> None:
-    out = site[0].parent
+def test_every_spec_citation_is_a_link_and_every_chapter_launches(site: Path) -> None:
+    out = site.parent
     unlinked, spec_links = [], 0
     for path in pages(out):
         body = BodyText()
@@ -124,12 +120,12 @@ def test_every_spec_citation_is_a_link_and_every_chapter_launches(site: tuple[Pa
 
 
 def test_the_api_reference_documents_the_root_and_each_topics_helpers(
-    site: tuple[Path, float],
+    site: Path,
 ) -> None:
     """Built from the docstrings: a page per public module, the core's topics on the root's; every
     name of the root there, and helpers that left it for their topic (a function, a constant with
     its ``#:`` comment, a result type)."""
-    api = site[0].parent / "api"
+    api = site.parent / "api"
     documented = {
         name
         for page in api.glob("*.html")
@@ -144,8 +140,8 @@ def test_the_api_reference_documents_the_root_and_each_topics_helpers(
     assert [h for h in helpers if f"placement_edu.{h}" not in documented] == []
 
 
-def test_every_page_opens_from_disk_with_nothing_from_outside(site: tuple[Path, float]) -> None:
-    out = site[0].parent
+def test_every_page_opens_from_disk_with_nothing_from_outside(site: Path) -> None:
+    out = site.parent
     views = {
         f"notebooks/{path.stem}.html": saved_widget_views(json.loads(path.read_text("utf-8")))
         for path in notebooks()
