@@ -12,7 +12,8 @@ device sends) are the least-squares solution of that linear equation in the two 
 β = 1/W. The runtime measures (``placement_edu.runtime.calibration.calibrate``); this module only
 fits:
 
-- ``Sample``          one measured (op, N, payload) point: its repeats, median and spread
+- ``Sample``          one measured (op, N, payload) point: its repeats (``Repeats``: their
+                      median), their spread; ``ComputeSample``, a compute probe, the same way
 - ``sample_from``     per-rank, per-repeat seconds -> a ``Sample`` (slowest rank, median repeat)
 - ``fit_link``        least squares of seconds against (ring steps, ring bytes) -> ``LinkFit``
 - ``fit_calibration`` one fit per op, one pooled over the collectives (the link), the host copy
@@ -41,21 +42,28 @@ from placement_edu.timing.hardware import Hardware, Link
 CALIBRATED_OPS = ("all_reduce", "all_gather", "reduce_scatter", "send", "h2d")
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One measured point: ``op`` over ``group`` ranks on a payload of ``payload_bytes`` (S in SPEC
-    §4's sense: all-gather the full output, reduce-scatter the full input). ``seconds``: one time
-    per repeat -- the slowest rank's wall time of that repeat (a collective ends when its last rank
-    does)."""
+class Repeats:
+    """What a measured sample's repeats give: ``seconds``, one time per repeat (the slowest rank's
+    wall time of that repeat: a collective, or every rank computing at once, ends when its last
+    rank does), and their median."""
 
-    op: str
-    group: int
-    payload_bytes: int
     seconds: tuple[float, ...]
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.seconds)
+
+
+@dataclass(frozen=True)
+class Sample(Repeats):
+    """One measured point: ``op`` over ``group`` ranks on a payload of ``payload_bytes`` (S in SPEC
+    §4's sense: all-gather the full output, reduce-scatter the full input), timed ``seconds``
+    (``Repeats``)."""
+
+    op: str
+    group: int
+    payload_bytes: int
+    seconds: tuple[float, ...]
 
     @property
     def spread(self) -> tuple[float, float, float]:
@@ -202,9 +210,10 @@ def hardware_line(hw: Hardware) -> str:
 
 
 @dataclass(frozen=True)
-class ComputeSample:
-    """A compute probe: ``flops`` floating-point operations per repeat, ``seconds`` per repeat (the
-    slowest rank, every rank computing at once); achieved FLOP/s = flops / median seconds."""
+class ComputeSample(Repeats):
+    """A compute probe: ``flops`` floating-point operations per repeat, timed ``seconds``
+    (``Repeats``: the slowest rank, every rank computing at once); achieved FLOP/s = flops / median
+    seconds."""
 
     what: str
     group: int
@@ -213,7 +222,7 @@ class ComputeSample:
 
     @property
     def flops_per_s(self) -> float:
-        return self.flops / statistics.median(self.seconds)
+        return self.flops / self.median_s
 
     @property
     def spread(self) -> tuple[float, float, float]:
