@@ -5,13 +5,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
-from placement_edu.memory import derive_memory
+from placement_edu.memory import derive_memory, in_flight
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.models.shapes import SEVEN_B_CLASS
 from placement_edu.precision import get_precision
 from placement_edu.report import analyze
-from placement_edu.strategies import PipelineSchedule, get_strategy
+from placement_edu.strategies import PipelineSchedule, Strategy, get_strategy
 from placement_edu.units import GB
 
 #: GPT-3 175B's shape (Brown et al. 2020; Korthikanti et al. 2022, Table 3), one sequence of 2048.
@@ -23,19 +23,23 @@ GPT3 = TransformerSpec(
 SEVEN_B = SEVEN_B_CLASS
 
 
+def _pipelined(schedule: str, micro_batches: int) -> Strategy:
+    return get_strategy("pp").with_(micro_batches=micro_batches, pipeline_schedule=schedule)
+
+
 def live_set_bytes(schedule: str, stages: int, micro_batches: int, stage: int = 0) -> Fraction:
     """Activation bytes pipeline ``stage`` holds at its peak (SEVEN_B, mixed_adam): the core's."""
-    strategy = get_strategy("pp").with_(micro_batches=micro_batches, pipeline_schedule=schedule)
+    strategy = _pipelined(schedule, micro_batches)
     memory = derive_memory(
         strategy, SEVEN_B, Mesh.of(pipeline=stages), get_precision("mixed_adam"), stage
     )
     return Fraction(memory.transient_peak("activations"))
 
 
-def micro_batches_held(schedule: str, stages: int, micro_batches: int) -> Fraction:
-    """How many micro-batches' activations stage 0 holds at its peak: its live bytes over one
-    micro-batch's (``live_set_bytes`` with m = 1)."""
-    return live_set_bytes(schedule, stages, micro_batches) / live_set_bytes(schedule, stages, 1)
+def micro_batches_held(schedule: str, stages: int, micro_batches: int) -> int | Fraction:
+    """How many micro-batches' activations stage 0 holds at its peak: the core's count
+    (``memory.in_flight``), which ``derive_memory`` multiplies one micro-batch's bytes by."""
+    return in_flight(_pipelined(schedule, micro_batches), stages, 0)
 
 
 def _activation_ratio(strategy: str, n: int) -> Fraction:

@@ -7,12 +7,10 @@ from dataclasses import replace
 from fractions import Fraction
 
 from placement_edu.exercises import Exercise
-from placement_edu.memory import derive_memory
-from placement_edu.mesh import Mesh
+from placement_edu.memory import in_flight
 from placement_edu.models import TransformerSpec
-from placement_edu.precision import get_precision
 from placement_edu.report import Report, analyze
-from placement_edu.schedule import OpKind, layers_on_stage, pipeline_bubble
+from placement_edu.schedule import OpKind, pipeline_bubble
 from placement_edu.strategies import PipelineSchedule, get_strategy
 
 #: The transformer of the TP exercises: GPT-2-XL-like widths, 24 layers, b = 2 sequences of 2,048.
@@ -31,18 +29,12 @@ def _payload() -> int:
     return int(_tp_report().schedule.collectives[0].payload_bytes)
 
 
-def _in_flight(stages: int, m: int, schedule: str, stage: int = 0) -> int:
-    """Micro-batches whose activations ``stage`` holds at its peak: the core's activation bytes over
-    one micro-batch's."""
-    model = TransformerSpec(
-        layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, recompute="selective"
+def _in_flight(stages: int, m: int, schedule: str, stage: int = 0) -> int | Fraction:
+    """Micro-batches whose activations ``stage`` holds at its peak: the core's count
+    (``memory.in_flight``, which ``derive_memory`` multiplies one micro-batch's bytes by)."""
+    return in_flight(
+        get_strategy("pp").with_(micro_batches=m, pipeline_schedule=schedule), stages, stage
     )
-    strategy = get_strategy("pp").with_(micro_batches=m, pipeline_schedule=schedule)
-    memory = derive_memory(
-        strategy, model, Mesh.of(pipeline=stages), get_precision("mixed_adam"), stage
-    )
-    one = model.activation_bytes_per_microbatch(1, Fraction(layers_on_stage(model, stages, stage)))
-    return int(Fraction(memory.transient_peak("activations")) / one)
 
 
 EXERCISES = (

@@ -24,7 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from placement_edu.memory import derive_memory
+from placement_edu.memory import derive_memory, in_flight
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.models.shapes import SEVEN_B_CLASS
@@ -255,8 +255,9 @@ class ActivationExplorer(Explorer):
 
 class LiveSetExplorer(Explorer):
     """Controls: schedule (no pipeline, GPipe, 1F1B), pipeline stages p, micro-batches m. One column
-    per stage: the micro-batches whose activations that stage holds at its peak, and the bytes
-    ``derive_memory`` derives (``live_bytes``). The model: ``model`` (a ``TransformerSpec``)."""
+    per stage: the micro-batches whose activations that stage holds at its peak (``blocks``:
+    ``memory.in_flight``), and the bytes ``derive_memory`` derives (``live_bytes``). The model:
+    ``model`` (a ``TransformerSpec``)."""
 
     SCHEDULES = ("no pipeline", PipelineSchedule.GPIPE, PipelineSchedule.ONE_F_ONE_B)
 
@@ -302,15 +303,10 @@ class LiveSetExplorer(Explorer):
             )
             for r in ranks
         ]
-        # Micro-batches in flight = live bytes / one micro-batch's bytes on that device.
+        # The micro-batches in flight, whose activations those bytes are (the core's count).
         pipelined = self.schedule.value != "no pipeline"
-        one = [
-            derive_memory(
-                strategy.with_(micro_batches=1), self.model, mesh, self.precision, r
-            ).transient_peak("activations")
-            for r in ranks
-        ]
-        self.blocks = [int(live / o) if o else 0 for live, o in zip(self.live_bytes, one)]
+        stages = mesh.degree("pipeline")
+        self.blocks = [int(in_flight(strategy, stages, r)) for r in ranks]
         m, columns = self.micro_batches.value, mesh.world_size
         figure = new_figure(1.4 + 1.3 * columns, 3.6)
         ax = figure.add_axes((0.1, 0.22, 0.88, 0.64))

@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from placement_edu.memory import derive_memory
+from placement_edu.memory import derive_memory, in_flight
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import State
@@ -23,7 +23,7 @@ from placement_edu.precision import get_precision
 from placement_edu.presentation.controls import count_slider, dropdown
 from placement_edu.presentation.explorer import Explorer
 from placement_edu.presentation.style import STATE_COLORS, new_figure, png
-from placement_edu.schedule import layers_on_stage, pipeline_bubble, pipeline_timeline
+from placement_edu.schedule import pipeline_bubble, pipeline_timeline
 from placement_edu.strategies import PIPELINE_SCHEDULES, PipelineSchedule, get_strategy
 from placement_edu.units import GB, fmt_bytes
 
@@ -49,13 +49,7 @@ class PipelineView:
     timeline: list[list[tuple[str, int, int, int]]]  # per stage: (pass, micro-batch, start, end)
     bubble: dict[str, Fraction]  # of_ideal, of_total
     activations: list[Fraction]  # bytes per stage at its peak (derive_memory)
-    per_micro_batch: list[Fraction]  # bytes one micro-batch leaves on each stage
-
-    @property
-    def in_flight(self) -> list[int]:
-        """Micro-batches whose activations each stage holds at once (GPipe: m;
-        1F1B: min(p - stage, m))."""
-        return [int(a / one) for a, one in zip(self.activations, self.per_micro_batch)]
+    in_flight: list[int]  # micro-batches whose activations each stage holds at once
 
     @property
     def length(self) -> int:
@@ -70,7 +64,8 @@ def pipeline_view(
     model: TransformerSpec = MODEL,
     precision: str = "mixed_adam",
 ) -> PipelineView:
-    """Ask the core for the timeline, the bubble and each stage's activations."""
+    """Ask the core for the timeline, the bubble, each stage's activations and the micro-batches
+    they are (``memory.in_flight``: GPipe m, 1F1B min(p - stage, m))."""
     strategy = get_strategy("pp").with_(micro_batches=micro_batches, pipeline_schedule=schedule)
     mesh, prec = Mesh.of(pipeline=stages), get_precision(precision)
     memories = [derive_memory(strategy, model, mesh, prec, rank=s) for s in range(stages)]
@@ -81,14 +76,7 @@ def pipeline_view(
         pipeline_timeline(schedule, stages, micro_batches),
         pipeline_bubble(stages, micro_batches),
         [Fraction(m.transient_peak("activations")) for m in memories],
-        [
-            Fraction(
-                model.activation_bytes_per_microbatch(
-                    1, Fraction(layers_on_stage(model, stages, s))
-                )
-            )
-            for s in range(stages)
-        ],
+        [int(in_flight(strategy, stages, s)) for s in range(stages)],
     )
 
 
