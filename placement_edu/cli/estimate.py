@@ -97,13 +97,20 @@ def _tool_flags(p: argparse.ArgumentParser) -> None:
         "--gpus-per-node",
         type=count_flag("GPUs per node", MAX_DEVICES),
         default=1,
-        help="deepspeed (default 1)",
+        help="deepspeed (default %(default)s)",
     )
     p.add_argument(
-        "--nodes", type=count_flag("nodes", MAX_DEVICES), default=1, help="deepspeed (default 1)"
+        "--nodes",
+        type=count_flag("nodes", MAX_DEVICES),
+        default=1,
+        help="deepspeed (default %(default)s)",
     )
     p.add_argument(
-        "--stage", type=int, choices=(2, 3), default=2, help="deepspeed: ZeRO stage (default 2)"
+        "--stage",
+        type=int,
+        choices=(2, 3),
+        default=2,
+        help="deepspeed: ZeRO stage (default %(default)s)",
     )
     p.add_argument(
         "--largest-layer",
@@ -122,7 +129,7 @@ def _tool_flags(p: argparse.ArgumentParser) -> None:
         "--buffer-bytes",
         type=count_flag("bytes", MAX_PARAMS),
         default=0,
-        help="accelerate: bytes of module buffers counted with the weights (default 0)",
+        help="accelerate: bytes of module buffers counted with the weights (default %(default)s)",
     )
 
 
@@ -140,7 +147,10 @@ def _transformer_flags(p: argparse.ArgumentParser) -> None:
     add_recompute_flags(t)
     for axis, what, symbol in DEGREES:
         t.add_argument(
-            f"--{axis}", type=count_flag(what, MAX_DEVICES), default=1, help=f"{symbol} (default 1)"
+            f"--{axis}",
+            type=count_flag(what, MAX_DEVICES),
+            default=1,
+            help=f"{symbol} (default %(default)s)",
         )
     add_micro_batches_flag(t, "m per step (default: p, a full pipeline)")
     t.add_argument(

@@ -95,7 +95,7 @@ def _what_flags(p: argparse.ArgumentParser) -> None:
         help=f"{listed(tuple(FIT_STRATEGIES))}. zero3: FSDP2, fully_shard on every block, then on "
         "the root (N = 1 without mixed precision: plain single-device training); fsdp_grad_op: "
         "the same with reshard_after_forward=False on every block (gathered from forward to "
-        "backward); default zero3",
+        "backward); default %(default)s",
     )
 
 
@@ -138,7 +138,7 @@ def _where_flags(p: argparse.ArgumentParser) -> None:
         "--rank",
         type=flag_type(read_int, "rank", MAX_DEVICES - 1, "", 0),
         default=0,
-        help="the rank to describe, 0..N-1 (default 0; the last ranks hold fewer rows)",
+        help="the rank to describe, 0..N-1 (default %(default)s; the last ranks hold fewer rows)",
     )
 
 

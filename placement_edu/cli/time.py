@@ -90,7 +90,7 @@ def _placement_flags(p: argparse.ArgumentParser) -> None:
         "--strategy",
         default="dp",
         help=f"the data placement ({listed(DATA_PLACEMENTS)}), composed with tp and pp as "
-        "--mesh says; or the composition plan prints, e.g. zero1×tp×pp (default dp)",
+        "--mesh says; or the composition plan prints, e.g. zero1×tp×pp (default %(default)s)",
     )
     p.add_argument(
         "--mesh",

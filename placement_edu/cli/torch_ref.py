@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--world-size",
         type=flag_type(read_int, "world size", MAX_WORLD_SIZE),
         default=4,
-        help=f"ranks (2 to {MAX_WORLD_SIZE}; default 4)",
+        help=f"ranks (2 to {MAX_WORLD_SIZE}; default %(default)s)",
     )
     p.add_argument(
         "--model",
@@ -59,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--steps",
         type=flag_type(read_int, "steps", 1000),
         default=3,
-        help="optimizer steps (default 3)",
+        help="optimizer steps (default %(default)s)",
     )
     p.add_argument(
         "--precision",
