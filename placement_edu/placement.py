@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, Union
 
 from placement_edu.errors import PlacementError
 
@@ -201,6 +201,17 @@ class Placement:
         table.update({(s, EXPERT_AXIS): expert_mode(s) for s in State})  # fixed on that axis
         object.__setattr__(self, "_by_state_and_axis", table)
 
+    def __hash__(self) -> int:  # (the fields' hash, found once: every cache of a plan asks it)
+        try:
+            return self._hash  # type: ignore[attr-defined, no-any-return]
+        except AttributeError:
+            found = hash((self.params, self.grads, self.optimizer, self.activations))
+            object.__setattr__(self, "_hash", found)
+            return found
+
+    def __getstate__(self) -> dict[str, Any]:  # (a str's hash differs between processes)
+        return {key: value for key, value in self.__dict__.items() if key != "_hash"}
+
     def mode(self, state: State, axis: str) -> Mode:
         """The mode of ``state`` along ``axis`` (a state's name is its State: a str enum)."""
         try:
@@ -247,6 +258,11 @@ class Placement:
         return f"Placement({args})"
 
     def __str__(self) -> str:
+        try:  # (written once: a plan's --json prints one for each of thousands of rows)
+            return self._text  # type: ignore[attr-defined, no-any-return]
+        except AttributeError:
+            pass
+
         def one(state: State) -> str:
             named = self.named(state)
             if not named:
@@ -255,4 +271,6 @@ class Placement:
                 return str(named["data"])
             return "(" + ", ".join(f"{axis}:{mode}" for axis, mode in named.items()) + ")"
 
-        return " ".join(f"{s.name[0]}={one(s)}" for s in State)
+        text = " ".join(f"{s.name[0]}={one(s)}" for s in State)
+        object.__setattr__(self, "_text", text)
+        return text

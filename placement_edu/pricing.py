@@ -52,6 +52,7 @@ from placement_edu.schedule import derive_schedule
 from placement_edu.setting import ALIASES, Setting, did_you_mean, resolve
 from placement_edu.strategies import PIPELINE_SCHEDULES, Strategy
 from placement_edu.traffic import at_micro_batches, cached_schedule, data_traffic
+from placement_edu.timing.communication import comm_times
 from placement_edu.timing import (
     OVERLAPS,
     PASSES,
@@ -60,7 +61,6 @@ from placement_edu.timing import (
     Overlapped,
     StepTime,
     combine,
-    comm_time,
     compute_time,
     flops_per_token,
     megatron_flops_per_token,
@@ -206,17 +206,36 @@ def comm_seconds(
     seconds are affine in m: derived at m = 1 and m = 2, they are exact at any m, without listing
     m micro-batches' operations (``tests/test_planner.py`` checks this against the full
     derivation)."""
+    if critical is False:
+        return _comm_seconds(strategy, model, mesh, precision, hw, (False,))[0]
+    # (price asks for every op's and the critical path's: each schedule read once for both)
+    return _comm_seconds(strategy, model, mesh, precision, hw, (None, True))[critical is True]
+
+
+@lru_cache(maxsize=4096)
+def _comm_seconds(
+    strategy: Strategy,
+    model: TransformerSpec,
+    mesh: Mesh,
+    precision: Precision,
+    hw: Hardware,
+    criticals: tuple[bool | None, ...],
+) -> tuple[dict[str, float], ...]:
+    """``comm_seconds`` for each of ``criticals`` (``timing.comm_times``)."""
     m = strategy.micro_batches
     one, two = (
-        comm_time(
+        comm_times(
             cached_schedule(at_micro_batches(strategy, k), model, mesh, precision),
             hw,
             mesh,
-            critical,
+            criticals,
         )
         for k in ((1, 2) if m > 2 else (m, m))
     )
-    return {phase: one[phase] + (m - 1) * (two[phase] - one[phase]) for phase in one}
+    return tuple(
+        {phase: at1[phase] + (m - 1) * (at2[phase] - at1[phase]) for phase in at1}
+        for at1, at2 in zip(one, two)
+    )
 
 
 @lru_cache(maxsize=4096)

@@ -21,6 +21,7 @@ from placement_edu.precision import Precision
 from placement_edu.schedule import REDUCTIONS, OpKind, Schedule, derive_schedule, ring_bytes
 from placement_edu.strategies import Strategy
 from placement_edu.timing import Hardware
+from placement_edu.units import total
 
 
 @lru_cache(maxsize=4096)  # (every recomputation but full's replay prices the same schedule)
@@ -42,14 +43,14 @@ def data_traffic(
     dp = compose("dp", mesh, 1, strategy.sequence_parallel)
     plain_dp = _batch_bytes(dp, model, mesh, precision)
     zero = Fraction(0)
-    total = {k: one.get(k, zero) + (m - 1) * (two.get(k, zero) - one.get(k, zero)) for k in two}
+    at_m = {k: one.get(k, zero) + (m - 1) * (two.get(k, zero) - one.get(k, zero)) for k in two}
 
     def runs(kind: str) -> int:
         at1, at2 = (sum((b for (k, _), b in at.items() if k == kind), zero) for at in (one, two))
         return 0 if not at1 else m if at2 > Fraction(3, 2) * at1 else 1
 
     def summed(kinds: tuple[str, ...], axes: Container[str] = AXES) -> Fraction:
-        return sum((b for (k, a), b in total.items() if k in kinds and a in axes), zero)
+        return sum((b for (k, a), b in at_m.items() if k in kinds and a in axes), zero)
 
     crossing = {axis for axis, n in mesh if n > 1 and hw.spans_nodes(mesh, axis)}
     on_batch = ("reductions", "gathers", "other")
@@ -73,7 +74,7 @@ def _batch_bytes(
     gradient reductions, its parameter all-gathers and any other collective of parameters or
     gradients (an owner's broadcast; not the context axis' activations, nor the start-up
     broadcast); on the pipeline axis, its sends ("pipeline")."""
-    payloads: dict[tuple[str, str, str, int, bool], int | Fraction] = {}
+    payloads: dict[tuple[str, str, str, int, bool], list[int | Fraction]] = {}
     for op, times in cached_schedule(strategy, model, mesh, precision).counted():
         if op.once or op.axis is None:
             continue
@@ -88,13 +89,12 @@ def _batch_bytes(
         else:
             kind = "other"
         key = (kind, op.axis, op.op, op.group, op.root)  # (ring bytes: linear in the payload)
-        payloads[key] = payloads.get(key, 0) + times * op.payload_bytes
-    out: dict[tuple[str, str], Fraction] = {}
-    for (kind, axis, collective, group, root), payload in payloads.items():
-        out[kind, axis] = out.get((kind, axis), Fraction(0)) + ring_bytes(
-            collective, group, payload, root
-        )
-    return out
+        payloads.setdefault(key, []).append(times * op.payload_bytes)
+    out: dict[tuple[str, str], list[Fraction]] = {}
+    for (kind, axis, collective, group, root), sizes in payloads.items():
+        sent = ring_bytes(collective, group, total(sizes), root)
+        out.setdefault((kind, axis), [Fraction(0)]).append(sent)
+    return {key: total(sent) for key, sent in out.items()}  # (units.total: sum's value and type)
 
 
 @lru_cache(maxsize=4096)

@@ -29,7 +29,7 @@ def tensor_split(psi: int, replicated: int, split: Degrees) -> Fraction:
     holds 1/t of its weight and bias, a row-parallel one 1/t of its weight and the whole bias.)"""
     t = split.get("tensor", 1)
     others = math.prod(n for axis, n in split.items() if axis != "tensor")
-    return Fraction(psi - replicated, t * others) + Fraction(replicated, others)
+    return Fraction(psi - replicated + replicated * t, t * others)  # (one Fraction, not three)
 
 
 class IdealSlices:

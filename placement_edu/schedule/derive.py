@@ -88,9 +88,20 @@ def chunk_boundaries(
     ]
 
 
-#: The collectives of activations in one pass, by everything they read: the planner's candidates
-#: that differ only in their data placement or micro-batch count share them (a few thousand kept).
-_ACTIVATION_OPS: dict[tuple, tuple[Op | Repeat, ...]] = {}
+#: Ops of one pass that the planner's candidates share, by everything their rule reads: the
+#: activations' collectives (every data placement and m share them), the parameters' gathers
+#: (every m, recomputation and schedule of one placement share them); a few thousand kept.
+_SHARED_OPS: dict[tuple, tuple[Op | Repeat, ...]] = {}
+
+
+def _kept(key: tuple, rule: Callable[[], list[Op | Repeat]]) -> list[Op | Repeat]:
+    """``rule()``'s ops, derived once for ``key`` (its ops being values) and shared."""
+    ops = _SHARED_OPS.get(key)
+    if ops is None:
+        if len(_SHARED_OPS) >= 4096:
+            _SHARED_OPS.clear()
+        ops = _SHARED_OPS[key] = tuple(rule())
+    return list(ops)
 
 
 def shared(
@@ -106,12 +117,18 @@ def shared(
     strategy, model = dev.strategy, dev.model
     key: tuple = (rule, phase, model, dev.mesh, dev.precision, dev.tensor, dev.stages, dev.stage)
     key += (strategy.sequence_parallel, strategy.context_attention)
-    ops = _ACTIVATION_OPS.get(key)
-    if ops is None:
-        if len(_ACTIVATION_OPS) >= 4096:
-            _ACTIVATION_OPS.clear()
-        ops = _ACTIVATION_OPS[key] = tuple(rule(dev, phase))
-    return list(ops)
+    return _kept(key, lambda: rule(dev, phase))
+
+
+def gathers(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
+    """``gather_before_use(dev, phase, why)``: it reads the placement, the model, the mesh, the
+    precision and this rank -- never m, the schedule or the activations' choices -- so it is
+    derived once for those (a Ψ-level model's) and shared."""
+    if not isinstance(dev.model, IdealSlices):
+        return gather_before_use(dev, phase, why)
+    key: tuple = (gather_before_use, phase, why, dev.strategy.placement, dev.model, dev.mesh)
+    key += (dev.precision, dev.rank)
+    return _kept(key, lambda: gather_before_use(dev, phase, why))
 
 
 #: Why a parameter freed after forward is gathered again (rule 3).
@@ -145,7 +162,7 @@ def derive_schedule(
         if kind == "F":
             ops: list[Op | Repeat] = chunk_boundaries(dev, OpKind.RECV, "forward", tag)
             if k == 0 or reshard:
-                ops += gather_before_use(
+                ops += gathers(
                     dev,
                     "forward",
                     "parameters are stored as slices: gather them "
@@ -160,7 +177,7 @@ def derive_schedule(
             )
         ops = [
             *chunk_boundaries(dev, OpKind.RECV, "backward", tag),
-            *(gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
+            *(gathers(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
             *shared(tensor_parallel_collectives, dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
             *shared(context_attention_collectives, dev, "backward"),

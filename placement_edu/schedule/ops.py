@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property
 from fractions import Fraction
 from typing import Any
 
@@ -224,8 +225,13 @@ class Schedule(Shown):
         """Each operation once, with how many times it runs in a step: (op, 1), or (op, times)
         for an op of a run -- of micro-batch passes (its ``micro_batches`` the range it stands
         for), of equal units, or both (the two counts multiplied)."""
-        for o, units, passes in _counted(self.entries, 1, 1):
-            yield o, units * passes
+        return iter(self._counted)
+
+    @cached_property
+    def _counted(self) -> tuple[tuple[Op, int], ...]:
+        """``counted``'s pairs, walked once (a plan reads each schedule's three times: its
+        seconds, those on the critical path, rule 5's bytes)."""
+        return tuple((o, units * passes) for o, units, passes in _counted(self.entries, 1, 1))
 
     def held(self) -> Iterator[tuple[Op, int, int]]:
         """Each operation once, with the two counts ``counted`` multiplies: (op, units, passes),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from placement_edu.placement import STARTUP
@@ -60,7 +61,7 @@ class Device:
     def mode(self, state: State, axis: str) -> Mode:
         return self.strategy.placement.mode(state, axis)
 
-    @property
+    @cached_property
     def batch_axes(self) -> tuple[str, ...]:
         """Axes that split the batch here (degree > 1), innermost first: gradients are reduced
         along each in turn."""
@@ -70,11 +71,11 @@ class Device:
     def stage(self) -> int:
         return self.coords.get("pipeline", 0)
 
-    @property
+    @cached_property  # (each rule asks: found once a device)
     def stages(self) -> int:
         return model_axis_degree(self.strategy, self.mesh, "pipeline")
 
-    @property
+    @cached_property
     def tensor(self) -> int:
         return model_axis_degree(self.strategy, self.mesh, "tensor")
 

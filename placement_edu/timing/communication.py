@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from functools import lru_cache
 
 from placement_edu.errors import expect
@@ -63,22 +64,30 @@ def op_time(op: Op, link: Link, library: str | None = None) -> float:
 
 
 def _alpha_beta(op: Op, link: Link, library: str | None) -> float:
-    return _seconds(op.op, op.group, op.elements, op.element_bytes, op.root, link, library)
+    size = op.elements
+    whole, parts = isinstance(size, (int, Fraction)), (op.element_bytes, op.root, library)
+    numerator, denominator = (size.numerator, size.denominator) if whole else (size, 1)
+    return _seconds(op.op, op.group, numerator, denominator, *parts, link.alpha_s, link.bandwidth)
 
 
 @lru_cache(maxsize=4096)  # (a plan prices a few hundred distinct ops some 30,000 times)
 def _seconds(
     kind: OpKind,
     group: int,
-    elements: Number,
+    numerator: Number,
+    denominator: int,
     element_bytes: int,
     root: bool,
-    link: Link,
     library: str | None,
+    alpha_s: float,
+    bandwidth: float,
 ) -> float:
-    """α·steps + sent bytes / W of one op, by what it reads of the op."""
+    """α·steps + sent bytes / W of one op, by what it reads of the op and its link: the op's size
+    as a numerator and a denominator (an int and an equal Fraction are one key; a Fraction
+    hashes slowly), the link's α and W (a Link hashes its every field)."""
+    elements = numerator if denominator == 1 else Fraction(numerator, denominator)
     sent = sent_bytes(kind, group, elements * element_bytes, root, library)
-    return link.alpha_s * ring_steps(kind, group, library) + float(sent) / link.bandwidth
+    return alpha_s * ring_steps(kind, group, library) + float(sent) / bandwidth
 
 
 def op_link(op: Op, hw: Hardware, mesh: Mesh) -> Link | None:
@@ -124,34 +133,65 @@ def comm_time(
     A step repeats the same operation many times (each layer, each micro-batch): identical
     operations (same op, axis, phase, group and bytes) are priced once and counted -- an operation
     of a repeated micro-batch pass (``Schedule.counted``) with its count."""
-    counts: dict[tuple, list] = {}
+    return comm_times(schedule, hw, mesh, (critical,))[0]
+
+
+def comm_times(
+    schedule: Schedule,
+    hw: Hardware,
+    mesh: Mesh | str,
+    criticals: tuple[bool | None, ...],
+) -> tuple[dict[str, float], ...]:
+    """``comm_time`` for each of ``criticals`` (None, True, False), the schedule read once: each
+    selection's ops counted and summed in the order ``comm_time`` alone takes them."""
+    counts: list[dict[tuple, list]] = [{} for _ in criticals]
     for op, times in schedule.counted():
-        if op.once or (critical is not None and on_critical_path(op) != critical):
+        if op.once:
             continue
-        size = op.elements  # an int or a Fraction: both have numerator and denominator
-        key = (
-            op.op,
-            op.axis,
-            op.phase,
-            op.group,
-            size.numerator,
-            size.denominator,
-            op.element_bytes,
-            op.root,
-        )
-        if key in counts:
-            counts[key][1] += times
-        else:
-            counts[key] = [op, times]
-    out = {phase: 0.0 for phase in PASSES}
+        on_path, key = None, None
+        for critical, grouped in zip(criticals, counts):
+            if critical is not None:
+                on_path = on_critical_path(op) if on_path is None else on_path
+                if on_path != critical:
+                    continue
+            if key is None:
+                size = op.elements  # an int or a Fraction: both have numerator and denominator
+                key = (
+                    op.op,
+                    op.axis,
+                    op.phase,
+                    op.group,
+                    size.numerator,
+                    size.denominator,
+                    op.element_bytes,
+                    op.root,
+                )
+            if key in grouped:
+                grouped[key][1] += times
+            else:
+                grouped[key] = [op, times]
     mesh = as_mesh(mesh)
-    links: dict[tuple[OpKind, str | None], Link | None] = {}  # (by what op_link reads of an op)
-    for op, count in counts.values():
-        where = (op.op, op.axis)
-        link = links[where] if where in links else links.setdefault(where, op_link(op, hw, mesh))
-        if link is not None:
-            out[op.phase] = out.get(op.phase, 0.0) + count * op_time(op, link, hw.collectives)
-    return out
+    links = _links(hw, mesh)
+    outs = []
+    for grouped in counts:
+        out = {phase: 0.0 for phase in PASSES}
+        for op, count in grouped.values():
+            where = (op.op, op.axis)
+            if where not in links:
+                links[where] = op_link(op, hw, mesh)
+            link = links[where]
+            if link is not None:
+                seconds = _alpha_beta(op, link, hw.collectives)  # (op_time's: none is once)
+                out[op.phase] = out.get(op.phase, 0.0) + count * seconds
+        outs.append(out)
+    return tuple(outs)
+
+
+@lru_cache(maxsize=1024)
+def _links(hw: Hardware, mesh: Mesh) -> dict[tuple[OpKind, str | None], Link | None]:
+    """The links ``op_link`` finds on ``mesh``, by what it reads of an op (its kind and axis),
+    filled as ``comm_times`` asks (a plan asks them for thousands of schedules of one mesh)."""
+    return {}
 
 
 def startup_time(schedule: Schedule, hw: Hardware, mesh: Mesh | str) -> float:

@@ -1,0 +1,85 @@
+"""What a plan's schedules and prices share (issue 43, plan's bound on 2^40 devices): the
+parameters' gathers for every m of one placement (``schedule.derive.gathers``), each schedule's
+counted ops walked once (``Schedule.counted``), every op's seconds and those on the critical path
+from one reading of the schedule (``timing.communication.comm_times``), and a placement's hash
+found once. Each sharing rests on a claim these tests check against the unshared derivation."""
+
+from __future__ import annotations
+
+import pickle
+from itertools import product
+
+import pytest
+
+from placement_edu.candidates import compose
+from placement_edu.mesh import Mesh
+from placement_edu.models import TransformerSpec
+from placement_edu.placement import Placement, State
+from placement_edu.precision import get_precision
+from placement_edu.pricing import comm_seconds
+from placement_edu.schedule import derive, derive_schedule
+from placement_edu.timing import HARDWARE, comm_time
+from placement_edu.timing.communication import comm_times
+
+pytestmark = pytest.mark.fast
+
+MODEL = TransformerSpec(layers=8, hidden=64, heads=8, seq=32, vocab=100)
+PRECISION = get_precision("mixed_adam")
+MESH = Mesh.of(data=4, tensor=2, pipeline=2)
+HW = HARDWARE["h100-nvlink-ib"]
+
+
+def fresh(strategy, mesh=MESH):
+    """The schedule derived with nothing shared kept from before."""
+    derive._SHARED_OPS.clear()
+    return derive_schedule(strategy, MODEL, mesh, PRECISION)
+
+
+@pytest.mark.parametrize("data", ["zero1", "zero3", "fsdp_grad_op"])
+def test_a_schedule_is_the_same_whether_its_gathers_were_kept_or_not(data: str) -> None:
+    # m = 1, 2, 8 of one placement (and dp, which gathers nothing) share the gathers' ops
+    for m, sp in product((1, 2, 8), (False, True)):
+        strategy = compose(data, MESH, m, sp)
+        derive_schedule(compose("dp", MESH, m, sp), MODEL, MESH, PRECISION)  # (kept first)
+        kept = derive_schedule(strategy, MODEL, MESH, PRECISION)
+        assert kept == fresh(strategy)
+        assert list(kept.counted()) == list(kept.counted())  # (walked once, read again)
+
+
+def test_zero3_gathers_its_parameters_in_forward_and_again_in_backward_at_every_m() -> None:
+    for m in (1, 2):
+        ops = [o for o, _ in fresh(compose("zero3", MESH, m)).counted()]
+        gathers = [o for o in ops if o.op == "all_gather" and o.state is State.PARAMS]
+        assert {(o.phase, o.axis) for o in gathers} == {("forward", "data"), ("backward", "data")}
+
+
+@pytest.mark.parametrize("mesh", [MESH, Mesh.of(data=2, context=2, tensor=2)], ids=str)
+def test_one_reading_prices_every_selection_as_comm_time_alone_does(mesh: Mesh) -> None:
+    strategy = compose("zero2", mesh, 4, True)
+    schedule = derive_schedule(strategy, MODEL, mesh, PRECISION)
+    together = comm_times(schedule, HW, mesh, (None, True, False))
+    alone = tuple(comm_time(schedule, HW, mesh, c) for c in (None, True, False))
+    assert together == alone  # the same floats, summed in the same order
+    assert together[1]["forward"] > 0 and together[0]["backward"] > together[1]["backward"]
+
+
+def test_comm_seconds_answers_each_selection_from_the_shared_reading() -> None:
+    strategy = compose("zero2", MESH, 1, True)
+    schedule = derive_schedule(strategy, MODEL, MESH, PRECISION)
+    for critical in (None, True, False):
+        assert comm_seconds(strategy, MODEL, MESH, PRECISION, HW, critical) == comm_time(
+            schedule, HW, MESH, critical
+        )
+
+
+def test_a_placements_hash_is_its_fields_and_never_travels_to_another_process() -> None:
+    placement = Placement(params="SG", grads="S", optimizer="S")
+    fields = (placement.params, placement.grads, placement.optimizer, placement.activations)
+    assert (
+        hash(placement)
+        == hash(fields)
+        == hash(Placement(params={"data": "SG"}, grads="S", optimizer="S"))
+    )
+    copy = pickle.loads(pickle.dumps(placement))  # (a str's hash differs between processes)
+    assert "_hash" not in pickle.loads(pickle.dumps(placement)).__dict__
+    assert copy == placement and hash(copy) == hash(placement)
