@@ -9,8 +9,13 @@ from fractions import Fraction
 import pytest
 
 from placement_edu import Mesh, derive_memory, get_precision, get_strategy
-from placement_edu.schedule import pipeline_bubble, pipeline_order, pipeline_timeline
-from placement_edu.presentation.pipeline_explorer import MODEL, PipelineExplorer
+from placement_edu.schedule import (
+    layers_on_stage,
+    pipeline_bubble,
+    pipeline_order,
+    pipeline_timeline,
+)
+from placement_edu.presentation.pipeline_explorer import MODEL, PipelineExplorer, pipeline_view
 
 pytestmark = pytest.mark.fast
 
@@ -25,6 +30,18 @@ def test_the_timeline_idles_exactly_the_bubble_of_total_time(schedule, p, m):
     assert [[(kind, k) for kind, k, _, _ in row] for row in rows] == [
         pipeline_order(schedule, p, s, m) for s in range(p)
     ]  # the core's order, laid out
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p,m", [(2, 1), (4, 3), (4, 8), (8, 5)])
+def test_each_stage_holds_its_in_flight_count_of_one_micro_batchs_activations(schedule, p, m):
+    """The count the bars are labelled with (memory.in_flight) is what the derived bytes are made
+    of: stage s's activations at its peak = in_flight[s] × one micro-batch's on its layers."""
+    view = pipeline_view(p, m, schedule)
+    for s in range(p):
+        one = MODEL.activation_bytes_per_microbatch(1, Fraction(layers_on_stage(MODEL, p, s)))
+        assert view.activations[s] == view.in_flight[s] * one
+        assert view.in_flight[s] == (m if schedule == "gpipe" else min(p - s, m))  # SPEC §4
 
 
 def test_moving_the_controls_moves_the_picture_to_the_core_numbers():
