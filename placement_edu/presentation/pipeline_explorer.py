@@ -57,18 +57,12 @@ class PipelineView:
         return max(row[-1][3] for row in self.timeline)
 
 
-def pipeline_view(
-    stages: int,
-    micro_batches: int,
-    schedule: str,
-    model: TransformerSpec = MODEL,
-    precision: str = "mixed_adam",
-) -> PipelineView:
-    """Ask the core for the timeline, the bubble, each stage's activations and the micro-batches
-    they are (``memory.in_flight``: GPipe m, 1F1B min(p - stage, m))."""
+def pipeline_view(stages: int, micro_batches: int, schedule: str) -> PipelineView:
+    """Ask the core for the timeline, the bubble, each stage's activations (``MODEL``, mixed_adam)
+    and the micro-batches they are (``memory.in_flight``: GPipe m, 1F1B min(p - stage, m))."""
     strategy = get_strategy("pp").with_(micro_batches=micro_batches, pipeline_schedule=schedule)
-    mesh, prec = Mesh.of(pipeline=stages), get_precision(precision)
-    memories = [derive_memory(strategy, model, mesh, prec, rank=s) for s in range(stages)]
+    mesh, precision = Mesh.of(pipeline=stages), get_precision("mixed_adam")
+    memories = [derive_memory(strategy, MODEL, mesh, precision, rank=s) for s in range(stages)]
     return PipelineView(
         stages,
         micro_batches,
