@@ -21,7 +21,7 @@ from placement_edu.precision import Precision
 from placement_edu.schedule import REDUCTIONS, OpKind, Schedule, derive_schedule, ring_bytes
 from placement_edu.strategies import Strategy
 from placement_edu.timing import Hardware
-from placement_edu.units import total
+from placement_edu.units import total, weighted_total
 
 
 @lru_cache(maxsize=4096)  # (every recomputation but full's replay prices the same schedule)
@@ -50,7 +50,7 @@ def data_traffic(
         return 0 if not at1 else m if at2 > Fraction(3, 2) * at1 else 1
 
     def summed(kinds: tuple[str, ...], axes: Container[str] = AXES) -> Fraction:
-        return sum((b for (k, a), b in at_m.items() if k in kinds and a in axes), zero)
+        return total([zero, *(b for (k, a), b in at_m.items() if k in kinds and a in axes)])
 
     crossing = {axis for axis, n in mesh if n > 1 and hw.spans_nodes(mesh, axis)}
     on_batch = ("reductions", "gathers", "other")
@@ -74,7 +74,7 @@ def _batch_bytes(
     gradient reductions, its parameter all-gathers and any other collective of parameters or
     gradients (an owner's broadcast; not the context axis' activations, nor the start-up
     broadcast); on the pipeline axis, its sends ("pipeline")."""
-    payloads: dict[tuple[str, str, str, int, bool], list[int | Fraction]] = {}
+    payloads: dict[tuple[str, str, str, int, bool], list[tuple[int, int | Fraction]]] = {}
     for op, times in cached_schedule(strategy, model, mesh, precision).counted():
         if op.once or op.axis is None:
             continue
@@ -89,10 +89,10 @@ def _batch_bytes(
         else:
             kind = "other"
         key = (kind, op.axis, op.op, op.group, op.root)  # (ring bytes: linear in the payload)
-        payloads.setdefault(key, []).append(times * op.payload_bytes)
+        payloads.setdefault(key, []).append((times * op.element_bytes, op.elements))
     out: dict[tuple[str, str], list[Fraction]] = {}
     for (kind, axis, collective, group, root), sizes in payloads.items():
-        sent = ring_bytes(collective, group, total(sizes), root)
+        sent = ring_bytes(collective, group, weighted_total(sizes), root)  # Σ times × payload
         out.setdefault((kind, axis), [Fraction(0)]).append(sent)
     return {key: total(sent) for key, sent in out.items()}  # (units.total: sum's value and type)
 

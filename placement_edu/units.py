@@ -52,19 +52,25 @@ def total(values: Iterable[Summed]) -> Summed:
     Fraction where any is; floats and the rest summed by ``sum`` itself), at a fraction of its
     cost: the Fractions are put over one denominator and reduced once, not at every addition (a
     plan on 2^40 devices sums thousands of terms like 1211625411/8589934592 bytes)."""
-    values = list(values)
+    return weighted_total((1, value) for value in values)
+
+
+def weighted_total(pairs: Iterable[tuple[int, Summed]]) -> Summed:
+    """``sum(k * value for k, value in pairs)`` for whole ``k``, as ``total`` sums: the same value
+    of the same type, without a Fraction made for each product."""
+    pairs = list(pairs)
     numerator, denominator, fractional = 0, 1, False
-    for value in values:
+    for k, value in pairs:
         if isinstance(value, Fraction):
             fractional, d = True, value.denominator
             if denominator % d:
                 common = denominator // math.gcd(denominator, d) * d
                 numerator, denominator = numerator * (common // denominator), common
-            numerator += value.numerator * (denominator // d)
+            numerator += k * value.numerator * (denominator // d)
         elif isinstance(value, int) and not isinstance(value, bool):
-            numerator += value * denominator
+            numerator += k * value * denominator
         else:
-            return cast(Summed, sum(values, 0))
+            return cast(Summed, sum((k * value for k, value in pairs), 0))
     return cast(Summed, Fraction(numerator, denominator) if fractional else numerator)
 
 

@@ -24,7 +24,7 @@ from placement_edu.precision import get_precision
 from placement_edu.pricing import compose
 from placement_edu.strategies import STRATEGIES
 from placement_edu.placement import Mode, State
-from placement_edu.units import exact, total
+from placement_edu.units import exact, total, weighted_total
 
 pytestmark = pytest.mark.fast
 
@@ -144,3 +144,12 @@ def test_a_mesh_gives_a_fresh_coordinate_table_each_time() -> None:
     assert coords == {"data": 1, "context": 0, "tensor": 1, "pipeline": 1}
     coords.clear()
     assert mesh.coords(13)["pipeline"] == 1
+
+
+def test_weighted_total_is_the_sum_of_the_products_with_the_same_type() -> None:
+    # rule 5's bytes: Σ times × bytes an element × elements, an element count a Fraction or not
+    pairs = [(3 * 2, Fraction(1211625411, 8192)), (2, 7), (4, Fraction(5, 2))]
+    assert weighted_total(pairs) == 6 * Fraction(1211625411, 8192) + 14 + 10
+    assert repr(weighted_total(pairs)) == repr(sum((k * v for k, v in pairs), 0))
+    assert weighted_total([(3, 4), (2, 5)]) == 22 and type(weighted_total([(3, 4)])) is int
+    assert repr(weighted_total([(2, Fraction(1, 2))])) == "Fraction(1, 1)"  # (a Fraction, whole)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from placement_edu.errors import expect, non_negative_int, positive_int
 from placement_edu.models.protocol import NoAttention
@@ -29,7 +30,12 @@ def tensor_split(psi: int, replicated: int, split: Degrees) -> Fraction:
     holds 1/t of its weight and bias, a row-parallel one 1/t of its weight and the whole bias.)"""
     t = split.get("tensor", 1)
     others = math.prod(n for axis, n in split.items() if axis != "tensor")
-    return Fraction(psi - replicated + replicated * t, t * others)  # (one Fraction, not three)
+    return _split(psi, replicated, t, others)
+
+
+@lru_cache(maxsize=4096)  # (a plan asks for the same few splits tens of thousands of times)
+def _split(psi: int, replicated: int, t: int, others: int) -> Fraction:
+    return Fraction(psi - replicated + replicated * t, t * others)  # ((Ψ − R)/t + R)/others
 
 
 class IdealSlices:

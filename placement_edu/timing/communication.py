@@ -65,9 +65,10 @@ def op_time(op: Op, link: Link, library: str | None = None) -> float:
 
 def _alpha_beta(op: Op, link: Link, library: str | None) -> float:
     size = op.elements
-    whole, parts = isinstance(size, (int, Fraction)), (op.element_bytes, op.root, library)
+    whole = isinstance(size, (int, Fraction))
     numerator, denominator = (size.numerator, size.denominator) if whole else (size, 1)
-    return _seconds(op.op, op.group, numerator, denominator, *parts, link.alpha_s, link.bandwidth)
+    parts = (op.element_bytes, op.root, library, link.alpha_s, link.bandwidth)
+    return _seconds(op.op, op.group, numerator, denominator, *parts)
 
 
 @lru_cache(maxsize=4096)  # (a plan prices a few hundred distinct ops some 30,000 times)
@@ -171,18 +172,19 @@ def comm_times(
             else:
                 grouped[key] = [op, times]
     mesh = as_mesh(mesh)
-    links = _links(hw, mesh)
+    links, library = _links(hw, mesh), hw.collectives
     outs = []
     for grouped in counts:
         out = {phase: 0.0 for phase in PASSES}
-        for op, count in grouped.values():
-            where = (op.op, op.axis)
-            if where not in links:
-                links[where] = op_link(op, hw, mesh)
-            link = links[where]
-            if link is not None:
-                seconds = _alpha_beta(op, link, hw.collectives)  # (op_time's: none is once)
-                out[op.phase] = out.get(op.phase, 0.0) + count * seconds
+        for key, (op, count) in grouped.items():
+            kind, axis, phase, group, numerator, denominator, element_bytes, root = key
+            if (kind, axis) not in links:
+                links[kind, axis] = op_link(op, hw, mesh)
+            link = links[kind, axis]
+            if link is not None:  # (op_time's seconds: no op here is once)
+                parts = (element_bytes, root, library, link.alpha_s, link.bandwidth)
+                seconds = _seconds(kind, group, numerator, denominator, *parts)
+                out[phase] = out.get(phase, 0.0) + count * seconds
         outs.append(out)
     return tuple(outs)
 
