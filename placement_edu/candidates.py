@@ -26,7 +26,6 @@ NO_SYNC_STRATEGIES: tuple[str, ...] = ("zero3", "fsdp_grad_op")
 NO_SYNC = "+no_sync"
 
 
-@lru_cache(maxsize=4096)  # (the planner composes one strategy for many recomputations)
 def compose(
     data: str,
     mesh: Mesh,
@@ -47,6 +46,21 @@ def compose(
     ``no_sync()``, FSDP2's ``set_requires_gradient_sync(False)`` on all micro-batches but the
     last): +|G| bytes held, m - 1 reductions fewer. Named with ``NO_SYNC``: zero3+no_sync×tp."""
     axes = tuple(axis for axis, n in mesh if n > 1)
+    return _composed(data, axes, micro_batches, sequence_parallel, context_attention, no_sync)
+
+
+# (a composition reads which axes the mesh has, never their degrees: the planner's candidates on
+# every mesh of one shape share one strategy, and one placement and name for every m)
+@lru_cache(maxsize=4096)
+def _composed(
+    data: str,
+    axes: tuple[str, ...],
+    micro_batches: int,
+    sequence_parallel: bool,
+    context_attention: str,
+    no_sync: bool,
+) -> Strategy:
+    """``compose`` on a mesh of ``axes``."""
     no_sync = no_sync and "data" in axes  # (the name's data part carries it)
     return Strategy(
         _composed_name(data, axes, sequence_parallel, context_attention, no_sync),
@@ -59,8 +73,6 @@ def compose(
     )
 
 
-# (compose's placement and name read which axes the mesh has, never their degrees: one of each
-# for a data placement and set of axes, where the planner composes thousands of candidates)
 @lru_cache(maxsize=1024)
 def _composed_placement(data: str, axes: tuple[str, ...], no_sync: bool) -> Placement:
     """``data``'s modes on the data and context axes (R for the gradient under ``no_sync``), S

@@ -9,6 +9,7 @@ import math
 import re
 import textwrap
 from collections.abc import Iterable
+from itertools import repeat
 from fractions import Fraction
 from typing import TypeVar, Union, cast
 
@@ -52,7 +53,7 @@ def total(values: Iterable[Summed]) -> Summed:
     Fraction where any is; floats and the rest summed by ``sum`` itself), at a fraction of its
     cost: the Fractions are put over one denominator and reduced once, not at every addition (a
     plan on 2^40 devices sums thousands of terms like 1211625411/8589934592 bytes)."""
-    return weighted_total((1, value) for value in values)
+    return weighted_total(zip(repeat(1), values))
 
 
 def weighted_total(pairs: Iterable[tuple[int, Summed]]) -> Summed:

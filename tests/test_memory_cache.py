@@ -127,10 +127,11 @@ def test_the_memory_peak_sums_its_terms_exactly() -> None:
     assert repr(memory.peak) == repr(state + max(phases))
 
 
-def test_compose_shares_one_placement_and_name_for_the_same_axes() -> None:
-    # the placement reads which axes the mesh has, not their degrees
+def test_compose_shares_one_strategy_for_the_same_axes_and_one_placement_for_every_m() -> None:
+    # a composition reads which axes the mesh has, not their degrees
     small, large = (compose("zero3", Mesh.of(data=d, tensor=2), 1, True) for d in (2, 2**20))
-    assert small.placement is large.placement and small.name == large.name == "zero3×tp+sp"
+    assert small is large and small.name == "zero3×tp+sp"
+    assert compose("zero3", Mesh.of(data=4, tensor=2), 8, True).placement is small.placement
     assert small.placement.mode(State.PARAMS, "data") is Mode.SG
     assert small.placement.mode(State.GRADS, "tensor") is Mode.S
     unsharded = compose("zero3", Mesh.of(data=4, context=2), 4, no_sync=True)
