@@ -8,7 +8,9 @@ placement_edu.cli``), never where a program or a test imports the package -- thi
 them from then on: one line, ``before any process started`` (true until a command starts one,
 and a command that does takes the signals from its handler's first line), and the exit status
 128 + the signal, as Python exits (``SystemExit``: its clean-ups run). ``main`` hands them back as
-it returns.
+it returns. A signal that comes in Python's import machinery (these first moments are mostly
+imports) is taken a moment later: raised there, the ``SystemExit`` could be lost
+(``rundir.unsafe_to_raise``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ import signal
 import sys
 from types import FrameType
 
-from placement_edu.runtime.processes.rundir import BEFORE_ANY_PROCESS, SIGNALS, ending_line
+from placement_edu.runtime.processes.rundir import (
+    BEFORE_ANY_PROCESS,
+    SIGNALS,
+    ending_line,
+    later,
+    unsafe_to_raise,
+)
 
 
 def _is_the_command() -> bool:
@@ -32,6 +40,9 @@ def _is_the_command() -> bool:
 
 
 def _end(signum: int, frame: FrameType | None) -> None:
+    if unsafe_to_raise(frame):  # (raised there, it could be lost: taken a moment later)
+        later(signum)
+        return
     print(ending_line(signum, BEFORE_ANY_PROCESS), file=sys.stderr)
     raise SystemExit(128 + signum)
 

@@ -463,12 +463,16 @@ def _first_signal() -> bool:
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    """``_Stop``, where the command is -- but not while a process is being started: taken again a
-    moment later, once it is known and can be ended (``_as_torch_would``)."""
+    """``_Stop``, where the command is -- but not while a process is being started (taken again a
+    moment later, once it is known and can be ended: ``_as_torch_would``), nor where what it
+    raises could be lost (taken a moment later: ``rundir.unsafe_to_raise``)."""
     global _deferred
     if _starting_a_process(frame):
         _deferred = signum
-        threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
+        rundir.later(signum)
+        return
+    if rundir.unsafe_to_raise(frame):
+        rundir.later(signum)
         return
     if _first_signal():
         global _raised
@@ -525,14 +529,10 @@ def _as_torch_would(signum: int, frame: FrameType | None) -> None:
     signal is sent again a moment later, when that rank is known."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    if _starting_a_process(frame):
-        threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
+    if _starting_a_process(frame) or rundir.unsafe_to_raise(frame):
+        rundir.later(signum)
         return
     raise SignalException(f"Process {os.getpid()} got signal: {signum}", signal.Signals(signum))
-
-
-#: Seconds after which a signal that came while a rank was being started is taken again.
-RETRY_SIGNAL_S = 0.02
 
 
 def _starting_a_process(frame: FrameType | None) -> bool:

@@ -15,6 +15,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where the launcher starts ranks
@@ -36,6 +37,30 @@ BEFORE_ANY_PROCESS = "before any process started"
 def ending_line(signum: int, where: str) -> str:
     """The one line a command stopped by signal ``signum`` prints: which signal, and where."""
     return f"placement-edu: interrupted by {signal.Signals(signum).name}: {where}"
+
+
+def unsafe_to_raise(frame: FrameType | None) -> bool:
+    """Whether what a signal's handler raises in ``frame`` could be lost or garbled: in Python's
+    import machinery (the compiler of a module's source drops it, a module lock's weakref callback
+    ignores it, and one raised in a module lock leaves the lock half-taken: a KeyError traceback
+    at the next import), or under a ``__set_name__`` (Python 3.11 turns it into a RuntimeError).
+    The handler puts the signal off a moment (``later``)."""
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        return True
+    while frame is not None:
+        if frame.f_code.co_name == "__set_name__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: Seconds after which a signal put off is sent to this process again (``later``).
+RETRY_SIGNAL_S = 0.02
+
+
+def later(signum: int) -> None:
+    """Send ``signum`` to this process again in ``RETRY_SIGNAL_S``: its handler takes it then."""
+    threading.Timer(RETRY_SIGNAL_S, os.kill, (os.getpid(), signum)).start()
 
 
 def make(kind: str) -> str:
