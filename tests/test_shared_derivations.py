@@ -1,8 +1,10 @@
 """What a plan's schedules and prices share (issue 43, plan's bound on 2^40 devices): the
-parameters' gathers for every m of one placement (``schedule.derive.gathers``), each schedule's
-counted ops walked once (``Schedule.counted``), every op's seconds and those on the critical path
-from one reading of the schedule (``timing.communication.comm_times``), and a placement's hash
-found once. Each sharing rests on a claim these tests check against the unshared derivation."""
+parameters' gathers, the gradients' reductions and the pipeline's sends for every m and every
+placement that reads them alike (``schedule.derive.gathers``, ``reductions``, ``boundary``), each
+schedule's counted ops walked once (``Schedule.counted``), every op's seconds and those on the
+critical path from one reading of the schedule (``timing.communication.comm_times``), and a
+placement's hash found once. Each sharing rests on a claim these tests check against the unshared
+derivation."""
 
 from __future__ import annotations
 
@@ -36,11 +38,14 @@ def fresh(strategy, mesh=MESH):
     return derive_schedule(strategy, MODEL, mesh, PRECISION)
 
 
-@pytest.mark.parametrize("data", ["zero1", "zero3", "fsdp_grad_op"])
-def test_a_schedule_is_the_same_whether_its_gathers_were_kept_or_not(data: str) -> None:
-    # m = 1, 2, 8 of one placement (and dp, which gathers nothing) share the gathers' ops
-    for m, sp in product((1, 2, 8), (False, True)):
+@pytest.mark.parametrize("data", ["zero1", "zero2", "zero3", "fsdp_grad_op"])
+def test_a_schedule_is_the_same_whether_its_shared_ops_were_kept_or_not(data: str) -> None:
+    # m = 1, 2, 8 of one placement, 1F1B and interleaved, share the gathers', the reductions' and
+    # the pipeline sends' ops with each other and with dp's (derived first)
+    for m, sp, v in product((2, 4, 8), (False, True), (1, 2)):
         strategy = compose(data, MESH, m, sp)
+        if v > 1:
+            strategy = strategy.with_(pipeline_schedule="interleaved", virtual_stages=v)
         derive_schedule(compose("dp", MESH, m, sp), MODEL, MESH, PRECISION)  # (kept first)
         kept = derive_schedule(strategy, MODEL, MESH, PRECISION)
         assert kept == fresh(strategy)

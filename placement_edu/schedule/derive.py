@@ -14,7 +14,7 @@ from placement_edu.strategies import Strategy
 from placement_edu.axes import validate
 from placement_edu.schedule.context import context_attention_collectives
 from placement_edu.schedule.costs import OpKind
-from placement_edu.schedule.ops import Op, Repeat, Schedule, held
+from placement_edu.schedule.ops import Op, Repeat, Schedule, Tag, held
 from placement_edu.experts import check_expert_axis
 from placement_edu.schedule.expert_parallel import (
     dense_startup_broadcast,
@@ -79,12 +79,12 @@ def chunk_boundaries(
     chunk's ops held once with their count (``ops.held``), so the cost does not grow with v."""
     v = dev.strategy.virtual_stages
     if v == 1:
-        return list(pipeline_boundary(dev, op, phase, tag, 0))
-    middle = pipeline_boundary(dev, op, phase, tag, 1) if v > 2 else []
+        return boundary(dev, op, phase, tag, 0)
+    middle = boundary(dev, op, phase, tag, 1) if v > 2 else []
     return [
-        *pipeline_boundary(dev, op, phase, tag, 0),
-        *held(middle, v - 2),
-        *pipeline_boundary(dev, op, phase, tag, v - 1),
+        *boundary(dev, op, phase, tag, 0),
+        *held(middle, v - 2),  # type: ignore[arg-type]
+        *boundary(dev, op, phase, tag, v - 1),
     ]
 
 
@@ -129,6 +129,30 @@ def gathers(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
     key: tuple = (gather_before_use, phase, why, dev.strategy.placement, dev.model, dev.mesh)
     key += (dev.precision, dev.rank)
     return _kept(key, lambda: gather_before_use(dev, phase, why))
+
+
+def boundary(dev: Device, op: OpKind, phase: str, tag: Tag, chunk: int) -> list[Op | Repeat]:
+    """``pipeline_boundary``: it reads the model, the mesh, the precision, this rank's stage, the
+    degrees splitting the model, the chunks a rank holds, sequence parallelism and the micro-batch
+    ``tag`` -- never the data placement or m -- so it is kept for those (a Ψ-level model's)."""
+    if not isinstance(dev.model, IdealSlices):
+        return list(pipeline_boundary(dev, op, phase, tag, chunk))
+    key: tuple = (pipeline_boundary, op, phase, tag, chunk, dev.model, dev.mesh, dev.precision)
+    key += (dev.tensor, dev.stages, dev.stage, dev.strategy.virtual_stages)
+    key += (dev.strategy.sequence_parallel,)
+    return _kept(key, lambda: list(pipeline_boundary(dev, op, phase, tag, chunk)))
+
+
+def reductions(dev: Device, tag: Tag) -> list[Op | Repeat]:
+    """``reduce_partial_grads``: it reads the placement, how owners update, the model, the mesh,
+    the precision, this rank and the micro-batch ``tag`` -- never m or the schedule -- so it is
+    kept for those (a Ψ-level model's)."""
+    if not isinstance(dev.model, IdealSlices):
+        return reduce_partial_grads(dev, tag)
+    strategy = dev.strategy
+    key: tuple = (reduce_partial_grads, tag, strategy.placement, strategy.owner_update)
+    key += (dev.model, dev.mesh, dev.precision, dev.rank)
+    return _kept(key, lambda: reduce_partial_grads(dev, tag))
 
 
 #: Why a parameter freed after forward is gathered again (rule 3).
@@ -187,7 +211,7 @@ def derive_schedule(
             tag = tag if per_micro_batch else ()
             ops += sequence_parallel_norms(dev, tag)
             # expert parallelism reduces two groups (expert_parallel.py)
-            reduce = expert_parallel_grads if expert_degree(dev) > 1 else reduce_partial_grads
+            reduce = expert_parallel_grads if expert_degree(dev) > 1 else reductions
             ops += reduce(dev, tag)
             ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
         return ops
