@@ -78,7 +78,10 @@ def materialized_only_activations(pl: Placement, axis: str) -> None:
 #: The (strategy, mesh, strict) that ``validate`` has passed, by what it reads of the strategy:
 #: its name (the messages), placement, owner update, mesh axes and shard dimensions -- not its
 #: micro-batches, schedule, sequence parallelism or context attention, which the planner varies
-#: over thousands of candidates of one placement (a few thousand kept).
+#: over thousands of candidates of one placement -- and of the mesh: its axes, which split (n > 1)
+#: and which are too wide to broadcast rank by rank (n > MAX_LISTED_OPS), never the degrees
+#: themselves, which the planner varies over thousands of meshes of one shape (a few thousand
+#: kept; a refusal is never kept: its message names the mesh).
 _PASSED: dict[tuple, None] = {}
 
 
@@ -86,7 +89,8 @@ def validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
     """Refuse placements that cannot run, with the reason (``_validate``), once for what it reads
     (``_PASSED``)."""
     s = strategy
-    key = (s.name, s.placement, s.owner_update, s.mesh_axes, s.shard_dims, mesh, strict)
+    shape = tuple((axis, n > 1, n > MAX_LISTED_OPS) for axis, n in mesh)
+    key = (s.name, s.placement, s.owner_update, s.mesh_axes, s.shard_dims, shape, strict)
     if key not in _PASSED:
         _validate(strategy, mesh, strict)
         if len(_PASSED) >= 4096:

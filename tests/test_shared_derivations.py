@@ -2,9 +2,9 @@
 parameters' gathers, the gradients' reductions and the pipeline's sends for every m and every
 placement that reads them alike (``schedule.derive.gathers``, ``reductions``, ``boundary``), each
 schedule's counted ops walked once (``Schedule.counted``), every op's seconds and those on the
-critical path from one reading of the schedule (``timing.communication.comm_times``), and a
-placement's hash found once. Each sharing rests on a claim these tests check against the unshared
-derivation."""
+critical path from one reading of the schedule (``timing.communication.comm_times``), a
+placement's hash found once, and a validation kept for every mesh of one shape. Each sharing
+rests on a claim these tests check against the unshared derivation."""
 
 from __future__ import annotations
 
@@ -14,13 +14,16 @@ from itertools import product
 
 import pytest
 
+from placement_edu.axes import _validate, validate
 from placement_edu.candidates import compose
+from placement_edu.errors import MAX_LISTED_OPS, PlacementError
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.placement import Placement, State
 from placement_edu.precision import get_precision
 from placement_edu.pricing import comm_seconds
 from placement_edu.schedule import derive, derive_schedule
+from placement_edu.strategies import COMPOSITIONS, STRATEGIES
 from placement_edu.timing import HARDWARE, comm_time
 from placement_edu.timing.communication import comm_times
 
@@ -85,3 +88,36 @@ def test_a_placements_hash_is_its_fields_hash_and_never_travels_to_another_proce
     assert hash(placement) == hash(Placement(params={"data": "SG"}, grads="S", optimizer="S"))
     copy = pickle.loads(pickle.dumps(placement))  # (a str's hash differs between processes)
     assert "_hash" not in copy.__dict__ and copy == placement and hash(copy) == hash(placement)
+
+
+def verdict(strategy, mesh: Mesh, strict: bool = True) -> str:
+    """What ``axes._validate`` says, derived afresh: "" or its refusal."""
+    try:
+        _validate(strategy, mesh, strict)
+    except PlacementError as error:
+        return type(error).__name__
+    return ""
+
+
+def test_validation_reads_a_meshs_shape_never_its_degrees() -> None:
+    # validate keeps a pass by the mesh's axes, which split and which are too wide to broadcast
+    # rank by rank: every named strategy and composition gets one verdict on meshes of one shape
+    shapes = [
+        [Mesh.of(data=d) for d in (2, 3, 1024, 2**16)],
+        [Mesh.of(data=d) for d in (2**17, 2**40)],  # (over MAX_LISTED_OPS)
+        [Mesh.of(data=d, tensor=t, pipeline=p) for d, t, p in ((2, 2, 2), (2**16, 8, 64))],
+        [Mesh.of(data=d, tensor=t, pipeline=p) for d, t, p in ((2**17, 2, 2), (2**30, 8, 64))],
+        [Mesh.of(replica=r, data=d) for r, d in ((2, 2), (2**10, 8), (2**30, 2**10))],
+        [Mesh.of(data=d, context=c, tensor=2) for d, c in ((2, 2), (2**16, 2**10))],
+        [Mesh.of(data=1, tensor=t) for t in (2, 8)],
+    ]
+    for strategy, meshes in product([*STRATEGIES.values(), *COMPOSITIONS.values()], shapes):
+        for strict in (True, False):
+            assert len({verdict(strategy, mesh, strict) for mesh in meshes}) == 1, strategy.name
+    # the one degree it reads: an owner's broadcast rank by rank, up to MAX_LISTED_OPS ranks
+    owners = STRATEGIES["zero1_allreduce"]
+    assert verdict(owners, Mesh.of(data=MAX_LISTED_OPS)) == ""
+    assert verdict(owners, Mesh.of(data=MAX_LISTED_OPS + 1)) == "PlacementError"
+    validate(owners, Mesh.of(data=MAX_LISTED_OPS))  # (kept)
+    with pytest.raises(PlacementError, match="one broadcast per data rank"):
+        validate(owners, Mesh.of(data=MAX_LISTED_OPS + 1))
