@@ -225,3 +225,23 @@ def test_table_json_of_10_to_the_6_layers_is_one_line_not_four_million_entries(c
 def test_a_run_of_units_is_one_row_of_the_report_with_both_counts() -> None:
     rows = dict(analyze(get_strategy("zero3").with_(micro_batches=5), tiny(BIG), 8).lines())
     assert any(f"(×{BIG:,}, one per unit, ×5, one per micro-batch)" in v for v in rows.values())
+
+
+def test_the_reliability_page_names_the_benchmark_of_every_largest_input_and_its_limit(
+    tmp_path,
+) -> None:
+    """docs/reliability.md's sentence on plan, time, table and fit under 2 s: the benchmark it
+    names exists, runs each of those commands, and prints that limit (``LIMIT_S``)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    path = root / "benchmarks" / "bench_issue43_bounds.py"
+    spec = importlib.util.spec_from_file_location("bench_issue43_bounds", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    page = " ".join((root / "docs" / "reliability.md").read_text().split())
+    assert f"in under {bench.LIMIT_S:g} s: `benchmarks/{path.name}`" in page
+    commands = {argv[0] for _, argv in bench.commands(tmp_path)}
+    assert commands == {"plan", "time", "table", "fit"}
