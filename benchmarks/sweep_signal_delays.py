@@ -3,6 +3,7 @@ each ended (issue 43: a signal must never be lost).
 
     .venv/bin/python benchmarks/sweep_signal_delays.py                  # calibrate, 0.05-3 s
     .venv/bin/python benchmarks/sweep_signal_delays.py --busy 0 --step 0.1 -- run zero3
+    .venv/bin/python benchmarks/sweep_signal_delays.py --fresh --first 0.08 --last 0.4 --step 0.01
 
 Each delay runs the command once with an empty TMPDIR of its own, while ``--busy`` loops keep the
 cores busy (as a full test suite on 2 cores does), and prints its exit status and its verdict:
@@ -14,9 +15,13 @@ cores busy (as a full test suite on 2 cores does), and prints its exit status an
   imported ``placement_edu.cli.entry``, which takes the signals);
 - other: anything else (a traceback, something left in TMPDIR), with stderr's last line.
 
-Issue 43, calibrate --world-sizes 2 --repeats 1 under two busy loops, 60 delays from 0.05 to 3 s
-(2-core machine, 2026-12-07): before the fix 55 one line, 2 LOST, 2 default, 1 other (a 60-line
-RuntimeError traceback); after it 60 one line.
+``--fresh``: the package copied without its ``__pycache__`` and run with PYTHONDONTWRITEBYTECODE=1,
+so that every run compiles its modules' sources, as a fresh install's first run does.
+
+Issue 43, calibrate --world-sizes 2 --repeats 1 under two busy loops (2-core machine, 2026-12-07):
+60 delays from 0.05 to 3 s, before the fix 55 one line, 2 LOST, 2 default, 1 other (a 60-line
+RuntimeError traceback), after it 60 one line; ``--fresh`` 0.08 to 0.4 s by 0.01 three times over,
+before 92 one line, 3 LOST, 4 default, after 95 one line, 4 default.
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ import time
 DEFAULT = ["calibrate", "--world-sizes", "2", "--repeats", "1"]
 
 
-def _one(argv: list[str], delay: float) -> tuple[str, str]:
-    """(verdict, what it printed last) of the command ``argv`` sent SIGTERM ``delay`` s in."""
+def _one(argv: list[str], delay: float, fresh: str | None) -> tuple[str, str]:
+    """(verdict, what it printed last) of the command ``argv`` sent SIGTERM ``delay`` s in (run
+    from the copy ``fresh``, compiling its sources, if given)."""
     tmp = tempfile.mkdtemp(prefix="pe-sweep-")
+    compiled = {"PYTHONDONTWRITEBYTECODE": "1"} if fresh else {}
     command = subprocess.Popen(
         [sys.executable, "-m", "placement_edu.cli", *argv],
-        env=dict(os.environ, TMPDIR=tmp),
+        cwd=fresh,
+        env=dict(os.environ, TMPDIR=tmp, **compiled),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,20 +81,28 @@ def main() -> None:
     parser.add_argument("--last", type=float, default=3.0, help="last delay, s (3)")
     parser.add_argument("--step", type=float, default=0.05, help="between delays, s (0.05)")
     parser.add_argument("--busy", type=int, default=2, help="busy loops meanwhile (2)")
+    parser.add_argument("--fresh", action="store_true", help="compile the sources every run")
     parser.add_argument("argv", nargs="*", help=f"the command (default: {' '.join(DEFAULT)})")
     args = parser.parse_args()
     count = round((args.last - args.first) / args.step) + 1
     delays = [round(args.first + k * args.step, 3) for k in range(count)]
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     verdicts: collections.Counter[str] = collections.Counter()
+    fresh = tempfile.mkdtemp(prefix="pe-fresh-") if args.fresh else None
+    if fresh:
+        package = os.path.join(os.path.dirname(__file__), "..", "placement_edu")
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(package, os.path.join(fresh, "placement_edu"), ignore=ignore)
     try:
         for delay in delays:
-            verdict, line = _one(args.argv or DEFAULT, delay)
+            verdict, line = _one(args.argv or DEFAULT, delay, fresh)
             verdicts[verdict] += 1
             print(f"{delay:5.2f} s  {verdict:8}  {line}", flush=True)
     finally:
         for loop in busy:
             loop.kill()
+        if fresh:
+            shutil.rmtree(fresh)
     print(", ".join(f"{n} {verdict}" for verdict, n in verdicts.most_common()))
 
 
