@@ -99,7 +99,7 @@ def launch(
 
     method = forkserver.start_method()  # (before holding the server: it may start it again)
     forkserver.hold(jobs)
-    run_dir, stop, handlers = "", threading.Event(), _handlers()
+    run_dir, stop, handlers = "", threading.Event(), rundir.signal_handlers()
     try:  # (an agent's signal before the launch takes them: the folder is removed all the same)
         run_dir = rundir.make("run")
         rundir.quiet_resource_tracker()
@@ -142,7 +142,7 @@ def launch(
         ) from None
     finally:
         stop.set()
-        _restore(handlers)
+        rundir.restore_handlers(handlers)
         rundir.remove(run_dir)
         forkserver.release(jobs)
     return [[per_rank[r][j] for r in range(world_size)] for j in range(len(jobs))]
@@ -219,7 +219,7 @@ def _launch_from_agent(
         name="placement-edu-agent",
     )
     forkserver.hold(helper)
-    handlers, stopped = _handlers(), None
+    handlers, stopped = rundir.signal_handlers(), None
     outcome: tuple[str, Any] | None = None
     try:
         with _stop_on_signals():  # from the agent's start to its end: no signal is lost
@@ -243,7 +243,7 @@ def _launch_from_agent(
             outcome = _after_signal(helper, receive, stopped, outcome, early)
             helper.join()
     finally:
-        _restore(handlers)
+        rundir.restore_handlers(handlers)
         forkserver.release(helper)
     assert outcome is not None  # (answered, or made by _after_signal)
     kind, value = outcome
@@ -410,7 +410,7 @@ def ends_as_a_run(body: Callable[[], int]) -> int:
     signal (130, 143, 129, 131). Its processes were ended on the way (``_launch_from_agent``, a
     ``TrackerProcess``'s ``close``), and it exits as Python does, which removes its
     multiprocessing folder. The exit status of ``body`` otherwise."""
-    handlers = _handlers()
+    handlers = rundir.signal_handlers()
     try:
         with _stop_on_signals():
             try:
@@ -424,7 +424,7 @@ def ends_as_a_run(body: Callable[[], int]) -> int:
         print(rundir.ending_line(stop.signum, stop.where), file=sys.stderr)
         return 128 + stop.signum
     finally:
-        _restore(handlers)
+        rundir.restore_handlers(handlers)
 
 
 #: The signals torch's launcher is to handle itself: the others (SIGINT, SIGTERM) are ours.
@@ -517,7 +517,7 @@ class _stop_on_signals:
                 os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
             else:
                 os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = self.env
-        return False  # (the handlers: put back by _restore)
+        return False  # (the handlers: put back by rundir.restore_handlers)
 
 
 def _as_torch_would(signum: int, frame: FrameType | None) -> None:
@@ -564,19 +564,6 @@ class ranks_start_with_sigint_held:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
         self.helper.set()
         return False
-
-
-def _handlers() -> dict | None:
-    """This process's handlers of those signals, to put back after the launch (main thread only:
-    elsewhere torch installs none)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return {sig: signal.getsignal(sig) for sig in SIGNALS}
-
-
-def _restore(handlers: dict | None) -> None:
-    for sig, handler in (handlers or {}).items():
-        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 class _quiet_launcher:

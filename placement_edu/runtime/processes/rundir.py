@@ -34,6 +34,20 @@ SIGNALS = tuple(
 BEFORE_ANY_PROCESS = "before any process started"
 
 
+def signal_handlers() -> dict | None:
+    """This process's handlers of ``SIGNALS``, to put back after a launch (main thread only:
+    elsewhere torch installs none)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {sig: signal.getsignal(sig) for sig in SIGNALS}
+
+
+def restore_handlers(handlers: dict | None) -> None:
+    """Put back what ``signal_handlers`` read."""
+    for sig, handler in (handlers or {}).items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 def ending_line(signum: int, where: str) -> str:
     """The one line a command stopped by signal ``signum`` prints: which signal, and where."""
     return f"placement-edu: interrupted by {signal.Signals(signum).name}: {where}"
