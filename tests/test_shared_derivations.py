@@ -1,10 +1,11 @@
 """What a plan's schedules and prices share (issue 43, plan's bound on 2^40 devices): the
 parameters' gathers, the gradients' reductions and the pipeline's sends for every m and every
-placement that reads them alike (``schedule.derive.gathers``, ``reductions``, ``boundary``), each
-schedule's counted ops walked once (``Schedule.counted``), every op's seconds and those on the
-critical path from one reading of the schedule (``timing.communication.comm_times``), a
-placement's hash found once, and a validation kept for every mesh of one shape. Each sharing
-rests on a claim these tests check against the unshared derivation."""
+placement that reads them alike (``schedule.derive.kept_gather_before_use``,
+``kept_reduce_partial_grads``, ``boundary``), each schedule's counted ops walked once
+(``Schedule.counted``), every op's seconds and those on the critical path from one reading of
+the schedule (``timing.communication.comm_times``), a placement's hash found once, and a
+validation kept for every mesh of one shape. Each sharing rests on a claim these tests check
+against the unshared derivation."""
 
 from __future__ import annotations
 

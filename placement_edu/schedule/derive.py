@@ -120,7 +120,7 @@ def shared(
     return _kept(key, lambda: rule(dev, phase))
 
 
-def gathers(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
+def kept_gather_before_use(dev: Device, phase: str, why: str) -> list[Op | Repeat]:
     """``gather_before_use(dev, phase, why)``: it reads the placement, the model, the mesh, the
     precision and this rank -- never m, the schedule or the activations' choices -- so it is
     derived once for those (a Ψ-level model's) and shared."""
@@ -143,7 +143,7 @@ def boundary(dev: Device, op: OpKind, phase: str, tag: Tag, chunk: int) -> list[
     return _kept(key, lambda: list(pipeline_boundary(dev, op, phase, tag, chunk)))
 
 
-def reductions(dev: Device, tag: Tag) -> list[Op | Repeat]:
+def kept_reduce_partial_grads(dev: Device, tag: Tag) -> list[Op | Repeat]:
     """``reduce_partial_grads``: it reads the placement, how owners update, the model, the mesh,
     the precision, this rank and the micro-batch ``tag`` -- never m or the schedule -- so it is
     kept for those (a Ψ-level model's)."""
@@ -186,7 +186,7 @@ def derive_schedule(
         if kind == "F":
             ops: list[Op | Repeat] = chunk_boundaries(dev, OpKind.RECV, "forward", tag)
             if k == 0 or reshard:
-                ops += gathers(
+                ops += kept_gather_before_use(
                     dev,
                     "forward",
                     "parameters are stored as slices: gather them "
@@ -201,7 +201,7 @@ def derive_schedule(
             )
         ops = [
             *chunk_boundaries(dev, OpKind.RECV, "backward", tag),
-            *(gathers(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
+            *(kept_gather_before_use(dev, "backward", FREED_AFTER_FORWARD) if reshard else []),
             *shared(tensor_parallel_collectives, dev, "backward"),
             *expert_all_to_alls(dev, "backward"),
             *shared(context_attention_collectives, dev, "backward"),
@@ -211,7 +211,7 @@ def derive_schedule(
             tag = tag if per_micro_batch else ()
             ops += sequence_parallel_norms(dev, tag)
             # expert parallelism reduces two groups (expert_parallel.py)
-            reduce = expert_parallel_grads if expert_degree(dev) > 1 else reductions
+            reduce = expert_parallel_grads if expert_degree(dev) > 1 else kept_reduce_partial_grads
             ops += reduce(dev, tag)
             ops += scale_once(dev, tag) + offload_grad_slice(dev, tag)
         return ops
