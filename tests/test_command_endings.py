@@ -323,7 +323,9 @@ print("SIG", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
 
 def test_a_sigterm_at_the_first_moment_the_command_takes_it_is_one_line(run_tmpdir):
     """Sent as soon as the kernel shows SIGTERM caught (``SigCgt`` in /proc): the command's line,
-    143, nothing left -- at every moment from there on."""
+    143, nothing left -- at every moment from there on. (The command is still importing then: a
+    signal in Python's import machinery is taken once the import is safe to stop,
+    ``rundir.unsafe_to_raise``, by when the command may have started its agent.)"""
     command = _start(SHORT + ["--steps", "2"], run_tmpdir)
     try:
         deadline = time.monotonic() + 30
@@ -333,7 +335,9 @@ def test_a_sigterm_at_the_first_moment_the_command_takes_it_is_one_line(run_tmpd
         line = _ended(command, signal.SIGTERM, 143, run_tmpdir)
     finally:
         command.kill()
-    assert line == "placement-edu: interrupted by SIGTERM: before any process started"
+    assert line in [
+        f"placement-edu: interrupted by SIGTERM: {where}" for where in PHASES["early"][:2]
+    ]
 
 
 def _catches(pid: int, sig: signal.Signals) -> bool:
