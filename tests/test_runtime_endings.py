@@ -308,6 +308,30 @@ def test_a_frozen_rank_is_named_hung_even_when_only_a_lost_connection_was_report
     )
 
 
+def test_the_rank_the_others_store_waited_for_is_named_not_a_rank_ended_before_it_reported(
+    tmp_path,
+):
+    """The race a fresh clone's CI lost (2026-12-07): rank 2 froze as the ranks met; ranks 0 and 1
+    timed out in torch's store waiting for rank 2's key, and the launcher ended rank 3 before it
+    had written its own timeout. Neither 2 nor 3 wrote an error, neither reached a collective, so
+    both were named ("rank 2, 3 stopped first"). The store's message names the key it waited for,
+    which ends with the rank that never wrote it: that rank is named."""
+    from types import SimpleNamespace
+
+    from placement_edu.runtime.processes.explain import explain
+
+    waited = "torch.distributed.DistStoreError: wait timeout after 5000ms, keys: "
+    for rank in (0, 1):
+        (tmp_path / f"error-{rank}").write_text(
+            f"{time.time():.6f}\nTraceback (most recent call last):\n"
+            f"{waited}/default_pg/0//cpu//0/2\n"
+        )
+    error = SimpleNamespace(failures={r: SimpleNamespace(exitcode=1, message="") for r in (0, 1)})
+    assert explain(str(tmp_path), error, 4, 5.0).splitlines()[0] == (
+        "rank 2 stopped first: it hung (the others timed out waiting for it)"
+    )
+
+
 def test_a_cold_run_in_the_main_thread_puts_the_signal_handlers_back(tmp_path):
     """torch's launcher installs its own SIGINT/SIGTERM handlers; a notebook kernel gets its
     back."""

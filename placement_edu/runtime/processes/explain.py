@@ -6,6 +6,7 @@ in the run's folder (``rundir``) and from torch's ``ChildFailedError``."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,19 @@ LOST_PEER = (
 )
 #: What a rank's error says when a peer it waited for never came: that peer hung.
 TIMED_OUT = ("did not complete within", "wait timeout after")
+
+
+#: torch's store, timing out while the ranks meet, names the keys it waited for; each ends with
+#: the rank that never wrote it (gloo's "/default_pg/0//cpu//0/2": rank 2 never came).
+WAITED_FOR = re.compile(r"wait timeout after \d+ms, keys: (.+)")
+
+
+def _waited_for(traces: list[str]) -> set[int]:
+    """The ranks whose keys the reports' store timeouts name: the ranks the others waited for."""
+    keys = [
+        key for trace in traces for line in WAITED_FOR.findall(trace) for key in line.split(", ")
+    ]
+    return {int(tail) for key in keys if (tail := key.strip().rsplit("/", 1)[-1]).isdigit()}
 
 
 def _beacon(run_dir: str, rank: int) -> tuple[str, float]:
@@ -89,7 +103,9 @@ def explain(run_dir: str, error: ChildFailedError, world_size: int, timeout_s: f
     ]
     lost = bool(reports) and all(any(s in trace for s in LOST_PEER) for _, _, trace in reports)
     if not lines and lost:  # the first rank to stop wrote nothing
-        silent = _stopped_first(run_dir, [r for r in range(world_size) if r not in wrote])
+        quiet = [r for r in range(world_size) if r not in wrote]
+        waited = sorted(_waited_for([trace for _, _, trace in reports]) & set(quiet))
+        silent = waited or _stopped_first(run_dir, quiet)
         if silent:  # a collective timed out: it hung; else it died
             state, entered = _beacon(run_dir, reports[0][1])  # the first to report
             hung = any(any(s in trace for s in TIMED_OUT) for _, _, trace in reports) or (
