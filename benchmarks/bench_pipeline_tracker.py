@@ -17,6 +17,7 @@ from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measu
 from placement_edu.runtime.measurement.peak_tracker import states
 from placement_edu.runtime.measurement.profiles import get_profile
 from placement_edu.step_case import StepCase
+from tracker_row import compared
 
 #: (model, blocks (None: all), attention, stages, rank, schedule, virtual stages)
 CASES = (
@@ -58,17 +59,11 @@ def main() -> int:
             case, pipeline_measure, stages=p, rank=rank, schedule=schedule, virtual_stages=v
         )
         theirs = states(raw, False)
-        equal = (ours.params, ours.grads, ours.optimizer) == tuple(
-            theirs[k] for k in ("params", "grads", "optimizer")
-        )
-        fb, step = ours.forward_backward_peak.total, ours.step_peak.total
-        ratios = fb / theirs["forward_backward_peak"], step / theirs["step_peak"]
-        failed += not equal or any(abs(r - 1) > 0.02 for r in ratios)
+        ok, cells = compared(ours, theirs)
+        failed += not ok
         name = schedule + (f":{v}" if v > 1 else "")
         print(
-            f"| {model} ({arch.layers}, {seq}, {attention}) | {p} | {rank} | {name} "
-            f"| {'equal' if equal else 'DIFFER'} | {fb:,} | {theirs['forward_backward_peak']:,} "
-            f"| {ratios[0]:.5f} | {ratios[1]:.5f} |",
+            f"| {model} ({arch.layers}, {seq}, {attention}) | {p} | {rank} | {name} {cells}",
             flush=True,
         )
     return 1 if failed else 0
