@@ -10,6 +10,7 @@ from placement_edu.errors import expect, one_of, positive_int
 from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
 from placement_edu.precision import get_precision
+from placement_edu.runtime.axes.toy_layer import ToyLayer
 from placement_edu.schedule import derive_schedule
 from placement_edu.strategies import COMPOSITIONS, CONTEXT_ATTENTIONS
 
@@ -19,20 +20,17 @@ Key = tuple[str, str, int, int]
 
 
 @dataclass(frozen=True)
-class ContextRun:
-    """The toy layer: ``batch`` sequences of ``seq`` tokens, width ``hidden``, ``heads`` heads,
-    float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or "ulysses").
+class ContextRun(ToyLayer):
+    """The toy layer (``ToyLayer``: ``batch`` sequences of ``seq`` tokens, width ``hidden``),
+    ``heads`` heads, float64, on ``ranks`` context ranks, attention ``attention`` ("ring" or
+    "ulysses").
     ``zigzag`` (the ring only): the sequence cut into 2c chunks and rank i holding chunks i and
     2c − 1 − i (Megatron-Core's load balancing), not chunk i of c: the same messages, and every
     rank the same causal work (``held``)."""
 
     attention: str
     ranks: int
-    batch: int = 2
-    seq: int = 8
-    hidden: int = 8
     heads: int = 4
-    seed: int = 0
     zigzag: bool = False
 
     def validate(self) -> None:

@@ -13,6 +13,7 @@ from placement_edu.errors import expect, positive_int
 from placement_edu.experts import MoESpec
 from placement_edu.mesh import Mesh
 from placement_edu.precision import get_precision
+from placement_edu.runtime.axes.toy_layer import ToyLayer
 from placement_edu.schedule import derive_schedule
 from placement_edu.strategies import STRATEGIES
 
@@ -24,9 +25,10 @@ TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
-class ExpertRun:
-    """The toy layer: ``batch`` sequences of ``seq`` tokens per rank, width ``hidden``, ``experts``
-    SwiGLU experts of width ``ffn``, top-``top_k``, float64, on ``ranks`` expert ranks, times
+class ExpertRun(ToyLayer):
+    """The toy layer (``ToyLayer``: ``batch`` sequences of ``seq`` tokens per rank, width
+    ``hidden``), ``experts`` SwiGLU experts of width ``ffn``, top-``top_k``, float64, on ``ranks``
+    expert ranks, times
     ``data`` replicas of each expert (mesh ``data=d,expert=e``: d·e ranks, each its own tokens).
     Faults: ``drop`` (drop-routed-tokens: the block bound for the last expert rank is left out)
     and ``skip_expert_reduce`` (skip-expert-grad-reduce: the experts' grads are not summed over
@@ -35,12 +37,8 @@ class ExpertRun:
     ranks: int
     top_k: int
     experts: int = 4
-    batch: int = 2
-    seq: int = 8
-    hidden: int = 8
     ffn: int = 16
     capacity_factor: Fraction = Fraction(1)
-    seed: int = 0
     drop: bool = False
     data: int = 1
     skip_expert_reduce: bool = False

@@ -1,0 +1,19 @@
+"""The toy layer the newer axes' runs train (``ContextRun``, ``ExpertRun``): its batch, sequence
+and width, and the seed of its weights and data -- one definition of the sizes both runs share,
+small enough for float64 on CPU ranks. Torch-free: a kernel describes a run without importing
+torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyLayer:
+    """``batch`` sequences of ``seq`` tokens, width ``hidden``, weights and data drawn from
+    ``seed``. Keyword-only, so a run's own fields (its ranks first) stay positional."""
+
+    batch: int = 2
+    seq: int = 8
+    hidden: int = 8
+    seed: int = 0
