@@ -69,14 +69,7 @@ class ContextRun(ToyLayer):
 
     def spec(self) -> TransformerSpec:
         """The core's model of the layer: one layer, b·s·h of the toy's shape."""
-        return TransformerSpec(
-            layers=1,
-            hidden=self.hidden,
-            heads=self.heads,
-            seq=self.seq,
-            vocab=2,
-            micro_batch=self.batch,
-        )
+        return self.one_layer(TransformerSpec, heads=self.heads)
 
     def predicted(self) -> list[Key]:
         """The core's context-axis activation ops for rank 0, in order (float64: 8 B)."""

@@ -70,16 +70,12 @@ class ExpertRun(ToyLayer):
     def spec(self) -> MoESpec:
         """The core's model of the layer: one MoE layer of the toy's shape, alone (a router and
         its experts: ``MoESpec.layer_only``), so the core's dense grads are the toy's router."""
-        return MoESpec(
-            layers=1,
-            hidden=self.hidden,
+        return self.one_layer(
+            MoESpec,
             heads=1,
             ffn=self.ffn,
-            vocab=2,
             experts=self.experts,
             top_k=self.top_k,
-            seq=self.seq,
-            micro_batch=self.batch,
             capacity_factor=self.capacity_factor,
             layer_only=True,
         )

@@ -6,6 +6,10 @@ torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+#: The core's model a toy layer is described as (``TransformerSpec``, ``MoESpec``).
+M = TypeVar("M")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,3 +21,11 @@ class ToyLayer:
     seq: int = 8
     hidden: int = 8
     seed: int = 0
+
+    def one_layer(self, kind: Callable[..., M], **more: Any) -> M:
+        """The core's model of the toy: one layer of ``kind`` (``TransformerSpec``, ``MoESpec``),
+        ``batch`` sequences of ``seq`` tokens of width ``hidden``, a vocabulary of 2; ``more``: what
+        the run's layer adds (its heads, its experts)."""
+        return kind(
+            layers=1, hidden=self.hidden, seq=self.seq, vocab=2, micro_batch=self.batch, **more
+        )
