@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from placement_edu.architectures import REFERENCE_SEQ, get_architecture
-from placement_edu.peak_axes import derive_pipeline
+from placement_edu.peak_axes import PipelineRank, derive_pipeline
 from placement_edu.runtime.axes.axis_tracker import measure_here, pipeline_measure
 from placement_edu.runtime.measurement.peak_tracker import states
 from placement_edu.runtime.measurement.profiles import get_profile
@@ -54,10 +54,9 @@ def main() -> int:
         seq = REFERENCE_SEQ[model]
         case = StepCase(arch, 1, seq, "fp32", attention)
         profile, _ = get_profile(case)
-        ours = derive_pipeline(arch, profile, p, rank, schedule, v)
-        raw = measure_here(
-            case, pipeline_measure, stages=p, rank=rank, schedule=schedule, virtual_stages=v
-        )
+        where = PipelineRank(p, rank, schedule, v)
+        ours = derive_pipeline(arch, profile, where)
+        raw = measure_here(case, pipeline_measure, pipeline=where)
         theirs = states(raw, False)
         ok, cells = compared(ours, theirs)
         failed += not ok

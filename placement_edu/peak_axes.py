@@ -55,6 +55,7 @@ from placement_edu.peak_pipeline import (  # noqa: F401 (the pipeline's peak, im
     IN_FLIGHT,
     RECEIVE_BUFFERS,
     Chunk,
+    PipelineRank,
     derive_pipeline,
     numel,
     pipeline_chunks,
@@ -237,9 +238,8 @@ def derive_on_mesh(
             f"fit prices a pipeline axis on its own (a mesh pipeline={p}: one device per stage), "
             f"got the mesh {mesh}; price the other axes without it",
         )
-        return derive_pipeline(
-            arch, profile, p, at["pipeline"], schedule, virtual_stages, micro_batches, optimizer
-        )
+        where = PipelineRank(p, at["pipeline"], schedule, virtual_stages, micro_batches)
+        return derive_pipeline(arch, profile, where, optimizer)
     t, d = mesh.degree("tensor"), mesh.degree("data")
     expect(
         not sequence_parallel or t > 1,

@@ -9,7 +9,7 @@ sends a pipeline mesh here. All figures are bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from placement_edu.architectures import Architecture, get_architecture
 from placement_edu.errors import expect
@@ -184,20 +184,34 @@ def pipeline_passes(
     )
 
 
+@dataclass(frozen=True)
+class PipelineRank:
+    """Rank ``rank`` of a pipeline of ``stages`` stages, one device each, under ``schedule``
+    (``schedule.pipeline``: gpipe, 1f1b, interleaved, zero_bubble) with ``virtual_stages`` chunks
+    a rank, over ``micro_batches`` micro-batches (0 is taken as the default, 2p). One value for
+    what ``derive_pipeline`` predicts and ``axis_tracker.pipeline_measure`` measures; its fields
+    in order are (p, rank, schedule, v, m)."""
+
+    stages: int
+    rank: int
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    micro_batches: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "micro_batches", self.micro_batches or 2 * self.stages)
+
+
 def derive_pipeline(
     arch: Architecture | str,
     profile: ActivationProfile,
-    stages: int,
-    rank: int,
-    schedule: str = "1f1b",
-    virtual_stages: int = 1,
-    micro_batches: int = 0,
+    pipeline: PipelineRank,
     optimizer: str = "adam-foreach",
 ) -> StepPeak:
-    """Pipeline rank ``rank`` of ``stages`` (one device per stage, fp32): its states (its chunks'
-    tensors, ``pipeline_chunks``) and the live set after every pass of its schedule
-    (``pipeline_passes``: the micro-batches in flight are counted off the package's own schedule,
-    never assumed), ``micro_batches`` of them (default 2p).
+    """Pipeline rank ``pipeline.rank`` of ``pipeline.stages`` (one device per stage, fp32): its
+    states (its chunks' tensors, ``pipeline_chunks``) and the live set after every pass of its
+    schedule (``pipeline_passes``: the micro-batches in flight are counted off the package's own
+    schedule, never assumed), ``pipeline.micro_batches`` of them.
 
     Persistent: its parameters, Adam's m, v and step, the batch's ids (first stage) and labels
     (last stage) for all m micro-batches, and the receive buffers ``torch.distributed.pipelining``
@@ -206,8 +220,7 @@ def derive_pipeline(
     (they accumulate over the micro-batches). A forward adds its micro-batch's keep; a backward
     adds its temporaries on top of everything in flight, then frees its micro-batch."""
     arch = get_architecture(arch)
-    p, v = stages, virtual_stages
-    m = micro_batches or 2 * p
+    p, rank, schedule, v, m = astuple(pipeline)
     expect(
         profile.compute == "fp32",
         f"fit prices a pipeline stage in fp32 (one device per stage, no FSDP2), got a "

@@ -106,7 +106,7 @@ def _compare_pipeline(
     """``derive_pipeline`` against ``MemTracker`` on pipeline rank ``rank``: its stages in
     ``torch.distributed.pipelining`` on a fake group of p ranks, run by torch's schedule over 2p
     micro-batches (``axis_tracker.pipeline_measure``)."""
-    from placement_edu.peak_axes import derive_pipeline
+    from placement_edu.peak_axes import PipelineRank, derive_pipeline
     from placement_edu.runtime.axes.axis_tracker import pipeline_measure
 
     arch = get_architecture(model)
@@ -114,10 +114,9 @@ def _compare_pipeline(
     seq, attention = REFERENCE_SEQ[model], options.get("attention", "eager")
     case = StepCase(arch, 1, seq, "fp32", attention)
     profile, _ = get_profile(case)
-    predicted = derive_pipeline(arch, profile, p, rank, schedule, v)
-    raw = measure_here(
-        case, pipeline_measure, stages=p, rank=rank, schedule=schedule, virtual_stages=v
-    )
+    where = PipelineRank(p, rank, schedule, v)
+    predicted = derive_pipeline(arch, profile, where)
+    raw = measure_here(case, pipeline_measure, pipeline=where)
     measured = states(raw, False)
     assert (predicted.params, predicted.grads, predicted.optimizer) == (
         measured["params"],
@@ -181,23 +180,23 @@ def test_llama_8b_sdpa_pipeline_matches_memtracker() -> None:
 
 
 def test_a_stage_holds_its_slice_and_the_schedule_s_micro_batches() -> None:
-    from placement_edu.peak_axes import IN_FLIGHT, derive_pipeline, pipeline_chunks
+    from placement_edu.peak_axes import IN_FLIGHT, PipelineRank, derive_pipeline, pipeline_chunks
     from placement_edu.schedule.pipeline import looped_warmup
 
     profile, _ = get_profile(StepCase.of("gpt2", 1, 1024, "fp32", "eager", "none"))
     # GPT-2's first stage of 2, by hand: wte 50257 x 768, wpe 1024 x 768, blocks 0-5 of 7,087,872
     # parameters each; its last stage: blocks 6-11, ln_f (2 x 768) and its own copy of the head.
-    first, last = (derive_pipeline("gpt2", profile, 2, r) for r in (0, 1))
+    first, last = (derive_pipeline("gpt2", profile, PipelineRank(2, r)) for r in (0, 1))
     assert first.params == 4 * (50257 * 768 + 1024 * 768 + 6 * 7_087_872) == 327_644_160
     assert last.params == 4 * (6 * 7_087_872 + 2 * 768 + 50257 * 768) == 324_504_576
     # 1F1B: stage i of p has p - i micro-batches in flight at its peak (Narayanan et al. 2021)
     for p in (2, 4):
         for rank in range(p):
             (chunk,) = pipeline_chunks(get_architecture("gpt2"), profile, p, rank)
-            peak = derive_pipeline("gpt2", profile, p, rank, "1f1b", micro_batches=8)
+            peak = derive_pipeline("gpt2", profile, PipelineRank(p, rank, "1f1b", micro_batches=8))
             assert peak.peak.terms[IN_FLIGHT] == (p - rank) * chunk.keep
     # interleaved: rank 0 holds torch's warm-up forwards + 1 chunks, (v-1)p + 2(p-1) + 1
-    peak = derive_pipeline("gpt2", profile, 4, 0, "interleaved", 2, micro_batches=8)
+    peak = derive_pipeline("gpt2", profile, PipelineRank(4, 0, "interleaved", 2, 8))
     chunks = pipeline_chunks(get_architecture("gpt2"), profile, 4, 0, 2)
     flight = peak.forward_backward_peak.terms[IN_FLIGHT]
     counts = [

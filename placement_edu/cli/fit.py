@@ -38,7 +38,7 @@ from placement_edu.pricing import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
 from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS
-from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
+from placement_edu.peak_axes import CONTEXT_BUFFERS, PipelineRank, context_seq, derive_on_mesh
 from placement_edu.fitting import PROFILE_ATTENTION, read_setting
 from placement_edu.setting import ATTENTIONS, resolve
 from placement_edu.step_case import StepCase
@@ -511,7 +511,8 @@ def _pipeline_keys(args: argparse.Namespace) -> dict:
     p = args.mesh.degree("pipeline") if args.mesh is not None else 1
     if p == 1:  # (gradient accumulation: m micro-batches before the step)
         return {"micro_batches": args.micro_batches} if args.micro_batches > 1 else {}
-    return {"schedule": args.schedule, "micro_batches": args.micro_batches or 2 * p}
+    m = PipelineRank(p, 0, args.schedule, micro_batches=args.micro_batches).micro_batches
+    return {"schedule": args.schedule, "micro_batches": m}
 
 
 def _context_keys(args: argparse.Namespace, seq: int, peak: StepPeak) -> dict:

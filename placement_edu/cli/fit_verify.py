@@ -13,6 +13,7 @@ from placement_edu.cli.fit_text import measured
 from placement_edu.errors import expect
 from placement_edu.mesh import Mesh
 from placement_edu.peak import PRECISIONS, RESHARD_AFTER_FORWARD, fsdp2_applies
+from placement_edu.peak_pipeline import PipelineRank
 from placement_edu.step_case import StepCase
 
 
@@ -57,11 +58,13 @@ def _verify_pipeline(args: argparse.Namespace, seq: int) -> dict:
     raw = measure_here(
         StepCase.of(**step_keys(args, seq)),
         measuring=pipeline_measure,
-        stages=args.mesh.degree("pipeline"),
-        rank=args.rank,
-        schedule=args.pipeline_schedule,
-        virtual_stages=args.virtual_stages,
-        micro_batches=args.micro_batches,
+        pipeline=PipelineRank(
+            args.mesh.degree("pipeline"),
+            args.rank,
+            args.pipeline_schedule,
+            args.virtual_stages,
+            args.micro_batches,
+        ),
     )
     return _tracked(raw, fsdp=False)
 

@@ -29,6 +29,7 @@ the forward/backward peak and the optimizer-step peak, in bytes by the tracker's
 from __future__ import annotations
 
 import time
+from dataclasses import astuple
 from functools import partial
 from typing import Any, Callable
 
@@ -49,6 +50,7 @@ from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from placement_edu.architectures import Architecture
 from placement_edu.errors import expect
+from placement_edu.peak_pipeline import PipelineRank
 from placement_edu.step_case import StepCase
 from placement_edu.strategies import PIPELINE_SCHEDULES
 from placement_edu.runtime.measurement.peak_tracker import _optimizer, loss_backward, tracked_step
@@ -289,31 +291,22 @@ TORCH_SCHEDULES = {
 }
 
 
-def pipeline_measure(
-    case: StepCase,
-    stages: int,
-    rank: int,
-    schedule: str = "1f1b",
-    virtual_stages: int = 1,
-    micro_batches: int = 0,
-) -> dict:
-    """One tracked steady-state step of ``case`` on pipeline rank ``rank`` of ``stages`` (fp32, one
-    device per stage): its ``virtual_stages`` stage modules (``StageModule``; chunks rank,
-    rank + p, ... of the v·p) in ``torch.distributed.pipelining``'s ``PipelineStage`` on a fake
-    group of p ranks, run by its schedule (``TORCH_SCHEDULES``) over ``micro_batches``
-    micro-batches of the case's b sequences (default 2p), under ``MemTracker``. Bytes by tracker
-    category, under the keys ``measure`` returns (its "after_forward" activations are the
-    activations and temporaries at the forward/backward peak: a pipeline's forwards and backwards
-    interleave); ``recv_buffers``: the bytes of the stage's receive buffers (an input and its
-    gradient for every micro-batch, made by the first step and kept), which the tracker counts as
-    inputs."""
+def pipeline_measure(case: StepCase, pipeline: PipelineRank) -> dict:
+    """One tracked steady-state step of ``case`` on ``pipeline``'s rank (fp32, one device per
+    stage): its ``virtual_stages`` stage modules (``StageModule``; chunks rank, rank + p, ... of
+    the v·p) in ``torch.distributed.pipelining``'s ``PipelineStage`` on a fake group of p ranks,
+    run by its schedule (``TORCH_SCHEDULES``) over ``pipeline.micro_batches`` micro-batches of
+    the case's b sequences, under ``MemTracker``. Bytes by tracker category, under the keys
+    ``measure`` returns (its "after_forward" activations are the activations and temporaries at
+    the forward/backward peak: a pipeline's forwards and backwards interleave); ``recv_buffers``:
+    the bytes of the stage's receive buffers (an input and its gradient for every micro-batch,
+    made by the first step and kept), which the tracker counts as inputs."""
     import torch.distributed.pipelining as pipelining
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     fp32(case)
     arch, micro_batch = case.model, case.micro_batch
-    p, v = stages, virtual_stages
-    m = micro_batches or 2 * p
+    p, rank, schedule, v, m = astuple(pipeline)
     started = time.perf_counter()
     dist.init_process_group("fake", rank=rank, world_size=p, store=FakeStore())
     try:
