@@ -86,20 +86,21 @@ _PASSED: dict[tuple, None] = {}
 
 
 def validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
-    """Refuse placements that cannot run, with the reason (``_validate``), once for what it reads
-    (``_PASSED``)."""
+    """Refuse placements that cannot run, with the reason (``validate_afresh``), once for what it
+    reads (``_PASSED``)."""
     s = strategy
     shape = tuple((axis, n > 1, n > MAX_LISTED_OPS) for axis, n in mesh)
     key = (s.name, s.placement, s.owner_update, s.mesh_axes, s.shard_dims, shape, strict)
     if key not in _PASSED:
-        _validate(strategy, mesh, strict)
+        validate_afresh(strategy, mesh, strict)
         if len(_PASSED) >= 4096:
             _PASSED.clear()
         _PASSED[key] = None
 
 
-def _validate(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
-    """Refuse placements that cannot run, with the reason (einops-style teaching errors).
+def validate_afresh(strategy: Strategy, mesh: Mesh, strict: bool = True) -> None:
+    """Refuse placements that cannot run, with the reason (einops-style teaching errors), derived
+    every time: what ``validate`` keeps a pass of.
 
     ``strict`` (what pricing uses) also refuses compositions that break a safety rule of SPEC §6:
     they are not priced silently. The checker derives them with ``strict=False`` and reports the

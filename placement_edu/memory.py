@@ -196,7 +196,7 @@ def model_state_terms(
     if isinstance(view, IdealSlices):
         found = _cached_state_terms(pl, reshard_after_forward, view, mesh, precision, rank)
     else:
-        found = _model_state_terms(pl, reshard_after_forward, view, mesh, precision, rank)
+        found = model_state_terms_afresh(pl, reshard_after_forward, view, mesh, precision, rank)
     device, host, terms, padding = found
     return dict(device), dict(host), list(terms), padding
 
@@ -217,7 +217,7 @@ def _without_activation_choices(model: TransformerSpec) -> TransformerSpec:
     return replace(model, recompute="none", sequence_parallel=False)
 
 
-def _model_state_terms(
+def model_state_terms_afresh(
     pl: Placement,
     reshard_after_forward: bool,
     model: Model,
@@ -225,7 +225,8 @@ def _model_state_terms(
     precision: Precision,
     rank: int,
 ) -> tuple[dict[State, Number], dict[State, Number], tuple[tuple[str, str, Number], ...], int]:
-    """``model_state_terms``, derived once for each of its inputs (the caller copies it)."""
+    """``model_state_terms``, derived every time: ``_cached_state_terms`` keeps it once for each
+    of its inputs (the caller copies it)."""
     coords = mesh.coords(rank)
     device, host = persistent_bytes(pl, model, mesh, precision, coords)
     group = DataGroup(pl, model, mesh, coords)
@@ -235,7 +236,7 @@ def _model_state_terms(
     return device, host, tuple(terms), model.padding(group.d) if split else 0
 
 
-_cached_state_terms = lru_cache(maxsize=4096)(_model_state_terms)
+_cached_state_terms = lru_cache(maxsize=4096)(model_state_terms_afresh)
 
 
 def persistent_bytes(
@@ -374,10 +375,10 @@ def activation_terms(
         return list(
             _cached_activation_terms(model, mesh, precision, stage, t, p, flight, attention)
         )
-    return list(_activation_terms(model, mesh, precision, stage, t, p, flight, attention))
+    return list(activation_terms_afresh(model, mesh, precision, stage, t, p, flight, attention))
 
 
-def _activation_terms(
+def activation_terms_afresh(
     model: Model,
     mesh: Mesh,
     precision: Precision,
@@ -388,8 +389,9 @@ def _activation_terms(
     attention: str,
 ) -> tuple[tuple[str, str, Number], ...]:
     """``activation_terms`` from what they read of the strategy: the tensor and pipeline degrees
-    that split the model, the micro-batches in flight and the context attention; derived once
-    for each (the planner's data placements share them)."""
+    that split the model, the micro-batches in flight and the context attention; derived every
+    time (``_cached_activation_terms`` keeps them once for each: the planner's data placements
+    share them)."""
     # A context rank keeps its chunk's activations: every term of Korthikanti's formula is linear
     # in the tokens it holds (attention's scores too: s/c queries × s keys under ring attention,
     # s × s for a/c heads under Ulysses), so 1/c of them.
@@ -411,7 +413,7 @@ def _activation_terms(
     return tuple(terms)
 
 
-_cached_activation_terms = lru_cache(maxsize=4096)(_activation_terms)
+_cached_activation_terms = lru_cache(maxsize=4096)(activation_terms_afresh)
 
 
 def head_and_recompute(

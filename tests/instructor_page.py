@@ -17,8 +17,9 @@ from fractions import Fraction
 from pathlib import Path
 
 from placement_edu.course import notebooks
-from placement_edu.exercises import EXERCISES, Exercise, check_answer, solution
-from placement_edu.exercises import _slips  # the checker's own slips: one definition
+
+# (``slips``: the checker's own slips, one definition)
+from placement_edu.exercises import EXERCISES, Exercise, check_answer, slips, solution
 from tests.normalise_notebooks import CHECKED
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "instructor.md"
@@ -54,7 +55,7 @@ def _wrong(exercise: Exercise) -> list[object]:
     if isinstance(expected, (bool, str)) or not expected:
         return answers
     right = Fraction(expected)
-    for factor, _ in _slips(exercise, right):
+    for factor, _ in slips(exercise, right):
         answers.append(_typed(exercise, right * factor))
     seen: list[object] = []
     for answer in answers:

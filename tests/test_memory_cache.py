@@ -12,8 +12,8 @@ from itertools import product
 import pytest
 
 from placement_edu.memory import (
-    _activation_terms,
-    _model_state_terms,
+    activation_terms_afresh,
+    model_state_terms_afresh,
     derive_memory,
     model_state_terms,
     states_view,
@@ -60,7 +60,7 @@ def test_model_states_are_the_same_under_every_recompute_and_sequence_parallel_c
         strategy = STRATEGIES[name]
         pl, reshard = strategy.placement, strategy.reshard_after_forward
         answers = {
-            repr(_model_state_terms(pl, reshard, variant, mesh, PRECISION, 0))
+            repr(model_state_terms_afresh(pl, reshard, variant, mesh, PRECISION, 0))
             for variant in choices(model)
         }
         assert len(answers) == 1, name
@@ -78,8 +78,10 @@ def test_the_cached_derivation_equals_the_uncached_one_term_for_term() -> None:
         strategy = compose(data, mesh, 4, sp, attention)
         memory = derive_memory(strategy, variant, mesh, PRECISION)
         pl, reshard = strategy.placement, strategy.reshard_after_forward
-        device, host, terms, padding = _model_state_terms(pl, reshard, variant, mesh, PRECISION, 0)
-        terms += _activation_terms(variant, mesh, PRECISION, 0, 2, 2, 2, attention)
+        device, host, terms, padding = model_state_terms_afresh(
+            pl, reshard, variant, mesh, PRECISION, 0
+        )
+        terms += activation_terms_afresh(variant, mesh, PRECISION, 0, 2, 2, 2, attention)
         assert memory.device == device and memory.host == host and memory.padding == padding
         assert sorted((p, n, v) for p, t in memory.transient.items() for n, v in t.items()) == (
             sorted(terms)

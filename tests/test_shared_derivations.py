@@ -15,7 +15,7 @@ from itertools import product
 
 import pytest
 
-from placement_edu.axes import _validate, validate
+from placement_edu.axes import validate, validate_afresh
 from placement_edu.candidates import compose
 from placement_edu.errors import MAX_LISTED_OPS, PlacementError
 from placement_edu.mesh import Mesh
@@ -92,9 +92,9 @@ def test_a_placements_hash_is_its_fields_hash_and_never_travels_to_another_proce
 
 
 def verdict(strategy, mesh: Mesh, strict: bool = True) -> str:
-    """What ``axes._validate`` says, derived afresh: "" or its refusal."""
+    """What ``axes.validate_afresh`` says, derived afresh: "" or its refusal."""
     try:
-        _validate(strategy, mesh, strict)
+        validate_afresh(strategy, mesh, strict)
     except PlacementError as error:
         return type(error).__name__
     return ""

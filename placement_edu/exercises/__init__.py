@@ -331,7 +331,7 @@ def _dimensionless(unit: str) -> bool:
     return not unit or unit[0] in "×(" or unit.startswith("of ")
 
 
-def _slips(exercise: Exercise, expected: Fraction) -> tuple[tuple[Fraction, str], ...]:
+def slips(exercise: Exercise, expected: Fraction) -> tuple[tuple[Fraction, str], ...]:
     """(given ÷ right answer, the slip that gives it), for the slips learners make most."""
     GB, GiB = Fraction(10**9), Fraction(2**30)
     unit, n = exercise.unit, exercise.devices
@@ -450,7 +450,7 @@ def check_answer(name: str, answer: Answer) -> Verdict:
     for mistake, reason in exercise.mistakes:
         if _is(given, step, Fraction(mistake)):  # type: ignore[arg-type]
             return not_yet(f"{said}: {reason}")
-    for factor, slip in _slips(exercise, right):
+    for factor, slip in slips(exercise, right):
         if right and _is(given, step, right * factor):
             return not_yet(f"{said}: {slip}.")
     if _close(given, step, right):
@@ -471,5 +471,6 @@ __all__ = [
     "Worked",
     "check_answer",
     "reveal",
+    "slips",
     "solution",
 ]

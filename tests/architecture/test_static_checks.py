@@ -4,6 +4,7 @@ pyproject.toml."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -56,3 +57,29 @@ def test_mypy_finds_nothing_in_the_core():
     pytest.importorskip("mypy", reason="mypy is not installed (it is in the test extra)")
     done = _run("mypy", "--cache-dir", str(_mypy_cache()))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def private_imports(source: str) -> list[str]:
+    """The package's private names (``_x``) that ``source`` imports: ``from placement_edu... import
+    _x``, or a module path with a private part."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("placement_edu"):
+            module = node.module or ""
+            named = [a.name for a in node.names if a.name.startswith("_")]
+            parts = [p for p in module.split(".") if p.startswith("_") and p != "__init__"]
+            found += [f"{module}.{name}" for name in named + parts]
+    return found
+
+
+def test_the_tests_reach_the_package_through_its_public_names() -> None:
+    """A test exercises what a user can call: no test file imports a private name (issue 41, item
+    8: the public seams replaced them)."""
+    seen = {
+        str(path.relative_to(ROOT)): private_imports(path.read_text())
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+    }
+    assert {path: names for path, names in seen.items() if names} == {}
+    assert private_imports("from placement_edu.axes import _validate, validate") == [
+        "placement_edu.axes._validate"
+    ]
