@@ -17,6 +17,9 @@ from placement_edu.sweep import sweep
 
 pytestmark = pytest.mark.fast
 
+#: A transformer small enough to derive at once, as ``table``'s flags give it.
+SMALL_SHAPE = "--layers 8 --hidden 64 --heads 4 --seq 16 --vocab 100"
+
 STRATEGIES = [
     "dp",
     "zero1_allreduce",
@@ -123,27 +126,8 @@ def test_bad_table_input_exits_2_with_one_line(args: list[str], message: str) ->
 def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(
     capsys: pytest.CaptureFixture,
 ) -> None:
-    args = [
-        "table",
-        "--layers",
-        "8",
-        "--hidden",
-        "1024",
-        "--heads",
-        "16",
-        "--seq",
-        "1024",
-        "--vocab",
-        "50000",
-        "--micro-batch",
-        "2",
-        "--devices",
-        "8",
-        "--strategies",
-        "tp",
-        "--json",
-    ]
-    assert main(args) == 0
+    shape = "--layers 8 --hidden 1024 --heads 16 --seq 1024 --vocab 50000 --micro-batch 2"
+    assert main(f"table {shape} --devices 8 --strategies tp --json".split()) == 0
     tp = json.loads(capsys.readouterr().out)[0]
     # 8 layers x 4 all-reduces of b·s·h = 2·1024·1024 two-byte activations, ring factor 2·7/8
     assert tp["comm"]["ring_bytes"] == 8 * 4 * Fraction(14, 8) * 2 * 1024 * 1024 * 2
@@ -154,25 +138,7 @@ def test_table_prices_tensor_and_pipeline_parallel_for_a_transformer(
 
 
 def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
-    result = run_cli(
-        "table",
-        "--layers",
-        "8",
-        "--hidden",
-        "64",
-        "--heads",
-        "4",
-        "--seq",
-        "16",
-        "--vocab",
-        "100",
-        "--devices",
-        "8",
-        "--strategies",
-        "pp",
-        "--mesh",
-        "tensor=8",
-    )
+    result = run_cli(*f"table {SMALL_SHAPE} --devices 8 --strategies pp --mesh tensor=8".split())
     assert result.returncode == 2
     assert (
         "strategy 'pp' places states on the pipeline axis, but the mesh (tensor=8) "
@@ -181,28 +147,7 @@ def test_a_strategy_needs_its_axis_in_the_mesh() -> None:
 
 
 def test_table_names_the_pipeline_bubble_convention(capsys: pytest.CaptureFixture) -> None:
-    assert (
-        main(
-            [
-                "table",
-                "--layers",
-                "8",
-                "--hidden",
-                "64",
-                "--heads",
-                "4",
-                "--seq",
-                "16",
-                "--vocab",
-                "100",
-                "--devices",
-                "4",
-                "--strategies",
-                "pp",
-            ]
-        )
-        == 0
-    )
+    assert main(f"table {SMALL_SHAPE} --devices 4 --strategies pp".split()) == 0
     # p = 4 stages, m = 4 micro-batches (pp's default): 3/4 of ideal time, 3/7 of total time.
     assert (
         "pipeline bubble (pp): 3/4 of ideal time = (p-1)/m; 3/7 of total time = (p-1)/(m+p-1)"

@@ -5,7 +5,8 @@ placement_edu is read with ``ast`` -- at module level and inside functions -- an
 1. the core (the top-level modules) imports no presentation
    (plots, widgets), no command line and no runtime;
 2. the runtime imports no command line and no presentation;
-3. the modules import each other without a cycle;
+3. the modules import each other without a cycle (``test_tree_measures.test_no_import_circle``,
+   with ``benchmarks/tree_measures.py``'s reader and cycle finder: one of each);
 4. ``placement-edu table``, ``check`` and ``estimate`` never import torch.
 5. a rank's entry module (``runtime/worker.py``) imports no presentation, command line, checker
    or report (nor matplotlib, ipywidgets, IPython);
@@ -159,113 +160,35 @@ def test_the_rules_read_an_import_under_type_checking_as_none(tmp_path: Path) ->
         del MODULES["placement_edu._probe"]
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module, or a module importing itself
-    (Tarjan's algorithm)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1 or v in graph.get(v, ()):
-                out.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            strong(v)
-    return out
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh Python: nothing is imported before it."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
-def _graph(module_level_only: bool) -> dict[str, set[str]]:
-    # An edge goes to the module named, not to the packages above it: that every submodule runs
-    # placement_edu/__init__.py first is how Python imports, not a cycle between ideas.
-    return {
-        m: {name for name, top in _imports(m) if name != m and (top or not module_level_only)}
-        for m in MODULES
-    }
+def _loads_torch(imports: str) -> bool:
+    """Whether the import statements ``imports``, run by a fresh Python, load torch."""
+    result = _fresh(f"import sys\n{imports}\nprint('TORCH', 'torch' in sys.modules)")
+    assert "TORCH " in result.stdout, result.stderr[-2000:]
+    return "TORCH True" in result.stdout
 
 
-def test_the_cycle_finder_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _cycles({"a": {"b"}, "b": set()}) == []
-
-
-def test_no_import_cycle_among_the_modules_counting_imports_inside_functions_too() -> None:
-    assert _cycles(_graph(module_level_only=False)) == []
-
-
-def test_no_import_cycle_among_module_level_imports() -> None:
-    assert _cycles(_graph(module_level_only=True)) == []
+#: A transformer small enough to derive at once, as ``table``'s flags give it.
+SMALL = "--layers 8 --hidden 64 --heads 4 --seq 16 --vocab 100"
 
 
 @pytest.mark.parametrize(
     "argv",
     [
         ["table", "--params", "7.5e9", "--devices", "64", "--json"],
-        [
-            "table",
-            "--layers",
-            "8",
-            "--hidden",
-            "64",
-            "--heads",
-            "4",
-            "--seq",
-            "16",
-            "--vocab",
-            "100",
-            "--devices",
-            "4",
-            "--strategies",
-            "tp,pp",
-            "--recompute",
-            "selective",
-            "--sequence-parallel",
-        ],
+        f"table {SMALL} --devices 4 --strategies tp,pp --recompute selective "
+        "--sequence-parallel".split(),
         ["check", "zero3"],
         ["check", "dp×tp", "--json"],
         ["table", "--params", "nan", "--devices", "8"],  # the error path too
         ["plan", "--params", "7e9", "--devices", "16", "--json"],
         ["estimate", "--convention", "deepspeed", "--params", "2.851e9", "--gpus-per-node", "8"],
-        [
-            "estimate",
-            "--convention",
-            "megatron",
-            "--layers",
-            "4",
-            "--hidden",
-            "64",
-            "--heads",
-            "4",
-            "--seq",
-            "16",
-            "--vocab",
-            "100",
-            "--tensor",
-            "2",
-            "--recompute",
-            "selective",
-            "--sequence-parallel",
-        ],
+        "estimate --convention megatron --layers 4 --hidden 64 --heads 4 --seq 16 --vocab 100 "
+        "--tensor 2 --recompute selective --sequence-parallel".split(),
     ],
 )
 def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
@@ -276,9 +199,7 @@ def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
         print("STATUS", status, file=sys.stderr)
         print("TORCH", "torch" in sys.modules, file=sys.stderr)
     """)
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
+    result = _fresh(code)
     assert "TORCH False" in result.stderr, result.stderr[-2000:]
     expected = 2 if "nan" in argv else 0
     assert f"STATUS {expected}" in result.stderr, result.stderr[-2000:]
@@ -286,26 +207,12 @@ def test_derivation_commands_never_import_torch(argv: list[str]) -> None:
 
 def test_the_torch_check_would_see_torch_if_it_were_imported() -> None:
     # The toy models are torch modules: the same probe must report torch there.
-    code = (
-        "import sys\nfrom placement_edu.runtime import TinyTransformer\n"
-        "print('TORCH', 'torch' in sys.modules)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert "TORCH True" in result.stdout, result.stderr[-2000:]
+    assert _loads_torch("from placement_edu.runtime import TinyTransformer")
 
 
 def test_torch_free_runtime_modules_import_without_torch() -> None:
     # runtime/__init__.py is lazy (PEP 562): the run options come without torch.
-    code = (
-        "import sys\nimport placement_edu.runtime.args, placement_edu.runtime.verdict\n"
-        "print('TORCH', 'torch' in sys.modules)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert "TORCH False" in result.stdout, result.stderr[-2000:]
+    assert not _loads_torch("import placement_edu.runtime.args, placement_edu.runtime.verdict")
 
 
 def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None:
@@ -316,9 +223,7 @@ def test_a_rank_imports_no_presentation_command_line_checker_or_report() -> None
         "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
         "('matplotlib', 'ipywidgets', 'IPython', 'placement_edu')))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
+    result = _fresh(code)
     line = next((s for s in result.stdout.splitlines() if s.startswith("LOADED")), None)
     assert line is not None, result.stderr[-2000:]
     loaded = ast.literal_eval(line.removeprefix("LOADED "))
@@ -341,17 +246,11 @@ def test_the_peak_derivation_and_a_cached_profile_import_no_torch() -> None:
     # Issue 22: placement_edu.peak and placement_edu.architectures are core (plain data and
     # arithmetic); reading a cached activation profile (runtime/measurement/profiles.py) needs no
     # torch either.
-    code = (
-        "import sys\n"
+    assert not _loads_torch(
         "import placement_edu.peak, placement_edu.architectures\n"
         "import placement_edu.runtime.measurement.profiles\n"
-        "import placement_edu.cli.fit\n"
-        "print('TORCH', 'torch' in sys.modules)"
+        "import placement_edu.cli.fit"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert "TORCH False" in result.stdout, result.stderr[-2000:]
     assert {"placement_edu.peak", "placement_edu.architectures"} <= set(CORE)
 
 
@@ -371,9 +270,7 @@ def test_a_notebooks_imports_bring_no_torch_until_a_cell_runs_ranks() -> None:
         "    c.validate(); predict(c)\n"  # what a kernel derives beside a run's measurements
         "print('TORCH', 'torch' in sys.modules, config.label, config.precision.name)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
+    result = _fresh(code)
     assert "TORCH False zero3 on data=4 fp64_adam" in result.stdout, result.stderr[-2000:]
 
 

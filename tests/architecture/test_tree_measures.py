@@ -38,6 +38,11 @@ def _over(rows: dict[str, int], allowed: dict[str, int], limit: int) -> list[str
     ]
 
 
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert measures.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert measures.circles({"a": {"b"}, "b": set()}) == []
+
+
 def test_no_import_circle() -> None:
     paths = measures.modules()
     for at_load in (True, False):
