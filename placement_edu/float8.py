@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from placement_edu.errors import expect
-from placement_edu.models import TransformerSpec
+from placement_edu.models import Number, TransformerSpec
+from placement_edu.models.ideal import tensor_split
 
 #: The scaling recipes, as torchao names them, and what the GEMM's autograd function saves for
 #: backward: bytes a value of the Linear's input (and weight).
@@ -99,6 +100,22 @@ def all_gather_bytes(model: TransformerSpec, recipe: Float8 | None) -> int:
         return 2 * model.psi
     converted = converted_params(model)
     return converted + 2 * (model.psi - converted)
+
+
+def gathered_bytes(model: object, converted: int, other: int, tensor: int = 1) -> Number:
+    """Bytes a parameter element of a float8 all-gather moves (and holds, gathered), on a rank
+    whose parameters the tensor axis splits ``tensor`` ways: each converted weight at
+    ``converted`` bytes (1, float8), the rest at ``other`` (2, bf16: the embeddings, the norms,
+    the output layer). The mean over the rank's share, exact in total (the Ψ-level units hold
+    each kind in proportion): the converted weights are Megatron-split by t, the rest are
+    ``tensor_split``'s (Ψ − R)/t + R. A model whose block Linears are not named (an abstract Ψ, a
+    mixture of experts) moves ``converted`` bytes throughout."""
+    if not isinstance(model, TransformerSpec) or converted == other:
+        return converted
+    share = Fraction(converted_params(model), tensor) / tensor_split(
+        model.psi, model.replicated_elements, {"tensor": tensor}
+    )
+    return converted * share + other * (1 - share)
 
 
 def amax_all_reduce_bytes(model: TransformerSpec) -> int:

@@ -297,7 +297,9 @@ def sharding_terms(
     reduce bucket of split grads, and the padded copies ZeRO's rule reads and fills."""
     d, terms = group.d, []
     if d > 1 and pl.mode(State.PARAMS, "data") in GATHERED:
-        gathered = precision.wire_bytes(State.PARAMS)  # gathered in the gather dtype
+        # gathered in the gather dtype (float8: converted weights at 1 B, the rest at 2)
+        tensor = split_axes(pl, State.PARAMS, group.mesh, exclude="data").get("tensor", 1)
+        gathered = precision.gather_bytes(group.model, tensor)
         # Resharded after forward: the unit computing and the next one, prefetched, are live
         # (``prefetched_window``). Kept (SHARD_GRAD_OP): all units by the end of forward and
         # through backward.

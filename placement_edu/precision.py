@@ -9,7 +9,8 @@ from types import MappingProxyType
 from typing import Mapping
 
 from placement_edu.errors import PlacementError, positive_int
-from placement_edu.float8 import Float8
+from placement_edu.float8 import Float8, gathered_bytes
+from placement_edu.models import Number
 from placement_edu.placement import State
 
 #: The names of this module's page in the API reference, which a notebook may import.
@@ -62,6 +63,17 @@ class Precision:
         wire = {State.PARAMS: self.gather, State.GRADS: self.reduce}.get(State(state))
         return self.bytes_per(state) if wire is None else wire
 
+    def gather_bytes(self, model: object, tensor: int = 1) -> Number:
+        """Bytes a parameter element of ``model`` moves in a gather (and holds, gathered) on a rank
+        the tensor axis splits ``tensor`` ways: ``wire_bytes``'s; under torchao's float8
+        all-gather, each converted weight at ``gather`` (1 B) and the rest in the compute dtype
+        (``float8.gathered_bytes``: for a Llama-3-8B, 9,081,200,640 B a whole gather, not
+        8,030,261,248)."""
+        wire = self.wire_bytes(State.PARAMS)
+        if self.float8 is None:
+            return wire
+        return gathered_bytes(model, wire, self.activations, tensor)
+
     @property
     def model_state(self) -> int:
         """P + G + O bytes per parameter (16 for mixed_adam: ZeRO's 2 + 2 + K with K = 12)."""
@@ -102,10 +114,9 @@ PRESETS: Mapping[str, Precision] = MappingProxyType(
         "deepspeed_bf16_fp32_comm": Precision("deepspeed_bf16_fp32_comm", 2, 2, 12, 2, reduce=4),
         # torchtitan's float8 (docs/float8.md at 9dec370): fsdp2_bf16's states, the block
         # Linears' GEMMs in float8 with tensorwise dynamic scales (torchao), and FSDP2's float8
-        # all-gather: 1 B on the wire a parameter. That is exact for the converted weights (a
-        # Llama-3-8B's 6,979,321,856 of 8,030,261,248, ``float8.converted_params``); its
-        # embeddings and norms travel at 2 B in torchao, 1 here (``float8.all_gather_bytes``
-        # has the exact bytes: 9,081,200,640, not 8,030,261,248).
+        # all-gather: 1 B on the wire for each converted weight (a Llama-3-8B's 6,979,321,856 of
+        # 8,030,261,248, ``float8.converted_params``), 2 B for its embeddings, norms and output
+        # layer (``gather_bytes``: 9,081,200,640 B a whole gather).
         "fsdp2_float8": Precision(
             "fsdp2_float8", 4, 4, 8, 2, gather=1, reduce=4, float8="tensorwise"
         ),

@@ -50,7 +50,7 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
     whole = Fraction(at1, _PROBE_PSI) - split
     schedule = derive_schedule(strategy, ModelSpec(_PROBE_PSI), Mesh.of(data=_PROBE_N), precision)
     collectives: list[tuple[str, Fraction, int]] = [
-        (o.op, Fraction(o.elements) / _PROBE_PSI, o.element_bytes)
+        (o.op, Fraction(o.elements) / _PROBE_PSI, int(o.element_bytes))  # (ModelSpec's: whole)
         for o in schedule.collectives
         if o.op != OpKind.BROADCAST
     ]
@@ -63,7 +63,7 @@ def terms(strategy: str | Strategy, precision: str | Precision = "mixed_adam") -
             (
                 OpKind.BROADCAST,
                 sum((Fraction(o.elements) for o in owners), Fraction(0)) / _PROBE_PSI,
-                owners[0].element_bytes,
+                int(owners[0].element_bytes),
             )
         )
     return Terms(whole, split, tuple(collectives))

@@ -89,7 +89,7 @@ def _batch_bytes(
         else:
             kind = "other"
         key = (kind, op.axis, op.op, op.group, op.root)  # (ring bytes: linear in the payload)
-        payloads.setdefault(key, []).append((times * op.element_bytes, op.elements))
+        payloads.setdefault(key, []).append((times, op.payload_bytes))
     out: dict[tuple[str, str], list[Fraction]] = {}
     for (kind, axis, collective, group, root), sizes in payloads.items():
         sent = ring_bytes(collective, group, weighted_total(sizes), root)  # Σ times × payload

@@ -19,7 +19,13 @@ from placement_edu.float8 import (
     mfu_under_float8,
     saved_linear_inputs,
 )
+from placement_edu.memory import derive_memory
+from placement_edu.mesh import Mesh
 from placement_edu.models import TransformerSpec
+from placement_edu.placement import State
+from placement_edu.precision import get_precision
+from placement_edu.schedule import derive_schedule
+from placement_edu.strategies import get_strategy
 from placement_edu.timing.hardware import FP8_PEAK_FLOPS, PEAK_FLOPS
 
 pytestmark = pytest.mark.fast
@@ -48,6 +54,44 @@ def test_a_float8_all_gather_moves_one_byte_per_converted_weight() -> None:
     assert bf16 == 2 * 8_030_261_248 == 16_060_522_496  # Meta's 8,030,261,248 parameters
     assert f8 == 6_979_321_856 + 2 * 1_050_939_392 == 9_081_200_640
     assert all_gather_bytes(LLAMA_8B, Float8(all_gather=False)) == bf16
+
+
+def _forward_gathers(strategy: str, mesh: str, precision: str) -> int | Fraction:
+    """Bytes of rank 0's forward parameter all-gathers, from the core's schedule."""
+    schedule = derive_schedule(
+        get_strategy(strategy), LLAMA_8B, Mesh.parse(mesh), get_precision(precision)
+    )
+    return sum(
+        o.payload_bytes
+        for o in schedule.ops
+        if o.op == "all_gather" and o.state is State.PARAMS and o.phase == "forward"
+    )
+
+
+def test_the_schedule_gathers_converted_weights_at_1_byte_and_the_rest_at_2() -> None:
+    # FSDP2 on data=8: one forward all-gather a block, 9,081,200,640 B in all (torchao's float8
+    # all-gather), not 8,030,261,248 (every parameter at 1 B); bf16 gathers 2 B a parameter.
+    assert _forward_gathers("zero3", "data=8", "fsdp2_float8") == 9_081_200_640
+    assert _forward_gathers("zero3", "data=8", "fsdp2_bf16") == 16_060_522_496
+    # rowwise gathers in bf16 (torchao's float8 all-gather is tensorwise only)
+    assert _forward_gathers("zero3", "data=8", "fsdp2_float8_rowwise") == 16_060_522_496
+    # with tensor=2 beside it: a tensor rank gathers half of each converted weight (Megatron's
+    # split), half of the embeddings, and the 65 RMSNorm weights whole (R = 266,240), at 2 B
+    tp = _forward_gathers("zero3×tp", "data=4,tensor=2", "fsdp2_float8")
+    norms = 65 * 4096
+    assert tp == 6_979_321_856 // 2 + 2 * ((1_050_939_392 - norms) // 2 + norms) == 4_540_866_560
+
+
+def test_the_gather_window_holds_the_gathered_weights_in_their_float8_and_bf16_bytes() -> None:
+    # The window (two units, resharded after forward) holds the gathered units as they arrive:
+    # under float8 9,081,200,640 / 16,060,522,496 of bf16's bytes, the whole gather's ratio.
+    window = {
+        name: derive_memory(
+            get_strategy("zero3"), LLAMA_8B, Mesh.parse("data=8"), get_precision(name)
+        ).transient["forward"]["gather_window"]
+        for name in ("fsdp2_float8", "fsdp2_bf16")
+    }
+    assert window["fsdp2_float8"] / window["fsdp2_bf16"] == Fraction(9_081_200_640, 16_060_522_496)
     # precompute_float8_dynamic_scale_for_fsdp: one fp32 amax a converted weight, one all-reduce
     assert amax_all_reduce_bytes(LLAMA_8B) == 4 * 32 * 7 == 896
 

@@ -53,7 +53,7 @@ class Op:
     axis: str | None
     phase: str
     elements: Number
-    element_bytes: int
+    element_bytes: Number
     group: int = 1
     why: str = ""
     micro_batches: Tag = ()

@@ -107,6 +107,15 @@ class Device:
             return self.model.unit_runs(other, self.mesh.degree(axis), self.coords)
         return [(exact(u, flat), k) for u, k in self.model.unit_runs(other, flat, self.coords)]
 
+    def params_wire(self, axis: str | None) -> Number:
+        """Bytes a parameter element moves in a collective on ``axis``: the gather dtype's; under
+        float8, the mean of this rank's converted weights and the rest, as the tensor axis splits
+        them (``Precision.gather_bytes``)."""
+        if self.precision.float8 is None:
+            return self.precision.wire_bytes(State.PARAMS)
+        split = split_axes(self.strategy.placement, State.PARAMS, self.mesh, exclude=axis)
+        return self.precision.gather_bytes(self.model, split.get("tensor", 1))
+
     def op(
         self,
         op: OpKind,
@@ -121,6 +130,8 @@ class Device:
         element_bytes = (
             self.precision.activations
             if state is State.ACTIVATIONS
+            else self.params_wire(axis)
+            if state is State.PARAMS and op in COLLECTIVES
             else self.precision.wire_bytes(state)
             if op in COLLECTIVES  # what crosses the network travels in its wire dtype
             else self.precision.bytes_per(state)
