@@ -98,8 +98,7 @@ def all_gather_bytes(model: TransformerSpec, recipe: Float8 | None) -> int:
     1 B for each converted weight and 2 B for the rest."""
     if recipe is None or not recipe.all_gather:
         return 2 * model.psi
-    converted = converted_params(model)
-    return converted + 2 * (model.psi - converted)
+    return int(gathered_bytes(model, 1, 2) * model.psi)  # (whole: the mean over every parameter)
 
 
 def gathered_bytes(model: object, converted: int, other: int, tensor: int = 1) -> Number:

@@ -184,6 +184,11 @@ def pipeline_passes(
     )
 
 
+def pipeline_micro_batches(stages: int, given: int) -> int:
+    """The micro-batches of a pipeline's step: those ``given``, or 2p where 0 is given."""
+    return given or 2 * stages
+
+
 @dataclass(frozen=True)
 class PipelineRank:
     """Rank ``rank`` of a pipeline of ``stages`` stages, one device each, under ``schedule``
@@ -199,7 +204,8 @@ class PipelineRank:
     micro_batches: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "micro_batches", self.micro_batches or 2 * self.stages)
+        m = pipeline_micro_batches(self.stages, self.micro_batches)
+        object.__setattr__(self, "micro_batches", m)
 
 
 def derive_pipeline(

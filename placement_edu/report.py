@@ -294,14 +294,18 @@ class Comparison:
 def _wire(precision: Precision) -> str:
     """What the caption adds when a collective moves another dtype than the state stores (float8:
     the converted weights in float8, the rest in the compute dtype, ``Precision.gather_bytes``)."""
+    rest = precision.activations  # (float8: what gathers outside the converted weights)
+    mixed = precision.float8 is not None and precision.wire_bytes(State.PARAMS) != rest
     moved = [
         f"{what} {precision.wire_bytes(state)} B"
+        + (
+            f" ({rest} B outside float8's converted weights)"
+            if state is State.PARAMS and mixed
+            else ""
+        )
         for what, state in (("gathers", State.PARAMS), ("reductions", State.GRADS))
         if precision.wire_bytes(state) != precision.bytes_per(state)
     ]
-    gather = precision.wire_bytes(State.PARAMS)
-    if precision.float8 is not None and gather != precision.activations and moved:
-        moved[0] += f" ({precision.activations} B outside float8's converted weights)"
     return f"; on the wire, {' and '.join(moved)} per element" if moved else ""
 
 

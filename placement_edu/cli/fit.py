@@ -38,7 +38,8 @@ from placement_edu.pricing import SCHEDULE_FORMS, parsed_schedule
 from placement_edu.mesh import Mesh
 from placement_edu.models import LAYER_K, every_kth
 from placement_edu.strategies import CONTEXT_ATTENTIONS
-from placement_edu.peak_axes import CONTEXT_BUFFERS, PipelineRank, context_seq, derive_on_mesh
+from placement_edu.peak_axes import CONTEXT_BUFFERS, context_seq, derive_on_mesh
+from placement_edu.peak_pipeline import pipeline_micro_batches
 from placement_edu.fitting import PROFILE_ATTENTION, read_setting
 from placement_edu.setting import ATTENTIONS, resolve
 from placement_edu.step_case import StepCase
@@ -487,7 +488,7 @@ def _resolve_mesh(args: argparse.Namespace) -> None:
         args.schedule or "1f1b",
         args.context_attention or "ring",
     )
-    args.micro_batches = args.micro_batches or 0  # (0: 2p)
+    args.micro_batches = args.micro_batches or 0  # (0: 2p on a pipeline, resolved below)
     if mesh is None:
         expect(args.devices is not None, "give --devices N, or --mesh (e.g. data=8,tensor=2)")
         expect(not args.sequence_parallel, "--sequence-parallel needs --mesh with a tensor axis")
@@ -497,6 +498,8 @@ def _resolve_mesh(args: argparse.Namespace) -> None:
         f"--mesh {mesh} is {mesh.world_size} devices, --devices says {args.devices}: give one",
     )
     args.devices = mesh.world_size
+    if mesh.degree("pipeline") > 1:  # a pipeline's step: its m micro-batches, resolved here
+        args.micro_batches = pipeline_micro_batches(mesh.degree("pipeline"), args.micro_batches)
     alone = any(mesh.world_size == mesh.degree(axis) for axis in ("tensor", "pipeline"))
     data_tensor = mesh.world_size == mesh.degree("data") * mesh.degree("tensor")
     expect(
@@ -511,8 +514,7 @@ def _pipeline_keys(args: argparse.Namespace) -> dict:
     p = args.mesh.degree("pipeline") if args.mesh is not None else 1
     if p == 1:  # (gradient accumulation: m micro-batches before the step)
         return {"micro_batches": args.micro_batches} if args.micro_batches > 1 else {}
-    m = PipelineRank(p, 0, args.schedule, micro_batches=args.micro_batches).micro_batches
-    return {"schedule": args.schedule, "micro_batches": m}
+    return {"schedule": args.schedule, "micro_batches": args.micro_batches}
 
 
 def _context_keys(args: argparse.Namespace, seq: int, peak: StepPeak) -> dict:
